@@ -1,0 +1,86 @@
+"""Which endings and findings *fail* a stream.
+
+Verdicts are graded and never lossy; what counts as a failure is a separate, named decision. Real
+servers have dialects (Ollama and some vLLM builds omit ``finish_reason`` on complete answers; some
+gateways omit ``[DONE]`` after a proper finish). Strict checkers that flagged those as errors caused
+false alarms and retry loops until people switched checking off, so a dialect is tolerated by name
+instead, and the verdict stays the same whatever the policy says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sseguard.errors import ConfigError
+from sseguard.verdict import Ending, FindingKind, Verdict
+
+#: Named presets: each one tolerates what a known dialect does on a *good* stream.
+PRESETS: dict[str, frozenset[str]] = {
+    "strict": frozenset(),
+    # Ollama, some vLLM builds: [DONE] arrives but finish_reason is never set.
+    "no-finish-ok": frozenset({Ending.NO_FINISH}),
+    # Gateways that send the finish (and usage) but never the [DONE] sentinel.
+    "no-done-ok": frozenset({Ending.NO_DONE}),
+    # Either dialect; a clean EOF after content (truncated) still fails.
+    "lenient": frozenset({Ending.NO_FINISH, Ending.NO_DONE, FindingKind.MISSING_USAGE}),
+}
+
+
+def _parse_names(names: str | Iterable[str] | None) -> frozenset[Ending | FindingKind]:
+    if names is None:
+        return frozenset()
+    items = names.split(",") if isinstance(names, str) else list(names)
+    out: set[Ending | FindingKind] = set()
+    for raw in items:
+        name = raw.strip()
+        if not name:
+            continue
+        if name in Ending.__members__.values():
+            out.add(Ending(name))
+        elif name in FindingKind.__members__.values():
+            out.add(FindingKind(name))
+        else:
+            known = ", ".join([*Ending, *FindingKind])
+            raise ConfigError(f"unknown ending or finding {name!r} (known: {known})")
+    return frozenset(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A pass/fail judgement over verdicts: ``complete`` without findings passes, plus what is tolerated."""
+
+    name: str = "strict"
+    tolerate: frozenset[Ending | FindingKind] = frozenset()
+
+    @classmethod
+    def from_spec(cls, policy: str = "strict",
+                  tolerate: str | Iterable[str] | None = None) -> Policy:
+        """Build a policy from a preset name and an extra tolerate list (``"no_done,missing_usage"``)."""
+        if policy not in PRESETS:
+            raise ConfigError(f"unknown policy {policy!r} (known: {', '.join(PRESETS)})")
+        extra = _parse_names(tolerate)
+        base = _parse_names(PRESETS[policy])
+        name = policy if not extra else f"{policy}+{','.join(sorted(map(str, extra)))}"
+        return cls(name=name, tolerate=base | extra)
+
+    def failure(self, verdict: Verdict) -> str | None:
+        """Why the verdict fails under this policy (the ending, or the first untolerated finding)."""
+        if verdict.ending is not Ending.COMPLETE and verdict.ending not in self.tolerate:
+            return str(verdict.ending)
+        for finding in verdict.findings:
+            if finding.kind not in self.tolerate:
+                return str(finding.kind)
+        return None
+
+    def passes(self, verdict: Verdict) -> bool:
+        return self.failure(verdict) is None
+
+    def passes_facts(self, ending: str, finding_kinds: Iterable[str]) -> bool:
+        """Judge stored facts (a record) without rebuilding a verdict."""
+        if ending != Ending.COMPLETE and ending not in self.tolerate:
+            return False
+        return all(kind in self.tolerate for kind in finding_kinds)
+
+
+STRICT = Policy()

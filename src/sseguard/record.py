@@ -1,0 +1,138 @@
+"""One request's facts, in one schema shared by the probe's JSONL, Locust workers and the proxy's store.
+
+A record keeps the full verdict facts (ending, every finding) whatever policy was in force, so the
+analyzer can judge a run again under another policy. Times are given by the adapter that measured them:
+``started_at`` is wall-clock epoch seconds (for time windows), durations are milliseconds measured on a
+monotonic clock.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+
+from sseguard.policy import Policy
+from sseguard.redact import DEFAULT, Redactor
+from sseguard.verdict import Verdict
+
+SCHEMA_VERSION = 1
+TAIL_BYTES = 2048
+
+#: Response headers worth keeping as attributes: ids, traces, the serving hop.
+INTERESTING_HEADERS = (
+    "server", "via", "x-request-id", "x-trace-id", "traceparent", "x-amzn-trace-id", "cf-ray",
+    "x-served-by", "x-backend", "x-upstream", "x-model", "openai-processing-ms", "x-sseguard-fault",
+    "x-sseguard-route", "content-type", "x-cache",
+)
+
+_PREFIX = re.compile(r"([A-Za-z]+)[-_:.]")
+_LETTERS = re.compile(r"[A-Za-z]+")
+
+
+def id_prefix(response_id: str | None) -> str | None:
+    """The route-like part of a response id: the leading letters before a separator, or ``numeric``.
+
+    ``chatcmpl-9f…`` → ``chatcmpl``; ``gw-17`` → ``gw``; ``8731209`` → ``numeric``. Gateways that splice
+    several backends often differ exactly here, which is why the analyzer ranks it.
+    """
+    if not response_id:
+        return None
+    if response_id.isdigit():
+        return "numeric"
+    m = _PREFIX.match(response_id)
+    if m:
+        return m.group(1)
+    m = _LETTERS.match(response_id)
+    return m.group(0) if m else "other"
+
+
+class Record(msgspec.Struct, kw_only=True, omit_defaults=False):
+    """One request, as stored: facts only, secrets already removed."""
+
+    schema: int = SCHEMA_VERSION
+    source: str = "probe"  # probe | proxy | locust
+    run_id: str = ""
+    arm: str = "default"
+    index: int = 0
+    worker: str | None = None
+    workload: str = "small"
+    started_at: float = 0.0
+    method: str = "POST"
+    path: str = "/v1/chat/completions"
+    model: str | None = None
+    stream: bool = True
+    status: int | None = None
+    ending: str = "empty"
+    findings: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    passed: bool = False
+    policy: str = "strict"
+    error: str | None = None
+    response_id: str | None = None
+    last_response_id: str | None = None
+    id_prefix: str | None = None
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    injected: str | None = None  # what a chaos upstream says it injected (x-sseguard-fault)
+    ttfb_ms: float | None = None
+    ttft_ms: float | None = None
+    duration_ms: float | None = None
+    max_gap_ms: float | None = None
+    chunks: int = 0
+    bytes: int = 0
+    prompt_bytes: int = 0
+    concurrency: int = 1
+    reuse_index: int = 0  # requests sent on this connection before this one
+    connection: str | None = None
+    finish_reasons: list[str | None] = msgspec.field(default_factory=list)
+    usage: dict[str, Any] | None = None
+    tail: str = ""
+    evidence: str | None = None
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    @property
+    def finding_kinds(self) -> list[str]:
+        return [str(f.get("kind")) for f in self.findings]
+
+    def failed_under(self, policy: Policy) -> bool:
+        return not policy.passes_facts(self.ending, self.finding_kinds)
+
+
+def record_from_verdict(verdict: Verdict, *, policy: Policy, headers: dict[str, str] | None = None,
+                        redactor: Redactor = DEFAULT, **facts: Any) -> Record:
+    """Fill a record from a verdict plus the adapter's own facts; every stored string is redacted."""
+    kept = redactor.headers(headers or {})
+    choices = verdict.message.get("choices") or []
+    return Record(
+        status=verdict.http_status,
+        ending=str(verdict.ending),
+        findings=[redactor.obj(f.to_dict()) for f in verdict.findings],
+        passed=policy.passes(verdict),
+        policy=policy.name,
+        error=redactor.text(verdict.error) if verdict.error else None,
+        response_id=verdict.first_id,
+        last_response_id=verdict.last_id,
+        id_prefix=id_prefix(verdict.first_id),
+        headers={k: v for k, v in kept.items() if k in INTERESTING_HEADERS or k.startswith("x-")},
+        injected=kept.get("x-sseguard-fault"),
+        chunks=verdict.chunks,
+        bytes=verdict.bytes,
+        finish_reasons=[c.get("finish_reason") for c in choices],
+        usage=verdict.message.get("usage"),
+        tail=redactor.text(verdict.tail[-TAIL_BYTES:].decode("utf-8", "replace")),
+        model=verdict.message.get("model"),
+        **facts,
+    )
+
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(Record)
+
+
+def encode_record(record: Record) -> bytes:
+    """One JSONL line (with the newline)."""
+    return _encoder.encode(record) + b"\n"
+
+
+def decode_record(line: bytes | str) -> Record:
+    return _decoder.decode(line)
