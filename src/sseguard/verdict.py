@@ -7,6 +7,7 @@ these same values, so probe, proxy, store and analyzer never learn which protoco
 from __future__ import annotations
 
 import base64
+import builtins
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -73,7 +74,7 @@ class Verdict:
     bytes: int = 0
     first_id: str | None = None
     last_id: str | None = None
-    tail: bytes = b""  # the last 2 KiB of the body, as received
+    tail: builtins.bytes = b""  # the last 2 KiB of the body, as received
     error: str | None = None  # the error message of an error event, HTTP body or transport error
     http_status: int = 200
 

@@ -1,0 +1,228 @@
+"""Fold ``chat.completion.chunk`` objects into the final message, the way a client does.
+
+The assembler is deliberately tolerant of shapes real servers send on *good* streams (``finish_reason:
+""`` on non-final chunks, a usage chunk with ``choices: null`` or no ``choices``, an empty delta after the
+finish, unknown fields such as OpenAI's ``obfuscation`` padding) and reports only what no client can
+fold: values of the wrong type. Whether the stream as a whole was good is the checker's business.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class AssembledToolCall:
+    index: int
+    id: str | None = None
+    type: str | None = None
+    name_parts: list[str] = field(default_factory=list)
+    argument_parts: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return "".join(self.name_parts)
+
+    @property
+    def arguments(self) -> str:
+        return "".join(self.argument_parts)
+
+
+@dataclass(slots=True)
+class AssembledChoice:
+    index: int
+    role: str | None = None
+    content_parts: list[str] = field(default_factory=list)
+    reasoning_parts: list[str] = field(default_factory=list)
+    tool_calls: dict[int, AssembledToolCall] = field(default_factory=dict)
+    finish_reason: str | None = None
+    saw_content: bool = False  # content parts were sent (even an empty string)
+
+    @property
+    def content(self) -> str:
+        return "".join(self.content_parts)
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(self.reasoning_parts)
+
+
+class MessageAssembler:
+    """``add(chunk)`` folds one decoded chunk and returns the schema problems it found in it."""
+
+    __slots__ = ("choices", "first_id", "ids_changed", "last_id", "model", "saw_token",
+                 "system_fingerprint", "usage")
+
+    def __init__(self) -> None:
+        self.choices: dict[int, AssembledChoice] = {}
+        self.first_id: str | None = None
+        self.last_id: str | None = None
+        self.ids_changed = False
+        self.model: str | None = None
+        self.system_fingerprint: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.saw_token = False  # any content, reasoning or tool-call delta
+
+    def add(self, chunk: dict[str, Any]) -> list[str]:
+        problems: list[str] = []
+        cid = chunk.get("id")
+        if cid is not None:
+            if not isinstance(cid, str):
+                problems.append("id is not a string")
+                cid = str(cid)
+            if self.first_id is None:
+                self.first_id = cid
+            elif cid != self.last_id and cid != self.first_id:
+                self.ids_changed = True
+            self.last_id = cid
+        model = chunk.get("model")
+        if isinstance(model, str) and model:
+            self.model = model
+        fp = chunk.get("system_fingerprint")
+        if isinstance(fp, str):
+            self.system_fingerprint = fp
+        usage = chunk.get("usage")
+        if usage is not None:
+            if isinstance(usage, dict):
+                self.usage = usage
+            else:
+                problems.append("usage is not an object")
+        choices = chunk.get("choices")
+        if choices is None:
+            return problems
+        if not isinstance(choices, list):
+            problems.append("choices is not a list")
+            return problems
+        for raw in choices:
+            if not isinstance(raw, dict):
+                problems.append("choice is not an object")
+                continue
+            self._add_choice(raw, problems)
+        return problems
+
+    def _add_choice(self, raw: dict[str, Any], problems: list[str]) -> None:
+        index = raw.get("index", 0)
+        if not isinstance(index, int) or isinstance(index, bool):
+            problems.append("choice index is not an integer")
+            return
+        choice = self.choices.get(index)
+        if choice is None:
+            choice = self.choices[index] = AssembledChoice(index)
+        delta = raw.get("delta")
+        if delta is None:
+            delta = raw.get("message")  # a few servers repeat the non-stream shape
+        if delta is not None:
+            if isinstance(delta, dict):
+                self._add_delta(choice, delta, problems)
+            else:
+                problems.append("delta is not an object")
+        finish = raw.get("finish_reason")
+        if finish is not None and finish != "":
+            if isinstance(finish, str):
+                choice.finish_reason = finish
+            else:
+                problems.append("finish_reason is not a string")
+
+    def _add_delta(self, choice: AssembledChoice, delta: dict[str, Any],
+                   problems: list[str]) -> None:
+        role = delta.get("role")
+        if isinstance(role, str):
+            choice.role = role
+        content = delta.get("content")
+        if content is not None:
+            if isinstance(content, str):
+                choice.saw_content = True
+                if content:
+                    choice.content_parts.append(content)
+                    self.saw_token = True
+            else:
+                problems.append("content is not a string")
+        reasoning = delta.get("reasoning_content")
+        if reasoning is None:
+            reasoning = delta.get("reasoning")
+        if reasoning is not None:
+            if isinstance(reasoning, str):
+                if reasoning:
+                    choice.reasoning_parts.append(reasoning)
+                    self.saw_token = True
+            else:
+                problems.append("reasoning_content is not a string")
+        tool_calls = delta.get("tool_calls")
+        if tool_calls is not None:
+            if isinstance(tool_calls, list):
+                for tc in tool_calls:
+                    self._add_tool_call(choice, tc, problems)
+            else:
+                problems.append("tool_calls is not a list")
+
+    def _add_tool_call(self, choice: AssembledChoice, tc: Any, problems: list[str]) -> None:
+        if not isinstance(tc, dict):
+            problems.append("tool call is not an object")
+            return
+        index = tc.get("index")
+        if index is None:
+            # Some OpenAI-compatible servers omit the index: a new id starts a new call,
+            # anything else continues the last one.
+            if tc.get("id") or not choice.tool_calls:
+                index = len(choice.tool_calls)
+            else:
+                index = max(choice.tool_calls)
+        elif not isinstance(index, int) or isinstance(index, bool):
+            problems.append("tool call index is not an integer")
+            return
+        call = choice.tool_calls.get(index)
+        if call is None:
+            call = choice.tool_calls[index] = AssembledToolCall(index)
+        self.saw_token = True
+        tid = tc.get("id")
+        if isinstance(tid, str) and tid:
+            call.id = tid
+        ttype = tc.get("type")
+        if isinstance(ttype, str):
+            call.type = ttype
+        fn = tc.get("function")
+        if fn is None:
+            return
+        if not isinstance(fn, dict):
+            problems.append("tool call function is not an object")
+            return
+        name = fn.get("name")
+        if name is not None:
+            if isinstance(name, str):
+                call.name_parts.append(name)
+            else:
+                problems.append("function name is not a string")
+        args = fn.get("arguments")
+        if args is not None:
+            if isinstance(args, str):
+                call.argument_parts.append(args)
+            else:
+                problems.append("function arguments is not a string")
+
+    def to_openai(self) -> dict[str, Any]:
+        """The assembled answer as a non-streamed ``chat.completion`` object."""
+        choices: list[dict[str, Any]] = []
+        for index in sorted(self.choices):
+            choice = self.choices[index]
+            message: dict[str, Any] = {
+                "role": choice.role or "assistant",
+                "content": choice.content if (choice.content_parts or choice.saw_content) else None,
+            }
+            if choice.reasoning_parts:
+                message["reasoning_content"] = choice.reasoning
+            if choice.tool_calls:
+                message["tool_calls"] = [
+                    {"id": call.id, "type": call.type or "function",
+                     "function": {"name": call.name, "arguments": call.arguments}}
+                    for _, call in sorted(choice.tool_calls.items())
+                ]
+            choices.append({"index": index, "message": message,
+                            "finish_reason": choice.finish_reason})
+        out: dict[str, Any] = {"id": self.first_id, "object": "chat.completion",
+                               "model": self.model, "choices": choices}
+        if self.system_fingerprint is not None:
+            out["system_fingerprint"] = self.system_fingerprint
+        if self.usage is not None:
+            out["usage"] = self.usage
+        return out

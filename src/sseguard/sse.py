@@ -1,0 +1,182 @@
+"""Incremental Server-Sent Events decoding over bytes, by the WHATWG event-stream rules.
+
+Why our own decoder: a checker must be stricter than a client. Clients (and most SSE libraries)
+silently dispatch or drop an event that the body cut off before its blank line; here that is reported
+as a cut frame, because it is exactly the failure we exist to see. Every byte of the body is accounted
+for: the ``raw`` of the dispatched events, concatenated, plus the ``Tail.raw`` of ``close()``, equal the
+input — so a pass-through can forward frames byte-identical.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from sseguard.errors import UsageError
+
+_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    """One dispatched event. ``raw`` is the exact bytes since the previous event, blank line included."""
+
+    data: str
+    event: str = "message"
+    id: str | None = None
+    retry: int | None = None
+    raw: bytes = b""
+
+
+class TailKind(StrEnum):
+    """What the body left when it ended."""
+
+    CLEAN = "clean"  # ended on an event boundary (or only blank/comment lines after it)
+    PARTIAL_LINE = "partial_line"  # ended inside a line
+    UNDISPATCHED = "undispatched"  # complete field lines with no blank line after them
+
+
+@dataclass(frozen=True, slots=True)
+class Tail:
+    kind: TailKind
+    raw: bytes = b""
+
+    @property
+    def is_cut(self) -> bool:
+        return self.kind is not TailKind.CLEAN
+
+
+class SSEDecoder:
+    """Feed bytes in any split; get the events that completed. ``close()`` says what was left."""
+
+    __slots__ = ("_after_cr", "_bom_checked", "_buf", "_closed", "_data", "_event_type",
+                 "_fields_pending", "_frame_start", "_last_id", "_pos", "_retry")
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._pos = 0  # start of the first unprocessed line in _buf
+        self._frame_start = 0  # start of the current (undispatched) frame in _buf
+        self._after_cr = False  # the last line ended with CR: a following LF belongs to it
+        self._bom_checked = False
+        self._data: list[str] = []
+        self._event_type = ""
+        self._last_id: str | None = None
+        self._retry: int | None = None
+        self._fields_pending = False  # a field line was seen since the last dispatch
+        self._closed = False
+
+    def feed(self, data: bytes) -> list[SSEEvent]:
+        if self._closed:
+            raise UsageError("SSEDecoder.feed() after close()")
+        if not data:
+            return []
+        buf = self._buf
+        buf += data
+        pos = self._pos
+        if not self._bom_checked:
+            if len(buf) < 3 and _BOM.startswith(bytes(buf)):
+                return []
+            self._bom_checked = True
+            if buf.startswith(_BOM):
+                pos = 3
+        if self._after_cr and pos < len(buf):
+            self._after_cr = False
+            if buf[pos] == 0x0A:
+                pos += 1
+        events: list[SSEEvent] = []
+        end = len(buf)
+        if buf.find(b"\r", pos) == -1:
+            # Fast path: LF-only line ends, what nearly every server sends.
+            while True:
+                eol = buf.find(b"\n", pos)
+                if eol == -1:
+                    break
+                self._line(buf, pos, eol, eol + 1, events)
+                pos = eol + 1
+        else:
+            while pos < end:
+                lf = buf.find(b"\n", pos)
+                cr = buf.find(b"\r", pos)
+                if cr == -1 and lf == -1:
+                    break
+                if cr == -1 or (lf != -1 and lf < cr):
+                    self._line(buf, pos, lf, lf + 1, events)
+                    pos = lf + 1
+                    continue
+                nxt = cr + 1
+                if nxt < end:
+                    if buf[nxt] == 0x0A:
+                        nxt += 1
+                else:
+                    self._after_cr = True  # a CRLF may be split across two feeds
+                self._line(buf, pos, cr, nxt, events)
+                pos = nxt
+        # Drop what is dispatched, once per feed (not per event: that would be quadratic).
+        cut = self._frame_start
+        if cut:
+            del buf[:cut]
+            pos -= cut
+            self._frame_start = 0
+        self._pos = pos
+        return events
+
+    def _line(self, buf: bytearray, start: int, eol: int, after: int,
+              events: list[SSEEvent]) -> None:
+        if start == eol:
+            # Blank line: dispatch, if there is data (WHATWG: an event without data is dropped).
+            if self._data:
+                events.append(SSEEvent(
+                    data="\n".join(self._data),
+                    event=self._event_type or "message",
+                    id=self._last_id,
+                    retry=self._retry,
+                    raw=bytes(buf[self._frame_start:after]),
+                ))
+                self._frame_start = after
+            self._data = []
+            self._event_type = ""
+            self._fields_pending = False
+            return
+        if buf.startswith(b"data:", start):
+            vstart = start + 5
+            if vstart < eol and buf[vstart] == 0x20:
+                vstart += 1
+            self._data.append(buf[vstart:eol].decode("utf-8", "replace"))
+            self._fields_pending = True
+            return
+        if buf[start] == 0x3A:  # ':' comment
+            return
+        line = bytes(buf[start:eol])
+        colon = line.find(b":")
+        if colon == -1:
+            name, value = line, b""
+        else:
+            name = line[:colon]
+            value = line[colon + 1:]
+            if value.startswith(b" "):
+                value = value[1:]
+        self._fields_pending = True
+        if name == b"data":
+            self._data.append(value.decode("utf-8", "replace"))
+        elif name == b"event":
+            self._event_type = value.decode("utf-8", "replace")
+        elif name == b"id":
+            if b"\x00" not in value:
+                self._last_id = value.decode("utf-8", "replace")
+        elif name == b"retry" and value.isdigit():
+            self._retry = int(value)
+        # Unknown fields are ignored, per the spec.
+
+    def close(self) -> Tail:
+        """End of body: a partial line or an event without its blank line is a cut frame."""
+        if self._closed:
+            raise UsageError("SSEDecoder.close() called twice")
+        self._closed = True
+        raw = bytes(self._buf[self._frame_start:])
+        if not self._bom_checked and raw and _BOM.startswith(raw):
+            return Tail(TailKind.PARTIAL_LINE, raw)
+        if self._pos < len(self._buf):
+            return Tail(TailKind.PARTIAL_LINE, raw)
+        if self._fields_pending:
+            return Tail(TailKind.UNDISPATCHED, raw)
+        return Tail(TailKind.CLEAN, raw)
