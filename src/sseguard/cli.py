@@ -50,6 +50,40 @@ def _root(
 # Each command lives in its own section below, in the order of the tour in README.md.
 
 
+# ── check ─────────────────────────────────────────────────────────────────────────────────────────
+@app.command()
+def check(
+    body_file: str = typer.Argument(..., metavar="BODY_FILE",
+                                    help="A captured raw response body, or - for stdin."),
+    request: str | None = typer.Option(None, "--request", metavar="REQUEST.json",
+                                       help="The request body that produced the stream."),
+    policy: str = typer.Option("strict", "--policy", help="strict, no-finish-ok, no-done-ok, lenient."),
+    tolerate: str | None = typer.Option(None, "--tolerate", metavar="ENDING,…",
+                                        help="Endings or findings that do not fail the stream."),
+    status: int = typer.Option(200, "--status", help="The HTTP status the body came with."),
+    markup: str = typer.Option("all", "--markup", help="Markup family to look for in content, or all."),
+    as_json: bool = typer.Option(False, "--json", help="Print the verdict as one JSON object."),
+) -> None:
+    """Check one captured stream body against the streaming contract.
+
+    Exit code 0 when the policy passes it, 1 when it fails, 2 for unusable input.
+
+    Example: sseguard check examples/bodies/truncated.sse --request examples/request_tools.json
+    """
+    from sseguard import checkfile
+
+    try:
+        outcome = checkfile.check_file(body_file, request_path=request, policy=policy,
+                                      tolerate=tolerate, status=status, markup=markup)
+    except ConfigError as exc:
+        fail(str(exc))
+    if as_json:
+        typer.echo(checkfile.verdict_json(outcome))
+    else:
+        checkfile.print_verdict(outcome, console)
+    raise typer.Exit(0 if outcome.passed else 1)
+
+
 def main() -> None:
     """Console-script entry: click's usage errors exit 2 already; ConfigError is mapped to exit 2."""
     try:

@@ -1,0 +1,104 @@
+"""``sseguard check``: judge one captured body file and show the verdict to a person or a script.
+
+An adapter over the sans-IO checker: it reads files, the checker never does.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from sseguard.contract import StreamChecker
+from sseguard.errors import ConfigError
+from sseguard.policy import Policy
+from sseguard.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    source: str
+    verdict: Verdict
+    policy: Policy
+    failure: str | None
+
+    @property
+    def passed(self) -> bool:
+        return self.failure is None
+
+
+def _read_bytes(path: str) -> bytes:
+    if path == "-":
+        return sys.stdin.buffer.read()
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def load_request(path: str) -> dict[str, Any]:
+    raw = _read_bytes(path)
+    try:
+        obj = json.loads(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{path} is not JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise ConfigError(f"{path} must hold a JSON object (the request body)")
+    return obj
+
+
+def check_file(body_path: str, *, request_path: str | None = None, policy: str = "strict",
+               tolerate: str | None = None, status: int = 200, markup: str = "all") -> CheckOutcome:
+    """Feed a whole captured body to a checker; a non-2xx status makes the body the error body."""
+    judge = Policy.from_spec(policy, tolerate)
+    if not 100 <= status <= 599:
+        raise ConfigError(f"--status {status} is not an HTTP status")
+    request = load_request(request_path) if request_path else None
+    body = _read_bytes(body_path)
+    checker = StreamChecker(request, markup=markup)
+    if 200 <= status < 300:
+        checker.feed(body)
+        verdict = checker.close(http_status=status)
+    else:
+        verdict = checker.close(http_status=status, body=body)
+    return CheckOutcome(body_path, verdict, judge, judge.failure(verdict))
+
+
+def verdict_json(outcome: CheckOutcome) -> str:
+    data = outcome.verdict.to_dict()
+    data.update(source=outcome.source, policy=outcome.policy.name, passed=outcome.passed,
+                failure=outcome.failure)
+    return json.dumps(data, ensure_ascii=False)
+
+
+def print_verdict(outcome: CheckOutcome, console: Console) -> None:
+    v = outcome.verdict
+    mark = "[bold green]PASS[/]" if outcome.passed else f"[bold red]FAIL[/] ({outcome.failure})"
+    table = Table(title=f"{outcome.source}: {mark} under policy {outcome.policy.name}",
+                  show_header=False, title_justify="left")
+    table.add_column("what", style="bold")
+    table.add_column("value", overflow="fold")
+    table.add_row("ending", str(v.ending))
+    table.add_row("http status", str(v.http_status))
+    table.add_row("chunks / bytes", f"{v.chunks} / {v.bytes}")
+    table.add_row("response id", f"{v.first_id}" + (f" → {v.last_id}" if v.last_id != v.first_id else ""))
+    for choice in v.message.get("choices", []):
+        msg = choice.get("message", {})
+        content = msg.get("content") or ""
+        summary = f"finish_reason={choice.get('finish_reason')}, {len(content)} chars"
+        if msg.get("tool_calls"):
+            names = ", ".join(tc["function"]["name"] for tc in msg["tool_calls"])
+            summary += f", tool calls: {names}"
+        table.add_row(f"choice {choice.get('index')}", summary)
+    if v.error:
+        table.add_row("error", v.error[:300])
+    if not v.findings:
+        table.add_row("findings", "none")
+    for f in v.findings:
+        table.add_row(f"finding: {f.kind}", f"{f.detail} (frame {f.frame}, byte {f.offset})")
+    console.print(table)

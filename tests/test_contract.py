@@ -1,0 +1,298 @@
+"""StreamChecker: every contract rule, every sample body, and verdicts that never depend on chunking."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from _streams import DONE, chunk, frame, text_stream, tool_stream
+from sseguard.contract import StreamChecker
+from sseguard.errors import UsageError
+from sseguard.verdict import Ending, FindingKind, Verdict
+
+BODIES = Path(__file__).parent.parent / "examples" / "bodies"
+REQUEST_TOOLS = json.loads((BODIES.parent / "request_tools.json").read_text())
+
+#: The verdict every shipped sample body must get: (ending, finding kinds).
+EXPECTED = {
+    "complete": (Ending.COMPLETE, set()),
+    "truncated": (Ending.TRUNCATED, set()),
+    "no_done": (Ending.NO_DONE, set()),
+    "no_finish": (Ending.NO_FINISH, set()),
+    "cut_mid_frame": (Ending.CUT_MID_FRAME, set()),
+    "cut_mid_frame_no_blank_line": (Ending.CUT_MID_FRAME, set()),
+    "error_event": (Ending.ERROR_EVENT, set()),
+    "error_event_named": (Ending.ERROR_EVENT, set()),
+    "empty": (Ending.EMPTY, set()),
+    "tool_calls": (Ending.COMPLETE, set()),
+    "tool_args_invalid_json": (Ending.COMPLETE, {FindingKind.TOOL_ARGS_INVALID_JSON}),
+    "finish_reason_mismatch": (Ending.COMPLETE, {FindingKind.FINISH_REASON_MISMATCH}),
+    "markup_leak": (Ending.COMPLETE, {FindingKind.MARKUP_LEAK}),
+    "bad_chunk_json": (Ending.COMPLETE, {FindingKind.BAD_CHUNK_JSON}),
+    "frame_after_done": (Ending.COMPLETE, {FindingKind.FRAME_AFTER_DONE}),
+    "dialect_no_finish_reason": (Ending.NO_FINISH, set()),
+    "dialect_no_done": (Ending.NO_DONE, set()),
+    "dialect_empty_finish_reason": (Ending.COMPLETE, set()),
+    "dialect_usage_choices_null": (Ending.COMPLETE, set()),
+    "dialect_usage_no_choices_key": (Ending.COMPLETE, set()),
+    "dialect_obfuscation_and_extensions": (Ending.COMPLETE, set()),
+    "crlf_comments": (Ending.COMPLETE, set()),
+}
+
+
+def check(body: bytes, sizes: int | None = None, **close: object) -> Verdict:
+    checker = StreamChecker(close.pop("request", None))  # type: ignore[arg-type]
+    step = sizes or max(len(body), 1)
+    for i in range(0, len(body), step):
+        checker.feed(body[i:i + step])
+    return checker.close(**close)  # type: ignore[arg-type]
+
+
+def facts(v: Verdict) -> tuple[Ending, set[FindingKind], dict[str, object]]:
+    return v.ending, set(v.finding_kinds), v.message
+
+
+def test_every_sample_body_is_shipped_and_expected() -> None:
+    shipped = {p.stem for p in BODIES.glob("*.sse")}
+    assert shipped == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_sample_body_verdict_is_the_same_for_every_split(name: str) -> None:
+    body = (BODIES / f"{name}.sse").read_bytes()
+    whole = check(body)
+    assert (whole.ending, set(whole.finding_kinds)) == EXPECTED[name]
+    for size in (1, 2, 3, 7, 64):
+        assert facts(check(body, size)) == facts(whole)
+
+
+def test_complete_needs_finish_and_done() -> None:
+    v = check(text_stream(["a", "b"]))
+    assert v.ending is Ending.COMPLETE and not v.findings
+    assert v.message["choices"][0]["message"]["content"] == "ab"
+
+
+def test_clean_eof_after_content_is_truncated() -> None:
+    assert check(text_stream(["a"], finish=None, done=False)).ending is Ending.TRUNCATED
+
+
+def test_finish_without_done_is_no_done() -> None:
+    assert check(text_stream(["a"], done=False)).ending is Ending.NO_DONE
+
+
+def test_done_without_finish_is_no_finish() -> None:
+    assert check(text_stream(["a"], finish=None)).ending is Ending.NO_FINISH
+
+
+def test_done_sentinel_must_be_exact() -> None:
+    body = text_stream(["a"], done=False) + b"data: [DONE] \n\n"
+    v = check(body)
+    assert v.ending is Ending.NO_DONE
+    assert FindingKind.BAD_CHUNK_JSON in v.finding_kinds
+    assert check(text_stream(["a"], done=False) + b"data: [DONE]x\n\n").ending is Ending.NO_DONE
+
+
+def test_every_choice_needs_a_finish_reason() -> None:
+    body = (chunk({"content": "a"}, index=0) + chunk({"content": "b"}, index=1)
+            + chunk({}, "stop", index=0) + DONE)
+    assert check(body).ending is Ending.NO_FINISH
+    body = body[:-len(DONE)] + chunk({}, "length", index=1) + DONE
+    v = check(body)
+    assert v.ending is Ending.COMPLETE
+    assert [c["finish_reason"] for c in v.message["choices"]] == ["stop", "length"]
+
+
+def test_fewer_choices_than_requested_is_not_finished() -> None:
+    v = check(text_stream(["a"]), request={"n": 2})
+    assert v.ending is Ending.NO_FINISH
+
+
+def test_body_ending_inside_a_frame_is_cut_mid_frame() -> None:
+    body = text_stream(["a"])
+    assert check(body[:-5]).ending is Ending.CUT_MID_FRAME
+
+
+def test_error_object_and_error_event_keep_the_message() -> None:
+    v = check(text_stream(["a"], finish=None, done=False)
+              + frame({"error": {"message": "overloaded", "code": 503}}))
+    assert (v.ending, v.error) == (Ending.ERROR_EVENT, "overloaded")
+    v = check(text_stream(["a"], finish=None, done=False) + b"event: error\ndata: boom\n\n")
+    assert (v.ending, v.error) == (Ending.ERROR_EVENT, "boom")
+
+
+def test_non_2xx_is_http_error_with_the_body_kept() -> None:
+    checker = StreamChecker()
+    v = checker.close(http_status=503, body=b'{"error":{"message":"busy"}}')
+    assert v.ending is Ending.HTTP_ERROR and v.http_status == 503
+    assert "busy" in (v.error or "") and b"busy" in v.tail
+
+
+def test_no_bytes_is_empty() -> None:
+    assert check(b"").ending is Ending.EMPTY
+    assert check(b": keepalive\n\n").ending is Ending.EMPTY
+
+
+def test_transport_error_and_stall_come_from_the_adapter() -> None:
+    body = text_stream(["a"], finish=None, done=False)
+    v = check(body, transport_error="connection reset")
+    assert (v.ending, v.error) == (Ending.TRANSPORT_ERROR, "connection reset")
+    assert check(body, stalled=True).ending is Ending.STALLED
+
+
+def test_finish_reason_tool_calls_without_calls_is_a_mismatch() -> None:
+    v = check(text_stream(["a"], finish="tool_calls"))
+    assert FindingKind.FINISH_REASON_MISMATCH in v.finding_kinds
+
+
+def test_tool_calls_with_stop_is_a_mismatch() -> None:
+    v = check(tool_stream("get_weather", ['{"location": "x"}'], finish="stop"))
+    assert FindingKind.FINISH_REASON_MISMATCH in v.finding_kinds
+
+
+def test_tool_arguments_assemble_across_fragments() -> None:
+    v = check(tool_stream("get_weather", ['{"loc', 'ation": "Ha', 'ngzhou"}']), request=REQUEST_TOOLS)
+    call = v.message["choices"][0]["message"]["tool_calls"][0]
+    assert call == {"id": "call_1", "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"location": "Hangzhou"}'}}
+    assert v.finding_kinds == {FindingKind.MISSING_USAGE}
+
+
+def test_invalid_tool_arguments_at_the_end() -> None:
+    v = check(tool_stream("get_weather", ['{"location": ']))
+    assert FindingKind.TOOL_ARGS_INVALID_JSON in v.finding_kinds
+
+
+def test_cut_off_tool_call_is_unterminated() -> None:
+    body = tool_stream("get_weather", ['{"location": "Han'])
+    body = body[:body.index(b'data: {"id": "chatcmpl-1", "object": "chat.completion.chunk", '
+                            b'"model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason"')]
+    v = check(body)
+    assert v.ending is Ending.TRUNCATED
+    assert FindingKind.TOOL_CALL_UNTERMINATED in v.finding_kinds
+
+
+def test_undefined_function_and_schema_mismatch_need_the_request() -> None:
+    body = tool_stream("get_time", ["{}"])
+    assert FindingKind.TOOL_UNDEFINED_FUNCTION not in check(body).finding_kinds
+    assert FindingKind.TOOL_UNDEFINED_FUNCTION in check(body, request=REQUEST_TOOLS).finding_kinds
+    bad = tool_stream("get_weather", ['{"days": "three"}'])
+    v = check(bad, request=REQUEST_TOOLS)
+    assert FindingKind.TOOL_ARGS_SCHEMA_MISMATCH in v.finding_kinds
+
+
+def test_missing_usage_only_when_asked() -> None:
+    asked = {"stream_options": {"include_usage": True}}
+    assert FindingKind.MISSING_USAGE in check(text_stream(["a"]), request=asked).finding_kinds
+    assert not check(text_stream(["a"], usage=True), request=asked).findings
+    assert not check(text_stream(["a"])).findings
+
+
+def test_bad_chunk_json_does_not_stop_checking() -> None:
+    body = chunk({"content": "a"}) + b"data: {oops\n\n" + chunk({"content": "b"}) + chunk({}, "stop") + DONE
+    v = check(body)
+    assert v.ending is Ending.COMPLETE
+    assert v.message["choices"][0]["message"]["content"] == "ab"
+    assert [f.kind for f in v.findings] == [FindingKind.BAD_CHUNK_JSON]
+    assert v.findings[0].frame == 2
+
+
+def test_chunk_of_wrong_shape_is_a_schema_finding_not_a_crash() -> None:
+    body = frame([1, 2]) + frame({"choices": "x"}) + frame({"choices": [{"delta": {"content": 5}}]})
+    v = check(body + text_stream(["a"]))
+    assert FindingKind.CHUNK_SCHEMA in v.finding_kinds
+    assert v.ending is Ending.COMPLETE
+
+
+def test_changed_response_id_is_a_finding() -> None:
+    body = chunk({"content": "a"}, id="gw-1") + chunk({}, "stop", id="gw-2") + DONE
+    v = check(body)
+    assert FindingKind.ID_CHANGED in v.finding_kinds
+    assert (v.first_id, v.last_id) == ("gw-1", "gw-2")
+
+
+def test_markup_leak_in_reasoning_is_found() -> None:
+    body = chunk({"reasoning_content": "plan <tool_call>{}"}) + chunk({}, "stop") + DONE
+    assert FindingKind.MARKUP_LEAK in check(body).finding_kinds
+    checker = StreamChecker(markup="dsml-v4")
+    checker.feed(body)
+    assert FindingKind.MARKUP_LEAK not in checker.close().finding_kinds
+
+
+def test_tail_keeps_the_last_2_kib() -> None:
+    body = text_stream(["x" * 100] * 100)
+    v = check(body, 17)
+    assert v.tail == body[-2048:]
+    assert v.bytes == len(body)
+
+
+def test_in_flight_flags() -> None:
+    checker = StreamChecker()
+    checker.feed(chunk({"role": "assistant", "content": ""}))
+    assert not checker.saw_content
+    checker.feed(chunk({"content": "hi"}))
+    assert checker.saw_content and not checker.saw_done
+    checker.feed(DONE)
+    assert checker.saw_done
+
+
+def test_feeding_after_close_is_misuse() -> None:
+    checker = StreamChecker()
+    checker.close()
+    with pytest.raises(UsageError):
+        checker.feed(b"data: x\n\n")
+    with pytest.raises(UsageError):
+        checker.close()
+
+
+def test_verdict_round_trips_through_json() -> None:
+    v = check(tool_stream("f", ["{}"]), request=REQUEST_TOOLS)
+    assert Verdict.from_dict(json.loads(json.dumps(v.to_dict()))) == v
+
+
+# ── property: the verdict never depends on how the bytes were split ──────────────────────────────
+
+_word = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=8)
+
+
+@st.composite
+def streams(draw: st.DrawFn) -> bytes:
+    """Random valid streams, then a random ending: whole, or cut anywhere."""
+    words = draw(st.lists(_word, max_size=8))
+    kind = draw(st.sampled_from(["text", "tools"]))
+    if kind == "text":
+        body = text_stream(words, finish=draw(st.sampled_from(["stop", "length", None])),
+                           done=draw(st.booleans()), usage=draw(st.booleans()))
+    else:
+        args = json.dumps({"q": "".join(words)}, ensure_ascii=False)
+        cuts = sorted(draw(st.lists(st.integers(0, len(args)), max_size=4)))
+        pieces = [args[a:b] for a, b in zip([0, *cuts], [*cuts, len(args)], strict=True)]
+        body = tool_stream("search", pieces)
+    if draw(st.booleans()):
+        body = body[:draw(st.integers(0, len(body)))]
+    if draw(st.booleans()):
+        body = body.replace(b"\n", b"\r\n")
+    return body
+
+
+@settings(max_examples=150, deadline=None)
+@given(body=streams(), sizes=st.lists(st.integers(1, 40), min_size=1, max_size=20))
+def test_random_stream_verdict_is_the_same_for_every_split(body: bytes, sizes: list[int]) -> None:
+    expected = check(body)
+    assert facts(check(body, 1)) == facts(expected)
+    checker = StreamChecker()
+    pos = 0
+    for size in sizes * (len(body) // max(sum(sizes), 1) + 1):
+        checker.feed(body[pos:pos + size])
+        pos += size
+    assert facts(checker.close()) == facts(expected)
+
+
+@settings(max_examples=150, deadline=None)
+@given(body=st.binary(max_size=300))
+def test_arbitrary_bytes_never_raise(body: bytes) -> None:
+    v = check(body, 3)
+    assert v.ending in set(Ending)
