@@ -91,7 +91,8 @@ def main() -> None:
     assert counts["baseline"] == counts["ours"], counts
     base = statistics.median(times["baseline"])
     mine = statistics.median(times["ours"])
-    print(f"httpx-sse + json.loads (parse only): {mb / base:7.1f} MB/s  ({base:.3f} s CPU, median of {args.repeat})")
+    print(f"httpx-sse + json.loads (parse only): {mb / base:7.1f} MB/s  "
+          f"({base:.3f} s CPU, median of {args.repeat})")
     print(f"sseguard StreamChecker (full check): {mb / mine:7.1f} MB/s  ({mine:.3f} s CPU)")
     print(f"speed ratio ours/baseline: {base / mine:.2f}x  (target >= 0.7x)")
 
