@@ -1,0 +1,63 @@
+"""``sseguard.chaos``: a fault-injecting OpenAI-compatible upstream for tests, demos and benchmarks.
+
+    async with run_chaos(ChaosConfig(faults={Fault.TRUNCATED: 0.1}, seed=7)) as server:
+        ...  # point any client at server.url; server.stats counts what was injected
+
+Each response says what it carries in ``x-sseguard-fault``; ``EXPECTED[fault]`` is the verdict a
+strict checker must reach for it. See ``docs/chaos.md``.
+"""
+
+from sseguard.chaos.config import (
+    MARKUP_FAMILIES,
+    ChaosConfig,
+    FaultOptions,
+    LoadPattern,
+    Pacing,
+    RoutedPattern,
+    WindowPattern,
+    slope_points,
+)
+from sseguard.chaos.decide import decide
+from sseguard.chaos.faults import DIALECT_ENDING, EXPECTED, Decision, Dialect, Expectation, Fault
+from sseguard.chaos.server import (
+    FAULT_HEADER,
+    INFLIGHT_HEADER,
+    INJECT_HEADER,
+    ROUTE_HEADER,
+    SERVER_HEADER,
+    ChaosServer,
+    ChaosStats,
+    make_app,
+    run_chaos,
+    run_chaos_in_thread,
+    serve,
+)
+
+__all__ = [
+    "DIALECT_ENDING",
+    "EXPECTED",
+    "FAULT_HEADER",
+    "INFLIGHT_HEADER",
+    "INJECT_HEADER",
+    "MARKUP_FAMILIES",
+    "ROUTE_HEADER",
+    "SERVER_HEADER",
+    "ChaosConfig",
+    "ChaosServer",
+    "ChaosStats",
+    "Decision",
+    "Dialect",
+    "Expectation",
+    "Fault",
+    "FaultOptions",
+    "LoadPattern",
+    "Pacing",
+    "RoutedPattern",
+    "WindowPattern",
+    "decide",
+    "make_app",
+    "run_chaos",
+    "run_chaos_in_thread",
+    "serve",
+    "slope_points",
+]

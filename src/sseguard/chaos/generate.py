@@ -1,0 +1,277 @@
+"""Deterministic answers: text, reasoning and tool calls from a seed and the request, no model involved.
+
+The same seed and request give the same answer, byte for byte, so a failing run can be replayed. Tool
+calls come out either structured (``tool_calls`` deltas) or, in raw-markup mode, as the markup a model
+writes (``MARKUP.md`` formats, exactly), left in ``content`` as a server without a tool parser does.
+Content faults (``markup_leak``, broken arguments, a misspelled DSML closer, …) are applied here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from sseguard.chaos.config import DSML_FAMILIES, ChaosConfig
+from sseguard.chaos.faults import NEEDS_TEXT, NEEDS_TOOL_CALL, Fault
+from sseguard.chaos.request import ChatRequest, Tool
+
+_WORDS_TEXT = """
+stream token chunk answer model server client request response event frame delta content reason
+careful quiet bright steady simple plain honest small large early late open close first final
+river mountain harbor garden window lantern compass ledger signal bridge engine market orchard
+measure check count carry follow return gather shape build keep write read send hold turn
+"""
+WORDS = tuple(_WORDS_TEXT.split())
+_REASONING_TEXT = """
+first consider the question then check each step again because the user asked for details
+so weigh options compare results and settle on a short clear reply
+"""
+REASONING_WORDS = tuple(_REASONING_TEXT.split())
+CITIES = ("Paris", "Hangzhou", "Lisbon", "Nairobi", "Montréal", "Kyoto", "Oslo", "Lima")
+HALLUCINATED = ("search_web", "run_shell", "lookup_record", "fetch_url")
+
+#: The tool a fault uses when the request offers none (so a broken call can still be shown).
+BUILTIN_TOOL = Tool("get_weather", {
+    "type": "object",
+    "properties": {"location": {"type": "string"}, "days": {"type": "integer"}},
+    "required": ["location"],
+})
+MARKER = "｜DSML｜"
+
+
+@dataclass(slots=True)
+class Call:
+    """One tool call: ``arguments`` is the JSON text as sent (a fault may have broken it)."""
+
+    id: str
+    name: str
+    values: dict[str, Any]
+    arguments: str
+    pieces: list[str] = field(default_factory=list)  # arguments split as streamed
+
+
+@dataclass(slots=True)
+class Answer:
+    """One choice's answer, split into the pieces that become chunks."""
+
+    reasoning: list[str]
+    content: list[str]
+    calls: list[Call]
+    finish_reason: str
+
+    @property
+    def completion_tokens(self) -> int:
+        return len(self.reasoning) + len(self.content) + sum(len(c.pieces) for c in self.calls)
+
+
+def answer_rng(config: ChaosConfig, req: ChatRequest, choice: int) -> random.Random:
+    """Text depends on (seed, request, choice index) only, never on arrival order."""
+    digest = hashlib.blake2b(req.fingerprint + f":{config.seed}:{choice}".encode(),
+                             digest_size=8).digest()
+    return random.Random(int.from_bytes(digest, "big"))
+
+
+def make_answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None,
+                choice: int = 0) -> Answer:
+    """The answer for one choice of ``req`` with ``fault`` applied (content faults only)."""
+    rng = answer_rng(config, req, choice)
+    reasoning: list[str] = []
+    if req.reasoning > 0:
+        count = max(1, round(config.pacing.reasoning_tokens * req.reasoning))
+        reasoning = _words(rng, count, REASONING_WORDS)
+    tool_shape = fault in NEEDS_TOOL_CALL or (req.wants_tool_call and fault not in NEEDS_TEXT)
+    if not tool_shape:
+        count, finish = config.pacing.tokens, "stop"
+        if req.max_tokens is not None and req.max_tokens < count:
+            count, finish = req.max_tokens, "length"
+        content = _words(rng, count, WORDS)
+        if fault is Fault.MARKUP_LEAK:
+            family = config.raw_markup if config.raw_markup in DSML_FAMILIES else "dsml-v32"
+            leaked = _calls(rng, req, fault)
+            content.extend(_split(rng, render_markup(family, leaked)))
+        if fault is Fault.FINISH_REASON_MISMATCH:
+            finish = "tool_calls"
+        return Answer(reasoning, content, [], finish)
+    calls = _calls(rng, req, fault)
+    preface = _words(rng, rng.randint(2, 5), WORDS) if config.raw_markup or rng.random() < 0.3 else []
+    if fault is Fault.MALFORMED_CLOSING_TAG:
+        family = config.raw_markup if config.raw_markup in DSML_FAMILIES else "dsml-v32"
+        markup = render_markup(family, calls, malformed=True)
+        return Answer(reasoning, preface + _split(rng, markup), [], "stop")
+    if config.raw_markup and fault not in NEEDS_TOOL_CALL:
+        markup = render_markup(config.raw_markup, calls)
+        return Answer(reasoning, preface + _split(rng, markup), [], "stop")
+    for call in calls:
+        call.pieces = _split(rng, call.arguments, minimum=2)
+    return Answer(reasoning, preface, calls, "tool_calls")
+
+
+def _words(rng: random.Random, count: int, vocabulary: tuple[str, ...]) -> list[str]:
+    out = []
+    for i in range(count):
+        word = rng.choice(vocabulary)
+        if i == 0:
+            out.append(word.capitalize())
+        else:
+            out.append(" " + word)
+    if out:
+        out[-1] += "."
+    return out
+
+
+def _split(rng: random.Random, text: str, *, minimum: int = 1) -> list[str]:
+    """Pieces of 3–8 characters, as a tokenizer would stream markup or JSON."""
+    pieces, i = [], 0
+    while i < len(text):
+        step = rng.randint(3, 8)
+        pieces.append(text[i:i + step])
+        i += step
+    if len(pieces) < minimum and len(text) >= minimum:
+        cut = max(1, len(text) // 2)
+        pieces = [text[:cut], text[cut:]]
+    return pieces
+
+
+def _calls(rng: random.Random, req: ChatRequest, fault: Fault | None) -> list[Call]:
+    offered = list(req.tools) or [BUILTIN_TOOL]
+    forced = req.forced_tool()
+    if fault is Fault.TOOL_ARGS_SCHEMA_MISMATCH:
+        chosen = [next(t for t in offered if t.typed)] if any(t.typed for t in offered) else [
+            BUILTIN_TOOL]
+    elif forced is not None:
+        chosen = [t for t in offered if t.name == forced]
+    else:
+        mentioned = sorted((req.last_text.find(t.name), i, t) for i, t in enumerate(offered)
+                           if t.name in req.last_text)
+        chosen = [t for _, _, t in mentioned] or [rng.choice(offered)]
+        if not req.parallel_tool_calls:
+            chosen = chosen[:1]
+    calls = []
+    for tool in chosen:
+        values = schema_value(rng, tool.parameters, 0)
+        if not isinstance(values, dict):
+            values = {}
+        calls.append(Call(f"call_{rng.getrandbits(96):024x}", tool.name, values,
+                          json.dumps(values, ensure_ascii=False)))
+    first = calls[0]
+    if fault is Fault.TOOL_ARGS_INVALID_JSON:
+        # A trailing comma: the commonest way a hand-rolled JSON re-serializer breaks arguments.
+        first.arguments = first.arguments[:-1].rstrip() + ",}"
+    elif fault is Fault.TOOL_UNDEFINED_FUNCTION:
+        names = {t.name for t in req.tools}
+        first.name = next((n for n in HALLUCINATED if n not in names), first.name + "_unknown")
+    elif fault is Fault.TOOL_ARGS_SCHEMA_MISMATCH:
+        _break_schema(first, next(t for t in [*offered, BUILTIN_TOOL] if t.name == first.name))
+    return calls
+
+
+def _break_schema(call: Call, tool: Tool) -> None:
+    props = tool.parameters.get("properties") or {}
+    for name, schema in props.items():
+        kind = schema.get("type") if isinstance(schema, dict) else None
+        if isinstance(kind, str):
+            call.values[name] = 12345 if kind != "integer" and kind != "number" else "many"
+            call.arguments = json.dumps(call.values, ensure_ascii=False)
+            return
+
+
+def schema_value(rng: random.Random, schema: Any, depth: int, name: str = "") -> Any:
+    """A value that satisfies a (simple) JSON schema: what a well-behaved model would send."""
+    if not isinstance(schema, dict):
+        return rng.choice(WORDS)
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return rng.choice(schema["enum"])
+    if "const" in schema:
+        return schema["const"]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "string")
+    if kind == "object" or (kind is None and "properties" in schema):
+        props = schema.get("properties")
+        if not isinstance(props, dict) or depth > 3:
+            return {}
+        return {k: schema_value(rng, v, depth + 1, k) for k, v in props.items()}
+    if kind == "array":
+        if depth > 3:
+            return []
+        return [schema_value(rng, schema.get("items"), depth + 1, name)
+                for _ in range(rng.randint(1, 2))]
+    if kind == "integer":
+        low = int(schema.get("minimum", 1))
+        return rng.randint(low, max(low, int(schema.get("maximum", low + 9))))
+    if kind == "number":
+        return round(rng.uniform(0, 100), 2)
+    if kind == "boolean":
+        return rng.random() < 0.5
+    if kind == "null":
+        return None
+    if any(hint in name.lower() for hint in ("location", "city", "place")):
+        return rng.choice(CITIES)
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 3)))
+
+
+# ── markup, per family of MARKUP.md ──────────────────────────────────────────────────────────────
+
+
+def _dsml_value(value: Any) -> tuple[str, str]:
+    """(string flag, text): strings verbatim with no escaping; anything else as JSON."""
+    if isinstance(value, str):
+        return "true", value
+    return "false", json.dumps(value, ensure_ascii=False)
+
+
+def _dsml(family: str, calls: list[Call], malformed: bool) -> str:
+    sp = " " if family == "dsml-v41" else ""
+    block = {"dsml-v32": "function_calls", "dsml-v4": "tool_calls", "dsml-v41": "calls"}[family]
+    # The misspelled closer: the first string parameter's, else the first invoke's.
+    target = next(((i, k) for i, c in enumerate(calls) for k, v in c.values.items()
+                   if isinstance(v, str)), None)
+    bad_invoke = malformed and target is None
+    out = [f"\n\n<{MARKER}{sp}{block}>\n"]
+    for i, call in enumerate(calls):
+        out.append(f'<{MARKER}{sp}invoke name="{call.name}">\n')
+        for key, value in call.values.items():
+            flag, text = _dsml_value(value)
+            closer = "parametr" if malformed and target == (i, key) else "parameter"
+            out.append(f'<{MARKER}{sp}parameter name="{key}" string="{flag}">{text}'
+                       f"</{MARKER}{sp}{closer}>\n")
+        out.append(f"</{MARKER}{sp}{'invok' if bad_invoke and i == 0 else 'invoke'}>\n")
+    out.append(f"</{MARKER}{sp}{block}>")
+    return "".join(out)
+
+
+def render_markup(family: str, calls: list[Call], *, malformed: bool = False) -> str:
+    """The markup a model of ``family`` writes for ``calls``, including the separator before it.
+
+    ``malformed`` (DSML families only) misspells one closing tag, the way a model under load or a
+    re-serializing gateway does.
+    """
+    if family in DSML_FAMILIES:
+        return _dsml(family, calls, malformed)
+    if family == "deepseek-v3":
+        body = "\n".join(
+            f"<｜tool▁call▁begin｜>function<｜tool▁sep｜>{c.name}\n```json\n{c.arguments}\n```"
+            "<｜tool▁call▁end｜>" for c in calls)
+        return f"<｜tool▁calls▁begin｜>{body}<｜tool▁calls▁end｜>"
+    if family == "deepseek-v31":
+        body = "".join(f"<｜tool▁call▁begin｜>{c.name}<｜tool▁sep｜>{c.arguments}<｜tool▁call▁end｜>"
+                       for c in calls)
+        return f"<｜tool▁calls▁begin｜>{body}<｜tool▁calls▁end｜>"
+    if family == "hermes":
+        return "".join(
+            "\n<tool_call>\n"
+            + json.dumps({"name": c.name, "arguments": c.values}, ensure_ascii=False)
+            + "\n</tool_call>" for c in calls)
+    if family == "qwen3-coder":
+        parts = []
+        for i, c in enumerate(calls):
+            params = "".join(
+                f"<parameter={k}>\n{v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}"
+                "\n</parameter>\n" for k, v in c.values.items())
+            sep = "\n\n" if i == 0 else "\n"
+            parts.append(f"{sep}<tool_call>\n<function={c.name}>\n{params}</function>\n</tool_call>")
+        return "".join(parts)
+    raise ValueError(f"unknown markup family {family!r}")

@@ -1,0 +1,377 @@
+"""The chaos upstream on aiohttp.web: OpenAI-compatible endpoints that break responses on demand.
+
+aiohttp.web because it is the fastest server measured on this machine kind for many concurrent
+streams (``HTTP.md``): the chaos server must never be what a probe or proxy benchmark measures. The
+handler decides (``decide``), generates (``generate``), encodes every byte up front (``frames``), and
+then only sleeps and writes.
+
+Headers every response carries: ``x-request-id``, ``traceparent`` and ``x-trace-id`` (an incoming W3C
+``traceparent`` keeps its trace id), ``server: sseguard-chaos/<version>``, ``x-sseguard-fault`` (the
+injected fault or ``none``), ``x-sseguard-route`` (``default`` or a routed pattern's route) and
+``x-sseguard-inflight`` (requests in flight when this one arrived, itself included). A request header
+``x-sseguard-inject: <fault>|none`` forces the fault of that one request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import re
+import socket
+import struct
+import threading
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from sseguard import __version__
+from sseguard.chaos.config import ChaosConfig
+from sseguard.chaos.decide import applicable, decide
+from sseguard.chaos.faults import Decision, Fault
+from sseguard.chaos.frames import (
+    End,
+    Plan,
+    ResponseIds,
+    completion_body,
+    completion_plan,
+    error_object,
+    stream_plan,
+)
+from sseguard.chaos.generate import make_answer
+from sseguard.chaos.request import BadRequest, parse_request
+
+SERVER_HEADER = f"sseguard-chaos/{__version__}"
+FAULT_HEADER = "x-sseguard-fault"
+ROUTE_HEADER = "x-sseguard-route"
+INFLIGHT_HEADER = "x-sseguard-inflight"
+INJECT_HEADER = "x-sseguard-inject"
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
+_SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
+                "X-Accel-Buffering": "no"}
+_HTTP_ERROR_MESSAGES = {
+    429: "Rate limit reached for requests. Please try again in 1s.",
+    500: "The server had an error while processing your request.",
+    503: "The engine is currently overloaded, please try again later.",
+}
+
+
+@dataclass(slots=True)
+class ChaosStats:
+    """Live counters of one server; ``faults`` counts header values (``none`` included)."""
+
+    requests: int = 0
+    streams: int = 0
+    inflight: int = 0
+    max_inflight: int = 0
+    frames: int = 0  # SSE frames written
+    bad_requests: int = 0
+    faults: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)  # drawn, but the request could not carry it
+    sources: Counter[str] = field(default_factory=Counter)  # base | load | routed | window | forced
+    routes: Counter[str] = field(default_factory=Counter)
+    statuses: Counter[int] = field(default_factory=Counter)
+
+    def injected(self, fault: Fault | str) -> int:
+        return self.faults[str(fault)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"requests": self.requests, "streams": self.streams, "inflight": self.inflight,
+                "max_inflight": self.max_inflight, "frames": self.frames,
+                "bad_requests": self.bad_requests, "faults": dict(self.faults),
+                "skipped": dict(self.skipped), "sources": dict(self.sources),
+                "routes": dict(self.routes),
+                "statuses": {str(k): v for k, v in self.statuses.items()}}
+
+
+@dataclass(slots=True)
+class ChaosState:
+    config: ChaosConfig
+    clock: Callable[[], float]
+    started: float
+    stats: ChaosStats = field(default_factory=ChaosStats)
+    counter: int = 0
+
+
+STATE = web.AppKey("sseguard_chaos", ChaosState)
+
+
+def make_app(config: ChaosConfig | None = None, *,
+             clock: Callable[[], float] = time.monotonic) -> web.Application:
+    """The chaos server as an ``aiohttp.web.Application``; ``clock`` drives time windows (tests)."""
+    app = web.Application(client_max_size=32 * 1024 * 1024)
+    app[STATE] = ChaosState(config or ChaosConfig(), clock, clock())
+    app.router.add_post("/v1/chat/completions", _chat)
+    app.router.add_get("/v1/models", _models)
+    app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/chaos/stats", _stats)
+    return app
+
+
+def _ids(seed: int, counter: int, prefix: str, traceparent: str | None) -> ResponseIds:
+    digest = hashlib.blake2b(f"{seed}:{counter}".encode(), digest_size=32).hexdigest()
+    match = _TRACEPARENT.match(traceparent or "")
+    trace_id = match.group(1) if match else digest[32:64]
+    return ResponseIds(response_id=f"{prefix}{int(digest[:15], 16)}",
+                       request_id=f"req_{digest[15:39]}", trace_id=trace_id,
+                       span_id=digest[:16], created=int(time.time()))
+
+
+def _headers(ids: ResponseIds, decision: Decision, inflight: int) -> dict[str, str]:
+    return {"Server": SERVER_HEADER, "x-request-id": ids.request_id,
+            "traceparent": f"00-{ids.trace_id}-{ids.span_id}-01", "x-trace-id": ids.trace_id,
+            FAULT_HEADER: decision.header, ROUTE_HEADER: decision.route,
+            INFLIGHT_HEADER: str(inflight)}
+
+
+def _json(status: int, obj: Any, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(status=status, body=msgspec.json.encode(obj),
+                        content_type="application/json", headers=headers)
+
+
+async def _chat(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    stats = state.stats
+    counter = state.counter
+    state.counter += 1
+    stats.requests += 1
+    stats.inflight += 1
+    inflight = stats.inflight
+    stats.max_inflight = max(stats.max_inflight, inflight)
+    try:
+        return await _serve(request, state, counter, inflight)
+    finally:
+        stats.inflight -= 1
+
+
+async def _serve(request: web.Request, state: ChaosState, counter: int,
+                 inflight: int) -> web.StreamResponse:
+    config, stats = state.config, state.stats
+    body = await request.read()
+    forced_raw = request.headers.get(INJECT_HEADER)
+    try:
+        forced = _forced_fault(forced_raw)
+        req = parse_request(body)
+    except BadRequest as exc:
+        stats.bad_requests += 1
+        stats.statuses[400] += 1
+        ids = _ids(config.seed, counter, config.id_prefix, request.headers.get("traceparent"))
+        return _json(400, {"error": {"message": str(exc), "type": "invalid_request_error",
+                                     "param": exc.param, "code": None}},
+                     _headers(ids, Decision(None), inflight))
+    drawn = decide(config, counter, inflight=inflight, elapsed_s=state.clock() - state.started,
+                   forced=forced, force=forced_raw is not None)
+    decision = applicable(drawn, stream=req.stream, tools_offered=req.tools_offered,
+                          typed_tool=req.typed_tool, include_usage=req.include_usage)
+    if decision.fault is None and drawn.fault is not None:
+        stats.skipped[str(drawn.fault)] += 1
+    stats.faults[decision.header] += 1
+    stats.sources[decision.source] += 1
+    stats.routes[decision.route] += 1
+    ids = _ids(config.seed, counter, decision.id_prefix, request.headers.get("traceparent"))
+    headers = _headers(ids, decision, inflight)
+    if decision.fault is Fault.HTTP_ERROR:
+        statuses = config.options.http_statuses
+        status = statuses[decision.variant % len(statuses)]
+        if status == 429:
+            headers["Retry-After"] = "1"
+        stats.statuses[status] += 1
+        message = _HTTP_ERROR_MESSAGES.get(status, f"upstream error {status}")
+        return _json(status, error_object(status, message), headers)
+    stats.statuses[200] += 1
+    answers = [make_answer(config, req, decision.fault, i) for i in range(req.n)]
+    if req.stream:
+        stats.streams += 1
+        plan = stream_plan(config, req, decision, ids, answers)
+        response = web.StreamResponse(status=200, headers={**headers, **_SSE_HEADERS})
+        await response.prepare(request)
+        return await _play(request, response, plan, state)
+    payload = completion_body(config, req, decision, ids, answers)
+    tokens = max(a.completion_tokens for a in answers)
+    plan = completion_plan(config, decision, payload, tokens)
+    response = web.StreamResponse(status=200, headers=headers)
+    response.content_type = "application/json"
+    response.content_length = len(payload)
+    return await _play(request, response, plan, state)
+
+
+def _forced_fault(raw: str | None) -> Fault | None:
+    if raw is None or raw.strip() == "none":
+        return None
+    try:
+        return Fault(raw.strip())
+    except ValueError:
+        raise BadRequest(f"{INJECT_HEADER}: unknown fault {raw.strip()!r}", INJECT_HEADER) from None
+
+
+async def _play(request: web.Request, response: web.StreamResponse, plan: Plan,
+                state: ChaosState) -> web.StreamResponse:
+    """Write the plan on time; a client that leaves just ends it (aiohttp maps that on its own)."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    stats = state.stats
+    try:
+        for write in plan.writes:
+            delay = start + write.at - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if not response.prepared:
+                await response.prepare(request)
+            await response.write(write.data)
+            stats.frames += write.frames
+        if plan.end is End.HANG:
+            await _hang(request, state.config.options.hang_max_s)
+        if plan.end is not End.EOF:
+            _reset(request)
+            return response
+        if not response.prepared:
+            await response.prepare(request)
+        await response.write_eof()
+    except ConnectionError:
+        pass  # the client went away; nothing left to tell it
+    return response
+
+
+async def _hang(request: web.Request, limit_s: float) -> None:
+    """Silence until the client closes the connection, bounded so a forgotten client costs nothing."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit_s
+    while loop.time() < deadline:
+        transport = request.transport
+        if transport is None or transport.is_closing():
+            return
+        await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
+
+
+def _reset(request: web.Request) -> None:
+    """Close with a TCP RST (SO_LINGER 0), the way a crashed worker or a killed pod ends a stream."""
+    transport = request.transport
+    if transport is None:
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
+
+
+async def _models(request: web.Request) -> web.Response:
+    config = request.app[STATE].config
+    return _json(200, {"object": "list", "data": [
+        {"id": config.model, "object": "model", "created": 0, "owned_by": "sseguard-chaos"}]},
+        {"Server": SERVER_HEADER})
+
+
+async def _healthz(request: web.Request) -> web.Response:
+    return _json(200, {"status": "ok"}, {"Server": SERVER_HEADER})
+
+
+async def _stats(request: web.Request) -> web.Response:
+    return _json(200, request.app[STATE].stats.to_dict(), {"Server": SERVER_HEADER})
+
+
+# ── running it ───────────────────────────────────────────────────────────────────────────────────
+
+
+@dataclass(slots=True)
+class ChaosServer:
+    """A running chaos server: ``url`` is the OpenAI base URL (``http://127.0.0.1:PORT/v1``)."""
+
+    host: str
+    port: int
+    config: ChaosConfig
+    stats: ChaosStats
+    app: web.Application
+
+    @property
+    def root(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.root}/v1"
+
+    @property
+    def chat_url(self) -> str:
+        return f"{self.url}/chat/completions"
+
+
+@contextlib.asynccontextmanager
+async def run_chaos(config: ChaosConfig | None = None, host: str = "127.0.0.1", port: int = 0, *,
+                    clock: Callable[[], float] = time.monotonic,
+                    backlog: int = 4096) -> AsyncIterator[ChaosServer]:
+    """Serve on ``host:port`` (0 = a free port) for the duration of the block, in this event loop."""
+    app = make_app(config, clock=clock)
+    runner = web.AppRunner(app, handle_signals=False, access_log=None,
+                           handler_cancellation=True, shutdown_timeout=1.0)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port, backlog=backlog, reuse_address=True)
+        await site.start()
+        bound = runner.addresses[0]
+        state = app[STATE]
+        yield ChaosServer(host, int(bound[1]), state.config, state.stats, app)
+    finally:
+        await runner.cleanup()
+
+
+@contextlib.contextmanager
+def run_chaos_in_thread(config: ChaosConfig | None = None, host: str = "127.0.0.1",
+                        port: int = 0) -> Iterator[ChaosServer]:
+    """``run_chaos`` on its own event loop in a daemon thread, for synchronous callers and tests."""
+    ready = threading.Event()
+    box: dict[str, Any] = {}
+    loop = asyncio.new_event_loop()
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        box["stop"] = stop
+        async with run_chaos(config, host, port) as server:
+            box["server"] = server
+            ready.set()
+            await stop.wait()
+
+    def target() -> None:
+        try:
+            loop.run_until_complete(main())
+        except BaseException as exc:  # handed to the caller's thread below
+            box["error"] = exc
+        finally:
+            ready.set()
+            loop.close()
+
+    thread = threading.Thread(target=target, name="sseguard-chaos", daemon=True)
+    thread.start()
+    ready.wait(30)
+    if "server" not in box:
+        thread.join(5)
+        raise box.get("error") or RuntimeError("the chaos server did not start")
+    try:
+        yield box["server"]
+    finally:
+        loop.call_soon_threadsafe(box["stop"].set)
+        thread.join(10)
+
+
+async def serve(config: ChaosConfig, host: str, port: int,
+                on_ready: Callable[[ChaosServer], None]) -> None:
+    """Serve until cancelled (Ctrl-C) or SIGTERM; ``on_ready`` gets the server once it listens."""
+    import signal
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+    async with run_chaos(config, host, port) as server:
+        on_ready(server)
+        await stop.wait()
+
+
+__all__ = ["ChaosServer", "ChaosStats", "make_app", "run_chaos",
+           "run_chaos_in_thread", "serve"]
