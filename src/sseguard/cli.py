@@ -84,6 +84,73 @@ def check(
     raise typer.Exit(0 if outcome.passed else 1)
 
 
+# ── chaos ─────────────────────────────────────────────────────────────────────────────────────────
+@app.command()
+def chaos(
+    listen: str = typer.Option("127.0.0.1:9000", "--listen", metavar="HOST:PORT",
+                               help="Where to listen (loopback by default; port 0 = any free port)."),
+    fault: list[str] = typer.Option([], "--fault", metavar="NAME=P",
+                                    help="Inject fault NAME with probability P (repeatable)."),
+    seed: int | None = typer.Option(None, "--seed", help="Seed: the same seed replays the same run."),
+    config: str | None = typer.Option(None, "--config", metavar="CHAOS.toml",
+                                      help="TOML file with pacing, faults, dialects and patterns."),
+    dialect: list[str] = typer.Option([], "--dialect", metavar="NAME",
+                                      help="no_finish_reason, no_done, empty_finish_reason, "
+                                           "usage_choices_null (repeatable)."),
+    raw_markup: str | None = typer.Option(None, "--raw-markup", metavar="FAMILY",
+                                          help="Leave tool calls as FAMILY markup in content "
+                                               "(dsml-v32, dsml-v4, dsml-v41, deepseek-v3, "
+                                               "deepseek-v31, hermes, qwen3-coder)."),
+    ttft_ms: float | None = typer.Option(None, "--ttft-ms", help="Delay before the first chunk."),
+    inter_token_ms: float | None = typer.Option(None, "--inter-token-ms",
+                                                help="Delay between chunks."),
+    tokens: int | None = typer.Option(None, "--tokens", help="Content chunks per answer."),
+    stall_ms: float | None = typer.Option(None, "--stall-ms", help="Silence of a stalled stream."),
+    stall_then: str | None = typer.Option(None, "--stall-then",
+                                          help="After a stall: finish, or hang until the client "
+                                               "leaves."),
+    model: str | None = typer.Option(None, "--model", help="Model id served on /v1/models."),
+    as_json: bool = typer.Option(False, "--json", help="Print the URL and configuration as JSON."),
+) -> None:
+    """Run a fault-injecting OpenAI-compatible upstream until Ctrl-C.
+
+    Each response names what it injected in the x-sseguard-fault header.
+
+    Example: sseguard chaos --listen 127.0.0.1:9000 --fault truncated=0.07 --fault cut_mid_frame=0.01
+    """
+    import json
+
+    from sseguard.chaos import ChaosConfig
+    from sseguard.chaos.config import parse_listen
+    from sseguard.chaos.server import ChaosServer, serve_blocking
+
+    try:
+        host, port = parse_listen(listen)
+        base = ChaosConfig.from_toml(config) if config else ChaosConfig()
+        cfg = base.with_overrides(seed=seed, faults=fault, dialects=dialect, raw_markup=raw_markup,
+                                  ttft_ms=ttft_ms, inter_token_ms=inter_token_ms, tokens=tokens,
+                                  stall_ms=stall_ms, stall_then=stall_then, model=model)
+    except ConfigError as exc:
+        fail(str(exc))
+
+    def ready(server: ChaosServer) -> None:
+        faults = {str(k): v for k, v in cfg.faults.items()}
+        if as_json:
+            typer.echo(json.dumps({"url": server.url, "seed": cfg.seed, "faults": faults,
+                                   "dialects": sorted(cfg.dialects), "raw_markup": cfg.raw_markup,
+                                   "patterns": len(cfg.patterns)}))
+            return
+        typer.echo(f"sseguard chaos listening on {server.url}")
+        summary = ", ".join(f"{k}={v:g}" for k, v in faults.items()) or "none"
+        extra = f"; {len(cfg.patterns)} pattern(s)" if cfg.patterns else ""
+        typer.echo(f"seed {cfg.seed}; faults: {summary}{extra}; Ctrl-C to stop", err=True)
+
+    try:
+        serve_blocking(cfg, host, port, ready)
+    except OSError as exc:
+        fail(f"cannot listen on {listen}: {exc.strerror or exc}")
+
+
 def main() -> None:
     """Console-script entry: click's usage errors exit 2 already; ConfigError is mapped to exit 2."""
     try:

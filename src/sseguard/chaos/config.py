@@ -79,6 +79,23 @@ def _string(value: Any, where: str) -> str:
     return value
 
 
+def parse_listen(spec: str) -> tuple[str, int]:
+    """``127.0.0.1:9000``, ``[::1]:9000``, ``:9000`` or ``9000`` → (host, port); loopback by default."""
+    text = spec.strip()
+    host, port_text = "127.0.0.1", text
+    if text.startswith("["):
+        end = text.find("]")
+        if end == -1 or not text[end + 1:].startswith(":"):
+            raise ConfigError(f"--listen {spec!r}: expected [IPv6]:PORT")
+        host, port_text = text[1:end], text[end + 2:]
+    elif ":" in text:
+        head, _, port_text = text.rpartition(":")
+        host = head or host
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ConfigError(f"--listen {spec!r}: the port must be a number from 0 to 65535")
+    return host, int(port_text)
+
+
 def parse_fault_spec(spec: str) -> tuple[Fault, float]:
     """``truncated=0.07`` → ``(Fault.TRUNCATED, 0.07)``; a bare name means probability 1."""
     name, sep, raw = spec.partition("=")

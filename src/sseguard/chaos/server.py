@@ -373,5 +373,19 @@ async def serve(config: ChaosConfig, host: str, port: int,
         await stop.wait()
 
 
+def serve_blocking(config: ChaosConfig, host: str, port: int,
+                   on_ready: Callable[[ChaosServer], None]) -> None:
+    """``serve`` on uvloop when installed, until Ctrl-C or SIGTERM; both end it cleanly."""
+    factory: Callable[[], asyncio.AbstractEventLoop] | None = None
+    try:
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    except ImportError:  # uvloop is optional (not on Windows); asyncio's loop is fine for demos
+        pass
+    with asyncio.Runner(loop_factory=factory) as runner, contextlib.suppress(KeyboardInterrupt):
+        runner.run(serve(config, host, port, on_ready))
+
+
 __all__ = ["ChaosServer", "ChaosStats", "make_app", "run_chaos",
-           "run_chaos_in_thread", "serve"]
+           "run_chaos_in_thread", "serve", "serve_blocking"]
