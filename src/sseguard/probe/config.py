@@ -1,0 +1,472 @@
+"""What a probe run targets and how hard: arms, workload, bounds, policy — from flags or a TOML file.
+
+Keys never travel on the command line or in a file: an arm names the *environment variable* that holds
+its key (``key_env``), and a secret-named header given as a flag or in the file is refused. Every
+problem is a one-line ``ConfigError`` raised before a single request goes out.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from sseguard.errors import ConfigError
+from sseguard.policy import Policy
+from sseguard.redact import SECRET_NAMES
+
+WORKLOADS = ("small", "big", "reuse", "tools")
+DEFAULT_BIG_BYTES = 1_700_000
+DEFAULT_COUNT = 100
+DEFAULT_LEVELS = (1, 8, 16, 32, 60)
+_ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Arm:
+    """One target endpoint. ``key_env`` is the *name* of the env var holding its key, never the key."""
+
+    name: str
+    base_url: str
+    model: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    key_env: str | None = None
+    key_header: str = "authorization"  # `api-key` for Azure, `x-api-key` for some gateways
+
+    @property
+    def url(self) -> str:
+        """The chat-completions URL: the base URL plus ``/chat/completions`` unless it already ends so."""
+        base = self.base_url.rstrip("/")
+        return base if base.endswith("/chat/completions") else f"{base}/chat/completions"
+
+    @property
+    def path(self) -> str:
+        return urlsplit(self.url).path or "/"
+
+    def key(self, environ: Mapping[str, str] | None = None) -> str | None:
+        """The key read from the environment; a named but unset variable is a ``ConfigError``."""
+        if self.key_env is None:
+            return None
+        env = os.environ if environ is None else environ
+        value = env.get(self.key_env)
+        if not value:
+            raise ConfigError(f"environment variable {self.key_env} (key_env of arm {self.name!r}) "
+                              "is not set")
+        return value
+
+    def request_headers(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Headers to send: the arm's own plus the key header built from ``key_env``."""
+        headers = dict(self.headers)
+        key = self.key(environ)
+        if key is not None:
+            if self.key_header.lower() in ("authorization", "proxy-authorization"):
+                headers[self.key_header] = f"Bearer {key}"
+            else:
+                headers[self.key_header] = key
+        return headers
+
+    def to_dict(self) -> dict[str, Any]:
+        """A form safe to store: no key (only the variable's name)."""
+        return {"name": self.name, "base_url": self.base_url, "model": self.model,
+                "headers": dict(self.headers), "key_env": self.key_env, "key_header": self.key_header}
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSpec:
+    """What every request of the run asks for."""
+
+    name: str = "small"
+    big_bytes: int = DEFAULT_BIG_BYTES
+    body_file: str | None = None
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None
+    include_usage: bool = True
+    max_turns: int = 8
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "big_bytes": self.big_bytes, "body_file": self.body_file,
+                "max_tokens": self.max_tokens, "reasoning_effort": self.reasoning_effort,
+                "include_usage": self.include_usage, "max_turns": self.max_turns}
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeConfig:
+    """One run: arms side by side, one workload, one or more concurrency levels, always bounded."""
+
+    arms: tuple[Arm, ...]
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+    levels: tuple[int, ...] = (8,)
+    count: int | None = DEFAULT_COUNT  # per arm and level; None with a duration means "until time is up"
+    duration: float | None = None  # seconds per level
+    rate: float | None = None  # request starts per second, per arm
+    ramp: float | None = None  # seconds to spread the first requests over; None = about one stream
+    stall_timeout: float = 30.0
+    timeout: float = 300.0
+    connect_timeout: float = 10.0
+    policy: Policy = field(default_factory=Policy)
+    out: str = "sseguard-out"
+    seed: int = 0
+    check_reachable: bool = True
+
+    @property
+    def sweep(self) -> bool:
+        return len(self.levels) > 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as stored in ``run.json`` (for ``--resume``): names of key variables only."""
+        return {
+            "arms": [a.to_dict() for a in self.arms], "workload": self.workload.to_dict(),
+            "levels": list(self.levels), "count": self.count, "duration": self.duration,
+            "rate": self.rate, "ramp": self.ramp, "stall_timeout": self.stall_timeout,
+            "timeout": self.timeout, "connect_timeout": self.connect_timeout,
+            "policy": self.policy.name.split("+")[0],
+            "tolerate": sorted(map(str, self.policy.tolerate)),
+            "out": self.out, "seed": self.seed,
+        }
+
+
+# ── parsing helpers ─────────────────────────────────────────────────────────────────────────────
+def parse_duration(text: str | float | int) -> float:
+    """``"10m"`` → 600.0; ``"90"``/``"90s"`` seconds; ``"1.5h"``, ``"250ms"``."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        m = _DURATION.match(str(text))
+        if not m:
+            raise ConfigError(f"duration {text!r} is not like 90s, 10m or 1h")
+        unit = {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "h": 3600.0}[m.group(2)]
+        value = float(m.group(1)) * unit
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"duration {text!r} must be positive")
+    return value
+
+
+def parse_levels(text: str | Sequence[int] | int) -> tuple[int, ...]:
+    """``"1,8,16"`` → (1, 8, 16); every level a positive integer."""
+    items: list[Any]
+    if isinstance(text, str):
+        items = [t.strip() for t in text.split(",") if t.strip()]
+    elif isinstance(text, int):
+        items = [text]
+    else:
+        items = list(text)
+    levels: list[int] = []
+    for item in items:
+        if isinstance(item, bool | float):
+            raise ConfigError(f"concurrency {item!r} is not a whole number")
+        try:
+            level = int(item)
+        except (TypeError, ValueError):
+            raise ConfigError(f"concurrency {item!r} is not a whole number") from None
+        if level < 1 or level > 100_000:
+            raise ConfigError(f"concurrency {level} must be between 1 and 100000")
+        levels.append(level)
+    if not levels:
+        raise ConfigError("no concurrency level given")
+    return tuple(levels)
+
+
+def parse_header(text: str) -> tuple[str, str]:
+    """``"X-Team: ml"`` → (``x-team``, ``ml``); secret-named headers are refused (use ``key_env``)."""
+    name, sep, value = text.partition(":")
+    name = name.strip()
+    if not sep or not name or any(c.isspace() for c in name):
+        raise ConfigError(f"header {text.split(':')[0]!r}… is not like 'Name: value'")
+    return _check_header(name, value.strip())
+
+
+def _check_header(name: str, value: str) -> tuple[str, str]:
+    if name.lower() in SECRET_NAMES:
+        raise ConfigError(f"header {name!r} carries a secret: put the key in an environment variable "
+                          "and name it with --key-env / key_env (and key_header)")
+    return name, value
+
+
+def check_url(url: str, *, where: str) -> str:
+    """An http(s) URL with a host, or a ``ConfigError`` naming ``where`` it came from."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {url!r} is not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https"):
+        scheme = parts.scheme or "(none)"
+        raise ConfigError(f"{where}: unknown URL scheme {scheme!r} in {url!r} (use http or https)")
+    if not parts.hostname:
+        raise ConfigError(f"{where}: no host in {url!r}")
+    if port == 0:
+        raise ConfigError(f"{where}: port 0 in {url!r}")
+    if parts.username or parts.password:
+        raise ConfigError(f"{where}: credentials in the URL are refused; use key_env")
+    return url
+
+
+def make_arm(name: str, base_url: str, *, model: str | None = None,
+             headers: Mapping[str, str] | None = None, key_env: str | None = None,
+             key_header: str = "authorization") -> Arm:
+    """A validated arm (name, URL, header names, env-var name)."""
+    if not _ARM_NAME.match(name):
+        raise ConfigError(f"arm name {name!r}: use letters, digits, '.', '_' or '-' (at most 64)")
+    check_url(base_url, where=f"arm {name!r}")
+    if key_env is not None and not _ENV_NAME.match(key_env):
+        raise ConfigError(f"arm {name!r}: key_env {key_env!r} is not an environment variable name "
+                          "(give the variable's name, never the key)")
+    checked = dict(_check_header(str(k), str(v)) for k, v in (headers or {}).items())
+    if not key_header or any(c.isspace() for c in key_header):
+        raise ConfigError(f"arm {name!r}: key_header {key_header!r} is not a header name")
+    return Arm(name=name, base_url=base_url, model=model, headers=checked, key_env=key_env,
+               key_header=key_header)
+
+
+def parse_arm(text: str, position: int) -> Arm:
+    """``NAME=URL`` (or a bare URL, named ``arm<position>``)."""
+    name, sep, url = text.partition("=")
+    if not sep or "://" in name:
+        name, url = f"arm{position}", text
+    return make_arm(name.strip(), url.strip())
+
+
+def read_toml(path: str) -> dict[str, Any]:
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from None
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config {path} is not valid TOML: {exc}") from None
+
+
+def _typed(table: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    value = table.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) and kind is not bool:
+        raise ConfigError(f"{where}: {key} must be {_kind_name(kind)}, not a boolean")
+    if not isinstance(value, kind):
+        raise ConfigError(f"{where}: {key} must be {_kind_name(kind)}")
+    return value
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join({str: "a string", int: "a whole number", float: "a number", bool: "true/false",
+                        dict: "a table", list: "a list"}.get(k, k.__name__) for k in kinds)
+
+
+_ARM_KEYS = {"name", "base_url", "url", "model", "headers", "key_env", "key_header"}
+_PROBE_KEYS = {"workload", "big_bytes", "body", "body_file", "max_tokens", "reasoning_effort",
+               "include_usage", "max_turns", "count", "duration", "concurrency", "rate", "ramp",
+               "stall_timeout", "timeout", "connect_timeout", "policy", "tolerate", "out", "seed",
+               "model"}
+
+
+def arms_from_toml(doc: Mapping[str, Any], path: str) -> list[Arm]:
+    raw_arms = doc.get("arm", doc.get("arms"))
+    if raw_arms is None:
+        return []
+    if isinstance(raw_arms, Mapping):  # [arm.NAME] tables
+        raw_arms = [{"name": k, **v} if isinstance(v, Mapping) else v for k, v in raw_arms.items()]
+    if not isinstance(raw_arms, list):
+        raise ConfigError(f"{path}: [[arm]] must be a list of tables")
+    arms: list[Arm] = []
+    for i, table in enumerate(raw_arms, 1):
+        where = f"{path}: arm {i}"
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"{where} must be a table")
+        unknown = set(table) - _ARM_KEYS
+        if unknown:
+            raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r} "
+                              f"(known: {', '.join(sorted(_ARM_KEYS))})")
+        name = _typed(table, "name", str, where) or f"arm{i}"
+        url = _typed(table, "base_url", str, where) or _typed(table, "url", str, where)
+        if not url:
+            raise ConfigError(f"{where} ({name}): base_url is missing")
+        headers = _typed(table, "headers", dict, where) or {}
+        arms.append(make_arm(
+            name, url, model=_typed(table, "model", str, where), headers=headers,
+            key_env=_typed(table, "key_env", str, where),
+            key_header=_typed(table, "key_header", str, where) or "authorization"))
+    return arms
+
+
+def probe_table(doc: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """The ``[probe]`` table, checked for unknown keys."""
+    table = doc.get("probe", {})
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{path}: [probe] must be a table")
+    unknown = set(table) - _PROBE_KEYS
+    if unknown:
+        raise ConfigError(f"{path}: unknown key {sorted(unknown)[0]!r} in [probe] "
+                          f"(known: {', '.join(sorted(_PROBE_KEYS))})")
+    extra = set(doc) - {"probe", "arm", "arms"}
+    if extra:
+        raise ConfigError(f"{path}: unknown table {sorted(extra)[0]!r} (use [probe] and [[arm]])")
+    return dict(table)
+
+
+def build_config(options: Mapping[str, Any], *, config_path: str | None = None,
+                 saved: Mapping[str, Any] | None = None) -> ProbeConfig:
+    """Merge defaults < saved run settings (resume) < TOML file < command-line options (None = unset).
+
+    ``options`` keys: arms (list of ``NAME=URL``), model, workload, body, big_bytes, max_tokens,
+    reasoning_effort, include_usage, count, duration, concurrency, rate, ramp, stall_timeout, timeout,
+    policy, tolerate, out, key_env, headers (list of ``K: V``), seed.
+    """
+    merged: dict[str, Any] = {}
+    arms: list[Arm] = []
+    if saved:
+        merged.update({k: v for k, v in saved.items() if k != "arms" and v is not None})
+        workload = saved.get("workload") or {}
+        if isinstance(workload, Mapping):
+            merged.update({k: v for k, v in workload.items() if k != "name" and v is not None})
+            merged["workload"] = workload.get("name", "small")
+        merged["concurrency"] = saved.get("levels")
+        merged.pop("levels", None)
+        for i, a in enumerate(saved.get("arms") or [], 1):
+            arms.append(make_arm(a.get("name") or f"arm{i}", a["base_url"], model=a.get("model"),
+                                 headers=a.get("headers") or {}, key_env=a.get("key_env"),
+                                 key_header=a.get("key_header") or "authorization"))
+    if config_path is not None:
+        doc = read_toml(config_path)
+        table = probe_table(doc, config_path)
+        if "body" in table:
+            table["body_file"] = table.pop("body")
+        merged.update({k: v for k, v in table.items() if v is not None})
+        toml_arms = arms_from_toml(doc, config_path)
+        if toml_arms:
+            if saved:
+                raise ConfigError("--resume uses the run's own arms; drop --config")
+            arms = toml_arms
+    given = {k: v for k, v in options.items() if v is not None and v != [] and v != ()}
+    if "body" in given:
+        given["body_file"] = given.pop("body")
+    cli_arms = [parse_arm(text, i) for i, text in enumerate(given.pop("arms", []), 1)]
+    if cli_arms:
+        if saved:
+            raise ConfigError("--resume uses the run's own arms; drop --arm")
+        arms = cli_arms if config_path is None else [*arms, *cli_arms]
+    header_lines = given.pop("headers", [])
+    merged.update(given)
+    if not arms:
+        raise ConfigError("no target: give --arm NAME=URL (repeatable) or --config probe.toml")
+    names = [a.name for a in arms]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup:
+        raise ConfigError(f"arm name {dup!r} is used twice")
+
+    extra_headers = dict(parse_header(h) for h in header_lines)
+    key_env = merged.pop("key_env", None)
+    model = merged.pop("model", None)
+    arms = [replace(a,
+                    headers={**a.headers, **extra_headers},
+                    model=a.model or _opt_str(model, "model"),
+                    key_env=a.key_env or key_env) for a in arms]
+    arms = [make_arm(a.name, a.base_url, model=a.model, headers=a.headers, key_env=a.key_env,
+                     key_header=a.key_header) for a in arms]
+    for arm in arms:
+        arm.key()  # a missing variable is reported now, not at the first request
+
+    workload = _workload(merged)
+    levels = parse_levels(merged.get("concurrency", 8))
+    count = _positive_int(merged.get("count"), "count")
+    duration = parse_duration(merged["duration"]) if merged.get("duration") is not None else None
+    if count is None and duration is None:
+        count = DEFAULT_COUNT
+    policy = Policy.from_spec(_opt_str(merged.get("policy"), "policy") or "strict",
+                              merged.get("tolerate"))
+    return ProbeConfig(
+        arms=tuple(arms), workload=workload, levels=levels, count=count, duration=duration,
+        rate=_positive_float(merged.get("rate"), "rate"),
+        ramp=_nonneg_float(merged.get("ramp"), "ramp"),
+        stall_timeout=_positive_float(merged.get("stall_timeout"), "stall-timeout") or 30.0,
+        timeout=_positive_float(merged.get("timeout"), "timeout") or 300.0,
+        connect_timeout=_positive_float(merged.get("connect_timeout"), "connect-timeout") or 10.0,
+        policy=policy,
+        out=_opt_str(merged.get("out"), "out") or "sseguard-out",
+        seed=_int(merged.get("seed"), "seed") or 0,
+    )
+
+
+def _workload(merged: Mapping[str, Any]) -> WorkloadSpec:
+    name = _opt_str(merged.get("workload"), "workload") or "small"
+    body_file = _opt_str(merged.get("body_file"), "body")
+    if name not in WORKLOADS:
+        raise ConfigError(f"unknown workload {name!r} (known: {', '.join(WORKLOADS)}, or --body FILE)")
+    if body_file is not None and not Path(body_file).is_file():
+        raise ConfigError(f"cannot read body file {body_file}")
+    effort = _opt_str(merged.get("reasoning_effort"), "reasoning-effort")
+    include_usage = merged.get("include_usage", True)
+    if not isinstance(include_usage, bool):
+        raise ConfigError("include_usage must be true or false")
+    return WorkloadSpec(
+        name="body" if body_file is not None else name,
+        big_bytes=_positive_int(merged.get("big_bytes"), "big-bytes") or DEFAULT_BIG_BYTES,
+        body_file=body_file,
+        max_tokens=_positive_int(merged.get("max_tokens"), "max-tokens"),
+        reasoning_effort=effort,
+        include_usage=include_usage,
+        max_turns=_positive_int(merged.get("max_turns"), "max-turns") or 8,
+    )
+
+
+def _opt_str(value: Any, name: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"{name} must be a string")
+    return value
+
+
+def _int(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ConfigError(f"{name} must be a whole number")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} {value!r} is not a whole number") from None
+
+
+def _positive_int(value: Any, name: str) -> int | None:
+    out = _int(value, name)
+    if out is not None and out < 1:
+        raise ConfigError(f"{name} must be at least 1")
+    return out
+
+
+def _float(value: Any, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ConfigError(f"{name} must be a number")
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} {value!r} is not a number") from None
+    if not math.isfinite(out):
+        raise ConfigError(f"{name} must be finite")
+    return out
+
+
+def _positive_float(value: Any, name: str) -> float | None:
+    out = _float(value, name)
+    if out is not None and out <= 0:
+        raise ConfigError(f"{name} must be positive")
+    return out
+
+
+def _nonneg_float(value: Any, name: str) -> float | None:
+    out = _float(value, name)
+    if out is not None and out < 0:
+        raise ConfigError(f"{name} must not be negative")
+    return out

@@ -1,0 +1,244 @@
+"""Send one request over aiohttp, check it as its bytes arrive, and write one ``Record`` to a sink.
+
+No global state: everything comes in as arguments (session, target, body, settings, sink, connection
+tracker), so any scheduler — the asyncio runner here, a test, another process — can call
+``run_request`` as is. Per HTTP.md the body is read with ``iter_any()`` and fed as bytes (reading by
+lines costs about twice the CPU), and the per-chunk path does no allocation beyond the checker's own.
+
+The stall watchdog is one timer per stream that re-arms itself lazily: each chunk only stores its
+arrival time, and the timer, when it fires, either finds the stream idle for the whole stall timeout or
+moves itself to the new deadline. Re-scheduling a timer per chunk would cost more than the check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from sseguard.policy import Policy
+from sseguard.probe.config import Arm
+from sseguard.probe.measure import StreamWatch, evidence_document, request_summary
+from sseguard.probe.sink import Sink
+from sseguard.probe.workloads import encode_body
+from sseguard.record import Record
+from sseguard.redact import Redactor
+from sseguard.verdict import Ending, Verdict
+
+#: How much of a non-2xx body is read (it goes into the verdict and the evidence, cut to 2 KiB).
+ERROR_BODY_LIMIT = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """An arm ready to be sent to: its URL and its request headers, key included (never stored)."""
+
+    arm: Arm
+    url: str
+    headers: Mapping[str, str]
+
+    @classmethod
+    def of(cls, arm: Arm, environ: Mapping[str, str] | None = None) -> Target:
+        headers = {"content-type": "application/json", "accept": "text/event-stream",
+                   **arm.request_headers(environ)}
+        return cls(arm=arm, url=arm.url, headers=headers)
+
+    @property
+    def secrets(self) -> list[str]:
+        """The key values this target sends, for the ``Redactor``."""
+        key_header = self.arm.key_header.lower()
+        out = []
+        for name, value in self.headers.items():
+            if name.lower() == key_header:
+                out.append(value)
+                if value.lower().startswith("bearer "):
+                    out.append(value[7:])
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    """How every request is judged and bounded. ``clock`` must be monotonic seconds (the loop's
+    timers run on real time); ``wall`` gives the epoch time kept in ``Record.started_at``."""
+
+    policy: Policy = field(default_factory=Policy)
+    redactor: Redactor = field(default_factory=Redactor)
+    stall_timeout: float = 30.0
+    timeout: float = 300.0
+    run_id: str = ""
+    source: str = "probe"
+    worker: str | None = None
+    clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What one request produced."""
+
+    record: Record
+    verdict: Verdict
+
+
+class ConnectionTracker:
+    """Numbers connections and counts the requests each has carried (the reuse index).
+
+    Keyed weakly on aiohttp's per-connection protocol object, so a closed connection is forgotten and
+    a new one with the same port is a new connection.
+    """
+
+    def __init__(self) -> None:
+        self._seen: weakref.WeakKeyDictionary[object, list[int]] = weakref.WeakKeyDictionary()
+        self._next = 0
+
+    def use(self, protocol: object | None) -> tuple[str | None, int]:
+        """(connection label, requests carried before this one) for the connection in use."""
+        if protocol is None:
+            return None, 0
+        entry = self._seen.get(protocol)
+        if entry is None:
+            self._next += 1
+            entry = [self._next, 0]
+            self._seen[protocol] = entry
+        reuse = entry[1]
+        entry[1] += 1
+        return f"c{entry[0]}", reuse
+
+
+class _Stalled(Exception):
+    """Set into the response stream by the watchdog; never leaves this module."""
+
+
+class _Watchdog:
+    """Declares the stream stalled when no byte arrived for ``limit`` seconds."""
+
+    __slots__ = ("_clock", "_content", "_handle", "_limit", "_loop", "_seen_total", "fired", "last")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, content: aiohttp.StreamReader,
+                 limit: float, clock: Callable[[], float]) -> None:
+        self._loop = loop
+        self._content = content
+        self._limit = limit
+        self._clock = clock
+        self.last = clock()
+        self._seen_total = content.total_bytes
+        self.fired = False
+        self._handle = loop.call_later(limit, self._check)
+
+    def _check(self) -> None:
+        now = self._clock()
+        total = self._content.total_bytes
+        if total != self._seen_total:
+            # Bytes arrived that the reader has not taken yet (a busy loop): that is not a stall.
+            self._seen_total = total
+            self.last = max(self.last, now)
+        idle = now - self.last
+        if idle >= self._limit * 0.999:
+            self.fired = True
+            self._content.set_exception(_Stalled())
+        else:
+            self._handle = self._loop.call_later(self._limit - idle, self._check)
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    name = type(exc).__name__
+    return f"{name}: {text}" if text else name
+
+
+async def run_request(session: aiohttp.ClientSession, target: Target, body: dict[str, Any], *,
+                      settings: EngineSettings, sink: Sink, index: int, workload: str = "small",
+                      concurrency: int = 1, connections: ConnectionTracker | None = None,
+                      extra: Mapping[str, Any] | None = None,
+                      payload: bytes | None = None) -> Outcome:
+    """Send one streamed chat-completions request and keep its ``Record`` (and evidence when it did
+    not end ``complete``). Peer failures are never raised: they are the record. ``payload`` is the
+    already-encoded ``body`` when the caller has it."""
+    clock = settings.clock
+    data = payload if payload is not None else encode_body(body)
+    watch = StreamWatch(body, sent_at=clock(), started_at=settings.wall())
+    transport_error: str | None = None
+    stalled = False
+    error_body: bytes | None = None
+    label: str | None = None
+    reuse = 0
+    resp: aiohttp.ClientResponse | None = None
+    watchdog: _Watchdog | None = None
+    try:
+        async with asyncio.timeout(settings.timeout):
+            try:
+                async with asyncio.timeout(settings.stall_timeout):
+                    resp = await session.post(target.url, data=data, headers=dict(target.headers))
+            except TimeoutError as exc:
+                if isinstance(exc, aiohttp.ClientError):
+                    raise  # aiohttp's connect timeout: a transport error, not silence
+                stalled = True  # connected, request sent, not one byte back
+            if resp is not None:
+                watch.response(resp.status, resp.headers.items(), clock())
+                # The connection object is released as soon as a short body is fully read; the
+                # protocol, kept by the response, names the TCP connection either way.
+                protocol = getattr(resp, "_protocol", None) or (
+                    resp.connection.protocol if resp.connection is not None else None)
+                if connections is not None:
+                    label, reuse = connections.use(protocol)
+                content = resp.content
+                watchdog = _Watchdog(asyncio.get_running_loop(), content, settings.stall_timeout,
+                                     clock)
+                if 200 <= resp.status < 300:
+                    feed = watch.feed
+                    async for chunk in content.iter_any():
+                        now = clock()
+                        watchdog.last = now
+                        feed(chunk, now)
+                else:
+                    parts: list[bytes] = []
+                    size = 0
+                    async for chunk in content.iter_any():
+                        watchdog.last = clock()
+                        if size < ERROR_BODY_LIMIT:
+                            parts.append(chunk)
+                            size += len(chunk)
+                    error_body = b"".join(parts)[:ERROR_BODY_LIMIT]
+    except _Stalled:
+        stalled = True
+    except TimeoutError as exc:
+        # aiohttp's own timeouts (connect) are TimeoutErrors too and say what timed out.
+        transport_error = (_describe(exc) if isinstance(exc, aiohttp.ClientError)
+                           else f"timeout: no complete response within {settings.timeout:g} s")
+    except (aiohttp.ClientError, OSError) as exc:
+        transport_error = _describe(exc)
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
+        if resp is not None and (stalled or transport_error is not None):
+            resp.close()  # a half-read connection must not go back to the pool
+        elif resp is not None:
+            resp.release()
+    if error_body is None and resp is not None and not 200 <= resp.status < 300:
+        error_body = b""
+    verdict = watch.finish(clock(), transport_error=transport_error, stalled=stalled,
+                           error_body=error_body)
+    redactor = settings.redactor
+    record = watch.record(
+        verdict, policy=settings.policy, redactor=redactor, model=body.get("model"),
+        source=settings.source, run_id=settings.run_id, arm=target.arm.name, index=index,
+        worker=settings.worker, workload=workload, path=target.arm.path,
+        prompt_bytes=len(data), concurrency=concurrency, reuse_index=reuse, connection=label,
+        extra=redactor.obj(dict(extra or {})))
+    if resp is None:
+        record.status = None  # no response at all: refused, reset before headers, or silent
+    if verdict.ending is not Ending.COMPLETE:
+        document = evidence_document(
+            record, verdict, watch.headers, redactor,
+            request_summary=request_summary(body, url_path=target.arm.path, prompt_bytes=len(data)))
+        record.evidence = sink.write_evidence(f"{target.arm.name}-{index:06d}", document)
+    sink.write(record)
+    return Outcome(record=record, verdict=verdict)

@@ -1,0 +1,443 @@
+"""The asyncio scheduler: arms side by side, concurrency levels one after another, always bounded.
+
+Per HTTP.md: one aiohttp ``ClientSession`` (uvloop when installed) with an unlimited ``TCPConnector``
+(the workers bound concurrency themselves), the open-files limit raised to the hard limit, and the
+first requests spread over about one stream length — otherwise every stream starts in the same
+millisecond and time to first token measures a burst. The probe samples its own CPU each second:
+past ~80 % of a core its timings measure itself, and the summary says so.
+
+Only ``reuse`` leaves the shared session: each of its workers owns a one-connection session, because
+"one kept-alive connection per conversation" cannot be asked of a shared pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import resource
+import signal
+import statistics
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+from rich.console import Console
+
+from sseguard.errors import ConfigError
+from sseguard.probe.config import ProbeConfig
+from sseguard.probe.engine import ConnectionTracker, EngineSettings, Target, run_request
+from sseguard.probe.live import LiveView, Tally
+from sseguard.probe.sink import (
+    RESULTS,
+    JsonlSink,
+    read_results,
+    read_run_file,
+    repair_results,
+    write_run_file,
+)
+from sseguard.probe.workloads import Workload, encode_body
+from sseguard.record import Record
+from sseguard.redact import Redactor
+from sseguard.verdict import Ending
+
+#: Longest default ramp: a stalled pilot stream must not hold the run back for minutes.
+MAX_DEFAULT_RAMP = 60.0
+#: A worker whose requests get no response at all waits before the next try, up to this long.
+MAX_BACKOFF = 1.0
+CPU_WARN = 0.8
+
+
+@dataclass
+class CpuSummary:
+    """The probe's own CPU use, as a fraction of one core, sampled once a second."""
+
+    samples: list[float] = field(default_factory=list)
+    total_seconds: float = 0.0
+    wall_seconds: float = 0.0
+
+    @property
+    def peak(self) -> float:
+        return max(self.samples, default=0.0)
+
+    @property
+    def mean(self) -> float:
+        return self.total_seconds / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+    @property
+    def seconds_over(self) -> int:
+        return sum(1 for s in self.samples if s > CPU_WARN)
+
+    @property
+    def overloaded(self) -> bool:
+        return self.seconds_over > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"per_second": [round(s, 3) for s in self.samples], "peak": round(self.peak, 3),
+                "mean": round(self.mean, 3), "cpu_seconds": round(self.total_seconds, 3),
+                "wall_seconds": round(self.wall_seconds, 3), "seconds_over_80pct": self.seconds_over}
+
+
+class CpuMonitor:
+    """Samples ``time.process_time()`` against the monotonic clock every ``interval`` seconds."""
+
+    def __init__(self, interval: float = 1.0) -> None:
+        self.interval = interval
+        self.summary = CpuSummary()
+        self._cpu0 = time.process_time()
+        self._t0 = time.monotonic()
+
+    async def run(self) -> None:
+        last_cpu, last = self._cpu0, self._t0
+        while True:
+            await asyncio.sleep(self.interval)
+            cpu, now = time.process_time(), time.monotonic()
+            if now > last:
+                self.summary.samples.append((cpu - last_cpu) / (now - last))
+            last_cpu, last = cpu, now
+
+    def stop(self) -> CpuSummary:
+        self.summary.total_seconds = time.process_time() - self._cpu0
+        self.summary.wall_seconds = time.monotonic() - self._t0
+        return self.summary
+
+
+@dataclass
+class RunResult:
+    """What a run left behind; ``records`` are all of ``results.jsonl`` (a resumed run included)."""
+
+    out: Path
+    run_id: str
+    config: ProbeConfig
+    records: list[Record]
+    new_records: int
+    interrupted: bool
+    cpu: CpuSummary
+    elapsed: float
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for r in self.records if r.failed_under(self.config.policy))
+
+    @property
+    def exit_code(self) -> int:
+        """0 all passed, 1 some failed; an interrupted run is 130 (as a shell reports Ctrl-C)."""
+        if self.interrupted:
+            return 130
+        return 1 if self.failed else 0
+
+
+def raise_open_files_limit() -> tuple[int, int]:
+    """Soft ``RLIMIT_NOFILE`` up to the hard limit: a thousand streams need a thousand sockets."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
+async def check_reachable(targets: list[Target], timeout: float) -> None:
+    """Open (and close) one TCP connection per arm; an arm that cannot be reached is unusable input."""
+
+    async def one(target: Target) -> None:
+        parts = urlsplit(target.url)
+        host = parts.hostname or ""
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            async with asyncio.timeout(timeout):
+                _, writer = await asyncio.open_connection(host, port)
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+        except TimeoutError:
+            raise ConfigError(f"arm {target.arm.name!r}: {host}:{port} did not answer within "
+                              f"{timeout:g} s") from None
+        except OSError as exc:
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            raise ConfigError(f"arm {target.arm.name!r}: cannot reach {host}:{port} ({reason})") from None
+
+    await asyncio.gather(*(one(t) for t in targets))
+
+
+class _Indexes:
+    """Hands out request indexes of one arm at one level, skipping those a resumed run already has."""
+
+    def __init__(self, arm: str, base: int, count: int | None, deadline: float | None,
+                 done: set[tuple[str, int]]) -> None:
+        self._arm = arm
+        self._next = base
+        self._end = base + count if count is not None else None
+        self._deadline = deadline
+        self._done = done
+
+    def take(self, now: float) -> int | None:
+        if self._deadline is not None and now >= self._deadline:
+            return None
+        while self._end is None or self._next < self._end:
+            index = self._next
+            self._next += 1
+            if (self._arm, index) not in self._done:
+                return index
+        return None
+
+
+class _Pacer:
+    """At most ``rate`` request starts per second for one arm."""
+
+    def __init__(self, rate: float) -> None:
+        self._interval = 1.0 / rate
+        self._next: float | None = None
+
+    async def wait(self) -> None:
+        now = time.monotonic()
+        slot = now if self._next is None else max(now, self._next)
+        self._next = slot + self._interval
+        if slot > now:
+            await asyncio.sleep(slot - now)
+
+
+class _ViewSink:
+    """The run's sink: writes through to the JSONL sink and counts each record for the display."""
+
+    def __init__(self, inner: JsonlSink, view: LiveView) -> None:
+        self._inner = inner
+        self._view = view
+        self.written = 0
+
+    def write(self, record: Record) -> None:
+        self._inner.write(record)
+        self._view.add(record)
+        self.written += 1
+
+    def write_evidence(self, name: str, document: dict[str, Any]) -> str:
+        return self._inner.write_evidence(name, document)
+
+
+@dataclass
+class _Run:
+    config: ProbeConfig
+    settings: EngineSettings
+    workload: Workload
+    session: aiohttp.ClientSession
+    sink: _ViewSink
+    connections: ConnectionTracker
+    done: set[tuple[str, int]]
+    view: LiveView
+    stream_seconds: dict[str, float] = field(default_factory=dict)  # per arm, for the next ramp
+
+
+def _stride(config: ProbeConfig) -> int:
+    """Index space per level: level i owns [i·stride, (i+1)·stride), so a resume knows the level."""
+    return config.count if config.count is not None else 1_000_000
+
+
+def _connector(limit: int) -> aiohttp.TCPConnector:
+    return aiohttp.TCPConnector(limit=limit, limit_per_host=0, ttl_dns_cache=300,
+                                keepalive_timeout=60)
+
+
+def _session(config: ProbeConfig, limit: int = 0) -> aiohttp.ClientSession:
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=config.connect_timeout)
+    return aiohttp.ClientSession(connector=_connector(limit), timeout=timeout)
+
+
+async def _arm_level(run: _Run, target: Target, level: int, level_index: int) -> None:
+    """All requests of one arm at one concurrency level."""
+    config = run.config
+    arm = target.arm.name
+    start = time.monotonic()
+    deadline = start + config.duration if config.duration is not None else None
+    indexes = _Indexes(arm, level_index * _stride(config), config.count, deadline, run.done)
+    pacer = _Pacer(config.rate) if config.rate is not None else None
+    ramp = config.ramp if config.ramp is not None else run.stream_seconds.get(arm)
+    pilot_done = asyncio.Event()
+    pilot: list[float] = []
+    durations: list[float] = []
+
+    async def worker(k: int) -> None:
+        if level > 1:
+            if ramp is not None:
+                spread = ramp if config.ramp is not None else min(ramp, MAX_DEFAULT_RAMP)
+                await asyncio.sleep(k * spread / level)
+            elif k > 0:
+                # Default ramp, first level: worker 0's first stream measures one stream length.
+                await pilot_done.wait()
+                spread = min(pilot[0] if pilot else 0.0, MAX_DEFAULT_RAMP)
+                await asyncio.sleep((k - 1) * spread / max(level - 1, 1))
+        conversation = run.workload.conversation(f"{arm}:{level_index}:{k}")
+        own: aiohttp.ClientSession | None = None
+        if run.workload.pinned_connection:
+            own = _session(config, limit=1)
+        session = own or run.session
+        backoff = 0.0
+        try:
+            while True:
+                index = indexes.take(time.monotonic())
+                if index is None:
+                    return
+                if pacer is not None:
+                    await pacer.wait()
+                body = run.workload.finish(conversation.next_body(), model=target.arm.model)
+                payload = encode_body(body)
+                outcome = await run_request(
+                    session, target, body, settings=run.settings, sink=run.sink, index=index,
+                    workload=run.workload.name, concurrency=level, connections=run.connections,
+                    payload=payload)
+                conversation.observe(outcome.verdict)
+                record = outcome.record
+                if record.duration_ms is not None and record.ending == Ending.COMPLETE:
+                    durations.append(record.duration_ms / 1000.0)
+                if k == 0 and not pilot_done.is_set():
+                    if record.duration_ms is not None:
+                        pilot.append(record.duration_ms / 1000.0)
+                    pilot_done.set()
+                if record.status is None and record.ending == Ending.TRANSPORT_ERROR:
+                    # Nothing answers: keep recording, but do not spin.
+                    backoff = min(max(backoff * 2, 0.05), MAX_BACKOFF)
+                    await asyncio.sleep(backoff)
+                else:
+                    backoff = 0.0
+        finally:
+            if k == 0:
+                pilot_done.set()
+            if own is not None:
+                await own.close()
+
+    async with asyncio.TaskGroup() as group:
+        for k in range(level):
+            group.create_task(worker(k))
+    if durations:
+        run.stream_seconds[arm] = statistics.median(durations)
+
+
+async def _levels(run: _Run, targets: list[Target]) -> None:
+    for level_index, level in enumerate(run.config.levels):
+        if run.config.sweep:
+            run.view.note(f"[bold]concurrency {level}[/] ({level_index + 1}/{len(run.config.levels)})")
+        async with asyncio.TaskGroup() as group:
+            for target in targets:
+                group.create_task(_arm_level(run, target, level, level_index))
+
+
+def _new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+async def execute(config: ProbeConfig, *, resume: bool = False, console: Console | None = None,
+                  live: bool | None = None, environ: Mapping[str, str] | None = None,
+                  stop: asyncio.Event | None = None) -> RunResult:
+    """Run (or resume) a probe inside the running event loop and return what it left behind.
+
+    ``stop`` ends the run early and cleanly (Ctrl-C): requests in flight are dropped unrecorded
+    (a resume redoes them), everything finished stays in ``results.jsonl``.
+    """
+    console = console or Console(stderr=True)
+    raise_open_files_limit()
+    targets = [Target.of(arm, environ) for arm in config.arms]
+    redactor = Redactor([s for t in targets for s in t.secrets])
+    out = Path(config.out)
+    run_doc: dict[str, Any]
+    existing: list[Record] = []
+    if resume:
+        run_doc = read_run_file(out)
+        repair_results(out)
+        existing = list(read_results(out))
+    else:
+        results = out / RESULTS
+        if results.exists() and results.stat().st_size > 0:
+            raise ConfigError(f"{out} already holds a run; continue it with --resume {out} "
+                              "or pick another --out")
+        run_doc = {"run_id": _new_run_id(), "sessions": []}
+    run_doc["config"] = redactor.obj(config.to_dict())
+    run_id = str(run_doc["run_id"])
+    if config.check_reachable:
+        await check_reachable(targets, config.connect_timeout)
+    workload = Workload(config.workload, seed=config.seed)
+
+    sink = JsonlSink(out)
+    tally = Tally(config.policy)
+    tally.extend(existing)
+    view = LiveView(console, tally, enabled=live)
+    session_doc: dict[str, Any] = {"started_at": time.time(), "resumed": resume}
+    run_doc.setdefault("sessions", []).append(session_doc)
+    write_run_file(out, run_doc)
+
+    settings = EngineSettings(policy=config.policy, redactor=redactor,
+                              stall_timeout=config.stall_timeout, timeout=config.timeout,
+                              run_id=run_id)
+    monitor = CpuMonitor()
+    monitor_task = asyncio.create_task(monitor.run())
+    started = time.monotonic()
+    interrupted = False
+    view_sink = _ViewSink(sink, view)
+    per_arm = config.count * len(config.levels) if config.count is not None else None
+    view.start([a.name for a in config.arms], {a.name: per_arm for a in config.arms},
+               {a.name: tally.arms[a.name].total for a in config.arms if a.name in tally.arms})
+    try:
+        async with _session(config) as session:
+            run = _Run(config=config, settings=settings, workload=workload, session=session,
+                       sink=view_sink, connections=ConnectionTracker(),
+                       done={(r.arm, r.index) for r in existing}, view=view)
+            work = asyncio.create_task(_levels(run, targets))
+            waiters: set[asyncio.Future[Any]] = {work}
+            stopper = asyncio.create_task(stop.wait()) if stop is not None else None
+            if stopper is not None:
+                waiters.add(stopper)
+            try:
+                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not work.done():
+                    interrupted = True
+                    work.cancel()
+                if stopper is not None:
+                    stopper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await work
+    finally:
+        monitor_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await monitor_task
+        cpu = monitor.stop()
+        view.stop()
+        sink.close()
+        session_doc.update({"finished_at": time.time(), "interrupted": interrupted,
+                            "records": view_sink.written, "cpu": cpu.to_dict()})
+        write_run_file(out, run_doc)
+    return RunResult(out=out, run_id=run_id, config=config, records=list(read_results(out)),
+                     new_records=view_sink.written, interrupted=interrupted, cpu=cpu,
+                     elapsed=time.monotonic() - started)
+
+
+def _loop_factory() -> Any:
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def run_probe(config: ProbeConfig, *, resume: bool = False, console: Console | None = None,
+              live: bool | None = None, environ: Mapping[str, str] | None = None) -> RunResult:
+    """Run a probe on a fresh event loop (uvloop when installed); Ctrl-C stops it cleanly."""
+
+    async def main() -> RunResult:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        handled = False
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGINT, stop.set)
+            handled = True
+        try:
+            return await execute(config, resume=resume, console=console, live=live,
+                                 environ=environ, stop=stop)
+        finally:
+            if handled:
+                loop.remove_signal_handler(signal.SIGINT)
+
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        return runner.run(main())
