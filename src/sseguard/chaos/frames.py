@@ -105,39 +105,53 @@ def error_object(status: int, message: str) -> dict[str, Any]:
                       "code": kind[1] if kind[1] is not None else status}}
 
 
-def _token_frames(enc: ChunkEncoder, answers: list[Answer]) -> tuple[list[bytes], list[bool]]:
-    """The role and token frames, choices interleaved, and after which counts a cut is "clean":
-    no tool call's arguments are half-sent (a cut there is ``tool_call_unterminated`` as well)."""
-    per_choice: list[list[tuple[bytes, int]]] = []
+@dataclass(slots=True)
+class _Tokens:
+    """Token frames (choices interleaved) and, per count k of frames sent, what a cut there leaves:
+    ``clean[k]`` no call half-sent; ``partial[k]`` a call half-sent and every started call holding
+    some arguments (a cut there is ``tool_call_unterminated`` and nothing else)."""
+
+    frames: list[bytes]
+    clean: list[bool]
+    partial: list[bool]
+    roles: int  # the first frames: one role delta per choice
+
+
+def _token_frames(enc: ChunkEncoder, answers: list[Answer]) -> _Tokens:
+    per_choice: list[list[tuple[bytes, str]]] = []
     for index, answer in enumerate(answers):
-        frames: list[tuple[bytes, int]] = []  # (frame, open-call delta)
-        frames.append((enc.delta(index, b'{"role":"assistant","content":""}'), 0))
+        frames: list[tuple[bytes, str]] = []  # (frame, what it does to the call being sent)
+        frames.append((enc.delta(index, b'{"role":"assistant","content":""}'), ""))
         for piece in answer.reasoning:
-            frames.append((enc.text(index, b"reasoning_content", piece), 0))
+            frames.append((enc.text(index, b"reasoning_content", piece), ""))
         for piece in answer.content:
-            frames.append((enc.text(index, b"content", piece), 0))
+            frames.append((enc.text(index, b"content", piece), ""))
         for ci, call in enumerate(answer.calls):
             opener = {"tool_calls": [{"index": ci, "id": call.id, "type": "function",
                                       "function": {"name": call.name, "arguments": ""}}]}
-            frames.append((enc.delta(index, _enc(opener)), 1))
+            frames.append((enc.delta(index, _enc(opener)), "open" if call.pieces else ""))
             for pi, piece in enumerate(call.pieces):
                 delta = {"tool_calls": [{"index": ci, "function": {"arguments": piece}}]}
-                frames.append((enc.delta(index, _enc(delta)), -1 if pi == len(call.pieces) - 1
-                               else 0))
-            if not call.pieces:
-                frames[-1] = (frames[-1][0], 0)
+                tags = ("first" if pi == 0 else "") + ("last" if pi == len(call.pieces) - 1 else "")
+                frames.append((enc.delta(index, _enc(delta)), tags))
         per_choice.append(frames)
-    out: list[bytes] = []
-    clean: list[bool] = [True]  # clean[k]: stopping after k frames leaves no call half-sent
-    open_calls = 0
+    out = _Tokens([], [True], [False], len(answers))
+    open_calls = empty_calls = 0  # calls started; of those, calls with no argument piece yet
     for step in range(max(len(f) for f in per_choice)):
         for frames in per_choice:
             if step < len(frames):
-                frame, opened = frames[step]
-                out.append(frame)
-                open_calls += opened
-                clean.append(open_calls == 0)
-    return out, clean
+                frame, what = frames[step]
+                out.frames.append(frame)
+                if what == "open":
+                    open_calls += 1
+                    empty_calls += 1
+                if "first" in what:
+                    empty_calls -= 1
+                if "last" in what:
+                    open_calls -= 1
+                out.clean.append(open_calls == 0)
+                out.partial.append(open_calls > 0 and empty_calls == 0)
+    return out
 
 
 def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: ResponseIds,
@@ -148,14 +162,14 @@ def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: 
     model = req.model or config.model
     enc = ChunkEncoder(ids.response_id, ids.created, model,
                        empty_finish=Dialect.EMPTY_FINISH_REASON in dialects)
-    tokens, clean = _token_frames(enc, answers)
+    toks = _token_frames(enc, answers)
+    tokens = toks.frames
     if fault is Fault.ID_CHANGED:
         # The second half comes from "another backend": same shape, another id.
         other = ChunkEncoder(ids.response_id + "b", ids.created, model,
                              empty_finish=Dialect.EMPTY_FINISH_REASON in dialects)
-        others, _ = _token_frames(other, answers)
-        half = max(2, len(tokens) // 2)
-        tokens = tokens[:half] + others[half:]
+        half = max(toks.roles + 1, len(tokens) // 2)
+        tokens[half:] = _token_frames(other, answers).frames[half:]
         enc = other
     finish_frames = []
     if fault is not Fault.NO_FINISH:
@@ -174,12 +188,10 @@ def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: 
         pos = _position(decision.at, 1, len(tokens) - 1)
         body = tokens[pos][len(b"data: "):-2]
         tokens.insert(pos + 1, b"data: " + body[: len(body) // 2] + b"\n\n")
-        clean.insert(pos + 2, clean[pos + 1])
     elif fault is Fault.CHUNK_SCHEMA:
         pos = _position(decision.at, 1, len(tokens) - 1)
         tokens.insert(pos + 1, enc.delta(0, b'{"content":42}'))
-        clean.insert(pos + 2, clean[pos + 1])
-    return _schedule(config, decision, tokens, clean, trailer)
+    return _schedule(config, decision, toks, trailer)
 
 
 def _position(at: float, low: int, high: int) -> int:
@@ -189,23 +201,24 @@ def _position(at: float, low: int, high: int) -> int:
     return low + min(high - low, int(at * (high - low + 1)))
 
 
-def _schedule(config: ChaosConfig, decision: Decision, tokens: list[bytes], clean: list[bool],
+def _schedule(config: ChaosConfig, decision: Decision, toks: _Tokens,
               trailer: list[bytes]) -> Plan:
     pacing = config.pacing
     ttft = pacing.ttft_ms / 1000.0
     step = pacing.inter_token_ms / 1000.0
     fault = decision.fault
+    tokens = toks.frames
     frames = tokens + trailer
-    # Where a cut-type fault strikes: after k frames, at least one token sent, no call half-sent.
-    cuts = [k for k in range(2, len(tokens) + 1) if clean[k]] or [len(tokens)]
+    # Where a cut-type fault strikes: after k frames, every role and one token sent, no call
+    # half-sent (the bad-frame faults insert a frame but never combine with a cut).
+    cuts = [k for k in range(toks.roles + 1, len(toks.clean)) if toks.clean[k]] or [len(tokens)]
     k = cuts[min(len(cuts) - 1, int(decision.at * len(cuts)))]
     plan = Plan()
     if fault is Fault.EMPTY:
         return plan
     if fault is Fault.TOOL_CALL_UNTERMINATED:
-        # The first point where a call's arguments are started but not finished.
-        inside = [i for i in range(2, len(tokens)) if not clean[i] and not clean[i - 1]]
-        k = inside[0] if inside else len(tokens)
+        inside = [i for i, partial in enumerate(toks.partial) if partial]
+        k = inside[min(len(inside) - 1, int(decision.at * len(inside)))] if inside else len(tokens)
         frames = tokens[:k]
     elif fault is Fault.TRUNCATED or fault is Fault.TRANSPORT_ERROR:
         frames = tokens[:k]
