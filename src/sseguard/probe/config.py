@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import time
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -112,7 +113,7 @@ class ProbeConfig:
     timeout: float = 300.0
     connect_timeout: float = 10.0
     policy: Policy = field(default_factory=Policy)
-    out: str = "sseguard-out"
+    out: str = "sseguard-out"  # build_config picks a fresh sseguard-runs/<time> when not given
     seed: int = 0
     check_reachable: bool = True
 
@@ -131,6 +132,11 @@ class ProbeConfig:
             "tolerate": sorted(map(str, self.policy.tolerate)),
             "out": self.out, "seed": self.seed,
         }
+
+
+def default_out() -> str:
+    """A fresh directory per run, so a second run never lands in the first one's results."""
+    return f"sseguard-runs/{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 # ── parsing helpers ─────────────────────────────────────────────────────────────────────────────
@@ -391,7 +397,7 @@ def build_config(options: Mapping[str, Any], *, config_path: str | None = None,
         timeout=_positive_float(merged.get("timeout"), "timeout") or 300.0,
         connect_timeout=_positive_float(merged.get("connect_timeout"), "connect-timeout") or 10.0,
         policy=policy,
-        out=_opt_str(merged.get("out"), "out") or "sseguard-out",
+        out=_opt_str(merged.get("out"), "out") or default_out(),
         seed=_int(merged.get("seed"), "seed") or 0,
     )
 
