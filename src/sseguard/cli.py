@@ -7,7 +7,7 @@ exit 1 means "ran fine, and something failed the policy".
 from __future__ import annotations
 
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -149,6 +149,152 @@ def chaos(
         serve_blocking(cfg, host, port, ready)
     except OSError as exc:
         fail(f"cannot listen on {listen}: {exc.strerror or exc}")
+
+
+# ── probe, sweep ──────────────────────────────────────────────────────────────────────────────────
+def _probe_command(sweep: bool) -> Any:
+    """The probe and the sweep share every option; only the default concurrency differs."""
+
+    def command(
+        arm: list[str] = typer.Option([], "--arm", metavar="NAME=URL",
+                                      help="A target's base URL (…/v1), repeatable: arms run side by "
+                                           "side."),
+        config: str | None = typer.Option(None, "--config", metavar="PROBE.toml",
+                                          help="Arms (base_url, model, headers, key_env) and settings."),
+        model: str | None = typer.Option(None, "--model", help="Model name for arms that set none."),
+        workload: str | None = typer.Option(None, "--workload", help="small, big, reuse or tools."),
+        body: str | None = typer.Option(None, "--body", metavar="FILE",
+                                        help="Your own request body (JSON with messages)."),
+        big_bytes: int | None = typer.Option(None, "--big-bytes",
+                                             help="Prompt size of the big workload (1700000)."),
+        max_tokens: int | None = typer.Option(None, "--max-tokens"),
+        reasoning_effort: str | None = typer.Option(None, "--reasoning-effort"),
+        include_usage: bool | None = typer.Option(None, "--include-usage/--no-include-usage",
+                                                  help="Ask for the usage chunk (default yes)."),
+        count: int | None = typer.Option(None, "--count",
+                                         help="Requests per arm (and per level); default 100."),
+        duration: str | None = typer.Option(None, "--duration", metavar="10m",
+                                            help="Time per level; with --count, whichever ends first."),
+        concurrency: str | None = typer.Option(None, "--concurrency", metavar="C[,C…]",
+                                               help="Streams in flight per arm"
+                                                    + (" at each level (1,8,16,32,60)." if sweep
+                                                       else " (8); a list makes a sweep.")),
+        rate: float | None = typer.Option(None, "--rate", help="Request starts per second per arm."),
+        ramp: float | None = typer.Option(None, "--ramp", metavar="SECONDS",
+                                          help="Spread the first requests (default: one stream)."),
+        stall_timeout: float | None = typer.Option(None, "--stall-timeout", metavar="SECONDS",
+                                                   help="No byte for this long ⇒ stalled (30)."),
+        timeout: float | None = typer.Option(None, "--timeout", metavar="SECONDS",
+                                             help="Whole-request limit (300)."),
+        policy: str | None = typer.Option(None, "--policy",
+                                          help="strict, no-finish-ok, no-done-ok, lenient."),
+        tolerate: str | None = typer.Option(None, "--tolerate", metavar="ENDING,…",
+                                            help="Endings or findings that do not fail a stream."),
+        out: str | None = typer.Option(None, "--out", metavar="DIR",
+                                       help="Output directory (default sseguard-runs/<time>)."),
+        resume: str | None = typer.Option(None, "--resume", metavar="DIR",
+                                          help="Continue the run in DIR, skipping finished requests."),
+        key_env: str | None = typer.Option(None, "--key-env", metavar="NAME",
+                                           help="Env var holding the key (never the key itself)."),
+        header: list[str] = typer.Option([], "--header", metavar="'K: V'",
+                                         help="Extra request header (repeatable; no secrets)."),
+        seed: int | None = typer.Option(None, "--seed", help="Seed for prompt wording."),
+        as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+        no_live: bool = typer.Option(False, "--no-live", help="No live display."),
+    ) -> None:
+        from sseguard.probe.command import probe_main
+
+        options = {"arms": arm, "model": model, "workload": workload, "body": body,
+                   "big_bytes": big_bytes, "max_tokens": max_tokens,
+                   "reasoning_effort": reasoning_effort, "include_usage": include_usage,
+                   "count": count, "duration": duration, "concurrency": concurrency, "rate": rate,
+                   "ramp": ramp, "stall_timeout": stall_timeout, "timeout": timeout,
+                   "policy": policy, "tolerate": tolerate, "out": out, "key_env": key_env,
+                   "headers": header, "seed": seed}
+        try:
+            code = probe_main(options, config_path=config, resume=resume, sweep=sweep,
+                              as_json=as_json, live=False if no_live else None, console=console,
+                              err_console=err_console)
+        except ConfigError as exc:
+            fail(str(exc))
+        raise typer.Exit(code)
+
+    return command
+
+
+app.command(
+    "probe",
+    help="Send many real streamed requests and classify how each one ended.\n\n"
+         "Exit code 0 when every stream passes the policy, 1 when some failed, 2 for unusable input.\n\n"
+         "Example: DS_KEY=… sseguard probe --arm ds=https://api.deepseek.com/v1 --key-env DS_KEY "
+         "--model deepseek-chat --count 200 --concurrency 16",
+)(_probe_command(sweep=False))
+app.command(
+    "sweep",
+    help="The same workload at each concurrency level, one after another, into one results file.\n\n"
+         "Example: sseguard sweep --arm local=http://127.0.0.1:8000/v1 --concurrency 1,8,16,32,60 "
+         "--count 100",
+)(_probe_command(sweep=True))
+
+
+# ── locust ────────────────────────────────────────────────────────────────────────────────────────
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def locust(
+    ctx: typer.Context,
+    config: str | None = typer.Option(None, "--config", metavar="PROBE.toml",
+                                      help="Arms and settings (the probe's file format), the same "
+                                           "file for master and workers."),
+    arm: list[str] = typer.Option([], "--arm", metavar="NAME=URL",
+                                  help="A target's base URL (…/v1), repeatable: users are spread "
+                                       "over the arms."),
+    model: str | None = typer.Option(None, "--model", help="Model name for arms that set none."),
+    key_env: str | None = typer.Option(None, "--key-env", metavar="NAME",
+                                       help="Env var holding the key (never the key itself)."),
+    workload: str | None = typer.Option(None, "--workload", help="small, big, reuse or tools."),
+    body: str | None = typer.Option(None, "--body", metavar="FILE",
+                                    help="Your own request body (JSON with messages)."),
+    policy: str | None = typer.Option(None, "--policy",
+                                      help="strict, no-finish-ok, no-done-ok, lenient."),
+    tolerate: str | None = typer.Option(None, "--tolerate", metavar="ENDING,…",
+                                        help="Endings or findings that do not fail a stream."),
+    stall_timeout: float | None = typer.Option(None, "--stall-timeout", metavar="SECONDS",
+                                               help="No byte for this long ⇒ stalled (30)."),
+    timeout: float | None = typer.Option(None, "--timeout", metavar="SECONDS",
+                                         help="Whole-request limit (300)."),
+    out: str | None = typer.Option(None, "--out", metavar="DIR",
+                                   help="Where workers write results-<worker>.jsonl and evidence/ "
+                                        "(default sseguard-locust/<run id>)."),
+    header: list[str] = typer.Option([], "--header", metavar="'K: V'",
+                                     help="Extra request header (repeatable; no secrets)."),
+    seed: int | None = typer.Option(None, "--seed", help="Seed for prompt wording."),
+    run_id: str | None = typer.Option(None, "--run-id",
+                                      help="Run id for the records (default: the master's time)."),
+    master_wait: float = typer.Option(10.0, "--master-wait", metavar="SECONDS",
+                                      help="How long a worker waits for its master to listen."),
+    locust_config: str | None = typer.Option(None, "--locust-config", metavar="FILE",
+                                             help="Locust's own config file (its --config)."),
+) -> None:
+    """Run Locust with sseguard's stream-checking user; every other argument goes to Locust.
+
+    Each stream is one Locust request named by workload, failed under its ending's name; each worker
+    writes the probe's records to OUT/results-<worker>.jsonl for `sseguard analyze OUT`.
+
+    Example (one machine): sseguard locust --arm local=http://127.0.0.1:8000/v1 --out run1 --master
+    --headless -u 64 -r 8 -t 5m --expect-workers 2 --csv run1/locust, then twice:
+    sseguard locust --arm local=http://127.0.0.1:8000/v1 --out run1 --worker
+    """
+    from sseguard.locust_run import Settings, run
+
+    options = {"arms": arm, "model": model, "key_env": key_env, "workload": workload, "body": body,
+               "policy": policy, "tolerate": tolerate, "stall_timeout": stall_timeout,
+               "timeout": timeout, "out": out, "headers": header, "seed": seed}
+    settings = Settings(options={k: v for k, v in options.items() if v not in (None, [])},
+                        config_path=config)
+    try:
+        run(settings, list(ctx.args), master_wait=master_wait, locust_config=locust_config,
+            run_id=run_id)
+    except ConfigError as exc:
+        fail(str(exc))
 
 
 def main() -> None:
