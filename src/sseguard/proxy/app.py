@@ -1,0 +1,402 @@
+"""The guard proxy's aiohttp.web application: routes, the shared upstream session, evidence, metrics.
+
+One ``aiohttp.ClientSession`` to the upstream for the app's lifetime (created on startup, closed on
+cleanup): ``HTTP.md`` measured an httpx pool in this seat at a quarter of the throughput. Streamed chat
+completions go through ``StreamRelay``; everything else under ``/v1/`` is copied as it is, to the
+configured upstream only.
+
+Run it with ``run_proxy`` (or any ``AppRunner`` created with ``handler_cancellation=True``): handler
+cancellation is what lets a client's disconnect cancel the upstream request at once rather than at the
+next write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import msgspec
+from aiohttp import web
+from yarl import URL
+
+from sseguard.contract import StreamChecker
+from sseguard.policy import Policy
+from sseguard.proxy.config import ProxyConfig
+from sseguard.proxy.forward import (
+    PathRejected,
+    error_response,
+    request_headers,
+    response_headers,
+    upstream_url,
+)
+from sseguard.proxy.metrics import CONTENT_TYPE, ProxyMetrics
+from sseguard.proxy.repair import checker_markup, frames_for
+from sseguard.proxy.stream import StreamRelay
+from sseguard.record import Record, record_from_verdict
+from sseguard.redact import DEFAULT, RedactingFilter, Redactor
+from sseguard.verdict import Verdict
+
+log = logging.getLogger("sseguard.proxy")
+log.addFilter(RedactingFilter())
+
+_SECRET_REQUEST_HEADERS = ("authorization", "api-key", "x-api-key", "proxy-authorization")
+
+
+class ProxyState:
+    """Everything the handlers share: config, the upstream session, the evidence writer, metrics."""
+
+    def __init__(self, config: ProxyConfig) -> None:
+        self.config = config
+        self.policy: Policy = config.effective_policy
+        self.metrics = ProxyMetrics()
+        self.redactor: Redactor = DEFAULT.with_secrets(config.secrets)
+        self.session: aiohttp.ClientSession | None = None
+        self.store: Any = None
+        self.writer: Any = None
+        self.active = 0
+        self._index = itertools.count()
+        self.chat_url = config.upstream.with_path(f"{config.upstream.raw_path}/chat/completions",
+                                                  encoded=True)
+
+    async def start(self, app: web.Application) -> None:
+        if self.config.store is not None:
+            from sseguard.store import BatchWriter, open_store
+
+            # Opening a SQLite file or connecting to PostgreSQL is blocking: keep it off the loop.
+            self.store = await asyncio.to_thread(open_store, self.config.store)
+            self.writer = BatchWriter(self.store)
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300,
+                                         enable_cleanup_closed=False)
+        self.session = aiohttp.ClientSession(
+            connector=connector, auto_decompress=False, trust_env=False,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.config.connect_timeout),
+            # The client's own User-Agent and Accept-Encoding are forwarded; add none of ours.
+            skip_auto_headers=("User-Agent", "Accept-Encoding"),
+        )
+
+    async def stop(self, app: web.Application) -> None:
+        if self.session is not None:
+            await self.session.close()
+        if self.writer is not None:
+            # Drain every queued record: a clean shutdown loses no evidence.
+            await asyncio.to_thread(self.writer.close)
+        if self.store is not None:
+            await asyncio.to_thread(self.store.close)
+
+    def request_redactor(self, request: web.Request) -> Redactor:
+        """The app's redactor plus this client's own key, in whatever shape it has."""
+        values: list[str] = []
+        for name in _SECRET_REQUEST_HEADERS:
+            for value in request.headers.getall(name, ()):
+                values.append(value)
+                scheme, _, token = value.partition(" ")
+                if token and scheme.lower() in ("bearer", "basic", "token"):
+                    values.append(token.strip())
+        return self.redactor.with_secrets(values) if values else self.redactor
+
+    def stream_done(self, relay: StreamRelay, verdict: Verdict) -> None:
+        """Metrics and the evidence record of one finished stream (never blocks the loop)."""
+        now = relay.loop.time()
+        duration = now - relay.t0
+        outcome = relay.outcome
+        self.metrics.stream_ended(verdict, client_gone=outcome.client_gone, ttft_s=relay.ttft,
+                                  duration_s=duration)
+        if outcome.code is not None or outcome.action == "pass":
+            self.metrics.actions.labels(outcome.action).inc()
+        if verdict.ending == "stalled":
+            self.metrics.upstream_errors.labels("stalled").inc()
+        elif verdict.ending == "transport_error" and not outcome.client_gone:
+            self.metrics.upstream_errors.labels("transport").inc()
+        if self.writer is None:
+            return
+        try:
+            record = self._record(relay, verdict, duration)
+        except Exception:  # evidence must never take the proxy down
+            log.exception("could not build the record of a stream")
+            return
+        self.writer.put(record)
+
+    def _record(self, relay: StreamRelay, verdict: Verdict, duration: float) -> Record:
+        outcome = relay.outcome
+        extra: dict[str, Any] = {"action": outcome.action, **relay.frames.facts(), **outcome.extra}
+        if outcome.code is not None:
+            extra["error_code"] = outcome.code
+        if outcome.client_gone:
+            extra["client_disconnected"] = True
+        record = record_from_verdict(
+            verdict, policy=self.policy, headers=relay.upstream_headers, redactor=relay.redactor,
+            source="proxy", run_id=self.config.run_id, arm=self.config.arm_name,
+            index=next(self._index), workload="proxy", started_at=relay.started_at,
+            method=relay.request.method, path=relay.request.path, stream=True,
+            ttfb_ms=None if relay.ttfb is None else relay.ttfb * 1000,
+            ttft_ms=None if relay.ttft is None else relay.ttft * 1000,
+            duration_ms=duration * 1000, max_gap_ms=relay.max_gap * 1000,
+            prompt_bytes=len(relay.body), concurrency=relay.concurrency,
+            extra=relay.redactor.obj(extra),
+        )
+        if record.model is None and isinstance(relay.request_obj.get("model"), str):
+            record.model = relay.redactor.text(relay.request_obj["model"])
+        if outcome.client_gone:
+            record.status = None if relay.ttfb is None else record.status
+        return record
+
+
+STATE = web.AppKey("sseguard_proxy_state", ProxyState)
+
+
+# ── handlers ─────────────────────────────────────────────────────────────────────────────────────
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _read_body(request: web.Request, limit: int) -> bytes:
+    if request.content_length is not None and request.content_length > limit:
+        raise _TooLarge
+    buf = bytearray()
+    async for chunk in request.content.iter_any():
+        buf += chunk
+        if len(buf) > limit:
+            raise _TooLarge
+    return bytes(buf)
+
+
+def _too_large(state: ProxyState) -> web.Response:
+    state.metrics.requests.labels("rejected_413").inc()
+    # Close the connection: the rest of an oversized body is not worth reading.
+    return error_response(413, f"request body is larger than the proxy's limit of "
+                               f"{state.config.max_body} bytes (--max-body)",
+                          type_="invalid_request_error", code="request_too_large",
+                          headers=[("Connection", "close")])
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    try:
+        body = await _read_body(request, state.config.max_body)
+    except _TooLarge:
+        return _too_large(state)
+    try:
+        obj = msgspec.json.decode(body)
+    except msgspec.DecodeError as exc:
+        state.metrics.requests.labels("rejected_400").inc()
+        return error_response(400, f"the request body is not valid JSON: {exc}",
+                              type_="invalid_request_error", code="invalid_json")
+    if not isinstance(obj, dict):
+        state.metrics.requests.labels("rejected_400").inc()
+        return error_response(400, "the request body must be a JSON object",
+                              type_="invalid_request_error", code="invalid_json")
+    if obj.get("stream") is True:
+        state.metrics.requests.labels("stream").inc()
+        return await _stream(state, request, body, obj)
+    state.metrics.requests.labels("non_stream").inc()
+    return await _forward(state, request, body, state.chat_url)
+
+
+async def _stream(state: ProxyState, request: web.Request, body: bytes,
+                  obj: dict[str, Any]) -> web.StreamResponse:
+    config = state.config
+    redactor = state.request_redactor(request)
+    checker = StreamChecker(obj, markup=checker_markup(config.repair_markup))
+    relay = StreamRelay(state, request, body, obj, frames_for(config.repair_markup, obj), checker,
+                        redactor)
+    assert state.session is not None
+    state.active += 1
+    relay.concurrency = state.active
+    state.metrics.active.inc()
+    try:
+        try:
+            async with asyncio.timeout(config.timeout):
+                upstream = await state.session.post(
+                    state.chat_url, data=body, allow_redirects=False, auto_decompress=True,
+                    headers=request_headers(request.headers, identity=True))
+        except TimeoutError:
+            state.metrics.upstream_errors.labels("timeout").inc()
+            message = f"the upstream sent no response within {config.timeout:g} s (--timeout)"
+            state.stream_done(relay, checker.close(transport_error=message))
+            return error_response(504, message, type_="upstream_timeout", code="upstream_timeout")
+        except aiohttp.ClientError as exc:
+            state.metrics.upstream_errors.labels("connect").inc()
+            message = _unreachable(config.upstream, exc, redactor)
+            state.stream_done(relay, checker.close(transport_error=message))
+            return error_response(502, message, type_="upstream_unreachable",
+                                  code="upstream_unreachable")
+        relay.upstream_headers = dict(upstream.headers)
+        if not 200 <= upstream.status < 300:
+            return await _stream_http_error(state, relay, upstream)
+        return await relay.relay(upstream)
+    finally:
+        state.active -= 1
+        state.metrics.active.dec()
+
+
+async def _stream_http_error(state: ProxyState, relay: StreamRelay,
+                             upstream: aiohttp.ClientResponse) -> web.StreamResponse:
+    """A non-2xx answer to a stream request goes to the client as it is: the SDK raises on it."""
+    state.metrics.upstream_errors.labels(f"http_{upstream.status}").inc()
+    relay.ttfb = relay.loop.time() - relay.t0
+    try:
+        async with asyncio.timeout(state.config.timeout):
+            payload = await upstream.read()
+    except (TimeoutError, aiohttp.ClientError, OSError):
+        payload = b""
+    finally:
+        upstream.close()
+    state.stream_done(relay, relay.checker.close(http_status=upstream.status, body=payload))
+    return web.Response(status=upstream.status, reason=upstream.reason, body=payload,
+                        headers=response_headers(upstream.headers, keep_framing=False))
+
+
+def _unreachable(upstream: URL, exc: BaseException, redactor: Redactor) -> str:
+    reason = str(exc) or type(exc).__name__
+    return redactor.text(f"the upstream {upstream} is unreachable: {reason}")
+
+
+async def passthrough(request: web.Request) -> web.StreamResponse:
+    """Any other ``/v1/*`` request, copied both ways as it is, to the configured upstream only."""
+    state = request.app[STATE]
+    try:
+        target = upstream_url(state.config.upstream, request)
+    except PathRejected as exc:
+        state.metrics.requests.labels("rejected_path").inc()
+        return error_response(400, f"path not forwarded: {exc}", type_="invalid_request_error",
+                              code="invalid_path")
+    try:
+        body = await _read_body(request, state.config.max_body)
+    except _TooLarge:
+        return _too_large(state)
+    state.metrics.requests.labels("passthrough").inc()
+    return await _forward(state, request, body, target)
+
+
+async def _forward(state: ProxyState, request: web.Request, body: bytes,
+                   target: URL) -> web.StreamResponse:
+    config = state.config
+    assert state.session is not None
+    try:
+        async with asyncio.timeout(config.timeout):
+            upstream = await state.session.request(
+                request.method, target, data=body or None, allow_redirects=False,
+                headers=request_headers(request.headers, identity=False),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=config.connect_timeout,
+                                              sock_read=config.timeout))
+    except TimeoutError:
+        state.metrics.upstream_errors.labels("timeout").inc()
+        return error_response(504, f"the upstream sent no response within {config.timeout:g} s "
+                                   "(--timeout)", type_="upstream_timeout", code="upstream_timeout")
+    except aiohttp.ClientError as exc:
+        state.metrics.upstream_errors.labels("connect").inc()
+        return error_response(502, _unreachable(config.upstream, exc, state.redactor),
+                              type_="upstream_unreachable", code="upstream_unreachable")
+    try:
+        resp = web.StreamResponse(status=upstream.status, reason=upstream.reason,
+                                  headers=response_headers(upstream.headers, keep_framing=True))
+        await resp.prepare(request)
+        try:
+            async for chunk in upstream.content.iter_any():
+                await resp.write(chunk)
+        except (aiohttp.ClientError, OSError, TimeoutError):
+            # Headers are out: the only honest signal left is an incomplete body.
+            state.metrics.upstream_errors.labels("transport").inc()
+            if request.transport is not None:
+                request.transport.abort()
+            return resp
+        await resp.write_eof()
+        return resp
+    finally:
+        upstream.close()
+
+
+async def metrics(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    return web.Response(body=state.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+
+
+async def healthz(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    return web.json_response({"status": "ok", "active_streams": state.active,
+                              "policy": state.policy.name, "run_id": state.config.run_id})
+
+
+def make_proxy_app(config: ProxyConfig) -> web.Application:
+    """The proxy as an ``aiohttp.web.Application`` (serve it with ``handler_cancellation=True``)."""
+    app = web.Application(client_max_size=config.max_body)
+    state = ProxyState(config)
+    app[STATE] = state
+    app.on_startup.append(state.start)
+    app.on_cleanup.append(state.stop)
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_route("*", "/v1/{tail:.*}", passthrough)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
+    return app
+
+
+# ── running it ───────────────────────────────────────────────────────────────────────────────────
+
+
+@dataclass(slots=True)
+class RunningProxy:
+    """A listening proxy: ``url`` is the base URL clients use (``http://127.0.0.1:PORT/v1``)."""
+
+    host: str
+    port: int
+    app: web.Application
+
+    @property
+    def root(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.root}/v1"
+
+    @property
+    def state(self) -> ProxyState:
+        return self.app[STATE]
+
+
+@contextlib.asynccontextmanager
+async def run_proxy(config: ProxyConfig, *, backlog: int = 4096) -> AsyncIterator[RunningProxy]:
+    """Serve the proxy on ``config.host:config.port`` (0 = a free port) for the block's duration.
+
+    Leaving the block stops accepting, lets streams finish for a moment, closes the upstream session
+    and drains the evidence writer.
+    """
+    app = make_proxy_app(config)
+    runner = web.AppRunner(app, handle_signals=False, access_log=None, handler_cancellation=True,
+                           shutdown_timeout=5.0)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, config.host, config.port, backlog=backlog, reuse_address=True)
+        await site.start()
+        bound = runner.addresses[0]
+        yield RunningProxy(config.host, int(bound[1]), app)
+    finally:
+        await runner.cleanup()
+
+
+async def serve_proxy(config: ProxyConfig, on_ready: Any = None) -> None:
+    """Serve until cancelled (Ctrl-C) or SIGTERM; ``on_ready(proxy)`` once it listens."""
+    import signal
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+    async with run_proxy(config) as proxy:
+        if on_ready is not None:
+            on_ready(proxy)
+        started = time.monotonic()
+        log.info("proxy %s listening on %s for %s", config.run_id, proxy.url, config.upstream)
+        await stop.wait()
+        log.info("proxy %s stopping after %.0f s", config.run_id, time.monotonic() - started)

@@ -1,0 +1,170 @@
+"""What a guard proxy is told: where the upstream is, what a bad end is, and what to do about one.
+
+Every value is checked here, once, and a bad one is a ``ConfigError`` with a one-line message naming the
+flag, because the CLI shows it as is. The upstream is fixed at start: the proxy forwards to that origin
+and nowhere else, so a client can never turn it into an open relay.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import secrets
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from yarl import URL
+
+from sseguard.errors import ConfigError
+from sseguard.policy import Policy
+from sseguard.verdict import Ending
+
+
+class OnBadEnd(StrEnum):
+    """What the client gets when the upstream ends a stream badly."""
+
+    #: A ``data: {"error": …}`` frame (the one shape the openai SDKs raise on), then a clean close
+    #: without ``[DONE]``.
+    ERROR_EVENT = "error-event"
+    #: The connection is reset with no terminal frame: the client's HTTP layer reports an incomplete body.
+    ABORT = "abort"
+    #: Forwarded as it came (still checked and recorded): the proxy only observes.
+    PASS = "pass"
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "ki": 1024,
+          "m": 1000**2, "mb": 1000**2, "mib": 1024**2, "mi": 1024**2,
+          "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "gi": 1024**3}
+
+
+def parse_size(value: str | int, flag: str = "--max-body") -> int:
+    """``"16MiB"``, ``"10mb"``, ``"65536"`` → bytes."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    else:
+        m = _SIZE.match(str(value))
+        if not m:
+            raise ConfigError(f"{flag} {value!r} is not a size (examples: 65536, 512KiB, 16MB)")
+        size = int(float(m.group(1)) * _UNITS[(m.group(2) or "").lower()])
+    if size < 1:
+        raise ConfigError(f"{flag} must be at least 1 byte, not {value!r}")
+    return size
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``[::1]:PORT`` or a bare ``PORT`` (loopback) → (host, port)."""
+    text = value.strip()
+    if text.isdigit():
+        host, port_text = "127.0.0.1", text
+    elif text.startswith("["):
+        host, sep, port_text = text[1:].partition("]:")
+        if not sep:
+            raise ConfigError(f"--listen {value!r} is not [IPv6]:PORT")
+    else:
+        host, sep, port_text = text.rpartition(":")
+        if not sep or not host:
+            raise ConfigError(f"--listen {value!r} is not HOST:PORT (example: 127.0.0.1:8080)")
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ConfigError(f"--listen {value!r}: the port must be 0-65535")
+    return host, int(port_text)
+
+
+def parse_upstream(value: str) -> URL:
+    """The upstream base URL (``http://host:port/v1``), without a trailing slash."""
+    try:
+        url = URL(value.strip())
+    except ValueError as exc:
+        raise ConfigError(f"--upstream {value!r} is not a URL: {exc}") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ConfigError(f"--upstream {value!r} must be an http:// or https:// base URL "
+                          "(example: http://127.0.0.1:8000/v1)")
+    if url.query_string or url.fragment or url.user or url.password:
+        raise ConfigError(f"--upstream {value!r} must not carry a query, fragment or credentials")
+    # The proxy serves /v1/<rest> and maps it onto <base>/<rest>, like an SDK's base_url; a bare
+    # origin means the usual /v1 (a base such as Gemini's /v1beta/openai is taken as given).
+    path = url.raw_path.rstrip("/") or "/v1"
+    return url.with_path(path, encoded=True)
+
+
+def _seconds(value: float, flag: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) or value <= 0:
+        raise ConfigError(f"{flag} must be a number of seconds above 0, not {value!r}")
+    return float(value)
+
+
+def _repair(value: str) -> str:
+    name = value.strip()
+    if name in ("off", "auto"):
+        return name
+    from sseguard.toolcalls import FAMILIES
+
+    if name not in FAMILIES:
+        raise ConfigError(f"--repair-markup {value!r}: use off, auto or a family "
+                          f"({', '.join(FAMILIES)})")
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyConfig:
+    """Everything one proxy instance needs; build it with :meth:`from_options` to get checked values."""
+
+    upstream: URL
+    host: str = "127.0.0.1"
+    port: int = 8080
+    policy: Policy = field(default_factory=Policy)
+    on_bad_end: OnBadEnd = OnBadEnd.ERROR_EVENT
+    complete_done: bool = False
+    repair_markup: str = "off"
+    stall_timeout: float = 60.0  # silence on an open stream before it counts as stalled
+    timeout: float = 600.0  # waiting for the upstream's response headers (and non-stream bodies)
+    connect_timeout: float = 10.0
+    max_body: int = 32 * 1024 * 1024
+    store: str | None = "sseguard.db"
+    #: Extra exact strings removed from stored evidence (keys with no recognisable shape).
+    secrets: tuple[str, ...] = ()
+    arm: str = ""  # the records' arm; the upstream's host:port when empty
+    run_id: str = field(default_factory=lambda: f"proxy-{secrets.token_hex(4)}")
+
+    @classmethod
+    def from_options(cls, *, upstream: str, listen: str = "127.0.0.1:8080", policy: str = "strict",
+                     tolerate: str | None = None, on_bad_end: str = "error-event",
+                     complete_done: bool = False, repair_markup: str = "off",
+                     stall_timeout: float = 60.0, timeout: float = 600.0,
+                     max_body: str | int = 32 * 1024 * 1024, store: str | None = "sseguard.db",
+                     secrets: tuple[str, ...] = (), arm: str = "") -> ProxyConfig:
+        """Check every option as a person typed it; raise ``ConfigError`` naming the bad flag."""
+        host, port = parse_listen(listen)
+        try:
+            mode = OnBadEnd(on_bad_end.strip())
+        except ValueError:
+            raise ConfigError(f"--on-bad-end {on_bad_end!r}: use "
+                              f"{', '.join(m.value for m in OnBadEnd)}") from None
+        store_url = None if store is None or store.strip().lower() in ("", "none", "off") else store
+        return cls(
+            upstream=parse_upstream(upstream), host=host, port=port,
+            policy=Policy.from_spec(policy, tolerate), on_bad_end=mode,
+            complete_done=complete_done, repair_markup=_repair(repair_markup),
+            stall_timeout=_seconds(stall_timeout, "--stall-timeout"),
+            timeout=_seconds(timeout, "--timeout"), max_body=parse_size(max_body),
+            store=store_url, secrets=tuple(s for s in secrets if s), arm=arm,
+        )
+
+    @property
+    def effective_policy(self) -> Policy:
+        """The policy the proxy acts on: ``--complete-done`` makes a missing ``[DONE]`` repairable."""
+        if not self.complete_done or Ending.NO_DONE in self.policy.tolerate:
+            return self.policy
+        return Policy(name=f"{self.policy.name}+complete-done",
+                      tolerate=self.policy.tolerate | {Ending.NO_DONE})
+
+    @property
+    def arm_name(self) -> str:
+        if self.arm:
+            return self.arm
+        return f"{self.upstream.host}:{self.upstream.port}"
+
+    @property
+    def listen_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"

@@ -1,0 +1,96 @@
+"""Forwarding rules: which URL a request may reach, which headers cross the proxy, error bodies.
+
+The target URL is always built from the configured upstream plus a checked path, never from anything
+the client names (absolute-form request targets, ``Host``, ``..`` segments, encoded slashes), so the
+proxy cannot be used as an open relay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from urllib.parse import unquote
+
+from aiohttp import web
+from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
+
+#: RFC 9110 §7.6.1 connection-specific headers, plus the legacy ones proxies still see.
+HOP_BY_HOP = frozenset({
+    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
+    "te", "trailer", "trailers", "transfer-encoding", "upgrade",
+})
+# Set by the HTTP layers on each hop, never copied: length and encoding are re-framed per hop.
+_REQUEST_DROP = HOP_BY_HOP | {"host", "content-length", "expect"}
+_RESPONSE_DROP = HOP_BY_HOP | {"content-length", "content-encoding"}
+
+STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+class PathRejected(ValueError):
+    """The request path could escape the upstream's base path."""
+
+
+def _connection_tokens(headers: CIMultiDictProxy[str]) -> set[str]:
+    tokens: set[str] = set()
+    for value in headers.getall("Connection", ()):
+        tokens.update(t.strip().lower() for t in value.split(",") if t.strip())
+    return tokens
+
+
+def request_headers(headers: CIMultiDictProxy[str], *, identity: bool) -> CIMultiDict[str]:
+    """The client's headers for the upstream, ``Authorization`` included (it goes there and only there).
+
+    ``identity`` asks the upstream for an uncompressed body: a stream is checked as it passes, and
+    compressed bytes could not be checked (or forwarded) frame by frame.
+    """
+    drop = _REQUEST_DROP | _connection_tokens(headers)
+    out: CIMultiDict[str] = CIMultiDict()
+    for name, value in headers.items():
+        if name.lower() not in drop:
+            out.add(name, value)
+    if identity:
+        out["Accept-Encoding"] = "identity"
+    return out
+
+
+def response_headers(headers: CIMultiDictProxy[str], *, keep_framing: bool) -> CIMultiDict[str]:
+    """The upstream's headers for the client; ``keep_framing`` keeps length and encoding (raw copy)."""
+    drop = (HOP_BY_HOP if keep_framing else _RESPONSE_DROP) | _connection_tokens(headers)
+    out: CIMultiDict[str] = CIMultiDict()
+    for name, value in headers.items():
+        if name.lower() not in drop:
+            out.add(name, value)
+    return out
+
+
+def upstream_url(base: URL, request: web.BaseRequest) -> URL:
+    """Map ``/v1/<rest>?<query>`` onto ``<base>/<rest>?<query>``; raise ``PathRejected`` otherwise.
+
+    Works on the raw (still percent-encoded) path, so what is checked is exactly what is sent.
+    """
+    raw = request.raw_path.split("?", 1)[0].split("#", 1)[0]
+    if not raw.startswith("/v1/"):
+        raise PathRejected("only /v1/* is forwarded")
+    rest = raw[len("/v1/"):]
+    for segment in rest.split("/"):
+        decoded = unquote(segment)
+        if decoded in (".", "..") or "/" in decoded or "\\" in decoded or "\x00" in decoded:
+            raise PathRejected(f"path segment {segment!r} is not allowed")
+    if not rest or "//" in raw:
+        raise PathRejected("empty path segment")
+    query = request.rel_url.raw_query_string
+    target = str(base.with_path(f"{base.raw_path}/{rest}", encoded=True))
+    return URL(f"{target}?{query}" if query else target, encoded=True)
+
+
+def error_body(message: str, *, type_: str, code: str | None, param: str | None = None) -> dict[str, object]:
+    """An OpenAI-style error object, which every OpenAI client library knows how to surface."""
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def error_response(status: int, message: str, *, type_: str, code: str | None,
+                   headers: Iterable[tuple[str, str]] = ()) -> web.Response:
+    resp = web.json_response(error_body(message, type_=type_, code=code), status=status)
+    for name, value in headers:
+        resp.headers[name] = value
+    return resp

@@ -1,0 +1,56 @@
+"""The proxy's Prometheus metrics, in a registry of its own.
+
+One registry per app (not the process-global default) so that two proxies in one process — tests, or an
+embedding application — never share or double-register counters. Everything here is updated once per
+stream, never per event, so it costs nothing on the hot path.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from sseguard.verdict import Verdict
+
+_TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+_DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class ProxyMetrics:
+    """Streams by ending, findings by kind, what the proxy did, TTFT and duration, upstream errors."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.streams = Counter("sseguard_proxy_streams", "Streamed chat completions by how they ended "
+                               "(client_disconnect when the client left first).", ["ending"], registry=r)
+        self.findings = Counter("sseguard_proxy_findings", "Findings in streams, by kind.", ["kind"],
+                                registry=r)
+        self.actions = Counter("sseguard_proxy_bad_ends", "Streams that failed the policy, by what the "
+                               "client got (error-event, abort, pass, markup-error).", ["action"],
+                               registry=r)
+        self.ttft = Histogram("sseguard_proxy_ttft_seconds", "Time from request to the first content, "
+                              "reasoning or tool-call delta forwarded.", buckets=_TTFT_BUCKETS, registry=r)
+        self.duration = Histogram("sseguard_proxy_stream_duration_seconds", "Time from request to the "
+                                  "end of the stream.", buckets=_DURATION_BUCKETS, registry=r)
+        self.upstream_errors = Counter("sseguard_proxy_upstream_errors", "Upstream failures: connect, "
+                                       "timeout, http_<status>, transport, stalled.", ["kind"],
+                                       registry=r)
+        self.requests = Counter("sseguard_proxy_requests", "Requests by route kind (stream, "
+                                "non_stream, passthrough) and the proxy's own rejections.", ["kind"],
+                                registry=r)
+        self.active = Gauge("sseguard_proxy_active_streams", "Streams being relayed now.", registry=r)
+
+    def stream_ended(self, verdict: Verdict, *, client_gone: bool, ttft_s: float | None,
+                     duration_s: float) -> None:
+        self.streams.labels("client_disconnect" if client_gone else str(verdict.ending)).inc()
+        for finding in verdict.findings:
+            self.findings.labels(str(finding.kind)).inc()
+        if ttft_s is not None:
+            self.ttft.observe(ttft_s)
+        self.duration.observe(duration_s)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,425 @@
+"""The streaming relay: forward each complete frame as it arrives, check it in flight, end it honestly.
+
+Per upstream read (``iter_any``-style ``readany()``, never a chunk size, which would hold small events
+back until the size fills) the bytes go through a ``StreamChecker`` and every frame they complete is
+written to the client at once, byte-identical. Two things are held back: the ``data: [DONE]`` sentinel,
+until the upstream's end shows the stream deserves it (a stream whose tool arguments are not JSON, or
+that carries a frame after ``[DONE]``, must not end cleanly), and, in repair mode, a partial markup
+marker. When the stream fails the policy the client gets what ``--on-bad-end`` says instead of a clean
+end. ``await resp.write()`` drains the socket, so a slow client slows the upstream read (TCP flow
+control does the rest) and memory stays flat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+from aiohttp import web
+
+from sseguard.contract import StreamChecker
+from sseguard.proxy.config import OnBadEnd
+from sseguard.proxy.forward import STREAM_HEADERS, response_headers
+from sseguard.redact import Redactor
+from sseguard.sse import SSEEvent
+from sseguard.verdict import Ending, Finding, Verdict
+
+if TYPE_CHECKING:
+    from sseguard.proxy.app import ProxyState
+
+DONE_FRAME = b"data: [DONE]\n\n"
+
+_ENDING_MESSAGES = {
+    Ending.TRUNCATED: "the upstream stopped after content with neither a finish_reason nor "
+                      "data: [DONE]; the answer is incomplete",
+    Ending.NO_FINISH: "the upstream sent data: [DONE] without a finish_reason for every choice",
+    Ending.NO_DONE: "the upstream finished the answer but never sent data: [DONE]",
+    Ending.CUT_MID_FRAME: "the upstream body stopped in the middle of an event",
+    Ending.EMPTY: "the upstream sent no event at all",
+}
+
+
+def error_frame(message: str, code: str) -> bytes:
+    """The frame the openai SDKs raise ``APIError`` on (they ignore ``event: error``)."""
+    body = {"error": {"message": message, "type": "upstream_stream_error", "code": code}}
+    return b"data: " + json.dumps(body, ensure_ascii=False).encode("utf-8") + b"\n\n"
+
+
+class Stalled(Exception):
+    """Set on the upstream body reader when it has been silent for the stall timeout."""
+
+
+class StallWatch:
+    """A lazy stall timer: one timer per stall period, not one per chunk.
+
+    Only time spent *waiting on the upstream* counts: while the relay is blocked writing to a slow
+    client, buffered upstream bytes are not silence. On a stall the reader gets a ``Stalled``
+    exception, which ends the pending read at once.
+    """
+
+    __slots__ = ("_handle", "_loop", "_reader", "_timeout", "fired", "reading", "since")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float,
+                 reader: aiohttp.StreamReader) -> None:
+        self._loop = loop
+        self._timeout = timeout
+        self._reader = reader
+        self._handle: asyncio.TimerHandle | None = None
+        self.fired = False
+        self.reading = False
+        self.since = loop.time()
+
+    def start_read(self) -> None:
+        self.since = self._loop.time()
+        self.reading = True
+        if self._handle is None:
+            self._handle = self._loop.call_at(self.since + self._timeout, self._check)
+
+    def _check(self) -> None:
+        self._handle = None
+        if not self.reading:
+            return  # the next start_read() arms it again
+        due = self.since + self._timeout
+        if self._loop.time() >= due:
+            self.fired = True
+            self._reader.set_exception(Stalled(f"no byte for {self._timeout:g} s"))
+        else:
+            self._handle = self._loop.call_at(due, self._check)
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
+class Frames:
+    """Turns one upstream frame into what the client gets. This one forwards it unchanged.
+
+    The markup repair (``sseguard.proxy.repair``) is the other implementation: it rewrites content
+    deltas and can fail mid-stream (``failure``), which ends the stream with an error frame.
+    """
+
+    failure: tuple[str, str] | None = None  # (code, message) of a repair that cannot go on
+
+    def transform(self, event: SSEEvent) -> bytes:
+        return event.raw
+
+    def flush(self) -> bytes:
+        """What is still held back when the upstream ended well (sent before ``[DONE]``)."""
+        return b""
+
+    def findings(self) -> list[Finding]:
+        """Findings about the stream the client got that the upstream checker cannot see."""
+        return []
+
+    def facts(self) -> dict[str, Any]:
+        return {}
+
+
+def _is_error_frame(data: str) -> bool:
+    try:
+        obj = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and "error" in obj and not obj.get("choices")
+
+
+@dataclass(slots=True)
+class _Outcome:
+    """How the relay ended, for the record and the metrics."""
+
+    action: str = "forwarded"  # forwarded | error-event | abort | pass | completed-done
+    code: str | None = None  # the error frame's code, when one was sent
+    client_gone: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class _ClientGone(Exception):
+    """The client closed its connection; nothing more can be sent."""
+
+
+class StreamRelay:
+    """One streamed chat completion, from the upstream's response headers to the last byte."""
+
+    def __init__(self, state: ProxyState, request: web.Request, body: bytes,
+                 request_obj: dict[str, Any], frames: Frames, checker: StreamChecker,
+                 redactor: Redactor) -> None:
+        self.state = state
+        self.config = state.config
+        self.request = request
+        self.body = body
+        self.request_obj = request_obj
+        self.frames = frames
+        self.checker = checker
+        self.redactor = redactor
+        self.loop = asyncio.get_running_loop()
+        self.t0 = self.loop.time()
+        self.started_at = time.time()
+        self.ttfb: float | None = None
+        self.ttft: float | None = None
+        self.max_gap = 0.0
+        self.outcome = _Outcome()
+        self._resp: web.StreamResponse | None = None
+        # Bytes received but not yet part of a dispatched event (a frame still arriving).
+        self._pending = b""
+        self._ahead = 0  # of those, bytes of a comment-only block already sent
+        self._last_verdict: Verdict | None = None
+        self.upstream_headers: dict[str, str] = {}
+        self.concurrency = 1  # streams in flight when this one started, itself included
+
+    # ── the relay ──────────────────────────────────────────────────────────────────────────────
+    async def relay(self, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
+        """Stream ``upstream`` (a 2xx) to the client; always closes ``upstream``."""
+        self.ttfb = self.loop.time() - self.t0
+        config = self.config
+        headers = response_headers(upstream.headers, keep_framing=False)
+        headers.update(STREAM_HEADERS)
+        resp = self._resp = web.StreamResponse(status=upstream.status, reason=upstream.reason,
+                                               headers=headers)
+        watch = StallWatch(self.loop, config.stall_timeout, upstream.content)
+        try:
+            try:
+                await resp.prepare(self.request)
+            except ConnectionResetError:
+                raise _ClientGone from None
+            transport_error, stop, forwarded = await self._pump(upstream, watch)
+            if stop is not None and stop[0] != "error_event":
+                # A repair failure: the client's stream ends now; the upstream is still read to its
+                # end so that the record says how the upstream itself ended.
+                await self._end_with_error(stop, upstream_error_forwarded=False)
+                verdict = await self._drain(upstream, watch)
+            elif stop is not None:
+                upstream.close()  # the upstream reported an error: nothing more is wanted from it
+                verdict = self._verdict(transport_error, watch.fired)
+                await self._end_with_error(stop, upstream_error_forwarded=forwarded)
+            else:
+                if transport_error is not None or watch.fired:
+                    upstream.close()
+                else:
+                    upstream.release()
+                verdict = await self._conclude(transport_error, watch.fired)
+        except _ClientGone:
+            self._client_left(upstream, watch)
+            return resp
+        except asyncio.CancelledError:
+            self._client_left(upstream, watch)
+            raise
+        watch.close()
+        self.state.stream_done(self, verdict)
+        return resp
+
+    async def _conclude(self, transport_error: str | None, stalled: bool) -> Verdict:
+        """The upstream ended by itself: judge it and end the client's stream accordingly."""
+        flushed = self.frames.flush()  # before the verdict: what it finds counts
+        verdict = self._verdict(transport_error, stalled)
+        failure = self.state.policy.failure(verdict)
+        passing = self.config.on_bad_end is OnBadEnd.PASS
+        if failure is not None and failure == str(verdict.ending) and not passing:
+            await self._end_with_error((failure, self._message(verdict, failure)),
+                                       upstream_error_forwarded=False)
+        elif self.frames.failure is not None:
+            # Unparseable markup is never shown as content, whatever --on-bad-end says.
+            await self._end_with_error(self.frames.failure, upstream_error_forwarded=False)
+        elif failure is None or passing:
+            await self._end_well(verdict, failure, flushed)
+        else:
+            await self._end_with_error((failure, self._message(verdict, failure)),
+                                       upstream_error_forwarded=False)
+        return verdict
+
+    def _client_left(self, upstream: aiohttp.ClientResponse, watch: StallWatch) -> None:
+        """Client disconnects cancel the upstream request at once: closing the connection is what
+        serving engines watch to abort the generation."""
+        self.outcome.client_gone = True
+        upstream.close()
+        watch.close()
+        verdict = self._last_verdict or self._verdict("client disconnected", False)
+        self.state.stream_done(self, verdict)
+
+    async def _pump(self, upstream: aiohttp.ClientResponse,
+                    watch: StallWatch) -> tuple[str | None, tuple[str, str] | None, bool]:
+        """Forward frames until the upstream ends or must be cut off.
+
+        Returns the transport error (if the upstream connection failed), the error that stopped the
+        stream early (code, message) and whether that error's own frame was forwarded.
+        """
+        hold = self.config.on_bad_end is not OnBadEnd.PASS
+        checker = self.checker
+        frames = self.frames
+        content = upstream.content
+        loop = self.loop
+        after_done = False
+        received = consumed = 0
+        last = loop.time()
+        try:
+            while True:
+                watch.start_read()
+                try:
+                    chunk = await content.readany()
+                finally:
+                    watch.reading = False
+                if not chunk:
+                    return None, None, False
+                now = loop.time()
+                if now - last > self.max_gap:
+                    self.max_gap = now - last
+                last = now
+                events = checker.feed(chunk)
+                received += len(chunk)
+                for event in events:
+                    consumed += len(event.raw)
+                left = received - consumed
+                self._pending = (chunk[len(chunk) - left:] if left <= len(chunk)
+                                 else self._pending + chunk) if left else b""
+                if not events:
+                    if self._pending[self._ahead:self._ahead + 1] == b":":
+                        # Keep-alive comments (": ping") go out at once: holding them until the
+                        # next event would defeat their purpose during a long prefill.
+                        await self._send_comments()
+                    continue
+                out: list[bytes] = []
+                stop: tuple[str, str] | None = None
+                forwarded = False
+                error_gate = hold and checker.error_message is not None
+                for event in events:
+                    raw = event.raw
+                    if self._ahead:
+                        cut = min(self._ahead, len(raw))
+                        raw = raw[cut:]
+                        self._ahead -= cut
+                        event = SSEEvent(event.data, event.event, event.id, event.retry, raw)
+                    if after_done:
+                        continue  # frames after [DONE] are never delivered; the checker notes them
+                    if event.data == "[DONE]":
+                        if hold:
+                            after_done = True
+                        else:
+                            out.append(raw)
+                        continue
+                    if error_gate:
+                        if event.event == "error":
+                            stop = ("error_event", checker.error_message or "upstream error event")
+                            break
+                        if b'"error"' in raw and _is_error_frame(event.data):
+                            out.append(raw)  # the SDK raises on this shape itself
+                            forwarded = True
+                            stop = ("error_event", checker.error_message or "upstream error")
+                            break
+                    piece = frames.transform(event)
+                    if piece:
+                        out.append(piece)
+                    if frames.failure is not None:
+                        stop = frames.failure
+                        break
+                if out:
+                    await self._write(b"".join(out) if len(out) > 1 else out[0])
+                if self.ttft is None and checker.saw_content:
+                    self.ttft = loop.time() - self.t0
+                if stop is not None:
+                    return None, stop, forwarded
+        except Stalled:
+            return None, None, False
+        except (aiohttp.ClientError, OSError) as exc:
+            return self.redactor.text(f"{type(exc).__name__}: {exc}"), None, False
+
+    async def _write(self, data: bytes) -> None:
+        assert self._resp is not None
+        try:
+            await self._resp.write(data)
+        except ConnectionResetError:
+            raise _ClientGone from None
+
+    async def _send_comments(self) -> None:
+        """Send the comment-only lines of the undelivered bytes, up to their last blank line."""
+        pending = self._pending[self._ahead:]
+        end = pending.rfind(b"\n\n")
+        if end == -1 or b"\r" in pending:
+            return
+        block = pending[:end + 2]
+        if all(line == b"" or line.startswith(b":") for line in block.split(b"\n")):
+            await self._write(block)
+            self._ahead += len(block)
+
+    def _verdict(self, transport_error: str | None, stalled: bool) -> Verdict:
+        verdict = self.checker.close(transport_error=transport_error, stalled=stalled)
+        extra = self.frames.findings()
+        if extra:
+            verdict = replace(verdict, findings=(*verdict.findings, *extra))
+        self._last_verdict = verdict
+        return verdict
+
+    # ── endings ────────────────────────────────────────────────────────────────────────────────
+    async def _end_well(self, verdict: Verdict, failure: str | None, flushed: bytes) -> None:
+        hold = self.config.on_bad_end is not OnBadEnd.PASS
+        out = [flushed]
+        if failure is not None:
+            self.outcome.action = "pass"
+            out.append(self._pending[self._ahead:])  # a cut frame goes out as it came
+        if hold and self.checker.saw_done:
+            out.append(DONE_FRAME)
+        elif (self.config.complete_done and not self.checker.saw_done
+              and verdict.ending is Ending.NO_DONE):
+            out.append(DONE_FRAME)
+            self.outcome.action = "completed-done"
+        data = b"".join(out)
+        if data:
+            await self._write(data)
+        await self._eof()
+
+    async def _end_with_error(self, stop: tuple[str, str], *, upstream_error_forwarded: bool) -> None:
+        code, message = stop
+        self.outcome.code = code
+        if self.config.on_bad_end is OnBadEnd.ABORT:
+            self.outcome.action = "abort"
+            # Reset with no terminal frame: the client's HTTP layer sees an incomplete body.
+            transport = self.request.transport
+            if transport is not None:
+                transport.abort()
+            return
+        self.outcome.action = "error-event"
+        if not upstream_error_forwarded:
+            await self._write(error_frame(self.redactor.text(message), code))
+        await self._eof()
+
+    async def _eof(self) -> None:
+        assert self._resp is not None
+        try:
+            await self._resp.write_eof()
+        except ConnectionResetError:
+            raise _ClientGone from None
+
+    async def _drain(self, upstream: aiohttp.ClientResponse, watch: StallWatch) -> Verdict:
+        """Read the rest of the upstream body into the checker only (the client is done)."""
+        transport_error: str | None = None
+        try:
+            while True:
+                watch.start_read()
+                try:
+                    chunk = await upstream.content.readany()
+                finally:
+                    watch.reading = False
+                if not chunk:
+                    break
+                self.checker.feed(chunk)
+        except Stalled:
+            pass
+        except (aiohttp.ClientError, OSError) as exc:
+            transport_error = self.redactor.text(f"{type(exc).__name__}: {exc}")
+        finally:
+            upstream.close()
+        return self._verdict(transport_error, watch.fired)
+
+    def _message(self, verdict: Verdict, failure: str) -> str:
+        if failure != str(verdict.ending):
+            detail = next((f.detail for f in verdict.findings if str(f.kind) == failure), "")
+            return f"the stream failed the {self.state.policy.name} policy: {failure}" + (
+                f": {detail}" if detail else "")
+        if verdict.ending is Ending.STALLED:
+            return f"the upstream sent nothing for {self.config.stall_timeout:g} s; the stream was cut"
+        if verdict.ending is Ending.TRANSPORT_ERROR:
+            return f"the upstream connection failed mid-stream: {verdict.error}"
+        return _ENDING_MESSAGES.get(verdict.ending, f"the upstream stream ended badly: {failure}")
