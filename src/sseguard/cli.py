@@ -120,6 +120,8 @@ def chaos(
     """
     import json
 
+    from rich.markup import escape
+
     from sseguard.chaos import ChaosConfig
     from sseguard.chaos.config import parse_listen
     from sseguard.chaos.server import ChaosServer, serve_blocking
@@ -131,7 +133,7 @@ def chaos(
                                   ttft_ms=ttft_ms, inter_token_ms=inter_token_ms, tokens=tokens,
                                   stall_ms=stall_ms, stall_then=stall_then, model=model)
     except ConfigError as exc:
-        fail(str(exc))
+        fail(escape(str(exc)))  # messages quote TOML tables like [pacing]: not rich markup
 
     def ready(server: ChaosServer) -> None:
         faults = {str(k): v for k, v in cfg.faults.items()}
@@ -148,7 +150,7 @@ def chaos(
     try:
         serve_blocking(cfg, host, port, ready)
     except OSError as exc:
-        fail(f"cannot listen on {listen}: {exc.strerror or exc}")
+        fail(escape(f"cannot listen on {listen}: {exc.strerror or exc}"))
 
 
 # ── probe, sweep ──────────────────────────────────────────────────────────────────────────────────
@@ -293,6 +295,53 @@ def locust(
     try:
         run(settings, list(ctx.args), master_wait=master_wait, locust_config=locust_config,
             run_id=run_id)
+    except ConfigError as exc:
+        fail(str(exc))
+
+
+# ── proxy ─────────────────────────────────────────────────────────────────────────────────────────
+@app.command()
+def proxy(
+    upstream: str = typer.Option(..., "--upstream", metavar="BASE_URL",
+                                 help="The upstream's OpenAI base URL (…/v1); the only place the proxy "
+                                      "forwards to."),
+    listen: str = typer.Option("127.0.0.1:8080", "--listen", metavar="HOST:PORT",
+                               help="Where to listen (loopback by default; port 0 = any free port)."),
+    policy: str = typer.Option("strict", "--policy",
+                               help="What a bad end is: strict, no-finish-ok, no-done-ok, lenient."),
+    tolerate: str | None = typer.Option(None, "--tolerate", metavar="ENDING,…",
+                                        help="Endings or findings that do not fail a stream."),
+    on_bad_end: str = typer.Option("error-event", "--on-bad-end",
+                                   help="error-event (an error frame the SDKs raise on), abort "
+                                        "(reset), or pass (forward as is, still recorded)."),
+    complete_done: bool = typer.Option(False, "--complete-done",
+                                       help="Append data: [DONE] to a finished stream that lacks it."),
+    repair_markup: str = typer.Option("off", "--repair-markup", metavar="auto|FAMILY|off",
+                                      help="Turn tool-call markup left in content into tool_calls."),
+    stall_timeout: float = typer.Option(60.0, "--stall-timeout", metavar="SECONDS",
+                                        help="Upstream silence on an open stream that counts as "
+                                             "stalled."),
+    timeout: float = typer.Option(600.0, "--timeout", metavar="SECONDS",
+                                  help="Wait for the upstream's response headers (then 504)."),
+    store: str = typer.Option("sseguard.db", "--store", metavar="PATH|URL",
+                              help="Where stream records go: a SQLite file, postgresql://…, or none."),
+    max_body: str = typer.Option("32MiB", "--max-body", metavar="SIZE",
+                                 help="Largest request body accepted (then 413)."),
+) -> None:
+    """Guard an OpenAI-compatible endpoint: no stream reaches a client as a silent, clean end.
+
+    Frames are forwarded as they arrive and checked in flight; a stream that ends badly under the
+    policy ends with an error the SDK raises. Every stream is recorded (secrets removed).
+
+    Example: sseguard proxy --upstream http://127.0.0.1:8000/v1 --listen 127.0.0.1:8080
+    """
+    from sseguard.proxy.cli import run_proxy_command
+
+    try:
+        run_proxy_command(upstream=upstream, listen=listen, policy=policy, tolerate=tolerate,
+                          on_bad_end=on_bad_end, complete_done=complete_done,
+                          repair_markup=repair_markup, stall_timeout=stall_timeout, timeout=timeout,
+                          store=store, max_body=max_body, echo=typer.echo)
     except ConfigError as exc:
         fail(str(exc))
 
