@@ -1,0 +1,175 @@
+"""The attribute search: which recorded attribute separates the failing streams from the healthy ones.
+
+For each attribute (see ``columns``) the search compares failure rates between its values and looks for
+the set of values that concentrates the failures best:
+
+* unordered attributes (response-id prefix, header values, arm, workload): each single value, and the
+  values sorted by failure rate taken 2, 3, … at a time (for a binary outcome that order contains the
+  best split of the categories);
+* ordered attributes (time window, concurrency, reuse index, prompt size): every contiguous range of
+  values, because faults come in windows ("minutes 2–3") and thresholds ("concurrency 32 and up").
+
+Only sets whose failure rate is higher than the rest's count. Each candidate is a 2×2 table (in/out ×
+failed/healthy) judged by Fisher's exact test; an attribute's best split is the one with the smallest
+p-value (ties: larger separation, then fewer values).
+
+**Ranking rule.** Attributes are ranked by the best split's p-value *adjusted* for the number of splits
+tried on that attribute (Bonferroni), so an attribute with 24 time windows (300 ranges to fit noise
+with) must show stronger evidence than one with 5 concurrency levels; ties are broken by separation
+(failure rate inside minus outside), then by a fixed order of directness (id prefix, concurrency, time
+window, arm, workload, prompt size, reuse index, headers). An attribute is *significant* when its
+adjusted p is below 0.05 divided by the number of attributes searched. When two significant attributes
+pick nearly the same streams (Jaccard index ≥ 0.8 — a sweep runs its concurrency levels one after
+another, so a time window can mirror a concurrency level; a ``x-backend`` header can mirror the id
+prefix) the data cannot tell them apart: the simpler one (fewer splits tried, then the more direct) is
+ranked first and names the others in ``also``; they follow it with ``confounded_with`` set.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from sseguard.analyze.columns import Column
+from sseguard.analyze.model import AttributeResult, Split, ValueRow
+from sseguard.analyze.stats import Rate, fisher, fisher_log10_p
+
+ALPHA = 0.05
+CONFOUNDED_JACCARD = 0.8
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    result: AttributeResult
+    members: frozenset[int]  # records inside the best split
+    priority: int
+
+
+def search(cols: Sequence[Column], reasons: Sequence[str | None]) -> list[AttributeResult]:
+    """Every column compared and ranked; ``reasons[i]`` is why record i failed, None if it passed."""
+    found = [f for f in (_search_one(col, reasons) for col in cols) if f is not None]
+    return _rank(found)
+
+
+def _search_one(col: Column, reasons: Sequence[str | None]) -> _Found | None:
+    n_v: Counter[str] = Counter()
+    f_v: Counter[str] = Counter()
+    why: dict[str, Counter[str]] = {}
+    unobserved_failures = 0
+    for label, reason in zip(col.labels, reasons, strict=True):
+        if label is None:
+            unobserved_failures += reason is not None
+            continue
+        n_v[label] += 1
+        if reason is not None:
+            f_v[label] += 1
+            why.setdefault(label, Counter())[reason] += 1
+    values = [v for v in col.order if n_v[v] > 0]
+    if len(values) < 2:
+        return None
+    n_all, f_all = sum(n_v.values()), sum(f_v.values())
+    rows = []
+    for v in values:
+        a, n = f_v[v], n_v[v]
+        test = fisher(a, n - a, f_all - a, (n_all - n) - (f_all - a))
+        rows.append(ValueRow(v, Rate.of(a, n), a / f_all if f_all else 0.0, test.p, test.log10_p,
+                             dict(why.get(v, Counter()).most_common())))
+    candidates = _candidates(col.ordered, values, n_v, f_v)
+    best: tuple[float, float, int, tuple[str, ...]] | None = None
+    if 0 < f_all < n_all:
+        for cand in candidates:
+            n_in = sum(n_v[v] for v in cand)
+            f_in = sum(f_v[v] for v in cand)
+            n_out, f_out = n_all - n_in, f_all - f_in
+            separation = f_in / n_in - f_out / n_out
+            if separation <= 0:
+                continue
+            lp = fisher_log10_p(f_in, n_in - f_in, f_out, n_out - f_out)
+            key = (lp, -separation, len(cand), cand)
+            if best is None or key < best:
+                best = key
+    split = None
+    members: frozenset[int] = frozenset()
+    if best is not None:
+        inside = set(best[3])
+        rest = tuple(v for v in values if v not in inside)
+        split = _split(col, best[3], rest, n_v, f_v, why, len(candidates), n_all, f_all)
+        members = frozenset(i for i, label in enumerate(col.labels) if label in inside)
+    result = AttributeResult(key=col.key, ordered=col.ordered, observed=n_all, failed=f_all,
+                             unobserved_failures=unobserved_failures, values=tuple(rows), best=split,
+                             significant=False)
+    return _Found(result, members, col.priority)
+
+
+def _candidates(ordered: bool, values: list[str], n_v: Counter[str],
+                f_v: Counter[str]) -> list[tuple[str, ...]]:
+    k = len(values)
+    if ordered:
+        return [tuple(values[i:j + 1]) for i in range(k) for j in range(i, k) if j - i + 1 < k]
+    by_rate = sorted(values, key=lambda v: (-f_v[v] / n_v[v], values.index(v)))
+    seen: set[frozenset[str]] = set()
+    out: list[tuple[str, ...]] = []
+    for cand in [(v,) for v in values] + [tuple(by_rate[:size]) for size in range(2, k)]:
+        if frozenset(cand) not in seen:
+            seen.add(frozenset(cand))
+            out.append(cand)
+    return out
+
+
+def _split(col: Column, values: tuple[str, ...], rest: tuple[str, ...], n_v: Counter[str],
+           f_v: Counter[str], why: dict[str, Counter[str]], tried: int, n_all: int,
+           f_all: int) -> Split:
+    n_in = sum(n_v[v] for v in values)
+    f_in = sum(f_v[v] for v in values)
+    n_out, f_out = n_all - n_in, f_all - f_in
+    test = fisher(f_in, n_in - f_in, f_out, n_out - f_out)
+    reasons: Counter[str] = Counter()
+    for v in values:
+        reasons.update(why.get(v, Counter()))
+    inside, outside = Rate.of(f_in, n_in), Rate.of(f_out, n_out)
+    return Split(values=values, rest=rest, inside=inside, outside=outside,
+                 coverage=f_in / f_all, separation=inside.value - outside.value, p=test.p,
+                 log10_p=test.log10_p, log10_p_adj=min(0.0, test.log10_p + math.log10(tried)),
+                 tried=tried, failures_in=dict(reasons.most_common()), label=col.label(values),
+                 phrase_in=col.had(values),
+                 phrase_out=col.noun(rest))
+
+
+def _rank(found: list[_Found]) -> list[AttributeResult]:
+    if not found:
+        return []
+    threshold = math.log10(ALPHA / len(found))
+
+    def strength(f: _Found) -> tuple[float, float, int]:
+        best = f.result.best
+        return (best.log10_p_adj, -best.separation, f.priority) if best else (0.0, 0.0, f.priority)
+
+    marked = [replace(f, result=replace(f.result, significant=f.result.best is not None
+                                        and f.result.best.log10_p_adj < threshold))
+              for f in found]
+    ordered = sorted(marked, key=lambda f: (not f.result.significant, strength(f)))
+    # Group significant attributes that select (nearly) the same streams; keep the strongest order
+    # of groups, and lead each group with its simplest member.
+    groups: list[list[_Found]] = []
+    for f in (f for f in ordered if f.result.significant):
+        for group in groups:
+            if _jaccard(group[0].members, f.members) >= CONFOUNDED_JACCARD:
+                group.append(f)
+                break
+        else:
+            groups.append([f])
+    out: list[AttributeResult] = []
+    for group in groups:
+        lead = min(group, key=lambda f: (f.result.best.tried if f.result.best else 0, f.priority))
+        others = [f for f in group if f is not lead]
+        out.append(replace(lead.result, also=tuple(f.result.key for f in others)))
+        out.extend(replace(f.result, confounded_with=lead.result.key) for f in others)
+    out.extend(f.result for f in ordered if not f.result.significant)
+    return out
+
+
+def _jaccard(a: frozenset[int], b: frozenset[int]) -> float:
+    union = len(a | b)
+    return len(a & b) / union if union else 0.0

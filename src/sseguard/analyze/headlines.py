@@ -1,0 +1,118 @@
+"""The analysis in plain words: the sentences an operator reads first.
+
+A headline names the failing streams by how they ended ("all 45 truncated streams"), says what they
+share ("had response ids starting `gw-`"), and what the others did ("none of 125 numeric response ids
+failed"), with the rate and its interval where a share is partial. Numbers come from the ``Analysis``
+tables only, so the words never disagree with the tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from sseguard.analyze.model import ArmComparison, AttributeResult, GroupRow
+from sseguard.analyze.stats import Rate, fmt_p, pct
+from sseguard.verdict import Ending
+
+_ENDINGS = frozenset(str(e) for e in Ending)
+
+
+def describe_failures(count: int, reasons: Mapping[str, int], *, noun: str = "streams") -> str:
+    """``45 truncated streams``; ``12 streams with markup_leak``; ``45 failing streams (30 truncated, …)``."""
+    if len(reasons) == 1:
+        (reason,) = reasons
+        if reason in _ENDINGS:
+            return f"{count} {reason} {noun}"
+        return f"{count} {noun} with {reason}"
+    listed = ", ".join(f"{n} {r}" for r, n in reasons.items())
+    return f"{count} failing {noun}" + (f" ({listed})" if listed else "")
+
+
+def overall(total: Rate, failures: Mapping[str, int], policy: str) -> str:
+    if total.failed == 0:
+        return (f"no stream of {total.total} failed under policy {policy} "
+                f"(95% interval for the failure rate: {pct(total.low)}–{pct(total.high)})")
+    listed = ", ".join(f"{n} {r}" for r, n in failures.items())
+    return (f"{total.failed} of {total.total} streams failed under policy {policy}, "
+            f"{total}: {listed}")
+
+
+def attribute(res: AttributeResult) -> str | None:
+    """One sentence for an attribute's best split, or None when it has none."""
+    split = res.best
+    if split is None:
+        return None
+    inside, outside = split.inside, split.outside
+    if outside.failed == 0 and inside.failed == 1:
+        (reason,) = split.failures_in or {"failing": 1}
+        lead = f"the only failing stream ({reason}) {split.phrase_in}"
+    elif outside.failed == 0:
+        lead = f"all {describe_failures(inside.failed, split.failures_in)} {split.phrase_in}"
+    else:
+        everywhere: set[str] = {r for row in res.values for r in row.failures}
+        if len(everywhere) == 1:
+            lead = f"{inside.failed} of {describe_failures(res.failed, split.failures_in)}"
+        else:
+            listed = ", ".join(f"{n} {r}" for r, n in split.failures_in.items())
+            lead = f"{inside.failed} of {res.failed} failing streams ({listed})"
+        lead += f" {split.phrase_in}"
+    text = f"{lead} ({inside.failed} of {inside.total} such streams failed, {inside})"
+    others = split.phrase_out or "other streams"
+    if outside.failed == 0:
+        text += f"; none of {outside.total} {others} failed"
+    else:
+        text += f"; {outside.failed} of {outside.total} {others} failed, {outside}"
+    text += f" (Fisher p {_p(split.p, split.log10_p)}"
+    if split.tried > 1:
+        text += f"; {fmt_p(split.p_adj, split.log10_p_adj)} adjusted for {split.tried} splits tried"
+    text += ")"
+    if res.unobserved_failures:
+        text += f"; {res.unobserved_failures} more failing streams had no value for {res.key}"
+    if res.also:
+        text += f"; the same streams as {', '.join(res.also)}: the data cannot tell these apart"
+    return text
+
+
+def no_signal(attributes: Sequence[AttributeResult]) -> str:
+    closest = next((a for a in attributes if a.best is not None), None)
+    if closest is None or closest.best is None:
+        return "no recorded attribute varies enough to compare failing with healthy streams"
+    best = closest.best
+    return (f"no recorded attribute separates failing from healthy streams; the closest, "
+            f"{closest.key} ({', '.join(best.values)}), has p {_p(best.p_adj, best.log10_p_adj)} "
+            f"adjusted for {best.tried} splits tried")
+
+
+def by_level(levels: Sequence[GroupRow], arms: int) -> str | None:
+    """Failure rate per concurrency level, pooled over arms: the load curve in one line."""
+    pooled: dict[int, list[int]] = {}
+    for row in levels:
+        if row.concurrency is None:
+            continue
+        cell = pooled.setdefault(row.concurrency, [0, 0])
+        cell[0] += row.rate.failed
+        cell[1] += row.rate.total
+    if len(pooled) < 2 or not any(f for f, _ in pooled.values()):
+        return None
+    parts = [f"{pct(f / n)} at {level}" for level, (f, n) in sorted(pooled.items())]
+    scope = " (all arms)" if arms > 1 else ""
+    return f"failure rate by concurrency{scope}: " + ", ".join(parts)
+
+
+def comparison(c: ArmComparison) -> str:
+    p = _p(c.p, c.log10_p)
+    if c.p >= ALPHA_ARMS:
+        return (f"arms `{c.arm_a}` and `{c.arm_b}` do not differ significantly: {c.rate_a} vs "
+                f"{c.rate_b} (Fisher p {p})")
+    worse, better = (c.arm_a, c.arm_b) if c.rate_a.value > c.rate_b.value else (c.arm_b, c.arm_a)
+    worse_rate, better_rate = ((c.rate_a, c.rate_b) if worse == c.arm_a else (c.rate_b, c.rate_a))
+    return (f"arm `{worse}` fails more often than arm `{better}`: {worse_rate} vs {better_rate} "
+            f"(Fisher p {p})")
+
+
+ALPHA_ARMS = 0.05
+
+
+def _p(p: float, log10_p: float) -> str:
+    text = fmt_p(p, log10_p)
+    return text if text.startswith("<") else f"= {text}"

@@ -1,0 +1,196 @@
+"""What an analysis found, as plain frozen data: tables of rates, the ranked attributes, the headlines.
+
+Everything here is computed once by ``sseguard.analyze.analyze`` and only read by the reports, so the
+terminal summary, the HTML file, the PNGs and ``--json`` all show the same numbers. ``to_dict()`` gives
+the JSON form; attribute keys in it are stable (``id_prefix``, ``header:<name>``, ``time_window``,
+``reuse_index``, ``prompt_size``, ``concurrency``, ``arm``, ``workload``) so scripts can rely on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sseguard.analyze.stats import Rate
+from sseguard.policy import Policy
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRow:
+    """One arm (``concurrency`` None) or one (arm, concurrency level): counts and the failure rate."""
+
+    arm: str
+    concurrency: int | None
+    rate: Rate
+    endings: dict[str, int]
+    findings: dict[str, int]  # streams carrying each finding kind
+    failures: dict[str, int]  # why the failing streams failed under the policy
+
+    @property
+    def requests(self) -> int:
+        return self.rate.total
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"arm": self.arm, "concurrency": self.concurrency, "requests": self.requests,
+                **self.rate.to_dict(), "endings": self.endings, "findings": self.findings,
+                "failures": self.failures}
+
+
+@dataclass(frozen=True, slots=True)
+class ArmComparison:
+    """Fisher's exact test of one arm's failure count against another's."""
+
+    arm_a: str
+    arm_b: str
+    rate_a: Rate
+    rate_b: Rate
+    odds_ratio: float | None
+    p: float
+    log10_p: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"arm_a": self.arm_a, "arm_b": self.arm_b, "a": self.rate_a.to_dict(),
+                "b": self.rate_b.to_dict(), "odds_ratio": self.odds_ratio, "p": self.p,
+                "log10_p": self.log10_p}
+
+
+@dataclass(frozen=True, slots=True)
+class ValueRow:
+    """Streams with one value of an attribute, tested against all other (observed) streams."""
+
+    value: str
+    rate: Rate
+    share: float  # share of the attribute's observed failures that carry this value
+    p: float
+    log10_p: float
+    failures: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "requests": self.rate.total, **self.rate.to_dict(),
+                "share_of_failures": self.share, "p": self.p, "log10_p": self.log10_p,
+                "failures": self.failures}
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """The set of an attribute's values that best separates failing from healthy streams."""
+
+    values: tuple[str, ...]
+    rest: tuple[str, ...]
+    inside: Rate
+    outside: Rate
+    coverage: float  # share of the attribute's observed failures inside the set
+    separation: float  # inside rate minus outside rate
+    p: float
+    log10_p: float
+    log10_p_adj: float  # Bonferroni over the ``tried`` splits of this attribute
+    tried: int
+    failures_in: dict[str, int]
+    label: str  # the values in short: "2:00–4:00", "32 or 60"
+    phrase_in: str  # "had response ids starting `gw-`"
+    phrase_out: str | None  # "numeric response ids"; None when the rest is too varied to name
+
+    @property
+    def p_adj(self) -> float:
+        return min(1.0, float(10.0 ** self.log10_p_adj))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"values": list(self.values), "rest": list(self.rest), "inside": self.inside.to_dict(),
+                "outside": self.outside.to_dict(), "coverage": self.coverage,
+                "separation": self.separation, "p": self.p, "log10_p": self.log10_p,
+                "p_adj": self.p_adj, "log10_p_adj": self.log10_p_adj, "splits_tried": self.tried,
+                "failures_in": self.failures_in, "label": self.label, "phrase_in": self.phrase_in,
+                "phrase_out": self.phrase_out}
+
+
+@dataclass(frozen=True, slots=True)
+class AttributeResult:
+    """One attribute's comparison: per-value rates, its best split, and where it ranks."""
+
+    key: str
+    ordered: bool
+    observed: int  # streams for which the attribute has a value
+    failed: int  # failing streams among them
+    unobserved_failures: int  # failing streams without a value (e.g. no response id on a 503)
+    values: tuple[ValueRow, ...]
+    best: Split | None
+    significant: bool
+    confounded_with: str | None = None  # a higher-ranked attribute that picks (nearly) the same streams
+    also: tuple[str, ...] = ()  # lower-ranked attributes that pick (nearly) the same streams
+    headline: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Every observed failure carries the split's values (and the split is significant)."""
+        return self.significant and self.best is not None and self.best.outside.failed == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "ordered": self.ordered, "observed": self.observed,
+                "failed": self.failed, "unobserved_failures": self.unobserved_failures,
+                "significant": self.significant, "complete": self.complete,
+                "confounded_with": self.confounded_with, "also": list(self.also),
+                "headline": self.headline,
+                "best": self.best.to_dict() if self.best else None,
+                "values": [v.to_dict() for v in self.values]}
+
+
+@dataclass(frozen=True, slots=True)
+class TimeBucket:
+    """Requests of one arm started in one time window of the run."""
+
+    arm: str
+    start_s: float
+    end_s: float
+    requests: int
+    failed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"arm": self.arm, "start_s": self.start_s, "end_s": self.end_s,
+                "requests": self.requests, "failed": self.failed}
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """A run judged under one policy: rates per arm and level, the attribute ranking, the headlines."""
+
+    policy: Policy
+    total: Rate
+    endings: dict[str, int]
+    findings: dict[str, int]
+    failures: dict[str, int]
+    arms: list[GroupRow]
+    levels: list[GroupRow]
+    comparisons: list[ArmComparison]
+    attributes: list[AttributeResult]  # ranked: the best explanation of the failures first
+    timeline: list[TimeBucket]
+    bucket_s: float | None  # width of the time windows; None when start times are missing
+    span_s: float  # seconds from the first start to the last start (per run)
+    runs: list[str]
+    headlines: list[str]
+
+    @property
+    def requests(self) -> int:
+        return self.total.total
+
+    @property
+    def top(self) -> AttributeResult | None:
+        """The best-ranked attribute that separates failing streams significantly, if any."""
+        first = self.attributes[0] if self.attributes else None
+        return first if first is not None and first.significant else None
+
+    def attribute(self, key: str) -> AttributeResult | None:
+        return next((a for a in self.attributes if a.key == key), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "policy": {"name": self.policy.name, "tolerate": sorted(map(str, self.policy.tolerate))},
+            "requests": self.requests, **self.total.to_dict(),
+            "endings": self.endings, "findings": self.findings, "failures": self.failures,
+            "runs": self.runs, "span_s": self.span_s, "bucket_s": self.bucket_s,
+            "arms": [g.to_dict() for g in self.arms],
+            "levels": [g.to_dict() for g in self.levels],
+            "comparisons": [c.to_dict() for c in self.comparisons],
+            "attributes": [a.to_dict() for a in self.attributes],
+            "timeline": [t.to_dict() for t in self.timeline],
+            "headlines": list(self.headlines),
+        }

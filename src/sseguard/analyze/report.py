@@ -1,0 +1,247 @@
+"""Show an ``Analysis``: a rich summary in the terminal, one self-contained HTML file, PNG files.
+
+The HTML report is meant to be attached to a bug report or mailed, so it is one file that needs
+nothing else: CSS inline, plots embedded as base64 PNG, no scripts, no links, no fonts fetched. Every
+value that came from a peer (headers, body tails, error messages, finding details) is redacted again
+and HTML-escaped here, whatever the writer of the records did: a report is the file most likely to
+travel, so it must never carry a key.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from sseguard.analyze.model import Analysis, AttributeResult, GroupRow
+from sseguard.analyze.stats import fmt_p, pct
+from sseguard.analyze.summary import failure_reason
+from sseguard.errors import ConfigError
+from sseguard.record import Record
+from sseguard.redact import redact_headers, redact_obj, redact_text
+
+#: Failing streams whose evidence the HTML report shows in full.
+EVIDENCE_COUNT = 10
+
+
+# ── terminal ──────────────────────────────────────────────────────────────────────────────────────
+def print_summary(analysis: Analysis, console: Console, *, top: int = 8) -> None:
+    """Rates per arm (and per level in a sweep), arm-vs-arm tests, the attribute ranking, the headlines."""
+    console.print(Text(f"{analysis.requests} requests, policy {analysis.policy.name}, "
+                       f"{len(analysis.runs)} run(s), {analysis.span_s:.0f} s", style="bold"))
+    console.print(_group_table("Per arm", analysis.arms, level=False))
+    if len({g.concurrency for g in analysis.levels}) > 1:
+        console.print(_group_table("Per arm and concurrency", analysis.levels, level=True))
+    if analysis.comparisons:
+        table = Table(title="Arm vs arm (Fisher's exact test)", title_justify="left")
+        for col in ("arms", "failed", "failed", "odds ratio", "p"):
+            table.add_column(col)
+        for c in analysis.comparisons:
+            odds = "∞" if c.odds_ratio is None else f"{c.odds_ratio:.2f}"
+            table.add_row(Text(f"{c.arm_a} vs {c.arm_b}"), Text(str(c.rate_a)), Text(str(c.rate_b)),
+                          odds, fmt_p(c.p, c.log10_p))
+        console.print(table)
+    if analysis.total.failed and analysis.attributes:
+        table = Table(title="What the failing streams share (best first)", title_justify="left")
+        for col in ("#", "attribute", "values", "failed there", "failed elsewhere", "share", "p adj.",
+                    "verdict"):
+            table.add_column(col, overflow="fold")
+        for rank, attr in enumerate(analysis.attributes[:top], start=1):
+            table.add_row(str(rank), *(Text(cell) for cell in _attribute_cells(attr)))
+        console.print(table)
+    console.print(Text("Findings", style="bold"))
+    for line in analysis.headlines:
+        console.print(Text(f"  • {line}"), soft_wrap=False)
+
+
+def _group_table(title: str, rows: Sequence[GroupRow], *, level: bool) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("arm")
+    if level:
+        table.add_column("concurrency", justify="right")
+    for col in ("requests", "failed", "failure rate [95% CI]"):
+        table.add_column(col, justify="right")
+    table.add_column("why they failed", overflow="fold")
+    table.add_column("endings", overflow="fold")
+    for g in rows:
+        cells = [g.arm, *([str(g.concurrency)] if level else []), str(g.requests), str(g.rate.failed),
+                 str(g.rate), _counts(g.failures), _counts(g.endings)]
+        table.add_row(*(Text(c) for c in cells))
+    return table
+
+
+def _attribute_cells(attr: AttributeResult) -> list[str]:
+    best = attr.best
+    if best is None:
+        return [attr.key, "—", "—", "—", "—", "—", "no split"]
+    if attr.confounded_with:
+        verdict = f"same streams as {attr.confounded_with}"
+    elif attr.complete:
+        verdict = "all failures"
+    elif attr.significant:
+        verdict = "significant"
+    else:
+        verdict = "not significant"
+    values = best.label
+    return [attr.key, values if len(values) <= 60 else values[:57] + "…", str(best.inside),
+            str(best.outside), pct(best.coverage), fmt_p(best.p_adj, best.log10_p_adj), verdict]
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items()) or "—"
+
+
+# ── files ─────────────────────────────────────────────────────────────────────────────────────────
+def write_pngs(analysis: Analysis, records: Sequence[Record], directory: str | Path) -> list[Path]:
+    """Every plot as a PNG file in ``directory`` (created if needed); returns the paths written."""
+    from sseguard.analyze import plots
+
+    target = Path(directory)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name, data in plots.render(analysis, records).items():
+            path = target / name
+            path.write_bytes(data)
+            written.append(path)
+    except OSError as exc:
+        raise ConfigError(f"cannot write plots to {target}: {exc.strerror or exc}") from None
+    return written
+
+
+def write_html(analysis: Analysis, records: Sequence[Record], path: str | Path) -> Path:
+    """One self-contained HTML report (plots embedded, no external reference); returns its path."""
+    from sseguard.analyze import plots
+
+    images = plots.render(analysis, records)
+    target = Path(path)
+    try:
+        target.write_text(render_html(analysis, records, images), encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot write {target}: {exc.strerror or exc}") from None
+    return target
+
+
+def render_html(analysis: Analysis, records: Sequence[Record], images: dict[str, bytes]) -> str:
+    """The report as one string: the plots in ``images`` are embedded as data URIs."""
+    parts = [_HEAD, "<h1>sseguard analysis</h1>",
+             f"<p class=meta>{analysis.requests} requests · policy <b>{_e(analysis.policy.name)}</b> · "
+             f"runs {_e(', '.join(analysis.runs) or '—')} · {analysis.span_s:.0f} s · written "
+             f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC</p>",
+             "<h2>Findings</h2><ul class=findings>",
+             *(f"<li>{_e(line)}</li>" for line in analysis.headlines), "</ul>",
+             "<h2>Failure rate per arm</h2>", _html_groups(analysis.arms, level=False)]
+    if plots_timeline := images.get("failures_over_time.png"):
+        parts += ["<h2>Failures over time</h2>", _img(plots_timeline, "failures over time per arm")]
+    if plots_level := images.get("failure_rate_vs_concurrency.png"):
+        parts += ["<h2>Failure rate vs concurrency</h2>",
+                  _img(plots_level, "failure rate vs concurrency with 95% intervals"),
+                  _html_groups(analysis.levels, level=True)]
+    if analysis.comparisons:
+        rows = [[f"{c.arm_a} vs {c.arm_b}", str(c.rate_a), str(c.rate_b),
+                 "∞" if c.odds_ratio is None else f"{c.odds_ratio:.2f}", fmt_p(c.p, c.log10_p)]
+                for c in analysis.comparisons]
+        parts += ["<h2>Arm vs arm (Fisher's exact test)</h2>",
+                  _html_table(["arms", "failed (a)", "failed (b)", "odds ratio", "p"], rows)]
+    parts += ["<h2>What the failing streams share</h2>", _ATTRIBUTE_NOTE]
+    if top := images.get("top_attribute.png"):
+        parts.append(_img(top, "failure rate per value of the best-ranked attribute"))
+    parts.append(_html_table(["#", "attribute", "values", "failed there", "failed elsewhere",
+                              "share of failures", "p adj.", "verdict"],
+                             [[str(i), *_attribute_cells(a)]
+                              for i, a in enumerate(analysis.attributes, start=1)]))
+    for attr in analysis.attributes:
+        rows = [[v.value, str(v.rate.total), str(v.rate.failed), str(v.rate), pct(v.share),
+                 fmt_p(v.p, v.log10_p), _counts(v.failures)] for v in attr.values]
+        parts += [f"<details><summary>{_e(attr.key)}: every value against the rest</summary>",
+                  _html_table(["value", "requests", "failed", "failure rate", "share of failures",
+                               "p (vs rest)", "why"], rows), "</details>"]
+    parts += ["<h2>Evidence of the first failures</h2>", *_evidence(analysis, records), "</body></html>"]
+    return "\n".join(parts)
+
+
+def _html_groups(rows: Iterable[GroupRow], *, level: bool) -> str:
+    head = ["arm", *(["concurrency"] if level else []), "requests", "failed", "failure rate [95% CI]",
+            "why they failed", "endings", "findings"]
+    body = [[g.arm, *([str(g.concurrency)] if level else []), str(g.requests), str(g.rate.failed),
+             str(g.rate), _counts(g.failures), _counts(g.endings), _counts(g.findings)] for g in rows]
+    return _html_table(head, body)
+
+
+def _evidence(analysis: Analysis, records: Sequence[Record]) -> list[str]:
+    failing = [r for r in records if failure_reason(r, analysis.policy)]
+    if not failing:
+        return ["<p>No stream failed under this policy.</p>"]
+    failing.sort(key=lambda r: (r.started_at, r.arm, r.index))
+    out = [f"<p>The first {min(EVIDENCE_COUNT, len(failing))} of {len(failing)} failing streams, by "
+           "start time. Secrets are redacted.</p>"]
+    for r in failing[:EVIDENCE_COUNT]:
+        facts = [
+            ("arm / index", f"{r.arm} / {r.index}"), ("run", r.run_id), ("workload", r.workload),
+            ("started", datetime.fromtimestamp(r.started_at, UTC).isoformat() if r.started_at else "—"),
+            ("status", str(r.status)), ("ending", r.ending),
+            ("fails because", failure_reason(r, analysis.policy) or "—"),
+            ("response id", r.response_id or "—"),
+            ("concurrency / reuse", f"{r.concurrency} / {r.reuse_index}"),
+            ("chunks / bytes", f"{r.chunks} / {r.bytes}"), ("error", r.error or "—"),
+            ("evidence file", r.evidence or "—"),
+        ]
+        findings = [f"{f.get('kind')}: {redact_obj(f.get('detail', ''))} (frame {f.get('frame')}, "
+                    f"byte {f.get('offset')})" for f in r.findings]
+        headers = redact_headers(r.headers)
+        out += [f"<section class=evidence><h3>{_e(r.arm)} #{r.index}: {_e(r.ending)}</h3>",
+                _html_table(["fact", "value"], [[k, v] for k, v in facts]),
+                "<p><b>findings</b></p>" + ("<ul>" + "".join(f"<li>{_e(f)}</li>" for f in findings)
+                                            + "</ul>" if findings else "<p>none</p>"),
+                "<p><b>response headers</b></p>",
+                _html_table(["header", "value"], sorted(map(list, headers.items()))),
+                "<p><b>last bytes of the body</b></p>",
+                f"<pre>{_e(r.tail) or '(empty)'}</pre></section>"]
+    return out
+
+
+def _html_table(head: list[str], rows: Iterable[list[str]]) -> str:
+    th = "".join(f"<th>{_e(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _img(data: bytes, alt: str) -> str:
+    return (f'<img alt="{_e(alt)}" src="data:image/png;base64,'
+            f'{base64.b64encode(data).decode("ascii")}">')
+
+
+def _e(text: str) -> str:
+    """Redact, then escape: the one way any text enters the report."""
+    return html.escape(redact_text(text), quote=True)
+
+
+_ATTRIBUTE_NOTE = (
+    "<p class=note>Each attribute's best split is the set of its values that concentrates the failures "
+    "(contiguous ranges for ordered attributes). Attributes are ranked by Fisher's exact p-value, "
+    "adjusted for the number of splits tried on that attribute; ties by separation. Attributes that "
+    "select nearly the same streams are marked as such: the data cannot tell them apart.</p>")
+
+_HEAD = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>sseguard analysis</title>
+<style>
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222;
+       padding: 0 1em; }
+h1 { margin-bottom: 0.2em; } h2 { margin-top: 1.8em; border-bottom: 1px solid #ddd; }
+.meta, .note { color: #555; } .findings li { margin: 0.4em 0; }
+table { border-collapse: collapse; margin: 0.6em 0; font-size: 13px; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #f4f4f4; } img { max-width: 100%; }
+pre { background: #f7f7f7; border: 1px solid #ddd; padding: 0.6em; white-space: pre-wrap;
+      word-break: break-all; }
+section.evidence { border-left: 3px solid #c33; padding-left: 1em; margin: 1.2em 0; }
+details { margin: 0.3em 0; }
+</style></head><body>"""

@@ -1,0 +1,132 @@
+"""The two statistics the analyzer reports: Wilson intervals for rates, Fisher's exact test for tables.
+
+Failure rates in a probe run are often near 0 % with a few hundred requests, where the textbook normal
+interval collapses to zero width or leaves [0, 1]; Wilson's interval stays honest there. Failing
+streams are few, so 2×2 tables have small cells and a chi-square approximation would mislead; Fisher's
+exact test does not. The reported p-values come from ``scipy.stats.fisher_exact``. The attribute search
+tries hundreds of splits and ranks them on p-values far below the smallest float, so it uses
+``fisher_log10_p``: the same two-sided test (sum of the hypergeometric probabilities of all tables no
+more likely than the observed one) computed in log space, vectorised, without underflow.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import gammaln, logsumexp
+from scipy.stats import fisher_exact
+
+#: The 97.5th percentile of the standard normal distribution: a two-sided 95 % interval.
+Z95 = 1.959963984540054
+_LN10 = math.log(10.0)
+# Tables whose probability equals the observed one up to rounding count as "as extreme" (scipy's rule).
+_TIE = 1e-7
+
+
+def wilson(successes: int, trials: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval for ``successes / trials``; ``(0, 1)`` when there are no trials."""
+    if trials < 0 or not 0 <= successes <= trials:
+        raise ValueError(f"need 0 <= successes <= trials, got {successes}/{trials}")
+    if trials == 0:
+        return 0.0, 1.0
+    p = successes / trials
+    z2 = z * z
+    denom = 1.0 + z2 / trials
+    centre = (p + z2 / (2 * trials)) / denom
+    half = z * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials)) / denom
+    # Clamp the rounding noise at the ends: 0/n must give exactly 0 as its lower bound.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == trials else min(1.0, centre + half)
+    return low, high
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """``failed`` of ``total`` with its Wilson 95 % interval."""
+
+    failed: int
+    total: int
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, failed: int, total: int) -> Rate:
+        low, high = wilson(failed, total)
+        return cls(failed, total, low, high)
+
+    @property
+    def value(self) -> float:
+        return self.failed / self.total if self.total else 0.0
+
+    def __str__(self) -> str:
+        return f"{pct(self.value)} [{pct(self.low)}–{pct(self.high)}]"
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {"failed": self.failed, "total": self.total, "rate": self.value,
+                "ci_low": self.low, "ci_high": self.high}
+
+
+@dataclass(frozen=True, slots=True)
+class FisherResult:
+    """A two-sided Fisher exact test on ``[[a, b], [c, d]]``.
+
+    ``odds_ratio`` is None where it is infinite or undefined (a zero cell), which JSON cannot carry;
+    ``log10_p`` stays finite and exact where ``p`` underflows to 0.
+    """
+
+    odds_ratio: float | None
+    p: float
+    log10_p: float
+
+
+def fisher(a: int, b: int, c: int, d: int) -> FisherResult:
+    """Fisher's exact test (two-sided) on the table ``[[a, b], [c, d]]`` via scipy."""
+    result = fisher_exact([[a, b], [c, d]], alternative="two-sided")
+    odds = float(result.statistic)
+    p = float(result.pvalue)
+    log10_p = math.log10(p) if p > 1e-300 else fisher_log10_p(a, b, c, d)
+    return FisherResult(odds if math.isfinite(odds) else None, min(1.0, p), min(0.0, log10_p))
+
+
+def fisher_log10_p(a: int, b: int, c: int, d: int) -> float:
+    """log10 of the two-sided Fisher exact p-value of ``[[a, b], [c, d]]``, never -inf."""
+    if min(a, b, c, d) < 0:
+        raise ValueError(f"table cells must be >= 0, got {[a, b, c, d]}")
+    row1, row2, col1 = a + b, c + d, a + c
+    total = row1 + row2
+    low, high = max(0, col1 - row2), min(col1, row1)
+    if low == high:
+        return 0.0
+    x = np.arange(low, high + 1, dtype=np.float64)
+    log_pmf = (_log_choose(row1, x) + _log_choose(row2, col1 - x)) - float(_log_choose(total, col1))
+    observed = log_pmf[a - low]
+    as_extreme = log_pmf[log_pmf <= observed + _TIE]
+    return min(0.0, float(logsumexp(as_extreme)) / _LN10)
+
+
+def _log_choose(n: int, k: np.ndarray | int) -> np.ndarray:
+    return np.asarray(gammaln(n + 1) - gammaln(np.asarray(k) + 1) - gammaln(n - np.asarray(k) + 1))
+
+
+def pct(value: float) -> str:
+    """A rate as a short percentage: ``0 %`` and ``100 %`` exact, otherwise one decimal."""
+    if value <= 0.0:
+        return "0%"
+    if value >= 1.0:
+        return "100%"
+    if value < 0.001:
+        return "<0.1%"
+    return f"{value * 100:.1f}%"
+
+
+def fmt_p(p: float, log10_p: float | None = None) -> str:
+    """A p-value for people: two significant digits, ``p < 1e-300`` style when it underflows."""
+    if p >= 0.001:
+        return f"{p:.3f}"
+    if p > 0.0:
+        return f"{p:.1e}"
+    if log10_p is not None and math.isfinite(log10_p):
+        return f"<1e{math.ceil(log10_p)}"
+    return "<1e-300"

@@ -1,0 +1,86 @@
+"""Synthetic runs with a known structure, for the analyzer's tests.
+
+Each builder returns records as the probe would write them, with failures placed by a rule the test
+knows (a route, a time window, a load curve, or nothing at all) and seeded, so every run is the same.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from sseguard.record import Record, id_prefix
+
+T0 = 1_750_000_000.0
+COMPLETE_TAIL = 'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+TRUNCATED_TAIL = 'data: {"choices":[{"delta":{"content":"and then"}}]}\n\n'
+
+
+def rec(i: int, *, ending: str = "complete", rid: str | None = None, started: float = 0.0,
+        findings: tuple[str, ...] = (), **facts: Any) -> Record:
+    rid = rid if rid is not None else f"chatcmpl-{i:06x}"
+    fields: dict[str, Any] = {
+        "run_id": "run-1", "index": i, "started_at": T0 + started, "ending": ending,
+        "response_id": rid, "id_prefix": id_prefix(rid), "status": 200,
+        "findings": [{"kind": k, "detail": "", "frame": 3, "offset": 120} for k in findings],
+        "headers": {"server": "chaos/1", "x-request-id": f"req-{i}"},
+        "tail": COMPLETE_TAIL if ending == "complete" else TRUNCATED_TAIL,
+        "prompt_bytes": 900, "reuse_index": i % 4, "concurrency": 8,
+    }
+    fields.update(facts)
+    return Record(**fields)
+
+
+def build(n: int, seed: int, fn: Callable[[int, random.Random], dict[str, Any]]) -> list[Record]:
+    rng = random.Random(seed)
+    return [rec(i, **fn(i, rng)) for i in range(n)]
+
+
+def routed(seed: int = 1, n: int = 300) -> list[Record]:
+    """A third of responses take the `gw-` route; only they fail (truncated, half the time)."""
+    def one(i: int, rng: random.Random) -> dict[str, Any]:
+        gw = rng.random() < 1 / 3
+        rid = f"gw-{i}" if gw else str(8_731_209 + i)
+        ending = "truncated" if gw and rng.random() < 0.5 else "complete"
+        return {"rid": rid, "ending": ending, "started": i * 0.2}
+    return build(n, seed, one)
+
+
+def time_window(seed: int = 2, n: int = 360) -> list[Record]:
+    """A six-minute run; streams started in minutes 2 and 3 are cut 30 % of the time, no others."""
+    def one(i: int, rng: random.Random) -> dict[str, Any]:
+        started = i * 1.0
+        bad = 120 <= started < 240 and rng.random() < 0.3
+        return {"started": started, "ending": rng.choice(["cut_mid_frame", "truncated"]) if bad else
+                "complete"}
+    return build(n, seed, one)
+
+
+LEVELS = {1: 0.0, 8: 0.01, 16: 0.05, 32: 0.12, 60: 0.25}
+
+
+def load_sweep(seed: int = 3, per_level: int = 120) -> list[Record]:
+    """A sweep: each concurrency level in turn (so time mirrors load), failures rising with load."""
+    out: list[Record] = []
+    rng = random.Random(seed)
+    i = 0
+    for level_no, (level, p) in enumerate(LEVELS.items()):
+        for j in range(per_level):
+            bad = rng.random() < p
+            out.append(rec(i, concurrency=level, started=level_no * 30 + j * 30 / per_level,
+                           ending="truncated" if bad else "complete"))
+            i += 1
+    return out
+
+
+def no_signal(seed: int = 4, n: int = 400, rate: float = 0.1) -> list[Record]:
+    """Failures at random, whatever the attribute; attributes still vary."""
+    def one(i: int, rng: random.Random) -> dict[str, Any]:
+        return {
+            "rid": f"{rng.choice(['gw', 'chatcmpl'])}-{i}", "started": i * 0.5,
+            "ending": "truncated" if rng.random() < rate else "complete",
+            "concurrency": rng.choice([8, 16]), "prompt_bytes": rng.choice([500, 5000, 50_000]),
+            "headers": {"server": rng.choice(["b1", "b2"]), "x-request-id": f"req-{i}"},
+        }
+    return build(n, seed, one)
