@@ -1,0 +1,544 @@
+"""Events every tool-call parser emits, the parser protocol, and the machinery the families share.
+
+Each family is a small state machine over text fed in arbitrary chunks. They share three habits, kept
+here so that no family re-invents them:
+
+* **hold back only a marker prefix** — text that cannot start a marker goes out at once; only the
+  shortest suffix that could still become a marker waits for the next chunk;
+* **coalesce per call** — adjacent ``Text`` (or ``ToolArgsDelta``, or ``Markup``) pieces produced by one
+  ``feed()`` go out as one event, so event count follows chunk count, not character count;
+* **account for every character** — each input character ends up in exactly one of ``Text.text``,
+  ``Markup.raw``, ``ToolCallEnd.raw`` or ``MarkupError.raw`` (see :func:`consumed_text`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from json.encoder import encode_basestring  # the C escaper json.dumps itself uses
+from typing import Any, Protocol
+
+from sseguard.errors import UsageError
+
+
+class MarkupErrorKind(StrEnum):
+    """Why markup could not become a call — the closed list of MARKUP.md."""
+
+    UNTERMINATED = "unterminated"  # the stream ended inside markup (a partial opener included)
+    MALFORMED_TAG = "malformed_tag"  # a tag or text that has no place where it stands
+    INVALID_STRING_FLAG = "invalid_string_flag"  # DSML string="…" neither true nor false (or missing)
+    BAD_PARAM_JSON = "bad_param_json"  # a JSON value or body that is not strict JSON of the right shape
+    DUPLICATE_PARAMETER = "duplicate_parameter"  # a parameter name (or JSON key) given twice
+    UNDEFINED_FUNCTION = "undefined_function"  # a call to a tool that was not offered (call kept)
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """Visible text outside any tool-call markup, verbatim."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Markup:
+    """Tool-call structure that belongs to no single call: block openers and closers, the separator
+    the encoder writes before a block, whitespace between calls.
+
+    It carries no meaning for a client, but it proves that markup was there (an empty block is still
+    markup in content) and lets every input character be accounted for.
+    """
+
+    raw: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStart:
+    """A call opened: its index (0, 1, … in stream order, void calls included) and tool name."""
+
+    index: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolArgsDelta:
+    """The next piece of a call's arguments JSON; pieces are only ever appended, never retracted."""
+
+    index: int
+    fragment: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEnd:
+    """A call completed and valid: ``arguments`` is exactly the join of its ``ToolArgsDelta`` pieces.
+
+    ``raw`` is the markup text of the call as received (excluded from equality: two calls are the same
+    call whatever whitespace their tags had).
+    """
+
+    index: int
+    name: str
+    arguments: str
+    raw: str = field(default="", compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class MarkupError:
+    """Markup that is not a call, with the raw text it covered.
+
+    With an ``index``, the call of that index is void (MARKUP.md decision 4): a consumer that already
+    forwarded its deltas learns here that they do not form a call. ``undefined_function`` is the one
+    exception — a finding about a kept call; its ``raw`` is the tool name, not consumed input.
+    """
+
+    kind: MarkupErrorKind
+    raw: str
+    index: int | None = None
+
+
+Event = Text | Markup | ToolCallStart | ToolArgsDelta | ToolCallEnd | MarkupError
+
+
+class Parser(Protocol):
+    """One stream's incremental tool-call parser: feed text in any chunking, then close once."""
+
+    family: str
+
+    def feed(self, text: str) -> list[Event]:
+        """Parse more text; return the events it completes (possibly none)."""
+        ...
+
+    def close(self) -> list[Event]:
+        """End of stream: report what the held-back or unfinished text means."""
+        ...
+
+
+def consumed_text(events: list[Event]) -> str:
+    """The input the events account for, in order. After ``close()`` it equals the whole input.
+
+    Before ``close()`` it is a prefix of what was fed; the rest is held back (a possible marker prefix
+    or an unfinished call). ``undefined_function`` errors annotate a call and consume nothing.
+    """
+    parts: list[str] = []
+    for ev in events:
+        if isinstance(ev, Text):
+            parts.append(ev.text)
+        elif isinstance(ev, Markup | ToolCallEnd):
+            parts.append(ev.raw)
+        elif isinstance(ev, MarkupError):
+            parts.append("" if ev.kind is MarkupErrorKind.UNDEFINED_FUNCTION else ev.raw)
+    return "".join(parts)
+
+
+def join_events(events: list[Event]) -> list[Event]:
+    """Merge adjacent ``Text``, ``Markup`` and same-call ``ToolArgsDelta`` events.
+
+    Two chunkings of the same input give equal joined event lists (the chunking-invariance guarantee).
+    """
+    out: list[Event] = []
+    for ev in events:
+        last = out[-1] if out else None
+        if isinstance(ev, Text) and isinstance(last, Text):
+            out[-1] = Text(last.text + ev.text)
+        elif isinstance(ev, Markup) and isinstance(last, Markup):
+            out[-1] = Markup(last.raw + ev.raw)
+        elif (isinstance(ev, ToolArgsDelta) and isinstance(last, ToolArgsDelta)
+              and last.index == ev.index):
+            out[-1] = ToolArgsDelta(ev.index, last.fragment + ev.fragment)
+        else:
+            out.append(ev)
+    return out
+
+
+def event_to_dict(ev: Event) -> dict[str, Any]:
+    """A JSON-able dict for one event (``type`` is the class name)."""
+    if isinstance(ev, Text):
+        return {"type": "Text", "text": ev.text}
+    if isinstance(ev, Markup):
+        return {"type": "Markup", "raw": ev.raw}
+    if isinstance(ev, ToolCallStart):
+        return {"type": "ToolCallStart", "index": ev.index, "name": ev.name}
+    if isinstance(ev, ToolArgsDelta):
+        return {"type": "ToolArgsDelta", "index": ev.index, "fragment": ev.fragment}
+    if isinstance(ev, ToolCallEnd):
+        return {"type": "ToolCallEnd", "index": ev.index, "name": ev.name,
+                "arguments": ev.arguments, "raw": ev.raw}
+    return {"type": "MarkupError", "kind": str(ev.kind), "raw": ev.raw, "index": ev.index}
+
+
+# ── strict JSON ───────────────────────────────────────────────────────────────────────────────────
+
+#: What decision 2 trims around a JSON value: ASCII whitespace only (a NBSP is content, not padding).
+ASCII_WS = " \t\n\r\x0b\x0c"
+
+
+class JSONProblem(Exception):
+    """Internal: a value failed strict JSON; ``kind`` says which error it becomes."""
+
+    def __init__(self, kind: MarkupErrorKind) -> None:
+        super().__init__(str(kind))
+        self.kind = kind
+
+
+def _no_constant(name: str) -> Any:
+    # NaN, Infinity and -Infinity are accepted by Python's json but are not JSON: a consumer in
+    # another language fails on them, so they are rejected where they appear.
+    raise JSONProblem(MarkupErrorKind.BAD_PARAM_JSON)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):  # 1e400 parses to inf in Python and would re-serialize as Infinity
+        raise JSONProblem(MarkupErrorKind.BAD_PARAM_JSON)
+    return value
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise JSONProblem(MarkupErrorKind.DUPLICATE_PARAMETER)
+        result[key] = value
+    return result
+
+
+_STRICT = json.JSONDecoder(object_pairs_hook=_unique_pairs, parse_constant=_no_constant,
+                           parse_float=_finite_float)
+
+
+def strict_json(text: str) -> Any:
+    """Decode one strict JSON value (any type); raise ``JSONProblem`` with the error kind if not."""
+    try:
+        return _STRICT.decode(text)
+    except JSONProblem:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise JSONProblem(MarkupErrorKind.BAD_PARAM_JSON) from exc
+
+
+def json_string_body(text: str) -> str:
+    """``text`` escaped as the inside of a JSON string. Escaping is per character, so escaping the
+    pieces of a value one by one gives exactly the escaping of the whole value."""
+    escaped: str = encode_basestring(text)
+    return escaped[1:-1]
+
+
+# ── tools ─────────────────────────────────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """The offered tools, reduced to what parsers need: the names and each parameter's JSON type."""
+
+    names: frozenset[str]
+    param_types: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def from_openai(cls, tools: list[dict[str, Any]] | None) -> ToolSpec | None:
+        """Read an OpenAI ``tools`` list; a list that is not one is the caller's error."""
+        if tools is None:
+            return None
+        if not isinstance(tools, list):
+            raise UsageError("tools must be a list of OpenAI tool objects")
+        names: set[str] = set()
+        types: dict[str, dict[str, Any]] = {}
+        for tool in tools:
+            fn = tool.get("function") if isinstance(tool, dict) else None
+            name = fn.get("name") if isinstance(fn, dict) else None
+            if not isinstance(name, str):
+                raise UsageError("each tool needs function.name (OpenAI tools format)")
+            assert isinstance(fn, dict)
+            names.add(name)
+            params = fn.get("parameters")
+            props = params.get("properties") if isinstance(params, dict) else None
+            types[name] = {}
+            if isinstance(props, dict):
+                for pname, schema in props.items():
+                    types[name][pname] = schema.get("type") if isinstance(schema, dict) else None
+        return cls(frozenset(names), types)
+
+    def json_typed(self, function: str, param: str) -> bool:
+        """True when the schema says the value is JSON (integer, number, boolean, object, array)."""
+        declared = self.param_types.get(function, {}).get(param)
+        kinds = declared if isinstance(declared, list) else [declared]
+        kinds = [k for k in kinds if k != "null"]
+        return bool(kinds) and all(
+            k in ("integer", "number", "boolean", "object", "array") for k in kinds)
+
+
+# ── markers ───────────────────────────────────────────────────────────────────────────────────────
+
+#: At end of stream a held-back marker prefix this long or longer is an unterminated opener
+#: (decision 7); a lone ``<`` is too common in prose and code to mean anything.
+MIN_PARTIAL = 2
+
+#: A tag with no ``>`` after this many characters is malformed: names are short, and holding an
+#: endless "tag" back would hide the text after it for ever.
+TAG_CAP = 4096
+
+_NONWS = re.compile(r"\S")
+
+
+def first_non_ws(data: str, pos: int, end: int) -> int:
+    """Index of the first non-whitespace character in ``data[pos:end]``, or -1."""
+    m = _NONWS.search(data, pos, end)
+    return m.start() if m else -1
+
+
+class Markers:
+    """A family's marker literals, each starting with ``<`` and holding no other ``<``.
+
+    That shape is what keeps holding back cheap: a suffix that could still become a marker must start
+    at the last ``<`` of the final few characters, so one ``rfind`` finds it.
+    """
+
+    def __init__(self, literals: tuple[str, ...]) -> None:
+        assert all(lit.startswith("<") and lit.count("<") == 1 for lit in literals)
+        self.literals = literals
+        ordered = sorted(literals, key=len, reverse=True)
+        self._re = re.compile("|".join(re.escape(lit) for lit in ordered))
+        self._window = max(map(len, literals)) - 1
+
+    def find(self, data: str, pos: int) -> tuple[int, str]:
+        """The first complete marker at or after ``pos``: (start, literal), or (-1, "")."""
+        m = self._re.search(data, pos)
+        return (m.start(), m.group()) if m else (-1, "")
+
+    def hold(self, data: str, pos: int) -> int:
+        """Where the suffix that could still become a marker starts (``len(data)`` if none)."""
+        n = len(data)
+        j = data.rfind("<", max(pos, n - self._window))
+        if j != -1:
+            tail = data[j:]
+            for lit in self.literals:
+                if lit.startswith(tail):
+                    return j
+        return n
+
+
+def split_partial_opener(rest: str, separator: str) -> tuple[str, str]:
+    """Held-back content at end of stream → (visible text, unterminated raw).
+
+    A marker prefix of ``MIN_PARTIAL`` characters or more is an opener cut off by the end of the stream
+    (decision 7), and the separator right before it belongs to it, as it would to a whole opener.
+    """
+    j = rest.find("<")
+    if j == -1 or len(rest) - j < MIN_PARTIAL:
+        return rest, ""
+    head = rest[:j]
+    if separator and head.endswith(separator):
+        return head[: -len(separator)], rest[j - len(separator):]
+    return head, rest[j:]
+
+
+# ── shared parser machinery ───────────────────────────────────────────────────────────────────────
+
+_NONE, _TEXT, _DELTA, _MARKUP = 0, 1, 2, 3
+
+
+class Call:
+    """One call (or one void stretch of markup) being parsed: its raw text and emitted arguments."""
+
+    __slots__ = ("error", "frags", "in_block", "index", "keys", "name", "nemit", "raw", "spaced")
+
+    def __init__(self, index: int | None, name: str, in_block: bool, spaced: bool = False) -> None:
+        self.index = index
+        self.name = name
+        self.raw: list[str] = []
+        self.frags: list[str] = []
+        self.keys: set[str] = set()
+        self.nemit = 0  # parameters already serialized into the arguments
+        self.error: MarkupErrorKind | None = None
+        self.in_block = in_block
+        self.spaced = spaced
+
+    def key_prefix(self, key: str) -> str:
+        """The JSON that opens the next member: ``{"key": `` or ``, "key": ``."""
+        lead = ", " if self.nemit else "{"
+        self.nemit += 1
+        return f"{lead}{encode_basestring(key)}: "
+
+    def closing(self) -> str:
+        return "}" if self.nemit else "{}"
+
+
+class BaseParser(ABC):
+    """The emitting, holding-back and call bookkeeping every family shares.
+
+    A family keeps ``_state`` (an int) and ``_handlers`` (one bound method per state). A handler
+    consumes from ``pos`` and returns the new position, or ``~pos`` ("stop; hold ``data[pos:]`` for
+    the next chunk"). A handler may change state without consuming; the next state then must consume.
+    """
+
+    family = "base"
+
+    def __init__(self, tools: ToolSpec | None = None) -> None:
+        self._tools = tools
+        self._out: list[Event] = []
+        self._pk = _NONE  # kind of the pending mergeable piece (text, delta, markup)
+        self._pp: list[str] = []
+        self._pend = ""
+        self._closed = False
+        self._tagscan = 0  # characters of a pending tag already searched for ">" and "<"
+        self._next_index = 0
+        self._call: Call | None = None
+        self._state = 0
+        self._handlers: tuple[Callable[[str, int], int], ...] = ()
+
+    # emitting -------------------------------------------------------------------------------------
+
+    def _flush(self) -> None:
+        if self._pk == _TEXT:
+            self._out.append(Text("".join(self._pp)))
+        elif self._pk == _MARKUP:
+            self._out.append(Markup("".join(self._pp)))
+        elif self._pk == _DELTA:
+            assert self._call is not None and self._call.index is not None
+            self._out.append(ToolArgsDelta(self._call.index, "".join(self._pp)))
+        self._pk = _NONE
+        self._pp = []
+
+    def _text(self, s: str) -> None:
+        if s:
+            if self._pk != _TEXT:
+                self._flush()
+                self._pk = _TEXT
+            self._pp.append(s)
+
+    def _markup(self, s: str) -> None:
+        if s:
+            if self._pk != _MARKUP:
+                self._flush()
+                self._pk = _MARKUP
+            self._pp.append(s)
+
+    def _delta(self, s: str) -> None:
+        """Append to the current call's arguments, as a delta and to its record."""
+        if s:
+            assert self._call is not None
+            self._call.frags.append(s)
+            if self._pk != _DELTA:
+                self._flush()
+                self._pk = _DELTA
+            self._pp.append(s)
+
+    def _event(self, ev: Event) -> None:
+        self._flush()
+        self._out.append(ev)
+
+    def _take(self) -> list[Event]:
+        self._flush()
+        out, self._out = self._out, []
+        return out
+
+    # calls ----------------------------------------------------------------------------------------
+
+    def _new_unit(self, raw: str, in_block: bool, spaced: bool = False) -> Call:
+        """Markup that may become a call once its name is known (no index, no Start yet)."""
+        call = Call(None, "", in_block, spaced)
+        call.raw.append(raw)
+        self._call = call
+        return call
+
+    def _name_call(self, name: str) -> Call:
+        """The unit is a call: give it the next index and announce it."""
+        call = self._call
+        assert call is not None
+        call.index, call.name = self._next_index, name
+        self._next_index += 1
+        self._event(ToolCallStart(call.index, name))
+        if self._tools is not None and name not in self._tools.names:
+            # decision 4's exception: the call is kept; dispatch policy belongs to the client
+            self._event(MarkupError(MarkupErrorKind.UNDEFINED_FUNCTION, name, call.index))
+        return call
+
+    def _start_call(self, name: str, raw: str, in_block: bool, spaced: bool = False) -> Call:
+        self._new_unit(raw, in_block, spaced)
+        return self._name_call(name)
+
+    def _void_unit(self, in_block: bool, spaced: bool = False) -> Call:
+        """Markup that is not a call at all (junk in a block, a broken opener): no index, no Start."""
+        call = Call(None, "", in_block, spaced)
+        call.error = MarkupErrorKind.MALFORMED_TAG
+        self._call = call
+        return call
+
+    def _end_call(self, close_object: bool = True) -> None:
+        call = self._call
+        assert call is not None and call.index is not None
+        if close_object:
+            self._delta(call.closing())
+        self._event(ToolCallEnd(call.index, call.name, "".join(call.frags), "".join(call.raw)))
+        self._call = None
+
+    def _fail_call(self, kind: MarkupErrorKind | None = None) -> None:
+        """Report the current call (or void unit) as not a call, with everything it consumed."""
+        call = self._call
+        assert call is not None
+        self._event(MarkupError(kind or call.error or MarkupErrorKind.MALFORMED_TAG,
+                                "".join(call.raw), call.index))
+        self._call = None
+
+    def _tag_end(self, data: str, pos: int) -> int:
+        """End of the tag starting at ``pos`` (after its ``>``), or -1 if it is not complete yet.
+
+        A ``<`` before the ``>`` ends the tag early (the ``<`` may start the next marker), and so does
+        ``TAG_CAP``; the text up to the returned end then does not end with ``>`` and is no tag.
+        The search resumes where the last one stopped, so a tag fed one character at a time is
+        still scanned once.
+        """
+        start = pos + max(1, self._tagscan)
+        gt = data.find(">", start)
+        lt = data.find("<", start, gt if gt != -1 else len(data))
+        if lt != -1:
+            self._tagscan = 0
+            return lt
+        if gt == -1:
+            if len(data) - pos >= TAG_CAP:
+                self._tagscan = 0
+                return pos + TAG_CAP
+            self._tagscan = len(data) - pos
+            return -1
+        self._tagscan = 0
+        return gt + 1
+
+    # driving --------------------------------------------------------------------------------------
+
+    def feed(self, text: str) -> list[Event]:
+        """Parse more text; return the events it completes."""
+        if self._closed:
+            raise UsageError("feed() after close()")
+        if not text:
+            return []
+        data = self._pend + text if self._pend else text
+        self._pend = ""
+        self._run(data)
+        return self._take()
+
+    def _run(self, data: str) -> None:
+        pos, n = 0, len(data)
+        handlers = self._handlers
+        while pos < n:
+            r = handlers[self._state](data, pos)
+            if r < 0:
+                pos = ~r
+                break
+            pos = r
+        self._pend = data[pos:]
+
+    def close(self) -> list[Event]:
+        """End of stream: say what the held-back text and any unfinished markup mean."""
+        if self._closed:
+            raise UsageError("close() called twice")
+        self._closed = True
+        self._finish(self._pend)
+        self._pend = ""
+        return self._take()
+
+    @abstractmethod
+    def _finish(self, rest: str) -> None:
+        """End of stream in the current state; ``rest`` is the held-back text."""

@@ -1,0 +1,448 @@
+"""DeepSeek DSML markup (V3.2, V4, V4.1): one state machine, parameterised by tag names.
+
+The three families differ only in their native block name (``function_calls``, ``tool_calls``,
+`` calls``); every DSML family accepts every dialect, because V4 models emit V3.2 blocks and V4.1 models
+unspaced ones (MARKUP.md decision 6). The block opener picks the dialect for everything inside it.
+
+Why the hot path is cheap: inside a ``string="true"`` value the only thing that can matter is a ``<``,
+so a chunk without one is escaped and emitted as it is — one ``in`` test and one C-level escape.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sseguard.errors import UsageError
+from sseguard.toolcalls._base import (
+    ASCII_WS,
+    BaseParser,
+    Event,
+    JSONProblem,
+    MarkupError,
+    MarkupErrorKind,
+    ToolArgsDelta,
+    ToolSpec,
+    first_non_ws,
+    json_string_body,
+    split_partial_opener,
+    strict_json,
+)
+
+MARK = "｜DSML｜"
+OPEN = "<｜DSML｜"
+CLOSE = "</｜DSML｜"
+SEPARATOR = "\n\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """The tag names of one DSML dialect."""
+
+    spaced: bool  # V4.1 writes a space between the marker and the tag name
+    blocks: tuple[str, ...]
+
+    def tag(self, word: str, closing: bool = False) -> str:
+        return f"{CLOSE if closing else OPEN}{' ' if self.spaced else ''}{word}"
+
+
+UNSPACED = Dialect(False, ("function_calls", "tool_calls"))
+SPACED = Dialect(True, ("calls",))
+
+#: family name → its native block name (what its encoder writes; all dialects are accepted).
+FAMILY_BLOCKS = {"dsml-v32": (UNSPACED, "function_calls"), "dsml-v4": (UNSPACED, "tool_calls"),
+                 "dsml-v41": (SPACED, "calls")}
+
+
+def family_markers(family: str) -> list[str]:
+    """The marker texts of a family as its encoder writes them (for ``sseguard tokenizer``)."""
+    dialect, block = FAMILY_BLOCKS[family]
+    return [MARK, dialect.tag(block) + ">", dialect.tag(block, True) + ">", dialect.tag("invoke"),
+            dialect.tag("invoke", True) + ">", dialect.tag("parameter"),
+            dialect.tag("parameter", True) + ">"]
+
+
+#: Markers that end reasoning implicitly (decision 10): any DSML opener.
+REASONING_EXITS = (OPEN,)
+
+_TAG_RE = re.compile(r"<(/?)｜DSML｜( ?)([A-Za-z_]+)([^>]*)>")
+_WS_RE = re.compile(r"\s*")
+_INVOKE_ATTRS = re.compile(r'\s+name="([^"]+)"\s*(/?)')
+_PARAM_ATTRS = re.compile(r'\s+name="([^"]+)"(?:\s+string="([^"]*)")?\s*')
+
+BLOCK, INVOKE, PARAMETER = "block", "invoke", "parameter"
+
+
+@dataclass(frozen=True, slots=True)
+class Tag:
+    """A complete DSML tag, classified."""
+
+    closing: bool
+    spaced: bool
+    kind: str  # block | invoke | parameter
+    word: str
+    name: str = ""
+    flag: str | None = None
+    self_closing: bool = False
+
+
+def classify(tag: str) -> Tag | None:
+    """Parse one tag text (marker to ``>``); ``None`` when it is no tag of any dialect."""
+    m = _TAG_RE.fullmatch(tag)
+    if m is None:
+        return None
+    closing, spaced, word, tail = m[1] == "/", m[2] == " ", m[3], m[4]
+    dialect = SPACED if spaced else UNSPACED
+    if word in dialect.blocks:
+        kind = BLOCK
+    elif word in (INVOKE, PARAMETER):
+        kind = word
+    else:
+        return None
+    if closing or kind == BLOCK:
+        return Tag(closing, spaced, kind, word) if _WS_RE.fullmatch(tail) else None
+    if kind == INVOKE:
+        a = _INVOKE_ATTRS.fullmatch(tail)
+        return Tag(False, spaced, kind, word, a[1], self_closing=a[2] == "/") if a else None
+    a = _PARAM_ATTRS.fullmatch(tail)
+    return Tag(False, spaced, kind, word, a[1], a[2]) if a else None
+
+
+def find_marker(data: str, pos: int) -> int:
+    """Start of the first complete ``<｜DSML｜`` or ``</｜DSML｜`` at or after ``pos``, or -1."""
+    i = data.find(MARK, pos)
+    while i != -1:
+        if i - 1 >= pos and data[i - 1] == "<":
+            return i - 1
+        if i - 2 >= pos and data[i - 2] == "<" and data[i - 1] == "/":
+            return i - 2
+        i = data.find(MARK, i + 1)
+    return -1
+
+
+def hold_start(data: str, pos: int) -> int:
+    """Where a suffix that could still become a DSML marker starts (``len(data)`` if none)."""
+    n = len(data)
+    j = data.rfind("<", max(pos, n - 8))
+    if j != -1:
+        tail = data[j:]
+        if OPEN.startswith(tail) or CLOSE.startswith(tail):
+            return j
+    return n
+
+
+CONTENT, IN_BLOCK, IN_INVOKE, STRING_VALUE, JSON_VALUE, JSON_BODY, SKIP = range(7)
+
+
+class DSMLParser(BaseParser):
+    """Incremental parser for the DSML families; see MARKUP.md for the format and the decisions."""
+
+    def __init__(self, family: str = "dsml-v32", tools: ToolSpec | None = None) -> None:
+        super().__init__(tools)
+        if family not in FAMILY_BLOCKS:
+            raise UsageError(f"not a DSML family: {family}")
+        self.family = family
+        self._block: str | None = None  # the open block's tag word, None outside blocks
+        self._spaced = False  # dialect of the open block
+        self._buf: list[str] = []  # a string="false" value or a JSON body, until its closer
+        self._key = ""
+        self._handlers = (self._content, self._in_block, self._in_invoke, self._string_value,
+                          self._json_value, self._json_body, self._skip)
+
+    def feed(self, text: str) -> list[Event]:
+        """Parse more text; return the events it completes."""
+        call = self._call
+        if (self._state == STRING_VALUE and not self._pend and "<" not in text and text
+                and not self._closed and call is not None and call.index is not None):
+            # The hot path: the middle of a long string value.
+            call.raw.append(text)
+            frag = json_string_body(text)
+            call.frags.append(frag)
+            return [ToolArgsDelta(call.index, frag)]
+        return super().feed(text)
+
+    # tags -----------------------------------------------------------------------------------------
+
+    def _open_invoke(self, tag: Tag, text: str, in_block: bool) -> None:
+        self._start_call(tag.name, text, in_block, tag.spaced)
+        if tag.self_closing:
+            self._end_call()
+            self._state = IN_BLOCK if in_block else CONTENT
+        else:
+            self._state = IN_INVOKE
+
+    def _after_call(self, in_block: bool) -> None:
+        self._state = IN_BLOCK if in_block else CONTENT
+
+    def _void(self, kind: MarkupErrorKind) -> None:
+        assert self._call is not None
+        self._call.error = self._call.error or kind
+        self._state = SKIP
+
+    # states ---------------------------------------------------------------------------------------
+
+    def _content(self, data: str, pos: int) -> int:
+        m = find_marker(data, pos)
+        if m == -1:
+            k = hold_start(data, pos)
+            # A trailing "\n" or "\n\n" may be the separator of an opener still to come.
+            if k > pos and data[k - 1] == "\n":
+                k -= 1
+                if k > pos and data[k - 1] == "\n":
+                    k -= 1
+            self._text(data[pos:k])
+            return ~k
+        if m > pos and (m - pos > 2 or not data.startswith(SEPARATOR, pos)):
+            # text first; a separator right before the marker waits to learn what the tag is
+            cut = m - 2 if data.startswith(SEPARATOR, m - 2) and m - 2 > pos else m
+            self._text(data[pos:cut])
+            return cut
+        end = self._tag_end(data, m)
+        if end < 0:
+            return ~pos
+        text = data[m:end]
+        tag = classify(text)
+        if tag is not None and not tag.closing and tag.kind in (BLOCK, INVOKE):
+            if tag.kind == BLOCK:
+                self._markup(data[pos:end])
+                self._block, self._spaced = tag.word, tag.spaced
+                self._state = IN_BLOCK
+            else:
+                self._markup(data[pos:m])
+                self._open_invoke(tag, text, in_block=False)
+            return end
+        self._text(data[pos:m])  # a separator before a non-opener is ordinary text
+        self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, text))
+        return end
+
+    def _in_block(self, data: str, pos: int) -> int:
+        m = find_marker(data, pos)
+        end = m if m != -1 else hold_start(data, pos)
+        if end > pos:
+            q = first_non_ws(data, pos, end)
+            if q == -1:
+                self._markup(data[pos:end])
+                return end if m != -1 else ~end
+            self._markup(data[pos:q])  # then junk between invokes: not text, not a call
+            self._void_unit(True, self._spaced)
+            self._state = SKIP
+            return q
+        if m == -1:
+            return ~pos
+        tend = self._tag_end(data, m)
+        if tend < 0:
+            return ~pos
+        text = data[m:tend]
+        tag = classify(text)
+        if tag is not None and tag.spaced == self._spaced and not tag.closing and tag.kind == INVOKE:
+            self._open_invoke(tag, text, in_block=True)
+            return tend
+        if tag is not None and tag.closing and tag.kind == BLOCK and tag.word == self._block:
+            self._markup(text)
+            self._block = None
+            self._state = CONTENT
+            return tend
+        self._void_unit(True, self._spaced)
+        self._state = SKIP
+        return pos
+
+    def _in_invoke(self, data: str, pos: int) -> int:
+        call = self._call
+        assert call is not None
+        m = find_marker(data, pos)
+        end = m if m != -1 else hold_start(data, pos)
+        if end > pos:
+            q = first_non_ws(data, pos, end)
+            if q == -1:
+                call.raw.append(data[pos:end])
+                return end if m != -1 else ~end
+            call.raw.append(data[pos:q])
+            if call.keys:  # text after parameters has no place
+                self._void(MarkupErrorKind.MALFORMED_TAG)
+            else:  # an invoke whose body is one JSON object
+                self._buf = []
+                self._state = JSON_BODY
+            return q
+        if m == -1:
+            return ~pos
+        tend = self._tag_end(data, m)
+        if tend < 0:
+            return ~pos
+        text = data[m:tend]
+        tag = classify(text)
+        if tag is not None and tag.spaced == call.spaced:
+            if tag.kind == PARAMETER and not tag.closing:
+                call.raw.append(text)
+                if tag.flag not in ("true", "false"):
+                    self._void(MarkupErrorKind.INVALID_STRING_FLAG)
+                elif tag.name in call.keys:
+                    self._void(MarkupErrorKind.DUPLICATE_PARAMETER)
+                else:
+                    call.keys.add(tag.name)
+                    if tag.flag == "true":
+                        self._delta(call.key_prefix(tag.name) + '"')
+                        self._state = STRING_VALUE
+                    else:
+                        self._key, self._buf = tag.name, []
+                        self._state = JSON_VALUE
+                return tend
+            if tag.kind == INVOKE and tag.closing:
+                call.raw.append(text)
+                self._end_call()
+                self._after_call(call.in_block)
+                return tend
+        self._void(MarkupErrorKind.MALFORMED_TAG)
+        return pos
+
+    def _value_closer(self, data: str, m: int) -> tuple[int, bool]:
+        """At a marker inside a value: (end, is the parameter closer); end -1 = incomplete."""
+        tend = self._tag_end(data, m)
+        if tend < 0:
+            return -1, False
+        tag = classify(data[m:tend])
+        assert self._call is not None
+        ok = (tag is not None and tag.closing and tag.kind == PARAMETER
+              and tag.spaced == self._call.spaced)
+        return tend, ok
+
+    def _string_value(self, data: str, pos: int) -> int:
+        call = self._call
+        assert call is not None
+        m = find_marker(data, pos)
+        end = m if m != -1 else hold_start(data, pos)
+        if end > pos:
+            s = data[pos:end]
+            call.raw.append(s)
+            self._delta(json_string_body(s))
+            return end if m != -1 else ~end
+        if m == -1:
+            return ~pos
+        tend, ok = self._value_closer(data, m)
+        if tend < 0:
+            return ~pos
+        if not ok:  # the marker is reserved inside values (decision 5)
+            self._void(MarkupErrorKind.MALFORMED_TAG)
+            return pos
+        call.raw.append(data[m:tend])
+        self._delta('"')
+        self._state = IN_INVOKE
+        return tend
+
+    def _json_value(self, data: str, pos: int) -> int:
+        call = self._call
+        assert call is not None
+        m = find_marker(data, pos)
+        end = m if m != -1 else hold_start(data, pos)
+        if end > pos:
+            s = data[pos:end]
+            call.raw.append(s)
+            self._buf.append(s)
+            return end if m != -1 else ~end
+        if m == -1:
+            return ~pos
+        tend, ok = self._value_closer(data, m)
+        if tend < 0:
+            return ~pos
+        if not ok:
+            self._void(MarkupErrorKind.MALFORMED_TAG)
+            return pos
+        call.raw.append(data[m:tend])
+        value = "".join(self._buf).strip(ASCII_WS)
+        self._buf = []
+        try:
+            strict_json(value)
+        except JSONProblem:  # decision 2: any failure of a value, duplicate keys included
+            self._void(MarkupErrorKind.BAD_PARAM_JSON)
+            return tend
+        self._delta(call.key_prefix(self._key) + value)
+        self._state = IN_INVOKE
+        return tend
+
+    def _json_body(self, data: str, pos: int) -> int:
+        call = self._call
+        assert call is not None
+        m = find_marker(data, pos)
+        end = m if m != -1 else hold_start(data, pos)
+        if end > pos:
+            s = data[pos:end]
+            call.raw.append(s)
+            self._buf.append(s)
+            return end if m != -1 else ~end
+        if m == -1:
+            return ~pos
+        tend = self._tag_end(data, m)
+        if tend < 0:
+            return ~pos
+        text = data[m:tend]
+        tag = classify(text)
+        if tag is None or not (tag.closing and tag.kind == INVOKE and tag.spaced == call.spaced):
+            self._void(MarkupErrorKind.MALFORMED_TAG)
+            return pos
+        call.raw.append(text)
+        body = "".join(self._buf).strip(ASCII_WS)
+        self._buf = []
+        try:
+            value = strict_json(body)
+        except JSONProblem as problem:  # decision 3: duplicate keys are duplicate parameters
+            self._void(problem.kind)
+            self._fail_call()
+            self._after_call(call.in_block)
+            return tend
+        if not isinstance(value, dict):
+            self._void(MarkupErrorKind.BAD_PARAM_JSON)
+            self._fail_call()
+            self._after_call(call.in_block)
+            return tend
+        self._delta(body)
+        self._end_call(close_object=False)
+        self._after_call(call.in_block)
+        return tend
+
+    def _skip(self, data: str, pos: int) -> int:
+        """A void call or void markup: swallow it up to where parsing can resume (decision 5)."""
+        call = self._call
+        assert call is not None
+        m = find_marker(data, pos)
+        end = m if m != -1 else hold_start(data, pos)
+        if end > pos:
+            call.raw.append(data[pos:end])
+            return end if m != -1 else ~end
+        if m == -1:
+            return ~pos
+        tend = self._tag_end(data, m)
+        if tend < 0:
+            return ~pos
+        text = data[m:tend]
+        tag = classify(text)
+        if tag is not None:
+            if call.in_block:
+                resume = ((tag.kind == INVOKE and not tag.closing and tag.spaced == call.spaced)
+                          or (tag.kind == BLOCK and tag.closing and tag.word == self._block))
+            else:
+                resume = not tag.closing and tag.kind in (INVOKE, BLOCK)
+            if resume:  # the tag is the next state's to read
+                self._fail_call()
+                self._after_call(call.in_block)
+                return pos
+            if tag.kind == INVOKE and tag.closing and tag.spaced == call.spaced:
+                call.raw.append(text)
+                self._fail_call()
+                self._after_call(call.in_block)
+                return tend
+        call.raw.append(text)
+        return tend
+
+    def _finish(self, rest: str) -> None:
+        state = self._state
+        if state == CONTENT:
+            text, raw = split_partial_opener(rest, SEPARATOR)
+            self._text(text)
+            if raw:
+                self._event(MarkupError(MarkupErrorKind.UNTERMINATED, raw))
+        elif state == IN_BLOCK:  # decision 9: the block's complete invokes stay calls
+            self._event(MarkupError(MarkupErrorKind.UNTERMINATED, rest))
+        else:
+            assert self._call is not None
+            self._call.raw.append(rest)
+            self._fail_call(None if state == SKIP else MarkupErrorKind.UNTERMINATED)
+

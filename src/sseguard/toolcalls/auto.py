@@ -1,0 +1,138 @@
+"""``auto``: pick the family from the first marker seen, then parse with that family's parser.
+
+Text before the first marker goes out as it comes; from the first marker (and the newlines that may be
+its separator) the input is held until the family is certain — at most one tag's worth — and then
+replayed into a fresh parser of that family. Markers of other families after that point are text for
+the chosen family, as they would be had it been named.
+"""
+
+from __future__ import annotations
+
+from sseguard.errors import UsageError
+from sseguard.toolcalls import _dsml, deepseek_v3, hermes, qwen3_coder
+from sseguard.toolcalls._base import (
+    TAG_CAP,
+    Event,
+    Markers,
+    Parser,
+    Text,
+    ToolSpec,
+    first_non_ws,
+)
+
+MARKERS = Markers((_dsml.OPEN, _dsml.CLOSE, *deepseek_v3.FAMILY_MARKERS,
+                   *qwen3_coder.FAMILY_MARKERS))
+REASONING_EXITS = (_dsml.OPEN, *deepseek_v3.REASONING_EXITS, *qwen3_coder.REASONING_EXITS)
+
+_V3_HEAD = "function" + deepseek_v3.SEP
+#: For a partial marker at end of stream: which family each marker belongs to, DSML first.
+_OWNERS = ((_dsml.OPEN, "dsml-v4"), (_dsml.CLOSE, "dsml-v4"),
+           *((lit, "deepseek-v3") for lit in deepseek_v3.FAMILY_MARKERS),
+           *((lit, "hermes") for lit in hermes.FAMILY_MARKERS),
+           *((lit, "qwen3-coder") for lit in qwen3_coder.FAMILY_MARKERS))
+
+
+def detect(held: str, final: bool) -> str | None:
+    """The family of the markup starting at ``held[0]``; ``None`` while more input could change it.
+
+    ``final`` (end of stream) forces an answer; so does a hold longer than a tag can be.
+    """
+    final = final or len(held) > TAG_CAP
+    if held.startswith((_dsml.OPEN, _dsml.CLOSE)):
+        gt = held.find(">")
+        if held.find("<", 1, gt if gt != -1 else len(held)) != -1 or (gt == -1 and final):
+            return "dsml-v4"  # not a tag; any DSML family reports it the same way
+        if gt == -1:
+            return None
+        tag = _dsml.classify(held[:gt + 1])
+        if tag is not None and tag.spaced:
+            return "dsml-v41"
+        return "dsml-v32" if tag is not None and tag.word == "function_calls" else "dsml-v4"
+    if held.startswith((deepseek_v3.CALLS_BEGIN, deepseek_v3.CALL_BEGIN)):
+        begin = held.find(deepseek_v3.CALL_BEGIN)
+        if begin == -1:
+            return "deepseek-v3" if final else None
+        after = held[begin + len(deepseek_v3.CALL_BEGIN):]
+        if after.startswith(_V3_HEAD):
+            rest = after[len(_V3_HEAD):]
+            if rest:  # V3.1 writes JSON right after the separator; V3 a name and a newline
+                return "deepseek-v31" if rest[0] == "{" else "deepseek-v3"
+            return "deepseek-v3" if final else None
+        if _V3_HEAD.startswith(after):
+            return "deepseek-v3" if final else None
+        return "deepseek-v31"
+    if held.startswith(hermes.TOOL_CALL):
+        q = first_non_ws(held, len(hermes.TOOL_CALL), len(held))
+        if q == -1:
+            return "hermes" if final else None
+        return "qwen3-coder" if held[q] == "<" else "hermes"
+    for lit, family in _OWNERS:
+        if held.startswith(lit) or (final and lit.startswith(held)):
+            return family
+    return "dsml-v4" if final else None
+
+
+class AutoParser:
+    """A parser that becomes the parser of the first family whose marker it sees."""
+
+    family = "auto"
+
+    def __init__(self, tools: ToolSpec | None = None) -> None:
+        self._tools = tools
+        self._inner: Parser | None = None
+        self._pend = ""
+        self._closed = False
+        self.detected: str | None = None  # the family chosen, once a marker was seen
+
+    def _become(self, family: str) -> Parser:
+        from sseguard.toolcalls import FAMILIES  # the registry imports this module
+
+        self.detected = family
+        self._inner = FAMILIES[family].make(self._tools)
+        return self._inner
+
+    def feed(self, text: str) -> list[Event]:
+        """Parse more text; return the events it completes."""
+        if self._closed:
+            raise UsageError("feed() after close()")
+        if self._inner is not None:
+            return self._inner.feed(text)
+        data = self._pend + text
+        out: list[Event] = []
+        m, _ = MARKERS.find(data, 0)
+        cut = m if m != -1 else MARKERS.hold(data, 0)
+        start = cut
+        while start > 0 and cut - start < 2 and data[start - 1] == "\n":
+            start -= 1  # newlines right before a marker may be its separator: the family decides
+        if start:
+            out.append(Text(data[:start]))
+        if m == -1:
+            self._pend = data[start:]
+            return out
+        family = detect(data[m:], final=False)
+        if family is None:
+            self._pend = data[start:]
+            return out
+        self._pend = ""
+        out.extend(self._become(family).feed(data[start:]))
+        return out
+
+    def close(self) -> list[Event]:
+        """End of stream: a held partial marker is judged by the family it most resembles."""
+        if self._closed:
+            raise UsageError("close() called twice")
+        self._closed = True
+        out: list[Event] = []
+        if self._inner is None:
+            held, self._pend = self._pend, ""
+            j = held.find("<")
+            if j == -1:
+                return [Text(held)] if held else []
+            inner = self._become(detect(held[j:], final=True) or "dsml-v4")
+            out.extend(inner.feed(held))
+            out.extend(inner.close())
+            return out
+        assert self._inner is not None
+        out.extend(self._inner.close())
+        return out
+

@@ -1,0 +1,256 @@
+"""DeepSeek V3 / R1 (``deepseek-v3``) and V3.1 (``deepseek-v31``) tool-call markup.
+
+Both use the same five special markers; V3 writes ``function<｜tool▁sep｜>NAME\\n```json … ```\\n`` and
+V3.1 ``NAME<｜tool▁sep｜>{…}``. The arguments are the model's own JSON, streamed verbatim as it
+arrives and validated when the call ends (decision 4: a call that fails validation is void). Nothing
+around the markers is removed from the visible text (decision 8).
+"""
+
+from __future__ import annotations
+
+from sseguard.errors import UsageError
+from sseguard.toolcalls._base import (
+    ASCII_WS,
+    BaseParser,
+    JSONProblem,
+    Markers,
+    MarkupError,
+    MarkupErrorKind,
+    ToolSpec,
+    first_non_ws,
+    split_partial_opener,
+    strict_json,
+)
+
+CALLS_BEGIN = "<｜tool▁calls▁begin｜>"
+CALL_BEGIN = "<｜tool▁call▁begin｜>"
+SEP = "<｜tool▁sep｜>"
+CALL_END = "<｜tool▁call▁end｜>"
+CALLS_END = "<｜tool▁calls▁end｜>"
+MARKERS = Markers((CALLS_BEGIN, CALL_BEGIN, SEP, CALL_END, CALLS_END))
+REASONING_EXITS = (CALLS_BEGIN, CALL_BEGIN)
+FAMILY_MARKERS = (CALLS_BEGIN, CALL_BEGIN, SEP, CALL_END, CALLS_END)
+FENCE = "```json"
+
+CONTENT, SECTION, HEAD, NAME, FENCE_OPEN, ARGS, SKIP = range(7)
+
+
+class DeepSeekV3Parser(BaseParser):
+    """Incremental parser for ``deepseek-v3`` (``v31=False``) and ``deepseek-v31``."""
+
+    def __init__(self, family: str = "deepseek-v3", tools: ToolSpec | None = None) -> None:
+        super().__init__(tools)
+        if family not in ("deepseek-v3", "deepseek-v31"):
+            raise UsageError(f"not a DeepSeek V3 family: {family}")
+        self.family = family
+        self._v31 = family == "deepseek-v31"
+        # What may trail the JSON before <｜tool▁call▁end｜> without being part of it.
+        self._trail = ASCII_WS if self._v31 else ASCII_WS + "`"
+        self._head: list[str] = []
+        self._tail = ""  # trailing characters of the JSON held until we know they are not padding
+        self._started = False  # first non-whitespace character of the JSON seen
+        self._handlers = (self._content, self._section, self._header, self._name, self._fence,
+                          self._args, self._skip)
+
+    def _after_call(self, in_block: bool) -> None:
+        self._state = SECTION if in_block else CONTENT
+
+    def _void(self, kind: MarkupErrorKind) -> None:
+        assert self._call is not None
+        self._call.error = self._call.error or kind
+        self._state = SKIP
+
+    def _begin_call(self, raw: str, in_block: bool) -> None:
+        self._new_unit(raw, in_block)
+        self._head = []
+        self._state = HEAD
+
+    def _content(self, data: str, pos: int) -> int:
+        m, lit = MARKERS.find(data, pos)
+        if m == -1:
+            k = MARKERS.hold(data, pos)
+            self._text(data[pos:k])
+            return ~k
+        self._text(data[pos:m])
+        end = m + len(lit)
+        if lit == CALLS_BEGIN:
+            self._markup(lit)
+            self._state = SECTION
+        elif lit == CALL_BEGIN:  # a call without the section around it is still a call
+            self._begin_call(lit, in_block=False)
+        else:
+            self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, lit))
+        return end
+
+    def _section(self, data: str, pos: int) -> int:
+        m, lit = MARKERS.find(data, pos)
+        end = m if m != -1 else MARKERS.hold(data, pos)
+        if end > pos:
+            q = first_non_ws(data, pos, end)
+            if q == -1:
+                self._markup(data[pos:end])
+                return end if m != -1 else ~end
+            self._markup(data[pos:q])
+            self._void_unit(True)
+            self._state = SKIP
+            return q
+        if m == -1:
+            return ~pos
+        if lit == CALL_BEGIN:
+            self._begin_call(lit, in_block=True)
+            return m + len(lit)
+        if lit == CALLS_END:
+            self._markup(lit)
+            self._state = CONTENT
+            return m + len(lit)
+        self._void_unit(True)
+        self._state = SKIP
+        return pos
+
+    def _header(self, data: str, pos: int) -> int:
+        """Between <｜tool▁call▁begin｜> and <｜tool▁sep｜>: the word ``function`` (V3) or the name."""
+        call = self._call
+        assert call is not None
+        m, lit = MARKERS.find(data, pos)
+        end = m if m != -1 else MARKERS.hold(data, pos)
+        if end > pos:
+            call.raw.append(data[pos:end])
+            self._head.append(data[pos:end])
+            return end if m != -1 else ~end
+        if m == -1:
+            return ~pos
+        head = "".join(self._head)
+        if lit != SEP or not head.strip(ASCII_WS) or (not self._v31 and head != "function"):
+            self._void(MarkupErrorKind.MALFORMED_TAG)
+            return pos
+        call.raw.append(lit)
+        if self._v31:
+            self._name_call(head)
+            self._state, self._started, self._tail = ARGS, False, ""
+        else:
+            self._head = []
+            self._state = NAME
+        return m + len(lit)
+
+    def _name(self, data: str, pos: int) -> int:
+        """V3: the name runs to the end of the line."""
+        call = self._call
+        assert call is not None
+        m, _ = MARKERS.find(data, pos)
+        nl = data.find("\n", pos, m if m != -1 else len(data))
+        if nl == -1:
+            end = m if m != -1 else MARKERS.hold(data, pos)
+            call.raw.append(data[pos:end])
+            self._head.append(data[pos:end])
+            if m == -1:
+                return ~end
+            self._void(MarkupErrorKind.MALFORMED_TAG)
+            return end
+        call.raw.append(data[pos:nl + 1])
+        self._head.append(data[pos:nl])
+        name = "".join(self._head).strip(ASCII_WS)
+        if not name:
+            self._void(MarkupErrorKind.MALFORMED_TAG)
+            return nl + 1
+        self._name_call(name)
+        self._state, self._started, self._tail = FENCE_OPEN, False, ""
+        return nl + 1
+
+    def _fence(self, data: str, pos: int) -> int:
+        """V3: an optional ```json line before the arguments."""
+        call = self._call
+        assert call is not None
+        q = first_non_ws(data, pos, len(data))
+        if q == -1:
+            call.raw.append(data[pos:])
+            return ~len(data)
+        call.raw.append(data[pos:q])
+        if data[q] != "`":
+            self._state = ARGS
+            return q
+        if data.startswith(FENCE, q):
+            call.raw.append(FENCE)
+            self._state = ARGS
+            return q + len(FENCE)
+        if FENCE.startswith(data[q:]):
+            return ~q
+        self._void(MarkupErrorKind.MALFORMED_TAG)
+        return q
+
+    def _args(self, data: str, pos: int) -> int:
+        call = self._call
+        assert call is not None
+        m, lit = MARKERS.find(data, pos)
+        end = m if m != -1 else MARKERS.hold(data, pos)
+        if end > pos:
+            seg = data[pos:end]
+            call.raw.append(seg)
+            if not self._started:
+                q = first_non_ws(seg, 0, len(seg))
+                if q == -1:
+                    return end if m != -1 else ~end
+                seg, self._started = seg[q:], True
+            seg = self._tail + seg
+            keep = len(seg.rstrip(self._trail))
+            self._delta(seg[:keep])
+            self._tail = seg[keep:]
+            return end if m != -1 else ~end
+        if m == -1:
+            return ~pos
+        if lit != CALL_END:  # the markers are reserved inside the arguments
+            self._void(MarkupErrorKind.MALFORMED_TAG)
+            return pos
+        call.raw.append(lit)
+        tail, self._tail = self._tail, ""
+        padding = not tail.strip(ASCII_WS) or (
+            not self._v31 and tail.strip(ASCII_WS).startswith("```")
+            and not tail.strip(ASCII_WS)[3:].strip(ASCII_WS))
+        try:
+            if not padding:
+                raise JSONProblem(MarkupErrorKind.BAD_PARAM_JSON)
+            value = strict_json("".join(call.frags))
+            if not isinstance(value, dict):
+                raise JSONProblem(MarkupErrorKind.BAD_PARAM_JSON)
+        except JSONProblem as problem:
+            self._void(problem.kind)
+            self._fail_call()
+            self._after_call(call.in_block)
+            return m + len(lit)
+        self._end_call(close_object=False)
+        self._after_call(call.in_block)
+        return m + len(lit)
+
+    def _skip(self, data: str, pos: int) -> int:
+        call = self._call
+        assert call is not None
+        m, lit = MARKERS.find(data, pos)
+        end = m if m != -1 else MARKERS.hold(data, pos)
+        if end > pos:
+            call.raw.append(data[pos:end])
+            return end if m != -1 else ~end
+        if m == -1:
+            return ~pos
+        resume = (lit in (CALL_BEGIN, CALLS_END)) if call.in_block else lit in (CALL_BEGIN,
+                                                                               CALLS_BEGIN)
+        if resume:
+            self._fail_call()
+            self._after_call(call.in_block)
+            return pos
+        call.raw.append(lit)
+        if lit == CALL_END:
+            self._fail_call()
+            self._after_call(call.in_block)
+        return m + len(lit)
+
+    def _finish(self, rest: str) -> None:
+        if self._state == CONTENT:
+            text, raw = split_partial_opener(rest, "")
+            self._text(text)
+            if raw:
+                self._event(MarkupError(MarkupErrorKind.UNTERMINATED, raw))
+        elif self._state == SECTION:
+            self._event(MarkupError(MarkupErrorKind.UNTERMINATED, rest))
+        else:
+            assert self._call is not None
+            self._call.raw.append(rest)
+            self._fail_call(None if self._state == SKIP else MarkupErrorKind.UNTERMINATED)

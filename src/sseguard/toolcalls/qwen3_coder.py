@@ -1,0 +1,312 @@
+"""Qwen3-Coder / Qwen3.5 XML tool calls (``qwen3-coder``).
+
+Values carry no type flag: each is wrapped in one leading and one trailing newline (removed) and typed
+by the offered tool's JSON schema — JSON-decoded for integer/number/boolean/object/array, ``null`` is
+null for any type, everything else (and everything when no tools are given) a string. A value ends at
+``</parameter>``, or at the next ``<parameter=`` or ``</function>`` when the model forgot its closer, as
+the serving engines do.
+
+String values stream as they arrive; only the one newline that may be the wrapper is held back (and,
+with tools, the first four characters while the value could still be ``null``).
+"""
+
+from __future__ import annotations
+
+from sseguard.toolcalls._base import (
+    ASCII_WS,
+    BaseParser,
+    JSONProblem,
+    Markers,
+    MarkupError,
+    MarkupErrorKind,
+    ToolSpec,
+    first_non_ws,
+    json_string_body,
+    split_partial_opener,
+    strict_json,
+)
+
+TOOL_CALL = "<tool_call>"
+TOOL_CALL_END = "</tool_call>"
+FUNCTION = "<function="
+FUNCTION_END = "</function>"
+PARAMETER = "<parameter="
+PARAMETER_END = "</parameter>"
+MARKERS = Markers((TOOL_CALL, TOOL_CALL_END, FUNCTION, FUNCTION_END, PARAMETER, PARAMETER_END))
+REASONING_EXITS = (TOOL_CALL, FUNCTION)
+FAMILY_MARKERS = (TOOL_CALL, TOOL_CALL_END, FUNCTION, FUNCTION_END, PARAMETER, PARAMETER_END)
+
+CONTENT, BLOCK, FUNC, STRING_VALUE, JSON_VALUE, SKIP = range(6)
+
+
+class Qwen3CoderParser(BaseParser):
+    """Incremental parser for the Qwen3-Coder XML tool-call format."""
+
+    family = "qwen3-coder"
+
+    def __init__(self, tools: ToolSpec | None = None) -> None:
+        super().__init__(tools)
+        # decision 8: "\n\n" before the first opener, "\n" before later ones
+        self._sep = "\n\n"
+        self._key = ""
+        self._buf: list[str] = []
+        self._fresh = True  # no character of the value seen yet (its leading newline is the wrapper)
+        self._newline = False  # a held "\n" that is the wrapper if the value ends here
+        self._maybe_null = False  # with tools: the string value so far could still be ``null``
+        self._head = ""
+        self._handlers = (self._content, self._block, self._function, self._string_value,
+                          self._json_value, self._skip)
+
+    def _after_call(self, in_block: bool) -> None:
+        self._state = BLOCK if in_block else CONTENT
+
+    def _void(self, kind: MarkupErrorKind) -> None:
+        assert self._call is not None
+        self._call.error = self._call.error or kind
+        self._state = SKIP
+
+    def _named_tag(self, data: str, m: int, prefix: str) -> tuple[int, str | None]:
+        """Read ``<function=NAME>`` / ``<parameter=NAME>``: (end, name or None if malformed);
+        end -1 when the tag is not complete yet."""
+        end = self._tag_end(data, m)
+        if end < 0:
+            return -1, None
+        name = data[m + len(prefix):end - 1] if data[end - 1] == ">" else ""
+        return end, name or None
+
+    def _content(self, data: str, pos: int) -> int:
+        sep = self._sep
+        m, lit = MARKERS.find(data, pos)
+        if m == -1:
+            k = MARKERS.hold(data, pos)
+            for _ in sep:  # a trailing newline may be the separator of an opener still to come
+                if k > pos and data[k - 1] == "\n":
+                    k -= 1
+            self._text(data[pos:k])
+            return ~k
+        if m > pos and not (m - pos == len(sep) and data.startswith(sep, pos)):
+            cut = m - len(sep)
+            if not (cut > pos and data.startswith(sep, cut)):
+                cut = m
+            self._text(data[pos:cut])
+            return cut
+        if lit == TOOL_CALL:
+            self._markup(data[pos:m + len(lit)])
+            self._sep = "\n"
+            self._state = BLOCK
+            return m + len(lit)
+        if lit in (FUNCTION, PARAMETER):
+            end, name = self._named_tag(data, m, lit)
+            if end < 0:
+                return ~pos
+            if lit == FUNCTION and name is not None:  # a call without <tool_call> is still a call
+                self._markup(data[pos:m])
+                self._sep = "\n"
+                self._start_call(name, data[m:end], in_block=False)
+                self._state = FUNC
+                return end
+            self._text(data[pos:m])
+            self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, data[m:end]))
+            return end
+        self._text(data[pos:m])
+        self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, lit))
+        return m + len(lit)
+
+    def _block(self, data: str, pos: int) -> int:
+        m, lit = MARKERS.find(data, pos)
+        end = m if m != -1 else MARKERS.hold(data, pos)
+        if end > pos:
+            q = first_non_ws(data, pos, end)
+            if q == -1:
+                self._markup(data[pos:end])
+                return end if m != -1 else ~end
+            self._markup(data[pos:q])
+            self._void_unit(True)
+            self._state = SKIP
+            return q
+        if m == -1:
+            return ~pos
+        if lit == FUNCTION:
+            tend, name = self._named_tag(data, m, lit)
+            if tend < 0:
+                return ~pos
+            if name is not None:
+                self._start_call(name, data[m:tend], in_block=True)
+                self._state = FUNC
+                return tend
+        elif lit == TOOL_CALL_END:
+            self._markup(lit)
+            self._state = CONTENT
+            return m + len(lit)
+        self._void_unit(True)
+        self._state = SKIP
+        return pos
+
+    def _function(self, data: str, pos: int) -> int:
+        call = self._call
+        assert call is not None
+        m, lit = MARKERS.find(data, pos)
+        end = m if m != -1 else MARKERS.hold(data, pos)
+        if end > pos:
+            q = first_non_ws(data, pos, end)
+            if q == -1:
+                call.raw.append(data[pos:end])
+                return end if m != -1 else ~end
+            call.raw.append(data[pos:q])
+            self._void(MarkupErrorKind.MALFORMED_TAG)
+            return q
+        if m == -1:
+            return ~pos
+        if lit == PARAMETER:
+            tend, key = self._named_tag(data, m, lit)
+            if tend < 0:
+                return ~pos
+            if key is not None:
+                call.raw.append(data[m:tend])
+                if key in call.keys:
+                    self._void(MarkupErrorKind.DUPLICATE_PARAMETER)
+                    return tend
+                call.keys.add(key)
+                self._fresh, self._newline = True, False
+                if self._tools is not None and self._tools.json_typed(call.name, key):
+                    self._key, self._buf = key, []
+                    self._state = JSON_VALUE
+                else:
+                    self._maybe_null = self._tools is not None
+                    self._head = ""
+                    self._delta(call.key_prefix(key) + ("" if self._maybe_null else '"'))
+                    self._state = STRING_VALUE
+                return tend
+        elif lit == FUNCTION_END:
+            call.raw.append(lit)
+            self._end_call()
+            self._after_call(call.in_block)
+            return m + len(lit)
+        self._void(MarkupErrorKind.MALFORMED_TAG)
+        return pos
+
+    def _value_end(self, data: str, m: int, lit: str) -> int:
+        """At a marker inside a value: where the value's scan continues, or -1 when it ended
+        (``</parameter>`` consumed; ``<parameter=``/``</function>`` left for the function state)."""
+        if lit == PARAMETER_END:
+            assert self._call is not None
+            self._call.raw.append(lit)
+            return -1
+        if lit in (PARAMETER, FUNCTION_END):
+            return -1
+        return m + len(lit)  # other markers are value text here
+
+    def _string_text(self, seg: str) -> None:
+        if self._fresh and seg:
+            self._fresh = False
+            if seg[0] == "\n":
+                seg = seg[1:]
+        if not seg:
+            return
+        if self._maybe_null:
+            self._head += seg
+            if "null\n".startswith(self._head):
+                return
+            self._maybe_null, seg, self._head = False, self._head, ""
+            self._delta('"')
+        if self._newline:
+            seg = "\n" + seg
+        self._newline = seg.endswith("\n")
+        if self._newline:
+            seg = seg[:-1]
+        self._delta(json_string_body(seg))
+
+    def _string_done(self) -> None:
+        if self._maybe_null:
+            value = self._head[:-1] if self._head.endswith("\n") else self._head
+            self._delta("null" if value == "null" else f'"{json_string_body(value)}"')
+            self._maybe_null, self._head = False, ""
+        else:
+            self._delta('"')  # a held newline was the wrapper
+        self._state = FUNC
+
+    def _string_value(self, data: str, pos: int) -> int:
+        call = self._call
+        assert call is not None
+        m, lit = MARKERS.find(data, pos)
+        end = m if m != -1 else MARKERS.hold(data, pos)
+        if end > pos:
+            call.raw.append(data[pos:end])
+            self._string_text(data[pos:end])
+            return end if m != -1 else ~end
+        if m == -1:
+            return ~pos
+        nxt = self._value_end(data, m, lit)
+        if nxt >= 0:
+            call.raw.append(lit)
+            self._string_text(lit)
+            return nxt
+        self._string_done()
+        return m + len(lit) if lit == PARAMETER_END else m
+
+    def _json_value(self, data: str, pos: int) -> int:
+        call = self._call
+        assert call is not None
+        m, lit = MARKERS.find(data, pos)
+        end = m if m != -1 else MARKERS.hold(data, pos)
+        if end > pos:
+            call.raw.append(data[pos:end])
+            self._buf.append(data[pos:end])
+            return end if m != -1 else ~end
+        if m == -1:
+            return ~pos
+        nxt = self._value_end(data, m, lit)
+        if nxt >= 0:
+            call.raw.append(lit)
+            self._buf.append(lit)
+            return nxt
+        value = "".join(self._buf).strip(ASCII_WS)
+        self._buf = []
+        self._state = FUNC
+        try:
+            strict_json(value)
+        except JSONProblem:
+            self._void(MarkupErrorKind.BAD_PARAM_JSON)
+        else:
+            self._delta(call.key_prefix(self._key) + value)
+        return m + len(lit) if lit == PARAMETER_END else m
+
+    def _skip(self, data: str, pos: int) -> int:
+        call = self._call
+        assert call is not None
+        m, lit = MARKERS.find(data, pos)
+        end = m if m != -1 else MARKERS.hold(data, pos)
+        if end > pos:
+            call.raw.append(data[pos:end])
+            return end if m != -1 else ~end
+        if m == -1:
+            return ~pos
+        tend = m + len(lit)
+        resume = lit == TOOL_CALL_END if call.in_block else lit == TOOL_CALL
+        if lit == FUNCTION:  # resume only where the next state accepts the tag
+            tend, name = self._named_tag(data, m, lit)
+            if tend < 0:
+                return ~pos
+            resume = name is not None
+        if resume:
+            self._fail_call()
+            self._after_call(call.in_block)
+            return pos
+        call.raw.append(data[m:tend])
+        if lit == FUNCTION_END:
+            self._fail_call()
+            self._after_call(call.in_block)
+        return tend
+
+    def _finish(self, rest: str) -> None:
+        if self._state == CONTENT:
+            text, raw = split_partial_opener(rest, self._sep)
+            self._text(text)
+            if raw:
+                self._event(MarkupError(MarkupErrorKind.UNTERMINATED, raw))
+        elif self._state == BLOCK:
+            self._event(MarkupError(MarkupErrorKind.UNTERMINATED, rest))
+        else:
+            assert self._call is not None
+            self._call.raw.append(rest)
+            self._fail_call(None if self._state == SKIP else MarkupErrorKind.UNTERMINATED)
