@@ -346,6 +346,41 @@ def proxy(
         fail(str(exc))
 
 
+# ── analyze ───────────────────────────────────────────────────────────────────────────────────────
+@app.command("analyze")
+def analyze_command(
+    sources: list[str] = typer.Argument(..., metavar="SOURCES...",
+                                        help="results .jsonl files, directories of them (merged), or "
+                                             "stores (x.db, sqlite:///x.db, postgresql://…)."),
+    policy: str = typer.Option("strict", "--policy", help="strict, no-finish-ok, no-done-ok, lenient."),
+    tolerate: str | None = typer.Option(None, "--tolerate", metavar="ENDING,…",
+                                        help="Endings or findings that do not fail a stream."),
+    html: str | None = typer.Option(None, "--html", metavar="REPORT.html",
+                                    help="Write one self-contained HTML report (plots embedded)."),
+    png: str | None = typer.Option(None, "--png", metavar="DIR", help="Write the plots as PNG files."),
+    as_json: bool = typer.Option(False, "--json", help="Print the analysis as one JSON document."),
+    top: int = typer.Option(5, "--top", metavar="N", help="How many attribute findings to state."),
+) -> None:
+    """Find what the failing streams of a run have in common.
+
+    Rates per arm and concurrency level (Wilson 95 % intervals), arm vs arm (Fisher's exact test),
+    and the recorded attributes ranked by how completely they separate failing from healthy streams.
+    The records keep full verdicts, so any policy can judge them again. Exit code 0 when no stream
+    failed the policy, 1 when some did, 2 for unusable input.
+
+    Example: sseguard analyze out/results.jsonl --html report.html --tolerate no_done
+    """
+    from sseguard.analyze.command import run_analyze_command
+
+    try:
+        result = run_analyze_command(sources, policy=policy, tolerate=tolerate, html=html, png=png,
+                                     as_json=as_json, top=top, console=console, err_console=err_console,
+                                     echo=typer.echo)
+    except ConfigError as exc:
+        fail(str(exc))
+    raise typer.Exit(1 if result.total.failed else 0)
+
+
 def main() -> None:
     """Console-script entry: click's usage errors exit 2 already; ConfigError is mapped to exit 2."""
     try:

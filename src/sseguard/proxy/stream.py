@@ -169,6 +169,7 @@ class StreamRelay:
         self._ahead = 0  # of those, bytes of a comment-only block already sent
         self._last_verdict: Verdict | None = None
         self.upstream_headers: dict[str, str] = {}
+        self._done_raw = b""
         self.concurrency = 1  # streams in flight when this one started, itself included
 
     # ── the relay ──────────────────────────────────────────────────────────────────────────────
@@ -297,6 +298,7 @@ class StreamRelay:
                     if event.data == "[DONE]":
                         if hold:
                             after_done = True
+                            self._done_raw = raw  # sent as it came, once the end is known good
                         else:
                             out.append(raw)
                         continue
@@ -360,7 +362,7 @@ class StreamRelay:
             self.outcome.action = "pass"
             out.append(self._pending[self._ahead:])  # a cut frame goes out as it came
         if hold and self.checker.saw_done:
-            out.append(DONE_FRAME)
+            out.append(self._done_raw or DONE_FRAME)
         elif (self.config.complete_done and not self.checker.saw_done
               and verdict.ending is Ending.NO_DONE):
             out.append(DONE_FRAME)
