@@ -45,10 +45,11 @@ class Words:
     noun: str
     missing: str
     item: Callable[[str], str] = lambda v: f"`{v}`"
+    short: Callable[[str], str] = str
     spans: dict[str, tuple[float, float | None]] | None = None
     fmt_span: Callable[[float, float | None], str] | None = None
 
-    def phrase(self, labels: Sequence[str], order: Sequence[str]) -> str | None:
+    def phrase(self, labels: Sequence[str], order: Sequence[str], *, short: bool = False) -> str | None:
         """The values as one phrase ("32 or 60", "2:00–4:00"), or None when too many to read."""
         parts: list[str] = []
         if self.spans is not None and self.fmt_span is not None:
@@ -63,7 +64,9 @@ class Words:
             if run:
                 parts.append(self._merge(run))
         else:
-            parts = [self.item(v) for v in labels]
+            parts = [(self.short if short else self.item)(v) for v in labels]
+        if short:
+            return ", ".join(parts)
         if len(parts) > 4:
             return None
         return join_or(parts)
@@ -86,7 +89,7 @@ class Column:
 
     def label(self, labels: Sequence[str]) -> str:
         """The values in short, for a table cell: "2:00–4:00", "`gw-`", "32 or 60"."""
-        return self.words.phrase(labels, self.order) or ", ".join(labels)
+        return self.words.phrase(labels, self.order, short=True) or ", ".join(labels)
 
     def had(self, labels: Sequence[str]) -> str:
         phrase = self.words.phrase(labels, self.order)
@@ -192,7 +195,8 @@ def _id_prefix(records: Sequence[Record]) -> Column:
             return "numeric response ids"
         return f"response ids starting `{shown.get(value, value)}`"
 
-    words = Words("had {}", "{}", "without a response id", item)
+    words = Words("had {}", "{}", "without a response id", item,
+                  short=lambda v: v if v == "numeric" else shown.get(v, v))
     return _categorical("id_prefix", labels, words)
 
 

@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sseguard.analyze.model import Analysis, AttributeResult, GroupRow
-from sseguard.analyze.stats import fmt_p, pct
+from sseguard.analyze.stats import Rate, fmt_p, pct
 from sseguard.analyze.summary import failure_reason
 from sseguard.errors import ConfigError
 from sseguard.record import Record
@@ -48,12 +48,18 @@ def print_summary(analysis: Analysis, console: Console, *, top: int = 8) -> None
                           odds, fmt_p(c.p, c.log10_p))
         console.print(table)
     if analysis.total.failed and analysis.attributes:
-        table = Table(title="What the failing streams share (best first)", title_justify="left")
-        for col in ("#", "attribute", "values", "failed there", "failed elsewhere", "share", "p adj.",
-                    "verdict"):
-            table.add_column(col, overflow="fold")
+        table = Table(title="What the failing streams share (best first; rate in/out of the values: "
+                            "failure rate with its 95% interval; share: of all failures)",
+                      title_justify="left")
+        for col in ("#", "attribute", "values", "rate in", "rate out", "share", "p adj.",
+                    "separates"):
+            table.add_column(col, overflow="fold", no_wrap=col != "separates")
         for rank, attr in enumerate(analysis.attributes[:top], start=1):
-            table.add_row(str(rank), *(Text(cell) for cell in _attribute_cells(attr)))
+            cells = _attribute_cells(attr)
+            if attr.best is not None:
+                # The interval on its own line, without % signs: readable in an 80-column terminal.
+                cells[2:4] = [_compact(attr.best.inside), _compact(attr.best.outside)]
+            table.add_row(str(rank), *(Text(cell) for cell in cells))
         console.print(table)
     console.print(Text("Findings", style="bold"))
     for line in analysis.headlines:
@@ -81,16 +87,20 @@ def _attribute_cells(attr: AttributeResult) -> list[str]:
     if best is None:
         return [attr.key, "—", "—", "—", "—", "—", "no split"]
     if attr.confounded_with:
-        verdict = f"same streams as {attr.confounded_with}"
+        verdict = f"≈ {attr.confounded_with}"
     elif attr.complete:
-        verdict = "all failures"
+        verdict = "all"
     elif attr.significant:
-        verdict = "significant"
+        verdict = "yes"
     else:
-        verdict = "not significant"
+        verdict = "no"
     values = best.label
     return [attr.key, values if len(values) <= 60 else values[:57] + "…", str(best.inside),
             str(best.outside), pct(best.coverage), fmt_p(best.p_adj, best.log10_p_adj), verdict]
+
+
+def _compact(rate: Rate) -> str:
+    return f"{pct(rate.value)}\n{100 * rate.low:.1f}–{100 * rate.high:.1f}"
 
 
 def _counts(counts: dict[str, int]) -> str:
@@ -153,7 +163,7 @@ def render_html(analysis: Analysis, records: Sequence[Record], images: dict[str,
     if top := images.get("top_attribute.png"):
         parts.append(_img(top, "failure rate per value of the best-ranked attribute"))
     parts.append(_html_table(["#", "attribute", "values", "failed there", "failed elsewhere",
-                              "share of failures", "p adj.", "verdict"],
+                              "share of failures", "p adj.", "separates"],
                              [[str(i), *_attribute_cells(a)]
                               for i, a in enumerate(analysis.attributes, start=1)]))
     for attr in analysis.attributes:
@@ -223,7 +233,9 @@ def _e(text: str) -> str:
 
 
 _ATTRIBUTE_NOTE = (
-    "<p class=note>Each attribute's best split is the set of its values that concentrates the failures "
+    "<p class=note><i>separates</i>: <i>all</i> = every failure has the values, <i>yes</i> = "
+    "significantly more failures there, <i>≈ X</i> = the same streams as attribute X. "
+    "Each attribute's best split is the set of its values that concentrates the failures "
     "(contiguous ranges for ordered attributes). Attributes are ranked by Fisher's exact p-value, "
     "adjusted for the number of splits tried on that attribute; ties by separation. Attributes that "
     "select nearly the same streams are marked as such: the data cannot tell them apart.</p>")
