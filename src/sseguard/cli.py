@@ -381,6 +381,75 @@ def analyze_command(
     raise typer.Exit(1 if result.total.failed else 0)
 
 
+# ── parse, tokenizer ──────────────────────────────────────────────────────────────────────────────
+@app.command("parse")
+def parse_command(
+    file: str = typer.Argument(..., metavar="FILE", help="Raw model output (UTF-8 text)."),
+    family: str = typer.Option("auto", "--family", metavar="NAME",
+                               help="dsml-v32, dsml-v4, dsml-v41, deepseek-v3, deepseek-v31, hermes, "
+                                    "qwen3-coder, or auto (detect from the first marker)."),
+    tools: str | None = typer.Option(None, "--tools", metavar="TOOLS.json",
+                                     help="OpenAI tools list (or a request body with tools): "
+                                          "enables undefined_function and Qwen3-Coder value types."),
+    chunk: int = typer.Option(0, "--chunk", metavar="N",
+                              help="Feed N characters at a time (0: the whole file at once)."),
+    thinking: bool = typer.Option(False, "--thinking",
+                                  help="The text starts inside reasoning (DeepSeek thinking mode)."),
+    as_json: bool = typer.Option(False, "--json",
+                                 help="Print the final message as OpenAI JSON, with the errors."),
+) -> None:
+    """Parse tool-call markup out of raw model output, as a streaming server should.
+
+    Exit code 0 when no markup error was found, 1 when one was, 2 for unusable input.
+
+    Example: sseguard parse examples/markup/dsml-v4.txt --family auto --chunk 3
+    """
+    import json
+
+    from sseguard.parsefile import final_message, parse_file, print_events
+
+    try:
+        result = parse_file(file, family, tools_path=tools, chunk=chunk,
+                            starts_in_reasoning=thinking)
+    except ConfigError as exc:
+        fail(str(exc))
+    if as_json:
+        typer.echo(json.dumps(final_message(result), ensure_ascii=False, indent=2))
+    else:
+        print_events(result, console)
+    raise typer.Exit(1 if result.errors else 0)
+
+
+@app.command("tokenizer")
+def tokenizer_command(
+    tokenizer_json: str = typer.Argument(..., metavar="TOKENIZER_JSON",
+                                         help="A Hugging Face tokenizer.json file."),
+    family: str | None = typer.Option(None, "--family", metavar="NAME",
+                                      help="One markup family (default: all of them)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object per marker."),
+) -> None:
+    """Say for each tool-call marker whether it is one token (and its id) or splits into pieces.
+
+    A marker that is several pieces is text the model can misspell — the first suspect when markup
+    leaks into content.
+
+    Example: sseguard tokenizer ~/models/DeepSeek-V3.2/tokenizer.json --family dsml-v32
+    """
+    import json
+
+    from sseguard.tokenizer_check import check_tokenizer, print_reports
+
+    try:
+        reports = check_tokenizer(tokenizer_json, family)
+    except ConfigError as exc:
+        fail(str(exc))
+    if as_json:
+        for report in reports:
+            typer.echo(json.dumps(report.to_dict(), ensure_ascii=False))
+    else:
+        print_reports(reports, console)
+
+
 def main() -> None:
     """Console-script entry: click's usage errors exit 2 already; ConfigError is mapped to exit 2."""
     try:
