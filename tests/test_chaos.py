@@ -410,3 +410,48 @@ def test_every_encoded_stream_gives_the_expected_verdict(
         return
     assert verdict.ending is EXPECTED[fault].ending
     assert verdict.finding_kinds == EXPECTED[fault].findings
+
+
+# ── the markup the server writes is what sseguard.toolcalls reads ─────────────────────────────────
+
+FAMILIES = ["dsml-v32", "dsml-v4", "dsml-v41", "deepseek-v3", "deepseek-v31", "hermes",
+            "qwen3-coder"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+async def test_raw_markup_parses_back_to_the_calls_with_the_real_parser(
+        family: str, client: httpx2.AsyncClient) -> None:
+    from sseguard.toolcalls import MarkupError, Text, ToolCallEnd, parser_for
+
+    tools = [WEATHER_TOOL, TIME_TOOL]
+    request = chat_request(tools=tools, content="Call get_weather and get_time.")
+    async with run_chaos(ChaosConfig(seed=2, pacing=FAST, raw_markup=family)) as server:
+        out = await fetch(client, server.chat_url, request)
+    parser = parser_for(family, tools)
+    events = []
+    for part in re.findall(rb'"content":("(?:[^"\\]|\\.)*")', out.body):
+        events += parser.feed(json.loads(part))  # chunk by chunk, as the stream delivered it
+    events += parser.close()
+    ends = [e for e in events if isinstance(e, ToolCallEnd)]
+    assert [e.name for e in ends] == ["get_weather", "get_time"]
+    assert isinstance(json.loads(ends[0].arguments)["location"], str)
+    assert not [e for e in events if isinstance(e, MarkupError)]
+    visible = "".join(e.text for e in events if isinstance(e, Text))
+    assert "<" not in visible and "｜" not in visible
+
+
+@pytest.mark.parametrize("family", ["dsml-v32", "dsml-v4", "dsml-v41"])
+async def test_malformed_closing_tag_is_a_malformed_tag_for_the_real_parser(
+        family: str, client: httpx2.AsyncClient) -> None:
+    from sseguard.toolcalls import MarkupError, ToolCallEnd, parser_for
+
+    config = ChaosConfig(seed=4, pacing=FAST, raw_markup=family,
+                         faults={Fault.MALFORMED_CLOSING_TAG: 1.0})
+    async with run_chaos(config) as server:
+        out = await fetch(client, server.chat_url, chat_request(tools=[WEATHER_TOOL]))
+    content = out.verdict.message["choices"][0]["message"]["content"]
+    parser = parser_for(family, [WEATHER_TOOL])
+    events = parser.feed(content) + parser.close()
+    errors = [e for e in events if isinstance(e, MarkupError)]
+    assert [str(e.kind) for e in errors] == [EXPECTED[Fault.MALFORMED_CLOSING_TAG].markup_error]
+    assert not [e for e in events if isinstance(e, ToolCallEnd)]
