@@ -68,7 +68,9 @@ def upstream_url(base: URL, request: web.BaseRequest) -> URL:
 
     Works on the raw (still percent-encoded) path, so what is checked is exactly what is sent.
     """
-    raw = request.raw_path.split("?", 1)[0].split("#", 1)[0]
+    # rel_url drops the scheme and host of an absolute-form target ("GET http://elsewhere/v1/x"):
+    # whatever host a client names, only the path is used.
+    raw = request.rel_url.raw_path
     if not raw.startswith("/v1/"):
         raise PathRejected("only /v1/* is forwarded")
     rest = raw[len("/v1/"):]
