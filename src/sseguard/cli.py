@@ -450,6 +450,31 @@ def tokenizer_command(
         print_reports(reports, console)
 
 
+# ── demo ──────────────────────────────────────────────────────────────────────────────────────────
+@app.command()
+def demo(
+    out: str | None = typer.Option(None, "--out", metavar="DIR",
+                                   help="Where results, report.html and plots go "
+                                        "(default sseguard-runs/demo-<time>)."),
+    seconds: float = typer.Option(20.0, "--seconds", help="Probing time, split over the levels."),
+    no_live: bool = typer.Option(False, "--no-live", help="No live display."),
+) -> None:
+    """Probe an in-process chaos upstream with three hidden faults and show what the analysis finds.
+
+    No network, no key; about half a minute.
+
+    Example: sseguard demo --out demo-run
+    """
+    from sseguard.probe.demo import run_demo
+
+    try:
+        result = run_demo(out, seconds=seconds, console=console, err_console=err_console,
+                          live=False if no_live else None)
+    except ConfigError as exc:
+        fail(str(exc))
+    raise typer.Exit(0 if all(result.named.values()) else 1)
+
+
 def main() -> None:
     """Console-script entry: click's usage errors exit 2 already; ConfigError is mapped to exit 2."""
     try:

@@ -413,7 +413,7 @@ async def execute(config: ProbeConfig, *, resume: bool = False, console: Console
                      elapsed=time.monotonic() - started)
 
 
-def _loop_factory() -> Any:
+def loop_factory() -> Any:
     try:
         import uvloop
     except ImportError:
@@ -439,5 +439,5 @@ def run_probe(config: ProbeConfig, *, resume: bool = False, console: Console | N
             if handled:
                 loop.remove_signal_handler(signal.SIGINT)
 
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
         return runner.run(main())
