@@ -1,0 +1,251 @@
+"""`sseguard locust`: a real Locust master and two workers against the real chaos upstream.
+
+Locust runs only in child processes (importing it monkey-patches the importing process for gevent).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from _locust_support import base_env, chaos_server, free_port, run_cli, start, stop
+from sseguard.analyze import analyze, load_records
+from sseguard.chaos.faults import EXPECTED, Fault
+from sseguard.locust_run import LOCUSTFILE, SETTINGS_ENV, Settings, locust_argv, master_address, role
+from sseguard.policy import STRICT
+from sseguard.record import Record, decode_record
+from sseguard.verdict import Ending
+
+SECRET = "sk-locusttestsecret-9f8e7d6c5b4a"
+KEY_ENV = "SSEGUARD_TEST_LOCUST_KEY"
+
+# A routed share of responses (ids `gw-…`) is always truncated; a few other faults at random; stalls
+# last longer than the users' stall timeout.
+CHAOS = """
+seed = 11
+[pacing]
+inter_token_ms = 8
+tokens = 8
+[faults]
+cut_mid_frame = 0.04
+http_error = 0.04
+transport_error = 0.03
+stalled = 0.03
+[fault_options]
+stall_ms = 1500
+[[patterns]]
+type = "routed"
+fault = "truncated"
+share = 0.25
+prefix = "gw-"
+"""
+
+ENDING_NAMES = {str(e) for e in Ending}
+
+
+def expected_ending(record: Record) -> str:
+    injected = record.injected or "none"
+    return "complete" if injected == "none" else str(EXPECTED[Fault(injected)].ending)
+
+
+@pytest.fixture(scope="module")
+def distributed_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """One master and two workers, headless, 6 s, default output directory (named by the run id)."""
+    work = tmp_path_factory.mktemp("locust")
+    with chaos_server(CHAOS, work) as url:
+        port = free_port()
+        common = ["locust", "--arm", f"chaos={url}", "--key-env", KEY_ENV, "--stall-timeout", "0.5"]
+        # The master sends no request: it runs without the key variable.
+        master = start([*common, "--master", "--master-bind-host", "127.0.0.1",
+                        "--master-bind-port", str(port), "--headless", "-u", "4", "-r", "4", "-t", "6s",
+                        "--expect-workers", "2", "--expect-workers-max-wait", "30",
+                        "--csv", "stats/run", "--json-file", "stats/run"],
+                       cwd=work, env=base_env(), log=work / "master.log")
+        workers = [start([*common, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+                         cwd=work, env=base_env(**{KEY_ENV: SECRET}), log=work / f"worker{i}.log")
+                   for i in (1, 2)]
+        try:
+            master_code = master.wait(50)
+            worker_codes = [w.wait(15) for w in workers]
+        finally:
+            for proc in (master, *workers):
+                stop(proc)
+    return {"work": work, "master_code": master_code, "worker_codes": worker_codes}
+
+
+def _results(work: Path) -> dict[Path, list[Record]]:
+    files = sorted(work.glob("sseguard-locust/*/results-*.jsonl"))
+    return {f: [decode_record(line) for line in f.read_bytes().splitlines() if line] for f in files}
+
+
+def test_both_workers_stream_into_their_own_file_under_the_masters_run_id(distributed_run: dict) -> None:
+    work = distributed_run["work"]
+    log = (work / "master.log").read_text(errors="replace")
+    assert distributed_run["master_code"] == 1, log[-2000:]  # Locust: 1 = some requests failed
+    assert distributed_run["worker_codes"] == [0, 0]
+    results = _results(work)
+    assert len(results) == 2, log[-2000:]
+    workers = set()
+    for path, records in results.items():
+        assert len(records) >= 20, path
+        assert {r.worker for r in records} == {path.stem.removeprefix("results-")}
+        workers |= {r.worker for r in records}
+        assert {r.source for r in records} == {"locust"}
+    assert len(workers) == 2
+    run_ids = {r.run_id for records in results.values() for r in records}
+    assert len(run_ids) == 1 and run_ids.pop() == next(work.glob("sseguard-locust/*")).name
+
+
+def test_merged_endings_equal_what_the_chaos_server_injected(distributed_run: dict) -> None:
+    records = load_records([str(next(distributed_run["work"].glob("sseguard-locust/*")))])
+    wrong = [(r.injected, r.ending, r.error) for r in records if r.ending != expected_ending(r)]
+    assert not wrong
+    endings = Counter(r.ending for r in records)
+    assert endings == Counter(expected_ending(r) for r in records)
+    # Every kind of fault in the config happened, so each ending was really checked.
+    assert {"complete", "truncated", "cut_mid_frame", "http_error", "transport_error",
+            "stalled"} <= set(endings)
+
+
+def test_locust_counts_failures_under_ending_names(distributed_run: dict) -> None:
+    work = distributed_run["work"]
+    records = [r for recs in _results(work).values() for r in recs]
+    failing = Counter(r.ending for r in records if not r.passed)
+    with (work / "stats" / "run_failures.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    in_csv = Counter({row["Error"]: int(row["Occurrences"]) for row in rows})
+    assert set(in_csv) <= ENDING_NAMES
+    assert {row["Name"] for row in rows} == {"small"}
+    # Locust writes its CSV once a second and the master hears from workers every few seconds, so
+    # the last moments may be missing from it; never more than the records, and every ending there.
+    assert set(in_csv) == set(failing)
+    assert all(in_csv[e] <= failing[e] for e in in_csv)
+    # Locust's final statistics (written after the workers' last reports) match the records exactly.
+    final = json.loads((work / "stats" / "run.json").read_text())
+    entry = next(e for e in final if e["name"] == "small")
+    assert (entry["num_requests"], entry["num_failures"]) == (len(records), sum(failing.values()))
+
+
+def test_analyze_on_the_merged_files_names_the_routed_id_prefix(distributed_run: dict) -> None:
+    records = load_records([str(p) for p in _results(distributed_run["work"])])
+    analysis = analyze(records, STRICT)
+    top = analysis.attributes[0]
+    assert top.key == "id_prefix"
+    assert top.best is not None and top.best.values == ("gw",)
+    assert "gw-" in analysis.headlines[1]
+
+
+def test_evidence_per_bad_stream_and_no_secret_on_disk(distributed_run: dict) -> None:
+    work = distributed_run["work"]
+    records = [r for recs in _results(work).values() for r in recs]
+    bad = [r for r in records if r.ending != "complete"]
+    assert bad and all(r.evidence for r in bad)
+    run_dir = next(work.glob("sseguard-locust/*"))
+    for record in bad:
+        doc = json.loads((run_dir / str(record.evidence)).read_text())
+        assert doc["ending"] == record.ending and doc["injected"] == record.injected
+    assert not any(r.evidence for r in records if r.ending == "complete")
+    for path in work.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+
+
+# ── bad input: one line, exit 2 ───────────────────────────────────────────────────────────────────
+def _one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+def test_missing_key_variable_is_one_line_exit_2(tmp_path: Path) -> None:
+    line = _one_line_error(run_cli(["locust", "--arm", "a=http://127.0.0.1:9/v1", "--key-env",
+                                    "SSEGUARD_NO_SUCH_KEY", "--headless", "-u", "1", "-t", "1s"],
+                                   env=base_env(), cwd=tmp_path))
+    assert "SSEGUARD_NO_SUCH_KEY" in line
+
+
+def test_unknown_workload_is_one_line_exit_2(tmp_path: Path) -> None:
+    line = _one_line_error(run_cli(["locust", "--arm", "a=http://127.0.0.1:9/v1", "--workload",
+                                    "huge", "--headless"], env=base_env(), cwd=tmp_path))
+    assert "huge" in line and "small" in line
+
+
+def test_unreachable_master_is_one_line_exit_2(tmp_path: Path) -> None:
+    port = free_port()
+    line = _one_line_error(run_cli(["locust", "--arm", "a=http://127.0.0.1:9/v1", "--worker",
+                                    "--master-host", "127.0.0.1", "--master-port", str(port),
+                                    "--master-wait", "0.5"], env=base_env(), cwd=tmp_path))
+    assert f"127.0.0.1:{port}" in line
+
+
+def test_plain_locust_with_a_bad_config_file_is_one_line_exit_2(tmp_path: Path) -> None:
+    config = tmp_path / "probe.toml"
+    config.write_text('[[arm]]\nname = "a"\nbase_url = "http://127.0.0.1:9/v1"\n'
+                      'key_env = "SSEGUARD_NO_SUCH_KEY"\n', "utf-8")
+    result = subprocess.run([sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--headless", "-u", "1",
+                             "-t", "1s"], capture_output=True, text=True, timeout=30, cwd=tmp_path,
+                            env=base_env(SSEGUARD_LOCUST_CONFIG=str(config)))
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "SSEGUARD_NO_SUCH_KEY" in errors[0]
+    assert "Traceback" not in result.stderr
+
+
+# ── the pieces, without Locust ────────────────────────────────────────────────────────────────────
+def test_master_needs_no_key_but_workers_and_local_runs_do(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SSEGUARD_NO_SUCH_KEY", raising=False)
+    settings = Settings(options={"arms": ["a=http://127.0.0.1:9/v1"], "key_env": "SSEGUARD_NO_SUCH_KEY"})
+    assert settings.resolve(need_keys=False).arms[0].key_env == "SSEGUARD_NO_SUCH_KEY"
+    import os
+
+    assert "SSEGUARD_NO_SUCH_KEY" not in os.environ  # the placeholder did not outlive validation
+    with pytest.raises(Exception, match="SSEGUARD_NO_SUCH_KEY"):
+        settings.resolve()
+
+
+def test_settings_travel_as_inputs_never_as_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                    ) -> None:
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    config = tmp_path / "probe.toml"
+    config.write_text(f'[probe]\nworkload = "tools"\nstall_timeout = 3\n[[arm]]\nname = "x"\n'
+                      f'base_url = "http://127.0.0.1:9/v1"\nkey_env = "{KEY_ENV}"\n', "utf-8")
+    settings = Settings(options={"policy": "no-done-ok"}, config_path=str(config))
+    raw = settings.to_env()
+    assert SECRET not in raw
+    again = Settings.from_env({SETTINGS_ENV: raw})
+    resolved = again.resolve()
+    assert (resolved.workload.name, resolved.stall_timeout, resolved.policy.name) == (
+        "tools", 3.0, "no-done-ok")
+    assert resolved.arms[0].key() == SECRET
+    assert not again.explicit_out
+
+
+def test_locust_argument_handling() -> None:
+    assert role(["--master", "-u", "3"]) == "master"
+    assert role(["--worker"]) == "worker"
+    assert role(["--headless"]) == "local"
+    assert master_address(["--master-host=10.0.0.5", "--master-port", "6000"], {}) == ("10.0.0.5", 6000)
+    assert master_address([], {}) == ("127.0.0.1", 5557)
+    argv = locust_argv(["--headless"], locust_config="l.conf", run_id="r1")
+    assert argv[1:5] == ["-m", "locust", "-f", LOCUSTFILE]
+    assert argv[5:] == ["--config", "l.conf", "--sseguard-run-id", "r1", "--headless"]
+    assert "-f" not in locust_argv(["--locustfile", "mine.py"])[1:4]
+
+
+def test_importing_the_user_module_loads_no_asyncio_code() -> None:
+    code = ("import sys, sseguard.locust\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('aiohttp', 'asyncio', 'uvloop'))\n"
+            "print(bad)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30,
+                            env=base_env())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
