@@ -1,0 +1,179 @@
+"""The attribute search names what the failing streams share, and claims nothing when they share nothing."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from _analyze_support import build, load_sweep, no_signal, rec, routed, time_window
+from sseguard.analyze import analyze
+from sseguard.analyze.columns import bucket_width, columns
+from sseguard.record import Record
+
+STABLE_KEYS = {"id_prefix", "time_window", "reuse_index", "prompt_size", "concurrency", "arm", "workload"}
+
+
+def failing(records: list[Record]) -> list[Record]:
+    return [r for r in records if r.ending != "complete" or r.findings]
+
+
+def test_routed_failures_name_the_id_prefix_first() -> None:
+    records = routed()
+    bad = failing(records)
+    analysis = analyze(records)
+    top = analysis.top
+    assert top is not None and top.key == "id_prefix"
+    assert top.best is not None and top.best.values == ("gw",) and top.complete
+    healthy_numeric = sum(r.id_prefix == "numeric" for r in records)
+    assert analysis.headlines[1] == top.headline
+    assert top.headline is not None and top.headline.startswith(
+        f"all {len(bad)} truncated streams had response ids starting `gw-`")
+    assert f"none of {healthy_numeric} numeric response ids failed" in top.headline
+
+
+def test_time_window_failures_name_the_window_and_their_endings() -> None:
+    records = time_window()
+    analysis = analyze(records)
+    top = analysis.top
+    assert top is not None and top.key == "time_window" and top.complete
+    assert top.best is not None and top.best.label == "2:00–4:00"
+    assert top.headline is not None
+    assert "started 2:00–4:00 into the run" in top.headline
+    assert "cut_mid_frame" in top.headline and "truncated" in top.headline  # the endings are named
+
+
+def test_load_dependent_failures_name_concurrency_and_flag_the_sweeps_time_mirror() -> None:
+    analysis = analyze(load_sweep())
+    top = analysis.top
+    assert top is not None and top.key == "concurrency"
+    assert top.best is not None and set(top.best.values) <= {"32", "60"} and "60" in top.best.values
+    # A sweep runs its levels one after another: the time window picks the same streams.
+    assert "time_window" in top.also
+    mirror = analysis.attribute("time_window")
+    assert mirror is not None and mirror.confounded_with == "concurrency"
+    rates = [g.rate.value for g in analysis.levels]
+    assert rates[0] < rates[2] < rates[-1]
+
+
+def test_load_dependence_without_a_sweep_has_no_time_mirror() -> None:
+    levels = {1: 0.0, 16: 0.03, 64: 0.3}
+
+    def one(i: int, rng: random.Random) -> dict[str, object]:
+        level = rng.choice(list(levels))
+        return {"concurrency": level, "started": i * 0.3,
+                "ending": "truncated" if rng.random() < levels[level] else "complete"}
+
+    analysis = analyze(build(600, 5, one))
+    assert analysis.top is not None and analysis.top.key == "concurrency"
+    assert analysis.top.also == () and analysis.top.best is not None
+    assert analysis.top.best.values == ("64",)
+
+
+@pytest.mark.parametrize("seed", [4, 11, 12, 13, 14])
+def test_uniform_random_failures_claim_no_separation(seed: int) -> None:
+    analysis = analyze(no_signal(seed))
+    assert analysis.total.failed > 10
+    assert analysis.top is None
+    assert not any(a.significant or a.complete for a in analysis.attributes)
+    assert analysis.headlines[1].startswith("no recorded attribute separates failing from healthy")
+
+
+def test_header_values_are_attributes_but_per_request_ids_are_not() -> None:
+    def one(i: int, rng: random.Random) -> dict[str, object]:
+        server = rng.choice(["b1", "b2", "b3"])
+        bad = server == "b2" and rng.random() < 0.4
+        return {"headers": {"server": server, "x-request-id": f"req-{i}", "traceparent": f"00-{i:032x}"},
+                "ending": "no_done" if bad else "complete", "started": i * 0.5}
+
+    analysis = analyze(build(300, 6, one))
+    keys = {a.key for a in analysis.attributes}
+    assert "header:x-request-id" not in keys and "header:traceparent" not in keys
+    assert analysis.top is not None and analysis.top.key == "header:server"
+    assert analysis.top.best is not None and analysis.top.best.values == ("b2",)
+    assert analysis.top.headline is not None and "`server: b2`" in analysis.top.headline
+
+
+def test_injected_ground_truth_is_never_an_attribute() -> None:
+    # The chaos server's own label of each fault would "explain" every failure perfectly.
+    def one(i: int, rng: random.Random) -> dict[str, object]:
+        bad = rng.random() < 0.15
+        fault = "truncated" if bad else "none"
+        return {"ending": "truncated" if bad else "complete", "injected": fault, "started": i * 0.5,
+                "headers": {"server": "chaos", "x-sseguard-fault": fault}}
+
+    analysis = analyze(build(300, 7, one))
+    keys = {a.key for a in analysis.attributes}
+    assert not any("injected" in k or "sseguard-fault" in k for k in keys)
+    assert analysis.top is None
+
+
+def test_failures_without_a_response_id_do_not_make_the_id_prefix_a_finding() -> None:
+    # An HTTP 503 has no response id; "all failures had no id" is a consequence, not a cause.
+    def one(i: int, rng: random.Random) -> dict[str, object]:
+        if rng.random() < 0.1:
+            return {"ending": "http_error", "status": 503, "rid": "", "headers": {}, "started": i * 0.5}
+        return {"rid": f"{rng.choice(['a', 'b'])}-{i}", "started": i * 0.5}
+
+    records = build(400, 8, one)
+    for r in records:
+        if not r.response_id:
+            r.response_id = r.id_prefix = None
+    analysis = analyze(records)
+    prefix = analysis.attribute("id_prefix")
+    assert prefix is not None and not prefix.significant
+    assert prefix.unobserved_failures == len(failing(records)) and prefix.failed == 0
+
+
+def test_a_header_that_mirrors_the_route_is_named_beside_it_not_before_it() -> None:
+    records = routed()
+    for r in records:
+        r.headers["x-backend"] = "edge" if r.id_prefix == "gw" else "core"
+    analysis = analyze(records)
+    assert analysis.top is not None and analysis.top.key == "id_prefix"
+    assert analysis.top.also == ("header:x-backend",)
+    backend = analysis.attribute("header:x-backend")
+    assert backend is not None and backend.confounded_with == "id_prefix"
+    assert sum(h.startswith("all ") for h in analysis.headlines) == 1  # one finding, not two
+
+
+def test_partial_separation_is_stated_with_both_rates() -> None:
+    def one(i: int, rng: random.Random) -> dict[str, object]:
+        big = rng.random() < 0.5
+        p = 0.3 if big else 0.02
+        return {"prompt_bytes": 2_000_000 if big else 800, "started": i * 0.5,
+                "ending": "stalled" if rng.random() < p else "complete"}
+
+    analysis = analyze(build(500, 9, one))
+    top = analysis.top
+    assert top is not None and top.key == "prompt_size" and not top.complete
+    assert top.best is not None and top.best.label == "1 MiB–4 MiB"
+    assert top.headline is not None and "stalled streams had prompts of 1 MiB–4 MiB" in top.headline
+    assert f"{top.best.outside.failed} of {top.best.outside.total}" in top.headline
+
+
+def test_every_attribute_key_is_stable() -> None:
+    records = routed()
+    for i, r in enumerate(records):
+        r.arm = "a" if i % 2 else "b"
+        r.workload = "small" if i % 3 else "tools"
+        r.prompt_bytes = 1000 * (1 + i % 7) ** 3
+        r.concurrency = (1, 8)[i % 2]
+        r.headers["server"] = ("b1", "b2")[i % 2]  # a constant header explains nothing: left out
+    keys = {c.key for c in columns(records)}
+    assert STABLE_KEYS <= keys
+    assert {k for k in keys if k not in STABLE_KEYS} == {"header:server"}
+
+
+@pytest.mark.parametrize(("span", "width"), [(0, None), (50, 5.0), (150, 15.0), (600, 60.0),
+                                             (3 * 3600, 600.0)])
+def test_time_windows_are_minutes_finer_for_short_runs_wider_for_long_ones(
+        span: float, width: float | None) -> None:
+    assert bucket_width(span) == width
+
+
+def test_time_windows_count_from_each_runs_own_start() -> None:
+    a = [rec(i, started=i * 10.0, run_id="r1") for i in range(30)]
+    b = [rec(i, started=5000 + i * 10.0, run_id="r2") for i in range(30)]
+    analysis = analyze(a + b)
+    assert analysis.span_s == pytest.approx(290.0)
