@@ -97,29 +97,31 @@ async def test_load_pattern_fails_nothing_alone_and_grows_with_streams_in_flight
     async with run_chaos(config) as server:
         alone = [await fetch(client, server.chat_url, chat_request()) for _ in range(5)]
         # Waves of 60 concurrent streams: none ends before the last arrives (ttft 700 ms), so the
-        # k-th arrival of a wave sees k in flight, whatever order the connections were accepted in.
+        # k-th arrival of a wave sees k in flight; the draw for it is fixed by the seed.
         waves = []
         for _ in range(3):
             waves += await asyncio.gather(*(fetch(client, server.chat_url, chat_request())
                                             for _ in range(60)))
     assert all(o.headers["x-sseguard-fault"] == "none" for o in alone)
     assert all(o.headers["x-sseguard-inflight"] == "1" for o in alone)
-    by_level: dict[int, list[bool]] = {}
+    pattern = config.patterns[0]
+    assert isinstance(pattern, LoadPattern)
+    low: list[tuple[int, bool]] = []
+    high: list[tuple[int, bool]] = []
     for o in waves:
         level = int(o.headers["x-sseguard-inflight"])
         failed = o.headers["x-sseguard-fault"] == "truncated"
         assert failed is (o.verdict.ending is Ending.TRUNCATED)
-        by_level.setdefault(level, []).append(failed)
-    assert sorted(by_level) == list(range(1, 61)) and all(len(v) == 3 for v in by_level.values())
-    low = [f for level, fs in by_level.items() if level <= 15 for f in fs]
-    high = [f for level, fs in by_level.items() if level >= 46 for f in fs]
-    pattern = config.patterns[0]
-    assert isinstance(pattern, LoadPattern)
-    p_low = sum(pattern.probability(k) for k in range(1, 16)) / 15
-    p_high = sum(pattern.probability(k) for k in range(46, 61)) / 15
-    assert within_binomial(sum(low), len(low), p_low)
-    assert within_binomial(sum(high), len(high), p_high)
-    assert sum(high) > 3 * sum(low)
+        if level <= 15:
+            low.append((level, failed))
+        elif level >= 46:
+            high.append((level, failed))
+    assert len(high) >= 30  # the waves did overlap: most of them saw 46+ streams in flight
+    for bucket in (low, high):
+        # The rate each response was drawn at is known from its own in-flight header.
+        p_mean = sum(pattern.probability(level) for level, _ in bucket) / len(bucket)
+        assert within_binomial(sum(f for _, f in bucket), len(bucket), p_mean)
+    assert sum(f for _, f in high) > 3 * max(1, sum(f for _, f in low))
 
 
 async def test_routed_share_gets_its_prefix_and_only_it_fails(client: httpx2.AsyncClient) -> None:
