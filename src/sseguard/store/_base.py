@@ -1,0 +1,83 @@
+"""What every record store offers, and the pieces the SQLite and PostgreSQL backends share.
+
+A store holds ``Record``s as JSON plus a few indexed columns (run, arm, ending, start time, id prefix)
+that the analyzer filters on. The JSON is the record exactly as ``sseguard.record`` encodes it, so a
+store and a JSONL file carry the same facts.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator, Sequence
+from typing import Protocol, runtime_checkable
+
+import msgspec
+
+from sseguard.record import Record
+from sseguard.redact import DEFAULT, RedactingFilter, Redactor
+
+#: Version of the table layout (not of the record schema, which each record carries itself).
+STORE_SCHEMA_VERSION = 1
+TABLE = "sseguard_records"
+META = "sseguard_meta"
+#: Rows fetched per round trip when reading: bounded memory however large the store is.
+READ_PAGE = 1000
+
+log = logging.getLogger("sseguard.store")
+log.addFilter(RedactingFilter())
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(Record)
+
+
+@runtime_checkable
+class RecordStore(Protocol):
+    """Where records go. Writes are synchronous: call them from a thread (see ``BatchWriter``)."""
+
+    def write(self, records: Sequence[Record]) -> None:
+        """Store a batch in one transaction: all of it or none of it."""
+
+    def read(self, run_id: str | None = None, since: float | None = None) -> Iterator[Record]:
+        """Records in the order they were written, optionally of one run and started at or after ``since``."""
+
+    def count(self, run_id: str | None = None) -> int:
+        """How many records the store holds (of one run, if given)."""
+
+    def close(self) -> None:
+        """Release the connection; the store cannot be used afterwards."""
+
+
+def encode_for_store(record: Record, redactor: Redactor = DEFAULT) -> str:
+    """The record as JSON text, with any secret that slipped into it removed before it reaches disk.
+
+    Records built by ``record_from_verdict`` are already clean, so the fast path is one scan of the
+    text that changes nothing. When the scan does find something (a hand-built record with a key in
+    ``extra``), the record is redacted field by field instead: redacting the JSON text itself could
+    eat an escaping backslash and corrupt the document.
+    """
+    text = _encoder.encode(record).decode("utf-8")
+    if redactor.text(text) == text:
+        return text
+    cleaned = redactor.obj(msgspec.to_builtins(record))
+    return _encoder.encode(cleaned).decode("utf-8")
+
+
+def decode_from_store(text: str | bytes) -> Record:
+    return _decoder.decode(text)
+
+
+_PASSWORD_IN_URL = re.compile(r"(://[^:/@\s]*:)[^@/\s]*@")
+_PASSWORD_KV = re.compile(r"(?i)(password\s*=\s*)('[^']*'|\S+)")
+
+
+def safe_target(target: str) -> str:
+    """A store URL fit for an error message or a log line: any password replaced."""
+    target = _PASSWORD_IN_URL.sub(r"\1***@", target)
+    return _PASSWORD_KV.sub(r"\1***", target)
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line of text (drivers like to add hints on further lines)."""
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__

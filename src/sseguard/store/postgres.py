@@ -1,0 +1,161 @@
+"""PostgreSQL store: one table that a fleet of proxies shares, written with psycopg 3 (sync).
+
+Every instance runs the same idempotent DDL at start, under a transaction-scoped advisory lock so that
+proxies starting together do not race on ``CREATE TABLE IF NOT EXISTS`` (which is not atomic in
+PostgreSQL: two concurrent creators can collide on the catalog). The record is a ``jsonb`` column, so
+ad-hoc SQL can look inside it; the indexed columns are the ones the analyzer filters on.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator, Sequence
+
+import psycopg
+from psycopg.rows import TupleRow
+
+from sseguard.errors import ConfigError, UsageError
+from sseguard.record import Record
+from sseguard.redact import redact_text
+from sseguard.store._base import (
+    META,
+    READ_PAGE,
+    STORE_SCHEMA_VERSION,
+    TABLE,
+    decode_from_store,
+    encode_for_store,
+    one_line,
+    safe_target,
+)
+
+# Any 64-bit constant works; this one spells "sseguard" in ASCII hex, so an operator can recognise it.
+_DDL_LOCK = 0x7373656775617264
+
+_SCHEMA = [
+    f"""CREATE TABLE IF NOT EXISTS {TABLE} (
+        seq BIGSERIAL PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        arm TEXT NOT NULL,
+        ending TEXT NOT NULL,
+        started_at DOUBLE PRECISION NOT NULL,
+        id_prefix TEXT,
+        record JSONB NOT NULL
+    )""",
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_run_id ON {TABLE} (run_id)",
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_arm ON {TABLE} (arm)",
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_ending ON {TABLE} (ending)",
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_started_at ON {TABLE} (started_at)",
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_id_prefix ON {TABLE} (id_prefix)",
+    f"CREATE TABLE IF NOT EXISTS {META} (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    f"INSERT INTO {META} (key, value) VALUES ('schema_version', '{STORE_SCHEMA_VERSION}') "
+    "ON CONFLICT (key) DO NOTHING",
+]
+
+_INSERT = (f"INSERT INTO {TABLE} (run_id, arm, ending, started_at, id_prefix, record) "
+           "VALUES (%s, %s, %s, %s, %s, %s::jsonb)")
+
+# jsonb refuses the NUL character (`\u0000`), which a cut binary body tail can contain. An escape is
+# only real when preceded by an even number of backslashes.
+_JSON_NUL = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
+
+
+def _jsonb_safe(text: str) -> str:
+    return _JSON_NUL.sub(r"\1\\ufffd", text) if "\\u0000" in text else text
+
+
+def _text_safe(value: str) -> str:
+    return value.replace("\x00", "\ufffd")
+
+
+def _opt_text_safe(value: str | None) -> str | None:
+    return None if value is None else _text_safe(value)
+
+
+class PostgresStore:
+    """Records in a PostgreSQL table; one connection, safe to share between threads."""
+
+    def __init__(self, dsn: str, *, connect_timeout: float = 10.0) -> None:
+        self._target = safe_target(dsn)
+        try:
+            conn = psycopg.connect(dsn, connect_timeout=max(1, round(connect_timeout)))
+        except psycopg.Error as exc:
+            raise ConfigError(f"cannot connect to PostgreSQL store {self._target}: "
+                              f"{redact_text(safe_target(one_line(exc)))}") from None
+        try:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                row = conn.execute(f"SELECT value FROM {META} WHERE key = 'schema_version'").fetchone()
+        except psycopg.Error as exc:
+            conn.close()
+            raise ConfigError(f"cannot set up PostgreSQL store {self._target}: "
+                              f"{redact_text(one_line(exc))}") from None
+        version = int(row[0]) if row else STORE_SCHEMA_VERSION
+        if version > STORE_SCHEMA_VERSION:
+            conn.close()
+            raise ConfigError(f"PostgreSQL store {self._target} has schema version {version}; this "
+                              f"sseguard reads up to {STORE_SCHEMA_VERSION}: upgrade sseguard")
+        self._conn: psycopg.Connection[TupleRow] | None = conn
+        self._lock = threading.Lock()
+
+    def _connection(self) -> psycopg.Connection[TupleRow]:
+        if self._conn is None:
+            raise UsageError("the PostgreSQL store is closed")
+        return self._conn
+
+    def write(self, records: Sequence[Record]) -> None:
+        if not records:
+            return
+        rows = [(_text_safe(r.run_id), _text_safe(r.arm), _text_safe(r.ending), r.started_at,
+                 _opt_text_safe(r.id_prefix), _jsonb_safe(encode_for_store(r))) for r in records]
+        with self._lock:
+            conn = self._connection()
+            with conn.transaction(), conn.cursor() as cur:
+                cur.executemany(_INSERT, rows)
+
+    def read(self, run_id: str | None = None, since: float | None = None) -> Iterator[Record]:
+        where = ["seq > %s"]
+        params: list[object] = []
+        if run_id is not None:
+            where.append("run_id = %s")
+            params.append(run_id)
+        if since is not None:
+            where.append("started_at >= %s")
+            params.append(since)
+        query = (f"SELECT seq, record::text FROM {TABLE} WHERE {' AND '.join(where)} "
+                 f"ORDER BY seq LIMIT {READ_PAGE}")
+        last = 0
+        while True:
+            # Keyset pages, each its own short transaction: no server-side cursor held open while
+            # the caller works, and the writer never waits on a reader.
+            with self._lock:
+                conn = self._connection()
+                with conn.transaction():
+                    rows = conn.execute(query, [last, *params]).fetchall()
+            for seq, text in rows:
+                last = int(seq)
+                yield decode_from_store(str(text))
+            if len(rows) < READ_PAGE:
+                return
+
+    def count(self, run_id: str | None = None) -> int:
+        with self._lock:
+            conn = self._connection()
+            with conn.transaction():
+                if run_id is None:
+                    row = conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()
+                else:
+                    row = conn.execute(f"SELECT count(*) FROM {TABLE} WHERE run_id = %s",
+                                       (run_id,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self._target!r})"

@@ -1,0 +1,145 @@
+"""The default store: one SQLite file in WAL mode, nothing to start or administer.
+
+WAL lets the analyzer read while a proxy writes, and lets several processes append to one file (each
+waits on the others through ``busy_timeout`` instead of failing). ``synchronous=NORMAL`` is durable
+against a crash of the process, which is what evidence needs; only a power loss can cost the last
+transactions.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+
+from sseguard.errors import ConfigError, UsageError
+from sseguard.record import Record
+from sseguard.store._base import (
+    META,
+    READ_PAGE,
+    STORE_SCHEMA_VERSION,
+    TABLE,
+    decode_from_store,
+    encode_for_store,
+    one_line,
+)
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {TABLE} (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    arm TEXT NOT NULL,
+    ending TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    id_prefix TEXT,
+    record TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {TABLE}_run_id ON {TABLE} (run_id);
+CREATE INDEX IF NOT EXISTS {TABLE}_arm ON {TABLE} (arm);
+CREATE INDEX IF NOT EXISTS {TABLE}_ending ON {TABLE} (ending);
+CREATE INDEX IF NOT EXISTS {TABLE}_started_at ON {TABLE} (started_at);
+CREATE INDEX IF NOT EXISTS {TABLE}_id_prefix ON {TABLE} (id_prefix);
+CREATE TABLE IF NOT EXISTS {META} (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT OR IGNORE INTO {META} (key, value) VALUES ('schema_version', '{STORE_SCHEMA_VERSION}');
+"""
+
+_INSERT = (f"INSERT INTO {TABLE} (run_id, arm, ending, started_at, id_prefix, record) "
+           "VALUES (?, ?, ?, ?, ?, ?)")
+
+BUSY_TIMEOUT_S = 30.0
+
+
+class SQLiteStore:
+    """Records in a SQLite file. Safe to share between threads (one connection behind a lock)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        if os.path.isdir(path):
+            raise ConfigError(f"store path {path!r} is a directory, not a database file")
+        try:
+            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, check_same_thread=False,
+                                   isolation_level=None)
+        except sqlite3.Error as exc:
+            raise ConfigError(f"cannot open SQLite store {path!r}: {one_line(exc)}") from None
+        try:
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise ConfigError(f"SQLite store {path!r} cannot use WAL mode (got {mode!r})")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
+            row = conn.execute(f"SELECT value FROM {META} WHERE key = 'schema_version'").fetchone()
+        except sqlite3.Error as exc:
+            conn.close()
+            raise ConfigError(f"cannot use SQLite store {path!r}: {one_line(exc)}") from None
+        except ConfigError:
+            conn.close()
+            raise
+        version = int(row[0]) if row else STORE_SCHEMA_VERSION
+        if version > STORE_SCHEMA_VERSION:
+            conn.close()
+            raise ConfigError(f"SQLite store {path!r} has schema version {version}; this sseguard "
+                              f"reads up to {STORE_SCHEMA_VERSION}: upgrade sseguard")
+        self._conn: sqlite3.Connection | None = conn
+        self._lock = threading.Lock()
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise UsageError("the SQLite store is closed")
+        return self._conn
+
+    def write(self, records: Sequence[Record]) -> None:
+        if not records:
+            return
+        rows = [(r.run_id, r.arm, r.ending, r.started_at, r.id_prefix, encode_for_store(r))
+                for r in records]
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(_INSERT, rows)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def read(self, run_id: str | None = None, since: float | None = None) -> Iterator[Record]:
+        where = ["seq > ?"]
+        params: list[object] = []
+        if run_id is not None:
+            where.append("run_id = ?")
+            params.append(run_id)
+        if since is not None:
+            where.append("started_at >= ?")
+            params.append(since)
+        query = (f"SELECT seq, record FROM {TABLE} WHERE {' AND '.join(where)} "
+                 f"ORDER BY seq LIMIT {READ_PAGE}")
+        last = 0
+        while True:
+            # Page by key instead of holding a cursor open across yields: the lock is never held
+            # while the caller works, and a writer thread is never starved by a slow reader.
+            with self._lock:
+                rows = self._connection().execute(query, [last, *params]).fetchall()
+            for seq, text in rows:
+                last = seq
+                yield decode_from_store(text)
+            if len(rows) < READ_PAGE:
+                return
+
+    def count(self, run_id: str | None = None) -> int:
+        with self._lock:
+            conn = self._connection()
+            if run_id is None:
+                row = conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()
+            else:
+                row = conn.execute(f"SELECT count(*) FROM {TABLE} WHERE run_id = ?", (run_id,)).fetchone()
+        return int(row[0])
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
