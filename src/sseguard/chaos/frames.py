@@ -7,7 +7,6 @@ the JSON-encoded text instead of serializing a dict per chunk: most of a chunk i
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -302,6 +301,3 @@ def completion_plan(config: ChaosConfig, decision: Decision, body: bytes, tokens
     plan.writes.append(Write(at, body, 0))
     return plan
 
-
-def now_created() -> int:
-    return int(time.time())

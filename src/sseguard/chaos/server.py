@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import hashlib
 import re
+import signal
 import socket
 import struct
 import threading
@@ -376,8 +377,6 @@ def run_chaos_in_thread(config: ChaosConfig | None = None, host: str = "127.0.0.
 async def serve(config: ChaosConfig, host: str, port: int,
                 on_ready: Callable[[ChaosServer], None]) -> None:
     """Serve until cancelled (Ctrl-C) or SIGTERM; ``on_ready`` gets the server once it listens."""
-    import signal
-
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):
