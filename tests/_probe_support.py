@@ -39,14 +39,15 @@ def mismatches(records: list[Record]) -> list[str]:
     return out
 
 
-def config(url: str | list[str], out: Path, **options: Any) -> ProbeConfig:
+def config(url: str | list[str], out: Path, *, environ: dict[str, str] | None = None,
+           **options: Any) -> ProbeConfig:
     """A probe config for tests: named arms on the given base URLs, fast timeouts."""
     urls = [url] if isinstance(url, str) else url
     arms = [u if "=" in u.split("://")[0] else f"arm{i}={u}" for i, u in enumerate(urls, 1)]
     opts: dict[str, Any] = {"arms": arms, "out": str(out), "stall_timeout": 2.0, "timeout": 20.0,
                             "ramp": 0.0}
     opts.update(options)
-    return build_config(opts)
+    return build_config(opts, environ=environ)
 
 
 def free_port() -> int:

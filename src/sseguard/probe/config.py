@@ -320,7 +320,8 @@ def probe_table(doc: Mapping[str, Any], path: str) -> dict[str, Any]:
 
 
 def build_config(options: Mapping[str, Any], *, config_path: str | None = None,
-                 saved: Mapping[str, Any] | None = None) -> ProbeConfig:
+                 saved: Mapping[str, Any] | None = None,
+                 environ: Mapping[str, str] | None = None) -> ProbeConfig:
     """Merge defaults < saved run settings (resume) < TOML file < command-line options (None = unset).
 
     ``options`` keys: arms (list of ``NAME=URL``), model, workload, body, big_bytes, max_tokens,
@@ -379,7 +380,7 @@ def build_config(options: Mapping[str, Any], *, config_path: str | None = None,
     arms = [make_arm(a.name, a.base_url, model=a.model, headers=a.headers, key_env=a.key_env,
                      key_header=a.key_header) for a in arms]
     for arm in arms:
-        arm.key()  # a missing variable is reported now, not at the first request
+        arm.key(environ)  # a missing variable is reported now, not at the first request
 
     workload = _workload(merged)
     levels = parse_levels(merged.get("concurrency", 8))
