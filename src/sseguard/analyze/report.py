@@ -49,11 +49,12 @@ def print_summary(analysis: Analysis, console: Console, *, top: int = 8) -> None
         console.print(table)
     if analysis.total.failed and analysis.attributes:
         table = Table(title="What the failing streams share (best first; rate in/out of the values: "
-                            "failure rate with its 95% interval; share: of all failures)",
+                            "failure rate with its 95% interval; share: of all failures; sep.: all = every "
+                            "failure has the values, yes = significant, ≈ X = same streams as X)",
                       title_justify="left")
         for col in ("#", "attribute", "values", "rate in", "rate out", "share", "p adj.",
-                    "separates"):
-            table.add_column(col, overflow="fold", no_wrap=col != "separates")
+                    "sep."):
+            table.add_column(col, overflow="fold", no_wrap=col != "sep.")
         for rank, attr in enumerate(analysis.attributes[:top], start=1):
             cells = _attribute_cells(attr)
             if attr.best is not None:

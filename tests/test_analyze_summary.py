@@ -1,0 +1,96 @@
+"""The analysis tables: judged under any policy, per arm and level, arm vs arm, JSON-able."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from scipy.stats import fisher_exact
+
+from _analyze_support import build, load_sweep, rec, routed
+from sseguard.analyze import analyze, failure_reason
+from sseguard.errors import ConfigError
+from sseguard.policy import Policy
+from sseguard.record import Record
+
+
+def dialect_run() -> list[Record]:
+    """A gateway that never sends [DONE] on good answers, and truncates a few."""
+    def one(i: int, rng: random.Random) -> dict[str, object]:
+        return {"ending": "truncated" if rng.random() < 0.05 else "no_done", "started": i * 0.5}
+    return build(400, 21, one)
+
+
+def test_the_same_records_under_two_policies_give_different_rates() -> None:
+    records = dialect_run()
+    truncated = sum(r.ending == "truncated" for r in records)
+    strict = analyze(records, Policy.from_spec("strict"))
+    lenient = analyze(records, Policy.from_spec("no-done-ok"))
+    assert strict.total.failed == len(records)
+    assert lenient.total.failed == truncated and 0 < truncated < len(records)
+    assert lenient.failures == {"truncated": truncated}
+    assert strict.headlines[0] != lenient.headlines[0] and "no-done-ok" in lenient.headlines[0]
+
+
+def test_a_finding_fails_a_complete_stream_until_tolerated() -> None:
+    records = [rec(0), rec(1, findings=("missing_usage",)), rec(2, findings=("markup_leak",))]
+    strict = Policy.from_spec()
+    assert [failure_reason(r, strict) for r in records] == [None, "missing_usage", "markup_leak"]
+    tolerant = Policy.from_spec("strict", "missing_usage")
+    assert [failure_reason(r, tolerant) for r in records] == [None, None, "markup_leak"]
+    assert analyze(records, tolerant).findings == {"missing_usage": 1, "markup_leak": 1}
+
+
+def test_per_arm_and_per_level_rows_count_every_ending() -> None:
+    records = load_sweep(per_level=40)
+    for i, r in enumerate(records):
+        r.arm = "a" if i % 2 else "b"
+    analysis = analyze(records)
+    assert [g.arm for g in analysis.arms] == ["a", "b"]
+    assert sum(g.requests for g in analysis.arms) == len(records)
+    assert {(g.arm, g.concurrency) for g in analysis.levels} == {(a, c) for a in "ab"
+                                                                 for c in (1, 8, 16, 32, 60)}
+    for g in analysis.levels:
+        assert sum(g.endings.values()) == g.requests
+        assert g.rate.failed == g.requests - g.endings.get("complete", 0)
+        assert g.rate.low <= g.rate.value <= g.rate.high
+
+
+def test_arm_versus_arm_is_fishers_exact_test() -> None:
+    def one(i: int, rng: random.Random) -> dict[str, object]:
+        arm = "bad" if i % 2 else "good"
+        p = 0.2 if arm == "bad" else 0.01
+        return {"arm": arm, "ending": "cut_mid_frame" if rng.random() < p else "complete"}
+
+    analysis = analyze(build(400, 22, one))
+    (comparison,) = analysis.comparisons
+    a, b = comparison.rate_a, comparison.rate_b
+    expected = fisher_exact([[a.failed, a.total - a.failed], [b.failed, b.total - b.failed]]).pvalue
+    assert comparison.p == pytest.approx(expected)
+    assert any(h.startswith("arm `bad` fails more often than arm `good`") for h in analysis.headlines)
+
+
+def test_to_dict_is_strict_json_with_stable_attribute_keys() -> None:
+    records = routed()
+    records.append(rec(999, ending="http_error", rid="", status=503))
+    data = json.loads(json.dumps(analyze(records).to_dict(), allow_nan=False))
+    assert data["requests"] == len(records) and data["policy"]["name"] == "strict"
+    assert data["attributes"][0]["key"] == "id_prefix"
+    assert data["attributes"][0]["best"]["values"] == ["gw"]
+    assert data["attributes"][0]["complete"] is True
+    assert isinstance(data["headlines"], list) and data["timeline"]
+
+
+def test_no_failures_says_so_with_the_interval() -> None:
+    analysis = analyze([rec(i, started=float(i)) for i in range(50)])
+    assert analysis.total.failed == 0 and analysis.top is None
+    assert analysis.headlines == ["no stream of 50 failed under policy strict (95% interval for the "
+                                  "failure rate: 0%–7.1%)"]
+
+
+def test_nothing_to_analyze_is_a_config_error() -> None:
+    with pytest.raises(ConfigError):
+        analyze([])
+    with pytest.raises(ConfigError):
+        analyze(routed(n=10), top=0)
