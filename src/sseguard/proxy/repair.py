@@ -21,7 +21,6 @@ import msgspec
 
 from sseguard.contract import leak_markers
 from sseguard.errors import UsageError
-from sseguard.proxy.automarkup import AutoParser
 from sseguard.proxy.stream import Frames
 from sseguard.sse import SSEEvent
 from sseguard.toolcalls import (
@@ -143,10 +142,11 @@ class RepairFrames(Frames):
 
     def facts(self) -> dict[str, Any]:
         facts: dict[str, Any] = {"repair": self.family, "repaired_tool_calls": self.calls}
-        chosen = {p.parser.chosen for p in self._choices.values() if isinstance(p.parser, AutoParser)}
-        chosen.discard(None)
-        if chosen:
-            facts["repair_family"] = ",".join(sorted(c for c in chosen if c))
+        # `auto` names the family it detected; record it, it is what an operator wants to know.
+        detected = {getattr(c.parser, "detected", None) for c in self._choices.values()}
+        names = sorted(d for d in detected if isinstance(d, str))
+        if names:
+            facts["repair_family"] = ",".join(names)
         return facts
 
     # ── one choice ─────────────────────────────────────────────────────────────────────────────
@@ -157,8 +157,6 @@ class RepairFrames(Frames):
         return state
 
     def _parser(self) -> Parser:
-        if self.family == "auto":
-            return AutoParser(self.tools)
         try:
             return parser_for(self.family, self.tools)
         except UsageError:  # a malformed tools list is the upstream's to reject; parse without names

@@ -1,0 +1,216 @@
+"""``--repair-markup``: raw tool-call markup in content leaves the proxy as structured tool calls.
+
+The frame transformer is tested directly under any split of the content into deltas (hypothesis), and
+end to end: the real openai SDK, through the proxy, against a chaos upstream that leaves DSML (V3.2, V4,
+V4.1) raw in content."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from _proxy_support import KEY, MESSAGES, WEATHER_TOOL, chaos_proxy, chat, raw_post, same_second
+from sseguard.assemble import MessageAssembler
+from sseguard.chaos import ChaosConfig, Pacing, run_chaos
+from sseguard.chaos.generate import Call, render_markup
+from sseguard.proxy.repair import RepairFrames
+from sseguard.sse import SSEDecoder, SSEEvent
+from sseguard.store import open_store
+from sseguard.toolcalls import ToolCallEnd, parser_for
+from sseguard.verdict import FindingKind
+
+DSML = ["dsml-v32", "dsml-v4", "dsml-v41"]
+MARK = "｜DSML｜"
+
+
+def _event(choice: dict[str, Any], **top: Any) -> SSEEvent:
+    obj = {"id": "chatcmpl-r", "object": "chat.completion.chunk", "created": 1, "model": "m",
+           "choices": [choice], **top}
+    data = json.dumps(obj, ensure_ascii=False)
+    return SSEEvent(data=data, raw=f"data: {data}\n\n".encode())
+
+
+def _stream(deltas: list[str], finish: str = "stop") -> list[SSEEvent]:
+    events = [_event({"index": 0, "delta": {"role": "assistant", "content": ""},
+                      "finish_reason": None})]
+    events += [_event({"index": 0, "delta": {"content": d}, "finish_reason": None}) for d in deltas]
+    events.append(_event({"index": 0, "delta": {}, "finish_reason": finish}))
+    return events
+
+
+def _run(frames: RepairFrames, events: list[SSEEvent]) -> tuple[bytes, list[bytes]]:
+    pieces = [frames.transform(e) for e in events]
+    return b"".join(pieces) + frames.flush(), pieces
+
+
+def _assemble(body: bytes) -> dict[str, Any]:
+    asm = MessageAssembler()
+    for ev in SSEDecoder().feed(body):
+        assert not asm.add(json.loads(ev.data))
+    return asm.to_openai()["choices"][0]
+
+
+def _split(text: str, cuts: set[int]) -> list[str]:
+    points = sorted(c for c in cuts if 0 < c < len(text))
+    return [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
+
+
+_values = st.dictionaries(st.sampled_from(["path", "query", "note"]),
+                          st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
+                          .filter(lambda s: "｜" not in s), min_size=0, max_size=3)
+_prefix = st.text(st.sampled_from("ab <>\n.é"), max_size=12).filter(
+    lambda s: not s.endswith("\n"))
+
+
+@settings(max_examples=150, deadline=None)
+@given(family=st.sampled_from(DSML), auto=st.booleans(), prefix=_prefix,
+       calls=st.lists(st.tuples(st.sampled_from(["read", "ns::search"]), _values), min_size=1,
+                      max_size=3),
+       cuts=st.sets(st.integers(1, 400), max_size=25))
+def test_dsml_in_content_becomes_the_same_tool_calls_under_any_split(
+        family: str, auto: bool, prefix: str, calls: list[tuple[str, dict[str, str]]],
+        cuts: set[int]) -> None:
+    rendered = render_markup(family, [Call(f"c{i}", name, values, json.dumps(values))
+                                      for i, (name, values) in enumerate(calls)])
+    content = prefix + rendered
+    frames = RepairFrames("auto" if auto else family, None)
+    body, _ = _run(frames, _stream(_split(content, cuts)))
+    choice = _assemble(body)
+    message = choice["message"]
+    assert choice["finish_reason"] == "tool_calls"
+    assert (message["content"] or "") == prefix and MARK not in body.decode()
+    got = [(c["function"]["name"], json.loads(c["function"]["arguments"]))
+           for c in message["tool_calls"]]
+    assert got == [(name, values) for name, values in calls]
+    assert all(c["id"].startswith("call_") and len(c["id"]) == 29 for c in message["tool_calls"])
+    assert len({c["id"] for c in message["tool_calls"]}) == len(calls)
+    assert frames.failure is None and frames.findings() == [] and frames.calls == len(calls)
+
+
+@settings(max_examples=100, deadline=None)
+@given(texts=st.lists(st.text(st.characters(blacklist_characters="<\n｜",
+                                            blacklist_categories=("Cs",)), min_size=1),
+                      min_size=1, max_size=6),
+       family=st.sampled_from([*DSML, "auto"]))
+def test_text_without_markup_passes_byte_identical(texts: list[str], family: str) -> None:
+    events = _stream(texts)
+    frames = RepairFrames(family, None)
+    body, pieces = _run(frames, events)
+    assert pieces == [e.raw for e in events] and body == b"".join(e.raw for e in events)
+
+
+def test_only_a_possible_marker_prefix_is_held_back_and_then_released() -> None:
+    frames = RepairFrames("dsml-v32", None)
+    events = _stream(["x <", "｜not a marker"])
+    _, pieces = _run(frames, events)
+    assert pieces[1] != events[1].raw  # "<" waits: it could start <｜DSML｜
+    released = json.loads(pieces[2][6:])["choices"][0]["delta"]["content"]
+    assert json.loads(pieces[1][6:])["choices"][0]["delta"]["content"] == "x "
+    assert released == "<｜not a marker"
+
+
+def test_unparseable_markup_stops_the_stream_naming_the_kind() -> None:
+    call = Call("c0", "read", {"path": "a"}, "{}")
+    content = render_markup("dsml-v4", [call], malformed=True)
+    frames = RepairFrames("dsml-v4", None)
+    body, _ = _run(frames, _stream([content]))
+    assert frames.failure is not None and frames.failure[0] == "markup_malformed_tag"
+    assert MARK not in body.decode()
+
+
+def test_a_call_to_a_tool_not_offered_is_kept_and_reported() -> None:
+    content = render_markup("dsml-v32", [Call("c0", "rm_rf", {"path": "/"}, "{}")])
+    frames = RepairFrames("dsml-v32", [WEATHER_TOOL])
+    body, _ = _run(frames, _stream([content]))
+    assert _assemble(body)["message"]["tool_calls"][0]["function"]["name"] == "rm_rf"
+    assert [f.kind for f in frames.findings()] == [FindingKind.TOOL_UNDEFINED_FUNCTION]
+
+
+def test_repaired_calls_are_numbered_after_the_upstreams_own_calls() -> None:
+    own = _event({"index": 0, "delta": {"tool_calls": [
+        {"index": 0, "id": "call_up", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{}"}}]}, "finish_reason": None})
+    content = render_markup("dsml-v4", [Call("c0", "read", {"path": "x"}, "{}")])
+    events = [own, *_stream([content])[1:]]
+    body, _ = _run(RepairFrames("dsml-v4", None), events)
+    calls = _assemble(body)["message"]["tool_calls"]
+    assert [(c["id"] == "call_up", c["function"]["name"]) for c in calls] == [
+        (True, "get_weather"), (False, "read")]
+
+
+def test_markup_of_a_family_not_repaired_is_still_a_leak() -> None:
+    frames = RepairFrames("dsml-v4", None)
+    _run(frames, _stream(["<tool_call>\n{\"name\": \"x\", \"arguments\": {}}\n</tool_call>"]))
+    assert [f.kind for f in frames.findings()] == [FindingKind.MARKUP_LEAK]
+
+
+# ── end to end ───────────────────────────────────────────────────────────────────────────────────
+
+
+def _expected_calls(content: str, family: str) -> list[tuple[str, Any]]:
+    parser = parser_for(family)
+    events = [*parser.feed(content), *parser.close()]
+    return [(e.name, json.loads(e.arguments)) for e in events if isinstance(e, ToolCallEnd)]
+
+
+@pytest.mark.parametrize("mode", ["family", "auto"])
+@pytest.mark.parametrize("family", DSML)
+async def test_the_sdk_gets_structured_tool_calls_from_raw_dsml(family: str, mode: str,
+                                                                tmp_path: Path) -> None:
+    chaos = ChaosConfig(seed=21, raw_markup=family, pacing=Pacing(tokens=6))
+    db = tmp_path / "repair.db"
+    async with run_chaos(chaos) as direct, \
+            chaos_proxy(chaos, repair_markup=family if mode == "family" else "auto",
+                        store=str(db)) as (_, px):
+        raw = await raw_post(direct.chat_url, chat(tools=[WEATHER_TOOL]))
+        async with openai.AsyncOpenAI(base_url=px.url, api_key=KEY, max_retries=0) as client, \
+                client.chat.completions.stream(model="chaos-1", messages=MESSAGES,  # type: ignore[arg-type]
+                                               tools=[WEATHER_TOOL]) as stream:
+            final = await stream.get_final_completion()
+    raw_content = "".join(
+        (json.loads(e.data)["choices"] or [{}])[0].get("delta", {}).get("content") or ""
+        for e in SSEDecoder().feed(raw.body) if e.data != "[DONE]")
+    assert MARK in raw_content  # the upstream really left markup in content
+    choice = final.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert MARK not in (choice.message.content or "")
+    got = [(c.function.name, json.loads(c.function.arguments)) for c in choice.message.tool_calls or []]
+    assert got == _expected_calls(raw_content, family) and got
+    store = open_store(str(db))
+    try:
+        [record] = list(store.read())
+    finally:
+        store.close()
+    assert record.extra["repaired_tool_calls"] == len(got) and record.extra["repair"] == (
+        family if mode == "family" else "auto")
+    assert record.ending == "complete" and record.passed  # what the client got was a good stream
+    if mode == "auto":
+        assert record.extra["repair_family"] == family
+
+
+async def test_malformed_dsml_reaches_the_sdk_as_an_error_never_as_content() -> None:
+    chaos = ChaosConfig(seed=21, raw_markup="dsml-v4", pacing=Pacing(tokens=6))
+    async with chaos_proxy(chaos, repair_markup="auto") as (_, px):
+        seen: list[str] = []
+        async with openai.AsyncOpenAI(base_url=px.url, api_key=KEY, max_retries=0) as client:
+            with pytest.raises(openai.APIError) as info:
+                async for chunk in await client.chat.completions.create(
+                        model="chaos-1", messages=MESSAGES, tools=[WEATHER_TOOL], stream=True,  # type: ignore[arg-type]
+                        extra_headers={"x-sseguard-inject": "malformed_closing_tag"}):
+                    seen.extend(c.delta.content or "" for c in chunk.choices)
+    assert info.value.code == "markup_malformed_tag"
+    assert MARK not in "".join(seen) and "DSML" not in "".join(seen)
+
+
+async def test_repair_leaves_a_healthy_text_stream_byte_identical() -> None:
+    chaos = ChaosConfig(seed=21, pacing=Pacing(tokens=12))
+    async with run_chaos(chaos) as direct, chaos_proxy(chaos, repair_markup="auto") as (_, px):
+        want = await raw_post(direct.chat_url, chat(stream_options={"include_usage": True}))
+        got = await raw_post(f"{px.url}/chat/completions", chat(stream_options={"include_usage": True}))
+    assert same_second(got.body) == same_second(want.body)
