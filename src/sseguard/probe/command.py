@@ -42,15 +42,7 @@ def probe_main(options: Mapping[str, Any], *, config_path: str | None, resume: s
     from sseguard.probe.runner import run_probe
 
     config = config_from_options(options, config_path=config_path, resume=resume, sweep=sweep)
-    if not as_json:
-        levels = ", ".join(map(str, config.levels))
-        bound = " and ".join(filter(None, [
-            f"{config.count} requests" if config.count is not None else "",
-            f"{config.duration:g} s" if config.duration is not None else ""]))
-        err_console.print(
-            f"probing {', '.join(a.name for a in config.arms)} · workload {config.workload.name} · "
-            f"concurrency {levels} · {bound} per arm and level · policy {config.policy.name} · "
-            f"out {config.out}", highlight=False, soft_wrap=True)
-    result = run_probe(config, resume=resume is not None, console=err_console, live=live)
+    result = run_probe(config, resume=resume is not None, console=err_console, live=live,
+                       announce=not as_json)
     summarize(result, console, as_json=as_json)
     return result.exit_code

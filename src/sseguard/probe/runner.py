@@ -324,13 +324,24 @@ async def _levels(run: _Run, targets: list[Target]) -> None:
                 group.create_task(_arm_level(run, target, level, level_index))
 
 
+def describe(config: ProbeConfig) -> str:
+    """One line saying what the run will do, printed once the arms are known to be reachable."""
+    levels = ", ".join(map(str, config.levels))
+    bound = " and ".join(filter(None, [
+        f"{config.count} requests" if config.count is not None else "",
+        f"{config.duration:g} s" if config.duration is not None else ""]))
+    return (f"probing {', '.join(a.name for a in config.arms)} · workload {config.workload.name} · "
+            f"concurrency {levels} · {bound} per arm and level · policy {config.policy.name} · "
+            f"out {config.out}")
+
+
 def _new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
 async def execute(config: ProbeConfig, *, resume: bool = False, console: Console | None = None,
                   live: bool | None = None, environ: Mapping[str, str] | None = None,
-                  stop: asyncio.Event | None = None) -> RunResult:
+                  stop: asyncio.Event | None = None, announce: bool = False) -> RunResult:
     """Run (or resume) a probe inside the running event loop and return what it left behind.
 
     ``stop`` ends the run early and cleanly (Ctrl-C): requests in flight are dropped unrecorded
@@ -357,6 +368,8 @@ async def execute(config: ProbeConfig, *, resume: bool = False, console: Console
     run_id = str(run_doc["run_id"])
     if config.check_reachable:
         await check_reachable(targets, config.connect_timeout)
+    if announce:
+        console.print(describe(config), highlight=False, soft_wrap=True)
     workload = Workload(config.workload, seed=config.seed)
 
     sink = JsonlSink(out)
@@ -422,7 +435,8 @@ def loop_factory() -> Any:
 
 
 def run_probe(config: ProbeConfig, *, resume: bool = False, console: Console | None = None,
-              live: bool | None = None, environ: Mapping[str, str] | None = None) -> RunResult:
+              live: bool | None = None, environ: Mapping[str, str] | None = None,
+              announce: bool = False) -> RunResult:
     """Run a probe on a fresh event loop (uvloop when installed); Ctrl-C stops it cleanly."""
 
     async def main() -> RunResult:
@@ -434,7 +448,7 @@ def run_probe(config: ProbeConfig, *, resume: bool = False, console: Console | N
             handled = True
         try:
             return await execute(config, resume=resume, console=console, live=live,
-                                 environ=environ, stop=stop)
+                                 environ=environ, stop=stop, announce=announce)
         finally:
             if handled:
                 loop.remove_signal_handler(signal.SIGINT)

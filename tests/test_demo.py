@@ -1,0 +1,40 @@
+"""`sseguard demo`: a short sweep against an in-process chaos upstream finds all three hidden patterns."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from sseguard.chaos import LoadPattern, RoutedPattern, WindowPattern
+from sseguard.probe.demo import LEVELS, run_demo, scenario
+
+
+def test_scenario_hides_one_pattern_of_each_kind_inside_the_sweep() -> None:
+    plan = scenario(20.0)
+    kinds = {type(p) for p in plan.chaos.patterns}
+    assert kinds == {LoadPattern, RoutedPattern, WindowPattern}
+    start, end = plan.window
+    # The window lies inside the last level and is far shorter than it (time ≠ load).
+    assert (len(LEVELS) - 1) * plan.level_seconds < start < end < len(LEVELS) * plan.level_seconds
+    assert end - start < plan.level_seconds / 2
+
+
+def test_short_demo_names_every_hidden_pattern_and_writes_the_report(tmp_path: Path) -> None:
+    console = Console(record=True, width=120)
+    began = time.monotonic()
+    result = run_demo(tmp_path / "demo", seconds=9.0, console=console,
+                      err_console=Console(stderr=True, quiet=True), live=False)
+    elapsed = time.monotonic() - began
+    assert result.named == dict.fromkeys(result.named, True), console.export_text()
+    assert elapsed < 30
+    records = result.run.records
+    assert {r.concurrency for r in records} == set(LEVELS)
+    assert {r.id_prefix for r in records} >= {"gw", "numeric"}
+    html = result.report.read_text("utf-8")
+    assert result.report.name == "report.html" and "<html" in html.lower()
+    assert result.plots and all(p.stat().st_size > 1000 for p in result.plots)
+    assert any((tmp_path / "demo" / "evidence").iterdir())
+    text = console.export_text()
+    assert "gw-" in text and str(result.report) in text
