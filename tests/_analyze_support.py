@@ -84,3 +84,27 @@ def no_signal(seed: int = 4, n: int = 400, rate: float = 0.1) -> list[Record]:
             "headers": {"server": rng.choice(["b1", "b2"]), "x-request-id": f"req-{i}"},
         }
     return build(n, seed, one)
+
+
+def mixed(seed: int = 5, per_level: int = 150) -> list[Record]:
+    """The demo's story: a sweep over 1, 8, 32 with cuts growing with load, `gw-` ids truncated half the
+    time, and error events in a short window inside the last level."""
+    rng = random.Random(seed)
+    out: list[Record] = []
+    i = 0
+    for level_no, (level, p_cut) in enumerate(((1, 0.0), (8, 0.03), (32, 0.3))):
+        for j in range(per_level):
+            started = level_no * 20 + j * 20 / per_level
+            gw = rng.random() < 0.2
+            rid = f"gw-{i}" if gw else str(9_000_000 + i)
+            if 47 <= started < 53 and rng.random() < 0.9:
+                ending = "error_event"
+            elif gw and rng.random() < 0.5:
+                ending = "truncated"
+            elif rng.random() < p_cut:
+                ending = "cut_mid_frame"
+            else:
+                ending = "complete"
+            out.append(rec(i, rid=rid, concurrency=level, started=started, ending=ending))
+            i += 1
+    return out

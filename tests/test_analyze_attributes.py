@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from _analyze_support import build, load_sweep, no_signal, rec, routed, time_window
+from _analyze_support import build, load_sweep, mixed, no_signal, rec, routed, time_window
 from sseguard.analyze import analyze
 from sseguard.analyze.columns import bucket_width, columns
 from sseguard.record import Record
@@ -177,3 +177,25 @@ def test_time_windows_count_from_each_runs_own_start() -> None:
     b = [rec(i, started=5000 + i * 10.0, run_id="r2") for i in range(30)]
     analysis = analyze(a + b)
     assert analysis.span_s == pytest.approx(290.0)
+
+
+def test_several_kinds_of_failure_are_each_traced_to_their_own_cause() -> None:
+    # The demo's story: a route truncates, a window of overload sends error events, load cuts.
+    records = mixed()
+    counts = {e: sum(r.ending == e for r in records) for e in ("truncated", "error_event", "cut_mid_frame")}
+    analysis = analyze(records)
+    assert set(analysis.by_reason) == set(counts)
+    leads = {reason: attrs[0] for reason, attrs in analysis.by_reason.items()}
+    assert (leads["truncated"].key, leads["truncated"].complete) == ("id_prefix", True)
+    assert (leads["error_event"].key, leads["error_event"].complete) == ("time_window", True)
+    assert leads["cut_mid_frame"].key == "concurrency"
+    assert leads["cut_mid_frame"].best is not None and leads["cut_mid_frame"].best.values == ("32",)
+    said = analysis.headlines[1:4]
+    assert said[0].startswith(f"all {counts['truncated']} truncated streams had response ids starting `gw-`")
+    assert said[0].count("ended truncated") == 2  # rates of truncation, not of any failure
+    assert said[1].startswith(f"all {counts['error_event']} error_event streams started 0:45–0:55")
+    assert "cut_mid_frame streams ran at concurrency 32" in said[2]
+
+
+def test_a_run_that_fails_one_way_has_no_per_kind_search() -> None:
+    assert analyze(routed()).by_reason == {}

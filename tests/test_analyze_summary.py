@@ -8,7 +8,7 @@ import random
 import pytest
 from scipy.stats import fisher_exact
 
-from _analyze_support import build, load_sweep, rec, routed
+from _analyze_support import build, load_sweep, mixed, rec, routed
 from sseguard.analyze import analyze, failure_reason
 from sseguard.errors import ConfigError
 from sseguard.policy import Policy
@@ -80,6 +80,8 @@ def test_to_dict_is_strict_json_with_stable_attribute_keys() -> None:
     assert data["attributes"][0]["best"]["values"] == ["gw"]
     assert data["attributes"][0]["complete"] is True
     assert isinstance(data["headlines"], list) and data["timeline"]
+    several = json.loads(json.dumps(analyze(mixed()).to_dict(), allow_nan=False))
+    assert several["by_reason"]["truncated"][0]["key"] == "id_prefix"
 
 
 def test_no_failures_says_so_with_the_interval() -> None:

@@ -37,8 +37,20 @@ def overall(total: Rate, failures: Mapping[str, int], policy: str) -> str:
             f"{total}: {listed}")
 
 
-def attribute(res: AttributeResult) -> str | None:
-    """One sentence for an attribute's best split, or None when it has none."""
+def outcome_verb(reason: str | None) -> str:
+    """How a sentence says a stream had the outcome: ``failed``, ``ended truncated``, ``had markup_leak``."""
+    if reason is None:
+        return "failed"
+    return f"ended {reason}" if reason in _ENDINGS else f"had {reason}"
+
+
+def attribute(res: AttributeResult, reason: str | None = None) -> str | None:
+    """One sentence for an attribute's best split, or None when it has none.
+
+    ``reason`` set: the attribute was searched for that one kind of failure (``truncated``), so the
+    rates are of that outcome, and the sentence says so.
+    """
+    verb = outcome_verb(reason)
     split = res.best
     if split is None:
         return None
@@ -56,12 +68,12 @@ def attribute(res: AttributeResult) -> str | None:
             listed = ", ".join(f"{n} {r}" for r, n in split.failures_in.items())
             lead = f"{inside.failed} of {res.failed} failing streams ({listed})"
         lead += f" {split.phrase_in}"
-    text = f"{lead} ({inside.failed} of {inside.total} such streams failed, {inside})"
+    text = f"{lead} ({inside.failed} of {inside.total} such streams {verb}, {inside})"
     others = split.phrase_out or "other streams"
     if outside.failed == 0:
-        text += f"; none of {outside.total} {others} failed"
+        text += f"; none of {outside.total} {others} {verb}"
     else:
-        text += f"; {outside.failed} of {outside.total} {others} failed, {outside}"
+        text += f"; {outside.failed} of {outside.total} {others} {verb}, {outside}"
     text += f" (Fisher p {_p(split.p, split.log10_p)}"
     if split.tried > 1:
         text += f"; {fmt_p(split.p_adj, split.log10_p_adj)} adjusted for {split.tried} splits tried"

@@ -8,7 +8,7 @@ the JSON form; attribute keys in it are stable (``id_prefix``, ``header:<name>``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sseguard.analyze.stats import Rate
@@ -167,6 +167,10 @@ class Analysis:
     span_s: float  # seconds from the first start to the last start (per run)
     runs: list[str]
     headlines: list[str]
+    #: The same search for each kind of failure on its own (``truncated``, ``markup_leak``, …) when a
+    #: run failed in several ways: a routed truncation and load-dependent cuts have different causes,
+    #: and pooled together each would blur the other.
+    by_reason: dict[str, list[AttributeResult]] = field(default_factory=dict)
 
     @property
     def requests(self) -> int:
@@ -193,4 +197,6 @@ class Analysis:
             "attributes": [a.to_dict() for a in self.attributes],
             "timeline": [t.to_dict() for t in self.timeline],
             "headlines": list(self.headlines),
+            "by_reason": {reason: [a.to_dict() for a in attrs]
+                          for reason, attrs in self.by_reason.items()},
         }

@@ -62,9 +62,24 @@ def print_summary(analysis: Analysis, console: Console, *, top: int = 8) -> None
                 cells[2:4] = [_compact(attr.best.inside), _compact(attr.best.outside)]
             table.add_row(str(rank), *(Text(cell) for cell in cells))
         console.print(table)
+    if analysis.by_reason:
+        table = Table(title="Each kind of failure on its own (its best attribute)", title_justify="left")
+        for col in ("failure", "attribute", "values", "rate in", "rate out", "share", "p adj.", "sep."):
+            table.add_column(col, overflow="fold", no_wrap=col not in ("sep.", "failure"))
+        for reason, attr in _reason_leads(analysis):
+            cells = _attribute_cells(attr)
+            if attr.best is not None:
+                cells[2:4] = [_compact(attr.best.inside), _compact(attr.best.outside)]
+            table.add_row(Text(f"{reason} ({attr.failed + attr.unobserved_failures})"),
+                          *(Text(c) for c in cells))
+        console.print(table)
     console.print(Text("Findings", style="bold"))
+    findings = Table.grid(padding=(0, 1))
+    findings.add_column(width=3, justify="right")
+    findings.add_column(overflow="fold")
     for line in analysis.headlines:
-        console.print(Text(f"  • {line}"), soft_wrap=False)
+        findings.add_row("•", Text(line))  # a hanging indent keeps long findings readable
+    console.print(findings)
 
 
 def _group_table(title: str, rows: Sequence[GroupRow], *, level: bool) -> Table:
@@ -98,6 +113,11 @@ def _attribute_cells(attr: AttributeResult) -> list[str]:
     values = best.label
     return [attr.key, values if len(values) <= 60 else values[:57] + "…", str(best.inside),
             str(best.outside), pct(best.coverage), fmt_p(best.p_adj, best.log10_p_adj), verdict]
+
+
+def _reason_leads(analysis: Analysis) -> list[tuple[str, AttributeResult]]:
+    """Each failure kind's best-ranked attribute (significant or not: the table says which)."""
+    return [(reason, attrs[0]) for reason, attrs in analysis.by_reason.items() if attrs]
 
 
 def _compact(rate: Rate) -> str:
@@ -163,10 +183,16 @@ def render_html(analysis: Analysis, records: Sequence[Record], images: dict[str,
     parts += ["<h2>What the failing streams share</h2>", _ATTRIBUTE_NOTE]
     if top := images.get("top_attribute.png"):
         parts.append(_img(top, "failure rate per value of the best-ranked attribute"))
-    parts.append(_html_table(["#", "attribute", "values", "failed there", "failed elsewhere",
+    parts.append(_html_table(["#", "attribute", "values", "rate in", "rate out",
                               "share of failures", "p adj.", "separates"],
                              [[str(i), *_attribute_cells(a)]
                               for i, a in enumerate(analysis.attributes, start=1)]))
+    if analysis.by_reason:
+        parts += ["<h3>Each kind of failure on its own</h3>",
+                  _html_table(["failure", "attribute", "values", "rate in", "rate out",
+                               "share of failures", "p adj.", "separates"],
+                              [[f"{reason} ({a.failed + a.unobserved_failures})", *_attribute_cells(a)]
+                               for reason, a in _reason_leads(analysis)])]
     for attr in analysis.attributes:
         rows = [[v.value, str(v.rate.total), str(v.rate.failed), str(v.rate), pct(v.share),
                  fmt_p(v.p, v.log10_p), _counts(v.failures)] for v in attr.values]

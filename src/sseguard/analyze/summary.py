@@ -22,6 +22,8 @@ from sseguard.policy import STRICT, Policy
 from sseguard.record import Record
 from sseguard.verdict import Ending
 
+#: A kind of failure gets its own attribute search from this many streams on.
+MIN_REASON_FAILURES = 5
 #: Arm-vs-arm tests are all pairs up to this many arms; beyond it, each arm against the best one.
 MAX_PAIRWISE_ARMS = 6
 
@@ -47,13 +49,20 @@ def analyze(records: Sequence[Record], policy: Policy = STRICT, *, top: int = 5)
     reasons = [failure_reason(r, policy) for r in records]
     arms = _groups(records, reasons, lambda r: (r.arm, None))
     levels = _groups(records, reasons, lambda r: (r.arm, r.concurrency))
-    attributes = search(columns(records), reasons)
+    cols = columns(records)
+    attributes = [_with_headline(a) for a in search(cols, reasons)]
+    failures = _count(reasons)
+    by_reason: dict[str, list[AttributeResult]] = {}
+    if len(failures) > 1:
+        for reason, count in failures.items():
+            if count >= MIN_REASON_FAILURES:
+                alone = [r if r == reason else None for r in reasons]
+                by_reason[reason] = [_with_headline(a, reason) for a in search(cols, alone)]
     offsets, width = time_offsets(records)
     comparisons = _comparisons(arms)
     total = Rate.of(sum(r is not None for r in reasons), len(records))
-    failures = _count(reasons)
     lines = [headlines.overall(total, failures, policy.name)]
-    lines.extend(_attribute_lines(attributes, total, top))
+    lines.extend(_attribute_lines(attributes, by_reason, total, top))
     level_line = headlines.by_level(levels, len(arms))
     if level_line:
         lines.append(level_line)
@@ -63,24 +72,44 @@ def analyze(records: Sequence[Record], policy: Policy = STRICT, *, top: int = 5)
         endings=_count(r.ending for r in records),
         findings=_count(k for r in records for k in set(r.finding_kinds)),
         failures=failures, arms=arms, levels=levels, comparisons=comparisons,
-        attributes=[_with_headline(a) for a in attributes],
+        attributes=attributes, by_reason=by_reason,
         timeline=_timeline(records, reasons, offsets, width), bucket_s=width,
         span_s=max((o for o in offsets if o is not None), default=0.0),
         runs=sorted({r.run_id for r in records}), headlines=lines,
     )
 
 
-def _with_headline(res: AttributeResult) -> AttributeResult:
-    return replace(res, headline=headlines.attribute(res))
+def _with_headline(res: AttributeResult, reason: str | None = None) -> AttributeResult:
+    return replace(res, headline=headlines.attribute(res, reason))
 
 
-def _attribute_lines(attributes: list[AttributeResult], total: Rate, top: int) -> list[str]:
+def _leads(attributes: list[AttributeResult]) -> list[AttributeResult]:
+    return [a for a in attributes if a.significant and a.confounded_with is None]
+
+
+def _attribute_lines(attributes: list[AttributeResult], by_reason: dict[str, list[AttributeResult]],
+                     total: Rate, top: int) -> list[str]:
+    """Findings in order of how sharp they are, each said once (an attribute and its values).
+
+    Something *every* failure shares comes first. Then each kind of failure's own best attribute:
+    when a run fails in several ways the causes usually differ (a route truncates, load cuts), and
+    the pooled search blurs them. Then the pooled findings not yet said.
+    """
     if total.failed == 0:
         return []
-    leads = [a for a in attributes if a.significant and a.confounded_with is None][:top]
-    if not leads:
-        return [headlines.no_signal(attributes)]
-    return [line for a in leads if (line := headlines.attribute(a))]
+    pooled = _leads(attributes)
+    ordered = [a for a in pooled if a.complete]
+    ordered += [lead for attrs in by_reason.values() for lead in _leads(attrs)[:1]]
+    ordered += [a for a in pooled if not a.complete]
+    said: set[tuple[str, tuple[str, ...]]] = set()
+    lines: list[str] = []
+    for a in ordered:
+        key = (a.key, a.best.values if a.best else ())
+        if key in said or a.headline is None:
+            continue
+        said.add(key)
+        lines.append(a.headline)
+    return lines[:top] or [headlines.no_signal(attributes)]
 
 
 def _count(items: Iterable[str | None]) -> dict[str, int]:
