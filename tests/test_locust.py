@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -197,6 +198,47 @@ def test_plain_locust_with_a_bad_config_file_is_one_line_exit_2(tmp_path: Path) 
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "SSEGUARD_NO_SUCH_KEY" in errors[0]
     assert "Traceback" not in result.stderr
+
+
+@pytest.fixture(scope="module")
+def edge_results() -> dict[str, Any]:
+    """`_locust_edge.py` in its own process (it imports Locust): a misbehaving raw server."""
+    script = Path(__file__).with_name("_locust_edge.py")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60,
+                            env=base_env())
+    assert result.returncode == 0, result.stderr
+    return dict(json.loads(result.stdout))
+
+
+def test_peer_failures_become_endings_on_locusts_client_never_exceptions(edge_results: dict) -> None:
+    got = edge_results["streams"]
+    endings = {mode: value[0] for mode, value in got.items()}
+    assert endings == {
+        "complete": "complete", "slow": "complete", "close_delimited": "complete",
+        "clean_eof": "truncated", "cut_mid_frame": "cut_mid_frame",
+        "chunked_fin": "transport_error", "length_fin": "transport_error", "rst": "transport_error",
+        "stall_body": "stalled", "stall_head": "stalled", "http500": "http_error",
+        "garbage": "transport_error", "refused": "transport_error"}
+    # Bytes are checked as they arrive: the first token is seen before the server sends the rest.
+    _, ttft_ms, duration_ms = got["slow"]
+    assert ttft_ms < 250 <= duration_ms
+    # A stall is declared after the stall timeout (1 s), not at the server's 3 s of silence.
+    assert 900 <= got["stall_body"][2] < 2500
+
+
+def test_locust_error_text_is_the_ending_then_the_first_untolerated_finding(edge_results: dict
+                                                                            ) -> None:
+    reasons = edge_results["reasons"]
+    assert reasons == {
+        "complete": [None, None, None],
+        "markup_leak": ["complete: markup_leak", "complete: markup_leak",
+                        ["Complete", "complete: markup_leak"]],
+        "no_done": ["no_done: missing_usage", None, ["NoDone", "no_done: missing_usage"]],
+        "cut_mid_frame": ["cut_mid_frame", "cut_mid_frame", ["CutMidFrame", "cut_mid_frame"]],
+        "tool_args_invalid_json": ["complete: tool_args_invalid_json",
+                                   "complete: tool_args_invalid_json",
+                                   ["Complete", "complete: tool_args_invalid_json"]],
+    }
 
 
 # ── the pieces, without Locust ────────────────────────────────────────────────────────────────────

@@ -30,6 +30,7 @@ import time
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from http.client import HTTPException
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
 
@@ -119,6 +120,27 @@ class WorkerSink(JsonlSink):
         return self.out / self.results_name
 
 
+class ConnectionTracker:
+    """Numbers a worker's connections (sockets) and counts the requests each carried: the reuse
+    index. Keyed weakly on the socket, so a closed connection is forgotten."""
+
+    def __init__(self) -> None:
+        self._seen: weakref.WeakKeyDictionary[object, list[int]] = weakref.WeakKeyDictionary()
+        self._next = 0
+
+    def use(self, sock: object | None) -> tuple[str | None, int]:
+        if sock is None:
+            return None, 0
+        entry = self._seen.get(sock)
+        if entry is None:
+            self._next += 1
+            entry = [self._next, 0]
+            self._seen[sock] = entry
+        reuse = entry[1]
+        entry[1] += 1
+        return f"c{entry[0]}", reuse
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """An arm ready to send to. The headers hold the key: they never reach a record or a log."""
@@ -158,6 +180,7 @@ class WorkerState:
     sink: WorkerSink | None = None
     requests: itertools.count[int] = field(default_factory=itertools.count)
     users: itertools.count[int] = field(default_factory=itertools.count)
+    connections: ConnectionTracker = field(default_factory=ConnectionTracker)
 
     @classmethod
     def load(cls, settings: Settings) -> WorkerState:
@@ -267,26 +290,6 @@ def read_some(response: HTTPSocketPoolResponse) -> bytes:
     return out
 
 
-class ConnectionTracker:
-    """Numbers connections (sockets) and counts the requests each carried: the reuse index."""
-
-    def __init__(self) -> None:
-        self._seen: weakref.WeakKeyDictionary[object, list[int]] = weakref.WeakKeyDictionary()
-        self._next = 0
-
-    def use(self, sock: object | None) -> tuple[str | None, int]:
-        if sock is None:
-            return None, 0
-        entry = self._seen.get(sock)
-        if entry is None:
-            self._next += 1
-            entry = [self._next, 0]
-            self._seen[sock] = entry
-        reuse = entry[1]
-        entry[1] += 1
-        return f"c{entry[0]}", reuse
-
-
 def _describe(exc: BaseException) -> str:
     text = str(exc)
     name = type(exc).__name__
@@ -353,8 +356,9 @@ def stream_once(http: HTTPClient, target: Target, body: dict[str, Any], *, stall
         transport_error = f"timeout: no complete response within {timeout:g} s"
     except TimeoutError:
         stalled = True
-    except (OSError, _BodyEnded, ValueError) as exc:
-        # OSError: resets and refusals; ValueError covers geventhttpclient's HTTPParseError.
+    except (OSError, HTTPException, _BodyEnded) as exc:
+        # OSError: resets, refusals; HTTPException: geventhttpclient's HTTPParseError, raised for a
+        # body cut short at the HTTP level (FIN inside a chunk or before Content-Length) or garbage.
         transport_error = _describe(exc)
     finally:
         deadline.cancel()
@@ -392,7 +396,6 @@ class StreamGuardUser(FastHttpUser):
         super().__init__(environment)
         self.conversation: Conversation = state.workload.conversation(
             f"{state.worker}:{self.user_index}")
-        self.connections = ConnectionTracker()
         self.http: HTTPClient = self.client.client.clientpool.get_client(self.target.url)
         arm_name = self.target.arm.name
         self.request_name = (state.workload.name if len(state.targets) == 1
@@ -407,7 +410,7 @@ class StreamGuardUser(FastHttpUser):
         body = state.workload.finish(self.conversation.next_body(), model=target.arm.model)
         started = time.time()
         exchange = stream_once(self.http, target, body, stall_timeout=config.stall_timeout,
-                               timeout=config.timeout, connections=self.connections)
+                               timeout=config.timeout, connections=state.connections)
         verdict = exchange.verdict
         self.conversation.observe(verdict)
         record = self.make_record(exchange, body)
