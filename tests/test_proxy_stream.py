@@ -35,6 +35,8 @@ from sseguard.store import open_store
 
 CHAOS = ChaosConfig(seed=5, pacing=Pacing(tokens=12), options=FaultOptions(stall_ms=800))
 USAGE = {"stream_options": {"include_usage": True}}
+FRAME_1 = b'data: {"choices":[{"index":0,"delta":{"content":"one"},"finish_reason":null}]}\n\n'
+FRAME_2 = b'data: {"choices":[{"index":0,"delta":{"content":"two"},"finish_reason":"stop"}]}\n\n'
 
 
 async def _direct_and_proxied(inject: str, request: dict[str, Any], chaos: ChaosConfig = CHAOS,
@@ -200,11 +202,19 @@ async def test_a_stalled_upstream_is_cut_after_the_stall_timeout() -> None:
     assert 0.3 <= took < 1.5
 
 
+async def test_an_upstream_that_never_ends_its_body_after_done_gets_a_short_grace() -> None:
+    done = b"data: [DONE]\n\n"
+    async with scripted(Script([FRAME_2, done], end="hang")) as up, \
+            run_proxy(proxy_config(up.url, stall_timeout=30)) as px:
+        start = time.monotonic()
+        got = await raw_post(f"{px.url}/chat/completions", chat())
+        took = time.monotonic() - start
+        await asyncio.wait_for(up.disconnected.wait(), 2)
+    assert got.body == FRAME_2 + done  # a whole answer: delivered, not cut as stalled
+    assert 0.9 <= took < 2.0
+
+
 # ── timing of frames ─────────────────────────────────────────────────────────────────────────────
-
-FRAME_1 = b'data: {"choices":[{"index":0,"delta":{"content":"one"},"finish_reason":null}]}\n\n'
-FRAME_2 = b'data: {"choices":[{"index":0,"delta":{"content":"two"},"finish_reason":"stop"}]}\n\n'
-
 
 async def test_each_frame_is_forwarded_as_soon_as_it_is_complete_and_not_before() -> None:
     got_first = asyncio.Event()

@@ -112,7 +112,8 @@ class ProxyState:
             self.metrics.actions.labels(outcome.action).inc()
         if verdict.ending == "stalled":
             self.metrics.upstream_errors.labels("stalled").inc()
-        elif verdict.ending == "transport_error" and not outcome.client_gone:
+        elif (verdict.ending == "transport_error" and not outcome.client_gone
+              and relay.ttfb is not None):  # before the headers it was counted as connect/timeout
             self.metrics.upstream_errors.labels("transport").inc()
         if self.writer is None:
             return
@@ -299,10 +300,12 @@ async def _forward(state: ProxyState, request: web.Request, body: bytes,
     try:
         resp = web.StreamResponse(status=upstream.status, reason=upstream.reason,
                                   headers=response_headers(upstream.headers, keep_framing=True))
-        await resp.prepare(request)
         try:
+            await resp.prepare(request)
             async for chunk in upstream.content.iter_any():
                 await resp.write(chunk)
+        except ConnectionResetError:
+            return resp  # the client left; closing the upstream response below is all there is
         except (aiohttp.ClientError, OSError, TimeoutError):
             # Headers are out: the only honest signal left is an incomplete body.
             state.metrics.upstream_errors.labels("transport").inc()

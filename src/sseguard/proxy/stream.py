@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from sseguard.proxy.app import ProxyState
 
 DONE_FRAME = b"data: [DONE]\n\n"
+#: Undelivered bytes longer than this are a frame still arriving, not a block of keep-alive comments.
+_COMMENT_SCAN = 4096
+#: After [DONE], how long the upstream may take to end its body before the proxy ends it instead.
+DONE_GRACE = 1.0
 
 _ENDING_MESSAGES = {
     Ending.TRUNCATED: "the upstream stopped after content with neither a finish_reason nor "
@@ -69,7 +73,7 @@ class StallWatch:
         self._timeout = timeout
         self._reader = reader
         self._handle: asyncio.TimerHandle | None = None
-        self.fired = False
+        self.fired = False  # the stall ended the read (the relay may decide it was not a stall)
         self.reading = False
         self.since = loop.time()
 
@@ -89,6 +93,13 @@ class StallWatch:
             self._reader.set_exception(Stalled(f"no byte for {self._timeout:g} s"))
         else:
             self._handle = self._loop.call_at(due, self._check)
+
+    def shorten(self, timeout: float) -> None:
+        """Use a shorter timeout from now on (it only ever shrinks)."""
+        self._timeout = min(self._timeout, timeout)
+        if self._handle is not None:  # armed for the longer timeout: re-arm on the next read
+            self._handle.cancel()
+            self._handle = None
 
     def close(self) -> None:
         if self._handle is not None:
@@ -164,8 +175,10 @@ class StreamRelay:
         self.max_gap = 0.0
         self.outcome = _Outcome()
         self._resp: web.StreamResponse | None = None
-        # Bytes received but not yet part of a dispatched event (a frame still arriving).
-        self._pending = b""
+        # Bytes received but not yet part of a dispatched event (a frame still arriving), kept as
+        # parts: a large frame arriving in many reads must not be re-joined on every read.
+        self._pending: list[bytes] = []
+        self._pending_len = 0
         self._ahead = 0  # of those, bytes of a comment-only block already sent
         self._last_verdict: Verdict | None = None
         self.upstream_headers: dict[str, str] = {}
@@ -198,7 +211,8 @@ class StreamRelay:
                 verdict = self._verdict(transport_error, watch.fired)
                 await self._end_with_error(stop, upstream_error_forwarded=forwarded)
             else:
-                if transport_error is not None or watch.fired:
+                if (transport_error is not None or watch.fired
+                        or "lingered_after_done" in self.outcome.extra):
                     upstream.close()
                 else:
                     upstream.release()
@@ -274,10 +288,16 @@ class StreamRelay:
                 for event in events:
                     consumed += len(event.raw)
                 left = received - consumed
-                self._pending = (chunk[len(chunk) - left:] if left <= len(chunk)
-                                 else self._pending + chunk) if left else b""
+                if not left:
+                    self._pending, self._pending_len = [], 0
+                elif left <= len(chunk):
+                    self._pending, self._pending_len = [chunk[len(chunk) - left:]], left
+                else:
+                    self._pending.append(chunk)
+                    self._pending_len = left
                 if not events:
-                    if self._pending[self._ahead:self._ahead + 1] == b":":
+                    if self._pending_len <= _COMMENT_SCAN and self._pending_bytes()[
+                            self._ahead:self._ahead + 1] == b":":
                         # Keep-alive comments (": ping") go out at once: holding them until the
                         # next event would defeat their purpose during a long prefill.
                         await self._send_comments()
@@ -299,6 +319,9 @@ class StreamRelay:
                         if hold:
                             after_done = True
                             self._done_raw = raw  # sent as it came, once the end is known good
+                            # An upstream that never ends its body after [DONE] is not stalled:
+                            # the answer is whole, so it gets a short grace, then the usual end.
+                            watch.shorten(DONE_GRACE)
                         else:
                             out.append(raw)
                         continue
@@ -324,6 +347,9 @@ class StreamRelay:
                 if stop is not None:
                     return None, stop, forwarded
         except Stalled:
+            if after_done:
+                watch.fired = False
+                self.outcome.extra["lingered_after_done"] = True
             return None, None, False
         except (aiohttp.ClientError, OSError) as exc:
             return self.redactor.text(f"{type(exc).__name__}: {exc}"), None, False
@@ -335,9 +361,14 @@ class StreamRelay:
         except ConnectionResetError:
             raise _ClientGone from None
 
+    def _pending_bytes(self) -> bytes:
+        if len(self._pending) > 1:
+            self._pending = [b"".join(self._pending)]
+        return self._pending[0] if self._pending else b""
+
     async def _send_comments(self) -> None:
         """Send the comment-only lines of the undelivered bytes, up to their last blank line."""
-        pending = self._pending[self._ahead:]
+        pending = self._pending_bytes()[self._ahead:]
         end = pending.rfind(b"\n\n")
         if end == -1 or b"\r" in pending:
             return
@@ -360,7 +391,7 @@ class StreamRelay:
         out = [flushed]
         if failure is not None:
             self.outcome.action = "pass"
-            out.append(self._pending[self._ahead:])  # a cut frame goes out as it came
+            out.append(self._pending_bytes()[self._ahead:])  # a cut frame goes out as it came
         if hold and self.checker.saw_done:
             out.append(self._done_raw or DONE_FRAME)
         elif (self.config.complete_done and not self.checker.saw_done
