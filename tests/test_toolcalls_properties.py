@@ -1,0 +1,176 @@
+"""The five guarantees of DESIGN.md, proved per family with hypothesis.
+
+Valid documents (random names, unicode values, values holding ``<``, ``｜``, quotes, newlines,
+``</parameter>``, partial marker text, padding that must survive byte-exact), mixed with text and fed in
+random splits down to one character, must give: the unsplit events once joined, the expected text and
+calls, no marker in Text, deltas that join to the arguments. Soup of markup pieces must never raise and
+never lose a character. Streams interleaved round-robin must not notice each other.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from _toolcalls_support import (
+    DOCS,
+    LEAK_MARKERS,
+    QWEN_TOOLS,
+    SOUP,
+    Doc,
+    calls_of,
+    check_invariants,
+    ends_clean,
+    qwen_docs,
+    run,
+    text_of,
+)
+from sseguard.toolcalls import FAMILIES, MarkupError, consumed_text, parser_for
+
+PROPS = settings(max_examples=150, deadline=None,
+                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+FAMILY_NAMES = sorted(DOCS)
+CUTS = st.lists(st.integers(0, 4000), max_size=60)
+
+
+def _check_valid(family: str, doc: Doc, cuts: list[int], tools: list | None = None) -> None:
+    whole = run(family, doc.text, None, tools)
+    check_invariants(family, whole)
+    assert [e for e in whole.events if isinstance(e, MarkupError)] == []
+    assert text_of(whole.events) == doc.visible
+    assert calls_of(whole.events) == doc.calls
+    split = run(family, doc.text, cuts, tools)
+    check_invariants(family, split)
+    assert split.joined == whole.joined
+    singles = run(family, doc.text, size=1, tools=tools)
+    assert singles.joined == whole.joined
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_valid_documents_parse_the_same_under_any_chunking(family: str) -> None:
+    @PROPS
+    @given(doc=DOCS[family], cuts=CUTS)
+    def prop(doc: Doc, cuts: list[int]) -> None:
+        _check_valid(family, doc, cuts)
+
+    prop()
+
+
+@PROPS
+@given(doc=qwen_docs(typed=True), cuts=CUTS)
+def test_qwen_schema_typed_values_parse_the_same_under_any_chunking(doc: Doc,
+                                                                  cuts: list[int]) -> None:
+    _check_valid("qwen3-coder", doc, cuts, QWEN_TOOLS)
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_auto_parses_every_family_like_the_named_parser(family: str) -> None:
+    other = set(LEAK_MARKERS["auto"]) - set(LEAK_MARKERS[family])
+
+    @settings(PROPS, max_examples=60)
+    @given(doc=DOCS[family], cuts=CUTS)
+    def prop(doc: Doc, cuts: list[int]) -> None:
+        # text holding another family's marker is that family's markup to auto
+        assume(not any(m in doc.text for m in other) and ends_clean(doc.text, "auto"))
+        named = run(family, doc.text)
+        auto = run("auto", doc.text, cuts, markers_of=family)
+        check_invariants(family, auto)
+        assert auto.joined == named.joined
+
+    prop()
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_soup_never_raises_never_loses_input_and_ignores_chunking(family: str) -> None:
+    @settings(PROPS, max_examples=200)
+    @given(text=SOUP, cuts=CUTS)
+    def prop(text: str, cuts: list[int]) -> None:
+        whole = run(family, text)
+        check_invariants(family, whole)
+        split = run(family, text, cuts)
+        check_invariants(family, split)
+        assert split.joined == whole.joined
+        assert run(family, text, size=1).joined == whole.joined
+
+    prop()
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_fragments_are_only_appended(family: str) -> None:
+    """At every point of the stream, the arguments streamed so far are a prefix of the final ones."""
+    @settings(PROPS, max_examples=60)
+    @given(doc=DOCS.get(family, DOCS["dsml-v4"]), cuts=CUTS)
+    def prop(doc: Doc, cuts: list[int]) -> None:
+        result = run(family, doc.text, cuts)
+        final = {e.index: e.arguments for e in result.events if hasattr(e, "arguments")}
+        seen: dict[int, str] = {}
+        for batch in [*result.feeds, result.closing]:
+            for ev in batch:
+                if hasattr(ev, "fragment"):
+                    seen[ev.index] = seen.get(ev.index, "") + ev.fragment
+                    if ev.index in final:
+                        assert final[ev.index].startswith(seen[ev.index])
+
+    prop()
+
+
+def test_a_thousand_interleaved_streams_equal_the_same_streams_alone() -> None:
+    rng = random.Random(20240611)
+    families = sorted(FAMILIES)
+    streams = []
+    for n in range(1000):
+        family = families[n % len(families)]
+        text = _random_markup(rng, family)
+        sizes = [rng.randint(1, 9) for _ in range(len(text) + 1)]
+        streams.append((family, text, sizes))
+    alone = []
+    for family, text, sizes in streams:
+        p = parser_for(family)
+        out, pos = [], 0
+        for size in sizes:
+            if pos >= len(text):
+                break
+            out += p.feed(text[pos:pos + size])
+            pos += size
+        alone.append(out + p.close())
+    parsers = [parser_for(family) for family, _, _ in streams]
+    outs: list[list] = [[] for _ in streams]
+    positions = [0] * len(streams)
+    steps = [0] * len(streams)
+    active = set(range(len(streams)))
+    while active:
+        for i in sorted(active):
+            family, text, sizes = streams[i]
+            if positions[i] >= len(text):
+                outs[i] += parsers[i].close()
+                active.discard(i)
+                continue
+            size = sizes[steps[i]]
+            outs[i] += parsers[i].feed(text[positions[i]:positions[i] + size])
+            positions[i] += size
+            steps[i] += 1
+    assert outs == alone
+    assert all(consumed_text(o) == s[1] for o, s in zip(outs, streams, strict=True))
+
+
+def _random_markup(rng: random.Random, family: str) -> str:
+    """A stream built from canned calls of the family, text and the odd broken piece."""
+    canned = {
+        "dsml": ['\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="f">\n<｜DSML｜parameter '
+                 'name="a" string="true">v<1</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
+                 '</｜DSML｜function_calls>', '<｜DSML｜ invoke name="g"/>',
+                 '<｜DSML｜invoke name="h">{"k": [1, 2]}</｜DSML｜invoke>'],
+        "deepseek-v3": ['<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n'
+                        '{"a": 1}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>'],
+        "deepseek-v31": ['<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{"a": "<"}'
+                         '<｜tool▁call▁end｜><｜tool▁calls▁end｜>'],
+        "hermes": ['\n<tool_call>\n{"name": "f", "arguments": {"a": "</tool_call>"}}\n</tool_call>'],
+        "qwen3-coder": ['\n\n<tool_call>\n<function=f>\n<parameter=a>\nx < y\n</parameter>\n'
+                        '</function>\n</tool_call>'],
+    }
+    key = "dsml" if family.startswith("dsml") or family == "auto" else family
+    pieces = [*canned[key], "text ", "é🙂", "<", "\n", '<｜DSML｜bad>', "</parameter>"]
+    return "".join(rng.choice(pieces) for _ in range(rng.randint(1, 8)))
