@@ -399,7 +399,9 @@ class DSMLParser(BaseParser):
         return tend
 
     def _skip(self, data: str, pos: int) -> int:
-        """A void call or void markup: swallow it up to where parsing can resume (decision 5)."""
+        """A void call or void markup: swallow it up to where parsing can resume (decision 5): the
+        next invoke opener or the block closer; outside a block also the invoke closer, so that a
+        broken bare invoke does not swallow the answer after it."""
         call = self._call
         assert call is not None
         m = find_marker(data, pos)
@@ -424,7 +426,9 @@ class DSMLParser(BaseParser):
                 self._fail_call()
                 self._after_call(call.in_block)
                 return pos
-            if tag.kind == INVOKE and tag.closing and tag.spaced == call.spaced:
+            if (not call.in_block and tag.kind == INVOKE and tag.closing
+                    and tag.spaced == call.spaced):
+                # no block to resume in: the invoke's own closer ends the damage
                 call.raw.append(text)
                 self._fail_call()
                 self._after_call(call.in_block)

@@ -237,7 +237,7 @@ class DeepSeekV3Parser(BaseParser):
             self._after_call(call.in_block)
             return pos
         call.raw.append(lit)
-        if lit == CALL_END:
+        if lit == CALL_END and not call.in_block:  # in a section, resume at the next call
             self._fail_call()
             self._after_call(call.in_block)
         return m + len(lit)

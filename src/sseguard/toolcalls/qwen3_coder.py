@@ -293,7 +293,7 @@ class Qwen3CoderParser(BaseParser):
             self._after_call(call.in_block)
             return pos
         call.raw.append(data[m:tend])
-        if lit == FUNCTION_END:
+        if lit == FUNCTION_END and not call.in_block:  # in a block, resume at the next function
             self._fail_call()
             self._after_call(call.in_block)
         return tend
