@@ -234,6 +234,8 @@ def _on_init(environment: Environment, **_: Any) -> None:
         return
     try:
         _state = WorkerState.load(Settings.from_env())
+        if _state.explicit_out:
+            _state.open_sink()  # an unwritable directory is reported now, not after the first stream
     except ConfigError as exc:
         _fail_startup(str(exc))
 
