@@ -103,7 +103,7 @@ class ProxyState:
 
     def stream_done(self, relay: StreamRelay, verdict: Verdict) -> None:
         """Metrics and the evidence record of one finished stream (never blocks the loop)."""
-        now = relay.loop.time()
+        now = time.perf_counter()
         duration = now - relay.t0
         outcome = relay.outcome
         self.metrics.stream_ended(verdict, client_gone=outcome.client_gone, ttft_s=relay.ttft,
@@ -243,7 +243,7 @@ async def _stream_http_error(state: ProxyState, relay: StreamRelay,
                              upstream: aiohttp.ClientResponse) -> web.StreamResponse:
     """A non-2xx answer to a stream request goes to the client as it is: the SDK raises on it."""
     state.metrics.upstream_errors.labels(f"http_{upstream.status}").inc()
-    relay.ttfb = relay.loop.time() - relay.t0
+    relay.ttfb = time.perf_counter() - relay.t0
     try:
         async with asyncio.timeout(state.config.timeout):
             payload = await upstream.read()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import resource
 from collections.abc import Callable
 
 from sseguard.errors import ConfigError
@@ -38,6 +39,7 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str, tolerate: str 
              f"{config.repair_markup}; records → {evidence}; run {config.run_id}; Ctrl-C to stop",
              err=True)
 
+    _raise_open_files_limit()
     factory = None
     with contextlib.suppress(ImportError):
         import uvloop
@@ -52,3 +54,13 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str, tolerate: str 
         if exc.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
             raise ConfigError(f"cannot listen on {listen}: {exc.strerror or exc}") from None
         raise
+
+
+def _raise_open_files_limit() -> None:
+    """Soft ``RLIMIT_NOFILE`` up to the hard limit: each stream holds two sockets (client, upstream),
+    and a common default soft limit of 1,024 would cap the proxy near 500 streams."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+    if soft < target:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))

@@ -168,7 +168,8 @@ class StreamRelay:
         self.checker = checker
         self.redactor = redactor
         self.loop = asyncio.get_running_loop()
-        self.t0 = self.loop.time()
+        # perf_counter for what is reported: uvloop's loop clock ticks in whole milliseconds.
+        self.t0 = time.perf_counter()
         self.started_at = time.time()
         self.ttfb: float | None = None
         self.ttft: float | None = None
@@ -188,7 +189,7 @@ class StreamRelay:
     # ── the relay ──────────────────────────────────────────────────────────────────────────────
     async def relay(self, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
         """Stream ``upstream`` (a 2xx) to the client; always closes ``upstream``."""
-        self.ttfb = self.loop.time() - self.t0
+        self.ttfb = time.perf_counter() - self.t0
         config = self.config
         headers = response_headers(upstream.headers, keep_framing=False)
         headers.update(STREAM_HEADERS)
@@ -266,10 +267,10 @@ class StreamRelay:
         checker = self.checker
         frames = self.frames
         content = upstream.content
-        loop = self.loop
         after_done = False
         received = consumed = 0
-        last = loop.time()
+        clock = time.perf_counter
+        last = clock()
         try:
             while True:
                 watch.start_read()
@@ -279,7 +280,7 @@ class StreamRelay:
                     watch.reading = False
                 if not chunk:
                     return None, None, False
-                now = loop.time()
+                now = clock()
                 if now - last > self.max_gap:
                     self.max_gap = now - last
                 last = now
@@ -343,7 +344,7 @@ class StreamRelay:
                 if out:
                     await self._write(b"".join(out) if len(out) > 1 else out[0])
                 if self.ttft is None and checker.saw_content:
-                    self.ttft = loop.time() - self.t0
+                    self.ttft = clock() - self.t0
                 if stop is not None:
                     return None, stop, forwarded
         except Stalled:
