@@ -22,7 +22,9 @@ adjusted p is below 0.05 divided by the number of attributes searched. When two 
 pick nearly the same streams (Jaccard index ≥ 0.8 — a sweep runs its concurrency levels one after
 another, so a time window can mirror a concurrency level; a ``x-backend`` header can mirror the id
 prefix) the data cannot tell them apart: the simpler one (fewer splits tried, then the more direct) is
-ranked first and names the others in ``also``; they follow it with ``confounded_with`` set.
+ranked first and names the others in ``also``; they follow it with ``confounded_with`` set. Finally
+a significant attribute that adds nothing once a stronger one is held fixed (see ``_explained``) gets
+``explained_by`` and moves behind the findings that stand on their own.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from dataclasses import dataclass, replace
 
 from sseguard.analyze.columns import Column
 from sseguard.analyze.model import AttributeResult, Split, ValueRow
-from sseguard.analyze.stats import Rate, fisher, fisher_log10_p
+from sseguard.analyze.stats import Rate, cmh_log10_p, fisher, fisher_log10_p
 
 ALPHA = 0.05
 CONFOUNDED_JACCARD = 0.8
@@ -44,13 +46,22 @@ CONFOUNDED_JACCARD = 0.8
 class _Found:
     result: AttributeResult
     members: frozenset[int]  # records inside the best split
+    observed: frozenset[int]  # records with a value for the attribute
     priority: int
+
+    @property
+    def key(self) -> str:
+        return self.result.key
+
+    @property
+    def tried(self) -> int:
+        return self.result.best.tried if self.result.best else 1
 
 
 def search(cols: Sequence[Column], reasons: Sequence[str | None]) -> list[AttributeResult]:
     """Every column compared and ranked; ``reasons[i]`` is why record i failed, None if it passed."""
     found = [f for f in (_search_one(col, reasons) for col in cols) if f is not None]
-    return _rank(found)
+    return _rank(found, [r is not None for r in reasons])
 
 
 def _search_one(col: Column, reasons: Sequence[str | None]) -> _Found | None:
@@ -100,7 +111,8 @@ def _search_one(col: Column, reasons: Sequence[str | None]) -> _Found | None:
     result = AttributeResult(key=col.key, ordered=col.ordered, observed=n_all, failed=f_all,
                              unobserved_failures=unobserved_failures, values=tuple(rows), best=split,
                              significant=False)
-    return _Found(result, members, col.priority)
+    observed = frozenset(i for i, label in enumerate(col.labels) if label is not None)
+    return _Found(result, members, observed, col.priority)
 
 
 def _candidates(ordered: bool, values: list[str], n_v: Counter[str],
@@ -137,7 +149,7 @@ def _split(col: Column, values: tuple[str, ...], rest: tuple[str, ...], n_v: Cou
                  phrase_out=col.noun(rest))
 
 
-def _rank(found: list[_Found]) -> list[AttributeResult]:
+def _rank(found: list[_Found], failed: Sequence[bool]) -> list[AttributeResult]:
     if not found:
         return []
     threshold = math.log10(ALPHA / len(found))
@@ -160,14 +172,51 @@ def _rank(found: list[_Found]) -> list[AttributeResult]:
                 break
         else:
             groups.append([f])
+    leads = [min(group, key=lambda f: (f.tried, f.priority)) for group in groups]
+    explained = _explained(leads, failed, threshold)
     out: list[AttributeResult] = []
-    for group in groups:
-        lead = min(group, key=lambda f: (f.result.best.tried if f.result.best else 0, f.priority))
-        others = [f for f in group if f is not lead]
-        out.append(replace(lead.result, also=tuple(f.result.key for f in others)))
-        out.extend(replace(f.result, confounded_with=lead.result.key) for f in others)
+    for only_explained in (False, True):
+        for lead, group in zip(leads, groups, strict=True):
+            if (lead.key in explained) != only_explained:
+                continue
+            others = [f for f in group if f is not lead]
+            out.append(replace(lead.result, also=tuple(f.key for f in others),
+                               explained_by=explained.get(lead.key)))
+            out.extend(replace(f.result, confounded_with=lead.key) for f in others)
     out.extend(f.result for f in ordered if not f.result.significant)
     return out
+
+
+def _explained(leads: list[_Found], failed: Sequence[bool], threshold: float) -> dict[str, str]:
+    """Leads that add nothing once stronger ones are held fixed, mapped to those (``"a + b"``).
+
+    In a sweep the connection reuse index grows with time and load, so a window of failures and a
+    load threshold also make some reuse bucket look bad. Held fixed (a Cochran–Mantel–Haenszel test
+    within the strata of the stronger splits), the reuse bucket no longer matters: it is a by-product.
+    Only a higher-ranked lead explains a lower one; one lead alone is tried first, then all together.
+    """
+    out: dict[str, str] = {}
+    kept: list[_Found] = []
+    for b in leads:
+        margin = math.log10(b.tried)
+        alone = next((a for a in kept if _given(b, [a], failed) + margin >= threshold), None)
+        if alone is not None:
+            out[b.key] = alone.key
+        elif len(kept) > 1 and _given(b, kept, failed) + margin >= threshold:
+            out[b.key] = " + ".join(a.key for a in kept)
+        else:
+            kept.append(b)
+    return out
+
+
+def _given(b: _Found, fixed: list[_Found], failed: Sequence[bool]) -> float:
+    """log10 p that b's split still has excess failures within the strata of the ``fixed`` splits."""
+    cells: dict[tuple[int, ...], list[int]] = {}
+    for i in b.observed:
+        stratum = tuple(2 if i not in a.observed else int(i in a.members) for a in fixed)
+        cell = cells.setdefault(stratum, [0, 0, 0, 0])
+        cell[(0 if i in b.members else 2) + (0 if failed[i] else 1)] += 1
+    return cmh_log10_p([(t[0], t[1], t[2], t[3]) for t in cells.values()])
 
 
 def _jaccard(a: frozenset[int], b: frozenset[int]) -> float:

@@ -30,7 +30,8 @@ MAX_CATEGORIES = 50
 #: A header whose distinct values reach this share of its records is per-request (x-request-id, trace ids).
 UNIQUE_SHARE = 0.5
 ABSENT = "(absent)"
-_NICE_WIDTHS = (1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
+_NICE_WIDTHS = (0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600,
+                43200, 86400)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,22 +140,28 @@ def time_offsets(records: Sequence[Record]) -> tuple[list[float | None], float |
 
 
 def bucket_width(span: float) -> float | None:
-    """Minute windows, finer for a short run (about 12 windows), wider for a long one (at most 24)."""
+    """Minute windows; finer for a short run, wider for a long one: at most 24 windows either way.
+
+    Faults that come in bursts last seconds in a demo and minutes in production; a window much wider
+    than the burst dilutes it, and then a finer proxy of time (the connection reuse index grows with
+    it) would explain the failures better than time itself.
+    """
     if span <= 0:
         return None
     if span < 180:
-        return float(next(w for w in _NICE_WIDTHS if span / w <= 12))
+        return float(next(w for w in _NICE_WIDTHS if span / w <= 24))
     if span <= 24 * 60:
         return 60.0
     return float(next((w for w in _NICE_WIDTHS if w >= 60 and span / w <= 24), _NICE_WIDTHS[-1]))
 
 
 def clock(seconds: float) -> str:
-    """``m:ss`` (or ``h:mm:ss``) since the start of the run."""
-    s = round(seconds)
-    h, rem = divmod(s, 3600)
-    m, sec = divmod(rem, 60)
-    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+    """``m:ss`` (or ``h:mm:ss``, or ``m:ss.s`` for half-second windows) since the start of the run."""
+    tenths = round(seconds * 10)
+    h, rem = divmod(tenths, 36000)
+    m, sec = divmod(rem, 600)
+    text = f"{sec // 10:02d}" if sec % 10 == 0 else f"{sec / 10:04.1f}"
+    return f"{h}:{m:02d}:{text}" if h else f"{m}:{text}"
 
 
 def size(n: float) -> str:
@@ -289,9 +296,32 @@ def _headers(records: Sequence[Record]) -> list[Column]:
         if distinct > MAX_CATEGORIES or (distinct > 3 and distinct >= UNIQUE_SHARE * len(present)):
             continue  # per-request ids and timings: every value unique, nothing to share
 
+        numeric = _numeric_header(name, labels, present)
+        if numeric is not None:
+            out.append(numeric)
+            continue
+
         def item(value: str, name: str = name) -> str:
             return f"no `{name}` header" if value == ABSENT else f"`{name}: {value}`"
 
         words = Words("had {}", "streams with {}", "without response headers", item)
         out.append(_categorical(f"header:{name}", labels, words))
     return out
+
+
+def _numeric_header(name: str, labels: list[str | None], present: list[str]) -> Column | None:
+    """A header whose values are all whole numbers (a queue depth, requests in flight) is ordered:
+    its ranges are searched like concurrency levels, in powers of two when it has many values."""
+    if not present or not all(v.isdigit() for v in present):
+        return None
+    key = f"header:{name}"
+    texts = (f"had `{name}` {{}}", f"streams with `{name}` {{}}", "without response headers")
+    values: list[int | None] = [int(v) if v is not None and v.isdigit() else None for v in labels]
+    if len(set(present)) > 12:
+        def fmt(lo: float, hi: float | None) -> str:
+            return f"{lo:g}" if lo == hi else f"{lo:g}–{hi:g}"
+
+        return _log_buckets(values, 2, 1, key, fmt, texts)
+    shown: list[str | None] = [str(v) if v is not None else None for v in values]
+    order = sorted({v for v in shown if v is not None}, key=int)
+    return Column(key, True, shown, order, Words(*texts, item=str))

@@ -117,7 +117,13 @@ class AttributeResult:
     significant: bool
     confounded_with: str | None = None  # a higher-ranked attribute that picks (nearly) the same streams
     also: tuple[str, ...] = ()  # lower-ranked attributes that pick (nearly) the same streams
+    explained_by: str | None = None  # an attribute that, held fixed, leaves this one nothing to add
     headline: str | None = None
+
+    @property
+    def lead(self) -> bool:
+        """A finding of its own: significant, and neither a mirror nor a by-product of another."""
+        return self.significant and self.confounded_with is None and self.explained_by is None
 
     @property
     def complete(self) -> bool:
@@ -129,6 +135,7 @@ class AttributeResult:
                 "failed": self.failed, "unobserved_failures": self.unobserved_failures,
                 "significant": self.significant, "complete": self.complete,
                 "confounded_with": self.confounded_with, "also": list(self.also),
+                "explained_by": self.explained_by,
                 "headline": self.headline,
                 "best": self.best.to_dict() if self.best else None,
                 "values": [v.to_dict() for v in self.values]}

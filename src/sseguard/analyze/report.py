@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -48,31 +49,19 @@ def print_summary(analysis: Analysis, console: Console, *, top: int = 8) -> None
                           odds, fmt_p(c.p, c.log10_p))
         console.print(table)
     if analysis.total.failed and analysis.attributes:
-        table = Table(title="What the failing streams share (best first; rate in/out of the values: "
-                            "failure rate with its 95% interval; share: of all failures; sep.: all = every "
-                            "failure has the values, yes = significant, ≈ X = same streams as X)",
-                      title_justify="left")
-        for col in ("#", "attribute", "values", "rate in", "rate out", "share", "p adj.",
-                    "sep."):
-            table.add_column(col, overflow="fold", no_wrap=col != "sep.")
-        for rank, attr in enumerate(analysis.attributes[:top], start=1):
-            cells = _attribute_cells(attr)
-            if attr.best is not None:
-                # The interval on its own line, without % signs: readable in an 80-column terminal.
-                cells[2:4] = [_compact(attr.best.inside), _compact(attr.best.outside)]
-            table.add_row(str(rank), *(Text(cell) for cell in cells))
+        table = _share_table("What the failing streams share, best first", first="attribute")
+        for attr in analysis.attributes[:top]:
+            table.add_row(*_terminal_cells(attr))
         console.print(table)
     if analysis.by_reason:
-        table = Table(title="Each kind of failure on its own (its best attribute)", title_justify="left")
-        for col in ("failure", "attribute", "values", "rate in", "rate out", "share", "p adj.", "sep."):
-            table.add_column(col, overflow="fold", no_wrap=col not in ("sep.", "failure"))
+        table = _share_table("Each kind of failure on its own: its best attribute", first="failure")
         for reason, attr in _reason_leads(analysis):
-            cells = _attribute_cells(attr)
-            if attr.best is not None:
-                cells[2:4] = [_compact(attr.best.inside), _compact(attr.best.outside)]
-            table.add_row(Text(f"{reason} ({attr.failed + attr.unobserved_failures})"),
-                          *(Text(c) for c in cells))
+            table.add_row(f"{reason}\n({attr.failed + attr.unobserved_failures})", *_terminal_cells(attr))
         console.print(table)
+    if analysis.total.failed and analysis.attributes:
+        console.print(Text("rate in / out: failure rate with and without the values, 95% interval below; "
+                           "sep.: all = every failure has the values, yes = significant, ≈ X = the same "
+                           "streams as X, via X = nothing left once X is held fixed", style="dim"))
     console.print(Text("Findings", style="bold"))
     findings = Table.grid(padding=(0, 1))
     findings.add_column(width=3, justify="right")
@@ -104,6 +93,8 @@ def _attribute_cells(attr: AttributeResult) -> list[str]:
         return [attr.key, "—", "—", "—", "—", "—", "no split"]
     if attr.confounded_with:
         verdict = f"≈ {attr.confounded_with}"
+    elif attr.explained_by:
+        verdict = f"via {attr.explained_by}"
     elif attr.complete:
         verdict = "all"
     elif attr.significant:
@@ -113,6 +104,30 @@ def _attribute_cells(attr: AttributeResult) -> list[str]:
     values = best.label
     return [attr.key, values if len(values) <= 60 else values[:57] + "…", str(best.inside),
             str(best.outside), pct(best.coverage), fmt_p(best.p_adj, best.log10_p_adj), verdict]
+
+
+def _share_table(title: str, *, first: str) -> Table:
+    # No vertical rules, collapsed padding and capped text columns: it must fit 80 columns.
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True)
+    if first == "failure":
+        table.add_column("failure", overflow="fold", max_width=14)
+        table.add_column("attribute", overflow="ellipsis", max_width=13, no_wrap=True)
+    else:
+        table.add_column("attribute", overflow="ellipsis", max_width=22, no_wrap=True)
+    table.add_column("values", overflow="ellipsis", max_width=11, no_wrap=True)
+    for col in ("rate in", "rate out", "p adj."):
+        table.add_column(col, no_wrap=True, justify="right")
+    table.add_column("sep.", overflow="fold", min_width=5)
+    return table
+
+
+def _terminal_cells(attr: AttributeResult) -> list[Text]:
+    key, values, _, _, _, p_adj, verdict = _attribute_cells(attr)
+    if attr.best is None:
+        return [Text(key), Text("—"), Text("—"), Text("—"), Text("—"), Text(verdict)]
+    return [Text(key), Text(values), Text(_compact(attr.best.inside)), Text(_compact(attr.best.outside)),
+            Text(p_adj), Text(verdict)]
 
 
 def _reason_leads(analysis: Analysis) -> list[tuple[str, AttributeResult]]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import gammaln, logsumexp
-from scipy.stats import fisher_exact
+from scipy.stats import fisher_exact, norm
 
 #: The 97.5th percentile of the standard normal distribution: a two-sided 95 % interval.
 Z95 = 1.959963984540054
@@ -104,6 +104,27 @@ def fisher_log10_p(a: int, b: int, c: int, d: int) -> float:
     observed = log_pmf[a - low]
     as_extreme = log_pmf[log_pmf <= observed + _TIE]
     return min(0.0, float(logsumexp(as_extreme)) / _LN10)
+
+
+def cmh_log10_p(tables: list[tuple[int, int, int, int]]) -> float:
+    """log10 of the one-sided Cochran–Mantel–Haenszel p-value for excess ``a`` across 2×2 strata.
+
+    Asks whether rows still differ once the strata are held fixed: is a time window still worse than
+    the rest *within* each concurrency level? Continuity-corrected normal approximation; strata with
+    fewer than two records or a constant margin carry no information and are skipped.
+    """
+    excess = variance = 0.0
+    for a, b, c, d in tables:
+        n = a + b + c + d
+        if n < 2:
+            continue
+        row, col = a + b, a + c
+        excess += a - row * col / n
+        variance += row * (c + d) * col * (b + d) / (n * n * (n - 1))
+    if variance <= 0.0:
+        return 0.0
+    z = (excess - 0.5) / math.sqrt(variance)
+    return min(0.0, float(norm.logsf(z)) / _LN10)
 
 
 def _log_choose(n: int, k: np.ndarray | int) -> np.ndarray:

@@ -84,7 +84,7 @@ def _with_headline(res: AttributeResult, reason: str | None = None) -> Attribute
 
 
 def _leads(attributes: list[AttributeResult]) -> list[AttributeResult]:
-    return [a for a in attributes if a.significant and a.confounded_with is None]
+    return [a for a in attributes if a.lead]
 
 
 def _attribute_lines(attributes: list[AttributeResult], by_reason: dict[str, list[AttributeResult]],
