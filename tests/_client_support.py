@@ -128,7 +128,16 @@ def sse_server() -> Iterator[str]:
     finally:
         runner = box["runner"]
         assert isinstance(runner, web.AppRunner)
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+
+        async def stop() -> None:
+            await runner.cleanup()
+            # Handlers still sleeping in a stall are cancelled here, not destroyed with the loop.
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         loop.close()
