@@ -344,4 +344,4 @@ def test_ten_thousand_records_through_a_batch_writer_are_fast(db: SQLiteStore) -
     print(f"10k records: put {put_s * 1e3:.0f} ms, written in {total_s * 1e3:.0f} ms, "
           f"{writer.batches} transactions")
     assert db.count("bulk") == 10_000
-    assert put_s < 0.5 and total_s < 5.0
+    assert put_s < 0.5 and total_s < 8.0  # ~1.1 s alone on this machine; headroom for a loaded CI
