@@ -1,0 +1,93 @@
+"""``ThinkSplitter``: reasoning apart from the answer, under any chunking, with implicit ends."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sseguard.errors import UsageError
+from sseguard.reasoning import Answer, Reasoning, ThinkSplitter
+from sseguard.toolcalls import parser_for
+from sseguard.toolcalls._base import Text, ToolCallEnd
+
+CALL = ('\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="f">\n</｜DSML｜invoke>\n'
+        '</｜DSML｜function_calls>')
+
+
+def split(text: str, sizes: list[int] | None = None, starts_in_reasoning: bool = False,
+          family: str | None = None) -> tuple[str, str]:
+    s = ThinkSplitter(starts_in_reasoning, family=family)
+    events: list = []
+    pos = 0
+    for size in sizes or [len(text) or 1]:
+        events += s.feed(text[pos:pos + size])
+        pos += size
+    events += s.feed(text[pos:]) + s.close()
+    reasoning = "".join(e.text for e in events if isinstance(e, Reasoning))
+    answer = "".join(e.text for e in events if isinstance(e, Answer))
+    return reasoning, answer
+
+
+def test_think_block_at_the_start_is_reasoning() -> None:
+    assert split("<think>\nhmm\n</think>\n\nThe answer.") == ("\nhmm\n", "\n\nThe answer.")
+
+
+def test_a_stream_may_start_inside_reasoning() -> None:
+    assert split("hmm</think>answer", starts_in_reasoning=True) == ("hmm", "answer")
+
+
+def test_without_think_everything_is_answer_and_a_later_think_is_text() -> None:
+    assert split("answer <think>x</think>") == ("", "answer <think>x</think>")
+
+
+def test_a_tool_call_block_before_the_closer_ends_reasoning_and_is_parsed() -> None:
+    reasoning, answer = split("I should call f." + CALL + "</think>", starts_in_reasoning=True)
+    assert reasoning == "I should call f.\n\n"
+    p = parser_for("dsml-v32")
+    events = p.feed(answer) + p.close()
+    assert [e.name for e in events if isinstance(e, ToolCallEnd)] == ["f"]
+    # the stray </think> after the block is the answer's text
+    assert "".join(e.text for e in events if isinstance(e, Text)) == "</think>"
+
+
+def test_family_narrows_the_openers_that_end_reasoning() -> None:
+    text = "think about <tool_call> tags</think>ok"
+    assert split(text, starts_in_reasoning=True, family="dsml-v4") == (
+        "think about <tool_call> tags", "ok")
+    assert split(text, starts_in_reasoning=True)[0] == "think about "
+
+
+def test_a_cut_opener_at_the_end_goes_to_the_answer_a_cut_closer_stays_reasoning() -> None:
+    assert split("hmm <｜DSML｜func", starts_in_reasoning=True) == ("hmm ", "<｜DSML｜func")
+    assert split("hmm </thi", starts_in_reasoning=True) == ("hmm </thi", "")
+    assert split("<thi") == ("", "<thi")
+
+
+def test_misuse_raises() -> None:
+    s = ThinkSplitter()
+    s.close()
+    with pytest.raises(UsageError):
+        s.feed("x")
+    with pytest.raises(UsageError):
+        ThinkSplitter(family="nope")
+
+
+PIECES = st.sampled_from(["<think>", "</think>", "<", "</", "think>", "\n", "a", "é", "<｜DSML｜",
+                          "<tool_call>", "<｜tool▁calls▁begin｜>", "</thi", " "])
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.lists(PIECES, max_size=20).map("".join), start=st.booleans(),
+       sizes=st.lists(st.integers(1, 6), max_size=30))
+def test_any_chunking_gives_the_same_split_and_loses_nothing(text: str, start: bool,
+                                                             sizes: list[int]) -> None:
+    whole = split(text, starts_in_reasoning=start)
+    assert split(text, sizes, starts_in_reasoning=start) == whole
+    assert split(text, [1] * len(text), starts_in_reasoning=start) == whole
+    reasoning, answer = whole
+    opened = "" if start or not text.startswith("<think>") else "<think>"
+    closed = "</think>" if (opened or start) and text[len(opened) + len(reasoning):].startswith(
+        "</think>") else ""
+    assert opened + reasoning + closed + answer == text  # every character accounted for
+    assert "</think>" not in reasoning

@@ -1,0 +1,68 @@
+"""``auto``: the family is detected from the first marker and the stream parses as that family."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from _toolcalls_support import calls_of, check_invariants, errors_of, run, text_of
+from sseguard.toolcalls import Text, parser_for
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "markup"
+SAMPLES = {"dsml-v32.txt": "dsml-v32", "dsml-v4.txt": "dsml-v4", "dsml-v41.txt": "dsml-v41",
+           "deepseek-v3.txt": "deepseek-v3", "deepseek-v31.txt": "deepseek-v31",
+           "hermes.txt": "hermes", "qwen3-coder.txt": "qwen3-coder"}
+
+
+@pytest.mark.parametrize("sample,family", sorted(SAMPLES.items()))
+def test_each_sample_is_detected_and_parsed_like_its_family(sample: str, family: str) -> None:
+    text = (EXAMPLES / sample).read_text(encoding="utf-8")
+    named = run(family, text)
+    for size in (None, 1, 3):
+        auto = run("auto", text, size=size)
+        check_invariants(family, auto)
+        assert auto.detected == family
+        assert auto.joined == named.joined
+    assert calls_of(named.events)
+
+
+def test_text_before_any_marker_goes_out_at_once() -> None:
+    p = parser_for("auto")
+    assert p.feed("Hello there") == [Text("Hello there")]
+    assert p.feed(", more.\n") == [Text(", more.")]  # the newline may be a separator
+    assert getattr(p, "detected", None) is None
+
+
+def test_the_family_waits_for_the_first_tag_then_sticks() -> None:
+    p = parser_for("auto")
+    assert p.feed("x\n<tool_call>\n") == [Text("x")]
+    p.feed("<function=f>\n</function>\n</tool_call>")
+    assert getattr(p, "detected", None) == "qwen3-coder"
+    # another family's markup after that is that family's problem, not this one's: plain text
+    assert p.feed("<｜tool▁sep｜>") == [Text("<｜tool▁sep｜>")]
+
+
+def test_v3_and_v31_are_told_apart_by_the_call_header() -> None:
+    v31_named_function = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>{}" \
+                         "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+    result = run("auto", v31_named_function, size=1)
+    assert result.detected == "deepseek-v31"
+    assert calls_of(result.events) == [("function", {})]
+
+
+def test_no_marker_at_all_is_just_text() -> None:
+    result = run("auto", "plain answer\n\n")
+    assert result.detected is None
+    assert result.joined == [Text("plain answer\n\n")]
+
+
+@pytest.mark.parametrize("cut,family", [("<｜DSML", "dsml-v4"), ("<｜tool▁ca", "deepseek-v3"),
+                                        ("<tool_c", "hermes"), ("<paramet", "qwen3-coder"),
+                                        ("<tool_call>\n", "hermes")])
+def test_a_cut_marker_at_the_end_is_unterminated_in_the_family_it_resembles(cut: str,
+                                                                          family: str) -> None:
+    result = run("auto", "Answer.\n" + cut)
+    assert result.detected == family
+    assert errors_of(result.events) == [("unterminated", None)]
+    assert text_of(result.events).startswith("Answer.")
