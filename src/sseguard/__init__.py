@@ -5,11 +5,26 @@ The sans-IO core (``sse``, ``assemble``, ``contract``, ``policy``, ``record``, `
 ``store``, ``client``, ``locust``) sit on top of it. See DESIGN.md for the layers.
 """
 
+from typing import TYPE_CHECKING
+
 from sseguard.errors import ConfigError, SSEGuardError, UsageError
 from sseguard.policy import Policy
 from sseguard.verdict import Ending, Finding, FindingKind, Verdict
 
+if TYPE_CHECKING:
+    from sseguard.client import StreamEndedBadly
+
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    # StreamEndedBadly lives with the httpx2 transports; importing it lazily keeps `import sseguard`
+    # (and the sans-IO core) free of any HTTP library.
+    if name == "StreamEndedBadly":
+        from sseguard.client import StreamEndedBadly
+
+        return StreamEndedBadly
+    raise AttributeError(f"module 'sseguard' has no attribute {name!r}")
 
 __all__ = [
     "ConfigError",
@@ -18,6 +33,7 @@ __all__ = [
     "FindingKind",
     "Policy",
     "SSEGuardError",
+    "StreamEndedBadly",
     "UsageError",
     "Verdict",
     "__version__",

@@ -32,6 +32,11 @@ _PATTERNS = [
 ]
 
 
+# Cheap pre-check: every pattern above needs one of these words (lower-cased) to match at all, so most
+# text (a body tail, a header value) skips the regexes. Keep in step with _PATTERNS.
+_TRIGGERS = ("authorization", "api", "cookie", "bearer", "basic", "sk-")
+
+
 class Redactor:
     """Removes secret header values, known secret strings and key-shaped text."""
 
@@ -46,6 +51,9 @@ class Redactor:
         for secret in self._secrets:
             if secret in text:
                 text = text.replace(secret, REDACTED)
+        lowered = text.lower()
+        if not any(t in lowered for t in _TRIGGERS):
+            return text
         for i, pattern in enumerate(_PATTERNS):
             if i == 0:
                 text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
