@@ -119,6 +119,11 @@ class StreamChecker:
         return self._error
 
     @property
+    def findings_so_far(self) -> tuple[Finding, ...]:
+        """Findings made while feeding (those that need the whole stream come at ``close()``)."""
+        return tuple(self._findings)
+
+    @property
     def bytes_seen(self) -> int:
         return self._bytes
 
