@@ -63,10 +63,11 @@ def families_for(name: str | None) -> list[str]:
 
 def check_tokenizer(path: str, family: str | None = None) -> list[MarkerReport]:
     """One report per marker of the family (or of every family)."""
+    families = families_for(family)
     tok = _load(path)
     added = {t.content: (i, bool(t.special)) for i, t in tok.get_added_tokens_decoder().items()}
     reports: list[MarkerReport] = []
-    for fam in families_for(family):
+    for fam in families:
         for marker in FAMILIES[fam].markers:
             if marker in added:
                 tid, special = added[marker]

@@ -1,0 +1,159 @@
+"""``sseguard parse`` and ``sseguard tokenizer`` through the real command line (typer's runner)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from typer.testing import CliRunner
+
+from sseguard.cli import app
+from sseguard.toolcalls import FAMILIES
+
+runner = CliRunner()
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "markup"
+TOOLS = str(EXAMPLES / "tools.json")
+SAMPLES = ["dsml-v32.txt", "dsml-v4.txt", "dsml-v41.txt", "deepseek-v3.txt", "deepseek-v31.txt",
+           "hermes.txt", "qwen3-coder.txt"]
+
+
+def parse_json(*args: str) -> tuple[int, dict]:
+    result = runner.invoke(app, ["parse", *args, "--json"])
+    return result.exit_code, json.loads(result.output)
+
+
+@pytest.mark.parametrize("sample", SAMPLES)
+def test_parse_json_gives_the_final_openai_message_whatever_the_chunking(sample: str) -> None:
+    path = str(EXAMPLES / sample)
+    code, whole = parse_json(path, "--tools", TOOLS)
+    assert code == 0, whole
+    message = whole["message"]
+    assert whole["finish_reason"] == "tool_calls" and whole["errors"] == []
+    assert message["role"] == "assistant" and message["content"]
+    for call in message["tool_calls"]:
+        assert call["id"].startswith("call_") and call["type"] == "function"
+        assert isinstance(json.loads(call["function"]["arguments"]), dict)
+    for chunk in ("1", "3"):
+        assert parse_json(path, "--tools", TOOLS, "--chunk", chunk) == (code, whole)
+
+
+def test_parse_splits_reasoning_and_reports_the_detected_family() -> None:
+    code, out = parse_json(str(EXAMPLES / "dsml-v4.txt"))
+    assert code == 0
+    assert out["family"] == "dsml-v4"
+    assert out["message"]["reasoning_content"] == "The user wants the file; read it first."
+    assert out["message"]["content"] == "I will read the file."
+    args = json.loads(out["message"]["tool_calls"][0]["function"]["arguments"])
+    assert args == {"path": "src/app.py", "range": {"start": 1, "end": 40}}
+
+
+def test_parse_thinking_flag_starts_inside_reasoning(tmp_path: Path) -> None:
+    f = tmp_path / "t.txt"
+    f.write_text("pondering</think>Hello", encoding="utf-8")
+    code, out = parse_json(str(f), "--thinking")
+    assert (code, out["message"]["reasoning_content"], out["message"]["content"]) == (
+        0, "pondering", "Hello")
+
+
+def test_parse_with_a_broken_call_exits_1_and_lists_the_error() -> None:
+    code, out = parse_json(str(EXAMPLES / "dsml-broken.txt"), "--family", "dsml-v32")
+    assert code == 1
+    assert [e["kind"] for e in out["errors"]] == ["malformed_tag"]
+    assert out["errors"][0]["index"] == 0
+    assert [c["function"]["name"] for c in out["message"]["tool_calls"]] == ["read"]
+    assert out["message"]["tool_calls"][0]["id"] == "call_1"
+
+
+def test_parse_table_lists_the_events() -> None:
+    result = runner.invoke(app, ["parse", str(EXAMPLES / "qwen3-coder.txt"), "--chunk", "2"])
+    assert result.exit_code == 0, result.output
+    for word in ("Text", "Markup", "ToolCallStart", "ToolArgsDelta", "ToolCallEnd", "read_file",
+                 "qwen3-coder", "1 call(s), 0 markup error(s)"):
+        assert word in result.output
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["parse", "/nonexistent/x.txt"], "cannot read"),
+    (["parse", str(EXAMPLES / "hermes.txt"), "--family", "nope"], "unknown family"),
+    (["parse", str(EXAMPLES / "hermes.txt"), "--chunk", "-1"], "--chunk"),
+    (["parse", str(EXAMPLES / "hermes.txt"), "--tools", str(EXAMPLES / "hermes.txt")],
+     "cannot read tools file"),
+])
+def test_parse_bad_input_is_one_line_and_exit_2(args: list[str], needle: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_parse_tools_that_are_not_a_tool_list_is_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "tools.json"
+    bad.write_text('[{"type": "function"}]', encoding="utf-8")
+    result = runner.invoke(app, ["parse", str(EXAMPLES / "hermes.txt"), "--tools", str(bad)])
+    assert result.exit_code == 2
+    assert "function.name" in result.stderr
+
+
+# ── tokenizer ─────────────────────────────────────────────────────────────────────────────────────
+
+def _tokenizer(path: Path, special: list[str]) -> str:
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["[UNK]"])
+    corpus = ["invoke parameter function calls tool_calls name string true false DSML"] * 20
+    tok.train_from_iterator(corpus, trainer)
+    if special:
+        tok.add_special_tokens(special)
+    tok.save(str(path))
+    return str(path)
+
+
+def test_tokenizer_reports_single_special_tokens_with_their_ids(tmp_path: Path) -> None:
+    markers = list(FAMILIES["dsml-v32"].markers)
+    path = _tokenizer(tmp_path / "tokenizer.json", markers)
+    result = runner.invoke(app, ["tokenizer", path, "--family", "dsml-v32", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.output.splitlines()]
+    assert [r["marker"] for r in rows] == markers
+    tok = Tokenizer.from_file(path)
+    for row in rows:
+        assert row["single_token"] and row["special"]
+        assert row["ids"] == [tok.token_to_id(row["marker"])]
+
+
+def test_tokenizer_says_how_many_pieces_a_marker_splits_into(tmp_path: Path) -> None:
+    path = _tokenizer(tmp_path / "tokenizer.json", [])
+    result = runner.invoke(app, ["tokenizer", path, "--family", "dsml-v4", "--json"])
+    rows = [json.loads(line) for line in result.output.splitlines()]
+    assert rows and all(not r["single_token"] and len(r["pieces"]) > 1 for r in rows)
+    table = runner.invoke(app, ["tokenizer", path, "--family", "dsml-v4"])
+    assert table.exit_code == 0 and "pieces" in table.output
+    assert "<｜DSML｜tool_calls>" in table.output
+
+
+def test_tokenizer_without_family_covers_every_family(tmp_path: Path) -> None:
+    path = _tokenizer(tmp_path / "tokenizer.json", ["<tool_call>"])
+    result = runner.invoke(app, ["tokenizer", path, "--json"])
+    rows = [json.loads(line) for line in result.output.splitlines()]
+    assert {r["family"] for r in rows} == set(FAMILIES) - {"auto"}
+    assert any(r["marker"] == "<tool_call>" and r["single_token"] for r in rows)
+    table = runner.invoke(app, ["tokenizer", path])
+    assert "one special token" in table.output
+
+
+@pytest.mark.parametrize("content", ["not json at all", '{"version": "1.0"}', ""])
+def test_a_file_that_is_not_a_tokenizer_is_one_line_and_exit_2(tmp_path: Path,
+                                                               content: str) -> None:
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text(content, encoding="utf-8")
+    result = runner.invoke(app, ["tokenizer", str(bad)])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "is not a tokenizer.json file" in lines[0]
+    missing = runner.invoke(app, ["tokenizer", str(tmp_path / "none.json")])
+    assert missing.exit_code == 2 and "no such file" in missing.stderr
+    unknown = runner.invoke(app, ["tokenizer", str(bad), "--family", "nope"])
+    assert unknown.exit_code == 2 and "unknown family" in unknown.stderr
