@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from _probe_support import FAST, free_port
 from sseguard.chaos import ChaosConfig, ChaosServer, Fault, Pacing, run_chaos_in_thread
 from sseguard.cli import app
+from sseguard.probe.config import build_config
 from sseguard.probe.sink import read_results
 
 runner = CliRunner()
@@ -166,3 +167,12 @@ def test_ctrl_c_stops_cleanly_keeps_results_and_exits_130(tmp_path: Path) -> Non
     kept = list(read_results(out))
     assert 10 <= len(kept) < 5000
     assert json.loads((out / "run.json").read_text())["sessions"][0]["interrupted"] is True
+
+
+def test_the_example_probe_toml_is_a_valid_config() -> None:
+    example = Path(__file__).resolve().parent.parent / "examples" / "probe.toml"
+    cfg = build_config({}, config_path=str(example),
+                       environ={"BLUE_API_KEY": "k-blue-1", "GREEN_API_KEY": "k-green-1"})
+    assert [a.name for a in cfg.arms] == ["blue", "green"]
+    assert cfg.arms[1].request_headers({"GREEN_API_KEY": "k-green-1"})["api-key"] == "k-green-1"
+    assert cfg.count == 200 and cfg.duration == 600.0 and cfg.workload.name == "tools"
