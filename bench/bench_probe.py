@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import re
 import statistics
@@ -64,7 +65,8 @@ class Phase:
 
     def summary(self) -> dict[str, Any]:
         return {"phase": self.name, "streams": self.streams, "complete": self.complete,
-                "events": self.events, "window_events_per_s": round(self.window_rate) if self.window_rate == self.window_rate else None,
+                "events": self.events, "window_events_per_s": (round(self.window_rate)
+                                        if math.isfinite(self.window_rate) else None),
                 "cpu_s": round(self.cpu_s, 2), "cpu_per_event_us": round(self.cpu_per_event_us, 2),
                 "cpu_of_core": round(self.cpu_s / self.wall_s, 3) if self.wall_s else None,
                 "ttft_p50_ms": round(statistics.median(self.ttft_ms), 2) if self.ttft_ms else None,

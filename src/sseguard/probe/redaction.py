@@ -3,8 +3,9 @@
 Every record carries a 2 KiB body tail, and ``Redactor.text`` runs four regular expressions over it
 (~0.4 ms on this machine, mostly ``\\b``-anchored and case-insensitive scans): at a thousand streams
 that is more CPU than checking the stream. Each of those expressions needs a literal word to match
-(``authorization``, ``api-key`` and its spellings, ``cookie``, ``bearer``, ``basic``, ``sk-``), so text that contains none of
-them, and none of the known secret values, is returned as is; anything else takes the full path.
+(``authorization``, ``api-key`` and its spellings, ``cookie``, ``bearer``, ``basic``, ``sk-``), so
+text that contains none of them, and none of the known secret values, is returned as is; anything
+else takes the full path.
 ``tests/test_probe_engine.py`` checks this premise against ``sseguard.redact``'s own patterns.
 """
 
