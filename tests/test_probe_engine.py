@@ -8,10 +8,11 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _probe_support import FAST, free_port, silent_server
+from _probe_support import FAST, free_port, serve_app, silent_server
 from sseguard.chaos import EXPECTED, INJECT_HEADER, ChaosConfig, Fault, FaultOptions, Pacing, run_chaos
 from sseguard.chaos.faults import NEEDS_TOOL_CALL
 from sseguard.policy import Policy
@@ -232,3 +233,15 @@ def test_every_redaction_pattern_needs_a_trigger_word() -> None:
 def test_quick_redactor_skips_plain_stream_text_untouched() -> None:
     tail = (BODIES / "complete.sse").read_text()
     assert QuickRedactor().text(tail) == tail == Redactor().text(tail)
+
+
+async def test_a_redirect_is_recorded_not_followed() -> None:
+    async def moved(request: web.Request) -> web.Response:
+        raise web.HTTPTemporaryRedirect("http://elsewhere.invalid/v1/chat/completions")
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", moved)
+    async with serve_app(app) as url, aiohttp.ClientSession() as session:
+        out = await run_request(session, _target(url, authorization="Bearer k3y-do-not-follow"),
+                                _body(), settings=SETTINGS, sink=MemorySink(), index=0)
+    assert out.record.ending == "http_error" and out.record.status == 307

@@ -13,6 +13,7 @@ import pytest
 from _probe_support import FAST, config, free_port
 from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
 from sseguard.errors import ConfigError
+from sseguard.probe.config import build_config
 from sseguard.probe.runner import execute
 from sseguard.probe.sink import RESULTS, read_results
 
@@ -192,3 +193,20 @@ async def test_cpu_is_sampled_each_second_and_kept_in_run_json(tmp_path: Path) -
     assert 0.0 < result.cpu.mean < 2.0
     cpu = json.loads((tmp_path / "run.json").read_text())["sessions"][0]["cpu"]
     assert len(cpu["per_second"]) == len(result.cpu.samples) and cpu["cpu_seconds"] > 0
+
+
+async def test_a_body_file_run_resumes_with_the_same_body(tmp_path: Path) -> None:
+    body = tmp_path / "req.json"
+    body.write_text(json.dumps({"messages": [{"role": "user", "content": "hello from a file"}],
+                                "model": "mine", "temperature": 0.1}))
+    out = tmp_path / "out"
+    async with run_chaos(ChaosConfig(pacing=FAST)) as srv:
+        first = await execute(config(srv.url, out, count=4, concurrency="1", body=str(body)),
+                              live=False)
+        saved = json.loads((out / "run.json").read_text())["config"]
+        resumed = build_config({"out": str(out), "count": 6}, saved=saved)
+        second = await execute(resumed, resume=True, live=False)
+    assert first.config.workload.body_file == resumed.workload.body_file == str(body)
+    assert sorted(r.index for r in second.records) == list(range(6))
+    assert {r.model for r in second.records} == {"mine"}
+    assert {r.workload for r in second.records} == {"body"}

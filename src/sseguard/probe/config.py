@@ -406,6 +406,8 @@ def build_config(options: Mapping[str, Any], *, config_path: str | None = None,
 def _workload(merged: Mapping[str, Any]) -> WorkloadSpec:
     name = _opt_str(merged.get("workload"), "workload") or "small"
     body_file = _opt_str(merged.get("body_file"), "body")
+    if name == "body" and body_file is not None:
+        name = "small"  # a resumed --body run: the body file decides
     if name not in WORKLOADS:
         raise ConfigError(f"unknown workload {name!r} (known: {', '.join(WORKLOADS)}, or --body FILE)")
     if body_file is not None and not Path(body_file).is_file():

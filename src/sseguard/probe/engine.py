@@ -177,7 +177,10 @@ async def run_request(session: aiohttp.ClientSession, target: Target, body: dict
         async with asyncio.timeout(settings.timeout):
             try:
                 async with asyncio.timeout(settings.stall_timeout):
-                    resp = await session.post(target.url, data=data, headers=dict(target.headers))
+                    # No redirects: a moved endpoint is a finding (a 3xx), and a key must not
+                    # follow a redirect to wherever it points.
+                    resp = await session.post(target.url, data=data, headers=dict(target.headers),
+                                              allow_redirects=False)
             except TimeoutError as exc:
                 if isinstance(exc, aiohttp.ClientError):
                     raise  # aiohttp's connect timeout: a transport error, not silence
