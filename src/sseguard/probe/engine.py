@@ -173,6 +173,7 @@ async def run_request(session: aiohttp.ClientSession, target: Target, body: dict
     reuse = 0
     resp: aiohttp.ClientResponse | None = None
     watchdog: _Watchdog | None = None
+    read_to_end = False
     try:
         async with asyncio.timeout(settings.timeout):
             try:
@@ -211,6 +212,7 @@ async def run_request(session: aiohttp.ClientSession, target: Target, body: dict
                             parts.append(chunk)
                             size += len(chunk)
                     error_body = b"".join(parts)[:ERROR_BODY_LIMIT]
+                read_to_end = True
     except _Stalled:
         stalled = True
     except TimeoutError as exc:
@@ -222,10 +224,10 @@ async def run_request(session: aiohttp.ClientSession, target: Target, body: dict
     finally:
         if watchdog is not None:
             watchdog.cancel()
-        if resp is not None and (stalled or transport_error is not None):
-            resp.close()  # a half-read connection must not go back to the pool
-        elif resp is not None:
+        if resp is not None and read_to_end:
             resp.release()
+        elif resp is not None:
+            resp.close()  # half read (stall, error, cancel): the connection must not be reused
     if error_body is None and resp is not None and not 200 <= resp.status < 300:
         error_body = b""
     verdict = watch.finish(clock(), transport_error=transport_error, stalled=stalled,
