@@ -349,7 +349,7 @@ def proxy(
 # ── analyze ───────────────────────────────────────────────────────────────────────────────────────
 @app.command("analyze")
 def analyze_command(
-    sources: list[str] = typer.Argument(..., metavar="SOURCES...",
+    sources: list[str] = typer.Argument(..., metavar="SOURCE",
                                         help="results .jsonl files, directories of them (merged), or "
                                              "stores (x.db, sqlite:///x.db, postgresql://…)."),
     policy: str = typer.Option("strict", "--policy", help="strict, no-finish-ok, no-done-ok, lenient."),

@@ -116,7 +116,7 @@ def _top(analysis: Analysis, records: Sequence[Record]) -> Figure | None:
     ax.set_xlabel("failed (%), 95% Wilson interval")
     verdict = "red: the values that concentrate the failures" if attr.significant else (
         "no significant separation")
-    ax.set_title(f"{attr.key}: failure rate per value ({verdict})")
+    ax.set_title(f"{attr.key}: failure rate per value\n{verdict}")
     ax.set_xlim(left=0)
     ax.grid(axis="x", alpha=0.3)
     return fig
