@@ -1,0 +1,213 @@
+"""Tool-call parser cost on one long DSML string argument, against a rescanning baseline.
+
+One ``write_file`` invoke whose ``content`` argument (``string="true"``) is 20 KB, 80 KB and 320 KB of
+code-like text (HTML and C-like lines: ``<`` every ~30 characters, quotes, backslashes, newlines) is
+streamed in 4-character chunks, as a serving engine sees tokens arrive. Ours is
+``sseguard.toolcalls.parser_for("dsml-v32")``. The baseline is written the common way: keep a buffer,
+and on every chunk re-run the regexes over the whole buffer, re-parse every parameter and re-serialize
+the arguments, then stream the new suffix of that serialization (what SGLang's and vLLM's detectors
+do, in less code). Both must end with the same arguments.
+
+Reported per size: total time, µs per chunk, and how each grows when the input grows 4x. Targets
+(MARKUP.md): ours linear (4x input => <= 4.5x time), >= 20x faster than the baseline at 320 KB, and
+under 3 µs per chunk. The baseline is quadratic; when the 320 KB run is predicted to take more than
+``--baseline-budget`` seconds it is not run, and its time is extrapolated from the 20 -> 80 KB growth
+(said so in the output).
+
+Run: .venv/bin/python bench/bench_parsers.py [--repeat 5] [--baseline-budget 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import random
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from itertools import pairwise
+
+from sseguard.toolcalls import ToolArgsDelta, ToolCallEnd, parser_for
+
+CHUNK = 4
+SIZES_KB = (20, 80, 320)
+LINES = [
+    '<div class="row"><span>{}</span></div>',
+    "if (a < b && c > d) {{ return \"{}\"; }}",
+    "for (int i = 0; i < n; i++) sum += v[i]; // {}",
+    'printf("%s\\n", "{}");',
+    "<li><a href=\"/p/{}\">item</a></li>",
+    "x = y << 2;  /* {} */",
+    "    template <typename T> T max(T a, T b);  // {}",
+    "    let s = 'quoted \\'{}\\' text';",
+]
+
+
+def make_value(kb: int, seed: int = 7) -> str:
+    rng = random.Random(seed)
+    out: list[str] = []
+    size = 0
+    while size < kb * 1024:
+        line = rng.choice(LINES).format(rng.randint(0, 10**6)) + "\n"
+        out.append(line)
+        size += len(line)
+    return "".join(out)[: kb * 1024]
+
+
+def make_stream(value: str) -> str:
+    return ('I will write the file.\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="write_file">\n'
+            '<｜DSML｜parameter name="path" string="true">src/page.html</｜DSML｜parameter>\n'
+            '<｜DSML｜parameter name="content" string="true">' + value + '</｜DSML｜parameter>\n'
+            "</｜DSML｜invoke>\n</｜DSML｜function_calls>")
+
+
+def run_ours(chunks: list[str]) -> str:
+    parser = parser_for("dsml-v32")
+    feed = parser.feed
+    events: list[object] = []
+    keep = events.extend  # a consumer takes every event; so does this loop
+    for chunk in chunks:
+        keep(feed(chunk))
+    keep(parser.close())
+    return next(e.arguments for e in events if isinstance(e, ToolCallEnd))
+
+
+class RescanningParser:
+    """The common reference design: buffer everything, re-derive everything on every chunk."""
+
+    BLOCK = "<｜DSML｜function_calls>"
+    INVOKE = re.compile(r'<｜DSML｜invoke\s+name="([^"]+)"\s*>(.*?)(</｜DSML｜invoke>|$)', re.S)
+    PARAM = re.compile(r'<｜DSML｜parameter\s+name="([^"]+)"\s+string="(true|false)"\s*>(.*?)'
+                       r"(</｜DSML｜parameter>|$)", re.S)
+
+    def __init__(self) -> None:
+        self.buf = ""
+        self.sent: dict[int, str] = {}
+        self.done: dict[int, str] = {}
+
+    def feed(self, chunk: str) -> list[ToolArgsDelta]:
+        self.buf += chunk
+        start = self.buf.find(self.BLOCK)
+        if start == -1:
+            return []
+        out = []
+        for i, inv in enumerate(self.INVOKE.finditer(self.buf, start)):
+            if i in self.done:
+                continue
+            params: dict[str, object] = {}
+            for p in self.PARAM.finditer(inv.group(2)):
+                if p.group(2) == "false":
+                    try:
+                        params[p.group(1)] = json.loads(p.group(3))
+                    except ValueError:
+                        continue
+                else:
+                    params[p.group(1)] = p.group(3)
+            args = json.dumps(params, ensure_ascii=False)
+            if not inv.group(3):  # still open: hold back the provisional closing quote and brace
+                args = args[:-2] if args.endswith('"}') else args[:-1]
+            else:
+                self.done[i] = args
+            sent = self.sent.get(i, "")
+            if args.startswith(sent) and len(args) > len(sent):
+                out.append(ToolArgsDelta(i, args[len(sent):]))
+                self.sent[i] = args
+        return out
+
+
+def run_baseline(chunks: list[str]) -> str:
+    parser = RescanningParser()
+    for chunk in chunks:
+        parser.feed(chunk)
+    return parser.done[0]
+
+
+def timed(fn: Callable[[list[str]], str], chunks: list[str]) -> tuple[float, str]:
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        result = fn(chunks)
+        return time.perf_counter() - t0, result
+    finally:
+        gc.enable()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5, help="runs of ours per size (median)")
+    ap.add_argument("--baseline-budget", type=float, default=300.0,
+                    help="seconds the 320 KB baseline may take before it is extrapolated instead")
+    args = ap.parse_args()
+
+    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, {platform.platform()}")
+    print(f"one DSML string argument, {CHUNK}-char chunks")
+    streams: dict[int, tuple[list[str], str]] = {}
+    for kb in SIZES_KB:
+        value = make_value(kb)
+        stream = make_stream(value)
+        chunks = [stream[i:i + CHUNK] for i in range(0, len(stream), CHUNK)]
+        expected = json.dumps({"path": "src/page.html", "content": value}, ensure_ascii=False)
+        streams[kb] = (chunks, expected)
+    nchunks = {kb: len(streams[kb][0]) for kb in SIZES_KB}
+    print("'<' per 100 chars of the argument: "
+          f"{100 * make_value(20).count('<') / (20 * 1024):.1f}")
+
+    # Ours: one warm-up, then the sizes interleaved round by round, so that load from other work
+    # on the machine falls on every size alike; median per size.
+    samples: dict[int, list[float]] = {kb: [] for kb in SIZES_KB}
+    for kb in SIZES_KB:
+        timed(run_ours, streams[kb][0])
+    for _ in range(args.repeat):
+        for kb in SIZES_KB:
+            t, result = timed(run_ours, streams[kb][0])
+            assert result == streams[kb][1], "ours produced different arguments"
+            samples[kb].append(t)
+    ours = {kb: statistics.median(samples[kb]) for kb in SIZES_KB}
+
+    base: dict[int, float] = {}
+    measured_base: set[int] = set()
+    for kb in SIZES_KB:
+        chunks, expected = streams[kb]
+        if kb == SIZES_KB[-1]:
+            # The baseline's per-chunk work grows with the buffer, so its total grows with the
+            # square of the input: 16x per 4x. That is the extrapolation (a lower bound when the
+            # measured growth is steeper).
+            a, b = SIZES_KB[0], SIZES_KB[1]
+            predicted = base[b] * 16
+            if predicted > args.baseline_budget:
+                base[kb] = predicted
+                print(f"{kb:>4} KB baseline not run: predicted {predicted:.0f} s > budget "
+                      f"{args.baseline_budget:.0f} s; extrapolated as {b} KB time x 16 (quadratic; "
+                      f"measured {a}->{b} KB growth {base[b] / base[a]:.1f}x)")
+        if kb not in base:
+            t, result = timed(run_baseline, chunks)
+            assert json.loads(result) == json.loads(expected), "baseline produced other arguments"
+            base[kb] = t
+            measured_base.add(kb)
+        sys.stdout.flush()
+    for kb in SIZES_KB:
+        print(f"{kb:>4} KB, {nchunks[kb]:>6} chunks: ours {ours[kb] * 1e3:9.1f} ms "
+              f"({ours[kb] / nchunks[kb] * 1e6:5.2f} us/chunk, median of {args.repeat})   "
+              f"baseline {base[kb]:8.2f} s ({base[kb] / nchunks[kb] * 1e6:8.1f} us/chunk"
+              f"{'' if kb in measured_base else ', extrapolated'})   "
+              f"speedup {base[kb] / ours[kb]:,.0f}x")
+    for a, b in pairwise(SIZES_KB):
+        print(f"growth {a}->{b} KB (4x input): ours {ours[b] / ours[a]:.2f}x, "
+              f"baseline {base[b] / base[a]:.2f}x")
+    top = SIZES_KB[-1]
+    per_chunk = max(ours[kb] / nchunks[kb] * 1e6 for kb in SIZES_KB)
+    growth = max(ours[b] / ours[a] for a, b in pairwise(SIZES_KB))
+    print(f"targets: linear (<= 4.5x per 4x): {'met' if growth <= 4.5 else 'NOT met'} "
+          f"(worst {growth:.2f}x); >= 20x faster at {top} KB: "
+          f"{'met' if base[top] / ours[top] >= 20 else 'NOT met'} ({base[top] / ours[top]:,.0f}x); "
+          f"< 3 us/chunk: {'met' if per_chunk < 3 else 'NOT met'} (worst {per_chunk:.2f} us)")
+
+
+if __name__ == "__main__":
+    main()
