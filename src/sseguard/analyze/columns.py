@@ -221,15 +221,18 @@ def _time_window(offsets: list[float | None], width: float | None) -> Column | N
     labels: list[str | None] = []
     spans: dict[str, tuple[float, float | None]] = {}
     index: dict[str, int] = {}
+    by_bucket: dict[int, str] = {}
     for offset in offsets:
         if offset is None:
             labels.append(None)
             continue
         b = int(offset // width)
-        lo, hi = b * width, (b + 1) * width
-        label = f"{clock(lo)}–{clock(hi)}"
-        spans[label] = (lo, hi)
-        index[label] = b
+        label = by_bucket.get(b)
+        if label is None:
+            lo, hi = b * width, (b + 1) * width
+            label = by_bucket[b] = f"{clock(lo)}–{clock(hi)}"
+            spans[label] = (lo, hi)
+            index[label] = b
         labels.append(label)
     order = sorted(spans, key=lambda v: index[v])
 
@@ -247,9 +250,13 @@ def _log_buckets(values: Sequence[int | None], base: int, start: int, key: str,
     labels: list[str | None] = []
     spans: dict[str, tuple[float, float | None]] = {}
     index: dict[str, int] = {}
+    seen: dict[int, str] = {}
     for value in values:
         if value is None:
             labels.append(None)
+            continue
+        if value in seen:
+            labels.append(seen[value])
             continue
         if value < start:
             b, lo, hi = 0, 0, start - 1
@@ -257,7 +264,7 @@ def _log_buckets(values: Sequence[int | None], base: int, start: int, key: str,
             b = math.floor(math.log(value / start, base) + 1e-9) + 1
             lo = start * base ** (b - 1)
             hi = start * base**b - 1
-        label = fmt(lo, hi)
+        label = seen[value] = fmt(lo, hi)
         spans[label] = (lo, hi)
         index[label] = b
         labels.append(label)

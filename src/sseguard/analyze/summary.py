@@ -128,7 +128,8 @@ def _groups(records: Sequence[Record], reasons: Sequence[str | None],
             arm=arm, concurrency=level,
             rate=Rate.of(sum(reasons[i] is not None for i in idx), len(idx)),
             endings=_count(records[i].ending for i in idx),
-            findings=_count(k for i in idx for k in set(records[i].finding_kinds)),
+            findings=_count(k for i in idx if records[i].findings
+                            for k in set(records[i].finding_kinds)),
             failures=_count(reasons[i] for i in idx),
         ))
     return rows
