@@ -299,10 +299,22 @@ def test_decision_11_attributes_in_the_wrong_order_are_malformed() -> None:
     assert errors_of(parse(block(bad))) == [("malformed_tag", 0)]
 
 
-def test_every_error_kind_has_an_example_here() -> None:
-    kinds = {k.value for k in MarkupErrorKind}
-    assert kinds == {"unterminated", "malformed_tag", "invalid_string_flag", "bad_param_json",
-                     "duplicate_parameter", "undefined_function"}
+def test_one_stream_can_carry_every_error_kind_and_its_good_calls_survive() -> None:
+    flag = (f'{OPEN}invoke name="ok">{OPEN}parameter name="x" string="maybe">1'
+            f'{CLOSE}parameter>{CLOSE}invoke>')
+    text = "Hi" + block(invoke("ok", param("a", "NaN", "false")), flag,
+                        invoke("ok", param("d", "1"), param("d", "2")),
+                        f'{OPEN}invoke name="ok">{{"k": 1, "k": 1}}{CLOSE}invoke>',
+                        invoke("ok", param("good", "yes")), "junk", invoke("unknown")
+                        ) + f'\n\n{OPEN}invoke name="ok">{OPEN}param'
+    events = parse(text, tools=[{"type": "function", "function": {"name": "ok"}}])
+    assert errors_of(events) == [("bad_param_json", 0), ("invalid_string_flag", 1),
+                                 ("duplicate_parameter", 2), ("duplicate_parameter", 3),
+                                 ("malformed_tag", None), ("undefined_function", 5),
+                                 ("unterminated", 6)]
+    assert {k for k, _ in errors_of(events)} == {k.value for k in MarkupErrorKind}
+    assert calls_of(events) == [("ok", {"good": "yes"}), ("unknown", {})]
+    assert text_of(events) == "Hi"
 
 
 def test_arguments_json_is_the_exact_join_of_the_deltas_for_unicode_and_escapes() -> None:
