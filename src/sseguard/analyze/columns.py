@@ -94,7 +94,10 @@ class Column:
 
     def had(self, labels: Sequence[str]) -> str:
         phrase = self.words.phrase(labels, self.order)
-        return self.words.had.format(phrase if phrase is not None else f"one of {len(labels)} values")
+        if phrase is None:  # too many to read: name the first few, count the rest
+            shown = [self.words.item(v) for v in labels[:3]]
+            phrase = f"{', '.join(shown)} or {len(labels) - 3} other values"
+        return self.words.had.format(phrase)
 
     def noun(self, labels: Sequence[str]) -> str | None:
         phrase = self.words.phrase(labels, self.order)
