@@ -54,6 +54,12 @@ class Scenario:
         return self.tokens * self.inter_token_ms / 1000
 
 
+SLOW_STREAMS, SLOW_FRAMES, SLOW_PAUSE = 1000, 4096, 3.0
+BIG_FRAME = b"data: " + json.dumps({"id": "chatcmpl-big", "object": "chat.completion.chunk",
+                                    "created": 0, "model": "m", "choices": [{
+                                        "index": 0, "delta": {"content": "x" * 120},
+                                        "finish_reason": None}]}).encode() + b"\n\n"
+
 SCENARIOS = [
     Scenario("1 stream", 1, 20, 10, 8),
     Scenario("100 streams", 100, 100, 10, 8),
@@ -73,6 +79,7 @@ class Run:
     proxy_cpu_s: float = 0.0
     proxy_rss_mb: float = 0.0
     idle_rss_mb: float = 0.0
+    others_cpu: float = 0.0  # CPU (in cores) used by processes outside the benchmark meanwhile
     all_events: int = 0  # events over the whole run, ramp included (for CPU per event)
 
     @property
@@ -98,6 +105,14 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all cores spent busy so far (from /proc/stat)."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    return (sum(values[:8]) - idle) / TICKS
 
 
 def rss_mb(pid: int) -> float:
@@ -136,7 +151,7 @@ def process(args: list[str], core: int, *,
             proc.wait()
 
 
-async def load(url: str, sc: Scenario, proxy_pid: int | None) -> Run:
+async def load(url: str, sc: Scenario, proxy_pid: int | None, chaos_pid: int) -> Run:
     run = Run()
     # perf_counter, not loop.time(): uvloop's clock has a 1 ms resolution.
     clock = time.perf_counter
@@ -147,6 +162,8 @@ async def load(url: str, sc: Scenario, proxy_pid: int | None) -> Run:
     timeout = aiohttp.ClientTimeout(total=None, sock_read=30)
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     proxy0 = cpu_seconds(proxy_pid) if proxy_pid else 0.0
+    chaos0 = cpu_seconds(chaos_pid)
+    busy0 = machine_busy_seconds()
     peak_rss = 0.0
 
     async def worker(i: int, session: aiohttp.ClientSession) -> None:
@@ -189,6 +206,8 @@ async def load(url: str, sc: Scenario, proxy_pid: int | None) -> Run:
         run.proxy_cpu_s = cpu_seconds(proxy_pid) - proxy0
         run.proxy_cpu = run.proxy_cpu_s / elapsed
         run.proxy_rss_mb = peak_rss
+    ours = (run.client_cpu * elapsed + run.proxy_cpu_s + cpu_seconds(chaos_pid) - chaos0)
+    run.others_cpu = max(0.0, (machine_busy_seconds() - busy0 - ours) / elapsed)
     return run
 
 
@@ -197,7 +216,7 @@ def scenario(sc: Scenario, repeats: int, store: Path) -> dict[str, list[Run]]:
     chaos_args = ["chaos", "--listen", "127.0.0.1:0", "--json", "--tokens", str(sc.tokens),
                   "--inter-token-ms", str(sc.inter_token_ms)]
     runs: dict[str, list[Run]] = {"direct": [], "bare relay": [], "sseguard proxy": []}
-    with process(chaos_args, 0) as (_, chaos_line):
+    with process(chaos_args, 0) as (chaos, chaos_line):
         upstream = json.loads(chaos_line)["url"]
         proxy_args = ["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0", "--store", str(store)]
         bare_args = [sys.executable, __file__, "--bare-relay", upstream]
@@ -210,12 +229,13 @@ def scenario(sc: Scenario, repeats: int, store: Path) -> dict[str, list[Run]]:
                 order = list(targets) if rep % 2 == 0 else list(reversed(targets))
                 for name in order:
                     base, pid = targets[name]
-                    run = asyncio.run(load(f"{base}/chat/completions", sc, pid))
+                    run = asyncio.run(load(f"{base}/chat/completions", sc, pid, chaos.pid))
                     run.idle_rss_mb = idle[name]
                     runs[name].append(run)
                     print(f"  {sc.name:14} {name:14} {run.events_per_s:10,.0f} ev/s  TTFC p50 "
                           f"{run.p50:7.2f} ms p99 {run.p99:8.2f} ms  completed {run.completed:,} "
-                          f"failed {run.failed}  client CPU {run.client_cpu:.0%}"
+                          f"failed {run.failed}  client CPU {run.client_cpu:.0%}  others "
+                          f"{run.others_cpu:.0%}"
                           + (f"  relay CPU {run.proxy_cpu:.0%} ({run.cpu_us_per_event:.1f} µs/event)"
                              f" RSS {run.proxy_rss_mb:.0f} MB" if pid else ""), flush=True)
     return runs
@@ -263,6 +283,116 @@ async def bare_relay(upstream: str) -> None:
     await asyncio.Event().wait()
 
 
+async def frame_upstream(frames: int) -> None:
+    """An upstream that streams ``frames`` chunk frames as fast as its client drains them: the
+    slow-reader scenario needs bodies far larger than the kernel's socket buffers."""
+    from aiohttp import web
+
+    batch = BIG_FRAME * 64
+    written = 0
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        nonlocal written
+        await request.read()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        with contextlib.suppress(ConnectionError):
+            for _ in range(frames // 64):
+                await resp.write(batch)
+                written += len(batch)
+            await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
+        return resp
+
+    async def stats(request: web.Request) -> web.Response:
+        return web.json_response({"written": written})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/stats", stats)
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
+    await site.start()
+    print(json.dumps({"url": f"http://127.0.0.1:{runner.addresses[0][1]}/v1"}), flush=True)
+    await asyncio.Event().wait()
+
+
+@dataclass
+class SlowRun:
+    streams: int
+    idle_rss_mb: float
+    peak_rss_mb: float
+    after_rss_mb: float
+    received_mb: float
+    cpu: float
+    upstream_mb: float = 0.0
+
+
+async def upstream_written(stats_url: str) -> int:
+    async with aiohttp.ClientSession() as session, session.get(stats_url) as resp:
+        return int((await resp.json())["written"])
+
+
+async def slow_readers(url: str, pid: int, streams: int, pause: float, stats_url: str) -> SlowRun:
+    """Every client reads 64 KiB of a multi-megabyte stream, pauses, then closes the connection."""
+    idle = rss_mb(pid)
+    cpu0 = cpu_seconds(pid)
+    written0 = await upstream_written(stats_url)
+    received = 0
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
+    started = asyncio.Event()
+    count = 0
+
+    async def reader(session: aiohttp.ClientSession) -> None:
+        nonlocal received, count
+        async with session.post(url, data=REQUEST, headers=HEADERS) as resp:
+            got = 0
+            async for chunk in resp.content.iter_any():
+                got += len(chunk)
+                if got >= 65536:
+                    break
+            received += got
+            count += 1
+            if count == streams:
+                started.set()
+            await asyncio.sleep(pause)
+
+    async with aiohttp.ClientSession(connector=connector) as session:
+        tasks = [asyncio.create_task(reader(session)) for _ in range(streams)]
+        await asyncio.wait_for(started.wait(), 60)
+        peak = 0.0
+        for _ in range(int(pause / 0.25)):
+            peak = max(peak, rss_mb(pid))
+            await asyncio.sleep(0.25)
+        written = await upstream_written(stats_url) - written0
+        await asyncio.gather(*tasks)
+    await asyncio.sleep(1.0)
+    return SlowRun(streams, idle, peak, rss_mb(pid), received / 2**20, cpu_seconds(pid) - cpu0,
+                   written / 2**20)
+
+
+def slow_scenario(streams: int, frames: int, pause: float, store: Path) -> dict[str, SlowRun]:
+    out: dict[str, SlowRun] = {}
+    up_args = [sys.executable, __file__, "--frame-upstream", str(frames)]
+    with process(up_args, 0, raw=True) as (_, up_line):
+        upstream = json.loads(up_line)["url"]
+        proxy_args = ["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0", "--store", str(store)]
+        bare_args = [sys.executable, __file__, "--bare-relay", upstream]
+        with process(proxy_args, 1) as (proxy, proxy_line), \
+                process(bare_args, 1, raw=True) as (bare, bare_line):
+            for name, base, pid in (("bare relay", bare_line.split()[4], bare.pid),
+                                    ("sseguard proxy", proxy_line.split()[4], proxy.pid)):
+                stats = upstream.removesuffix("/v1") + "/stats"
+                run = asyncio.run(slow_readers(f"{base}/chat/completions", pid, streams, pause, stats))
+                out[name] = run
+                print(f"  slow readers  {name:14} RSS {run.idle_rss_mb:.0f} → peak {run.peak_rss_mb:.0f}"
+                      f" → after {run.after_rss_mb:.0f} MB; clients read {run.received_mb:.0f} MiB, "
+                      f"upstream wrote {run.upstream_mb:.0f} MiB",
+                      flush=True)
+    return out
+
+
 def med(values: list[float]) -> float:
     return statistics.median(values)
 
@@ -271,7 +401,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--append", metavar="FILE", help="Append the results section to FILE.")
+    parser.add_argument("--only", metavar="N[,N…]", help="Run only these stream counts (1,100,1000).")
     parser.add_argument("--bare-relay", metavar="UPSTREAM", help=argparse.SUPPRESS)
+    parser.add_argument("--frame-upstream", type=int, metavar="FRAMES", help=argparse.SUPPRESS)
     args = parser.parse_args()
     with contextlib.suppress(ImportError):
         import uvloop
@@ -282,13 +414,19 @@ def main() -> None:
     if args.bare_relay:
         asyncio.run(bare_relay(args.bare_relay))
         return
+    if args.frame_upstream:
+        asyncio.run(frame_upstream(args.frame_upstream))
+        return
     if (os.cpu_count() or 1) < 2:
         sys.exit("needs two cores: the relay gets one of its own")
     os.sched_setaffinity(0, {0})
     rows = []
     started = time.time()
     with tempfile.TemporaryDirectory() as tmp:
+        wanted = {int(n) for n in args.only.split(",")} if args.only else None
         for sc in SCENARIOS:
+            if wanted is not None and sc.streams not in wanted:
+                continue
             runs = scenario(sc, args.repeats, Path(tmp) / "bench.db")
             direct = runs["direct"]
             d_eps = med([r.events_per_s for r in direct])
@@ -296,7 +434,8 @@ def main() -> None:
             asked = sc.streams * 1000 / sc.inter_token_ms
             rows.append(f"| {sc.name} (d={sc.inter_token_ms:g} ms, {asked:,.0f} ev/s asked) | direct | "
                         f"{d_eps:,.0f} | 100% | {d50:.2f} / {d99:.2f} | – | – | – | "
-                        f"{med([r.client_cpu for r in direct]):.0%} |")
+                        f"{med([r.client_cpu for r in direct]):.0%} | "
+                        f"{med([r.others_cpu for r in direct]):.0%} |")
             for name in ("bare relay", "sseguard proxy"):
                 rs = runs[name]
                 eps = med([r.events_per_s for r in rs])
@@ -306,11 +445,14 @@ def main() -> None:
                     f"**{p50 - d50:+.2f}** / {p99 - d99:+.2f} | {med([r.proxy_cpu for r in rs]):.0%}, "
                     f"{med([r.cpu_us_per_event for r in rs]):.1f} µs/event | "
                     f"{rs[0].idle_rss_mb:.0f} → {max(r.proxy_rss_mb for r in rs):.0f} MB | "
-                    f"{med([r.client_cpu for r in rs]):.0%} |")
+                    f"{med([r.client_cpu for r in rs]):.0%} | {med([r.others_cpu for r in rs]):.0%} |")
+        slow = slow_scenario(SLOW_STREAMS, SLOW_FRAMES, SLOW_PAUSE, Path(tmp) / "slow.db")
+    slow_rows = [f"| {name} | {r.idle_rss_mb:.0f} MB | {r.peak_rss_mb:.0f} MB | {r.after_rss_mb:.0f} MB "
+                 f"| {r.received_mb:.0f} MiB | {r.upstream_mb:,.0f} MiB |" for name, r in slow.items()]
     took = time.time() - started
     header = ("| scenario | target | events/s | ÷ direct | TTFC p50 / p99 ms | added p50 / p99 ms "
-              "| relay CPU | relay RSS idle → peak | client CPU |\n"
-              "|---|---|---|---|---|---|---|---|---|")
+              "| relay CPU | relay RSS idle → peak | client CPU | other processes |\n"
+              "|---|---|---|---|---|---|---|---|---|---|")
     section = "\n".join([
         "", "## proxy overhead (bench/bench_proxy.py)", "",
         f"Command: `.venv/bin/python bench/bench_proxy.py --repeats {args.repeats}` "
@@ -318,8 +460,16 @@ def main() -> None:
         f"{platform.python_version()}, {platform.system()} {platform.release()}. The relay under "
         "test (`sseguard proxy`: strict policy, in-flight checking, records to SQLite; or the bare "
         "aiohttp relay baseline of HTTP.md) runs on core 1; the chaos upstream and the aiohttp load "
-        "client share core 0. Medians of the runs; TTFC = time to first chunk.", "",
-        header, *rows, ""])
+        "client share core 0. Medians of the runs; TTFC = time to first chunk. \"Other processes\" is "
+        "the CPU (in cores) that processes outside the benchmark used meanwhile: above a few percent "
+        "the latencies measure the machine, not the relay.", "",
+        header, *rows, "",
+        f"Slow readers: {SLOW_STREAMS:,} streams of {SLOW_FRAMES * len(BIG_FRAME) / 1e6:.1f} MB each "
+        f"(an upstream that writes as fast as it is drained); every client reads 64 KiB, pauses "
+        f"{SLOW_PAUSE:g} s, then closes.", "",
+        "| relay | RSS idle | RSS peak while the clients pause | RSS after they close | "
+        "read by clients | written by the upstream meanwhile |", "|---|---|---|---|---|---|",
+        *slow_rows, ""])
     print(section)
     if args.append:
         with open(args.append, "a") as f:
