@@ -10,7 +10,7 @@ import time
 import aiohttp
 import pytest
 
-from _proxy_support import KEY, Script, chat, chaos_proxy, proxy_config, raw_post, scripted
+from _proxy_support import KEY, Script, chaos_proxy, chat, proxy_config, raw_post, scripted
 from sseguard.errors import ConfigError
 from sseguard.proxy import ProxyConfig, run_proxy
 
@@ -61,7 +61,7 @@ async def test_an_unreachable_upstream_is_a_502_that_says_so() -> None:
         for body in (chat(), chat(stream=False)):
             got = await raw_post(f"{px.url}/chat/completions", body)
             assert got.status == 502
-            message = (await asyncio.to_thread(lambda b=got.body: b.decode()))
+            message = got.body.decode()
             assert f"127.0.0.1:{port}" in message and "unreachable" in message
         text = px.state.metrics.render().decode()
     assert 'sseguard_proxy_upstream_errors_total{kind="connect"} 2.0' in text
@@ -90,7 +90,7 @@ async def test_an_upstream_http_error_reaches_the_client_unchanged() -> None:
 
 
 async def test_models_and_non_stream_completions_pass_through() -> None:
-    async with chaos_proxy() as (srv, px), aiohttp.ClientSession() as session:
+    async with chaos_proxy() as (_, px), aiohttp.ClientSession() as session:
         async with session.get(f"{px.url}/models", headers={"Authorization": f"Bearer {KEY}"}) as r:
             assert r.status == 200
             models = await r.json()
