@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from _toolcalls_support import calls_of, check_invariants, errors_of, run, text_of
-from sseguard.toolcalls import Markup, MarkupError
+from sseguard.toolcalls import (
+    Markup,
+    MarkupError,
+    ToolArgsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    parser_for,
+)
 
 
 def parse(text: str, tools: list | None = None) -> list:
@@ -39,17 +46,39 @@ def test_parameters_key_and_name_after_the_arguments() -> None:
     assert calls_of(events) == [("f", {"x": [1]})]
 
 
-@pytest.mark.parametrize("body,kind", [('{"name": "f", "arguments": {"a": 1,}}', "bad_param_json"),
-                                       ('{"arguments": {}}', "bad_param_json"),
-                                       ('{"name": "f", "arguments": "{}"}', "bad_param_json"),
-                                       ('{"name": "f", "arguments": {"a": NaN}}', "bad_param_json"),
-                                       ('{"name": "f", "arguments": {"a": 1, "a": 2}}',
-                                        "duplicate_parameter")])
-def test_invalid_blocks_are_errors_and_their_siblings_stay(body: str, kind: str) -> None:
+@pytest.mark.parametrize("body,kind,index", [
+    ('{"name": "f", "arguments": {"a": 1,}}', "bad_param_json", 0),
+    ('{"arguments": {}}', "bad_param_json", None),
+    ('{"name": "f", "arguments": "{}"}', "bad_param_json", 0),
+    ('{"name": "f", "arguments": {"a": NaN}}', "bad_param_json", 0),
+    ('{"arguments": {"a": 1}, "name": 3}', "bad_param_json", None),
+    ('{"name": "f", "arguments": {"a": 1, "a": 2}}', "duplicate_parameter", 0),
+    ('{"name": "f", "arguments": {"a": 1}, "id": 7}', "bad_param_json", 0),
+])
+def test_invalid_blocks_are_errors_and_their_siblings_stay(body: str, kind: str,
+                                                           index: int | None) -> None:
+    # a block in the usual order was announced (it streamed) before it failed, so its error
+    # carries its index; one read whole never was
     events = parse(call(body) + call('{"name": "g", "arguments": {}}'))
-    assert errors_of(events) == [(kind, None)]
+    assert errors_of(events) == [(kind, index)]
     assert calls_of(events) == [("g", {})]
     assert next(e for e in events if isinstance(e, MarkupError)).raw.startswith("<tool_call>")
+
+
+def test_arguments_stream_as_they_arrive_in_the_usual_order() -> None:
+    p = parser_for("hermes")
+    out = p.feed('<tool_call>\n{"name": "write", "arguments": {"text": "ab')
+    assert out == [ToolCallStart(0, "write"), ToolArgsDelta(0, '{"text": "ab')]
+    assert p.feed('c"}') == [ToolArgsDelta(0, 'c"')]  # the last "}" may be the outer object's
+    assert p.feed("}\n") == [ToolArgsDelta(0, "}")]
+    assert p.feed("</tool_call>") == [ToolCallEnd(0, "write", '{"text": "abc"}')]
+
+
+def test_name_after_the_arguments_goes_out_whole_at_the_closer() -> None:
+    p = parser_for("hermes")
+    assert p.feed('<tool_call>{"arguments": {"x": 1}, "name": "f"}') == []
+    assert p.feed("</tool_call>") == [ToolCallStart(0, "f"), ToolArgsDelta(0, '{"x": 1}'),
+                                      ToolCallEnd(0, "f", '{"x": 1}')]
 
 
 def test_a_new_block_before_the_closer_voids_the_open_one() -> None:

@@ -1,9 +1,13 @@
 """Hermes / Qwen 2.5 / Qwen 3 tool calls (``hermes``): one JSON object per ``<tool_call>`` block.
 
 ``{"name": …, "arguments": {…}}`` (some models write ``parameters``). The scanner follows JSON strings,
-so a ``</tool_call>`` inside a string value does not end the call. The name can come after the
-arguments in a JSON object, so a call is announced when its block is complete: its arguments go out as
-one delta, re-serialized from the strictly parsed object.
+so a ``</tool_call>`` inside a string value does not end the call.
+
+In the order the chat templates write (name first, arguments last) the call is announced as soon as
+the name is complete and the arguments stream verbatim as they arrive, holding back only the final
+``}`` that may be the object's own; the whole block is validated at its closer (decision 4: a block
+that fails is void). In any other order the name may come last, so the call goes out whole at the
+closer, its arguments re-serialized from the strictly parsed object.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from sseguard.toolcalls._base import (
     MarkupError,
     MarkupErrorKind,
     ToolSpec,
+    first_non_ws,
     split_partial_opener,
     strict_json,
 )
@@ -30,6 +35,8 @@ REASONING_EXITS = (TOOL_CALL,)
 FAMILY_MARKERS = (TOOL_CALL, TOOL_CALL_END)
 SEPARATOR = "\n"
 
+_HEAD = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"(arguments|parameters)"\s*:')
+HEAD_CAP = 1024  # past this many characters without the usual head, the block is read whole
 _OUTSIDE = re.compile(r'["<]')  # outside a JSON string only a quote or a marker matters
 _INSIDE = re.compile(r'["\\]')  # inside one, its end or an escape
 
@@ -44,8 +51,13 @@ class HermesParser(BaseParser):
     def __init__(self, tools: ToolSpec | None = None) -> None:
         super().__init__(tools)
         self._buf: list[str] = []
+        self._size = 0  # characters in _buf
         self._in_string = False
         self._escape = False
+        self._streaming = False  # the head matched: the arguments stream as they arrive
+        self._started = False  # the first non-whitespace character of the arguments went out
+        self._tail = ""  # a trailing "}" (and whitespace) that may close the outer object
+        self._args_key = ""
         self._handlers = (self._content, self._body)
 
     def _content(self, data: str, pos: int) -> int:
@@ -66,7 +78,8 @@ class HermesParser(BaseParser):
             return m + len(lit)
         self._markup(data[pos:m])
         self._new_unit(lit, in_block=False)
-        self._buf, self._in_string, self._escape = [], False, False
+        self._buf, self._size, self._in_string, self._escape = [], 0, False, False
+        self._streaming, self._started, self._tail = False, False, ""
         self._state = BODY
         return m + len(lit)
 
@@ -117,10 +130,39 @@ class HermesParser(BaseParser):
         return ~n
 
     def _take_body(self, data: str, start: int, end: int) -> None:
-        if end > start:
-            assert self._call is not None
-            self._call.raw.append(data[start:end])
-            self._buf.append(data[start:end])
+        if end <= start:
+            return
+        seg = data[start:end]
+        assert self._call is not None
+        self._call.raw.append(seg)
+        self._buf.append(seg)
+        self._size += len(seg)
+        if self._streaming:
+            self._stream(seg)
+        elif self._call.index is None and self._size - len(seg) < HEAD_CAP:
+            body = "".join(self._buf)  # a bounded look at the head, not a rescan of the call
+            m = _HEAD.match(body)
+            if m is not None:
+                try:
+                    name = json.loads(m.group(1))
+                except ValueError:
+                    return
+                self._name_call(name)
+                self._streaming, self._args_key = True, m.group(2)
+                self._stream(body[m.end():])
+
+    def _stream(self, seg: str) -> None:
+        if not self._started:
+            q = first_non_ws(seg, 0, len(seg))
+            if q == -1:
+                return
+            seg, self._started = seg[q:], True
+        seg = self._tail + seg
+        keep = len(seg.rstrip(ASCII_WS))
+        if keep and seg[keep - 1] == "}":
+            keep -= 1
+        self._delta(seg[:keep])
+        self._tail = seg[keep:]
 
     def _complete(self) -> None:
         call = self._call
@@ -130,14 +172,22 @@ class HermesParser(BaseParser):
             obj = strict_json("".join(self._buf).strip(ASCII_WS))
             if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
                 raise JSONProblem(MarkupErrorKind.BAD_PARAM_JSON)
-            args = obj.get("arguments", obj.get("parameters", {}))
+            if self._streaming:
+                # the streamed text must be exactly the arguments: the last member, then "}"
+                if self._tail.strip(ASCII_WS) != "}" or strict_json(
+                        "".join(call.frags)) != obj.get(self._args_key):
+                    raise JSONProblem(MarkupErrorKind.BAD_PARAM_JSON)
+                args = obj[self._args_key]
+            else:
+                args = obj.get("arguments", obj.get("parameters", {}))
             if not isinstance(args, dict):
                 raise JSONProblem(MarkupErrorKind.BAD_PARAM_JSON)
         except JSONProblem as problem:
             self._fail_call(problem.kind)
             return
-        self._name_call(obj["name"])
-        self._delta(json.dumps(args, ensure_ascii=False))
+        if not self._streaming:
+            self._name_call(obj["name"])
+            self._delta(json.dumps(args, ensure_ascii=False))
         self._end_call(close_object=False)
 
     def _finish(self, rest: str) -> None:
