@@ -190,6 +190,13 @@ async def test_pass_mode_forwards_a_bad_stream_as_is_and_records_it(tmp_path: Pa
     assert record.extra["action"] == "pass" and record.source == "proxy"
 
 
+@pytest.mark.parametrize("fault", ["transport_error", "stalled"])
+async def test_pass_mode_mirrors_a_failed_connection_instead_of_ending_cleanly(fault: str) -> None:
+    want, got = await _direct_and_proxied(fault, chat(), on_bad_end="pass", stall_timeout=0.3)
+    assert got.error is not None  # reset, as the upstream's was: never turned into a clean end
+    assert want.startswith(same_second(got.body)) and error_code(got.body) is None
+
+
 async def test_a_stalled_upstream_is_cut_after_the_stall_timeout() -> None:
     first = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}\n\n'
     async with scripted(Script([first], end="hang")) as up, \

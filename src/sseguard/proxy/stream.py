@@ -240,6 +240,14 @@ class StreamRelay:
         elif self.frames.failure is not None:
             # Unparseable markup is never shown as content, whatever --on-bad-end says.
             await self._end_with_error(self.frames.failure, upstream_error_forwarded=False)
+        elif passing and verdict.ending in (Ending.TRANSPORT_ERROR, Ending.STALLED):
+            # "As it came" for a connection that failed is a connection that fails: ending it
+            # cleanly would be the very silent truncation this proxy exists to prevent.
+            self.outcome.action = "pass"
+            rest = flushed + self._pending_bytes()[self._ahead:]
+            if rest:
+                await self._write(rest)
+            self._reset()
         elif failure is None or passing:
             await self._end_well(verdict, failure, flushed)
         else:
@@ -409,15 +417,18 @@ class StreamRelay:
         self.outcome.code = code
         if self.config.on_bad_end is OnBadEnd.ABORT:
             self.outcome.action = "abort"
-            # Reset with no terminal frame: the client's HTTP layer sees an incomplete body.
-            transport = self.request.transport
-            if transport is not None:
-                transport.abort()
+            self._reset()
             return
         self.outcome.action = "error-event"
         if not upstream_error_forwarded:
             await self._write(error_frame(self.redactor.text(message), code))
         await self._eof()
+
+    def _reset(self) -> None:
+        """Close with no terminal frame: the client's HTTP layer sees an incomplete body."""
+        transport = self.request.transport
+        if transport is not None:
+            transport.abort()
 
     async def _eof(self) -> None:
         assert self._resp is not None
