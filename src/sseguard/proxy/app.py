@@ -72,8 +72,10 @@ class ProxyState:
             # Opening a SQLite file or connecting to PostgreSQL is blocking: keep it off the loop.
             self.store = await asyncio.to_thread(open_store, self.config.store)
             self.writer = BatchWriter(self.store)
+        # Idle upstream connections are dropped after 4 s, below uvicorn's 5 s keep-alive (vLLM,
+        # SGLang): reusing a connection the server is closing at that moment would be a spurious 502.
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300,
-                                         enable_cleanup_closed=False)
+                                         keepalive_timeout=4.0)
         self.session = aiohttp.ClientSession(
             connector=connector, auto_decompress=False, trust_env=False,
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.config.connect_timeout),
