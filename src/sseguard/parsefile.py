@@ -93,18 +93,22 @@ def parse_text(text: str, family: str = "auto", *, tools: list[dict[str, Any]] |
 
 
 def _join(events: list[Event | Reasoning]) -> list[Event | Reasoning]:
+    """Join adjacent pieces: each run of reasoning into one, the parser's events by join_events."""
     out: list[Event | Reasoning] = []
+    thoughts: list[str] = []
     run: list[Event] = []
     for ev in events:
         if isinstance(ev, Reasoning):
             out.extend(join_events(run))
             run = []
-            if out and isinstance(out[-1], Reasoning):
-                out[-1] = Reasoning(out[-1].text + ev.text)
-            else:
-                out.append(ev)
+            thoughts.append(ev.text)
         else:
+            if thoughts:
+                out.append(Reasoning("".join(thoughts)))
+                thoughts = []
             run.append(ev)
+    if thoughts:
+        out.append(Reasoning("".join(thoughts)))
     out.extend(join_events(run))
     return out
 

@@ -134,23 +134,51 @@ def consumed_text(events: list[Event]) -> str:
     return "".join(parts)
 
 
+def _piece(ev: Event) -> tuple[object, str] | None:
+    """(merge key, text) of a mergeable event; None for the others."""
+    if isinstance(ev, Text):
+        return Text, ev.text
+    if isinstance(ev, Markup):
+        return Markup, ev.raw
+    if isinstance(ev, ToolArgsDelta):
+        return ev.index, ev.fragment
+    return None
+
+
+def _rebuilt(head: Event, text: str) -> Event:
+    if isinstance(head, Text):
+        return Text(text)
+    if isinstance(head, Markup):
+        return Markup(text)
+    assert isinstance(head, ToolArgsDelta)
+    return ToolArgsDelta(head.index, text)
+
+
 def join_events(events: list[Event]) -> list[Event]:
     """Merge adjacent ``Text``, ``Markup`` and same-call ``ToolArgsDelta`` events.
 
     Two chunkings of the same input give equal joined event lists (the chunking-invariance guarantee).
+    Each run is joined once, so this is linear however many pieces a run has.
     """
     out: list[Event] = []
+    run: list[str] = []
+    head: Event | None = None
+    key: object = None
     for ev in events:
-        last = out[-1] if out else None
-        if isinstance(ev, Text) and isinstance(last, Text):
-            out[-1] = Text(last.text + ev.text)
-        elif isinstance(ev, Markup) and isinstance(last, Markup):
-            out[-1] = Markup(last.raw + ev.raw)
-        elif (isinstance(ev, ToolArgsDelta) and isinstance(last, ToolArgsDelta)
-              and last.index == ev.index):
-            out[-1] = ToolArgsDelta(ev.index, last.fragment + ev.fragment)
-        else:
+        piece = _piece(ev)
+        if head is not None and piece is not None and piece[0] == key:
+            run.append(piece[1])
+            continue
+        if head is not None:
+            out.append(_rebuilt(head, "".join(run)))
+            head = None
+        if piece is None:
             out.append(ev)
+        else:
+            head, (key, text) = ev, piece
+            run = [text]
+    if head is not None:
+        out.append(_rebuilt(head, "".join(run)))
     return out
 
 
