@@ -47,7 +47,9 @@ class DeepSeekV3Parser(BaseParser):
         # What may trail the JSON before <｜tool▁call▁end｜> without being part of it.
         self._trail = ASCII_WS if self._v31 else ASCII_WS + "`"
         self._head: list[str] = []
-        self._tail = ""  # trailing characters of the JSON held until we know they are not padding
+        # trailing characters of the JSON held until we know they are not padding (a list: a long
+        # run of spaces inside a string value must not be copied once per chunk)
+        self._tail: list[str] = []
         self._started = False  # first non-whitespace character of the JSON seen
         self._handlers = (self._content, self._section, self._header, self._name, self._fence,
                           self._args, self._skip)
@@ -126,7 +128,7 @@ class DeepSeekV3Parser(BaseParser):
         call.raw.append(lit)
         if self._v31:
             self._name_call(head)
-            self._state, self._started, self._tail = ARGS, False, ""
+            self._state, self._started, self._tail = ARGS, False, []
         else:
             self._head = []
             self._state = NAME
@@ -153,7 +155,7 @@ class DeepSeekV3Parser(BaseParser):
             self._void(MarkupErrorKind.MALFORMED_TAG)
             return nl + 1
         self._name_call(name)
-        self._state, self._started, self._tail = FENCE_OPEN, False, ""
+        self._state, self._started, self._tail = FENCE_OPEN, False, []
         return nl + 1
 
     def _fence(self, data: str, pos: int) -> int:
@@ -190,10 +192,12 @@ class DeepSeekV3Parser(BaseParser):
                 if q == -1:
                     return end if m != -1 else ~end
                 seg, self._started = seg[q:], True
-            seg = self._tail + seg
             keep = len(seg.rstrip(self._trail))
-            self._delta(seg[:keep])
-            self._tail = seg[keep:]
+            if keep:  # held padding was not padding after all
+                self._delta("".join(self._tail) + seg[:keep])
+                self._tail = [seg[keep:]]
+            else:
+                self._tail.append(seg)
             return end if m != -1 else ~end
         if m == -1:
             return ~pos
@@ -201,7 +205,7 @@ class DeepSeekV3Parser(BaseParser):
             self._void(MarkupErrorKind.MALFORMED_TAG)
             return pos
         call.raw.append(lit)
-        tail, self._tail = self._tail, ""
+        tail, self._tail = "".join(self._tail), []
         padding = not tail.strip(ASCII_WS) or (
             not self._v31 and tail.strip(ASCII_WS).startswith("```")
             and not tail.strip(ASCII_WS)[3:].strip(ASCII_WS))

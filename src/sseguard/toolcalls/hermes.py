@@ -56,7 +56,7 @@ class HermesParser(BaseParser):
         self._escape = False
         self._streaming = False  # the head matched: the arguments stream as they arrive
         self._started = False  # the first non-whitespace character of the arguments went out
-        self._tail = ""  # a trailing "}" (and whitespace) that may close the outer object
+        self._tail: list[str] = []  # a trailing "}" (and whitespace) that may close the object
         self._args_key = ""
         self._handlers = (self._content, self._body)
 
@@ -79,7 +79,7 @@ class HermesParser(BaseParser):
         self._markup(data[pos:m])
         self._new_unit(lit, in_block=False)
         self._buf, self._size, self._in_string, self._escape = [], 0, False, False
-        self._streaming, self._started, self._tail = False, False, ""
+        self._streaming, self._started, self._tail = False, False, []
         self._state = BODY
         return m + len(lit)
 
@@ -157,12 +157,14 @@ class HermesParser(BaseParser):
             if q == -1:
                 return
             seg, self._started = seg[q:], True
-        seg = self._tail + seg
         keep = len(seg.rstrip(ASCII_WS))
-        if keep and seg[keep - 1] == "}":
+        if not keep:
+            self._tail.append(seg)
+            return
+        if seg[keep - 1] == "}":
             keep -= 1
-        self._delta(seg[:keep])
-        self._tail = seg[keep:]
+        self._delta("".join(self._tail) + seg[:keep])
+        self._tail = [seg[keep:]]
 
     def _complete(self) -> None:
         call = self._call
@@ -174,7 +176,7 @@ class HermesParser(BaseParser):
                 raise JSONProblem(MarkupErrorKind.BAD_PARAM_JSON)
             if self._streaming:
                 # the streamed text must be exactly the arguments: the last member, then "}"
-                if self._tail.strip(ASCII_WS) != "}" or strict_json(
+                if "".join(self._tail).strip(ASCII_WS) != "}" or strict_json(
                         "".join(call.frags)) != obj.get(self._args_key):
                     raise JSONProblem(MarkupErrorKind.BAD_PARAM_JSON)
                 args = obj[self._args_key]
