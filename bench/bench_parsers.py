@@ -1,7 +1,7 @@
 """Tool-call parser cost on one long DSML string argument, against a rescanning baseline.
 
 One ``write_file`` invoke whose ``content`` argument (``string="true"``) is 20 KB, 80 KB and 320 KB of
-code-like text (HTML and C-like lines: ``<`` every ~30 characters, quotes, backslashes, newlines) is
+code-like text (HTML and C-like lines: ``<`` every ~25 characters, quotes, backslashes, newlines) is
 streamed in 4-character chunks, as a serving engine sees tokens arrive. Ours is
 ``sseguard.toolcalls.parser_for("dsml-v32")``. The baseline is written the common way: keep a buffer,
 and on every chunk re-run the regexes over the whole buffer, re-parse every parameter and re-serialize
