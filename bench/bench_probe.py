@@ -58,6 +58,8 @@ class Phase:
     wall_s: float = 0.0
     window_rate: float = 0.0
     probe_cpu_peak: float | None = None
+    server_cpu: float | None = None  # the chaos process's CPU, fraction of one core
+    load: float | None = None  # the machine's 1-minute load average at the end of the phase
 
     @property
     def cpu_per_event_us(self) -> float:
@@ -72,7 +74,9 @@ class Phase:
                 "ttft_p50_ms": round(statistics.median(self.ttft_ms), 2) if self.ttft_ms else None,
                 "ttft_p99_ms": round(_pct(self.ttft_ms, 0.99), 2) if self.ttft_ms else None,
                 "distinct_event_counts": sorted(set(self.events_per_stream)),
-                "probe_cpu_peak": self.probe_cpu_peak}
+                "probe_cpu_peak": self.probe_cpu_peak,
+                "server_cpu_of_core": round(self.server_cpu, 3) if self.server_cpu else None,
+                "loadavg_1m": self.load}
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -185,6 +189,12 @@ async def probe_phase(url: str, streams: int, rounds: int, ramp: float, out: Pat
     return phase
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def start_chaos(delay_ms: float, tokens: int) -> tuple[subprocess.Popen[str], str]:
     cmd = [sys.executable, "-m", "sseguard.cli", "chaos", "--listen", "127.0.0.1:0", "--json",
            "--ttft-ms", str(delay_ms), "--inter-token-ms", str(delay_ms), "--tokens", str(tokens)]
@@ -202,7 +212,7 @@ async def calibrate(url: str) -> tuple[float, int]:
     return phase.wall_s, phase.events
 
 
-async def main_async(args: argparse.Namespace, url: str) -> dict[str, Any]:
+async def main_async(args: argparse.Namespace, url: str, server_pid: int) -> dict[str, Any]:
     stream_s, events = await calibrate(url)
     asked = args.streams * events / stream_s
     print(f"one stream alone: {events} events in {stream_s:.2f} s → asked {asked:,.0f} events/s "
@@ -211,11 +221,14 @@ async def main_async(args: argparse.Namespace, url: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(args.repeat):
             for kind in ("bare", "probe"):
+                server0 = process_cpu(server_pid)
                 if kind == "bare":
                     phase = await bare_phase(url, args.streams, args.rounds, stream_s)
                 else:
                     phase = await probe_phase(url, args.streams, args.rounds, stream_s,
                                               Path(tmp) / f"probe{rep}")
+                phase.server_cpu = (process_cpu(server_pid) - server0) / phase.wall_s
+                phase.load = round(os.getloadavg()[0], 2)
                 runs.append(phase)
                 print(json.dumps(phase.summary()), flush=True)
     return {"asked": asked, "stream_s": stream_s, "events_per_stream": events, "runs": runs}
@@ -255,6 +268,11 @@ def report(args: argparse.Namespace, res: dict[str, Any]) -> None:
     print("\n".join(lines))
 
 
+def server_pid(proc: subprocess.Popen[str]) -> int:
+    """The chaos process itself (``taskset`` execs it, so the pid is the same)."""
+    return proc.pid
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--streams", type=int, default=1000)
@@ -269,7 +287,7 @@ def main() -> None:
     proc, url = start_chaos(args.delay_ms, args.tokens)
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
-            res = runner.run(main_async(args, url))
+            res = runner.run(main_async(args, url, server_pid(proc)))
     finally:
         proc.terminate()
         proc.wait(timeout=10)
