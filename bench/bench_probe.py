@@ -40,7 +40,7 @@ from sseguard.policy import Policy
 from sseguard.probe import engine as probe_engine
 from sseguard.probe.config import ProbeConfig, WorkloadSpec, make_arm
 from sseguard.probe.measure import StreamWatch
-from sseguard.probe.runner import execute, loop_factory, raise_open_files_limit
+from sseguard.probe.runner import execute, loop_factory, quiet_gc, raise_open_files_limit
 from sseguard.probe.workloads import Workload, encode_body
 
 CONTENT = re.compile(rb'"content":\s*"[^"]')
@@ -286,7 +286,8 @@ def main() -> None:
     raise_open_files_limit()
     proc, url = start_chaos(args.delay_ms, args.tokens)
     try:
-        with asyncio.Runner(loop_factory=loop_factory()) as runner:
+        # The same process settings as `sseguard probe` (run_probe) for both phases.
+        with quiet_gc(), asyncio.Runner(loop_factory=loop_factory()) as runner:
             res = runner.run(main_async(args, url, server_pid(proc)))
     finally:
         proc.terminate()

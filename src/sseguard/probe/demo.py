@@ -30,7 +30,7 @@ from sseguard.chaos import (
 from sseguard.errors import ConfigError
 from sseguard.policy import Policy
 from sseguard.probe.config import ProbeConfig, make_arm
-from sseguard.probe.runner import RunResult, execute, loop_factory
+from sseguard.probe.runner import RunResult, execute, loop_factory, quiet_gc
 
 DEFAULT_SECONDS = 20.0
 LEVELS = (1, 8, 32)
@@ -134,6 +134,6 @@ def run_demo(out: str | Path | None = None, *, seconds: float = DEFAULT_SECONDS,
     """``sseguard demo`` on a fresh event loop (uvloop when installed)."""
     target = Path(out) if out is not None else Path(f"sseguard-runs/demo-{time.strftime('%Y%m%d-%H%M%S')}")
     scenario(seconds)  # bad --seconds fails before anything starts
-    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+    with quiet_gc(), asyncio.Runner(loop_factory=loop_factory()) as runner:
         return runner.run(demo_async(target, seconds=seconds, console=console,
                                      err_console=err_console, live=live))

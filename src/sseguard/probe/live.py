@@ -145,7 +145,7 @@ class LiveView:
     def add(self, record: Record) -> None:
         self.tally.add(record)
         task = self._tasks.get(record.arm)
-        if task is not None:
+        if task is not None and self.enabled:
             cell = self.tally.arms[record.arm]
             self._progress.update(task, advance=1,
                                   status=f"failed {rate_text(cell.failed, cell.total)}")

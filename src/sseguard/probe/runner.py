@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import resource
 import signal
 import statistics
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -426,6 +427,26 @@ async def execute(config: ProbeConfig, *, resume: bool = False, console: Console
                      elapsed=time.monotonic() - started)
 
 
+@contextlib.contextmanager
+def quiet_gc(threshold: int = 20_000) -> Iterator[None]:
+    """Fewer, cheaper garbage collections while a probe runs.
+
+    Streams allocate many short-lived dicts (one per decoded chunk) that reference counting frees
+    anyway; with the default threshold the cyclic collector ran ~8 % of the probe's CPU at a thousand
+    streams, and a full collection over every imported module paused the loop for 100+ ms. Freezing
+    what exists at start keeps full collections small; the old settings come back afterwards.
+    """
+    old = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(threshold, 20, 20)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
+
+
 def loop_factory() -> Any:
     try:
         import uvloop
@@ -453,5 +474,5 @@ def run_probe(config: ProbeConfig, *, resume: bool = False, console: Console | N
             if handled:
                 loop.remove_signal_handler(signal.SIGINT)
 
-    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+    with quiet_gc(), asyncio.Runner(loop_factory=loop_factory()) as runner:
         return runner.run(main())
