@@ -184,6 +184,7 @@ class StreamRelay:
         self._last_verdict: Verdict | None = None
         self.upstream_headers: dict[str, str] = {}
         self._done_raw = b""
+        self._delivered = False  # the client's stream has been ended (cleanly or by a reset)
         self.concurrency = 1  # streams in flight when this one started, itself included
 
     # ── the relay ──────────────────────────────────────────────────────────────────────────────
@@ -258,10 +259,14 @@ class StreamRelay:
     def _client_left(self, upstream: aiohttp.ClientResponse, watch: StallWatch) -> None:
         """Client disconnects cancel the upstream request at once: closing the connection is what
         serving engines watch to abort the generation."""
-        self.outcome.client_gone = True
+        # Cancelled while draining the upstream after the client's stream had ended: the client
+        # got its whole answer, only the record's view of the upstream is cut short.
+        self.outcome.client_gone = not self._delivered
         upstream.close()
         watch.close()
-        verdict = self._last_verdict or self._verdict("client disconnected", False)
+        reason = ("the proxy stopped reading after the client's stream had ended" if self._delivered
+                  else "client disconnected")
+        verdict = self._last_verdict or self._verdict(reason, False)
         self.state.stream_done(self, verdict)
 
     async def _pump(self, upstream: aiohttp.ClientResponse,
@@ -429,6 +434,7 @@ class StreamRelay:
         transport = self.request.transport
         if transport is not None:
             transport.abort()
+        self._delivered = True
 
     async def _eof(self) -> None:
         assert self._resp is not None
@@ -436,6 +442,7 @@ class StreamRelay:
             await self._resp.write_eof()
         except ConnectionResetError:
             raise _ClientGone from None
+        self._delivered = True
 
     async def _drain(self, upstream: aiohttp.ClientResponse, watch: StallWatch) -> Verdict:
         """Read the rest of the upstream body into the checker only (the client is done)."""
