@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from sseguard import __version__
 from sseguard.errors import ConfigError
@@ -28,7 +29,7 @@ err_console = Console(stderr=True)
 
 def fail(message: str) -> NoReturn:
     """Unusable input: one line, exit code 2, never a traceback."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -480,7 +481,7 @@ def main() -> None:
     try:
         app()
     except ConfigError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
 
 
