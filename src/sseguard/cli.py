@@ -121,8 +121,6 @@ def chaos(
     """
     import json
 
-    from rich.markup import escape
-
     from sseguard.chaos import ChaosConfig
     from sseguard.chaos.config import parse_listen
     from sseguard.chaos.server import ChaosServer, serve_blocking
@@ -134,7 +132,7 @@ def chaos(
                                   ttft_ms=ttft_ms, inter_token_ms=inter_token_ms, tokens=tokens,
                                   stall_ms=stall_ms, stall_then=stall_then, model=model)
     except ConfigError as exc:
-        fail(escape(str(exc)))  # messages quote TOML tables like [pacing]: not rich markup
+        fail(str(exc))
 
     def ready(server: ChaosServer) -> None:
         faults = {str(k): v for k, v in cfg.faults.items()}
@@ -151,7 +149,7 @@ def chaos(
     try:
         serve_blocking(cfg, host, port, ready)
     except OSError as exc:
-        fail(escape(f"cannot listen on {listen}: {exc.strerror or exc}"))
+        fail(f"cannot listen on {listen}: {exc.strerror or exc}")
 
 
 # ── probe, sweep ──────────────────────────────────────────────────────────────────────────────────
