@@ -4,14 +4,15 @@ Both clients check every stream with the same ``StreamChecker`` and write the sa
 differ in their I/O stack: the probe is asyncio + aiohttp (uvloop), the Locust worker is gevent +
 geventhttpclient (Locust's ``FastHttpUser``). One chaos upstream (a separate process, healthy, 100
 chunks per answer, ``--inter-token-ms`` apart) serves both, one client at a time, at each level of
-concurrent streams (Locust users or probe concurrency), interleaved per level.
+concurrent streams (Locust users or probe concurrency), interleaved per level. The upstream (and the
+Locust master) is pinned to core 0, the client under test to core 1.
 
 Measured over a steady window (starting 2 s after the first record, ``--seconds`` long), from the
 records themselves: streams finished per second, events (data chunks) per second, time to first token,
 and the CPU of the client process (user + system, % of one core), plus the chaos server's CPU so a
 saturated upstream is visible.
 
-Run: .venv/bin/python bench/bench_locust.py [--levels 50,200] [--seconds 15]
+Run: .venv/bin/python bench/bench_locust.py [--levels 50,200,400] [--seconds 15] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -33,6 +34,13 @@ import psutil
 from sseguard.record import Record, decode_record
 
 CLI = [sys.executable, "-m", "sseguard.cli"]
+#: Upstream (and the Locust master) on core 0, the client under test on core 1, as in bench_chaos.py.
+UPSTREAM_CORE, CLIENT_CORE = 0, 1
+
+
+def pin(pid: int, core: int) -> None:
+    if (os.cpu_count() or 1) > core:
+        psutil.Process(pid).cpu_affinity([core])
 
 
 def free_port() -> int:
@@ -109,11 +117,13 @@ def run_locust(url: str, level: int, seconds: float, work: Path, chaos: psutil.P
          "--headless", "-u", str(level), "-r", str(level), "-t", runtime, "--expect-workers", "1",
          "--only-summary", "--exit-code-on-error", "0"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pin(master.pid, UPSTREAM_CORE)
     time.sleep(0.5)
     # `sseguard locust` replaces itself with Locust: this pid is the worker process.
     worker = subprocess.Popen([*CLI, *common, "--worker", "--master-host", "127.0.0.1",
                                "--master-port", str(port)],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pin(worker.pid, CLIENT_CORE)
     try:
         return measure("locust worker", level, [master, worker], worker.pid, out, "results-*.jsonl",
                        chaos, seconds)
@@ -130,6 +140,7 @@ def run_probe(url: str, level: int, seconds: float, work: Path, chaos: psutil.Pr
         [*CLI, "probe", "--arm", f"bench={url}", "--concurrency", str(level), "--duration",
          f"{int(seconds + 5)}s", "--out", str(out), "--no-live", "--json", "--ramp", "1"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pin(proc.pid, CLIENT_CORE)
     try:
         return measure("probe (aiohttp)", level, [proc], proc.pid, out, "results.jsonl", chaos,
                        seconds)
@@ -145,6 +156,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0, help="measured window per run")
     parser.add_argument("--tokens", type=int, default=100, help="content chunks per answer")
     parser.add_argument("--inter-token-ms", type=float, default=10.0)
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="runs per client and level, interleaved; the median run (by events/s) "
+                             "is shown")
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
 
@@ -155,17 +169,23 @@ def main() -> None:
     assert chaos_proc.stdout is not None
     url = json.loads(chaos_proc.stdout.readline())["url"]
     chaos = psutil.Process(chaos_proc.pid)
+    pin(chaos_proc.pid, UPSTREAM_CORE)
     print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, load "
           f"{os.getloadavg()[0]:.1f}; chaos: {args.tokens} chunks/answer, {args.inter_token_ms:g} ms "
-          f"apart; window {args.seconds:g} s")
+          f"apart; window {args.seconds:g} s, median of {args.repeat}")
     print(f"{'client':<16} {'streams':>7} {'streams/s':>9} {'events/s':>9} {'TTFT p50':>9} "
           f"{'TTFT p99':>9} {'CPU':>6} {'chaos CPU':>9} {'bad':>4}")
     try:
         with tempfile.TemporaryDirectory(prefix="bench-locust-") as tmp:
             work = Path(tmp)
             for level in levels:
-                for runner in (run_probe, run_locust):
-                    r = runner(url, level, args.seconds, work, chaos)
+                runs: dict[str, list[Result]] = {}
+                for i in range(args.repeat):
+                    for runner in (run_probe, run_locust):
+                        r = runner(url, level, args.seconds, work / str(i), chaos)
+                        runs.setdefault(r.client, []).append(r)
+                for results in runs.values():
+                    r = sorted(results, key=lambda x: x.events_s)[len(results) // 2]
                     print(f"{r.client:<16} {r.level:>7} {r.streams_s:>9.1f} {r.events_s:>9.0f} "
                           f"{r.ttft_p50:>7.1f}ms {r.ttft_p99:>7.1f}ms {r.cpu:>5.0f}% "
                           f"{r.chaos_cpu:>8.0f}% {r.bad:>4}", flush=True)
