@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -367,6 +366,9 @@ def split_partial_opener(rest: str, separator: str) -> tuple[str, str]:
 
 _NONE, _TEXT, _DELTA, _MARKUP = 0, 1, 2, 3
 
+#: Every family's first state: visible text outside any markup.
+CONTENT = 0
+
 
 class Call:
     """One call (or one void stretch of markup) being parsed: its raw text and emitted arguments."""
@@ -394,15 +396,19 @@ class Call:
         return "}" if self.nemit else "{}"
 
 
-class BaseParser(ABC):
+class BaseParser:
     """The emitting, holding-back and call bookkeeping every family shares.
 
     A family keeps ``_state`` (an int) and ``_handlers`` (one bound method per state). A handler
     consumes from ``pos`` and returns the new position, or ``~pos`` ("stop; hold ``data[pos:]`` for
     the next chunk"). A handler may change state without consuming; the next state then must consume.
+    State ``CONTENT`` (0) is text outside markup; a family with blocks names its "between calls" and
+    "swallowing a void call" states in ``_BLOCK`` and ``_SKIP``.
     """
 
     family = "base"
+    _BLOCK = -1  # state inside a block, between calls (-1: the family has no blocks)
+    _SKIP = -1  # state swallowing a void call up to where parsing can resume (-1: none)
 
     def __init__(self, tools: ToolSpec | None = None) -> None:
         self._tools = tools
@@ -414,8 +420,9 @@ class BaseParser(ABC):
         self._tagscan = 0  # characters of a pending tag already searched for ">" and "<"
         self._next_index = 0
         self._call: Call | None = None
-        self._state = 0
+        self._state = CONTENT
         self._handlers: tuple[Callable[[str, int], int], ...] = ()
+        self._sep = ""  # what the encoder writes before an opener; removed from the text (decision 8)
 
     # emitting -------------------------------------------------------------------------------------
 
@@ -511,6 +518,16 @@ class BaseParser(ABC):
                                 "".join(call.raw), call.index))
         self._call = None
 
+    def _after_call(self, in_block: bool) -> None:
+        """Back to where the call stood: between calls of its block, or in content."""
+        self._state = self._BLOCK if in_block else CONTENT
+
+    def _void(self, kind: MarkupErrorKind) -> None:
+        """The current call is not a call (its first error counts); swallow it up to a resume point."""
+        assert self._call is not None
+        self._call.error = self._call.error or kind
+        self._state = self._SKIP
+
     def _tag_end(self, data: str, pos: int) -> int:
         """End of the tag starting at ``pos`` (after its ``>``), or -1 if it is not complete yet.
 
@@ -567,6 +584,19 @@ class BaseParser(ABC):
         self._pend = ""
         return self._take()
 
-    @abstractmethod
     def _finish(self, rest: str) -> None:
-        """End of stream in the current state; ``rest`` is the held-back text."""
+        """End of stream in the current state; ``rest`` is the held-back text (decisions 7 and 9):
+        in content a partial opener is unterminated, in a block the complete calls stay calls, and a
+        call still open is not one."""
+        state = self._state
+        if state == CONTENT:
+            text, raw = split_partial_opener(rest, self._sep)
+            self._text(text)
+            if raw:
+                self._event(MarkupError(MarkupErrorKind.UNTERMINATED, raw))
+        elif state == self._BLOCK:
+            self._event(MarkupError(MarkupErrorKind.UNTERMINATED, rest))
+        else:
+            assert self._call is not None
+            self._call.raw.append(rest)
+            self._fail_call(None if state == self._SKIP else MarkupErrorKind.UNTERMINATED)

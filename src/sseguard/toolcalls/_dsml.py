@@ -25,7 +25,6 @@ from sseguard.toolcalls._base import (
     ToolSpec,
     first_non_ws,
     json_string_body,
-    split_partial_opener,
     strict_json,
 )
 
@@ -137,11 +136,14 @@ CONTENT, IN_BLOCK, IN_INVOKE, STRING_VALUE, JSON_VALUE, JSON_BODY, SKIP = range(
 class DSMLParser(BaseParser):
     """Incremental parser for the DSML families; see MARKUP.md for the format and the decisions."""
 
+    _BLOCK, _SKIP = IN_BLOCK, SKIP
+
     def __init__(self, family: str = "dsml-v32", tools: ToolSpec | None = None) -> None:
         super().__init__(tools)
         if family not in FAMILY_BLOCKS:
             raise UsageError(f"not a DSML family: {family}")
         self.family = family
+        self._sep = SEPARATOR
         self._block: str | None = None  # the open block's tag word, None outside blocks
         self._spaced = False  # dialect of the open block
         self._buf: list[str] = []  # a string="false" value or a JSON body, until its closer
@@ -170,14 +172,6 @@ class DSMLParser(BaseParser):
             self._state = IN_BLOCK if in_block else CONTENT
         else:
             self._state = IN_INVOKE
-
-    def _after_call(self, in_block: bool) -> None:
-        self._state = IN_BLOCK if in_block else CONTENT
-
-    def _void(self, kind: MarkupErrorKind) -> None:
-        assert self._call is not None
-        self._call.error = self._call.error or kind
-        self._state = SKIP
 
     # states ---------------------------------------------------------------------------------------
 
@@ -435,18 +429,3 @@ class DSMLParser(BaseParser):
                 return tend
         call.raw.append(text)
         return tend
-
-    def _finish(self, rest: str) -> None:
-        state = self._state
-        if state == CONTENT:
-            text, raw = split_partial_opener(rest, SEPARATOR)
-            self._text(text)
-            if raw:
-                self._event(MarkupError(MarkupErrorKind.UNTERMINATED, raw))
-        elif state == IN_BLOCK:  # decision 9: the block's complete invokes stay calls
-            self._event(MarkupError(MarkupErrorKind.UNTERMINATED, rest))
-        else:
-            assert self._call is not None
-            self._call.raw.append(rest)
-            self._fail_call(None if state == SKIP else MarkupErrorKind.UNTERMINATED)
-

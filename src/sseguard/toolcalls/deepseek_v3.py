@@ -18,7 +18,6 @@ from sseguard.toolcalls._base import (
     MarkupErrorKind,
     ToolSpec,
     first_non_ws,
-    split_partial_opener,
     strict_json,
 )
 
@@ -38,6 +37,8 @@ CONTENT, SECTION, HEAD, NAME, FENCE_OPEN, ARGS, SKIP = range(7)
 class DeepSeekV3Parser(BaseParser):
     """Incremental parser for ``deepseek-v3`` (``v31=False``) and ``deepseek-v31``."""
 
+    _BLOCK, _SKIP = SECTION, SKIP
+
     def __init__(self, family: str = "deepseek-v3", tools: ToolSpec | None = None) -> None:
         super().__init__(tools)
         if family not in ("deepseek-v3", "deepseek-v31"):
@@ -53,14 +54,6 @@ class DeepSeekV3Parser(BaseParser):
         self._started = False  # first non-whitespace character of the JSON seen
         self._handlers = (self._content, self._section, self._header, self._name, self._fence,
                           self._args, self._skip)
-
-    def _after_call(self, in_block: bool) -> None:
-        self._state = SECTION if in_block else CONTENT
-
-    def _void(self, kind: MarkupErrorKind) -> None:
-        assert self._call is not None
-        self._call.error = self._call.error or kind
-        self._state = SKIP
 
     def _begin_call(self, raw: str, in_block: bool) -> None:
         self._new_unit(raw, in_block)
@@ -245,16 +238,3 @@ class DeepSeekV3Parser(BaseParser):
             self._fail_call()
             self._after_call(call.in_block)
         return m + len(lit)
-
-    def _finish(self, rest: str) -> None:
-        if self._state == CONTENT:
-            text, raw = split_partial_opener(rest, "")
-            self._text(text)
-            if raw:
-                self._event(MarkupError(MarkupErrorKind.UNTERMINATED, raw))
-        elif self._state == SECTION:
-            self._event(MarkupError(MarkupErrorKind.UNTERMINATED, rest))
-        else:
-            assert self._call is not None
-            self._call.raw.append(rest)
-            self._fail_call(None if self._state == SKIP else MarkupErrorKind.UNTERMINATED)

@@ -24,7 +24,6 @@ from sseguard.toolcalls._base import (
     MarkupErrorKind,
     ToolSpec,
     first_non_ws,
-    split_partial_opener,
     strict_json,
 )
 
@@ -50,6 +49,7 @@ class HermesParser(BaseParser):
 
     def __init__(self, tools: ToolSpec | None = None) -> None:
         super().__init__(tools)
+        self._sep = SEPARATOR
         self._buf: list[str] = []
         self._size = 0  # characters in _buf
         self._in_string = False
@@ -191,14 +191,3 @@ class HermesParser(BaseParser):
             self._name_call(obj["name"])
             self._delta(json.dumps(args, ensure_ascii=False))
         self._end_call(close_object=False)
-
-    def _finish(self, rest: str) -> None:
-        if self._state == CONTENT:
-            text, raw = split_partial_opener(rest, SEPARATOR)
-            self._text(text)
-            if raw:
-                self._event(MarkupError(MarkupErrorKind.UNTERMINATED, raw))
-        else:
-            assert self._call is not None
-            self._call.raw.append(rest)
-            self._fail_call(MarkupErrorKind.UNTERMINATED)

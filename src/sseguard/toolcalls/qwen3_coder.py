@@ -22,7 +22,6 @@ from sseguard.toolcalls._base import (
     ToolSpec,
     first_non_ws,
     json_string_body,
-    split_partial_opener,
     strict_json,
 )
 
@@ -43,6 +42,7 @@ class Qwen3CoderParser(BaseParser):
     """Incremental parser for the Qwen3-Coder XML tool-call format."""
 
     family = "qwen3-coder"
+    _BLOCK, _SKIP = BLOCK, SKIP
 
     def __init__(self, tools: ToolSpec | None = None) -> None:
         super().__init__(tools)
@@ -56,14 +56,6 @@ class Qwen3CoderParser(BaseParser):
         self._head = ""
         self._handlers = (self._content, self._block, self._function, self._string_value,
                           self._json_value, self._skip)
-
-    def _after_call(self, in_block: bool) -> None:
-        self._state = BLOCK if in_block else CONTENT
-
-    def _void(self, kind: MarkupErrorKind) -> None:
-        assert self._call is not None
-        self._call.error = self._call.error or kind
-        self._state = SKIP
 
     def _named_tag(self, data: str, m: int, prefix: str) -> tuple[int, str | None]:
         """Read ``<function=NAME>`` / ``<parameter=NAME>``: (end, name or None if malformed);
@@ -297,16 +289,3 @@ class Qwen3CoderParser(BaseParser):
             self._fail_call()
             self._after_call(call.in_block)
         return tend
-
-    def _finish(self, rest: str) -> None:
-        if self._state == CONTENT:
-            text, raw = split_partial_opener(rest, self._sep)
-            self._text(text)
-            if raw:
-                self._event(MarkupError(MarkupErrorKind.UNTERMINATED, raw))
-        elif self._state == BLOCK:
-            self._event(MarkupError(MarkupErrorKind.UNTERMINATED, rest))
-        else:
-            assert self._call is not None
-            self._call.raw.append(rest)
-            self._fail_call(None if self._state == SKIP else MarkupErrorKind.UNTERMINATED)
