@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -518,16 +519,6 @@ class BaseParser:
                                 "".join(call.raw), call.index))
         self._call = None
 
-    def _after_call(self, in_block: bool) -> None:
-        """Back to where the call stood: between calls of its block, or in content."""
-        self._state = self._BLOCK if in_block else CONTENT
-
-    def _void(self, kind: MarkupErrorKind) -> None:
-        """The current call is not a call (its first error counts); swallow it up to a resume point."""
-        assert self._call is not None
-        self._call.error = self._call.error or kind
-        self._state = self._SKIP
-
     def _tag_end(self, data: str, pos: int) -> int:
         """End of the tag starting at ``pos`` (after its ``>``), or -1 if it is not complete yet.
 
@@ -600,3 +591,90 @@ class BaseParser:
             assert self._call is not None
             self._call.raw.append(rest)
             self._fail_call(None if state == self._SKIP else MarkupErrorKind.UNTERMINATED)
+
+
+#: What a block family does at a marker while swallowing a void call (``BlockParser._skip``).
+RESUME, SWALLOW, END = range(3)  # leave it to the next state / swallow it / swallow it and stop
+
+
+class BlockParser(BaseParser, ABC):
+    """A family whose calls stand in blocks: the "between calls" and "void call" steps they share.
+
+    Inside a block only whitespace, the next call and the block's closer may stand (decision 5); junk
+    there, like a broken call, becomes a void unit swallowed up to the next place parsing can resume.
+    A family binds ``_find`` and ``_hold`` (its marker search) and says, in ``_block_marker`` and
+    ``_skip_marker``, what its markers mean in those two states.
+    """
+
+    _find: Callable[[str, int], tuple[int, str]]  # first marker at or after pos: (start, text), or -1
+    _hold: Callable[[str, int], int]  # start of a suffix that could still become a marker
+
+    def __init__(self, tools: ToolSpec | None = None) -> None:
+        super().__init__(tools)
+        self._spaced = False  # dialect of the open block (only DSML has two)
+
+    def _after_call(self, in_block: bool) -> None:
+        """Back to where the call stood: between calls of its block, or in content."""
+        self._state = self._BLOCK if in_block else CONTENT
+
+    def _void(self, kind: MarkupErrorKind) -> None:
+        """The current call is not a call (its first error counts); swallow it up to a resume point."""
+        assert self._call is not None
+        self._call.error = self._call.error or kind
+        self._state = self._SKIP
+
+    def _junk(self, pos: int) -> int:
+        """Something in a block that is neither a call nor the closer: a void unit from ``pos``."""
+        self._void_unit(True, self._spaced)
+        self._state = self._SKIP
+        return pos
+
+    def _between_calls(self, data: str, pos: int) -> int:
+        """State ``_BLOCK``: whitespace is markup; a marker is the family's to read."""
+        m, lit = self._find(data, pos)
+        end = m if m != -1 else self._hold(data, pos)
+        if end > pos:
+            q = first_non_ws(data, pos, end)
+            if q == -1:
+                self._markup(data[pos:end])
+                return end if m != -1 else ~end
+            self._markup(data[pos:q])  # then junk between calls: not text, not a call
+            return self._junk(q)
+        if m == -1:
+            return ~pos
+        r = self._block_marker(data, pos, m, lit)
+        return self._junk(pos) if r is None else r
+
+    @abstractmethod
+    def _block_marker(self, data: str, pos: int, m: int, lit: str) -> int | None:
+        """At the marker ``lit`` at ``m``, between calls: open the next call or close the block and
+        return the new position (``~pos`` while the tag is incomplete), or ``None``: it is junk."""
+
+    def _skip(self, data: str, pos: int) -> int:
+        """State ``_SKIP``: a void call or void markup, swallowed up to where parsing can resume."""
+        call = self._call
+        assert call is not None
+        m, lit = self._find(data, pos)
+        end = m if m != -1 else self._hold(data, pos)
+        if end > pos:
+            call.raw.append(data[pos:end])
+            return end if m != -1 else ~end
+        if m == -1:
+            return ~pos
+        tend, action = self._skip_marker(data, m, lit, call)
+        if tend < 0:
+            return ~pos
+        if action == RESUME:  # the tag is the next state's to read
+            self._fail_call()
+            self._after_call(call.in_block)
+            return pos
+        call.raw.append(data[m:tend])
+        if action == END:
+            self._fail_call()
+            self._after_call(call.in_block)
+        return tend
+
+    @abstractmethod
+    def _skip_marker(self, data: str, m: int, lit: str, call: Call) -> tuple[int, int]:
+        """At the marker ``lit`` at ``m`` inside a void call: (end of its tag, -1 while incomplete;
+        ``RESUME``, ``SWALLOW`` or ``END``)."""

@@ -16,7 +16,11 @@ from dataclasses import dataclass
 from sseguard.errors import UsageError
 from sseguard.toolcalls._base import (
     ASCII_WS,
-    BaseParser,
+    END,
+    RESUME,
+    SWALLOW,
+    BlockParser,
+    Call,
     Event,
     JSONProblem,
     MarkupError,
@@ -119,6 +123,11 @@ def find_marker(data: str, pos: int) -> int:
     return -1
 
 
+def find_tag(data: str, pos: int) -> tuple[int, str]:
+    """``find_marker`` in the shape ``BlockParser`` takes: the tag's text is read later."""
+    return find_marker(data, pos), ""
+
+
 def hold_start(data: str, pos: int) -> int:
     """Where a suffix that could still become a DSML marker starts (``len(data)`` if none)."""
     n = len(data)
@@ -133,7 +142,7 @@ def hold_start(data: str, pos: int) -> int:
 CONTENT, IN_BLOCK, IN_INVOKE, STRING_VALUE, JSON_VALUE, JSON_BODY, SKIP = range(7)
 
 
-class DSMLParser(BaseParser):
+class DSMLParser(BlockParser):
     """Incremental parser for the DSML families; see MARKUP.md for the format and the decisions."""
 
     _BLOCK, _SKIP = IN_BLOCK, SKIP
@@ -145,10 +154,10 @@ class DSMLParser(BaseParser):
         self.family = family
         self._sep = SEPARATOR
         self._block: str | None = None  # the open block's tag word, None outside blocks
-        self._spaced = False  # dialect of the open block
         self._buf: list[str] = []  # a string="false" value or a JSON body, until its closer
         self._key = ""
-        self._handlers = (self._content, self._in_block, self._in_invoke, self._string_value,
+        self._find, self._hold = find_tag, hold_start
+        self._handlers = (self._content, self._between_calls, self._in_invoke, self._string_value,
                           self._json_value, self._json_body, self._skip)
 
     def feed(self, text: str) -> list[Event]:
@@ -169,7 +178,7 @@ class DSMLParser(BaseParser):
         self._start_call(tag.name, text, in_block, tag.spaced)
         if tag.self_closing:
             self._end_call()
-            self._state = IN_BLOCK if in_block else CONTENT
+            self._after_call(in_block)
         else:
             self._state = IN_INVOKE
 
@@ -209,20 +218,7 @@ class DSMLParser(BaseParser):
         self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, text))
         return end
 
-    def _in_block(self, data: str, pos: int) -> int:
-        m = find_marker(data, pos)
-        end = m if m != -1 else hold_start(data, pos)
-        if end > pos:
-            q = first_non_ws(data, pos, end)
-            if q == -1:
-                self._markup(data[pos:end])
-                return end if m != -1 else ~end
-            self._markup(data[pos:q])  # then junk between invokes: not text, not a call
-            self._void_unit(True, self._spaced)
-            self._state = SKIP
-            return q
-        if m == -1:
-            return ~pos
+    def _block_marker(self, data: str, pos: int, m: int, lit: str) -> int | None:
         tend = self._tag_end(data, m)
         if tend < 0:
             return ~pos
@@ -236,9 +232,7 @@ class DSMLParser(BaseParser):
             self._block = None
             self._state = CONTENT
             return tend
-        self._void_unit(True, self._spaced)
-        self._state = SKIP
-        return pos
+        return None
 
     def _in_invoke(self, data: str, pos: int) -> int:
         call = self._call
@@ -392,40 +386,23 @@ class DSMLParser(BaseParser):
         self._after_call(call.in_block)
         return tend
 
-    def _skip(self, data: str, pos: int) -> int:
-        """A void call or void markup: swallow it up to where parsing can resume (decision 5): the
-        next invoke opener or the block closer; outside a block also the invoke closer, so that a
-        broken bare invoke does not swallow the answer after it."""
-        call = self._call
-        assert call is not None
-        m = find_marker(data, pos)
-        end = m if m != -1 else hold_start(data, pos)
-        if end > pos:
-            call.raw.append(data[pos:end])
-            return end if m != -1 else ~end
-        if m == -1:
-            return ~pos
+    def _skip_marker(self, data: str, m: int, lit: str, call: Call) -> tuple[int, int]:
+        """Parsing resumes (decision 5) at the next invoke opener or the block closer; outside a
+        block also after the invoke closer, so that a broken bare invoke does not swallow the answer
+        after it."""
         tend = self._tag_end(data, m)
         if tend < 0:
-            return ~pos
-        text = data[m:tend]
-        tag = classify(text)
+            return tend, SWALLOW
+        tag = classify(data[m:tend])
         if tag is not None:
             if call.in_block:
                 resume = ((tag.kind == INVOKE and not tag.closing and tag.spaced == call.spaced)
                           or (tag.kind == BLOCK and tag.closing and tag.word == self._block))
             else:
                 resume = not tag.closing and tag.kind in (INVOKE, BLOCK)
-            if resume:  # the tag is the next state's to read
-                self._fail_call()
-                self._after_call(call.in_block)
-                return pos
+            if resume:
+                return tend, RESUME
             if (not call.in_block and tag.kind == INVOKE and tag.closing
                     and tag.spaced == call.spaced):
-                # no block to resume in: the invoke's own closer ends the damage
-                call.raw.append(text)
-                self._fail_call()
-                self._after_call(call.in_block)
-                return tend
-        call.raw.append(text)
-        return tend
+                return tend, END  # no block to resume in: the invoke's own closer ends the damage
+        return tend, SWALLOW

@@ -11,7 +11,11 @@ from __future__ import annotations
 from sseguard.errors import UsageError
 from sseguard.toolcalls._base import (
     ASCII_WS,
-    BaseParser,
+    END,
+    RESUME,
+    SWALLOW,
+    BlockParser,
+    Call,
     JSONProblem,
     Markers,
     MarkupError,
@@ -34,7 +38,7 @@ FENCE = "```json"
 CONTENT, SECTION, HEAD, NAME, FENCE_OPEN, ARGS, SKIP = range(7)
 
 
-class DeepSeekV3Parser(BaseParser):
+class DeepSeekV3Parser(BlockParser):
     """Incremental parser for ``deepseek-v3`` (``v31=False``) and ``deepseek-v31``."""
 
     _BLOCK, _SKIP = SECTION, SKIP
@@ -52,8 +56,9 @@ class DeepSeekV3Parser(BaseParser):
         # run of spaces inside a string value must not be copied once per chunk)
         self._tail: list[str] = []
         self._started = False  # first non-whitespace character of the JSON seen
-        self._handlers = (self._content, self._section, self._header, self._name, self._fence,
-                          self._args, self._skip)
+        self._find, self._hold = MARKERS.find, MARKERS.hold
+        self._handlers = (self._content, self._between_calls, self._header, self._name,
+                          self._fence, self._args, self._skip)
 
     def _begin_call(self, raw: str, in_block: bool) -> None:
         self._new_unit(raw, in_block)
@@ -77,20 +82,7 @@ class DeepSeekV3Parser(BaseParser):
             self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, lit))
         return end
 
-    def _section(self, data: str, pos: int) -> int:
-        m, lit = MARKERS.find(data, pos)
-        end = m if m != -1 else MARKERS.hold(data, pos)
-        if end > pos:
-            q = first_non_ws(data, pos, end)
-            if q == -1:
-                self._markup(data[pos:end])
-                return end if m != -1 else ~end
-            self._markup(data[pos:q])
-            self._void_unit(True)
-            self._state = SKIP
-            return q
-        if m == -1:
-            return ~pos
+    def _block_marker(self, data: str, pos: int, m: int, lit: str) -> int | None:
         if lit == CALL_BEGIN:
             self._begin_call(lit, in_block=True)
             return m + len(lit)
@@ -98,9 +90,7 @@ class DeepSeekV3Parser(BaseParser):
             self._markup(lit)
             self._state = CONTENT
             return m + len(lit)
-        self._void_unit(True)
-        self._state = SKIP
-        return pos
+        return None
 
     def _header(self, data: str, pos: int) -> int:
         """Between <｜tool▁call▁begin｜> and <｜tool▁sep｜>: the word ``function`` (V3) or the name."""
@@ -217,24 +207,9 @@ class DeepSeekV3Parser(BaseParser):
         self._after_call(call.in_block)
         return m + len(lit)
 
-    def _skip(self, data: str, pos: int) -> int:
-        call = self._call
-        assert call is not None
-        m, lit = MARKERS.find(data, pos)
-        end = m if m != -1 else MARKERS.hold(data, pos)
-        if end > pos:
-            call.raw.append(data[pos:end])
-            return end if m != -1 else ~end
-        if m == -1:
-            return ~pos
-        resume = (lit in (CALL_BEGIN, CALLS_END)) if call.in_block else lit in (CALL_BEGIN,
-                                                                               CALLS_BEGIN)
-        if resume:
-            self._fail_call()
-            self._after_call(call.in_block)
-            return pos
-        call.raw.append(lit)
+    def _skip_marker(self, data: str, m: int, lit: str, call: Call) -> tuple[int, int]:
+        if lit in ((CALL_BEGIN, CALLS_END) if call.in_block else (CALL_BEGIN, CALLS_BEGIN)):
+            return m, RESUME
         if lit == CALL_END and not call.in_block:  # in a section, resume at the next call
-            self._fail_call()
-            self._after_call(call.in_block)
-        return m + len(lit)
+            return m + len(lit), END
+        return m + len(lit), SWALLOW

@@ -14,7 +14,11 @@ from __future__ import annotations
 
 from sseguard.toolcalls._base import (
     ASCII_WS,
-    BaseParser,
+    END,
+    RESUME,
+    SWALLOW,
+    BlockParser,
+    Call,
     JSONProblem,
     Markers,
     MarkupError,
@@ -38,7 +42,7 @@ FAMILY_MARKERS = (TOOL_CALL, TOOL_CALL_END, FUNCTION, FUNCTION_END, PARAMETER, P
 CONTENT, BLOCK, FUNC, STRING_VALUE, JSON_VALUE, SKIP = range(6)
 
 
-class Qwen3CoderParser(BaseParser):
+class Qwen3CoderParser(BlockParser):
     """Incremental parser for the Qwen3-Coder XML tool-call format."""
 
     family = "qwen3-coder"
@@ -54,7 +58,8 @@ class Qwen3CoderParser(BaseParser):
         self._newline = False  # a held "\n" that is the wrapper if the value ends here
         self._maybe_null = False  # with tools: the string value so far could still be ``null``
         self._head = ""
-        self._handlers = (self._content, self._block, self._function, self._string_value,
+        self._find, self._hold = MARKERS.find, MARKERS.hold
+        self._handlers = (self._content, self._between_calls, self._function, self._string_value,
                           self._json_value, self._skip)
 
     def _named_tag(self, data: str, m: int, prefix: str) -> tuple[int, str | None]:
@@ -104,20 +109,7 @@ class Qwen3CoderParser(BaseParser):
         self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, lit))
         return m + len(lit)
 
-    def _block(self, data: str, pos: int) -> int:
-        m, lit = MARKERS.find(data, pos)
-        end = m if m != -1 else MARKERS.hold(data, pos)
-        if end > pos:
-            q = first_non_ws(data, pos, end)
-            if q == -1:
-                self._markup(data[pos:end])
-                return end if m != -1 else ~end
-            self._markup(data[pos:q])
-            self._void_unit(True)
-            self._state = SKIP
-            return q
-        if m == -1:
-            return ~pos
+    def _block_marker(self, data: str, pos: int, m: int, lit: str) -> int | None:
         if lit == FUNCTION:
             tend, name = self._named_tag(data, m, lit)
             if tend < 0:
@@ -130,9 +122,7 @@ class Qwen3CoderParser(BaseParser):
             self._markup(lit)
             self._state = CONTENT
             return m + len(lit)
-        self._void_unit(True)
-        self._state = SKIP
-        return pos
+        return None
 
     def _function(self, data: str, pos: int) -> int:
         call = self._call
@@ -263,29 +253,14 @@ class Qwen3CoderParser(BaseParser):
             self._delta(call.key_prefix(self._key) + value)
         return m + len(lit) if lit == PARAMETER_END else m
 
-    def _skip(self, data: str, pos: int) -> int:
-        call = self._call
-        assert call is not None
-        m, lit = MARKERS.find(data, pos)
-        end = m if m != -1 else MARKERS.hold(data, pos)
-        if end > pos:
-            call.raw.append(data[pos:end])
-            return end if m != -1 else ~end
-        if m == -1:
-            return ~pos
+    def _skip_marker(self, data: str, m: int, lit: str, call: Call) -> tuple[int, int]:
         tend = m + len(lit)
         resume = lit == TOOL_CALL_END if call.in_block else lit == TOOL_CALL
         if lit == FUNCTION:  # resume only where the next state accepts the tag
             tend, name = self._named_tag(data, m, lit)
-            if tend < 0:
-                return ~pos
             resume = name is not None
         if resume:
-            self._fail_call()
-            self._after_call(call.in_block)
-            return pos
-        call.raw.append(data[m:tend])
+            return tend, RESUME
         if lit == FUNCTION_END and not call.in_block:  # in a block, resume at the next function
-            self._fail_call()
-            self._after_call(call.in_block)
-        return tend
+            return tend, END
+        return tend, SWALLOW
