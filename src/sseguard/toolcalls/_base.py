@@ -403,6 +403,7 @@ class BaseParser:
     A family keeps ``_state`` (an int) and ``_handlers`` (one bound method per state). A handler
     consumes from ``pos`` and returns the new position, or ``~pos`` ("stop; hold ``data[pos:]`` for
     the next chunk"). A handler may change state without consuming; the next state then must consume.
+    A family binds ``_find`` and ``_hold``, its marker search.
     State ``CONTENT`` (0) is text outside markup; a family with blocks names its "between calls" and
     "swallowing a void call" states in ``_BLOCK`` and ``_SKIP``.
     """
@@ -410,6 +411,9 @@ class BaseParser:
     family = "base"
     _BLOCK = -1  # state inside a block, between calls (-1: the family has no blocks)
     _SKIP = -1  # state swallowing a void call up to where parsing can resume (-1: none)
+    # the family's marker search, bound in its __init__:
+    _find: Callable[[str, int], tuple[int, str]]  # first marker at or after pos: (start, text), or -1
+    _hold: Callable[[str, int], int]  # start of a suffix that could still become a marker
 
     def __init__(self, tools: ToolSpec | None = None) -> None:
         self._tools = tools
@@ -519,6 +523,26 @@ class BaseParser:
                                 "".join(call.raw), call.index))
         self._call = None
 
+    def _content_text(self, data: str, pos: int, m: int) -> int | None:
+        """Content up to the marker at ``m`` (-1: none yet): emit what is surely visible text and
+        return where to go on (``~k``: hold ``data[k:]``), or ``None`` when nothing but the separator
+        stands before the marker — it goes with the tag once the family has read it (decision 8)."""
+        sep = self._sep
+        if m == -1:
+            k = self._hold(data, pos)
+            for _ in sep:  # a trailing newline may be the separator of an opener still to come
+                if k > pos and data[k - 1] == "\n":
+                    k -= 1
+            self._text(data[pos:k])
+            return ~k
+        if m > pos and not (m - pos == len(sep) and data.startswith(sep, pos)):
+            cut = m - len(sep)  # text first; a separator right before the marker waits for the tag
+            if not (cut > pos and data.startswith(sep, cut)):
+                cut = m
+            self._text(data[pos:cut])
+            return cut
+        return None
+
     def _tag_end(self, data: str, pos: int) -> int:
         """End of the tag starting at ``pos`` (after its ``>``), or -1 if it is not complete yet.
 
@@ -602,12 +626,9 @@ class BlockParser(BaseParser, ABC):
 
     Inside a block only whitespace, the next call and the block's closer may stand (decision 5); junk
     there, like a broken call, becomes a void unit swallowed up to the next place parsing can resume.
-    A family binds ``_find`` and ``_hold`` (its marker search) and says, in ``_block_marker`` and
-    ``_skip_marker``, what its markers mean in those two states.
+    A family says, in ``_block_marker`` and ``_skip_marker``, what its markers mean in those two
+    states.
     """
-
-    _find: Callable[[str, int], tuple[int, str]]  # first marker at or after pos: (start, text), or -1
-    _hold: Callable[[str, int], int]  # start of a suffix that could still become a marker
 
     def __init__(self, tools: ToolSpec | None = None) -> None:
         super().__init__(tools)

@@ -186,20 +186,9 @@ class DSMLParser(BlockParser):
 
     def _content(self, data: str, pos: int) -> int:
         m = find_marker(data, pos)
-        if m == -1:
-            k = hold_start(data, pos)
-            # A trailing "\n" or "\n\n" may be the separator of an opener still to come.
-            if k > pos and data[k - 1] == "\n":
-                k -= 1
-                if k > pos and data[k - 1] == "\n":
-                    k -= 1
-            self._text(data[pos:k])
-            return ~k
-        if m > pos and (m - pos > 2 or not data.startswith(SEPARATOR, pos)):
-            # text first; a separator right before the marker waits to learn what the tag is
-            cut = m - 2 if data.startswith(SEPARATOR, m - 2) and m - 2 > pos else m
-            self._text(data[pos:cut])
-            return cut
+        r = self._content_text(data, pos, m)
+        if r is not None:
+            return r
         end = self._tag_end(data, m)
         if end < 0:
             return ~pos

@@ -67,11 +67,9 @@ class DeepSeekV3Parser(BlockParser):
 
     def _content(self, data: str, pos: int) -> int:
         m, lit = MARKERS.find(data, pos)
-        if m == -1:
-            k = MARKERS.hold(data, pos)
-            self._text(data[pos:k])
-            return ~k
-        self._text(data[pos:m])
+        r = self._content_text(data, pos, m)  # no separator: text right up to the marker
+        if r is not None:
+            return r
         end = m + len(lit)
         if lit == CALLS_BEGIN:
             self._markup(lit)

@@ -58,20 +58,14 @@ class HermesParser(BaseParser):
         self._started = False  # the first non-whitespace character of the arguments went out
         self._tail: list[str] = []  # a trailing "}" (and whitespace) that may close the object
         self._args_key = ""
+        self._find, self._hold = MARKERS.find, MARKERS.hold
         self._handlers = (self._content, self._body)
 
     def _content(self, data: str, pos: int) -> int:
         m, lit = MARKERS.find(data, pos)
-        if m == -1:
-            k = MARKERS.hold(data, pos)
-            if k > pos and data[k - 1] == "\n":  # maybe the separator of an opener to come
-                k -= 1
-            self._text(data[pos:k])
-            return ~k
-        if m > pos and not (m - pos == 1 and data[pos] == "\n"):
-            cut = m - 1 if m - 1 > pos and data[m - 1] == "\n" else m
-            self._text(data[pos:cut])
-            return cut
+        r = self._content_text(data, pos, m)
+        if r is not None:
+            return r
         if lit == TOOL_CALL_END:
             self._text(data[pos:m])
             self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, lit))

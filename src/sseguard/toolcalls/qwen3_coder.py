@@ -72,21 +72,10 @@ class Qwen3CoderParser(BlockParser):
         return end, name or None
 
     def _content(self, data: str, pos: int) -> int:
-        sep = self._sep
         m, lit = MARKERS.find(data, pos)
-        if m == -1:
-            k = MARKERS.hold(data, pos)
-            for _ in sep:  # a trailing newline may be the separator of an opener still to come
-                if k > pos and data[k - 1] == "\n":
-                    k -= 1
-            self._text(data[pos:k])
-            return ~k
-        if m > pos and not (m - pos == len(sep) and data.startswith(sep, pos)):
-            cut = m - len(sep)
-            if not (cut > pos and data.startswith(sep, cut)):
-                cut = m
-            self._text(data[pos:cut])
-            return cut
+        r = self._content_text(data, pos, m)
+        if r is not None:
+            return r
         if lit == TOOL_CALL:
             self._markup(data[pos:m + len(lit)])
             self._sep = "\n"
