@@ -523,6 +523,23 @@ class BaseParser:
                                 "".join(call.raw), call.index))
         self._call = None
 
+    def _gather(self, data: str, pos: int, into: list[str] | None = None) -> tuple[int, str]:
+        """Text up to the next marker joins the current call's raw text (and ``into``).
+
+        Returns (where to go on, ""), ``~k`` meaning "hold ``data[k:]``"; or, when a marker starts
+        right at ``pos``, (``pos``, the marker) — the marker is "" where the family reads tags itself.
+        """
+        m, lit = self._find(data, pos)
+        end = m if m != -1 else self._hold(data, pos)
+        if end > pos:
+            s = data[pos:end]
+            assert self._call is not None
+            self._call.raw.append(s)
+            if into is not None:
+                into.append(s)
+            return (end if m != -1 else ~end), ""
+        return (pos, lit) if m != -1 else (~pos, "")
+
     def _content_text(self, data: str, pos: int, m: int) -> int | None:
         """Content up to the marker at ``m`` (-1: none yet): emit what is surely visible text and
         return where to go on (``~k``: hold ``data[k:]``), or ``None`` when nothing but the separator
@@ -675,25 +692,54 @@ class BlockParser(BaseParser, ABC):
         """State ``_SKIP``: a void call or void markup, swallowed up to where parsing can resume."""
         call = self._call
         assert call is not None
-        m, lit = self._find(data, pos)
-        end = m if m != -1 else self._hold(data, pos)
-        if end > pos:
-            call.raw.append(data[pos:end])
-            return end if m != -1 else ~end
-        if m == -1:
-            return ~pos
-        tend, action = self._skip_marker(data, m, lit, call)
+        r, lit = self._gather(data, pos)
+        if r != pos:
+            return r
+        tend, action = self._skip_marker(data, pos, lit, call)
         if tend < 0:
             return ~pos
         if action == RESUME:  # the tag is the next state's to read
             self._fail_call()
             self._after_call(call.in_block)
             return pos
-        call.raw.append(data[m:tend])
+        call.raw.append(data[pos:tend])
         if action == END:
             self._fail_call()
             self._after_call(call.in_block)
         return tend
+
+    def _json_param(self, key: str, buf: list[str], then: int) -> None:
+        """A JSON-typed parameter's value is complete: trimmed of ASCII whitespace, strict JSON of
+        any type goes into the arguments and parsing goes on in state ``then`` (decision 2);
+        anything else voids the call."""
+        value = "".join(buf).strip(ASCII_WS)
+        try:
+            strict_json(value)
+        except JSONProblem:  # any failure of a value, duplicate keys included
+            self._void(MarkupErrorKind.BAD_PARAM_JSON)
+            return
+        assert self._call is not None
+        self._delta(self._call.key_prefix(key) + value)
+        self._state = then
+
+    def _end_object_call(self, args: str, emit: bool, well_formed: bool = True) -> None:
+        """The call's whole arguments are ``args`` (already streamed unless ``emit``): one strict JSON
+        object ends the call, anything else (or ``well_formed`` False) makes it void (decision 4)."""
+        call = self._call
+        assert call is not None
+        try:
+            if not well_formed:
+                raise JSONProblem(MarkupErrorKind.BAD_PARAM_JSON)
+            value = strict_json(args)
+            if not isinstance(value, dict):
+                raise JSONProblem(MarkupErrorKind.BAD_PARAM_JSON)
+        except JSONProblem as problem:  # duplicate keys are duplicate parameters (decision 3)
+            self._void(problem.kind)
+            self._fail_call()
+        else:
+            self._delta(args if emit else "")
+            self._end_call(close_object=False)
+        self._after_call(call.in_block)
 
     @abstractmethod
     def _skip_marker(self, data: str, m: int, lit: str, call: Call) -> tuple[int, int]:

@@ -22,14 +22,12 @@ from sseguard.toolcalls._base import (
     BlockParser,
     Call,
     Event,
-    JSONProblem,
     MarkupError,
     MarkupErrorKind,
     ToolArgsDelta,
     ToolSpec,
     first_non_ws,
     json_string_body,
-    strict_json,
 )
 
 MARK = "｜DSML｜"
@@ -308,49 +306,30 @@ class DSMLParser(BlockParser):
     def _json_value(self, data: str, pos: int) -> int:
         call = self._call
         assert call is not None
-        m = find_marker(data, pos)
-        end = m if m != -1 else hold_start(data, pos)
-        if end > pos:
-            s = data[pos:end]
-            call.raw.append(s)
-            self._buf.append(s)
-            return end if m != -1 else ~end
-        if m == -1:
-            return ~pos
-        tend, ok = self._value_closer(data, m)
+        r, _ = self._gather(data, pos, self._buf)
+        if r != pos:
+            return r
+        tend, ok = self._value_closer(data, pos)
         if tend < 0:
             return ~pos
         if not ok:
             self._void(MarkupErrorKind.MALFORMED_TAG)
             return pos
-        call.raw.append(data[m:tend])
-        value = "".join(self._buf).strip(ASCII_WS)
-        self._buf = []
-        try:
-            strict_json(value)
-        except JSONProblem:  # decision 2: any failure of a value, duplicate keys included
-            self._void(MarkupErrorKind.BAD_PARAM_JSON)
-            return tend
-        self._delta(call.key_prefix(self._key) + value)
-        self._state = IN_INVOKE
+        call.raw.append(data[pos:tend])
+        buf, self._buf = self._buf, []
+        self._json_param(self._key, buf, IN_INVOKE)
         return tend
 
     def _json_body(self, data: str, pos: int) -> int:
         call = self._call
         assert call is not None
-        m = find_marker(data, pos)
-        end = m if m != -1 else hold_start(data, pos)
-        if end > pos:
-            s = data[pos:end]
-            call.raw.append(s)
-            self._buf.append(s)
-            return end if m != -1 else ~end
-        if m == -1:
-            return ~pos
-        tend = self._tag_end(data, m)
+        r, _ = self._gather(data, pos, self._buf)
+        if r != pos:
+            return r
+        tend = self._tag_end(data, pos)
         if tend < 0:
             return ~pos
-        text = data[m:tend]
+        text = data[pos:tend]
         tag = classify(text)
         if tag is None or not (tag.closing and tag.kind == INVOKE and tag.spaced == call.spaced):
             self._void(MarkupErrorKind.MALFORMED_TAG)
@@ -358,21 +337,7 @@ class DSMLParser(BlockParser):
         call.raw.append(text)
         body = "".join(self._buf).strip(ASCII_WS)
         self._buf = []
-        try:
-            value = strict_json(body)
-        except JSONProblem as problem:  # decision 3: duplicate keys are duplicate parameters
-            self._void(problem.kind)
-            self._fail_call()
-            self._after_call(call.in_block)
-            return tend
-        if not isinstance(value, dict):
-            self._void(MarkupErrorKind.BAD_PARAM_JSON)
-            self._fail_call()
-            self._after_call(call.in_block)
-            return tend
-        self._delta(body)
-        self._end_call(close_object=False)
-        self._after_call(call.in_block)
+        self._end_object_call(body, emit=True)
         return tend
 
     def _skip_marker(self, data: str, m: int, lit: str, call: Call) -> tuple[int, int]:

@@ -16,13 +16,11 @@ from sseguard.toolcalls._base import (
     SWALLOW,
     BlockParser,
     Call,
-    JSONProblem,
     Markers,
     MarkupError,
     MarkupErrorKind,
     ToolSpec,
     first_non_ws,
-    strict_json,
 )
 
 CALLS_BEGIN = "<｜tool▁calls▁begin｜>"
@@ -94,14 +92,9 @@ class DeepSeekV3Parser(BlockParser):
         """Between <｜tool▁call▁begin｜> and <｜tool▁sep｜>: the word ``function`` (V3) or the name."""
         call = self._call
         assert call is not None
-        m, lit = MARKERS.find(data, pos)
-        end = m if m != -1 else MARKERS.hold(data, pos)
-        if end > pos:
-            call.raw.append(data[pos:end])
-            self._head.append(data[pos:end])
-            return end if m != -1 else ~end
-        if m == -1:
-            return ~pos
+        r, lit = self._gather(data, pos, self._head)
+        if r != pos:
+            return r
         head = "".join(self._head)
         if lit != SEP or not head.strip(ASCII_WS) or (not self._v31 and head != "function"):
             self._void(MarkupErrorKind.MALFORMED_TAG)
@@ -113,7 +106,7 @@ class DeepSeekV3Parser(BlockParser):
         else:
             self._head = []
             self._state = NAME
-        return m + len(lit)
+        return pos + len(lit)
 
     def _name(self, data: str, pos: int) -> int:
         """V3: the name runs to the end of the line."""
@@ -190,19 +183,7 @@ class DeepSeekV3Parser(BlockParser):
         padding = not tail.strip(ASCII_WS) or (
             not self._v31 and tail.strip(ASCII_WS).startswith("```")
             and not tail.strip(ASCII_WS)[3:].strip(ASCII_WS))
-        try:
-            if not padding:
-                raise JSONProblem(MarkupErrorKind.BAD_PARAM_JSON)
-            value = strict_json("".join(call.frags))
-            if not isinstance(value, dict):
-                raise JSONProblem(MarkupErrorKind.BAD_PARAM_JSON)
-        except JSONProblem as problem:
-            self._void(problem.kind)
-            self._fail_call()
-            self._after_call(call.in_block)
-            return m + len(lit)
-        self._end_call(close_object=False)
-        self._after_call(call.in_block)
+        self._end_object_call("".join(call.frags), emit=False, well_formed=padding)
         return m + len(lit)
 
     def _skip_marker(self, data: str, m: int, lit: str, call: Call) -> tuple[int, int]:

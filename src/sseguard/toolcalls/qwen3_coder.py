@@ -13,20 +13,17 @@ with tools, the first four characters while the value could still be ``null``).
 from __future__ import annotations
 
 from sseguard.toolcalls._base import (
-    ASCII_WS,
     END,
     RESUME,
     SWALLOW,
     BlockParser,
     Call,
-    JSONProblem,
     Markers,
     MarkupError,
     MarkupErrorKind,
     ToolSpec,
     first_non_ws,
     json_string_body,
-    strict_json,
 )
 
 TOOL_CALL = "<tool_call>"
@@ -218,29 +215,17 @@ class Qwen3CoderParser(BlockParser):
     def _json_value(self, data: str, pos: int) -> int:
         call = self._call
         assert call is not None
-        m, lit = MARKERS.find(data, pos)
-        end = m if m != -1 else MARKERS.hold(data, pos)
-        if end > pos:
-            call.raw.append(data[pos:end])
-            self._buf.append(data[pos:end])
-            return end if m != -1 else ~end
-        if m == -1:
-            return ~pos
-        nxt = self._value_end(data, m, lit)
+        r, lit = self._gather(data, pos, self._buf)
+        if r != pos:
+            return r
+        nxt = self._value_end(data, pos, lit)
         if nxt >= 0:
             call.raw.append(lit)
             self._buf.append(lit)
             return nxt
-        value = "".join(self._buf).strip(ASCII_WS)
-        self._buf = []
-        self._state = FUNC
-        try:
-            strict_json(value)
-        except JSONProblem:
-            self._void(MarkupErrorKind.BAD_PARAM_JSON)
-        else:
-            self._delta(call.key_prefix(self._key) + value)
-        return m + len(lit) if lit == PARAMETER_END else m
+        buf, self._buf = self._buf, []
+        self._json_param(self._key, buf, FUNC)
+        return pos + len(lit) if lit == PARAMETER_END else pos
 
     def _skip_marker(self, data: str, m: int, lit: str, call: Call) -> tuple[int, int]:
         tend = m + len(lit)
