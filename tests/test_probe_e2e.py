@@ -89,12 +89,23 @@ async def test_time_window_faults_make_the_analysis_name_the_window(tmp_path: Pa
         cfg = config(srv.url, tmp_path, count=None, duration="3", concurrency="4")
         result = await execute(cfg, live=False)
     analysis = analyze(result.records, Policy())
-    assert analysis.top is not None and analysis.top.key == "time_window"
+    window_attr = analysis.attribute("time_window")
+    why = f"top {analysis.top and analysis.top.key}; {analysis.headlines}"
+    # The window is named: significant, in the headlines, and its best split is the failing window.
+    assert window_attr is not None and window_attr.significant, why
+    assert window_attr.headline is not None and window_attr.headline in analysis.headlines, why
+    # 0.5 s windows around a 0.6 s fault window: every failure inside, few healthy streams with them.
+    assert window_attr.best is not None and window_attr.best.coverage >= 0.95, why
+    assert window_attr.best.inside.value >= 0.4 and window_attr.best.outside.value <= 0.01, why
+    # Connections live through the run here, so the reuse index grows with time and may share the
+    # lead; nothing else may.
+    assert analysis.top is not None and analysis.top.key in ("time_window", "reuse_index"), why
     failing = [r for r in result.records if r.ending != "complete"]
     assert failing and {r.ending for r in failing} == {"error_event"}
     start = min(r.started_at for r in result.records)
     offsets = [r.started_at - start for r in failing]
-    assert min(offsets) >= 0.9 and max(offsets) <= 2.1
+    # Server time and probe time differ by the probe's start-up and by loop lag under load.
+    assert min(offsets) >= 0.8 and max(offsets) <= 2.3
 
 
 async def test_one_run_judged_under_two_policies(tmp_path: Path) -> None:
