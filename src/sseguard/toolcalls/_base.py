@@ -523,8 +523,9 @@ class BaseParser:
                                 "".join(call.raw), call.index))
         self._call = None
 
-    def _gather(self, data: str, pos: int, into: list[str] | None = None) -> tuple[int, str]:
-        """Text up to the next marker joins the current call's raw text (and ``into``).
+    def _gather(self, data: str, pos: int,
+                into: Callable[[str], None] | None = None) -> tuple[int, str]:
+        """Text up to the next marker joins the current call's raw text (and goes to ``into``).
 
         Returns (where to go on, ""), ``~k`` meaning "hold ``data[k:]``"; or, when a marker starts
         right at ``pos``, (``pos``, the marker) — the marker is "" where the family reads tags itself.
@@ -536,8 +537,25 @@ class BaseParser:
             assert self._call is not None
             self._call.raw.append(s)
             if into is not None:
-                into.append(s)
+                into(s)
             return (end if m != -1 else ~end), ""
+        return (pos, lit) if m != -1 else (~pos, "")
+
+    def _gather_ws(self, data: str, pos: int, into: Callable[[str], None]) -> tuple[int, str | None]:
+        """Whitespace up to the next marker goes to ``into`` (markup, or a call's raw text).
+
+        Returns what ``_gather`` does, or (``q``, None) when other text starts at ``q``: where tags
+        are expected, the family judges it.
+        """
+        m, lit = self._find(data, pos)
+        end = m if m != -1 else self._hold(data, pos)
+        if end > pos:
+            q = first_non_ws(data, pos, end)
+            if q == -1:
+                into(data[pos:end])
+                return (end if m != -1 else ~end), ""
+            into(data[pos:q])
+            return q, None
         return (pos, lit) if m != -1 else (~pos, "")
 
     def _content_text(self, data: str, pos: int, m: int) -> int | None:
@@ -669,24 +687,18 @@ class BlockParser(BaseParser, ABC):
 
     def _between_calls(self, data: str, pos: int) -> int:
         """State ``_BLOCK``: whitespace is markup; a marker is the family's to read."""
-        m, lit = self._find(data, pos)
-        end = m if m != -1 else self._hold(data, pos)
-        if end > pos:
-            q = first_non_ws(data, pos, end)
-            if q == -1:
-                self._markup(data[pos:end])
-                return end if m != -1 else ~end
-            self._markup(data[pos:q])  # then junk between calls: not text, not a call
-            return self._junk(q)
-        if m == -1:
-            return ~pos
-        r = self._block_marker(data, pos, m, lit)
-        return self._junk(pos) if r is None else r
+        r, lit = self._gather_ws(data, pos, self._markup)
+        if lit is None:  # junk between calls: not text, not a call
+            return self._junk(r)
+        if r != pos:
+            return r
+        end = self._block_marker(data, pos, lit)
+        return self._junk(pos) if end is None else end
 
     @abstractmethod
-    def _block_marker(self, data: str, pos: int, m: int, lit: str) -> int | None:
+    def _block_marker(self, data: str, m: int, lit: str) -> int | None:
         """At the marker ``lit`` at ``m``, between calls: open the next call or close the block and
-        return the new position (``~pos`` while the tag is incomplete), or ``None``: it is junk."""
+        return the new position (``~m`` while the tag is incomplete), or ``None``: it is junk."""
 
     def _skip(self, data: str, pos: int) -> int:
         """State ``_SKIP``: a void call or void markup, swallowed up to where parsing can resume."""

@@ -26,7 +26,6 @@ from sseguard.toolcalls._base import (
     MarkupErrorKind,
     ToolArgsDelta,
     ToolSpec,
-    first_non_ws,
     json_string_body,
 )
 
@@ -109,21 +108,17 @@ def classify(tag: str) -> Tag | None:
     return Tag(False, spaced, kind, word, a[1], a[2]) if a else None
 
 
-def find_marker(data: str, pos: int) -> int:
-    """Start of the first complete ``<｜DSML｜`` or ``</｜DSML｜`` at or after ``pos``, or -1."""
+def find_marker(data: str, pos: int) -> tuple[int, str]:
+    """(start, "") of the first complete ``<｜DSML｜`` or ``</｜DSML｜`` at or after ``pos``, or
+    (-1, ""); the tag's text is read once it is complete (``classify``)."""
     i = data.find(MARK, pos)
     while i != -1:
         if i - 1 >= pos and data[i - 1] == "<":
-            return i - 1
+            return i - 1, ""
         if i - 2 >= pos and data[i - 2] == "<" and data[i - 1] == "/":
-            return i - 2
+            return i - 2, ""
         i = data.find(MARK, i + 1)
-    return -1
-
-
-def find_tag(data: str, pos: int) -> tuple[int, str]:
-    """``find_marker`` in the shape ``BlockParser`` takes: the tag's text is read later."""
-    return find_marker(data, pos), ""
+    return -1, ""
 
 
 def hold_start(data: str, pos: int) -> int:
@@ -154,7 +149,7 @@ class DSMLParser(BlockParser):
         self._block: str | None = None  # the open block's tag word, None outside blocks
         self._buf: list[str] = []  # a string="false" value or a JSON body, until its closer
         self._key = ""
-        self._find, self._hold = find_tag, hold_start
+        self._find, self._hold = find_marker, hold_start
         self._handlers = (self._content, self._between_calls, self._in_invoke, self._string_value,
                           self._json_value, self._json_body, self._skip)
 
@@ -183,7 +178,7 @@ class DSMLParser(BlockParser):
     # states ---------------------------------------------------------------------------------------
 
     def _content(self, data: str, pos: int) -> int:
-        m = find_marker(data, pos)
+        m, _ = find_marker(data, pos)
         r = self._content_text(data, pos, m)
         if r is not None:
             return r
@@ -205,10 +200,10 @@ class DSMLParser(BlockParser):
         self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, text))
         return end
 
-    def _block_marker(self, data: str, pos: int, m: int, lit: str) -> int | None:
+    def _block_marker(self, data: str, m: int, lit: str) -> int | None:
         tend = self._tag_end(data, m)
         if tend < 0:
-            return ~pos
+            return ~m
         text = data[m:tend]
         tag = classify(text)
         if tag is not None and tag.spaced == self._spaced and not tag.closing and tag.kind == INVOKE:
@@ -224,26 +219,20 @@ class DSMLParser(BlockParser):
     def _in_invoke(self, data: str, pos: int) -> int:
         call = self._call
         assert call is not None
-        m = find_marker(data, pos)
-        end = m if m != -1 else hold_start(data, pos)
-        if end > pos:
-            q = first_non_ws(data, pos, end)
-            if q == -1:
-                call.raw.append(data[pos:end])
-                return end if m != -1 else ~end
-            call.raw.append(data[pos:q])
+        r, lit = self._gather_ws(data, pos, call.raw.append)
+        if lit is None:
             if call.keys:  # text after parameters has no place
                 self._void(MarkupErrorKind.MALFORMED_TAG)
             else:  # an invoke whose body is one JSON object
                 self._buf = []
                 self._state = JSON_BODY
-            return q
-        if m == -1:
-            return ~pos
-        tend = self._tag_end(data, m)
+            return r
+        if r != pos:
+            return r
+        tend = self._tag_end(data, pos)
         if tend < 0:
             return ~pos
-        text = data[m:tend]
+        text = data[pos:tend]
         tag = classify(text)
         if tag is not None and tag.spaced == call.spaced:
             if tag.kind == PARAMETER and not tag.closing:
@@ -269,61 +258,54 @@ class DSMLParser(BlockParser):
         self._void(MarkupErrorKind.MALFORMED_TAG)
         return pos
 
-    def _value_closer(self, data: str, m: int) -> tuple[int, bool]:
-        """At a marker inside a value: (end, is the parameter closer); end -1 = incomplete."""
+    def _value_closer(self, data: str, m: int) -> int:
+        """At the marker at ``m`` inside a value: the end of the parameter closer, read (the value
+        ended); ``~m`` while the tag is incomplete; or ``m`` when it is any other tag: the marker is
+        reserved inside values (decision 5), the call is void."""
         tend = self._tag_end(data, m)
         if tend < 0:
-            return -1, False
-        tag = classify(data[m:tend])
-        assert self._call is not None
-        ok = (tag is not None and tag.closing and tag.kind == PARAMETER
-              and tag.spaced == self._call.spaced)
-        return tend, ok
-
-    def _string_value(self, data: str, pos: int) -> int:
+            return ~m
+        text = data[m:tend]
+        tag = classify(text)
         call = self._call
         assert call is not None
-        m = find_marker(data, pos)
+        if tag is not None and tag.closing and tag.kind == PARAMETER and tag.spaced == call.spaced:
+            call.raw.append(text)
+            return tend
+        self._void(MarkupErrorKind.MALFORMED_TAG)
+        return m
+
+    def _string_value(self, data: str, pos: int) -> int:
+        m, _ = find_marker(data, pos)
         end = m if m != -1 else hold_start(data, pos)
-        if end > pos:
+        if end > pos:  # the value's text, inlined rather than _gather: this is the hot path
             s = data[pos:end]
-            call.raw.append(s)
+            assert self._call is not None
+            self._call.raw.append(s)
             self._delta(json_string_body(s))
             return end if m != -1 else ~end
         if m == -1:
             return ~pos
-        tend, ok = self._value_closer(data, m)
-        if tend < 0:
-            return ~pos
-        if not ok:  # the marker is reserved inside values (decision 5)
-            self._void(MarkupErrorKind.MALFORMED_TAG)
-            return pos
-        call.raw.append(data[m:tend])
-        self._delta('"')
-        self._state = IN_INVOKE
-        return tend
+        r = self._value_closer(data, m)
+        if r > m:
+            self._delta('"')
+            self._state = IN_INVOKE
+        return r
 
     def _json_value(self, data: str, pos: int) -> int:
-        call = self._call
-        assert call is not None
-        r, _ = self._gather(data, pos, self._buf)
+        r, _ = self._gather(data, pos, self._buf.append)
         if r != pos:
             return r
-        tend, ok = self._value_closer(data, pos)
-        if tend < 0:
-            return ~pos
-        if not ok:
-            self._void(MarkupErrorKind.MALFORMED_TAG)
-            return pos
-        call.raw.append(data[pos:tend])
-        buf, self._buf = self._buf, []
-        self._json_param(self._key, buf, IN_INVOKE)
-        return tend
+        r = self._value_closer(data, pos)
+        if r > pos:
+            buf, self._buf = self._buf, []
+            self._json_param(self._key, buf, IN_INVOKE)
+        return r
 
     def _json_body(self, data: str, pos: int) -> int:
         call = self._call
         assert call is not None
-        r, _ = self._gather(data, pos, self._buf)
+        r, _ = self._gather(data, pos, self._buf.append)
         if r != pos:
             return r
         tend = self._tag_end(data, pos)

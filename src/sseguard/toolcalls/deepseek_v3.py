@@ -78,7 +78,7 @@ class DeepSeekV3Parser(BlockParser):
             self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, lit))
         return end
 
-    def _block_marker(self, data: str, pos: int, m: int, lit: str) -> int | None:
+    def _block_marker(self, data: str, m: int, lit: str) -> int | None:
         if lit == CALL_BEGIN:
             self._begin_call(lit, in_block=True)
             return m + len(lit)
@@ -92,7 +92,7 @@ class DeepSeekV3Parser(BlockParser):
         """Between <｜tool▁call▁begin｜> and <｜tool▁sep｜>: the word ``function`` (V3) or the name."""
         call = self._call
         assert call is not None
-        r, lit = self._gather(data, pos, self._head)
+        r, lit = self._gather(data, pos, self._head.append)
         if r != pos:
             return r
         head = "".join(self._head)

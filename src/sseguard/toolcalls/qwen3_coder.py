@@ -12,6 +12,8 @@ with tools, the first four characters while the value could still be ``null``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sseguard.toolcalls._base import (
     END,
     RESUME,
@@ -22,7 +24,6 @@ from sseguard.toolcalls._base import (
     MarkupError,
     MarkupErrorKind,
     ToolSpec,
-    first_non_ws,
     json_string_body,
 )
 
@@ -95,11 +96,11 @@ class Qwen3CoderParser(BlockParser):
         self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, lit))
         return m + len(lit)
 
-    def _block_marker(self, data: str, pos: int, m: int, lit: str) -> int | None:
+    def _block_marker(self, data: str, m: int, lit: str) -> int | None:
         if lit == FUNCTION:
             tend, name = self._named_tag(data, m, lit)
             if tend < 0:
-                return ~pos
+                return ~m
             if name is not None:
                 self._start_call(name, data[m:tend], in_block=True)
                 self._state = FUNC
@@ -113,24 +114,18 @@ class Qwen3CoderParser(BlockParser):
     def _function(self, data: str, pos: int) -> int:
         call = self._call
         assert call is not None
-        m, lit = MARKERS.find(data, pos)
-        end = m if m != -1 else MARKERS.hold(data, pos)
-        if end > pos:
-            q = first_non_ws(data, pos, end)
-            if q == -1:
-                call.raw.append(data[pos:end])
-                return end if m != -1 else ~end
-            call.raw.append(data[pos:q])
+        r, lit = self._gather_ws(data, pos, call.raw.append)
+        if lit is None:  # text between tags has no place
             self._void(MarkupErrorKind.MALFORMED_TAG)
-            return q
-        if m == -1:
-            return ~pos
+            return r
+        if r != pos:
+            return r
         if lit == PARAMETER:
-            tend, key = self._named_tag(data, m, lit)
+            tend, key = self._named_tag(data, pos, lit)
             if tend < 0:
                 return ~pos
             if key is not None:
-                call.raw.append(data[m:tend])
+                call.raw.append(data[pos:tend])
                 if key in call.keys:
                     self._void(MarkupErrorKind.DUPLICATE_PARAMETER)
                     return tend
@@ -149,20 +144,22 @@ class Qwen3CoderParser(BlockParser):
             call.raw.append(lit)
             self._end_call()
             self._after_call(call.in_block)
-            return m + len(lit)
+            return pos + len(lit)
         self._void(MarkupErrorKind.MALFORMED_TAG)
         return pos
 
-    def _value_end(self, data: str, m: int, lit: str) -> int:
-        """At a marker inside a value: where the value's scan continues, or -1 when it ended
-        (``</parameter>`` consumed; ``<parameter=``/``</function>`` left for the function state)."""
-        if lit == PARAMETER_END:
-            assert self._call is not None
-            self._call.raw.append(lit)
-            return -1
+    def _value_marker(self, m: int, lit: str, into: Callable[[str], None]) -> tuple[int, bool]:
+        """At the marker ``lit`` at ``m`` inside a value: (where to go on, whether the value ended).
+        It ends at ``</parameter>`` (consumed), or at ``<parameter=``/``</function>`` when the
+        closer was forgotten (left for the function state); other markers are value text."""
         if lit in (PARAMETER, FUNCTION_END):
-            return -1
-        return m + len(lit)  # other markers are value text here
+            return m, True
+        assert self._call is not None
+        self._call.raw.append(lit)
+        if lit == PARAMETER_END:
+            return m + len(lit), True
+        into(lit)
+        return m + len(lit), False
 
     def _string_text(self, seg: str) -> None:
         if self._fresh and seg:
@@ -194,38 +191,30 @@ class Qwen3CoderParser(BlockParser):
         self._state = FUNC
 
     def _string_value(self, data: str, pos: int) -> int:
-        call = self._call
-        assert call is not None
         m, lit = MARKERS.find(data, pos)
         end = m if m != -1 else MARKERS.hold(data, pos)
-        if end > pos:
-            call.raw.append(data[pos:end])
-            self._string_text(data[pos:end])
+        if end > pos:  # the value's text, inlined rather than _gather: this is the hot path
+            s = data[pos:end]
+            assert self._call is not None
+            self._call.raw.append(s)
+            self._string_text(s)
             return end if m != -1 else ~end
         if m == -1:
             return ~pos
-        nxt = self._value_end(data, m, lit)
-        if nxt >= 0:
-            call.raw.append(lit)
-            self._string_text(lit)
-            return nxt
-        self._string_done()
-        return m + len(lit) if lit == PARAMETER_END else m
+        r, ended = self._value_marker(m, lit, self._string_text)
+        if ended:
+            self._string_done()
+        return r
 
     def _json_value(self, data: str, pos: int) -> int:
-        call = self._call
-        assert call is not None
-        r, lit = self._gather(data, pos, self._buf)
+        r, lit = self._gather(data, pos, self._buf.append)
         if r != pos:
             return r
-        nxt = self._value_end(data, pos, lit)
-        if nxt >= 0:
-            call.raw.append(lit)
-            self._buf.append(lit)
-            return nxt
-        buf, self._buf = self._buf, []
-        self._json_param(self._key, buf, FUNC)
-        return pos + len(lit) if lit == PARAMETER_END else pos
+        r, ended = self._value_marker(pos, lit, self._buf.append)
+        if ended:
+            buf, self._buf = self._buf, []
+            self._json_param(self._key, buf, FUNC)
+        return r
 
     def _skip_marker(self, data: str, m: int, lit: str, call: Call) -> tuple[int, int]:
         tend = m + len(lit)
