@@ -3,8 +3,21 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
-from sseguard.redact import REDACTED, RedactingFilter, Redactor, redact_headers, redact_obj, redact_text
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sseguard.redact import (
+    _PATTERNS,
+    _TRIGGERS,
+    REDACTED,
+    RedactingFilter,
+    Redactor,
+    redact_headers,
+    redact_obj,
+    redact_text,
+)
 
 KEY = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
 
@@ -48,3 +61,34 @@ def test_log_lines_are_scrubbed(caplog: object) -> None:
     logger.addHandler(Keep())
     logger.warning("upstream said %s", f"Authorization: Bearer {KEY}")
     assert records and KEY not in records[0] and "Bearer" not in records[0]
+
+
+# ── the trigger-word fast path never changes what is redacted ────────────────────────────────────
+SECRETISH = ["Authorization: Bearer abc.def-123", "proxy-authorization=Basic QWxhZGRpbjpvcGVu",
+             "x-api-key: zz-top-999", "API_KEY=hunter2hunter2", "apikey: 12345678", "Cookie: a=b; c=d",
+             "set-cookie: s=1", "bearer tok_987654321", "sk-abcdef123456", "BASIC QWxhZGRpbjpvcGVu",
+             '"api-key": "v4lue"', "known-secret-value"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(st.one_of(st.sampled_from(SECRETISH), st.text(max_size=30)), max_size=8),
+       upper=st.booleans())
+def test_fast_path_agrees_with_running_every_pattern(parts: list[str], upper: bool) -> None:
+    text = " ".join(parts)
+    if upper:
+        text = text.upper()
+    r = Redactor(["known-secret-value"])
+    expected = r._scrub(text.replace("known-secret-value", REDACTED))
+    assert r.text(text) == expected
+
+
+def test_every_redaction_pattern_needs_a_trigger_word() -> None:
+    """If sseguard.redact gains a pattern, the fast path must learn its trigger word too."""
+    for sample in SECRETISH[:-1]:
+        if any(p.search(sample) for p in _PATTERNS):
+            assert any(t in sample.lower() for t in _TRIGGERS), sample
+
+
+def test_plain_stream_text_is_returned_untouched() -> None:
+    tail = (Path(__file__).parent.parent / "examples" / "bodies" / "complete.sse").read_text()
+    assert Redactor().text(tail) == tail

@@ -24,7 +24,6 @@ import aiohttp
 from sseguard.policy import Policy
 from sseguard.probe.config import Arm
 from sseguard.probe.measure import StreamWatch, evidence_document, request_summary
-from sseguard.probe.redaction import QuickRedactor
 from sseguard.probe.sink import Sink
 from sseguard.probe.workloads import encode_body
 from sseguard.record import Record
@@ -68,7 +67,7 @@ class EngineSettings:
     timers run on real time); ``wall`` gives the epoch time kept in ``Record.started_at``."""
 
     policy: Policy = field(default_factory=Policy)
-    redactor: Redactor = field(default_factory=QuickRedactor)
+    redactor: Redactor = field(default_factory=Redactor)
     stall_timeout: float = 30.0
     timeout: float = 300.0
     run_id: str = ""

@@ -33,7 +33,6 @@ from sseguard.errors import ConfigError
 from sseguard.probe.config import ProbeConfig
 from sseguard.probe.engine import ConnectionTracker, EngineSettings, Target, run_request
 from sseguard.probe.live import LiveView, Tally
-from sseguard.probe.redaction import QuickRedactor
 from sseguard.probe.sink import (
     RESULTS,
     JsonlSink,
@@ -44,6 +43,7 @@ from sseguard.probe.sink import (
 )
 from sseguard.probe.workloads import Workload, encode_body
 from sseguard.record import Record
+from sseguard.redact import Redactor
 from sseguard.verdict import Ending
 
 #: Longest default ramp: a stalled pilot stream must not hold the run back for minutes.
@@ -351,7 +351,7 @@ async def execute(config: ProbeConfig, *, resume: bool = False, console: Console
     console = console or Console(stderr=True)
     raise_open_files_limit()
     targets = [Target.of(arm, environ) for arm in config.arms]
-    redactor = QuickRedactor([s for t in targets for s in t.secrets])
+    redactor = Redactor([s for t in targets for s in t.secrets])
     out = Path(config.out)
     run_doc: dict[str, Any]
     existing: list[Record] = []
