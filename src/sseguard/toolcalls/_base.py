@@ -397,13 +397,14 @@ class Call:
         return "}" if self.nemit else "{}"
 
 
-class BaseParser:
+class BaseParser(ABC):
     """The emitting, holding-back and call bookkeeping every family shares.
 
     A family keeps ``_state`` (an int) and ``_handlers`` (one bound method per state). A handler
     consumes from ``pos`` and returns the new position, or ``~pos`` ("stop; hold ``data[pos:]`` for
     the next chunk"). A handler may change state without consuming; the next state then must consume.
-    A family binds ``_find`` and ``_hold``, its marker search.
+    A family binds ``_find`` and ``_hold`` (its marker search) and says in ``_opener`` what a
+    marker in content opens.
     State ``CONTENT`` (0) is text outside markup; a family with blocks names its "between calls" and
     "swallowing a void call" states in ``_BLOCK`` and ``_SKIP``.
     """
@@ -428,6 +429,11 @@ class BaseParser:
         self._state = CONTENT
         self._handlers: tuple[Callable[[str, int], int], ...] = ()
         self._sep = ""  # what the encoder writes before an opener; removed from the text (decision 8)
+        # Arguments streamed as the model wrote them (_stream_args): whether their first
+        # non-whitespace character went out, and trailing characters held until we know they are
+        # not padding (a list: a long run of spaces inside a string must not be copied per chunk).
+        self._started = False
+        self._tail: list[str] = []
 
     # emitting -------------------------------------------------------------------------------------
 
@@ -523,6 +529,25 @@ class BaseParser:
                                 "".join(call.raw), call.index))
         self._call = None
 
+    def _stream_args(self, seg: str, trail: str, last: str = "") -> None:
+        """Stream the next piece of arguments JSON the model wrote itself, verbatim. Leading
+        whitespace is dropped; what may prove to be padding after the JSON (characters of ``trail``,
+        then one ``last`` character that may close it instead) is held in ``_tail`` until text after
+        it shows that it was not."""
+        if not self._started:
+            q = first_non_ws(seg, 0, len(seg))
+            if q == -1:
+                return
+            seg, self._started = seg[q:], True
+        keep = len(seg.rstrip(trail))
+        if not keep:
+            self._tail.append(seg)
+            return
+        if last and seg[keep - 1] == last:
+            keep -= 1
+        self._delta("".join(self._tail) + seg[:keep])  # held padding was not padding after all
+        self._tail = [seg[keep:]]
+
     def _gather(self, data: str, pos: int,
                 into: Callable[[str], None] | None = None) -> tuple[int, str]:
         """Text up to the next marker joins the current call's raw text (and goes to ``into``).
@@ -558,16 +583,17 @@ class BaseParser:
             return q, None
         return (pos, lit) if m != -1 else (~pos, "")
 
-    def _content_text(self, data: str, pos: int, m: int) -> int | None:
-        """Content up to the marker at ``m`` (-1: none yet): emit what is surely visible text and
-        return where to go on (``~k``: hold ``data[k:]``), or ``None`` when nothing but the separator
-        stands before the marker — it goes with the tag once the family has read it (decision 8)."""
+    def _content(self, data: str, pos: int) -> int:
+        """State ``CONTENT``: what is surely visible text goes out; a marker with nothing but the
+        separator before it is the family's ``_opener`` to read — the separator goes with the tag
+        once the family knows what the tag is (decision 8)."""
+        m, lit = self._find(data, pos)
         sep = self._sep
         if m == -1:
             k = self._hold(data, pos)
-            for _ in sep:  # a trailing newline may be the separator of an opener still to come
-                if k > pos and data[k - 1] == "\n":
-                    k -= 1
+            n = len(sep)  # trailing newlines may be the separator of an opener still to come
+            while n and k > pos and data[k - 1] == "\n":
+                k, n = k - 1, n - 1
             self._text(data[pos:k])
             return ~k
         if m > pos and not (m - pos == len(sep) and data.startswith(sep, pos)):
@@ -576,7 +602,11 @@ class BaseParser:
                 cut = m
             self._text(data[pos:cut])
             return cut
-        return None
+        return self._opener(data, pos, m, lit)
+
+    @abstractmethod
+    def _opener(self, data: str, pos: int, m: int, lit: str) -> int:
+        """At the marker ``lit`` at ``m`` in content; ``data[pos:m]`` is empty or the separator."""
 
     def _tag_end(self, data: str, pos: int) -> int:
         """End of the tag starting at ``pos`` (after its ``>``), or -1 if it is not complete yet.
@@ -678,6 +708,12 @@ class BlockParser(BaseParser, ABC):
         assert self._call is not None
         self._call.error = self._call.error or kind
         self._state = self._SKIP
+
+    def _close_block(self, closer: str, end: int) -> int:
+        """The block's closer (ending at ``end``) is read: back to content."""
+        self._markup(closer)
+        self._state = CONTENT
+        return end
 
     def _junk(self, pos: int) -> int:
         """Something in a block that is neither a call nor the closer: a void unit from ``pos``."""

@@ -175,18 +175,20 @@ class DSMLParser(BlockParser):
         else:
             self._state = IN_INVOKE
 
+    def _read_tag(self, data: str, m: int) -> tuple[int, str, Tag | None]:
+        """The tag starting at ``m``: (its end, its text, what it is); end -1 while incomplete."""
+        tend = self._tag_end(data, m)
+        if tend < 0:
+            return -1, "", None
+        text = data[m:tend]
+        return tend, text, classify(text)
+
     # states ---------------------------------------------------------------------------------------
 
-    def _content(self, data: str, pos: int) -> int:
-        m, _ = find_marker(data, pos)
-        r = self._content_text(data, pos, m)
-        if r is not None:
-            return r
-        end = self._tag_end(data, m)
+    def _opener(self, data: str, pos: int, m: int, lit: str) -> int:
+        end, text, tag = self._read_tag(data, m)
         if end < 0:
             return ~pos
-        text = data[m:end]
-        tag = classify(text)
         if tag is not None and not tag.closing and tag.kind in (BLOCK, INVOKE):
             if tag.kind == BLOCK:
                 self._markup(data[pos:end])
@@ -201,19 +203,15 @@ class DSMLParser(BlockParser):
         return end
 
     def _block_marker(self, data: str, m: int, lit: str) -> int | None:
-        tend = self._tag_end(data, m)
+        tend, text, tag = self._read_tag(data, m)
         if tend < 0:
             return ~m
-        text = data[m:tend]
-        tag = classify(text)
         if tag is not None and tag.spaced == self._spaced and not tag.closing and tag.kind == INVOKE:
             self._open_invoke(tag, text, in_block=True)
             return tend
         if tag is not None and tag.closing and tag.kind == BLOCK and tag.word == self._block:
-            self._markup(text)
             self._block = None
-            self._state = CONTENT
-            return tend
+            return self._close_block(text, tend)
         return None
 
     def _in_invoke(self, data: str, pos: int) -> int:
@@ -229,11 +227,9 @@ class DSMLParser(BlockParser):
             return r
         if r != pos:
             return r
-        tend = self._tag_end(data, pos)
+        tend, text, tag = self._read_tag(data, pos)
         if tend < 0:
             return ~pos
-        text = data[pos:tend]
-        tag = classify(text)
         if tag is not None and tag.spaced == call.spaced:
             if tag.kind == PARAMETER and not tag.closing:
                 call.raw.append(text)
@@ -262,11 +258,9 @@ class DSMLParser(BlockParser):
         """At the marker at ``m`` inside a value: the end of the parameter closer, read (the value
         ended); ``~m`` while the tag is incomplete; or ``m`` when it is any other tag: the marker is
         reserved inside values (decision 5), the call is void."""
-        tend = self._tag_end(data, m)
+        tend, text, tag = self._read_tag(data, m)
         if tend < 0:
             return ~m
-        text = data[m:tend]
-        tag = classify(text)
         call = self._call
         assert call is not None
         if tag is not None and tag.closing and tag.kind == PARAMETER and tag.spaced == call.spaced:
@@ -308,11 +302,9 @@ class DSMLParser(BlockParser):
         r, _ = self._gather(data, pos, self._buf.append)
         if r != pos:
             return r
-        tend = self._tag_end(data, pos)
+        tend, text, tag = self._read_tag(data, pos)
         if tend < 0:
             return ~pos
-        text = data[pos:tend]
-        tag = classify(text)
         if tag is None or not (tag.closing and tag.kind == INVOKE and tag.spaced == call.spaced):
             self._void(MarkupErrorKind.MALFORMED_TAG)
             return pos
@@ -326,10 +318,7 @@ class DSMLParser(BlockParser):
         """Parsing resumes (decision 5) at the next invoke opener or the block closer; outside a
         block also after the invoke closer, so that a broken bare invoke does not swallow the answer
         after it."""
-        tend = self._tag_end(data, m)
-        if tend < 0:
-            return tend, SWALLOW
-        tag = classify(data[m:tend])
+        tend, _, tag = self._read_tag(data, m)
         if tag is not None:
             if call.in_block:
                 resume = ((tag.kind == INVOKE and not tag.closing and tag.spaced == call.spaced)

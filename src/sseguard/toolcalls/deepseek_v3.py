@@ -50,10 +50,6 @@ class DeepSeekV3Parser(BlockParser):
         # What may trail the JSON before <｜tool▁call▁end｜> without being part of it.
         self._trail = ASCII_WS if self._v31 else ASCII_WS + "`"
         self._head: list[str] = []
-        # trailing characters of the JSON held until we know they are not padding (a list: a long
-        # run of spaces inside a string value must not be copied once per chunk)
-        self._tail: list[str] = []
-        self._started = False  # first non-whitespace character of the JSON seen
         self._find, self._hold = MARKERS.find, MARKERS.hold
         self._handlers = (self._content, self._between_calls, self._header, self._name,
                           self._fence, self._args, self._skip)
@@ -63,11 +59,7 @@ class DeepSeekV3Parser(BlockParser):
         self._head = []
         self._state = HEAD
 
-    def _content(self, data: str, pos: int) -> int:
-        m, lit = MARKERS.find(data, pos)
-        r = self._content_text(data, pos, m)  # no separator: text right up to the marker
-        if r is not None:
-            return r
+    def _opener(self, data: str, pos: int, m: int, lit: str) -> int:
         end = m + len(lit)
         if lit == CALLS_BEGIN:
             self._markup(lit)
@@ -83,9 +75,7 @@ class DeepSeekV3Parser(BlockParser):
             self._begin_call(lit, in_block=True)
             return m + len(lit)
         if lit == CALLS_END:
-            self._markup(lit)
-            self._state = CONTENT
-            return m + len(lit)
+            return self._close_block(lit, m + len(lit))
         return None
 
     def _header(self, data: str, pos: int) -> int:
@@ -161,17 +151,7 @@ class DeepSeekV3Parser(BlockParser):
         if end > pos:
             seg = data[pos:end]
             call.raw.append(seg)
-            if not self._started:
-                q = first_non_ws(seg, 0, len(seg))
-                if q == -1:
-                    return end if m != -1 else ~end
-                seg, self._started = seg[q:], True
-            keep = len(seg.rstrip(self._trail))
-            if keep:  # held padding was not padding after all
-                self._delta("".join(self._tail) + seg[:keep])
-                self._tail = [seg[keep:]]
-            else:
-                self._tail.append(seg)
+            self._stream_args(seg, self._trail)
             return end if m != -1 else ~end
         if m == -1:
             return ~pos

@@ -23,7 +23,6 @@ from sseguard.toolcalls._base import (
     MarkupError,
     MarkupErrorKind,
     ToolSpec,
-    first_non_ws,
     strict_json,
 )
 
@@ -55,17 +54,11 @@ class HermesParser(BaseParser):
         self._in_string = False
         self._escape = False
         self._streaming = False  # the head matched: the arguments stream as they arrive
-        self._started = False  # the first non-whitespace character of the arguments went out
-        self._tail: list[str] = []  # a trailing "}" (and whitespace) that may close the object
         self._args_key = ""
         self._find, self._hold = MARKERS.find, MARKERS.hold
         self._handlers = (self._content, self._body)
 
-    def _content(self, data: str, pos: int) -> int:
-        m, lit = MARKERS.find(data, pos)
-        r = self._content_text(data, pos, m)
-        if r is not None:
-            return r
+    def _opener(self, data: str, pos: int, m: int, lit: str) -> int:
         if lit == TOOL_CALL_END:
             self._text(data[pos:m])
             self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, lit))
@@ -132,7 +125,7 @@ class HermesParser(BaseParser):
         self._buf.append(seg)
         self._size += len(seg)
         if self._streaming:
-            self._stream(seg)
+            self._stream_args(seg, ASCII_WS, "}")  # the final "}" may be the object's own
         elif self._call.index is None and self._size - len(seg) < HEAD_CAP:
             body = "".join(self._buf)  # a bounded look at the head, not a rescan of the call
             m = _HEAD.match(body)
@@ -143,22 +136,8 @@ class HermesParser(BaseParser):
                     return
                 self._name_call(name)
                 self._streaming, self._args_key = True, m.group(2)
-                self._stream(body[m.end():])
+                self._stream_args(body[m.end():], ASCII_WS, "}")
 
-    def _stream(self, seg: str) -> None:
-        if not self._started:
-            q = first_non_ws(seg, 0, len(seg))
-            if q == -1:
-                return
-            seg, self._started = seg[q:], True
-        keep = len(seg.rstrip(ASCII_WS))
-        if not keep:
-            self._tail.append(seg)
-            return
-        if seg[keep - 1] == "}":
-            keep -= 1
-        self._delta("".join(self._tail) + seg[:keep])
-        self._tail = [seg[keep:]]
 
     def _complete(self) -> None:
         call = self._call

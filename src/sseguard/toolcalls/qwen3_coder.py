@@ -69,11 +69,7 @@ class Qwen3CoderParser(BlockParser):
         name = data[m + len(prefix):end - 1] if data[end - 1] == ">" else ""
         return end, name or None
 
-    def _content(self, data: str, pos: int) -> int:
-        m, lit = MARKERS.find(data, pos)
-        r = self._content_text(data, pos, m)
-        if r is not None:
-            return r
+    def _opener(self, data: str, pos: int, m: int, lit: str) -> int:
         if lit == TOOL_CALL:
             self._markup(data[pos:m + len(lit)])
             self._sep = "\n"
@@ -106,9 +102,7 @@ class Qwen3CoderParser(BlockParser):
                 self._state = FUNC
                 return tend
         elif lit == TOOL_CALL_END:
-            self._markup(lit)
-            self._state = CONTENT
-            return m + len(lit)
+            return self._close_block(lit, m + len(lit))
         return None
 
     def _function(self, data: str, pos: int) -> int:
