@@ -9,6 +9,12 @@ here so that no family re-invents them:
   ``feed()`` go out as one event, so event count follows chunk count, not character count;
 * **account for every character** — each input character ends up in exactly one of ``Text.text``,
   ``Markup.raw``, ``ToolCallEnd.raw`` or ``MarkupError.raw`` (see :func:`consumed_text`).
+
+The steps that are the same logic in every family live here too, so that a family module only says
+what its own markers mean: visible content and the separator before an opener (``BaseParser``),
+arguments streamed as the model wrote them, whitespace between tags, strict JSON values and whole-
+object arguments, and for families with blocks the "between calls" and "void call" states
+(``BlockParser``).
 """
 
 from __future__ import annotations
@@ -403,10 +409,10 @@ class BaseParser(ABC):
     A family keeps ``_state`` (an int) and ``_handlers`` (one bound method per state). A handler
     consumes from ``pos`` and returns the new position, or ``~pos`` ("stop; hold ``data[pos:]`` for
     the next chunk"). A handler may change state without consuming; the next state then must consume.
-    A family binds ``_find`` and ``_hold`` (its marker search) and says in ``_opener`` what a
-    marker in content opens.
-    State ``CONTENT`` (0) is text outside markup; a family with blocks names its "between calls" and
-    "swallowing a void call" states in ``_BLOCK`` and ``_SKIP``.
+
+    State ``CONTENT`` (0) is handled here: a family binds ``_find`` and ``_hold`` (its marker search)
+    and says in ``_opener`` what a marker in content opens. A family with blocks names its "between
+    calls" and "swallowing a void call" states in ``_BLOCK`` and ``_SKIP`` (see ``BlockParser``).
     """
 
     family = "base"
@@ -686,7 +692,7 @@ class BaseParser(ABC):
 RESUME, SWALLOW, END = range(3)  # leave it to the next state / swallow it / swallow it and stop
 
 
-class BlockParser(BaseParser, ABC):
+class BlockParser(BaseParser):
     """A family whose calls stand in blocks: the "between calls" and "void call" steps they share.
 
     Inside a block only whitespace, the next call and the block's closer may stand (decision 5); junk
@@ -756,6 +762,11 @@ class BlockParser(BaseParser, ABC):
             self._after_call(call.in_block)
         return tend
 
+    @abstractmethod
+    def _skip_marker(self, data: str, m: int, lit: str, call: Call) -> tuple[int, int]:
+        """At the marker ``lit`` at ``m`` inside a void call: (end of its tag, -1 while incomplete;
+        ``RESUME``, ``SWALLOW`` or ``END``)."""
+
     def _json_param(self, key: str, buf: list[str], then: int) -> None:
         """A JSON-typed parameter's value is complete: trimmed of ASCII whitespace, strict JSON of
         any type goes into the arguments and parsing goes on in state ``then`` (decision 2);
@@ -785,11 +796,7 @@ class BlockParser(BaseParser, ABC):
             self._void(problem.kind)
             self._fail_call()
         else:
-            self._delta(args if emit else "")
+            if emit:
+                self._delta(args)
             self._end_call(close_object=False)
         self._after_call(call.in_block)
-
-    @abstractmethod
-    def _skip_marker(self, data: str, m: int, lit: str, call: Call) -> tuple[int, int]:
-        """At the marker ``lit`` at ``m`` inside a void call: (end of its tag, -1 while incomplete;
-        ``RESUME``, ``SWALLOW`` or ``END``)."""
