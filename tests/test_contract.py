@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _streams import DONE, chunk, frame, text_stream, tool_stream
-from sseguard.contract import StreamChecker
+from sseguard.contract import StreamChecker, leak_markers
 from sseguard.errors import UsageError
 from sseguard.verdict import Ending, FindingKind, Verdict
 
@@ -296,3 +297,47 @@ def test_random_stream_verdict_is_the_same_for_every_split(body: bytes, sizes: l
 def test_arbitrary_bytes_never_raise(body: bytes) -> None:
     v = check(body, 3)
     assert v.ending in set(Ending)
+
+
+# ── markup leaks are found in flight, across delta boundaries, with or without the text kept ─────
+
+_MARKERS = list(leak_markers("all"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(before=st.text(max_size=30), marker=st.sampled_from([*_MARKERS, "", "<tool", "｜DS"]),
+       after=st.text(max_size=30),
+       cuts=st.lists(st.integers(0, 80), max_size=6), keep_text=st.booleans())
+def test_leak_is_found_wherever_the_deltas_split_it(before: str, marker: str, after: str,
+                                                    cuts: list[int], keep_text: bool) -> None:
+    content = before + marker + after
+    bounds = sorted({min(c, len(content)) for c in cuts} | {0, len(content)})
+    deltas = [content[a:b] for a, b in itertools.pairwise(bounds)]
+    checker = StreamChecker(keep_text=keep_text)
+    checker.feed(text_stream(deltas))
+    leaks = [f for f in checker.close().findings if f.kind is FindingKind.MARKUP_LEAK]
+    expected = any(m in content for m in _MARKERS)
+    assert bool(leaks) == expected
+    if leaks:
+        pos = int(leaks[0].detail.rsplit(" at ", 1)[1])
+        assert any(content.startswith(m, pos) for m in _MARKERS)
+
+
+def test_leak_finding_names_the_frame_where_markup_appeared() -> None:
+    body = text_stream(["plain ", "text <", "tool_call>", " more"])
+    v = check(body)
+    (leak,) = [f for f in v.findings if f.kind is FindingKind.MARKUP_LEAK]
+    assert leak.frame == 4  # role chunk, "plain ", "text <", then the frame that completed the marker
+    assert leak.detail.endswith(" at 11")
+
+
+def test_without_kept_text_the_verdict_is_the_same_but_for_the_text() -> None:
+    body = (BODIES / "markup_leak.sse").read_bytes()
+    kept = StreamChecker()
+    kept.feed(body)
+    lean = StreamChecker(keep_text=False)
+    lean.feed(body)
+    a, b = kept.close(), lean.close()
+    assert (a.ending, a.findings) == (b.ending, b.findings)
+    assert a.message["choices"][0]["message"]["content"]
+    assert not b.message["choices"][0]["message"]["content"]

@@ -8,6 +8,7 @@ fold: values of the wrong type. Whether the stream as a whole was good is the ch
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,13 +49,23 @@ class AssembledChoice:
         return "".join(self.reasoning_parts)
 
 
+#: Called with (choice index, "content" or "reasoning", text) for every non-empty text delta.
+TextWatcher = Callable[[int, str, str], None]
+
+
 class MessageAssembler:
-    """``add(chunk)`` folds one decoded chunk and returns the schema problems it found in it."""
+    """``add(chunk)`` folds one decoded chunk and returns the schema problems it found in it.
 
-    __slots__ = ("choices", "first_id", "ids_changed", "last_id", "model", "saw_token",
-                 "system_fingerprint", "usage")
+    ``keep_text=False`` folds everything but the content and reasoning text itself, so a relay watching
+    thousands of long answers keeps memory flat; ``on_text`` still sees every text delta as it arrives.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("choices", "first_id", "ids_changed", "keep_text", "last_id", "model", "on_text",
+                 "saw_token", "system_fingerprint", "usage")
+
+    def __init__(self, *, keep_text: bool = True, on_text: TextWatcher | None = None) -> None:
+        self.keep_text = keep_text
+        self.on_text = on_text
         self.choices: dict[int, AssembledChoice] = {}
         self.first_id: str | None = None
         self.last_id: str | None = None
@@ -134,7 +145,10 @@ class MessageAssembler:
             if isinstance(content, str):
                 choice.saw_content = True
                 if content:
-                    choice.content_parts.append(content)
+                    if self.keep_text:
+                        choice.content_parts.append(content)
+                    if self.on_text is not None:
+                        self.on_text(choice.index, "content", content)
                     self.saw_token = True
             else:
                 problems.append("content is not a string")
@@ -144,7 +158,10 @@ class MessageAssembler:
         if reasoning is not None:
             if isinstance(reasoning, str):
                 if reasoning:
-                    choice.reasoning_parts.append(reasoning)
+                    if self.keep_text:
+                        choice.reasoning_parts.append(reasoning)
+                    if self.on_text is not None:
+                        self.on_text(choice.index, "reasoning", reasoning)
                     self.saw_token = True
             else:
                 problems.append("reasoning_content is not a string")

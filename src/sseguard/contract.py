@@ -13,7 +13,7 @@ silently, which is why it is the first thing this checker exists to name.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
@@ -87,11 +87,11 @@ class StreamChecker:
     """
 
     def __init__(self, request: dict[str, Any] | None = None, *,
-                 markup: str | Iterable[str] | None = "all") -> None:
+                 markup: str | Iterable[str] | None = "all", keep_text: bool = True) -> None:
         self._request = _RequestFacts(request)
-        self._markers = leak_markers(markup)
+        self._leaks = _LeakScanner(leak_markers(markup), self._on_leak)
         self._decoder = SSEDecoder()
-        self._assembler = MessageAssembler()
+        self._assembler = MessageAssembler(keep_text=keep_text, on_text=self._leaks.scan)
         self._findings: list[Finding] = []
         self._seen_kinds: set[FindingKind] = set()
         self._tail_parts: list[bytes] = []
@@ -153,6 +153,9 @@ class StreamChecker:
             return
         self._seen_kinds.add(kind)
         self._findings.append(Finding(kind, detail, self._frames, self._bytes))
+
+    def _on_leak(self, marker: str, choice: int, where: str, pos: int) -> None:
+        self._find(FindingKind.MARKUP_LEAK, f"{marker!r} in {where} of choice {choice} at {pos}")
 
     def _on_event(self, event: SSEEvent) -> None:
         self._frames += 1
@@ -263,15 +266,6 @@ class StreamChecker:
         asm = self._assembler
         cut_short = ending not in (Ending.COMPLETE, Ending.NO_DONE, Ending.NO_FINISH)
         for choice in asm.choices.values():
-            for text, where in ((choice.content, "content"), (choice.reasoning, "reasoning")):
-                if not text:
-                    continue
-                for marker in self._markers:
-                    pos = text.find(marker)
-                    if pos != -1:
-                        self._find(FindingKind.MARKUP_LEAK,
-                                   f"{marker!r} in {where} of choice {choice.index} at {pos}")
-                        break
             calls = [call for _, call in sorted(choice.tool_calls.items())]
             for call in calls:
                 self._check_call(choice.index, call.name, call.arguments,
@@ -315,6 +309,48 @@ class StreamChecker:
             problem = _schema_problem(args, schema)
             if problem is not None:
                 self._find(FindingKind.TOOL_ARGS_SCHEMA_MISMATCH, f"{where}: {problem}")
+
+
+class _LeakScanner:
+    """Finds tool-call markers in text deltas as they arrive, also across delta boundaries.
+
+    Scanning in flight (not the assembled text at the end) says in which frame markup leaked and lets a
+    relay drop the text itself. Only the last ``longest marker - 1`` characters are carried between
+    deltas, so the cost is linear; one finding per choice and field is enough evidence.
+    """
+
+    __slots__ = ("_carry", "_keep", "_markers", "_report", "_reported")
+
+    def __init__(self, markers: tuple[str, ...],
+                 report: Callable[[str, int, str, int], None]) -> None:
+        self._markers = markers
+        self._report = report
+        self._keep = max((len(m) for m in markers), default=1) - 1
+        self._carry: dict[tuple[int, str], tuple[str, int]] = {}  # tail kept, its offset in the text
+        self._reported: set[tuple[int, str]] = set()
+
+    def scan(self, choice: int, where: str, text: str) -> None:
+        key = (choice, where)
+        if key in self._reported or not self._markers:
+            return
+        carry, start = self._carry.get(key, ("", 0))
+        window = carry + text if carry else text
+        # Every marker of every family holds '<' or '｜': most deltas are done after two `in` tests.
+        if "<" in window or "｜" in window:
+            for marker in self._markers:
+                pos = window.find(marker)
+                if pos != -1:
+                    self._reported.add(key)
+                    self._carry.pop(key, None)
+                    self._report(marker, choice, where, start + pos)
+                    return
+        end = start + len(window)
+        tail = window[-self._keep:] if self._keep else ""
+        # A marker that spans the boundary starts in the tail, with its '<' or '｜'.
+        if "<" in tail or "｜" in tail:
+            self._carry[key] = (tail, end - len(tail))
+        else:
+            self._carry[key] = ("", end)
 
 
 def _schema_problem(instance: Any, schema: dict[str, Any]) -> str | None:

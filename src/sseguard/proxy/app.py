@@ -208,7 +208,9 @@ async def _stream(state: ProxyState, request: web.Request, body: bytes,
                   obj: dict[str, Any]) -> web.StreamResponse:
     config = state.config
     redactor = state.request_redactor(request)
-    checker = StreamChecker(obj, markup=checker_markup(config.repair_markup))
+    # keep_text=False: the proxy forwards the text and records facts, so holding every answer's text
+    # (1.37 GB RSS for 1,000 concurrent 1.2 MB answers) buys nothing; leaks are still found in flight.
+    checker = StreamChecker(obj, markup=checker_markup(config.repair_markup), keep_text=False)
     relay = StreamRelay(state, request, body, obj, frames_for(config.repair_markup, obj), checker,
                         redactor)
     assert state.session is not None
