@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from _streams import DONE, chunk, frame, text_stream, tool_stream
 from sseguard.contract import StreamChecker, leak_markers
 from sseguard.errors import UsageError
-from sseguard.verdict import Ending, FindingKind, Verdict
+from sseguard.verdict import Ending, Finding, FindingKind, Verdict
 
 BODIES = Path(__file__).parent.parent / "examples" / "bodies"
 REQUEST_TOOLS = json.loads((BODIES.parent / "request_tools.json").read_text())
@@ -53,8 +53,8 @@ def check(body: bytes, sizes: int | None = None, **close: object) -> Verdict:
     return checker.close(**close)  # type: ignore[arg-type]
 
 
-def facts(v: Verdict) -> tuple[Ending, set[FindingKind], dict[str, object]]:
-    return v.ending, set(v.finding_kinds), v.message
+def facts(v: Verdict) -> tuple[Ending, tuple[Finding, ...], dict[str, object]]:
+    return v.ending, v.findings, v.message
 
 
 def test_every_sample_body_is_shipped_and_expected() -> None:

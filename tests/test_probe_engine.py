@@ -17,9 +17,10 @@ from sseguard.chaos import EXPECTED, INJECT_HEADER, ChaosConfig, Fault, FaultOpt
 from sseguard.chaos.faults import NEEDS_TOOL_CALL
 from sseguard.policy import Policy
 from sseguard.probe.config import WorkloadSpec, make_arm
-from sseguard.probe.engine import ConnectionTracker, EngineSettings, Target, run_request
+from sseguard.probe.engine import EngineSettings, run_request
 from sseguard.probe.measure import StreamWatch
 from sseguard.probe.sink import MemorySink
+from sseguard.probe.target import ConnectionTracker, Target
 from sseguard.probe.workloads import Workload
 from sseguard.redact import Redactor
 from sseguard.verdict import Ending, Verdict

@@ -98,6 +98,7 @@ class StreamChecker:
         self._tail_len = 0
         self._bytes = 0
         self._frames = 0  # dispatched SSE events
+        self._frame_end = 0  # body offset just past the last dispatched event
         self._chunks = 0  # JSON chunk objects folded
         self._done_frame: int | None = None
         self._error: str | None = None
@@ -152,13 +153,16 @@ class StreamChecker:
         if once and kind in self._seen_kinds:
             return
         self._seen_kinds.add(kind)
-        self._findings.append(Finding(kind, detail, self._frames, self._bytes))
+        self._findings.append(Finding(kind, detail, self._frames, self._frame_end))
 
     def _on_leak(self, marker: str, choice: int, where: str, pos: int) -> None:
         self._find(FindingKind.MARKUP_LEAK, f"{marker!r} in {where} of choice {choice} at {pos}")
 
     def _on_event(self, event: SSEEvent) -> None:
         self._frames += 1
+        # Where a finding happened is the end of its frame in the body: the same however the body
+        # was split into feeds (the bytes fed so far would not be).
+        self._frame_end += len(event.raw)
         data = event.data
         if self._done_frame is not None:
             self._find(FindingKind.FRAME_AFTER_DONE,
@@ -244,6 +248,7 @@ class StreamChecker:
             ending = Ending.NO_DONE
         else:
             ending = Ending.TRUNCATED
+        self._frame_end = self._bytes  # what is found from here on concerns the whole body
         if ending is not Ending.HTTP_ERROR:
             self._final_findings(ending)
         if asm.ids_changed:

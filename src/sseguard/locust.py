@@ -27,7 +27,6 @@ import re
 import socket
 import sys
 import time
-import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.client import HTTPException
@@ -42,13 +41,13 @@ from locust import FastHttpUser, constant, events, task
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
-from sseguard import _probe_pure  # noqa: F401  (first: keeps aiohttp out of this gevent process)
 from sseguard.errors import ConfigError
 from sseguard.locust_run import DEFAULT_OUT_ROOT, Settings
 from sseguard.policy import Policy
-from sseguard.probe.config import Arm, ProbeConfig
+from sseguard.probe.config import ProbeConfig
 from sseguard.probe.measure import StreamWatch, evidence_document, request_summary
 from sseguard.probe.sink import EVIDENCE_DIR, JsonlSink
+from sseguard.probe.target import ConnectionTracker, Target
 from sseguard.probe.workloads import Conversation, Workload, encode_body
 from sseguard.record import Record
 from sseguard.redact import Redactor
@@ -118,47 +117,6 @@ class WorkerSink(JsonlSink):
     @property
     def results_path(self) -> Path:
         return self.out / self.results_name
-
-
-class ConnectionTracker:
-    """Numbers a worker's connections (sockets) and counts the requests each carried: the reuse
-    index. Keyed weakly on the socket, so a closed connection is forgotten."""
-
-    def __init__(self) -> None:
-        self._seen: weakref.WeakKeyDictionary[object, list[int]] = weakref.WeakKeyDictionary()
-        self._next = 0
-
-    def use(self, sock: object | None) -> tuple[str | None, int]:
-        if sock is None:
-            return None, 0
-        entry = self._seen.get(sock)
-        if entry is None:
-            self._next += 1
-            entry = [self._next, 0]
-            self._seen[sock] = entry
-        reuse = entry[1]
-        entry[1] += 1
-        return f"c{entry[0]}", reuse
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """An arm ready to send to. The headers hold the key: they never reach a record or a log."""
-
-    arm: Arm
-    url: URL
-    headers: Mapping[str, str]
-    secrets: tuple[str, ...]
-
-    @classmethod
-    def of(cls, arm: Arm) -> Target:
-        sent = arm.request_headers()
-        headers = {"content-type": "application/json", "accept": "text/event-stream", **sent}
-        key = sent.get(arm.key_header)
-        secrets: tuple[str, ...] = ()
-        if key:
-            secrets = (key, key[7:]) if key.lower().startswith("bearer ") else (key,)
-        return cls(arm=arm, url=URL(arm.url), headers=headers, secrets=secrets)
 
 
 def worker_id() -> str:
@@ -331,7 +289,7 @@ def stream_once(http: HTTPClient, target: Target, body: dict[str, Any], *, stall
     deadline.start()
     try:
         try:
-            response = http.request("POST", target.url.request_uri, body=payload,
+            response = http.request("POST", URL(target.url).request_uri, body=payload,
                                     headers=dict(target.headers))
         except TimeoutError as exc:
             if clock() - sent >= stall_timeout * 0.99:
@@ -393,12 +351,13 @@ class StreamGuardUser(FastHttpUser):
         self.connection_timeout = config.connect_timeout
         self.user_index = next(state.users)
         self.target = state.targets[self.user_index % len(state.targets)]
+        url = URL(self.target.url)
         if self.host is None:
-            self.host = f"{self.target.url.scheme}://{self.target.url.netloc}"
+            self.host = f"{url.scheme}://{url.netloc}"
         super().__init__(environment)
         self.conversation: Conversation = state.workload.conversation(
             f"{state.worker}:{self.user_index}")
-        self.http: HTTPClient = self.client.client.clientpool.get_client(self.target.url)
+        self.http: HTTPClient = self.client.client.clientpool.get_client(url)
         arm_name = self.target.arm.name
         self.request_name = (state.workload.name if len(state.targets) == 1
                              else f"{arm_name}:{state.workload.name}")
@@ -455,5 +414,5 @@ def _load_for_embedding() -> WorkerState:
     return _state
 
 
-__all__ = ["FAILURES", "ConnectionTracker", "StreamFailure", "StreamGuardUser", "WorkerSink",
+__all__ = ["FAILURES", "StreamFailure", "StreamGuardUser", "WorkerSink",
            "WorkerState", "failure_reason", "read_some", "stream_once"]

@@ -2,15 +2,36 @@
 
 The engine (``engine.run_request``: one request → one ``Record``, written through a sink passed in) is
 separate from the scheduler (``runner``: concurrency, rate, ramp, sweep), so another runner — a Locust
-user — reuses ``workloads``, ``measure.StreamWatch`` and the ``Record`` unchanged.
+user — reuses ``workloads``, ``measure.StreamWatch``, ``target`` and the ``Record`` unchanged.
+
+The names below are imported on first use (PEP 562): the submodules a gevent process needs (``config``,
+``workloads``, ``measure``, ``sink``, ``target``) import no I/O library, and importing one of them must
+not pull in aiohttp through this package's ``__init__``.
 """
 
-from sseguard.probe.config import Arm, ProbeConfig, WorkloadSpec, build_config
-from sseguard.probe.engine import ConnectionTracker, EngineSettings, Outcome, Target, run_request
-from sseguard.probe.measure import StreamWatch, evidence_document
-from sseguard.probe.runner import RunResult, execute, run_probe
-from sseguard.probe.sink import JsonlSink, MemorySink, Sink
-from sseguard.probe.workloads import TOOLS, Conversation, Workload, encode_body
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sseguard.probe.config import Arm, ProbeConfig, WorkloadSpec, build_config
+    from sseguard.probe.engine import EngineSettings, Outcome, run_request
+    from sseguard.probe.measure import StreamWatch, evidence_document
+    from sseguard.probe.runner import RunResult, execute, run_probe
+    from sseguard.probe.sink import JsonlSink, MemorySink, Sink
+    from sseguard.probe.target import ConnectionTracker, Target
+    from sseguard.probe.workloads import TOOLS, Conversation, Workload, encode_body
+
+_WHERE = {
+    "Arm": "config", "ProbeConfig": "config", "WorkloadSpec": "config", "build_config": "config",
+    "EngineSettings": "engine", "Outcome": "engine", "run_request": "engine",
+    "StreamWatch": "measure", "evidence_document": "measure",
+    "RunResult": "runner", "execute": "runner", "run_probe": "runner",
+    "JsonlSink": "sink", "MemorySink": "sink", "Sink": "sink",
+    "ConnectionTracker": "target", "Target": "target",
+    "TOOLS": "workloads", "Conversation": "workloads", "Workload": "workloads", "encode_body": "workloads",
+}
 
 __all__ = [
     "TOOLS",
@@ -35,3 +56,10 @@ __all__ = [
     "run_probe",
     "run_request",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sseguard.probe' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"sseguard.probe.{module}"), name)

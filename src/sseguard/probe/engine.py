@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,9 +21,9 @@ from typing import Any
 import aiohttp
 
 from sseguard.policy import Policy
-from sseguard.probe.config import Arm
 from sseguard.probe.measure import StreamWatch, evidence_document, request_summary
 from sseguard.probe.sink import Sink
+from sseguard.probe.target import ConnectionTracker, Target
 from sseguard.probe.workloads import encode_body
 from sseguard.record import Record
 from sseguard.redact import Redactor
@@ -32,33 +31,6 @@ from sseguard.verdict import Ending, Verdict
 
 #: How much of a non-2xx body is read (it goes into the verdict and the evidence, cut to 2 KiB).
 ERROR_BODY_LIMIT = 64 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """An arm ready to be sent to: its URL and its request headers, key included (never stored)."""
-
-    arm: Arm
-    url: str
-    headers: Mapping[str, str]
-
-    @classmethod
-    def of(cls, arm: Arm, environ: Mapping[str, str] | None = None) -> Target:
-        headers = {"content-type": "application/json", "accept": "text/event-stream",
-                   **arm.request_headers(environ)}
-        return cls(arm=arm, url=arm.url, headers=headers)
-
-    @property
-    def secrets(self) -> list[str]:
-        """The key values this target sends, for the ``Redactor``."""
-        key_header = self.arm.key_header.lower()
-        out = []
-        for name, value in self.headers.items():
-            if name.lower() == key_header:
-                out.append(value)
-                if value.lower().startswith("bearer "):
-                    out.append(value[7:])
-        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,31 +55,6 @@ class Outcome:
 
     record: Record
     verdict: Verdict
-
-
-class ConnectionTracker:
-    """Numbers connections and counts the requests each has carried (the reuse index).
-
-    Keyed weakly on aiohttp's per-connection protocol object, so a closed connection is forgotten and
-    a new one with the same port is a new connection.
-    """
-
-    def __init__(self) -> None:
-        self._seen: weakref.WeakKeyDictionary[object, list[int]] = weakref.WeakKeyDictionary()
-        self._next = 0
-
-    def use(self, protocol: object | None) -> tuple[str | None, int]:
-        """(connection label, requests carried before this one) for the connection in use."""
-        if protocol is None:
-            return None, 0
-        entry = self._seen.get(protocol)
-        if entry is None:
-            self._next += 1
-            entry = [self._next, 0]
-            self._seen[protocol] = entry
-        reuse = entry[1]
-        entry[1] += 1
-        return f"c{entry[0]}", reuse
 
 
 class _Stalled(Exception):

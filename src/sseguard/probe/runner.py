@@ -31,7 +31,7 @@ from rich.console import Console
 
 from sseguard.errors import ConfigError
 from sseguard.probe.config import ProbeConfig
-from sseguard.probe.engine import ConnectionTracker, EngineSettings, Target, run_request
+from sseguard.probe.engine import EngineSettings, run_request
 from sseguard.probe.live import LiveView, Tally
 from sseguard.probe.sink import (
     RESULTS,
@@ -41,6 +41,7 @@ from sseguard.probe.sink import (
     repair_results,
     write_run_file,
 )
+from sseguard.probe.target import ConnectionTracker, Target
 from sseguard.probe.workloads import Workload, encode_body
 from sseguard.record import Record
 from sseguard.redact import Redactor
