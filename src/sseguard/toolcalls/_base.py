@@ -594,14 +594,15 @@ class BaseParser(ABC):
         separator before it is the family's ``_opener`` to read — the separator goes with the tag
         once the family knows what the tag is (decision 8)."""
         m, lit = self._find(data, pos)
-        sep = self._sep
         if m == -1:
             k = self._hold(data, pos)
-            n = len(sep)  # trailing newlines may be the separator of an opener still to come
-            while n and k > pos and data[k - 1] == "\n":
-                k, n = k - 1, n - 1
+            if k > pos and data[k - 1] == "\n":  # maybe (part of) the separator of an opener to come
+                n = len(self._sep)
+                while n and k > pos and data[k - 1] == "\n":
+                    k, n = k - 1, n - 1
             self._text(data[pos:k])
             return ~k
+        sep = self._sep
         if m > pos and not (m - pos == len(sep) and data.startswith(sep, pos)):
             cut = m - len(sep)  # text first; a separator right before the marker waits for the tag
             if not (cut > pos and data.startswith(sep, cut)):

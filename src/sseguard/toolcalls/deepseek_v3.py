@@ -102,10 +102,10 @@ class DeepSeekV3Parser(BlockParser):
         """V3: the name runs to the end of the line."""
         call = self._call
         assert call is not None
-        m, _ = MARKERS.find(data, pos)
+        m, _ = self._find(data, pos)
         nl = data.find("\n", pos, m if m != -1 else len(data))
         if nl == -1:
-            end = m if m != -1 else MARKERS.hold(data, pos)
+            end = m if m != -1 else self._hold(data, pos)
             call.raw.append(data[pos:end])
             self._head.append(data[pos:end])
             if m == -1:
@@ -146,8 +146,8 @@ class DeepSeekV3Parser(BlockParser):
     def _args(self, data: str, pos: int) -> int:
         call = self._call
         assert call is not None
-        m, lit = MARKERS.find(data, pos)
-        end = m if m != -1 else MARKERS.hold(data, pos)
+        m, lit = self._find(data, pos)
+        end = m if m != -1 else self._hold(data, pos)
         if end > pos:
             seg = data[pos:end]
             call.raw.append(seg)

@@ -185,8 +185,8 @@ class Qwen3CoderParser(BlockParser):
         self._state = FUNC
 
     def _string_value(self, data: str, pos: int) -> int:
-        m, lit = MARKERS.find(data, pos)
-        end = m if m != -1 else MARKERS.hold(data, pos)
+        m, lit = self._find(data, pos)
+        end = m if m != -1 else self._hold(data, pos)
         if end > pos:  # the value's text, inlined rather than _gather: this is the hot path
             s = data[pos:end]
             assert self._call is not None
