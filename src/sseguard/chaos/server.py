@@ -32,6 +32,7 @@ import msgspec
 from aiohttp import web
 
 from sseguard import __version__
+from sseguard._serve import Listening, serve_app
 from sseguard.chaos.config import ChaosConfig
 from sseguard.chaos.decide import applicable, decide
 from sseguard.chaos.faults import Decision, Fault
@@ -294,23 +295,12 @@ async def _stats(request: web.Request) -> web.Response:
 
 
 @dataclass(slots=True)
-class ChaosServer:
+class ChaosServer(Listening):
     """A running chaos server: ``url`` is the OpenAI base URL (``http://127.0.0.1:PORT/v1``)."""
 
-    host: str
-    port: int
     config: ChaosConfig
     stats: ChaosStats
     app: web.Application
-
-    @property
-    def root(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
-
-    @property
-    def url(self) -> str:
-        return f"{self.root}/v1"
 
     @property
     def chat_url(self) -> str:
@@ -323,17 +313,9 @@ async def run_chaos(config: ChaosConfig | None = None, host: str = "127.0.0.1", 
                     backlog: int = 4096) -> AsyncIterator[ChaosServer]:
     """Serve on ``host:port`` (0 = a free port) for the duration of the block, in this event loop."""
     app = make_app(config, clock=clock)
-    runner = web.AppRunner(app, handle_signals=False, access_log=None,
-                           handler_cancellation=True, shutdown_timeout=1.0)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, host, port, backlog=backlog, reuse_address=True)
-        await site.start()
-        bound = runner.addresses[0]
+    async with serve_app(app, host, port, backlog=backlog, shutdown_timeout=1.0) as bound:
         state = app[STATE]
-        yield ChaosServer(host, int(bound[1]), state.config, state.stats, app)
-    finally:
-        await runner.cleanup()
+        yield ChaosServer(host, bound, state.config, state.stats, app)
 
 
 @contextlib.contextmanager

@@ -26,6 +26,7 @@ import msgspec
 from aiohttp import web
 from yarl import URL
 
+from sseguard._serve import Listening, serve_app
 from sseguard.contract import StreamChecker
 from sseguard.policy import Policy
 from sseguard.proxy.config import ProxyConfig
@@ -351,21 +352,10 @@ def make_proxy_app(config: ProxyConfig) -> web.Application:
 
 
 @dataclass(slots=True)
-class RunningProxy:
+class RunningProxy(Listening):
     """A listening proxy: ``url`` is the base URL clients use (``http://127.0.0.1:PORT/v1``)."""
 
-    host: str
-    port: int
     app: web.Application
-
-    @property
-    def root(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
-
-    @property
-    def url(self) -> str:
-        return f"{self.root}/v1"
 
     @property
     def state(self) -> ProxyState:
@@ -380,16 +370,8 @@ async def run_proxy(config: ProxyConfig, *, backlog: int = 4096) -> AsyncIterato
     and drains the evidence writer.
     """
     app = make_proxy_app(config)
-    runner = web.AppRunner(app, handle_signals=False, access_log=None, handler_cancellation=True,
-                           shutdown_timeout=5.0)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, config.host, config.port, backlog=backlog, reuse_address=True)
-        await site.start()
-        bound = runner.addresses[0]
-        yield RunningProxy(config.host, int(bound[1]), app)
-    finally:
-        await runner.cleanup()
+    async with serve_app(app, config.host, config.port, backlog=backlog, shutdown_timeout=5.0) as bound:
+        yield RunningProxy(config.host, bound, app)
 
 
 async def serve_proxy(config: ProxyConfig, on_ready: Any = None) -> None:
