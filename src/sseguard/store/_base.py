@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
 import msgspec
@@ -61,6 +61,38 @@ def encode_for_store(record: Record, redactor: Redactor = DEFAULT) -> str:
         return text
     cleaned = redactor.obj(msgspec.to_builtins(record))
     return _encoder.encode(cleaned).decode("utf-8")
+
+
+def read_query(run_id: str | None, since: float | None, mark: str,
+               record_column: str = "record") -> tuple[str, list[object]]:
+    """The page query both stores run (``mark`` is the driver's placeholder) and its filter params."""
+    where = [f"seq > {mark}"]
+    params: list[object] = []
+    if run_id is not None:
+        where.append(f"run_id = {mark}")
+        params.append(run_id)
+    if since is not None:
+        where.append(f"started_at >= {mark}")
+        params.append(since)
+    query = (f"SELECT seq, {record_column} FROM {TABLE} WHERE {' AND '.join(where)} "
+             f"ORDER BY seq LIMIT {READ_PAGE}")
+    return query, params
+
+
+def keyset_pages(fetch: Callable[[int], Sequence[tuple[object, object]]]) -> Iterator[Record]:
+    """Records page by page, each page fetched after the last ``seq`` seen.
+
+    Paging by key instead of holding a cursor open across yields: the store's lock is never held while
+    the caller works, and a writer thread is never starved by a slow reader.
+    """
+    last = 0
+    while True:
+        rows = fetch(last)
+        for seq, text in rows:
+            last = int(str(seq))
+            yield decode_from_store(text if isinstance(text, str | bytes) else str(text))
+        if len(rows) < READ_PAGE:
+            return
 
 
 def decode_from_store(text: str | bytes) -> Record:

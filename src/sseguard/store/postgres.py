@@ -20,12 +20,12 @@ from sseguard.record import Record
 from sseguard.redact import redact_text
 from sseguard.store._base import (
     META,
-    READ_PAGE,
     STORE_SCHEMA_VERSION,
     TABLE,
-    decode_from_store,
     encode_for_store,
+    keyset_pages,
     one_line,
+    read_query,
     safe_target,
 )
 
@@ -116,29 +116,16 @@ class PostgresStore:
                 cur.executemany(_INSERT, rows)
 
     def read(self, run_id: str | None = None, since: float | None = None) -> Iterator[Record]:
-        where = ["seq > %s"]
-        params: list[object] = []
-        if run_id is not None:
-            where.append("run_id = %s")
-            params.append(run_id)
-        if since is not None:
-            where.append("started_at >= %s")
-            params.append(since)
-        query = (f"SELECT seq, record::text FROM {TABLE} WHERE {' AND '.join(where)} "
-                 f"ORDER BY seq LIMIT {READ_PAGE}")
-        last = 0
-        while True:
-            # Keyset pages, each its own short transaction: no server-side cursor held open while
-            # the caller works, and the writer never waits on a reader.
+        query, params = read_query(run_id, since, "%s", "record::text")
+
+        def fetch(last: int) -> list[tuple[object, object]]:
+            # Each page its own short transaction: no server-side cursor held open.
             with self._lock:
                 conn = self._connection()
                 with conn.transaction():
-                    rows = conn.execute(query, [last, *params]).fetchall()
-            for seq, text in rows:
-                last = int(seq)
-                yield decode_from_store(str(text))
-            if len(rows) < READ_PAGE:
-                return
+                    return list(conn.execute(query, [last, *params]).fetchall())
+
+        return keyset_pages(fetch)
 
     def count(self, run_id: str | None = None) -> int:
         with self._lock:

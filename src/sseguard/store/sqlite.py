@@ -17,12 +17,12 @@ from sseguard.errors import ConfigError, UsageError
 from sseguard.record import Record
 from sseguard.store._base import (
     META,
-    READ_PAGE,
     STORE_SCHEMA_VERSION,
     TABLE,
-    decode_from_store,
     encode_for_store,
+    keyset_pages,
     one_line,
+    read_query,
 )
 
 _SCHEMA = f"""
@@ -104,27 +104,13 @@ class SQLiteStore:
             conn.execute("COMMIT")
 
     def read(self, run_id: str | None = None, since: float | None = None) -> Iterator[Record]:
-        where = ["seq > ?"]
-        params: list[object] = []
-        if run_id is not None:
-            where.append("run_id = ?")
-            params.append(run_id)
-        if since is not None:
-            where.append("started_at >= ?")
-            params.append(since)
-        query = (f"SELECT seq, record FROM {TABLE} WHERE {' AND '.join(where)} "
-                 f"ORDER BY seq LIMIT {READ_PAGE}")
-        last = 0
-        while True:
-            # Page by key instead of holding a cursor open across yields: the lock is never held
-            # while the caller works, and a writer thread is never starved by a slow reader.
+        query, params = read_query(run_id, since, "?")
+
+        def fetch(last: int) -> list[tuple[object, object]]:
             with self._lock:
-                rows = self._connection().execute(query, [last, *params]).fetchall()
-            for seq, text in rows:
-                last = seq
-                yield decode_from_store(text)
-            if len(rows) < READ_PAGE:
-                return
+                return list(self._connection().execute(query, [last, *params]).fetchall())
+
+        return keyset_pages(fetch)
 
     def count(self, run_id: str | None = None) -> int:
         with self._lock:
