@@ -13,6 +13,7 @@ run on different machines, each with its own ``sseguard locust`` command line an
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -193,6 +194,8 @@ def prepare(settings: Settings, locust_args: Sequence[str], *, master_wait: floa
     Raises ``ConfigError`` (one line) for unusable settings, a missing key variable on a process that
     sends requests, or a master that cannot be reached from a worker.
     """
+    if importlib.util.find_spec("locust") is None:
+        raise ConfigError("Locust is not installed: pip install 'sseguard[locust]'")
     which = role(locust_args)
     settings.resolve(need_keys=which != "master")
     if which == "worker":
