@@ -292,3 +292,17 @@ def test_importing_the_user_module_loads_no_asyncio_code() -> None:
                             env=base_env())
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_missing_locust_package_is_a_one_line_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from sseguard import locust_run
+    from sseguard.errors import ConfigError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "locust" else real(name, *a))
+    settings = Settings(options={"arms": ["a=http://127.0.0.1:9/v1"]})
+    with pytest.raises(ConfigError, match=r"pip install 'sseguard\[locust\]'"):
+        locust_run.prepare(settings, ["--headless"])
