@@ -36,11 +36,12 @@ from typing import Any
 
 import aiohttp
 
+from sseguard._serve import loop_factory, raise_open_files_limit
 from sseguard.policy import Policy
 from sseguard.probe import engine as probe_engine
 from sseguard.probe.config import ProbeConfig, WorkloadSpec, make_arm
 from sseguard.probe.measure import StreamWatch
-from sseguard.probe.runner import execute, loop_factory, quiet_gc, raise_open_files_limit
+from sseguard.probe.runner import execute, quiet_gc
 from sseguard.probe.workloads import Workload, encode_body
 
 CONTENT = re.compile(rb'"content":\s*"[^"]')

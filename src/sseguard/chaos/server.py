@@ -32,7 +32,7 @@ import msgspec
 from aiohttp import web
 
 from sseguard import __version__
-from sseguard._serve import Listening, serve_app
+from sseguard._serve import Listening, loop_factory, raise_open_files_limit, serve_app
 from sseguard.chaos.config import ChaosConfig
 from sseguard.chaos.decide import applicable, decide
 from sseguard.chaos.faults import Decision, Fault
@@ -371,14 +371,8 @@ async def serve(config: ChaosConfig, host: str, port: int,
 def serve_blocking(config: ChaosConfig, host: str, port: int,
                    on_ready: Callable[[ChaosServer], None]) -> None:
     """``serve`` on uvloop when installed, until Ctrl-C or SIGTERM; both end it cleanly."""
-    factory: Callable[[], asyncio.AbstractEventLoop] | None = None
-    try:
-        import uvloop
-
-        factory = uvloop.new_event_loop
-    except ImportError:  # uvloop is optional (not on Windows); asyncio's loop is fine for demos
-        pass
-    with asyncio.Runner(loop_factory=factory) as runner, contextlib.suppress(KeyboardInterrupt):
+    raise_open_files_limit()
+    with asyncio.Runner(loop_factory=loop_factory()) as runner, contextlib.suppress(KeyboardInterrupt):
         runner.run(serve(config, host, port, on_ready))
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from sseguard._serve import loop_factory
 from sseguard.analyze import analyze, print_summary, write_html, write_pngs
 from sseguard.analyze.model import Analysis, Split
 from sseguard.chaos import (
@@ -30,7 +31,7 @@ from sseguard.chaos import (
 from sseguard.errors import ConfigError
 from sseguard.policy import Policy
 from sseguard.probe.config import ProbeConfig, make_arm
-from sseguard.probe.runner import RunResult, execute, loop_factory, quiet_gc
+from sseguard.probe.runner import RunResult, execute, quiet_gc
 
 DEFAULT_SECONDS = 20.0
 LEVELS = (1, 8, 32)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import resource
 import signal
 import statistics
 import time
@@ -29,6 +28,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from rich.console import Console
 
+from sseguard._serve import loop_factory, raise_open_files_limit
 from sseguard.errors import ConfigError
 from sseguard.probe.config import ProbeConfig
 from sseguard.probe.engine import EngineSettings, run_request
@@ -131,16 +131,6 @@ class RunResult:
         if self.interrupted:
             return 130
         return 1 if self.failed else 0
-
-
-def raise_open_files_limit() -> tuple[int, int]:
-    """Soft ``RLIMIT_NOFILE`` up to the hard limit: a thousand streams need a thousand sockets."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or soft < hard:
-        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-    return resource.getrlimit(resource.RLIMIT_NOFILE)
 
 
 async def check_reachable(targets: list[Target], timeout: float) -> None:
@@ -446,14 +436,6 @@ def quiet_gc(threshold: int = 20_000) -> Iterator[None]:
     finally:
         gc.set_threshold(*old)
         gc.unfreeze()
-
-
-def loop_factory() -> Any:
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
 
 
 def run_probe(config: ProbeConfig, *, resume: bool = False, console: Console | None = None,

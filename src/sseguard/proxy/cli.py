@@ -7,11 +7,10 @@ testable without a terminal. Every unusable value surfaces as a ``ConfigError`` 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
-import resource
 from collections.abc import Callable
 
+from sseguard._serve import loop_factory, raise_open_files_limit
 from sseguard.errors import ConfigError
 from sseguard.proxy.app import RunningProxy, serve_proxy
 from sseguard.proxy.config import ProxyConfig
@@ -39,14 +38,9 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str, tolerate: str 
              f"{config.repair_markup}; records → {evidence}; run {config.run_id}; Ctrl-C to stop",
              err=True)
 
-    _raise_open_files_limit()
-    factory = None
-    with contextlib.suppress(ImportError):
-        import uvloop
-
-        factory = uvloop.new_event_loop
+    raise_open_files_limit()
     try:
-        with asyncio.Runner(loop_factory=factory) as runner:
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
             runner.run(serve_proxy(config, ready))
     except KeyboardInterrupt:
         return
@@ -55,12 +49,3 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str, tolerate: str 
             raise ConfigError(f"cannot listen on {listen}: {exc.strerror or exc}") from None
         raise
 
-
-def _raise_open_files_limit() -> None:
-    """Soft ``RLIMIT_NOFILE`` up to the hard limit: each stream holds two sockets (client, upstream),
-    and a common default soft limit of 1,024 would cap the proxy near 500 streams."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
-    if soft < target:
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
