@@ -53,6 +53,7 @@ class Record(msgspec.Struct, kw_only=True, omit_defaults=False):
 
     schema: int = SCHEMA_VERSION
     source: str = "probe"  # probe | proxy | locust
+    api: str = "chat"  # chat | responses | messages; records written before it existed are chat
     run_id: str = ""
     arm: str = "default"
     index: int = 0
@@ -103,6 +104,7 @@ def record_from_verdict(verdict: Verdict, *, policy: Policy, headers: dict[str, 
     """Fill a record from a verdict plus the adapter's own facts; every stored string is redacted."""
     kept = redactor.headers(headers or {})
     choices = verdict.message.get("choices") or []
+    facts.setdefault("api", verdict.api)
     return Record(
         status=verdict.http_status,
         ending=str(verdict.ending),

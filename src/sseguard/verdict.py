@@ -13,6 +13,14 @@ from enum import StrEnum
 from typing import Any
 
 
+class Api(StrEnum):
+    """The wire protocol a stream was spoken in (``PROTOCOLS.md``)."""
+
+    CHAT = "chat"  # POST …/chat/completions
+    RESPONSES = "responses"  # POST …/responses (OpenAI Responses API)
+    MESSAGES = "messages"  # POST …/messages (Anthropic Messages)
+
+
 class Ending(StrEnum):
     """How a stream ended: exactly one per stream."""
 
@@ -42,6 +50,11 @@ class FindingKind(StrEnum):
     CHUNK_SCHEMA = "chunk_schema"
     ID_CHANGED = "id_changed"
     FRAME_AFTER_DONE = "frame_after_done"
+    # Responses and Messages only (PROTOCOLS.md):
+    SEQUENCE_GAP = "sequence_gap"  # responses: sequence_number not +1 from the first event
+    EVENT_ORDER = "event_order"  # an event for an item/block never opened, opened twice, after the end
+    BLOCK_UNTERMINATED = "block_unterminated"  # an output item / content block never closed
+    DONE_MISMATCH = "done_mismatch"  # responses: a *.done text/arguments differ from the joined deltas
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +90,7 @@ class Verdict:
     tail: builtins.bytes = b""  # the last 2 KiB of the body, as received
     error: str | None = None  # the error message of an error event, HTTP body or transport error
     http_status: int = 200
+    api: str = "chat"  # which protocol's contract produced it (an ``Api`` value)
 
     @property
     def finding_kinds(self) -> frozenset[FindingKind]:
@@ -99,6 +113,7 @@ class Verdict:
             "tail": tail,
             "error": self.error,
             "http_status": self.http_status,
+            "api": self.api,
         }
 
     @classmethod
@@ -119,4 +134,5 @@ class Verdict:
             tail=tail,
             error=data.get("error"),
             http_status=int(data.get("http_status", 200)),
+            api=str(data.get("api", "chat")),
         )
