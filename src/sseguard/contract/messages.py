@@ -256,6 +256,19 @@ class MessagesChecker(CheckerBase):
                 self._input_at_start.add(index)
 
     def _on_block_delta(self, etype: str, obj: dict[str, Any]) -> None:
+        # Fast path for nearly every event of a long answer: text into an open text block.
+        index = obj.get("index")
+        block = self._asm.blocks.get(index) if type(index) is int else None
+        delta = obj.get("delta")
+        if (block is not None and block.open and block.type == "text" and self._stop_reason is None
+                and type(delta) is dict and delta.get("type") == "text_delta"):
+            text = delta.get("text")
+            if type(text) is str:
+                if text:
+                    self._asm.add_text(block.index, "text", text)
+                    self._asm.saw_token = True
+                    self._leaks.scan(block.index, "text", text)
+                return
         block = self._open_block(etype, obj)
         if block is None:
             return
