@@ -514,3 +514,22 @@ def test_assembled_response_is_what_openai_python_accumulates(body: bytes) -> No
     v = run("responses", body)
     assert v.ending is Ending.COMPLETE
     assert sdk_shape(v.message) == sdk_shape(_openai_final_response(body))
+
+
+def test_open_reasoning_item_keeps_summary_and_reasoning_text_apart() -> None:
+    r = Responses().created()
+    r.ev("response.output_item.added", output_index=0,
+         item={"id": "rs", "type": "reasoning", "summary": [], "content": []})
+    r.ev("response.reasoning_summary_part.added", item_id="rs", output_index=0, summary_index=0,
+         part={"type": "summary_text", "text": ""})
+    r.ev("response.content_part.added", item_id="rs", output_index=0, content_index=0,
+         part={"type": "reasoning_text", "text": ""})
+    r.ev("response.reasoning_summary_text.delta", item_id="rs", output_index=0, summary_index=0,
+         delta="short")
+    r.ev("response.reasoning_text.delta", item_id="rs", output_index=0, content_index=0,
+         delta="long thoughts")
+    v = run("responses", r.body())
+    (item,) = v.message["output"]
+    assert item["summary"] == [{"type": "summary_text", "text": "short"}]
+    assert item["content"] == [{"type": "reasoning_text", "text": "long thoughts"}]
+    assert (v.ending, v.findings) == (Ending.TRUNCATED, ())

@@ -67,9 +67,12 @@ _PARTS: dict[str, tuple[str, str]] = {
     "response.content_part": ("content_index", "content"),
     "response.reasoning_summary_part": ("summary_index", "summary"),
 }
-#: Where each part kind's streamed text goes in the part object.
-_PART_TEXT = {"response.output_text": "text", "response.refusal": "refusal",
-              "response.reasoning_summary_text": "text"}
+#: Which text streams fill which part kind, and the field of the part they fill.
+_PART_TEXT: dict[str, dict[str, str]] = {
+    "response.content_part": {"response.output_text": "text", "response.refusal": "refusal",
+                              "response.reasoning_text": "text"},
+    "response.reasoning_summary_part": {"response.reasoning_summary_text": "text"},
+}
 _ARGUMENTS = "response.function_call_arguments"
 
 
@@ -123,15 +126,15 @@ class ResponsesAssembler:
                 parts = sorted((k[2], p) for k, p in self.parts.items()
                                if k[0] == index and k[1] == prefix)
                 if parts:
-                    item[field] = [self._filled(index, sub, part) for sub, part in parts]
+                    item[field] = [self._filled(index, prefix, sub, part) for sub, part in parts]
             out.append(item)
         return out
 
-    def _filled(self, index: int, sub: int, part: _Part) -> dict[str, Any]:
+    def _filled(self, index: int, kind: str, sub: int, part: _Part) -> dict[str, Any]:
         if not part.open:
             return part.snapshot
         snapshot = dict(part.snapshot)
-        for prefix, field in _PART_TEXT.items():
+        for prefix, field in _PART_TEXT[kind].items():
             joined = self.texts.get((index, prefix, sub))
             if joined is not None and field in snapshot:
                 snapshot[field] = joined.text
@@ -329,20 +332,17 @@ class ResponsesChecker(CheckerBase):
                            f"output item {block.index}: arguments in output_item.done differ from "
                            f"the {len(block.arguments)} streamed fragment(s)")
 
-    def _part_key(self, etype: str, obj: dict[str, Any], prefix: str, index_field: str,
-                  ) -> tuple[Block, tuple[int, str, int]] | None:
+    def _part_key(self, etype: str, obj: dict[str, Any]) -> tuple[int, str, int] | None:
+        """(output index, part kind, part index) of a part event, when its item is open."""
+        prefix = etype.rpartition(".")[0]
         block = self._open_item(etype, obj)
-        if block is None:
-            return None
-        sub = self._int_field(etype, obj, index_field)
-        return None if sub is None else (block, (block.index, prefix, sub))
+        sub = None if block is None else self._int_field(etype, obj, _PARTS[prefix][0])
+        return None if block is None or sub is None else (block.index, prefix, sub)
 
     def _on_part_added(self, etype: str, obj: dict[str, Any]) -> None:
-        prefix = etype.rpartition(".")[0]
-        found = self._part_key(etype, obj, prefix, _PARTS[prefix][0])
-        if found is None:
+        key = self._part_key(etype, obj)
+        if key is None:
             return
-        _, key = found
         if key in self._asm.parts:
             self._find(FindingKind.EVENT_ORDER, f"{etype}: part {key[2]} of output item {key[0]} "
                                                 f"opened twice")
@@ -351,11 +351,9 @@ class ResponsesChecker(CheckerBase):
         self._asm.parts[key] = _Part(dict(part) if isinstance(part, dict) else {})
 
     def _on_part_done(self, etype: str, obj: dict[str, Any]) -> None:
-        prefix = etype.rpartition(".")[0]
-        found = self._part_key(etype, obj, prefix, _PARTS[prefix][0])
-        if found is None:
+        key = self._part_key(etype, obj)
+        if key is None:
             return
-        _, key = found
         part = self._asm.parts.get(key)
         if part is None or not part.open:
             self._find(FindingKind.EVENT_ORDER, f"{etype}: part {key[2]} of output item {key[0]} "
