@@ -168,7 +168,8 @@ class MessagesChecker(CheckerBase):
             return
         etype, obj = typed
         if etype == "ping":
-            self._events -= 1  # a keep-alive, whatever the SSE event name said
+            self._events -= 1  # a keep-alive, whatever the SSE event name said: not an event
+            self._chunks -= 1
             return
         handler = self._handlers.get(etype)
         if handler is None:

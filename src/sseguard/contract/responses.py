@@ -167,7 +167,6 @@ class ResponsesChecker(CheckerBase):
         self._ended = False  # a terminal, failed or done-marker event came: nothing may follow
         self._done_marker = False
         self._next_seq: int | None = None
-        self._gap_reported = False
         self._handlers: dict[str, Callable[[str, dict[str, Any]], None]] = {
             "response.created": self._on_lifecycle,
             "response.queued": self._on_lifecycle,
@@ -229,10 +228,9 @@ class ResponsesChecker(CheckerBase):
         seq = obj.get("sequence_number")
         if not is_int(seq):
             return
-        if self._next_seq is not None and seq != self._next_seq and not self._gap_reported:
-            self._gap_reported = True
-            self._find(FindingKind.SEQUENCE_GAP, f"sequence_number {seq} where {self._next_seq} "
-                                                 f"was next")
+        if self._next_seq is not None and seq != self._next_seq:
+            self._once("sequence", FindingKind.SEQUENCE_GAP,
+                       f"sequence_number {seq} where {self._next_seq} was next")
         self._next_seq = seq + 1
 
     def _on_done_marker(self, what: str) -> None:
