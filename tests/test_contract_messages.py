@@ -463,3 +463,11 @@ def test_leak_is_found_wherever_the_deltas_split_it(before: str, marker: str, af
     if leaks:
         pos = int(leaks[0].detail.rsplit(" at ", 1)[1])
         assert any(text.startswith(m, pos) for m in _MARKERS)
+
+
+def test_json_nested_deeper_than_python_can_read_is_a_finding_not_a_crash() -> None:
+    body = Messages().start().tool("get_weather", ["[" * 5000 + "]" * 5000]).delta("tool_use"
+                                                                                   ).stop().body()
+    v = run("messages", body, request=TOOLS)
+    assert kinds(v) == [FindingKind.TOOL_ARGS_INVALID_JSON]
+    assert v.message["content"][0]["input"] == {}

@@ -556,3 +556,11 @@ def test_leak_is_found_wherever_the_deltas_split_it(before: str, marker: str, af
     if leaks:
         pos = int(leaks[0].detail.rsplit(" at ", 1)[1])
         assert any(text.startswith(m, pos) for m in _MARKERS)
+
+
+def test_json_nested_deeper_than_python_can_read_is_a_finding_not_a_crash() -> None:
+    body = Responses().created().function_call(0, "get_weather", ["[" * 5000 + "]" * 5000]
+                                               ).completed().body()
+    assert kinds(run("responses", body, request=TOOLS)) == [FindingKind.TOOL_ARGS_INVALID_JSON]
+    deep = Responses().created().raw(b"data: " + b"[" * 100_000 + b"\n\n").completed().body()
+    assert kinds(run("responses", deep)) == [FindingKind.BAD_CHUNK_JSON]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from rich.console import Console
 from rich.table import Table
 
@@ -45,7 +46,7 @@ def load_request(path: str) -> dict[str, Any]:
     raw = _read_bytes(path)
     try:
         obj = json.loads(raw)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ConfigError(f"{path} is not JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise ConfigError(f"{path} must hold a JSON object (the request body)")
@@ -91,7 +92,9 @@ def verdict_json(outcome: CheckOutcome) -> str:
     data = outcome.verdict.to_dict()
     data.update(source=outcome.source, policy=outcome.policy.name, passed=outcome.passed,
                 failure=outcome.failure)
-    return json.dumps(data, ensure_ascii=False)
+    # msgspec, not json.dumps: the assembled object holds what the peer sent, nested as deep as its
+    # JSON decoder allowed, which is deeper than json.dumps can recurse.
+    return msgspec.json.encode(data).decode("utf-8")
 
 
 def print_verdict(outcome: CheckOutcome, console: Console) -> None:

@@ -42,7 +42,9 @@ _FAMILY_ALIASES = {
 
 #: msgspec decodes a frame several times faster than ``json.loads``: the checker's cost per event.
 decode_json = msgspec.json.decode
-JSON_ERRORS = (msgspec.DecodeError, UnicodeDecodeError)
+#: What decoding a peer's JSON may raise. Nesting deeper than the interpreter's recursion limit is
+#: valid JSON that no Python client can read either: a peer's fault like any other, never a crash.
+JSON_ERRORS = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
 
 #: Endings where the stream says it is finished (a tool call still open there was never closed).
 FINISHED = frozenset({Ending.COMPLETE, Ending.NO_DONE, Ending.NO_FINISH})
@@ -226,7 +228,7 @@ def schema_problem(instance: Any, schema: dict[str, Any]) -> str | None:
         validator_cls = jsonschema.validators.validator_for(schema)
         validator_cls.check_schema(schema)
         error = jsonschema.exceptions.best_match(validator_cls(schema).iter_errors(instance))
-    except jsonschema.exceptions.SchemaError:
+    except (jsonschema.exceptions.SchemaError, RecursionError):
         return None
     return None if error is None else error.message
 
@@ -339,8 +341,8 @@ class CheckerBase(ABC):
         """An error event: its message is kept (the first one wins; later ones are echoes)."""
         if obj is None:
             try:
-                obj = json.loads(data)
-            except ValueError:
+                obj = decode_json(data)
+            except JSON_ERRORS:
                 obj = None
         if self._error is None:
             self._error = error_text(data, obj)
@@ -490,7 +492,7 @@ class CheckerBase(ABC):
         else:
             try:
                 args = json.loads(arguments)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 if cut_off:
                     if not flagged:
                         self._find(FindingKind.TOOL_CALL_UNTERMINATED,

@@ -103,7 +103,7 @@ class MessagesAssembler:
             out[block.type] = (start if isinstance(start, str) else "") + joined.text
         if block.arguments:
             # Unparseable input stays as it was opened: the checker reports the cut or the bad JSON.
-            with contextlib.suppress(ValueError):
+            with contextlib.suppress(ValueError, RecursionError):
                 out["input"] = json.loads("".join(block.arguments))
         return out
 
