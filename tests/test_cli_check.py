@@ -133,3 +133,14 @@ def test_peer_objects_nested_to_the_decoders_limit_still_print_as_json(tmp_path:
     assert result.exit_code == 1, result.output
     assert json.loads(result.output.replace("[" * depth, "[").replace("]" * depth, "]"))["ending"] \
         == "truncated"
+
+
+def test_every_sample_body_and_its_cuts_print_a_verdict(tmp_path: Path) -> None:
+    cut = tmp_path / "cut.sse"
+    for path in sorted(BODIES.glob("*.sse")):
+        body = path.read_bytes()
+        for end in (len(body), len(body) * 2 // 3, len(body) // 3):
+            cut.write_bytes(body[:end])
+            result = runner.invoke(app, ["check", str(cut)])
+            assert result.exit_code in (0, 1), (path.name, end, result.output)
+            assert "under policy strict" in result.output
