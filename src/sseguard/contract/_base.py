@@ -245,12 +245,10 @@ class CheckerBase(ABC):
     def __init__(self, request: dict[str, Any] | None = None, *,
                  markup: str | Iterable[str] | None = "all", keep_text: bool = True) -> None:
         self._request: dict[str, Any] = request if isinstance(request, dict) else {}
-        self._keep_text = keep_text
         self._tools = ToolFacts(self._request.get("tools"), self._tool_entry)
         self._leaks = LeakScanner(leak_markers(markup), self._on_leak)
         self._decoder = SSEDecoder()
         self._findings: list[Finding] = []
-        self._seen_kinds: set[FindingKind] = set()
         self._tail_parts: list[bytes] = []
         self._tail_len = 0
         self._bytes = 0
@@ -286,6 +284,7 @@ class CheckerBase(ABC):
 
     @property
     def bytes_seen(self) -> int:
+        """Body bytes fed so far (and a non-2xx body given to ``close()``)."""
         return self._bytes
 
     # ── feeding ───────────────────────────────────────────────────────────────────────────────
@@ -318,12 +317,16 @@ class CheckerBase(ABC):
             self._tail_parts = [joined]
             self._tail_len = len(joined)
 
-    def _find(self, kind: FindingKind, detail: str, *, once: bool = False) -> None:
-        if once and kind in self._seen_kinds:
-            return
-        self._seen_kinds.add(kind)
+    def _find(self, kind: FindingKind, detail: str) -> None:
         self._findings.append(Finding(kind, detail, self._frames,
                                       self._frame_end - self._frame_cut))
+
+    def _once(self, key: str, kind: FindingKind, detail: str) -> None:
+        """A finding made once per stream for ``key`` (what follows the end, what precedes the
+        start: one is evidence enough, a thousand would bury the rest)."""
+        if key not in self._once_keys:
+            self._once_keys.add(key)
+            self._find(kind, detail)
 
     def _on_leak(self, marker: str, index: int, where: str, pos: int) -> None:
         self._find(FindingKind.MARKUP_LEAK, f"{marker!r} in {where} of {self._leak_place} {index} "
@@ -469,13 +472,6 @@ class CheckerBase(ABC):
                                                 f"{'not open' if block else 'never opened'}")
             return None
         return block
-
-    def _once(self, key: str, kind: FindingKind, detail: str) -> None:
-        """A finding made once per stream for ``key`` (what follows the end, what precedes the
-        start: one is evidence enough, a thousand would bury the rest)."""
-        if key not in self._once_keys:
-            self._once_keys.add(key)
-            self._find(kind, detail)
 
     # ── tool calls ────────────────────────────────────────────────────────────────────────────
     def _check_call(self, where: str, name: str, arguments: str, *, cut_off: bool,
