@@ -564,3 +564,16 @@ def test_json_nested_deeper_than_python_can_read_is_a_finding_not_a_crash() -> N
     assert kinds(run("responses", body, request=TOOLS)) == [FindingKind.TOOL_ARGS_INVALID_JSON]
     deep = Responses().created().raw(b"data: " + b"[" * 100_000 + b"\n\n").completed().body()
     assert kinds(run("responses", deep)) == [FindingKind.BAD_CHUNK_JSON]
+
+
+def test_a_server_that_skips_the_content_part_gets_one_finding_not_one_per_delta() -> None:
+    r = Responses().created().ev("response.output_item.added", output_index=0,
+                                 item={"id": "m", "type": "message", "content": []})
+    for word in ["a", "b", "c", "d"]:
+        r.ev("response.output_text.delta", item_id="m", output_index=0, content_index=0, delta=word)
+    for word in ["e", "f"]:
+        r.ev("response.output_text.delta", item_id="m", output_index=3, content_index=0, delta=word)
+    v = run("responses", r.body())
+    assert [f.detail for f in v.findings] == [
+        "response.output_text.delta for part 0 of output item 0, which is not open",
+        "response.output_text.delta for output item 3, which is never opened"]

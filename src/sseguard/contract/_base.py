@@ -465,11 +465,13 @@ class CheckerBase(ABC):
 
     def _open_block(self, etype: str, index: int, blocks: dict[int, Block],
                     what: str) -> Block | None:
-        """The open block (item) an event refers to; one never opened, or closed, is out of order."""
+        """The open block (item) an event refers to; one never opened, or closed, is out of order
+        (once per event type and block: a server that skips an open sends every delta after it)."""
         block = blocks.get(index)
         if block is None or not block.open:
-            self._find(FindingKind.EVENT_ORDER, f"{etype} for {what} {index}, which is "
-                                                f"{'not open' if block else 'never opened'}")
+            self._once(f"{etype}#{index}", FindingKind.EVENT_ORDER,
+                       f"{etype} for {what} {index}, which is "
+                       f"{'not open' if block else 'never opened'}")
             return None
         return block
 

@@ -370,8 +370,8 @@ class ResponsesChecker(CheckerBase):
         if block is None:
             return None
         if block.type != spec.item_type:
-            self._find(FindingKind.EVENT_ORDER, f"{etype} for output item {block.index}, a "
-                                                f"{block.type or 'untyped'} item")
+            self._once(f"{etype}#{block.index}", FindingKind.EVENT_ORDER,
+                       f"{etype} for output item {block.index}, a {block.type or 'untyped'} item")
             return None
         sub = 0
         if spec.part_index is not None:
@@ -382,8 +382,9 @@ class ResponsesChecker(CheckerBase):
             if spec.needs_part:
                 part = self._asm.parts.get((block.index, "response.content_part", sub))
                 if part is None or not part.open:
-                    self._find(FindingKind.EVENT_ORDER, f"{etype} for part {sub} of output item "
-                                                        f"{block.index}, which is not open")
+                    self._once(f"{etype}#{block.index}#{sub}", FindingKind.EVENT_ORDER,
+                               f"{etype} for part {sub} of output item {block.index}, which is "
+                               f"not open")
                     return None
         return block, spec, (block.index, prefix, sub)
 
