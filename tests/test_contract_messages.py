@@ -428,6 +428,13 @@ def test_assembled_message_is_what_the_anthropic_sdk_accumulates(body: bytes) ->
     assert sdk_shape(v.message) == sdk_shape(_anthropic_snapshot(body))
 
 
+@pytest.mark.parametrize("name", ["complete", "tool_calls", "no_done", "no_finish", "truncated",
+                                  "dialect_pings_and_unknown_events", "markup_leak"])
+def test_sample_bodies_are_what_the_anthropic_sdk_accumulates(name: str) -> None:
+    body = (BODIES / f"messages_{name}.sse").read_bytes()
+    assert sdk_shape(run("messages", body).message) == sdk_shape(_anthropic_snapshot(body))
+
+
 def test_server_tool_input_is_folded_but_not_checked_against_the_request_tools() -> None:
     m = Messages().start()
     m.ev("content_block_start", index=0, content_block={"type": "server_tool_use", "id": "srvtoolu_1",

@@ -516,6 +516,14 @@ def test_assembled_response_is_what_openai_python_accumulates(body: bytes) -> No
     assert sdk_shape(v.message) == sdk_shape(_openai_final_response(body))
 
 
+@pytest.mark.parametrize("name", ["complete", "tool_calls", "dialect_trailing_done"])
+def test_healthy_sample_bodies_are_what_openai_python_accumulates(name: str) -> None:
+    body = (BODIES / f"responses_{name}.sse").read_bytes()
+    if name == "dialect_trailing_done":
+        body = body.replace(b"data: [DONE]\n\n", b"")  # the SDK's decoder ends the stream there
+    assert sdk_shape(run("responses", body).message) == sdk_shape(_openai_final_response(body))
+
+
 def test_open_reasoning_item_keeps_summary_and_reasoning_text_apart() -> None:
     r = Responses().created()
     r.ev("response.output_item.added", output_index=0,
