@@ -253,13 +253,13 @@ async def test_window_pattern_applies_to_messages(client: httpx2.AsyncClient) ->
 async def test_load_pattern_applies_to_messages(client: httpx2.AsyncClient) -> None:
     config = ChaosConfig(pacing=FAST, options=OPTIONS,
                          patterns=(LoadPattern(Fault.TRUNCATED, ((1, 0.0), (2, 1.0))),))
-    async with run_chaos(config) as server:
-        # A hanging stream keeps one request in flight while the second arrives.
-        async with client.stream("POST", server.messages_url, json=messages_request(),
-                                 headers={"x-sseguard-inject": "stalled"}) as held:
-            chunks = held.aiter_raw()  # not left by `break`, which would close the response
-            assert await anext(chunks)
-            out = await fetch(client, server.messages_url, messages_request(), api=API)
+    # A hanging stream keeps one request in flight while the second arrives.
+    async with run_chaos(config) as server, client.stream(
+            "POST", server.messages_url, json=messages_request(),
+            headers={"x-sseguard-inject": "stalled"}) as held:
+        chunks = held.aiter_raw()  # not left by `break`, which would close the response
+        assert await anext(chunks)
+        out = await fetch(client, server.messages_url, messages_request(), api=API)
     assert held.headers["x-sseguard-inflight"] == "1"
     assert out.headers["x-sseguard-inflight"] == "2"
     assert out.headers["x-sseguard-fault"] == "truncated"
