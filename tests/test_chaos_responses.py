@@ -292,3 +292,18 @@ def test_every_encoded_stream_gives_the_table_verdict_under_any_split(
     ending, findings = TABLE[fault] if fault is not None else (Ending.COMPLETE, frozenset())
     assert verdict.ending is ending
     assert verdict.finding_kinds == findings
+
+
+def test_only_content_deltas_are_paced_lifecycle_events_ride_along() -> None:
+    config = ChaosConfig(pacing=Pacing(ttft_ms=100, inter_token_ms=10, tokens=4))
+    request = responses_request()
+    req = parse_request(msgspec.json.encode(request))
+    ids = ResponseIds("resp_1", "req_1", "0" * 32, "0" * 16, 0)
+    plan = stream_plan(config, req, decide(config, 0), ids, [make_answer(config, req, None)])
+    timeline = [(w.data.split(b"\n", 1)[0].removeprefix(b"event: response.").decode(),
+                 round(w.at * 1000)) for w in plan.writes]
+    assert timeline == [
+        ("created", 100), ("in_progress", 100), ("output_item.added", 100),
+        ("content_part.added", 100), ("output_text.delta", 100), ("output_text.delta", 110),
+        ("output_text.delta", 120), ("output_text.delta", 130), ("output_text.done", 130),
+        ("content_part.done", 130), ("output_item.done", 130), ("completed", 140)]
