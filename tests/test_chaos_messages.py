@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _chaos_support import fetch, recheck_byte_by_byte
+from _chaos_support import fetch, recheck_byte_by_byte, verdict_in_pieces
 from sseguard.chaos import (
     ChaosConfig,
     Dialect,
@@ -31,7 +31,6 @@ from sseguard.chaos import (
 from sseguard.chaos.frames import ResponseIds
 from sseguard.chaos.generate import make_answer
 from sseguard.chaos.messages import parse_request, stream_plan
-from sseguard.contract import checker_for
 from sseguard.verdict import Ending, FindingKind
 
 API = "messages"
@@ -301,11 +300,7 @@ def test_every_encoded_stream_gives_the_table_verdict_under_any_split(
     answers = [make_answer(config, req, fault)]
     ids = ResponseIds("msg_1", "req_1", "0" * 32, "0" * 16, 0)
     body = b"".join(w.data for w in stream_plan(config, req, decision, ids, answers).writes)
-    checker = checker_for(API, request)
-    points = sorted({c % (len(body) + 1) for c in cuts})
-    for a, b in zip([0, *points], [*points, len(body)], strict=True):
-        checker.feed(body[a:b])
-    verdict = checker.close()
+    verdict = verdict_in_pieces(API, request, body, cuts)
     ending, findings = TABLE[fault] if fault is not None else (Ending.COMPLETE, frozenset())
     assert verdict.ending is ending
     assert verdict.finding_kinds == findings

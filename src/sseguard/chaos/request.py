@@ -121,14 +121,20 @@ def _tools(raw: Any) -> tuple[Tool, ...]:
     return tuple(tools)
 
 
-def parse_request(body: bytes) -> ChatRequest:
-    """Decode and validate a request body; raises ``BadRequest`` with a client-facing message."""
+def decode_object(body: bytes) -> dict[str, Any]:
+    """The request body as a JSON object, or the ``BadRequest`` every protocol answers alike."""
     try:
         data = msgspec.json.decode(body)
     except msgspec.DecodeError:
         raise BadRequest("the request body is not valid JSON") from None
     if not isinstance(data, dict):
         raise BadRequest("the request body must be a JSON object")
+    return data
+
+
+def parse_request(body: bytes) -> ChatRequest:
+    """Decode and validate a request body; raises ``BadRequest`` with a client-facing message."""
+    data = decode_object(body)
     messages = data.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("messages must be a non-empty list", "messages")
