@@ -304,3 +304,28 @@ def test_every_encoded_stream_gives_the_table_verdict_under_any_split(
     ending, findings = TABLE[fault] if fault is not None else (Ending.COMPLETE, frozenset())
     assert verdict.ending is ending
     assert verdict.finding_kinds == findings
+
+
+def test_thinking_budget_scales_the_thinking() -> None:
+    config = ChaosConfig(pacing=Pacing(tokens=4, reasoning_tokens=4))
+
+    def thinking_deltas(budget: int | None) -> int:
+        req = parse_request(msgspec.json.encode(messages_request(thinking=budget)))
+        plan = stream_plan(config, req, decide(config, 0), ResponseIds("msg_1", "r", "0" * 32,
+                                                                       "0" * 16, 0),
+                           [make_answer(config, req, None)])
+        return sum(w.data.count(b'"thinking_delta"') for w in plan.writes)
+
+    assert [thinking_deltas(b) for b in (None, 1024, 2048, 4000)] == [0, 2, 4, 8]
+
+
+async def test_same_seed_replays_the_same_bytes(client: httpx2.AsyncClient) -> None:
+    bodies = []
+    for _ in range(2):
+        config = ChaosConfig(seed=9, pacing=FAST, faults={Fault.TRUNCATED: 0.5})
+        async with run_chaos(config) as server:
+            outs = [await fetch(client, server.messages_url, messages_request(tools=tools), api=API)
+                    for tools in (False, True, False, True)]
+        bodies.append([(o.headers["x-sseguard-fault"], o.body) for o in outs])
+    assert bodies[0] == bodies[1]
+    assert {fault for fault, _ in bodies[0]} == {"none", "truncated"}
