@@ -45,6 +45,7 @@ def error_body(status: int, message: str) -> dict[str, Any]:
 
 
 def bad_request_body(exc: BadRequest) -> dict[str, Any]:
+    """The 400 body: Anthropic names no ``param``, the message says which field."""
     return error_body(400, str(exc))
 
 

@@ -86,6 +86,7 @@ class ChatRequest:
 
 
 def text_of(content: Any) -> str:
+    """The words of a message's content: a string, or the ``text`` of its parts (every protocol)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -95,6 +96,7 @@ def text_of(content: Any) -> str:
 
 def int_field(body: dict[str, Any], name: str, *, minimum: int, maximum: int | None = None
                ) -> int | None:
+    """An optional integer field in range, or a ``BadRequest`` naming it."""
     value = body.get(name)
     if value is None:
         return None
