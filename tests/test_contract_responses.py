@@ -4,20 +4,29 @@ from __future__ import annotations
 
 import itertools
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _protocol_streams import Responses, responses_text, run, sdk_shape, sse
-from sseguard.contract import ResponsesChecker, checker_for, detect_api
+from _protocol_streams import (
+    BODIES,
+    Responses,
+    cut_or_crlf,
+    facts,
+    feed_in_sizes,
+    kinds,
+    responses_text,
+    run,
+    sample_verdict,
+    sdk_shape,
+    shipped_samples,
+    sse,
+)
+from sseguard.contract import ResponsesChecker, checker_for, detect_api, leak_markers
 from sseguard.errors import UsageError
-from sseguard.verdict import Api, Ending, Finding, FindingKind, Verdict
-
-BODIES = Path(__file__).parent.parent / "examples" / "bodies"
-REQUEST = json.loads((BODIES.parent / "request_tools_responses.json").read_text())
+from sseguard.verdict import Api, Ending, FindingKind, Verdict
 
 #: The verdict every shipped Responses sample body must get: (ending, finding kinds, error message).
 EXPECTED: dict[str, tuple[Ending, list[FindingKind], str | None]] = {
@@ -47,29 +56,17 @@ TOOLS = {"tools": [{"type": "function", "name": "get_weather", "description": "W
                                    "required": ["city"]}}]}
 
 
-def kinds(v: Verdict) -> list[FindingKind]:
-    return [f.kind for f in v.findings]
-
-
-def facts(v: Verdict) -> tuple[Ending, tuple[Finding, ...], dict[str, Any], str | None]:
-    return v.ending, v.findings, v.message, v.error
-
-
 # ── the shipped sample bodies ───────────────────────────────────────────────────────────────────
 
 def test_every_responses_sample_body_is_shipped_and_expected() -> None:
-    shipped = {p.stem.removeprefix("responses_") for p in BODIES.glob("responses_*.sse")}
-    assert shipped == set(EXPECTED)
+    assert shipped_samples("responses") == set(EXPECTED)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_sample_body_verdict_is_the_same_for_every_split(name: str) -> None:
-    body = (BODIES / f"responses_{name}.sse").read_bytes()
-    assert detect_api(body) is Api.RESPONSES
-    whole = run("responses", body, request=REQUEST)
-    assert (whole.ending, kinds(whole), whole.error) == EXPECTED[name]
-    for size in (1, 2, 3, 7, 64):
-        assert facts(run("responses", body, size, request=REQUEST)) == facts(whole)
+    v = sample_verdict("responses", name)
+    assert (v.ending, kinds(v), v.error) == EXPECTED[name]
+    assert detect_api((BODIES / f"responses_{name}.sse").read_bytes()) is Api.RESPONSES
 
 
 # ── endings ─────────────────────────────────────────────────────────────────────────────────────
@@ -335,7 +332,8 @@ def test_unknown_event_types_are_ignored() -> None:
     r = Responses().created().ev("response.future_thing", payload={"x": 1}).message(0, ["a"])
     r.ev("response.output_text.annotation.added", item_id="msg_1", output_index=0,
          content_index=0, annotation_index=0, annotation={})
-    v = run("responses", r.completed().body())
+    r.completed().ev("response.future_thing", payload={"after": "the end"})
+    v = run("responses", r.body())
     assert (v.ending, v.findings) == (Ending.COMPLETE, ())
 
 
@@ -413,25 +411,14 @@ def responses_streams(draw: st.DrawFn) -> bytes:
         else:
             r.seq += draw(st.integers(1, 3))
         index += draw(st.sampled_from([0, 1, 1]))
-    end = draw(st.sampled_from(["completed", "incomplete", "failed", "none", "done", "error"]))
+    end = draw(st.sampled_from(["completed", "incomplete", "failed", "none", "[DONE]", "error"]))
     if end == "completed":
         r.completed(usage=draw(st.booleans()))
-    elif end == "incomplete":
-        r.incomplete()
-    elif end == "failed":
-        r.failed()
-    elif end == "done":
-        r.raw(b"data: [DONE]\n\n")
-    elif end == "error":
-        r.ev("error", code="server_error", message="boom", param=None)
+    else:
+        r.end(end)
     if draw(st.booleans()):
         r.raw(b"data: [DONE]\n\n")
-    body = r.body()
-    if draw(st.booleans()):
-        body = body[:draw(st.integers(0, len(body)))]
-    if draw(st.booleans()):
-        body = body.replace(b"\n", b"\r\n")
-    return body
+    return cut_or_crlf(draw, r.body())
 
 
 @settings(max_examples=120, deadline=None)
@@ -441,12 +428,8 @@ def test_random_stream_verdict_is_the_same_for_every_split(body: bytes, sizes: l
                                                            keep_text: bool) -> None:
     expected = run("responses", body, request=TOOLS, keep_text=keep_text)
     assert facts(run("responses", body, 1, request=TOOLS, keep_text=keep_text)) == facts(expected)
-    checker = ResponsesChecker(TOOLS, keep_text=keep_text)
-    pos = 0
-    for size in sizes * (len(body) // max(sum(sizes), 1) + 1):
-        checker.feed(body[pos:pos + size])
-        pos += size
-    assert facts(checker.close()) == facts(expected)
+    split = feed_in_sizes(ResponsesChecker(TOOLS, keep_text=keep_text), body, sizes)
+    assert facts(split) == facts(expected)
 
 
 _FIELDS = st.fixed_dictionaries({}, optional={
@@ -531,3 +514,74 @@ def test_assembled_response_is_what_openai_python_accumulates(body: bytes) -> No
     v = run("responses", body)
     assert v.ending is Ending.COMPLETE
     assert sdk_shape(v.message) == sdk_shape(_openai_final_response(body))
+
+
+@pytest.mark.parametrize("name", ["complete", "tool_calls", "dialect_trailing_done"])
+def test_healthy_sample_bodies_are_what_openai_python_accumulates(name: str) -> None:
+    body = (BODIES / f"responses_{name}.sse").read_bytes()
+    if name == "dialect_trailing_done":
+        body = body.replace(b"data: [DONE]\n\n", b"")  # the SDK's decoder ends the stream there
+    assert sdk_shape(run("responses", body).message) == sdk_shape(_openai_final_response(body))
+
+
+def test_open_reasoning_item_keeps_summary_and_reasoning_text_apart() -> None:
+    r = Responses().created()
+    r.ev("response.output_item.added", output_index=0,
+         item={"id": "rs", "type": "reasoning", "summary": [], "content": []})
+    r.ev("response.reasoning_summary_part.added", item_id="rs", output_index=0, summary_index=0,
+         part={"type": "summary_text", "text": ""})
+    r.ev("response.content_part.added", item_id="rs", output_index=0, content_index=0,
+         part={"type": "reasoning_text", "text": ""})
+    r.ev("response.reasoning_summary_text.delta", item_id="rs", output_index=0, summary_index=0,
+         delta="short")
+    r.ev("response.reasoning_text.delta", item_id="rs", output_index=0, content_index=0,
+         delta="long thoughts")
+    v = run("responses", r.body())
+    (item,) = v.message["output"]
+    assert item["summary"] == [{"type": "summary_text", "text": "short"}]
+    assert item["content"] == [{"type": "reasoning_text", "text": "long thoughts"}]
+    assert (v.ending, v.findings) == (Ending.TRUNCATED, ())
+
+
+_MARKERS = list(leak_markers("all"))
+
+
+@settings(max_examples=150, deadline=None)
+@given(before=st.text(max_size=20), marker=st.sampled_from([*_MARKERS, "", "<tool", "｜DS"]),
+       after=st.text(max_size=20), cuts=st.lists(st.integers(0, 60), max_size=5),
+       keep_text=st.booleans(), reasoning=st.booleans())
+def test_leak_is_found_wherever_the_deltas_split_it(before: str, marker: str, after: str,
+                                                    cuts: list[int], keep_text: bool,
+                                                    reasoning: bool) -> None:
+    text = before + marker + after
+    bounds = sorted({min(c, len(text)) for c in cuts} | {0, len(text)})
+    deltas = [text[a:b] for a, b in itertools.pairwise(bounds)]
+    r = Responses().created()
+    (r.reasoning(0, deltas) if reasoning else r.message(0, deltas)).completed()
+    leaks = [f for f in run("responses", r.body(), keep_text=keep_text).findings
+             if f.kind is FindingKind.MARKUP_LEAK]
+    assert bool(leaks) == any(m in text for m in _MARKERS)
+    if leaks:
+        pos = int(leaks[0].detail.rsplit(" at ", 1)[1])
+        assert any(text.startswith(m, pos) for m in _MARKERS)
+
+
+def test_json_nested_deeper_than_python_can_read_is_a_finding_not_a_crash() -> None:
+    body = Responses().created().function_call(0, "get_weather", ["[" * 5000 + "]" * 5000]
+                                               ).completed().body()
+    assert kinds(run("responses", body, request=TOOLS)) == [FindingKind.TOOL_ARGS_INVALID_JSON]
+    deep = Responses().created().raw(b"data: " + b"[" * 100_000 + b"\n\n").completed().body()
+    assert kinds(run("responses", deep)) == [FindingKind.BAD_CHUNK_JSON]
+
+
+def test_a_server_that_skips_the_content_part_gets_one_finding_not_one_per_delta() -> None:
+    r = Responses().created().ev("response.output_item.added", output_index=0,
+                                 item={"id": "m", "type": "message", "content": []})
+    for word in ["a", "b", "c", "d"]:
+        r.ev("response.output_text.delta", item_id="m", output_index=0, content_index=0, delta=word)
+    for word in ["e", "f"]:
+        r.ev("response.output_text.delta", item_id="m", output_index=3, content_index=0, delta=word)
+    v = run("responses", r.body())
+    assert [f.detail for f in v.findings] == [
+        "response.output_text.delta for part 0 of output item 0, which is not open",
+        "response.output_text.delta for output item 3, which is never opened"]
