@@ -58,7 +58,9 @@ def facts(v: Verdict) -> tuple[Ending, tuple[Finding, ...], dict[str, object]]:
 
 
 def test_every_sample_body_is_shipped_and_expected() -> None:
-    shipped = {p.stem for p in BODIES.glob("*.sse")}
+    # Bodies of the other protocols carry their name first; their tables are in their own tests.
+    shipped = {p.stem for p in BODIES.glob("*.sse") if not p.stem.startswith(("responses_",
+                                                                                "messages_"))}
     assert shipped == set(EXPECTED)
 
 

@@ -63,19 +63,23 @@ def check(
                                         help="Endings or findings that do not fail the stream."),
     status: int = typer.Option(200, "--status", help="The HTTP status the body came with."),
     markup: str = typer.Option("all", "--markup", help="Markup family to look for in content, or all."),
+    api: str | None = typer.Option(None, "--api", metavar="chat|responses|messages",
+                                   help="The body's protocol; detected from the body when not given."),
     as_json: bool = typer.Option(False, "--json", help="Print the verdict as one JSON object."),
 ) -> None:
-    """Check one captured stream body against the streaming contract.
+    """Check one captured stream body against its protocol's streaming contract.
 
     Exit code 0 when the policy passes it, 1 when it fails, 2 for unusable input.
 
     Example: sseguard check examples/bodies/truncated.sse --request examples/request_tools.json
+
+    Example: sseguard check examples/bodies/messages_no_done.sse --api messages
     """
     from sseguard import checkfile
 
     try:
         outcome = checkfile.check_file(body_file, request_path=request, policy=policy,
-                                      tolerate=tolerate, status=status, markup=markup)
+                                      tolerate=tolerate, status=status, markup=markup, api=api)
     except ConfigError as exc:
         fail(str(exc))
     if as_json:
