@@ -101,10 +101,10 @@ def chaos(
                                       help="TOML file with pacing, faults, dialects and patterns."),
     dialect: list[str] = typer.Option([], "--dialect", metavar="NAME",
                                       help="no_finish_reason, no_done, empty_finish_reason, "
-                                           "usage_choices_null (repeatable)."),
+                                           "usage_choices_null, trailing_done (repeatable)."),
     raw_markup: str | None = typer.Option(None, "--raw-markup", metavar="FAMILY",
-                                          help="Leave tool calls as FAMILY markup in content "
-                                               "(dsml-v32, dsml-v4, dsml-v41, deepseek-v3, "
+                                          help="Leave tool calls as FAMILY markup in the text "
+                                               "of every protocol (dsml-v32, dsml-v4, dsml-v41, deepseek-v3, "
                                                "deepseek-v31, hermes, qwen3-coder)."),
     ttft_ms: float | None = typer.Option(None, "--ttft-ms", help="Delay before the first chunk."),
     inter_token_ms: float | None = typer.Option(None, "--inter-token-ms",
@@ -117,7 +117,8 @@ def chaos(
     model: str | None = typer.Option(None, "--model", help="Model id served on /v1/models."),
     as_json: bool = typer.Option(False, "--json", help="Print the URL and configuration as JSON."),
 ) -> None:
-    """Run a fault-injecting OpenAI-compatible upstream until Ctrl-C.
+    """Run a fault-injecting upstream until Ctrl-C: POST /v1/chat/completions, /v1/responses
+    (OpenAI Responses) and /v1/messages (Anthropic Messages), streamed or not.
 
     Each response names what it injected in the x-sseguard-fault header.
 

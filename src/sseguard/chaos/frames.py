@@ -7,6 +7,7 @@ the JSON-encoded text instead of serializing a dict per chunk: most of a chunk i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -105,7 +106,7 @@ def error_object(status: int, message: str) -> dict[str, Any]:
 
 
 @dataclass(slots=True)
-class _Tokens:
+class Tokens:
     """Token frames (choices interleaved) and, per count k of frames sent, what a cut there leaves:
     ``clean[k]`` no call half-sent; ``partial[k]`` a call half-sent and every started call holding
     some arguments (a cut there is ``tool_call_unterminated`` and nothing else)."""
@@ -114,9 +115,40 @@ class _Tokens:
     clean: list[bool]
     partial: list[bool]
     roles: int  # the first frames: one role delta per choice
+    #: The token step each frame is paced at; None: one step per frame (chat). Event protocols pace
+    #: only their content deltas: lifecycle events go out with the delta before them, as servers do.
+    ticks: list[int] | None = None
 
 
-def _token_frames(enc: ChunkEncoder, answers: list[Answer]) -> _Tokens:
+def tokens_from_tags(frames: list[bytes], tags: list[str], roles: int,
+                     ticks: list[int] | None = None) -> Tokens:
+    """``Tokens`` for a protocol whose frames are tagged with what they do to a tool call.
+
+    A tag holds any of ``open`` (a call's item or block starts), ``first``/``last`` (its first and last
+    argument piece) and ``close`` (the item or block ends). A cut is clean when no call is open, and
+    "partial" (``tool_call_unterminated`` and nothing else) when some call's arguments have begun but
+    not ended and no open call is still without arguments.
+    """
+    out = Tokens([], [True], [False], roles, ticks)
+    open_calls = empty_calls = unfinished = 0
+    for frame, tag in zip(frames, tags, strict=True):
+        out.frames.append(frame)
+        if "open" in tag:
+            open_calls += 1
+            empty_calls += 1
+        if "first" in tag:
+            empty_calls -= 1
+            unfinished += 1
+        if "last" in tag:
+            unfinished -= 1
+        if "close" in tag:
+            open_calls -= 1
+        out.clean.append(open_calls == 0)
+        out.partial.append(unfinished > 0 and empty_calls == 0)
+    return out
+
+
+def _token_frames(enc: ChunkEncoder, answers: list[Answer]) -> Tokens:
     per_choice: list[list[tuple[bytes, str]]] = []
     for index, answer in enumerate(answers):
         frames: list[tuple[bytes, str]] = []  # (frame, what it does to the call being sent)
@@ -131,26 +163,15 @@ def _token_frames(enc: ChunkEncoder, answers: list[Answer]) -> _Tokens:
             frames.append((enc.delta(index, _enc(opener)), "open" if call.pieces else ""))
             for pi, piece in enumerate(call.pieces):
                 delta = {"tool_calls": [{"index": ci, "function": {"arguments": piece}}]}
-                tags = ("first" if pi == 0 else "") + ("last" if pi == len(call.pieces) - 1 else "")
+                # A chat call has no closing frame: its last argument piece closes it.
+                tags = ("first " if pi == 0 else "") + (
+                    "last close" if pi == len(call.pieces) - 1 else "")
                 frames.append((enc.delta(index, _enc(delta)), tags))
         per_choice.append(frames)
-    out = _Tokens([], [True], [False], len(answers))
-    open_calls = empty_calls = 0  # calls started; of those, calls with no argument piece yet
-    for step in range(max(len(f) for f in per_choice)):
-        for frames in per_choice:
-            if step < len(frames):
-                frame, what = frames[step]
-                out.frames.append(frame)
-                if what == "open":
-                    open_calls += 1
-                    empty_calls += 1
-                if "first" in what:
-                    empty_calls -= 1
-                if "last" in what:
-                    open_calls -= 1
-                out.clean.append(open_calls == 0)
-                out.partial.append(open_calls > 0 and empty_calls == 0)
-    return out
+    interleaved = [frames[step] for step in range(max(len(f) for f in per_choice))
+                   for frames in per_choice if step < len(frames)]
+    return tokens_from_tags([f for f, _ in interleaved], [t for _, t in interleaved],
+                            len(answers))
 
 
 def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: ResponseIds,
@@ -190,7 +211,16 @@ def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: 
     elif fault is Fault.CHUNK_SCHEMA:
         pos = _position(decision.at, 1, len(tokens) - 1)
         tokens.insert(pos + 1, enc.delta(0, b'{"content":42}'))
-    return _schedule(config, decision, toks, trailer)
+    def error_frames(k: int) -> list[bytes]:
+        form = config.options.error_event_form
+        if form == "both":
+            form = "event" if decision.variant % 2 else "data"
+        payload = _enc(error_object(500, "upstream model worker failed mid-stream"))
+        if form == "event":
+            return [b"event: error\ndata: " + payload + b"\n\n"]
+        return [b"data: " + payload + b"\n\n", DONE]
+
+    return schedule(config, decision, toks, trailer, error_frames)
 
 
 def _position(at: float, low: int, high: int) -> int:
@@ -200,8 +230,12 @@ def _position(at: float, low: int, high: int) -> int:
     return low + min(high - low, int(at * (high - low + 1)))
 
 
-def _schedule(config: ChaosConfig, decision: Decision, toks: _Tokens,
-              trailer: list[bytes]) -> Plan:
+def schedule(config: ChaosConfig, decision: Decision, toks: Tokens, trailer: list[bytes],
+             error_frames: Callable[[int], list[bytes]]) -> Plan:
+    """Time the frames of any protocol and apply the faults that only cut, stall or end a stream.
+
+    ``error_frames(k)`` is the protocol's error event sent after the first ``k`` frames.
+    """
     pacing = config.pacing
     ttft = pacing.ttft_ms / 1000.0
     step = pacing.inter_token_ms / 1000.0
@@ -225,17 +259,11 @@ def _schedule(config: ChaosConfig, decision: Decision, toks: _Tokens,
         nxt = frames[min(k, len(frames) - 1)]
         frames = [*frames[:k], nxt[: max(1, len(nxt) // 2)]]
     elif fault is Fault.ERROR_EVENT:
-        form = config.options.error_event_form
-        if form == "both":
-            form = "event" if decision.variant % 2 else "data"
-        payload = _enc(error_object(500, "upstream model worker failed mid-stream"))
-        if form == "event":
-            frames = [*tokens[:k], b"event: error\ndata: " + payload + b"\n\n"]
-        else:
-            frames = [*tokens[:k], b"data: " + payload + b"\n\n", DONE]
+        frames = [*tokens[:k], *error_frames(k)]
     stall_before = k if fault is Fault.STALLED else None
     stall = config.options.stall_ms / 1000.0
     paced = min(len(frames), len(tokens))
+    ticks = toks.ticks if toks.ticks is not None else range(len(tokens))
     extra = 0.0
     for i, frame in enumerate(frames[:paced]):
         if i == stall_before:
@@ -243,7 +271,7 @@ def _schedule(config: ChaosConfig, decision: Decision, toks: _Tokens,
                 plan.end = End.HANG
                 return plan
             extra = stall
-        at = ttft + max(0, i - 1) * step + extra
+        at = ttft + max(0, ticks[i] - 1) * step + extra
         plan.writes.append(Write(at, frame, 1))
     rest = frames[paced:]
     if rest:
@@ -252,7 +280,7 @@ def _schedule(config: ChaosConfig, decision: Decision, toks: _Tokens,
                 plan.end = End.HANG
                 return plan
             extra = stall
-        at = ttft + max(0, paced - 1) * step + extra
+        at = ttft + (ticks[paced - 1] if paced else 0) * step + extra
         plan.writes.append(Write(at, b"".join(rest), len(rest)))
     if fault is Fault.TRANSPORT_ERROR:
         plan.end = End.ABORT
