@@ -260,3 +260,81 @@ def test_the_plugin_is_registered_and_loads_nothing_heavy() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+_EVERY_PROTOCOL = '''
+import httpx2, pytest
+from sseguard.testing import BAD_ENDINGS, check_stream
+
+REQUESTS = {
+    "chat": ("/chat/completions", {"model": "m", "stream": True,
+                                   "messages": [{"role": "user", "content": "hi"}]}),
+    "responses": ("/responses", {"model": "m", "stream": True, "input": "hi"}),
+    "messages": ("/messages", {"model": "m", "stream": True, "max_tokens": 200,
+                               "messages": [{"role": "user", "content": "hi"}]}),
+}
+
+def raw_body(base_url, api):
+    path, body = REQUESTS[api]
+    got = bytearray()
+    try:
+        with httpx2.stream("POST", base_url + path, json=body, timeout=30) as r:
+            status = r.status_code
+            for piece in r.iter_raw():
+                got += piece
+    except httpx2.TransportError:
+        return bytes(got), status, True
+    return bytes(got), status, False
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_healthy(sseguard_chaos, api):
+    body, status, broken = raw_body(sseguard_chaos.base_url, api)
+    assert (status, broken) == (200, False)
+    assert check_stream(body).ending == "complete"      # the protocol told from the body
+    assert sseguard_chaos.requests[-1].api == api
+
+@pytest.mark.parametrize("api,fault", [(a, f) for a in BAD_ENDINGS for f in BAD_ENDINGS[a]])
+def test_bad(sseguard_chaos, api, fault):
+    sseguard_chaos.inject(fault, api=api)
+    body, status, broken = raw_body(sseguard_chaos.base_url, api)
+    verdict = check_stream(body, api=api, http_status=status)
+    assert broken or verdict.ending != "complete" or verdict.findings
+    assert [r.fault for r in sseguard_chaos.requests] == [fault]
+'''
+
+
+def test_every_protocols_bad_endings_are_served(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_protocols=_EVERY_PROTOCOL)
+    result = _run(pytester)
+    # 3 healthy + the bad endings written out per protocol here: 9 chat, 8 responses, 9 messages.
+    result.assert_outcomes(passed=3 + 9 + 8 + 9)
+
+
+def test_the_real_sdks_of_both_vendors_meet_the_fixture(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_sdks='''
+import anthropic, openai, pytest
+
+def test_openai_responses_stream(sseguard_chaos):
+    client = openai.OpenAI(base_url=sseguard_chaos.base_url, api_key="t", max_retries=0)
+    with client.responses.stream(model="m", input="hi") as stream:
+        final = stream.get_final_response()
+    assert final.status == "completed" and final.output_text
+
+def test_anthropic_naive_loop_is_silent_on_truncated(sseguard_chaos):
+    sseguard_chaos.inject("truncated", api="messages")
+    client = anthropic.Anthropic(base_url=sseguard_chaos.root_url, api_key="t", max_retries=0)
+    events = list(client.messages.create(model="m", max_tokens=100, stream=True,
+                                         messages=[{"role": "user", "content": "hi"}]))
+    assert events[-1].type == "message_stop"    # fails: the SDK ended quietly mid-answer
+
+@pytest.mark.asyncio
+async def test_anthropic_async_healthy(sseguard_chaos):
+    client = anthropic.AsyncAnthropic(base_url=sseguard_chaos.root_url, api_key="t", max_retries=0)
+    async with client.messages.stream(model="m", max_tokens=100,
+                                      messages=[{"role": "user", "content": "hi"}]) as stream:
+        message = await stream.get_final_message()
+    assert message.stop_reason == "end_turn"
+''')
+    result = _run(pytester)
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*test_anthropic_naive_loop_is_silent_on_truncated*"])

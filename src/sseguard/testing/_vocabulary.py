@@ -23,6 +23,6 @@ BAD_ENDINGS: MappingProxyType[str, tuple[str, ...]] = MappingProxyType({
 #: Shapes of good streams that real servers send and naive checkers misread, per protocol.
 DIALECTS: MappingProxyType[str, tuple[str, ...]] = MappingProxyType({
     "chat": ("no_finish_reason", "no_done", "empty_finish_reason", "usage_choices_null"),
-    "responses": (),
-    "messages": (),
+    "responses": ("trailing_done",),
+    "messages": ("no_done",),
 })
