@@ -242,3 +242,47 @@ def test_an_attribute_that_only_follows_a_stronger_one_is_no_finding_of_its_own(
     assert reuse is not None and reuse.significant  # on its own it looks like a finding…
     assert "time_window" in (reuse.explained_by, reuse.confounded_with)  # …but it only follows time
     assert not any("reuse index" in h for h in analysis.headlines)
+
+
+def test_a_reuse_index_that_was_not_measured_is_left_out_not_read_as_a_fresh_connection() -> None:
+    # Random truncations; the failing streams' connection was not seen (None). Recorded as 0, as
+    # the probe once did, "reuse index 0" would be named as the cause of every failure.
+    def one(i: int, rng: random.Random) -> dict[str, object]:
+        bad = rng.random() < 0.1
+        return {"started": i * 0.1, "ending": "truncated" if bad else "complete",
+                "reuse_index": None if bad else rng.randrange(0, 40)}
+
+    records = build(600, 33, one)
+    analysis = analyze(records)
+    reuse = analysis.attribute("reuse_index")
+    assert reuse is not None and not reuse.significant
+    assert reuse.unobserved_failures == len(failing(records)) > 0
+    assert analysis.top is None
+    assert analysis.headlines[1].startswith("no recorded attribute separates failing from healthy")
+    as_zero = analyze([r if r.reuse_index is not None else rec(r.index, ending=r.ending,
+                                                                  started=r.started_at - 1_750_000_000.0,
+                                                                  reuse_index=0)
+                       for r in records])
+    assert as_zero.top is not None and as_zero.top.key == "reuse_index"  # the artifact, for contrast
+
+
+def test_a_reuse_bucket_seen_only_at_the_failing_level_is_reported_as_following_it() -> None:
+    # A sweep: levels 1, 8, 32 one after another; connections carry more requests as a level goes
+    # on, and only level 32 has reuse 16 and up. Failures: 30 % at 32, whatever the reuse index.
+    def one(i: int, rng: random.Random) -> dict[str, object]:
+        level = (1, 8, 32)[i // 200]
+        reuse = (i % 200) // (200 // min(level, 8)) + (16 if level == 32 and i % 200 >= 100 else 0)
+        bad = level == 32 and rng.random() < 0.3
+        return {"started": i * 0.05, "concurrency": level, "reuse_index": reuse,
+                "ending": "cut_mid_frame" if bad else "complete"}
+
+    analysis = analyze(build(600, 34, one))
+    assert analysis.top is not None and analysis.top.key == "concurrency"
+    reuse = analysis.attribute("reuse_index")
+    assert reuse is not None and reuse.significant and not reuse.lead
+    assert "concurrency" in (reuse.explained_by, reuse.confounded_with)
+    named = [a.key for a in analysis.attributes if a.lead]
+    assert "reuse_index" not in named
+    if reuse.explained_by:
+        assert any(h.startswith("not causes of their own") and "reuse_index" in h
+                   for h in analysis.headlines)

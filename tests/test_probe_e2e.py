@@ -108,6 +108,20 @@ async def test_time_window_faults_make_the_analysis_name_the_window(tmp_path: Pa
     assert min(offsets) >= 0.8 and max(offsets) <= 2.3
 
 
+async def test_random_faults_name_no_attribute(tmp_path: Path) -> None:
+    # One stream in ten truncated at random: nothing the probe records may be named as the cause.
+    async with run_chaos(ChaosConfig(seed=21, pacing=FAST, faults={Fault.TRUNCATED: 0.1})) as srv:
+        cfg = config(srv.url, tmp_path, count=400, concurrency="4")
+        result = await execute(cfg, live=False)
+    records = result.records
+    assert 15 <= sum(r.ending == "truncated" for r in records) <= 70
+    # Every stream's connection was seen: reuse is a measured fact, not a default.
+    assert all(r.connection is not None and r.reuse_index is not None for r in records)
+    analysis = analyze(records, Policy())
+    assert not [a.key for a in analysis.attributes if a.significant], analysis.headlines
+    assert analysis.headlines[1].startswith("no recorded attribute separates"), analysis.headlines
+
+
 async def test_one_run_judged_under_two_policies(tmp_path: Path) -> None:
     # A gateway dialect (no [DONE] after a proper finish) plus real truncations.
     chaos = ChaosConfig(seed=6, pacing=FAST, dialects=frozenset({Dialect.NO_DONE}),

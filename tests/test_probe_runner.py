@@ -16,6 +16,7 @@ from sseguard.errors import ConfigError
 from sseguard.probe.config import build_config
 from sseguard.probe.runner import execute
 from sseguard.probe.sink import RESULTS, read_results
+from sseguard.record import Record
 
 
 async def test_count_bounds_each_arm_and_concurrency_is_never_exceeded(tmp_path: Path) -> None:
@@ -137,16 +138,19 @@ async def test_arm_that_dies_mid_run_records_transport_errors_and_the_other_goes
 
 async def test_reuse_workload_grows_one_conversation_per_kept_alive_connection(tmp_path: Path) -> None:
     async with run_chaos(ChaosConfig(pacing=FAST)) as srv:
-        cfg = config(srv.url, tmp_path, count=12, concurrency="2", workload="reuse")
+        cfg = config(srv.url, tmp_path, count=60, concurrency="4", workload="reuse", max_turns=100)
         result = await execute(cfg, live=False)
-    by_conn: dict[str | None, list[int]] = {}
+    assert len(result.records) == 60
+    by_conn: dict[str | None, list[Record]] = {}
     for r in sorted(result.records, key=lambda r: r.started_at):
-        by_conn.setdefault(r.connection, []).append(r.prompt_bytes)
-    assert len(by_conn) == 2  # one connection per worker, kept alive throughout
-    for sizes in by_conn.values():
+        by_conn.setdefault(r.connection, []).append(r)
+    assert None not in by_conn  # every stream's connection was seen, for the whole run
+    assert len(by_conn) == 4  # one connection per worker, kept alive throughout
+    for turns in by_conn.values():
+        sizes = [r.prompt_bytes for r in turns]
         assert sizes == sorted(sizes) and sizes[-1] > sizes[0]
-    reuse = sorted(r.reuse_index for r in result.records)
-    assert reuse == sorted([0, 1, 2, 3, 4, 5] * 2)
+        # Each turn is the next request on its worker's one connection: 0, 1, 2, … to the end.
+        assert [r.reuse_index for r in turns] == list(range(len(turns)))
 
 
 async def test_reuse_conversation_does_not_grow_after_a_cut_answer(tmp_path: Path) -> None:

@@ -264,7 +264,7 @@ class Exchange:
     verdict: Verdict
     prompt_bytes: int
     connection: str | None
-    reuse_index: int
+    reuse_index: int | None
 
 
 def stream_once(http: HTTPClient, target: Target, body: dict[str, Any], *, stall_timeout: float,
@@ -283,7 +283,7 @@ def stream_once(http: HTTPClient, target: Target, body: dict[str, Any], *, stall
     stalled = False
     error_body: bytes | None = None
     label: str | None = None
-    reuse = 0
+    reuse: int | None = None
     response: HTTPSocketPoolResponse | None = None
     deadline = gevent.Timeout(timeout)
     deadline.start()
