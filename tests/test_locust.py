@@ -158,6 +158,57 @@ def test_evidence_per_bad_stream_and_no_secret_on_disk(distributed_run: dict) ->
             assert SECRET.encode() not in path.read_bytes(), path
 
 
+# One stream in ten truncated at random, and nothing else: no attribute may be named as the cause.
+RANDOM_CHAOS = """
+seed = 21
+[pacing]
+inter_token_ms = 4
+tokens = 8
+[faults]
+truncated = 0.1
+"""
+
+
+@pytest.fixture(scope="module")
+def random_run(tmp_path_factory: pytest.TempPathFactory) -> list[Record]:
+    """One local (master-less) Locust process, 4 users for 5 s, against random truncations."""
+    work = tmp_path_factory.mktemp("locust-random")
+    with chaos_server(RANDOM_CHAOS, work) as url:
+        proc = start(["locust", "--arm", f"chaos={url}", "--key-env", KEY_ENV, "--headless",
+                      "-u", "4", "-r", "4", "-t", "5s"],
+                     cwd=work, env=base_env(**{KEY_ENV: SECRET}), log=work / "local.log")
+        try:
+            proc.wait(60)
+        finally:
+            stop(proc)
+    runs = list(work.glob("sseguard-locust/*"))
+    assert len(runs) == 1, (work / "local.log").read_text(errors="replace")[-2000:]
+    return load_records([str(runs[0])])
+
+
+def test_every_locust_stream_knows_its_connection_and_reuse_counts_up_per_connection(
+        random_run: list[Record]) -> None:
+    records = random_run
+    assert len(records) >= 40
+    assert all(r.connection is not None and r.reuse_index is not None for r in records)
+    by_conn: dict[tuple[str | None, str | None], list[int | None]] = {}
+    for r in sorted(records, key=lambda r: r.started_at):
+        by_conn.setdefault((r.worker, r.connection), []).append(r.reuse_index)
+    for turns in by_conn.values():
+        assert turns == list(range(len(turns)))
+    # Users keep their connection across streams: most streams are not a connection's first.
+    assert sum(r.reuse_index != 0 for r in records) > len(records) / 2
+
+
+def test_random_faults_in_a_locust_run_name_no_attribute(random_run: list[Record]) -> None:
+    truncated = sum(r.ending == "truncated" for r in random_run)
+    assert 0 < truncated < 0.25 * len(random_run)
+    assert {r.ending for r in random_run} == {"complete", "truncated"}
+    analysis = analyze(random_run, STRICT)
+    assert not [a.key for a in analysis.attributes if a.significant], analysis.headlines
+    assert analysis.headlines[1].startswith("no recorded attribute separates"), analysis.headlines
+
+
 # ── bad input: one line, exit 2 ───────────────────────────────────────────────────────────────────
 def _one_line_error(result: subprocess.CompletedProcess[str]) -> str:
     assert result.returncode == 2, (result.stdout, result.stderr)
