@@ -57,7 +57,8 @@ class Rule:
         return (r"\g<keep>" if "keep" in self.pattern.groupindex else "") + REDACTED
 
 
-# A value that carries a secret: it only needs to stop where the surrounding syntax resumes.
+# A value that carries a secret: it only needs to stop where the surrounding syntax resumes. Quotes
+# may come escaped (`\"`): a body tail is raw SSE, the model's text JSON-encoded inside each frame.
 _VALUE = r"[^\s\"'&,;<>]+"
 # A credential-sized token with something no ordinary word has (a digit, a sign, inner capitals),
 # so prose ("the bearer responsibilities.") keeps its words.
@@ -71,10 +72,10 @@ RULES: tuple[Rule, ...] = (
          ("auth", "api", "access_token", "access-token", "refresh_token", "client_secret", "password"),
          re.compile(r"(?i)(?P<keep>(?:\b(?:proxy-)?authorization|\bx-api-key|\bapi[-_]?key|"
                     r"\baccess[-_]token|\brefresh_token|\bclient_secret|\bx-auth-token|\bpassword)"
-                    r"\"?\s*[:=]\s*\"?)[^\"\r\n,;&]+")),
+                    r"(?:\\?\")?\s*[:=]\s*(?:\\?\")?)[^\"\\\r\n,;&]+")),
     # A cookie header in text: every cookie of the line goes (`a=b; c=d`), attributes too.
     Rule("cookie line", ("cookie",),
-         re.compile(r"(?i)(?P<keep>\b(?:set-)?cookie\"?\s*:\s*\"?)[^\"\r\n]+")),
+         re.compile(r"(?i)(?P<keep>\b(?:set-)?cookie(?:\\?\")?\s*:\s*(?:\\?\")?)[^\"\\\r\n]+")),
     # A secret in a URL query string or a form body: `?key=AIza…`, `&access_token=…`.
     Rule("query key", ("key=", "token=", "secret=", "password=", "passwd=", "sig=", "signature=",
                        "credential=", "auth="),
@@ -84,7 +85,7 @@ RULES: tuple[Rule, ...] = (
     # that makes it a key. Only `NAME=value` (shell syntax): the `=` keeps the trigger words rare.
     Rule("environment line", tuple(f"{w.lower()}=" for w in _ENV_WORDS),
          re.compile(r"(?P<keep>(?<![A-Za-z0-9_])(?:[A-Z0-9]+_)*(?:" + "|".join(_ENV_WORDS) +
-                    r")=[\"']?)[^\s\"']+")),
+                    r")=(?:\\?[\"'])?)[^\s\"'\\]+")),
     Rule("bearer token", ("bearer",), re.compile(r"\b(?i:bearer)\s+" + _TOKENISH)),
     Rule("basic credentials", ("basic",), re.compile(r"\b(?i:basic)\s+" + _TOKENISH)),
     # Well-known token formats, by their vendor prefixes.
