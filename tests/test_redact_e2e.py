@@ -80,7 +80,7 @@ async def test_no_sample_secret_reaches_the_proxys_sqlite_file(tmp_path: Path) -
     db = tmp_path / "proxy.db"
     application = leaky_app()
     async with serve_app(application) as url, run_proxy(proxy_config(url, store=str(db))) as px:
-        for k in range(2 * N):
+        for _ in range(2 * N):
             # The client's own key (which the proxy knows to remove) is none of the samples: those
             # must be found by their shape.
             got = await raw_post(f"{px.url}/chat/completions", chat())
@@ -105,7 +105,7 @@ def test_proxy_to_postgresql_then_analyze_reads_it_back_without_a_secret(pg_dsn:
             assert line.startswith("sseguard proxy listening on http://127.0.0.1:"), line
             url = line.split()[4]
             with httpx2.Client(timeout=30) as client:
-                for k in range(2 * N):
+                for _ in range(2 * N):
                     r = client.post(f"{url}/chat/completions", json=chat(),
                                     headers={"Authorization": f"Bearer {KEY}"})
                     assert r.status_code in (200, 401)
