@@ -16,6 +16,7 @@ from sseguard.chaos import (
     Fault,
     FaultOptions,
     LoadPattern,
+    Pacing,
     RoutedPattern,
     WindowPattern,
     run_chaos,
@@ -67,13 +68,16 @@ async def test_routed_faults_make_the_id_prefix_the_top_attribute(tmp_path: Path
 
 async def test_load_dependent_faults_rise_with_the_sweeps_concurrency(tmp_path: Path) -> None:
     load = LoadPattern(Fault.CUT_MID_FRAME, ((1.0, 0.0), (8.0, 0.05), (24.0, 0.35)))
-    async with run_chaos(ChaosConfig(seed=3, pacing=FAST, patterns=(load,))) as srv:
-        cfg = config(srv.url, tmp_path, count=96, concurrency="1,8,24")
+    # The server sees the load it is sent only while streams overlap: a 150 ms first token keeps
+    # them open long enough for a level's workers to be in flight together on a busy machine too.
+    pacing = Pacing(ttft_ms=150.0, inter_token_ms=1.0, tokens=12)
+    async with run_chaos(ChaosConfig(seed=3, pacing=pacing, patterns=(load,))) as srv:
+        cfg = config(srv.url, tmp_path, count=48, concurrency="1,8,24")
         result = await execute(cfg, live=False)
     rates = {}
     for level in (1, 8, 24):
         at = [r for r in result.records if r.concurrency == level]
-        assert len(at) == 96
+        assert len(at) == 48
         rates[level] = sum(r.ending == "cut_mid_frame" for r in at) / len(at)
     assert rates[1] == 0.0 < rates[24] and rates[8] < rates[24]
     analysis = analyze(result.records, Policy())
