@@ -5,8 +5,6 @@ PostgreSQL rows are searched for each. The corpus is ``_secrets.SECRET_SAMPLES``
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx2
@@ -15,7 +13,7 @@ from aiohttp import web
 from typer.testing import CliRunner
 
 from _probe_support import config, serve_app
-from _proxy_support import KEY, chat, in_thread, proxy_config, raw_post
+from _proxy_support import KEY, chat, in_thread, proxy_config, proxy_process, raw_post
 from _secrets import SECRET_SAMPLES
 from sseguard.cli import app
 from sseguard.probe.runner import execute
@@ -95,26 +93,15 @@ def test_proxy_to_postgresql_then_analyze_reads_it_back_without_a_secret(pg_dsn:
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS sseguard_records, sseguard_meta")
     application = leaky_app()
-    with in_thread(lambda: serve_app(application)) as upstream:
-        proc = subprocess.Popen([sys.executable, "-m", "sseguard.cli", "proxy", "--upstream", upstream,
-                                 "--listen", "127.0.0.1:0", "--store", pg_dsn],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            assert line.startswith("sseguard proxy listening on http://127.0.0.1:"), line
-            url = line.split()[4]
-            with httpx2.Client(timeout=30) as client:
-                for _ in range(2 * N):
-                    r = client.post(f"{url}/chat/completions", json=chat(),
-                                    headers={"Authorization": f"Bearer {KEY}"})
-                    assert r.status_code in (200, 401)
-            proc.terminate()  # drains and writes every record before it exits
-            assert proc.wait(timeout=30) == 0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    with in_thread(lambda: serve_app(application)) as upstream, \
+            proxy_process(upstream, pg_dsn) as (proc, url):
+        with httpx2.Client(timeout=30) as client:
+            for _ in range(2 * N):
+                r = client.post(f"{url}/chat/completions", json=chat(),
+                                headers={"Authorization": f"Bearer {KEY}"})
+                assert r.status_code in (200, 401)
+        proc.terminate()  # drains and writes every record before it exits
+        assert proc.wait(timeout=30) == 0
     with psycopg.connect(pg_dsn) as conn:
         rows = conn.execute("SELECT record::text FROM sseguard_records").fetchall()
     assert len(rows) == 2 * N
