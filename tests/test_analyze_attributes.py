@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from _analyze_support import build, load_sweep, mixed, no_signal, rec, routed, time_window
 from sseguard.analyze import analyze
@@ -286,3 +288,22 @@ def test_a_reuse_bucket_seen_only_at_the_failing_level_is_reported_as_following_
     if reuse.explained_by:
         assert any(h.startswith("not causes of their own") and "reuse_index" in h
                    for h in analysis.headlines)
+
+
+@settings(max_examples=25, deadline=None)
+@given(extra=st.lists(st.tuples(st.sampled_from(["complete", "truncated", "stalled"]),
+                                st.integers(0, 300)), max_size=40))
+def test_records_without_a_reuse_index_never_change_its_comparison(
+        extra: list[tuple[str, int]]) -> None:
+    # Streams whose connection was not seen are left out of the reuse-index search whatever their
+    # outcome: its per-value counts stay those of the measured streams, and only the count of
+    # unobserved failures grows.
+    base = routed()
+    unmeasured = [rec(1000 + i, ending=ending, started=start * 0.2, reuse_index=None)
+                  for i, (ending, start) in enumerate(extra)]
+    before = analyze(base).attribute("reuse_index")
+    after = analyze(base + unmeasured).attribute("reuse_index")
+    assert before is not None and after is not None
+    assert [(v.value, v.rate.failed, v.rate.total) for v in after.values] == [
+        (v.value, v.rate.failed, v.rate.total) for v in before.values]
+    assert after.unobserved_failures == sum(e != "complete" for e, _ in extra)
