@@ -73,7 +73,8 @@ SECRETISH = ["Authorization: Bearer abc.def-123", "proxy-authorization=Basic QWx
 
 
 @settings(max_examples=300, deadline=None)
-@given(parts=st.lists(st.one_of(st.sampled_from(SECRETISH), st.text(max_size=30)), max_size=8),
+@given(parts=st.lists(st.one_of(st.sampled_from(SECRETISH + [line for _, line in SECRET_SAMPLES]),
+                                st.text(max_size=30)), max_size=8),
        upper=st.booleans())
 def test_fast_path_agrees_with_running_every_pattern(parts: list[str], upper: bool) -> None:
     text = " ".join(parts)
@@ -150,3 +151,14 @@ def test_every_sample_secret_is_gone_from_a_raw_sse_frame(secret: str, line: str
     frame = "data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": line}}]}) + "\n\n"
     assert secret not in redact_text(frame)
     assert secret not in redact_text(json.dumps({"error": {"message": line}}))
+
+
+@settings(max_examples=300, deadline=None)
+@given(sample=st.sampled_from(SECRET_SAMPLES), before=st.sampled_from(ORDINARY) | st.text(max_size=60),
+       after=st.sampled_from(ORDINARY) | st.text(max_size=60), upper_rest=st.booleans())
+def test_a_sample_secret_is_gone_whatever_lines_surround_it(sample: tuple[str, str], before: str,
+                                                             after: str, upper_rest: bool) -> None:
+    secret, line = sample
+    if upper_rest:
+        before, after = before.upper(), after.upper()
+    assert secret not in redact_text(f"{before}\n{line}\n{after}")
