@@ -117,7 +117,10 @@ async def test_time_window_faults_make_the_analysis_name_the_window(tmp_path: Pa
 
 async def test_random_faults_name_no_attribute(tmp_path: Path) -> None:
     # One stream in ten truncated at random: nothing the probe records may be named as the cause.
-    async with run_chaos(ChaosConfig(seed=21, pacing=FAST, faults={Fault.TRUNCATED: 0.1})) as srv:
+    # The seed fixes which requests fail; timing still moves time windows, so a "no" is a p-value
+    # and can be wrong by chance (about one run in forty with seed 21, whose failures cluster a
+    # little; none in repeated runs with this one).
+    async with run_chaos(ChaosConfig(seed=23, pacing=FAST, faults={Fault.TRUNCATED: 0.1})) as srv:
         cfg = config(srv.url, tmp_path, count=400, concurrency="4")
         result = await execute(cfg, live=False)
     records = result.records
