@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -221,3 +223,24 @@ def in_thread(factory: Any) -> Iterator[Any]:
     finally:
         loop.call_soon_threadsafe(box["stop"].set)
         thread.join(10)
+
+
+# ── `sseguard proxy` as a real process ───────────────────────────────────────────────────────────
+
+
+@contextlib.contextmanager
+def proxy_process(upstream: str, store: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`sseguard proxy` on a free loopback port; yields the process and its base URL (…/v1), and
+    kills it on the way out if the test has not stopped it."""
+    proc = subprocess.Popen([sys.executable, "-c", "from sseguard.cli import main; main()", "proxy",
+                             "--upstream", upstream, "--listen", "127.0.0.1:0", "--store", store],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("sseguard proxy listening on http://127.0.0.1:"), line
+        yield proc, line.split()[4]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -15,7 +15,7 @@ import httpx2
 import pytest
 from typer.testing import CliRunner
 
-from _proxy_support import KEY
+from _proxy_support import KEY, proxy_process
 from sseguard.chaos import ChaosConfig, run_chaos_in_thread
 from sseguard.cli import app
 from sseguard.store import open_store
@@ -70,32 +70,21 @@ def test_busy_port_is_a_one_line_error(tmp_path: Path) -> None:
 def test_the_proxy_runs_relays_records_and_stops_without_losing_a_record(
         tmp_path: Path, stop: signal.Signals) -> None:
     db = tmp_path / "proxy.db"
-    with run_chaos_in_thread(ChaosConfig(seed=2)) as chaos:
-        proc = subprocess.Popen([*_sseguard(), "proxy", "--upstream", chaos.url, "--listen",
-                                 "127.0.0.1:0", "--store", str(db)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            assert line.startswith("sseguard proxy listening on http://127.0.0.1:"), line
-            url = line.split()[4]
-            request = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-            with httpx2.Client(timeout=10, headers={"Authorization": f"Bearer {KEY}"}) as client:
-                for inject in ("none", "truncated", "none"):
-                    r = client.post(f"{url}/chat/completions", json=request,
-                                    headers={"x-sseguard-inject": inject})
-                    assert r.status_code == 200
-                    assert r.content.endswith(b"data: [DONE]\n\n") is (inject == "none")
-                assert client.get(url.removesuffix("/v1") + "/healthz").json()["status"] == "ok"
-            start = time.monotonic()
-            proc.send_signal(stop)
-            assert proc.wait(timeout=15) == 0
-            assert time.monotonic() - start < 10
-            assert "Traceback" not in (proc.stderr.read() if proc.stderr else "")
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    with run_chaos_in_thread(ChaosConfig(seed=2)) as chaos, \
+            proxy_process(chaos.url, str(db)) as (proc, url):
+        request = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        with httpx2.Client(timeout=10, headers={"Authorization": f"Bearer {KEY}"}) as client:
+            for inject in ("none", "truncated", "none"):
+                r = client.post(f"{url}/chat/completions", json=request,
+                                headers={"x-sseguard-inject": inject})
+                assert r.status_code == 200
+                assert r.content.endswith(b"data: [DONE]\n\n") is (inject == "none")
+            assert client.get(url.removesuffix("/v1") + "/healthz").json()["status"] == "ok"
+        start = time.monotonic()
+        proc.send_signal(stop)
+        assert proc.wait(timeout=15) == 0
+        assert time.monotonic() - start < 10
+        assert "Traceback" not in (proc.stderr.read() if proc.stderr else "")
     store = open_store(str(db))
     try:
         records = list(store.read())

@@ -7,6 +7,7 @@ V4.1) raw in content."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,6 @@ from sseguard.chaos.generate import Call, render_markup
 from sseguard.proxy.repair import RepairFrames
 from sseguard.sse import SSEDecoder, SSEEvent
 from sseguard.store import open_store
-from sseguard.toolcalls import ToolCallEnd, parser_for
 from sseguard.verdict import FindingKind
 
 DSML = ["dsml-v32", "dsml-v4", "dsml-v41"]
@@ -153,18 +153,30 @@ def test_markup_of_a_family_not_repaired_is_still_a_leak() -> None:
 # ── end to end ───────────────────────────────────────────────────────────────────────────────────
 
 
-def _expected_calls(content: str, family: str) -> list[tuple[str, Any]]:
-    parser = parser_for(family)
-    events = [*parser.feed(content), *parser.close()]
-    return [(e.name, json.loads(e.arguments)) for e in events if isinstance(e, ToolCallEnd)]
+#: Every family the chaos server can leave in content, and a piece of its markup.
+ALL_FAMILIES = {"dsml-v32": MARK, "dsml-v4": MARK, "dsml-v41": MARK, "deepseek-v3": "tool▁calls",
+                "deepseek-v31": "tool▁calls", "hermes": "<tool_call>", "qwen3-coder": "<tool_call>"}
+
+
+async def _generated_calls(chaos: ChaosConfig) -> list[tuple[str, Any]]:
+    """The calls the chaos server generates for this seed, as it sends them when it is not told to
+    leave markup: structured tool_calls, read by the SDK (ground truth, no parser of ours involved)."""
+    async with run_chaos(replace(chaos, raw_markup=None)) as plain, \
+            openai.AsyncOpenAI(base_url=plain.url, api_key=KEY, max_retries=0) as client, \
+            client.chat.completions.stream(model="chaos-1", messages=MESSAGES,  # type: ignore[arg-type]
+                                           tools=[WEATHER_TOOL]) as stream:
+        final = await stream.get_final_completion()
+    return [(c.function.name, json.loads(c.function.arguments))
+            for c in final.choices[0].message.tool_calls or []]
 
 
 @pytest.mark.parametrize("mode", ["family", "auto"])
-@pytest.mark.parametrize("family", DSML)
-async def test_the_sdk_gets_structured_tool_calls_from_raw_dsml(family: str, mode: str,
-                                                                tmp_path: Path) -> None:
+@pytest.mark.parametrize("family", sorted(ALL_FAMILIES))
+async def test_the_sdk_gets_the_generated_tool_calls_from_raw_markup(family: str, mode: str,
+                                                                     tmp_path: Path) -> None:
     chaos = ChaosConfig(seed=21, raw_markup=family, pacing=Pacing(tokens=6))
     db = tmp_path / "repair.db"
+    generated = await _generated_calls(chaos)
     async with run_chaos(chaos) as direct, \
             chaos_proxy(chaos, repair_markup=family if mode == "family" else "auto",
                         store=str(db)) as (_, px):
@@ -176,12 +188,13 @@ async def test_the_sdk_gets_structured_tool_calls_from_raw_dsml(family: str, mod
     raw_content = "".join(
         (json.loads(e.data)["choices"] or [{}])[0].get("delta", {}).get("content") or ""
         for e in SSEDecoder().feed(raw.body) if e.data != "[DONE]")
-    assert MARK in raw_content  # the upstream really left markup in content
+    marker = ALL_FAMILIES[family]
+    assert marker in raw_content  # the upstream really left markup in content
     choice = final.choices[0]
     assert choice.finish_reason == "tool_calls"
-    assert MARK not in (choice.message.content or "")
+    assert marker not in (choice.message.content or "")
     got = [(c.function.name, json.loads(c.function.arguments)) for c in choice.message.tool_calls or []]
-    assert got == _expected_calls(raw_content, family) and got
+    assert got == generated and got
     store = open_store(str(db))
     try:
         [record] = list(store.read())
