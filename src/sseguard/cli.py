@@ -95,7 +95,7 @@ def check(
                                         "the body when not given."),
     as_json: bool = typer.Option(False, "--json", help="Print the verdict as one JSON object."),
 ) -> None:
-    """Check one captured stream body against its protocol's streaming contract.
+    """Check one captured stream body against its protocol's contract.
 
     Exit code 0 when the policy passes it, 1 when it fails, 2 for unusable input.
 
@@ -150,10 +150,10 @@ def chaos(
     model: str | None = typer.Option(None, "--model", metavar="MODEL", help="Model id served on /v1/models."),
     as_json: bool = typer.Option(False, "--json", help="Print the URL and configuration as JSON."),
 ) -> None:
-    """Run a fault-injecting upstream until Ctrl-C: POST /v1/chat/completions, /v1/responses
-    (OpenAI Responses) and /v1/messages (Anthropic Messages), streamed or not.
+    """Serve a fault-injecting upstream (chat, responses, messages).
 
-    Each response names what it injected in the x-sseguard-fault header.
+    It serves POST /v1/chat/completions, /v1/responses (OpenAI Responses) and /v1/messages (Anthropic
+    Messages), streamed or not, until Ctrl-C. Each response names what it injected in the x-sseguard-fault header.
 
     \b
     Example:
