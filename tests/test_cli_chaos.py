@@ -116,7 +116,8 @@ def test_chaos_serves_prints_its_url_and_stops_cleanly_on_ctrl_c() -> None:
         url = info["url"]
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
         with httpx2.Client(timeout=5) as client:
-            assert client.get(url.removesuffix("/v1") + "/healthz").json() == {"status": "ok"}
+            health = client.get(url.removesuffix("/v1") + "/healthz").json()
+            assert health == {"status": "ok", "pid": proc.pid}  # one worker: the command's own process
             r = client.post(f"{url}/chat/completions", json={
                 "model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]})
             assert r.headers["x-sseguard-fault"] == "truncated"
