@@ -120,35 +120,51 @@ def raise_open_files_limit() -> tuple[int, int]:
 # ── memory ───────────────────────────────────────────────────────────────────────────────────────
 
 
-def _load_malloc_trim() -> Callable[[int], int] | None:
+def _libc() -> ctypes.CDLL | None:
     name = ctypes.util.find_library("c")
     if name is None:
         return None
     try:
-        trim = ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
+        libc = ctypes.CDLL(name)
+        libc.malloc_trim.argtypes = [ctypes.c_size_t]
+        libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    except (OSError, AttributeError):  # not glibc (musl, macOS): its allocator behaves otherwise
         return None
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
-    return trim
+    return libc
 
 
-_MALLOC_TRIM = _load_malloc_trim()
+_LIBC = _libc()
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
 
 
 def release_free_memory() -> bool:
     """Give the heap's free pages back to the OS (glibc ``malloc_trim``); False where there is none.
 
-    Why: a relay's buffers are 16-256 KiB blocks; glibc serves them from its heap (its mmap threshold
-    rises to the largest block freed) and keeps the freed pages, so a process that once held a
-    thousand slow readers' buffers stayed at ~1 GB RSS with ~1 MB of live Python objects
-    (docs/benchmarks.md). ``malloc_trim(0)`` returns those pages; it costs a heap walk, so call it when
-    a server goes idle, not per request.
+    Why: a relay's buffers are 16-256 KiB blocks (uvloop hands over up to 256 KiB per socket read);
+    glibc serves them from its heap once its dynamic mmap threshold has risen past them and keeps the
+    freed pages, so a proxy that had held a thousand slow readers' buffers stayed at ~1 GB RSS with
+    ~1 MB of live Python objects (tracemalloc; docs/benchmarks.md). ``malloc_trim(0)`` returns those
+    pages; it walks the heap, so call it when a server goes idle, not per request.
     """
-    if _MALLOC_TRIM is None:
+    if _LIBC is None:
         return False
-    _MALLOC_TRIM(0)
+    _LIBC.malloc_trim(0)
     return True
+
+
+def map_large_blocks(threshold: int = 64 * 1024) -> bool:
+    """Have glibc map blocks of ``threshold`` bytes and more on their own (returned to the OS when
+    freed) instead of carving them from the heap; False where there is no glibc.
+
+    glibc raises its mmap threshold to the largest mapped block freed (up to 32 MiB), after which a
+    relay's 64-256 KiB socket reads interleave on the heap with small objects that outlive them, and
+    the heap can only grow: with a thousand paused readers the proxy's RSS peaked far above the bare
+    relay's for the same bytes in flight. A fixed threshold stops that; the cost, a map and unmap per
+    large block, is paid only by large reads (a stream with a backlog), never by token-sized events.
+    """
+    if _LIBC is None:
+        return False
+    return bool(_LIBC.mallopt(_M_MMAP_THRESHOLD, threshold))
 
 
 # ── many processes on one port ───────────────────────────────────────────────────────────────────
@@ -159,7 +175,7 @@ def parse_workers(value: str | int, flag: str = "--workers") -> int:
     text = str(value).strip().lower()
     if text == "auto":
         return os.cpu_count() or 1
-    if isinstance(value, bool) or not text.isdigit() or int(text) < 1:
+    if isinstance(value, bool) or not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise ConfigError(f"{flag} {value!r}: use a number of processes (1 or more) or auto")
     return int(text)
 

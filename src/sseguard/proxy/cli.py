@@ -12,7 +12,14 @@ import functools
 from collections.abc import Callable
 from dataclasses import replace
 
-from sseguard._serve import Listening, Worker, loop_factory, raise_open_files_limit, serve_workers
+from sseguard._serve import (
+    Listening,
+    Worker,
+    loop_factory,
+    map_large_blocks,
+    raise_open_files_limit,
+    serve_workers,
+)
 from sseguard.errors import ConfigError
 from sseguard.proxy.app import RunningProxy, serve_proxy
 from sseguard.proxy.config import ProxyConfig
@@ -55,6 +62,7 @@ def serve_worker(config: ProxyConfig, worker: Worker, ready: Callable[[int], Non
     """One proxy process (of ``worker.count``): its own event loop, upstream session and store
     connection, until SIGTERM or SIGINT."""
     raise_open_files_limit()
+    map_large_blocks()
     own = replace(config, port=worker.port, worker=worker.index, workers=worker.count)
 
     def listening(proxy: RunningProxy) -> None:

@@ -39,7 +39,7 @@ DONE_GRACE = 1.0
 #: The most bytes taken from the upstream per read. ``read(n)`` returns what has arrived, up to n,
 #: without waiting for n (so no event is held back); the cap bounds what one stream holds while its
 #: client is slow: a backlog is checked and written 64 KiB at a time, not as one 256 KiB+ block.
-READ_MAX = 64 * 1024
+READ_MAX = 16 * 1024
 
 _ENDING_MESSAGES = {
     Ending.TRUNCATED: "the upstream stopped after content with neither a finish_reason nor "
