@@ -49,6 +49,8 @@ log = logging.getLogger("sseguard.proxy")
 log.addFilter(RedactingFilter())
 
 _SECRET_REQUEST_HEADERS = ("authorization", "api-key", "x-api-key", "proxy-authorization")
+#: Upstream bytes buffered per response before reading pauses (x2); TCP holds the rest upstream.
+UPSTREAM_READ_BUFFER = 64 * 1024
 #: Seconds without a stream in flight before freed memory is handed back to the OS.
 IDLE_TRIM_DELAY_S = 1.0
 
@@ -86,6 +88,9 @@ class ProxyState:
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.config.connect_timeout),
             # The client's own User-Agent and Accept-Encoding are forwarded; add none of ours.
             skip_auto_headers=("User-Agent", "Accept-Encoding"),
+            # aiohttp buffers up to twice this per upstream response before it stops reading the
+            # socket (256 KiB → 512 KiB by default): for a slow client that is what the proxy holds.
+            read_bufsize=UPSTREAM_READ_BUFFER,
         )
 
     async def stop(self, app: web.Application) -> None:
