@@ -1,6 +1,6 @@
 """The streaming relay: forward each complete frame as it arrives, check it in flight, end it honestly.
 
-Per upstream read (``read(READ_MAX)``: what has arrived, at most 64 KiB, never waiting for a size to
+Per upstream read (``read(READ_MAX)``: what has arrived, at most 16 KiB, never waiting for a size to
 fill: that holds events back) the bytes go through a ``StreamChecker`` and every frame they complete is
 written to the client at once, byte-identical. Two things are held back: the ``data: [DONE]`` sentinel,
 until the upstream's end shows the stream deserves it (a stream whose tool arguments are not JSON, or
@@ -38,7 +38,8 @@ _COMMENT_SCAN = 4096
 DONE_GRACE = 1.0
 #: The most bytes taken from the upstream per read. ``read(n)`` returns what has arrived, up to n,
 #: without waiting for n (so no event is held back); the cap bounds what one stream holds while its
-#: client is slow: a backlog is checked and written 64 KiB at a time, not as one 256 KiB+ block.
+#: client is slow: a backlog is checked and written 16 KiB at a time, not as one 256 KiB+ block
+#: (token-sized events arrive far below it, so it costs nothing in the ordinary case).
 READ_MAX = 16 * 1024
 
 _ENDING_MESSAGES = {
