@@ -73,3 +73,15 @@ def fail_in_second_worker(worker: Worker, ready: Callable[[int], None]) -> None:
     ready(worker.port)
     while True:  # stopped by the supervisor's SIGTERM
         time.sleep(1)
+
+
+def die_after_listening(worker: Worker, ready: Callable[[int], None]) -> None:
+    """A worker body: worker 1 listens, then dies with exit code 3; worker 0 serves until stopped."""
+    import os
+    import time
+
+    ready(worker.port)
+    if worker.index == 1:
+        os._exit(3)
+    while True:
+        time.sleep(1)

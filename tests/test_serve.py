@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from _workers_support import fail_in_second_worker
+from _workers_support import die_after_listening, fail_in_second_worker
 from sseguard._serve import Listening, Worker, parse_workers, serve_workers
 from sseguard.errors import ConfigError
 
@@ -89,6 +89,12 @@ def test_a_worker_that_cannot_start_stops_the_others_and_reports_its_reason() ->
     assert str(info.value) == "worker 1 cannot open its store"
     assert announced == []  # never announced as listening
     assert os.environ.get("PROMETHEUS_MULTIPROC_DIR") is None  # the workers' metrics dir is gone
+
+
+def test_a_worker_that_dies_later_stops_the_others_and_the_status_says_so() -> None:
+    announced: list[Listening] = []
+    assert serve_workers(2, "127.0.0.1", 0, die_after_listening, announced.append) == 1
+    assert len(announced) == 1 and announced[0].port > 0
 
 
 def _rss_mib() -> float:
