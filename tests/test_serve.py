@@ -140,3 +140,18 @@ def test_with_large_blocks_mapped_freeing_them_lowers_rss_at_once() -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
                             check=True)
     assert float(result.stdout) > 150  # ~200 MB of blocks freed, no trim needed
+
+
+def test_settling_the_collector_freezes_what_exists_and_collects_young_objects_less_often() -> None:
+    import gc
+
+    from sseguard._serve import settle_gc
+
+    before = gc.get_threshold()
+    try:
+        settle_gc(12_345)
+        assert gc.get_threshold() == (12_345, 20, 20)
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()

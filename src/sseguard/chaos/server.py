@@ -41,6 +41,7 @@ from sseguard._serve import (
     serve_app,
     serve_until_signalled,
     serve_workers,
+    settle_gc,
 )
 from sseguard.chaos.config import ChaosConfig
 from sseguard.chaos.decide import applicable, decide
@@ -387,6 +388,7 @@ def serve_blocking(config: ChaosConfig, host: str, port: int,
 
 def _serve_worker(config: ChaosConfig, worker: Worker, ready: Callable[[int], None]) -> None:
     raise_open_files_limit()
+    settle_gc()
 
     def listening(server: ChaosServer) -> None:
         ready(server.port)

@@ -19,6 +19,7 @@ from sseguard._serve import (
     map_large_blocks,
     raise_open_files_limit,
     serve_workers,
+    settle_gc,
 )
 from sseguard.errors import ConfigError
 from sseguard.proxy.app import RunningProxy, serve_proxy
@@ -63,6 +64,7 @@ def serve_worker(config: ProxyConfig, worker: Worker, ready: Callable[[int], Non
     connection, until SIGTERM or SIGINT."""
     raise_open_files_limit()
     map_large_blocks()
+    settle_gc()
     own = replace(config, port=worker.port, worker=worker.index, workers=worker.count)
 
     def listening(proxy: RunningProxy) -> None:
