@@ -285,6 +285,8 @@ class StreamRelay:
         checker = self.checker
         frames = self.frames
         content = upstream.content
+        assert self._resp is not None
+        write = self._resp.write
         after_done = False
         received = consumed = 0
         clock = time.perf_counter
@@ -364,7 +366,10 @@ class StreamRelay:
                 # read, its decoded events and the frame list would triple what a paused reader costs.
                 del chunk, events, event, out
                 if data:
-                    await self._write(data)
+                    try:  # self._write inlined: one coroutine fewer per read on the hot path
+                        await write(data)
+                    except ConnectionResetError:
+                        raise _ClientGone from None
                 if self.ttft is None and checker.saw_content:
                     self.ttft = clock() - self.t0
                 if stop is not None:
