@@ -97,39 +97,42 @@ def test_a_worker_that_dies_later_stops_the_others_and_the_status_says_so() -> N
     assert len(announced) == 1 and announced[0].port > 0
 
 
-def _rss_mib() -> float:
+_RSS = """
+def rss():
     with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
+        return next(int(l.split()[1]) / 1024 for l in f if l.startswith("VmRSS:"))
+survivors, blocks = [], []
+"""
+
+
+def _freed_mib(script: str) -> float:
+    """Run ``script`` in a fresh interpreter (allocator state is process-wide) and read the MiB it
+    prints."""
+    result = subprocess.run([sys.executable, "-c", _RSS + textwrap.dedent(script)], capture_output=True,
+                            text=True, timeout=60, check=True)
+    return float(result.stdout)
 
 
 @pytest.mark.skipif(not GLIBC, reason="malloc_trim and mallopt are glibc's")
 def test_freed_heap_blocks_go_back_to_the_os_when_asked() -> None:
-    from sseguard._serve import release_free_memory
-
-    survivors, blocks = [], []
-    for _ in range(2000):  # 100 kB blocks (under glibc's default mmap threshold) between survivors
-        blocks.append(bytearray(100_000))
-        survivors.append(bytearray(2_000))
-    del blocks
-    before = _rss_mib()
-    assert release_free_memory() is True
-    assert before - _rss_mib() > 100  # of the ~200 MB freed, the heap had kept at least half
-    assert len(survivors) == 2000
+    freed = _freed_mib("""
+        from sseguard._serve import release_free_memory
+        for _ in range(2000):  # 100 kB blocks (under glibc's default mmap threshold) between survivors
+            blocks.append(bytearray(100_000))
+            survivors.append(bytearray(2_000))
+        del blocks
+        kept = rss()
+        assert release_free_memory() is True
+        print(kept - rss())
+    """)
+    assert freed > 100  # of the ~200 MB freed, the heap had kept at least half until asked
 
 
 @pytest.mark.skipif(not GLIBC, reason="malloc_trim and mallopt are glibc's")
 def test_with_large_blocks_mapped_freeing_them_lowers_rss_at_once() -> None:
-    # In a process of its own: the allocator setting is process-wide.
-    script = textwrap.dedent("""
+    freed = _freed_mib("""
         from sseguard._serve import map_large_blocks
-        def rss():
-            with open("/proc/self/status") as f:
-                return next(int(l.split()[1]) / 1024 for l in f if l.startswith("VmRSS:"))
         assert map_large_blocks(64 * 1024)
-        survivors, blocks = [], []
         for _ in range(2000):
             blocks.append(bytearray(100_000))
             survivors.append(bytearray(2_000))
@@ -137,9 +140,7 @@ def test_with_large_blocks_mapped_freeing_them_lowers_rss_at_once() -> None:
         del blocks
         print(full - rss())
     """)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                            check=True)
-    assert float(result.stdout) > 150  # ~200 MB of blocks freed, no trim needed
+    assert freed > 150  # ~200 MB of blocks freed, no trim needed
 
 
 def test_settling_the_collector_freezes_what_exists_and_collects_young_objects_less_often() -> None:
