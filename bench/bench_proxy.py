@@ -11,7 +11,12 @@ lock-step, and only the steady window after that ramp is measured. Reported: eve
 received, time to first chunk (p50, p99), proxy CPU and memory. Direct and proxy runs alternate,
 ``--repeats`` times, and the medians are compared.
 
-Run: .venv/bin/python bench/bench_proxy.py [--repeats 3] [--append docs/benchmarks.md]
+``--workers 1,2`` adds ``sseguard proxy --workers 2`` next to the one-process proxy: its two
+processes are not pinned (they share the machine's two cores with the upstream and the client, which
+stay on core 0); its CPU and RSS are summed over the supervisor and its workers.
+
+Run: .venv/bin/python bench/bench_proxy.py [--repeats 3] [--workers 1,2] [--only 1000] [--no-slow]
+     [--append docs/benchmarks.md]
 """
 
 from __future__ import annotations
@@ -101,10 +106,28 @@ class Run:
         return statistics.quantiles(self.ttfc_ms, n=100, method="inclusive")[98]
 
 
+def tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (a proxy with --workers N is a supervisor and N workers)."""
+    pids = [pid]
+    for current in pids:
+        try:
+            with open(f"/proc/{current}/task/{current}/children") as f:
+                pids.extend(int(child) for child in f.read().split())
+        except OSError:
+            continue
+    return pids
+
+
 def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    total = 0.0
+    for each in tree(pid):
+        try:
+            with open(f"/proc/{each}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / TICKS
+    return total
 
 
 def machine_busy_seconds() -> float:
@@ -116,11 +139,15 @@ def machine_busy_seconds() -> float:
 
 
 def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    total = 0.0
+    for each in tree(pid):
+        try:
+            with open(f"/proc/{each}/status") as f:
+                total += next((int(line.split()[1]) / 1024 for line in f
+                               if line.startswith("VmRSS:")), 0.0)
+        except OSError:
+            continue
+    return total
 
 
 def pinned(core: int) -> object:
@@ -130,12 +157,12 @@ def pinned(core: int) -> object:
 
 
 @contextlib.contextmanager
-def process(args: list[str], core: int, *,
+def process(args: list[str], core: int | None, *,
             raw: bool = False) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """Start a server pinned to ``core``; yield it and the first line it prints."""
+    """Start a server pinned to ``core`` (None: every core); yield it and the first line it prints."""
     command = args if raw else [*SSEGUARD, *args]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, preexec_fn=pinned(core))  # type: ignore[arg-type]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            preexec_fn=pinned(core) if core is not None else None)  # type: ignore[arg-type]
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -211,33 +238,44 @@ async def load(url: str, sc: Scenario, proxy_pid: int | None, chaos_pid: int) ->
     return run
 
 
-def scenario(sc: Scenario, repeats: int, store: Path) -> dict[str, list[Run]]:
-    """Direct, a bare aiohttp relay and the sseguard proxy, alternating, ``repeats`` times."""
+def proxy_name(workers: int) -> str:
+    return "sseguard proxy" if workers == 1 else f"sseguard proxy ×{workers}"
+
+
+def scenario(sc: Scenario, repeats: int, store: Path, workers: list[int]) -> dict[str, list[Run]]:
+    """Direct, a bare aiohttp relay and the sseguard proxy (one per ``workers`` count), alternating,
+    ``repeats`` times."""
+    """Direct, a bare aiohttp relay and the sseguard proxy (one entry per ``workers`` count),
+    alternating, ``repeats`` times."""
     chaos_args = ["chaos", "--listen", "127.0.0.1:0", "--json", "--tokens", str(sc.tokens),
                   "--inter-token-ms", str(sc.inter_token_ms)]
-    runs: dict[str, list[Run]] = {"direct": [], "bare relay": [], "sseguard proxy": []}
-    with process(chaos_args, 0) as (chaos, chaos_line):
+    runs: dict[str, list[Run]] = {"direct": [], "bare relay": []}
+    runs.update({proxy_name(n): [] for n in workers})
+    with process(chaos_args, 0) as (chaos, chaos_line), contextlib.ExitStack() as stack:
         upstream = json.loads(chaos_line)["url"]
-        proxy_args = ["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0", "--store", str(store)]
         bare_args = [sys.executable, __file__, "--bare-relay", upstream]
-        with process(proxy_args, 1) as (proxy, proxy_line), \
-                process(bare_args, 1, raw=True) as (bare, bare_line):
-            targets = {"direct": (upstream, None), "bare relay": (bare_line.split()[4], bare.pid),
-                       "sseguard proxy": (proxy_line.split()[4], proxy.pid)}
-            idle = {name: rss_mb(pid) if pid else 0.0 for name, (_, pid) in targets.items()}
-            for rep in range(repeats):
-                order = list(targets) if rep % 2 == 0 else list(reversed(targets))
-                for name in order:
-                    base, pid = targets[name]
-                    run = asyncio.run(load(f"{base}/chat/completions", sc, pid, chaos.pid))
-                    run.idle_rss_mb = idle[name]
-                    runs[name].append(run)
-                    print(f"  {sc.name:14} {name:14} {run.events_per_s:10,.0f} ev/s  TTFC p50 "
-                          f"{run.p50:7.2f} ms p99 {run.p99:8.2f} ms  completed {run.completed:,} "
-                          f"failed {run.failed}  client CPU {run.client_cpu:.0%}  others "
-                          f"{run.others_cpu:.0%}"
-                          + (f"  relay CPU {run.proxy_cpu:.0%} ({run.cpu_us_per_event:.1f} µs/event)"
-                             f" RSS {run.proxy_rss_mb:.0f} MB" if pid else ""), flush=True)
+        bare, bare_line = stack.enter_context(process(bare_args, 1, raw=True))
+        targets: dict[str, tuple[str, int | None]] = {
+            "direct": (upstream, None), "bare relay": (bare_line.split()[4], bare.pid)}
+        for n in workers:
+            proxy_args = ["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0", "--store",
+                          str(store), "--workers", str(n)]
+            proxy, proxy_line = stack.enter_context(process(proxy_args, 1 if n == 1 else None))
+            targets[proxy_name(n)] = (proxy_line.split()[4], proxy.pid)
+        idle = {name: rss_mb(pid) if pid else 0.0 for name, (_, pid) in targets.items()}
+        for rep in range(repeats):
+            order = list(targets) if rep % 2 == 0 else list(reversed(targets))
+            for name in order:
+                base, pid = targets[name]
+                run = asyncio.run(load(f"{base}/chat/completions", sc, pid, chaos.pid))
+                run.idle_rss_mb = idle[name]
+                runs[name].append(run)
+                print(f"  {sc.name:14} {name:14} {run.events_per_s:10,.0f} ev/s  TTFC p50 "
+                      f"{run.p50:7.2f} ms p99 {run.p99:8.2f} ms  completed {run.completed:,} "
+                      f"failed {run.failed}  client CPU {run.client_cpu:.0%}  others "
+                      f"{run.others_cpu:.0%}"
+                      + (f"  relay CPU {run.proxy_cpu:.0%} ({run.cpu_us_per_event:.1f} µs/event)"
+                         f" RSS {run.proxy_rss_mb:.0f} MB" if pid else ""), flush=True)
     return runs
 
 
@@ -367,7 +405,7 @@ async def slow_readers(url: str, pid: int, streams: int, pause: float, stats_url
             await asyncio.sleep(0.25)
         written = await upstream_written(stats_url) - written0
         await asyncio.gather(*tasks)
-    await asyncio.sleep(1.0)
+    await asyncio.sleep(2.5)  # the proxy hands freed memory back 1 s after its last stream
     return SlowRun(streams, idle, peak, rss_mb(pid), received / 2**20, cpu_seconds(pid) - cpu0,
                    written / 2**20)
 
@@ -402,6 +440,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--append", metavar="FILE", help="Append the results section to FILE.")
     parser.add_argument("--only", metavar="N[,N…]", help="Run only these stream counts (1,100,1000).")
+    parser.add_argument("--workers", default="1", metavar="N[,N…]",
+                        help="Proxy variants by --workers count, side by side (default 1).")
+    parser.add_argument("--no-slow", action="store_true", help="Skip the slow-reader scenario.")
     parser.add_argument("--bare-relay", metavar="UPSTREAM", help=argparse.SUPPRESS)
     parser.add_argument("--frame-upstream", type=int, metavar="FRAMES", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -420,6 +461,7 @@ def main() -> None:
     if (os.cpu_count() or 1) < 2:
         sys.exit("needs two cores: the relay gets one of its own")
     os.sched_setaffinity(0, {0})
+    workers = [int(n) for n in args.workers.split(",")]
     rows = []
     started = time.time()
     with tempfile.TemporaryDirectory() as tmp:
@@ -427,7 +469,7 @@ def main() -> None:
         for sc in SCENARIOS:
             if wanted is not None and sc.streams not in wanted:
                 continue
-            runs = scenario(sc, args.repeats, Path(tmp) / "bench.db")
+            runs = scenario(sc, args.repeats, Path(tmp) / "bench.db", workers)
             direct = runs["direct"]
             d_eps = med([r.events_per_s for r in direct])
             d50, d99 = med([r.p50 for r in direct]), med([r.p99 for r in direct])
@@ -436,7 +478,7 @@ def main() -> None:
                         f"{d_eps:,.0f} | 100% | {d50:.2f} / {d99:.2f} | – | – | – | "
                         f"{med([r.client_cpu for r in direct]):.0%} | "
                         f"{med([r.others_cpu for r in direct]):.0%} |")
-            for name in ("bare relay", "sseguard proxy"):
+            for name in ("bare relay", *(proxy_name(n) for n in workers)):
                 rs = runs[name]
                 eps = med([r.events_per_s for r in rs])
                 p50, p99 = med([r.p50 for r in rs]), med([r.p99 for r in rs])
@@ -446,7 +488,8 @@ def main() -> None:
                     f"{med([r.cpu_us_per_event for r in rs]):.1f} µs/event | "
                     f"{rs[0].idle_rss_mb:.0f} → {max(r.proxy_rss_mb for r in rs):.0f} MB | "
                     f"{med([r.client_cpu for r in rs]):.0%} | {med([r.others_cpu for r in rs]):.0%} |")
-        slow = slow_scenario(SLOW_STREAMS, SLOW_FRAMES, SLOW_PAUSE, Path(tmp) / "slow.db")
+        slow = ({} if args.no_slow
+                else slow_scenario(SLOW_STREAMS, SLOW_FRAMES, SLOW_PAUSE, Path(tmp) / "slow.db"))
     slow_rows = [f"| {name} | {r.idle_rss_mb:.0f} MB | {r.peak_rss_mb:.0f} MB | {r.after_rss_mb:.0f} MB "
                  f"| {r.received_mb:.0f} MiB | {r.upstream_mb:,.0f} MiB |" for name, r in slow.items()]
     took = time.time() - started
@@ -455,21 +498,22 @@ def main() -> None:
               "|---|---|---|---|---|---|---|---|---|---|")
     section = "\n".join([
         "", "## proxy overhead (bench/bench_proxy.py)", "",
-        f"Command: `.venv/bin/python bench/bench_proxy.py --repeats {args.repeats}` "
+        f"Command: `.venv/bin/python bench/bench_proxy.py {' '.join(sys.argv[1:])}` "
         f"({took:.0f} s). Machine: {os.cpu_count()} cores (`nproc`), Python "
         f"{platform.python_version()}, {platform.system()} {platform.release()}. The relay under "
         "test (`sseguard proxy`: strict policy, in-flight checking, records to SQLite; or the bare "
-        "aiohttp relay baseline of HTTP.md) runs on core 1; the chaos upstream and the aiohttp load "
-        "client share core 0. Medians of the runs; TTFC = time to first chunk. \"Other processes\" is "
-        "the CPU (in cores) that processes outside the benchmark used meanwhile: above a few percent "
-        "the latencies measure the machine, not the relay.", "",
+        "aiohttp relay baseline of HTTP.md) runs on core 1 (`--workers 2`: on both cores); the chaos "
+        "upstream and the aiohttp load client share core 0. Medians of the runs; TTFC = time to "
+        "first chunk. \"Other processes\" is the CPU (in cores) that processes outside the "
+        "benchmark used meanwhile: above a few percent the latencies measure the machine, not the "
+        "relay.", "",
         header, *rows, "",
-        f"Slow readers: {SLOW_STREAMS:,} streams of {SLOW_FRAMES * len(BIG_FRAME) / 1e6:.1f} MB each "
-        f"(an upstream that writes as fast as it is drained); every client reads 64 KiB, pauses "
-        f"{SLOW_PAUSE:g} s, then closes.", "",
-        "| relay | RSS idle | RSS peak while the clients pause | RSS after they close | "
-        "read by clients | written by the upstream meanwhile |", "|---|---|---|---|---|---|",
-        *slow_rows, ""])
+        *([f"Slow readers: {SLOW_STREAMS:,} streams of {SLOW_FRAMES * len(BIG_FRAME) / 1e6:.1f} MB "
+           f"each (an upstream that writes as fast as it is drained); every client reads 64 KiB, "
+           f"pauses {SLOW_PAUSE:g} s, then closes.", "",
+           "| relay | RSS idle | RSS peak while the clients pause | RSS after they close | "
+           "read by clients | written by the upstream meanwhile |", "|---|---|---|---|---|---|",
+           *slow_rows, ""] if slow else [])])
     print(section)
     if args.append:
         with open(args.append, "a") as f:

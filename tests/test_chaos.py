@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -365,7 +366,7 @@ async def test_models_healthz_and_stats_endpoints(client: httpx2.AsyncClient) ->
         health = await client.get(f"{server.root}/healthz")
         await client.post(server.chat_url, json=chat_request())
         stats = (await client.get(f"{server.root}/chaos/stats")).json()
-    assert models["data"][0]["id"] == "m-1" and health.json() == {"status": "ok"}
+    assert models["data"][0]["id"] == "m-1" and health.json() == {"status": "ok", "pid": os.getpid()}
     assert stats["requests"] == 1 and stats["faults"] == {"http_error": 1}
     assert stats["max_inflight"] == 1 and stats["inflight"] == 0
 

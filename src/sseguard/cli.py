@@ -149,11 +149,14 @@ def chaos(
                                                "leaves."),
     model: str | None = typer.Option(None, "--model", metavar="MODEL", help="Model id served on /v1/models."),
     as_json: bool = typer.Option(False, "--json", help="Print the URL and configuration as JSON."),
+    workers: str = typer.Option("1", "--workers", metavar="N|auto",
+                                help="Processes serving the port (auto = one per core)."),
 ) -> None:
     """Serve a fault-injecting upstream (chat, responses, messages).
 
     It serves POST /v1/chat/completions, /v1/responses (OpenAI Responses) and /v1/messages (Anthropic
-    Messages), streamed or not, until Ctrl-C. Each response names what it injected in the x-sseguard-fault header.
+    Messages), streamed or not, until Ctrl-C. Each response names what it injected in the
+    x-sseguard-fault header.
 
     \b
     Example:
@@ -162,11 +165,13 @@ def chaos(
     """
     import json
 
+    from sseguard._serve import Listening, parse_workers
     from sseguard.chaos import ChaosConfig
     from sseguard.chaos.config import parse_listen
-    from sseguard.chaos.server import ChaosServer, serve_blocking
+    from sseguard.chaos.server import serve_blocking
 
     try:
+        processes = parse_workers(workers)
         host, port = parse_listen(listen)
         base = ChaosConfig.from_toml(config) if config else ChaosConfig()
         cfg = base.with_overrides(seed=seed, faults=fault, dialects=dialect, raw_markup=raw_markup,
@@ -175,12 +180,12 @@ def chaos(
     except ConfigError as exc:
         fail(str(exc))
 
-    def ready(server: ChaosServer) -> None:
+    def ready(server: Listening) -> None:
         faults = {str(k): v for k, v in cfg.faults.items()}
         if as_json:
             typer.echo(json.dumps({"url": server.url, "seed": cfg.seed, "faults": faults,
                                    "dialects": sorted(cfg.dialects), "raw_markup": cfg.raw_markup,
-                                   "patterns": len(cfg.patterns)}))
+                                   "patterns": len(cfg.patterns), "workers": processes}))
             return
         typer.echo(f"sseguard chaos listening on {server.url}")
         summary = ", ".join(f"{k}={v:g}" for k, v in faults.items()) or "none"
@@ -188,9 +193,13 @@ def chaos(
         typer.echo(f"seed {cfg.seed}; faults: {summary}{extra}; Ctrl-C to stop", err=True)
 
     try:
-        serve_blocking(cfg, host, port, ready)
+        status = serve_blocking(cfg, host, port, ready, workers=processes)
+    except ConfigError as exc:
+        fail(str(exc))
     except OSError as exc:
         fail(f"cannot listen on {listen}: {exc.strerror or exc}")
+    if status:
+        raise typer.Exit(status)
 
 
 # ── probe, sweep ──────────────────────────────────────────────────────────────────────────────────
@@ -382,6 +391,8 @@ def proxy(
                               help="Where stream records go: a SQLite file, postgresql://…, or none."),
     max_body: str = typer.Option("32MiB", "--max-body", metavar="SIZE",
                                  help="Largest request body accepted (then 413)."),
+    workers: str = typer.Option("1", "--workers", metavar="N|auto",
+                                help="Processes serving the port (auto = one per core)."),
 ) -> None:
     """Guard an OpenAI-compatible endpoint: no stream reaches a client as a silent, clean end.
 
@@ -395,12 +406,15 @@ def proxy(
     from sseguard.proxy.cli import run_proxy_command
 
     try:
-        run_proxy_command(upstream=upstream, listen=listen, policy=policy, tolerate=tolerate,
-                          on_bad_end=on_bad_end, complete_done=complete_done,
-                          repair_markup=repair_markup, stall_timeout=stall_timeout, timeout=timeout,
-                          store=store, max_body=max_body, echo=typer.echo)
+        status = run_proxy_command(
+            upstream=upstream, listen=listen, policy=policy, tolerate=tolerate,
+            on_bad_end=on_bad_end, complete_done=complete_done, repair_markup=repair_markup,
+            stall_timeout=stall_timeout, timeout=timeout, store=store, max_body=max_body,
+            echo=typer.echo, workers=workers)
     except ConfigError as exc:
         fail(str(exc))
+    if status:
+        raise typer.Exit(status)
 
 
 # ── analyze ───────────────────────────────────────────────────────────────────────────────────────

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ import msgspec
 from aiohttp import web
 from yarl import URL
 
-from sseguard._serve import Listening, serve_app
+from sseguard._serve import Listening, release_free_memory, serve_app, serve_until_signalled
 from sseguard.contract import StreamChecker
 from sseguard.policy import Policy
 from sseguard.proxy.config import ProxyConfig
@@ -48,6 +49,10 @@ log = logging.getLogger("sseguard.proxy")
 log.addFilter(RedactingFilter())
 
 _SECRET_REQUEST_HEADERS = ("authorization", "api-key", "x-api-key", "proxy-authorization")
+#: Upstream bytes buffered per response before reading pauses (x2); TCP holds the rest upstream.
+UPSTREAM_READ_BUFFER = 64 * 1024
+#: Seconds without a stream in flight before freed memory is handed back to the OS.
+IDLE_TRIM_DELAY_S = 1.0
 
 
 class ProxyState:
@@ -56,13 +61,14 @@ class ProxyState:
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
         self.policy: Policy = config.effective_policy
-        self.metrics = ProxyMetrics()
+        self.metrics = ProxyMetrics(shared=config.workers > 1)
         self.redactor: Redactor = DEFAULT.with_secrets(config.secrets)
         self.session: aiohttp.ClientSession | None = None
         self.store: Any = None
         self.writer: Any = None
         self.active = 0
-        self._index = itertools.count()
+        self._index = itertools.count(config.worker, config.workers)
+        self._trim: asyncio.TimerHandle | None = None
         self.chat_url = config.upstream.with_path(f"{config.upstream.raw_path}/chat/completions",
                                                   encoded=True)
 
@@ -82,9 +88,14 @@ class ProxyState:
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.config.connect_timeout),
             # The client's own User-Agent and Accept-Encoding are forwarded; add none of ours.
             skip_auto_headers=("User-Agent", "Accept-Encoding"),
+            # aiohttp buffers up to twice this per upstream response before it stops reading the
+            # socket (256 KiB → 512 KiB by default): for a slow client that is what the proxy holds.
+            read_bufsize=UPSTREAM_READ_BUFFER,
         )
 
     async def stop(self, app: web.Application) -> None:
+        if self._trim is not None:
+            self._trim.cancel()
         if self.session is not None:
             await self.session.close()
         if self.writer is not None:
@@ -92,6 +103,19 @@ class ProxyState:
             await asyncio.to_thread(self.writer.close)
         if self.store is not None:
             await asyncio.to_thread(self.store.close)
+
+    def stream_ended(self) -> None:
+        """One stream fewer in flight; once none is left, the freed buffers go back to the OS."""
+        self.active -= 1
+        self.metrics.active.dec()
+        if self.active == 0 and self._trim is None:
+            # A moment later, so that a steady trickle of single streams does not pay a heap walk each.
+            self._trim = asyncio.get_running_loop().call_later(IDLE_TRIM_DELAY_S, self._trim_if_idle)
+
+    def _trim_if_idle(self) -> None:
+        self._trim = None
+        if self.active == 0:
+            release_free_memory()
 
     def request_redactor(self, request: web.Request) -> Redactor:
         """The app's redactor plus this client's own key, in whatever shape it has."""
@@ -240,8 +264,7 @@ async def _stream(state: ProxyState, request: web.Request, body: bytes,
             return await _stream_http_error(state, relay, upstream)
         return await relay.relay(upstream)
     finally:
-        state.active -= 1
-        state.metrics.active.dec()
+        state.stream_ended()
 
 
 async def _stream_http_error(state: ProxyState, relay: StreamRelay,
@@ -331,7 +354,8 @@ async def metrics(request: web.Request) -> web.Response:
 async def healthz(request: web.Request) -> web.Response:
     state = request.app[STATE]
     return web.json_response({"status": "ok", "active_streams": state.active,
-                              "policy": state.policy.name, "run_id": state.config.run_id})
+                              "policy": state.policy.name, "run_id": state.config.run_id,
+                              "worker": state.config.worker, "pid": os.getpid()})
 
 
 def make_proxy_app(config: ProxyConfig) -> web.Application:
@@ -363,29 +387,28 @@ class RunningProxy(Listening):
 
 
 @contextlib.asynccontextmanager
-async def run_proxy(config: ProxyConfig, *, backlog: int = 4096) -> AsyncIterator[RunningProxy]:
+async def run_proxy(config: ProxyConfig, *, backlog: int = 4096,
+                    reuse_port: bool = False) -> AsyncIterator[RunningProxy]:
     """Serve the proxy on ``config.host:config.port`` (0 = a free port) for the block's duration.
 
     Leaving the block stops accepting, lets streams finish for a moment, closes the upstream session
-    and drains the evidence writer.
+    and drains the evidence writer. ``reuse_port``: one of several worker processes on one port.
     """
     app = make_proxy_app(config)
-    async with serve_app(app, config.host, config.port, backlog=backlog, shutdown_timeout=5.0) as bound:
+    async with serve_app(app, config.host, config.port, backlog=backlog, shutdown_timeout=5.0,
+                         reuse_port=reuse_port) as bound:
         yield RunningProxy(config.host, bound, app)
 
 
-async def serve_proxy(config: ProxyConfig, on_ready: Any = None) -> None:
-    """Serve until cancelled (Ctrl-C) or SIGTERM; ``on_ready(proxy)`` once it listens."""
-    import signal
+async def serve_proxy(config: ProxyConfig, on_ready: Any = None, *, reuse_port: bool = False) -> None:
+    """Serve until SIGTERM or SIGINT (Ctrl-C), which drain the streams and records; ``on_ready(proxy)``
+    once it listens."""
+    started = time.monotonic()
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGTERM, stop.set)
-    async with run_proxy(config) as proxy:
+    def ready(proxy: RunningProxy) -> None:
+        log.info("proxy %s listening on %s for %s", config.run_id, proxy.url, config.upstream)
         if on_ready is not None:
             on_ready(proxy)
-        started = time.monotonic()
-        log.info("proxy %s listening on %s for %s", config.run_id, proxy.url, config.upstream)
-        await stop.wait()
-        log.info("proxy %s stopping after %.0f s", config.run_id, time.monotonic() - started)
+
+    await serve_until_signalled(run_proxy(config, reuse_port=reuse_port), ready)
+    log.info("proxy %s stopped after %.0f s", config.run_id, time.monotonic() - started)

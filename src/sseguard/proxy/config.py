@@ -15,6 +15,7 @@ from enum import StrEnum
 
 from yarl import URL
 
+from sseguard._serve import parse_workers
 from sseguard.errors import ConfigError
 from sseguard.policy import Policy
 from sseguard.verdict import Ending
@@ -125,6 +126,10 @@ class ProxyConfig:
     secrets: tuple[str, ...] = ()
     arm: str = ""  # the records' arm; the upstream's host:port when empty
     run_id: str = field(default_factory=lambda: f"proxy-{secrets.token_hex(4)}")
+    #: Processes serving the port (``--workers``), and which of them this one is: the records of one
+    #: run are numbered worker, worker + workers, … so that the workers never reuse an index.
+    workers: int = 1
+    worker: int = 0
 
     @classmethod
     def from_options(cls, *, upstream: str, listen: str = "127.0.0.1:8080", policy: str = "strict",
@@ -132,7 +137,8 @@ class ProxyConfig:
                      complete_done: bool = False, repair_markup: str = "off",
                      stall_timeout: float = 60.0, timeout: float = 600.0,
                      max_body: str | int = 32 * 1024 * 1024, store: str | None = "sseguard.db",
-                     secrets: tuple[str, ...] = (), arm: str = "") -> ProxyConfig:
+                     secrets: tuple[str, ...] = (), arm: str = "",
+                     workers: str | int = 1) -> ProxyConfig:
         """Check every option as a person typed it; raise ``ConfigError`` naming the bad flag."""
         host, port = parse_listen(listen)
         try:
@@ -148,6 +154,7 @@ class ProxyConfig:
             stall_timeout=_seconds(stall_timeout, "--stall-timeout"),
             timeout=_seconds(timeout, "--timeout"), max_body=parse_size(max_body),
             store=store_url, secrets=tuple(s for s in secrets if s), arm=arm,
+            workers=parse_workers(workers),
         )
 
     @property

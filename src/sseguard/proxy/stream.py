@@ -1,7 +1,7 @@
 """The streaming relay: forward each complete frame as it arrives, check it in flight, end it honestly.
 
-Per upstream read (``iter_any``-style ``readany()``, never a chunk size, which would hold small events
-back until the size fills) the bytes go through a ``StreamChecker`` and every frame they complete is
+Per upstream read (``read(READ_MAX)``: what has arrived, at most 16 KiB, never waiting for a size to
+fill: that holds events back) the bytes go through a ``StreamChecker`` and every frame they complete is
 written to the client at once, byte-identical. Two things are held back: the ``data: [DONE]`` sentinel,
 until the upstream's end shows the stream deserves it (a stream whose tool arguments are not JSON, or
 that carries a frame after ``[DONE]``, must not end cleanly), and, in repair mode, a partial markup
@@ -36,6 +36,11 @@ DONE_FRAME = b"data: [DONE]\n\n"
 _COMMENT_SCAN = 4096
 #: After [DONE], how long the upstream may take to end its body before the proxy ends it instead.
 DONE_GRACE = 1.0
+#: The most bytes taken from the upstream per read. ``read(n)`` returns what has arrived, up to n,
+#: without waiting for n (so no event is held back); the cap bounds what one stream holds while its
+#: client is slow: a backlog is checked and written 16 KiB at a time, not as one 256 KiB+ block
+#: (token-sized events arrive far below it, so it costs nothing in the ordinary case).
+READ_MAX = 16 * 1024
 
 _ENDING_MESSAGES = {
     Ending.TRUNCATED: "the upstream stopped after content with neither a finish_reason nor "
@@ -280,6 +285,8 @@ class StreamRelay:
         checker = self.checker
         frames = self.frames
         content = upstream.content
+        assert self._resp is not None
+        write = self._resp.write
         after_done = False
         received = consumed = 0
         clock = time.perf_counter
@@ -288,7 +295,7 @@ class StreamRelay:
             while True:
                 watch.start_read()
                 try:
-                    chunk = await content.readany()
+                    chunk = await content.read(READ_MAX)
                 finally:
                     watch.reading = False
                 if not chunk:
@@ -354,8 +361,15 @@ class StreamRelay:
                     if frames.failure is not None:
                         stop = frames.failure
                         break
-                if out:
-                    await self._write(b"".join(out) if len(out) > 1 else out[0])
+                data = b"".join(out) if len(out) > 1 else out[0] if out else b""
+                # While the write waits on a slow client only the bytes being sent stay alive: the
+                # read, its decoded events and the frame list would triple what a paused reader costs.
+                del chunk, events, event, out
+                if data:
+                    try:  # self._write inlined: one coroutine fewer per read on the hot path
+                        await write(data)
+                    except ConnectionResetError:
+                        raise _ClientGone from None
                 if self.ttft is None and checker.saw_content:
                     self.ttft = clock() - self.t0
                 if stop is not None:
