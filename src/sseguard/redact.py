@@ -69,7 +69,9 @@ _ENV_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PAT", "CREDENTIAL
 RULES: tuple[Rule, ...] = (
     # `Authorization: Bearer xyz`, `api-key=xyz`, `"x-api-key": "xyz"`: a secret-named field.
     Rule("named field",
-         ("auth", "api", "access_token", "access-token", "refresh_token", "client_secret", "password"),
+         # Not a bare "api": every record says `"api": "chat"`, and the rule needs `api-key`/`apikey`.
+         ("auth", "api-key", "api_key", "apikey", "access_token", "access-token", "refresh_token",
+          "client_secret", "password"),
          re.compile(r"(?i)(?P<keep>(?:\b(?:proxy-)?authorization|\bx-api-key|\bapi[-_]?key|"
                     r"\baccess[-_]token|\brefresh_token|\bclient_secret|\bx-auth-token|\bpassword)"
                     r"(?:\\?\")?\s*[:=]\s*(?:\\?\")?)[^\"\\\r\n,;&]+")),
