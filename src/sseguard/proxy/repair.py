@@ -33,7 +33,7 @@ from sseguard.toolcalls import (
     ToolCallStart,
     parser_for,
 )
-from sseguard.verdict import Finding, FindingKind
+from sseguard.verdict import Api, Finding, FindingKind
 
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode
@@ -41,19 +41,23 @@ _MARKERS = leak_markers("all")
 _OVERLAP = max(len(m) for m in _MARKERS) - 1
 
 
-def checker_markup(mode: str) -> str | list[str]:
+#: The protocols whose streams ``--repair-markup`` rewrites.
+REPAIRED = frozenset({Api.CHAT})
+
+
+def checker_markup(mode: str, api: Api = Api.CHAT) -> str | list[str]:
     """Which markup the upstream checker looks for in content.
 
     Without repair: every family (markup in content reaches the client: a leak). With repair the
     upstream's markup is the repair's input, not a leak; ``RepairFrames`` looks for markers in what it
     actually sends instead.
     """
-    return "all" if mode == "off" else []
+    return "all" if mode == "off" or api not in REPAIRED else []
 
 
-def frames_for(mode: str, request: dict[str, Any]) -> Frames:
+def frames_for(mode: str, request: dict[str, Any], api: Api = Api.CHAT) -> Frames:
     """The frame transformer for one stream: unchanged frames, or a repair with fresh parsers."""
-    if mode == "off":
+    if mode == "off" or api not in REPAIRED:
         return Frames()
     tools = request.get("tools")
     return RepairFrames(mode, tools if isinstance(tools, list) else None)
