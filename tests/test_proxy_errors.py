@@ -84,7 +84,7 @@ async def test_an_upstream_http_error_reaches_the_client_unchanged() -> None:
         got = await raw_post(f"{px.url}/chat/completions", chat())
         text = px.state.metrics.render().decode()
     assert got.status == 429 and got.body == body and got.headers["Retry-After"] == "3"
-    assert 'sseguard_proxy_streams_total{ending="http_error"} 1.0' in text
+    assert 'sseguard_proxy_streams_total{api="chat",ending="http_error"} 1.0' in text
 
 
 async def test_models_and_non_stream_completions_pass_through() -> None:

@@ -266,7 +266,7 @@ async def test_a_client_disconnect_cancels_the_upstream_request_at_once() -> Non
         assert time.monotonic() - start < 0.5
         await asyncio.sleep(0.05)
         text = px.state.metrics.render().decode()
-    assert 'sseguard_proxy_streams_total{ending="client_disconnect"} 1.0' in text
+    assert 'sseguard_proxy_streams_total{api="chat",ending="client_disconnect"} 1.0' in text
     assert up.written < len(FRAME_1) * 20
 
 
@@ -328,9 +328,9 @@ async def test_metrics_count_streams_by_ending_and_findings_by_kind() -> None:
                 text = await resp.text()
             async with session.get(f"{px.root}/healthz") as resp:
                 health = await resp.json()
-    assert 'sseguard_proxy_streams_total{ending="complete"} 3.0' in text
-    assert 'sseguard_proxy_streams_total{ending="truncated"} 1.0' in text
-    assert 'sseguard_proxy_findings_total{kind="tool_args_invalid_json"} 1.0' in text
+    assert 'sseguard_proxy_streams_total{api="chat",ending="complete"} 3.0' in text
+    assert 'sseguard_proxy_streams_total{api="chat",ending="truncated"} 1.0' in text
+    assert 'sseguard_proxy_findings_total{api="chat",kind="tool_args_invalid_json"} 1.0' in text
     assert 'sseguard_proxy_bad_ends_total{action="error-event"} 2.0' in text
     assert "sseguard_proxy_ttft_seconds_count 4.0" in text
     assert "sseguard_proxy_stream_duration_seconds_count 4.0" in text
