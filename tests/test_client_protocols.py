@@ -137,14 +137,16 @@ async def messages_helper_async(server: str, name: str, transport: Any) -> str:
 def test_healthy_responses_streams_arrive_whole(server: str, name: str) -> None:
     plain = responses_create(server, name, None)
     assert responses_create(server, name, StrictTransport()) == plain and len(plain) >= 8
-    assert responses_helper(server, name, StrictTransport()) == TEXT
+    if name != "incomplete":  # the helper itself insists on response.completed
+        assert responses_helper(server, name, StrictTransport()) == TEXT
 
 
 @pytest.mark.parametrize("name", RESPONSES_HEALTHY)
 async def test_healthy_responses_streams_arrive_whole_async(server: str, name: str) -> None:
     plain = await responses_create_async(server, name, None)
     assert await responses_create_async(server, name, AsyncStrictTransport()) == plain
-    assert await responses_helper_async(server, name, AsyncStrictTransport()) == TEXT
+    if name != "incomplete":
+        assert await responses_helper_async(server, name, AsyncStrictTransport()) == TEXT
 
 
 def test_a_healthy_messages_stream_arrives_whole(server: str) -> None:

@@ -291,7 +291,7 @@ async def test_50_mb_up_and_down_are_byte_identical_and_the_proxy_memory_stays_f
 async def test_a_relayed_body_that_stalls_is_cut_after_the_stall_timeout() -> None:
     script = Script([b'{"partial": '], end="hang", headers={"Content-Type": "application/json",
                                                           "Content-Length": "100"})
-    async with scripted(script) as up, run_proxy(proxy_config(up.url, stall_timeout=0.5)) as px:
+    async with scripted(script) as up, run_proxy(proxy_config(up.url, stall_timeout=2.0)) as px:
         got = await raw_post(f"{px.url}/files", b"x", timeout=20)
         await asyncio.wait_for(up.disconnected.wait(), 10)  # and the upstream was let go
         text = px.state.metrics.render().decode()
@@ -301,7 +301,7 @@ async def test_a_relayed_body_that_stalls_is_cut_after_the_stall_timeout() -> No
 
 async def test_relayed_requests_get_a_504_when_no_headers_come_within_the_timeout() -> None:
     async with scripted(Script([b"{}"], before_headers=5.0)) as up, \
-            run_proxy(proxy_config(up.url, timeout=0.5)) as px, aiohttp.ClientSession() as session:
+            run_proxy(proxy_config(up.url, timeout=1.0)) as px, aiohttp.ClientSession() as session:
         async with session.get(f"{px.url}/models") as resp:
             assert resp.status == 504
             assert (await resp.json())["error"]["code"] == "upstream_timeout"
@@ -312,7 +312,7 @@ async def test_relayed_requests_get_a_504_when_no_headers_come_within_the_timeou
 
 
 async def test_a_client_upload_that_stalls_is_a_408() -> None:
-    async with relayed(stall_timeout=0.5) as (up, url):
+    async with relayed(stall_timeout=2.0) as (up, url):
         reader, writer = await asyncio.open_connection(*url.split("/")[2].split(":"))
         writer.write(b"POST /v1/upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nonly-part")
         await writer.drain()

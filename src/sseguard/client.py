@@ -41,7 +41,7 @@ import anyio
 import httpx2
 import msgspec
 
-from sseguard.contract import StreamChecker, api_for_path, checker_for
+from sseguard.contract import Checker, api_for_path, checker_for
 from sseguard.errors import ConfigError, SSEGuardError
 from sseguard.policy import STRICT, Policy
 from sseguard.redact import redact_text
@@ -117,9 +117,9 @@ class _Inflater:
 
 
 class _Guard:
-    """Feeds one response's bytes to a ``StreamChecker``; raises once the stream is over and bad."""
+    """Feeds one response's bytes to its protocol's checker; raises once the stream is over and bad."""
 
-    def __init__(self, *, checker: StreamChecker, policy: Policy,
+    def __init__(self, *, checker: Checker, policy: Policy,
                  stall_timeout: float | None, inflater: _Inflater | None,
                  error_cls: type[StreamEndedBadly], timeout_types: tuple[type[BaseException], ...],
                  request: Any) -> None:
@@ -153,9 +153,10 @@ class _Guard:
             except zlib.error as exc:
                 self._settle(transport_error=f"undecodable compressed body: {exc}")
                 return
-        self.checker.feed(chunk)
-        # The SDKs stop reading at [DONE], and an error event ends the stream whatever follows.
-        if self.checker.saw_done or self.checker.error_message is not None:
+        events = self.checker.feed(chunk)
+        # The openai SDK stops reading at data: [DONE] (chat and responses alike), and an error event
+        # ends the stream whatever follows. Otherwise the SDKs read to the end of the body.
+        if self.checker.error_message is not None or any(e.data == "[DONE]" for e in events):
             self._settle()
 
     def end(self) -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from aiohttp import web
 
-from sseguard.contract import StreamChecker
+from sseguard.contract import Checker
 from sseguard.proxy.config import OnBadEnd
 from sseguard.proxy.forward import STREAM_HEADERS, response_headers
 from sseguard.proxy.wire import UpstreamError, Wire
@@ -136,7 +136,7 @@ class StreamRelay:
     to the last byte."""
 
     def __init__(self, state: ProxyState, request: web.Request, body: bytes,
-                 request_obj: dict[str, Any], frames: Frames, checker: StreamChecker,
+                 request_obj: dict[str, Any], frames: Frames, checker: Checker,
                  redactor: Redactor, wire: Wire) -> None:
         self.state = state
         self.wire = wire

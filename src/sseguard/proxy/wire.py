@@ -141,7 +141,9 @@ def responses_error_frame(code: str, message: str, sent: bytes = b"") -> bytes:
 
 
 def _responses_terminal(event: SSEEvent) -> bool:
-    if event.event in _RESPONSES_TERMINAL:
+    # data: [DONE] too: openai-python stops reading at it, so one that came without
+    # response.completed (no_finish) must still be replaceable by an error.
+    if event.event in _RESPONSES_TERMINAL or event.data == "[DONE]":
         return True
     return event.event == "message" and _data_type(event, _RESPONSES_TERMINAL) is not None
 
