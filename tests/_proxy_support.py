@@ -86,12 +86,13 @@ def has_done(body: bytes) -> bool:
     return any(f.rstrip(b"\r\n") == b"data: [DONE]" for f in frames(body))
 
 
-_CREATED = re.compile(rb'"created":\d+')
+_CREATED = re.compile(rb'"created(_at)?":\d+')
 
 
 def same_second(body: bytes) -> bytes:
-    """Two chaos servers stamp ``created`` with their own clock; everything else is deterministic."""
-    return _CREATED.sub(b'"created":0', body)
+    """Two chaos servers stamp ``created`` (``created_at`` in Responses) with their own clock;
+    everything else is deterministic."""
+    return _CREATED.sub(rb'"created\1":0', body)
 
 
 def error_code(body: bytes) -> str | None:
