@@ -317,9 +317,11 @@ class StreamRelay:
                             self._done_raw += raw
                         continue
                     if terminal(event):
+                        # As it came (a repair renumbers a Responses terminal event's items).
+                        raw = frames.transform(event)
                         if hold:
                             after_done = True
-                            self._done_raw = raw  # sent as it came, once the end is known good
+                            self._done_raw = raw  # sent once the end is known good
                             # An upstream that never ends its body after its terminal event is not
                             # stalled: the answer is whole, so it gets a short grace, then the end.
                             watch.shorten(DONE_GRACE)
