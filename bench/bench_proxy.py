@@ -5,13 +5,15 @@ core 1, alone; the chaos upstream (``sseguard chaos``, subprocess) and this load
 The proxy runs as deployed: strict policy, in-flight checking, error frames on bad ends, every stream
 recorded to a SQLite store. The client is one aiohttp session on uvloop reading with ``iter_any()``.
 
-Per scenario (1, 100, 1,000 concurrent streams) and per target (direct, proxy), each of N workers
+Per scenario (1, 100, 1,000 concurrent chat streams; 100 Responses and 100 Messages streams) and per
+target (direct, bare relay, proxy), each of N workers
 requests streams back to back; starts are spread over one stream length so streams do not run in
 lock-step, and only the steady window after that ramp is measured. Reported: events/s the client
 received, time to first chunk (p50, p99), proxy CPU and memory. Direct and proxy runs alternate,
 ``--repeats`` times, and the medians are compared.
 
-Run: .venv/bin/python bench/bench_proxy.py [--repeats 3] [--append docs/benchmarks.md]
+Run: .venv/bin/python bench/bench_proxy.py [--repeats 3] [--only 100] [--apis responses,messages]
+     [--skip-slow] [--append docs/benchmarks.md]
 """
 
 from __future__ import annotations
@@ -36,7 +38,17 @@ import aiohttp
 
 REQUEST = json.dumps({"model": "chaos-1", "stream": True,
                       "messages": [{"role": "user", "content": "Stream something."}]}).encode()
-HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer sk-bench-not-a-real-key"}
+#: Per protocol: the path under the base URL and the request body.
+REQUESTS = {
+    "chat": ("chat/completions", REQUEST),
+    "responses": ("responses", json.dumps({"model": "chaos-1", "stream": True,
+                                           "input": "Stream something."}).encode()),
+    "messages": ("messages", json.dumps({"model": "chaos-1", "stream": True, "max_tokens": 4096,
+                                         "messages": [{"role": "user",
+                                                       "content": "Stream something."}]}).encode()),
+}
+HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer sk-bench-not-a-real-key",
+           "anthropic-version": "2023-06-01"}
 TICKS = os.sysconf("SC_CLK_TCK")
 SSEGUARD = [sys.executable, "-c", "from sseguard.cli import main; main()"]
 
@@ -48,6 +60,7 @@ class Scenario:
     tokens: int  # content chunks per stream (plus role, finish and [DONE] frames)
     inter_token_ms: float
     seconds: float  # measured window, after the ramp
+    api: str = "chat"
 
     @property
     def stream_s(self) -> float:
@@ -63,6 +76,8 @@ BIG_FRAME = b"data: " + json.dumps({"id": "chatcmpl-big", "object": "chat.comple
 SCENARIOS = [
     Scenario("1 stream", 1, 20, 10, 8),
     Scenario("100 streams", 100, 100, 10, 8),
+    Scenario("responses, 100 streams", 100, 100, 10, 8, api="responses"),
+    Scenario("messages, 100 streams", 100, 100, 10, 8, api="messages"),
     Scenario("1,000 streams", 1000, 100, 50, 10),
 ]
 
@@ -166,13 +181,15 @@ async def load(url: str, sc: Scenario, proxy_pid: int | None, chaos_pid: int) ->
     busy0 = machine_busy_seconds()
     peak_rss = 0.0
 
+    body = REQUESTS[sc.api][1]
+
     async def worker(i: int, session: aiohttp.ClientSession) -> None:
         await asyncio.sleep(ramp * i / sc.streams)
         while clock() < end_measure:
             sent = clock()
             first = True
             try:
-                async with session.post(url, data=REQUEST, headers=HEADERS) as resp:
+                async with session.post(url, data=body, headers=HEADERS) as resp:
                     async for chunk in resp.content.iter_any():
                         now = clock()
                         if first:
@@ -229,7 +246,8 @@ def scenario(sc: Scenario, repeats: int, store: Path) -> dict[str, list[Run]]:
                 order = list(targets) if rep % 2 == 0 else list(reversed(targets))
                 for name in order:
                     base, pid = targets[name]
-                    run = asyncio.run(load(f"{base}/chat/completions", sc, pid, chaos.pid))
+                    path = REQUESTS[sc.api][0]
+                    run = asyncio.run(load(f"{base}/{path}", sc, pid, chaos.pid))
                     run.idle_rss_mb = idle[name]
                     runs[name].append(run)
                     print(f"  {sc.name:14} {name:14} {run.events_per_s:10,.0f} ev/s  TTFC p50 "
@@ -248,11 +266,14 @@ async def bare_relay(upstream: str) -> None:
 
     session: aiohttp.ClientSession | None = None
 
-    async def chat(request: web.Request) -> web.StreamResponse:
+    async def relay(request: web.Request) -> web.StreamResponse:
         assert session is not None
         body = await request.read()
-        async with session.post(f"{upstream}/chat/completions", data=body,
-                                headers={"Content-Type": "application/json"}) as up:
+        headers = {"Content-Type": "application/json"}
+        if "anthropic-version" in request.headers:
+            headers["anthropic-version"] = request.headers["anthropic-version"]
+        async with session.post(f"{upstream}/{request.match_info['tail']}", data=body,
+                                headers=headers) as up:
             resp = web.StreamResponse(status=up.status, headers={
                 "Content-Type": up.headers.get("Content-Type", "text/event-stream"),
                 "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -273,7 +294,7 @@ async def bare_relay(upstream: str) -> None:
     app = web.Application()
     app.on_startup.append(start)
     app.on_cleanup.append(stop)
-    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post("/v1/{tail:.*}", relay)
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
@@ -402,6 +423,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--append", metavar="FILE", help="Append the results section to FILE.")
     parser.add_argument("--only", metavar="N[,N…]", help="Run only these stream counts (1,100,1000).")
+    parser.add_argument("--apis", metavar="API[,API…]",
+                        help="Run only scenarios of these protocols (chat,responses,messages).")
+    parser.add_argument("--skip-slow", action="store_true", help="Skip the slow-reader scenario.")
     parser.add_argument("--bare-relay", metavar="UPSTREAM", help=argparse.SUPPRESS)
     parser.add_argument("--frame-upstream", type=int, metavar="FRAMES", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -424,8 +448,11 @@ def main() -> None:
     started = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         wanted = {int(n) for n in args.only.split(",")} if args.only else None
+        apis = set(args.apis.split(",")) if args.apis else None
         for sc in SCENARIOS:
             if wanted is not None and sc.streams not in wanted:
+                continue
+            if apis is not None and sc.api not in apis:
                 continue
             runs = scenario(sc, args.repeats, Path(tmp) / "bench.db")
             direct = runs["direct"]
@@ -446,7 +473,8 @@ def main() -> None:
                     f"{med([r.cpu_us_per_event for r in rs]):.1f} µs/event | "
                     f"{rs[0].idle_rss_mb:.0f} → {max(r.proxy_rss_mb for r in rs):.0f} MB | "
                     f"{med([r.client_cpu for r in rs]):.0%} | {med([r.others_cpu for r in rs]):.0%} |")
-        slow = slow_scenario(SLOW_STREAMS, SLOW_FRAMES, SLOW_PAUSE, Path(tmp) / "slow.db")
+        slow = ({} if args.skip_slow else
+                slow_scenario(SLOW_STREAMS, SLOW_FRAMES, SLOW_PAUSE, Path(tmp) / "slow.db"))
     slow_rows = [f"| {name} | {r.idle_rss_mb:.0f} MB | {r.peak_rss_mb:.0f} MB | {r.after_rss_mb:.0f} MB "
                  f"| {r.received_mb:.0f} MiB | {r.upstream_mb:,.0f} MiB |" for name, r in slow.items()]
     took = time.time() - started
@@ -455,7 +483,7 @@ def main() -> None:
               "|---|---|---|---|---|---|---|---|---|---|")
     section = "\n".join([
         "", "## proxy overhead (bench/bench_proxy.py)", "",
-        f"Command: `.venv/bin/python bench/bench_proxy.py --repeats {args.repeats}` "
+        f"Command: `.venv/bin/python bench/bench_proxy.py {' '.join(sys.argv[1:])}` "
         f"({took:.0f} s). Machine: {os.cpu_count()} cores (`nproc`), Python "
         f"{platform.python_version()}, {platform.system()} {platform.release()}. The relay under "
         "test (`sseguard proxy`: strict policy, in-flight checking, records to SQLite; or the bare "
@@ -463,13 +491,15 @@ def main() -> None:
         "client share core 0. Medians of the runs; TTFC = time to first chunk. \"Other processes\" is "
         "the CPU (in cores) that processes outside the benchmark used meanwhile: above a few percent "
         "the latencies measure the machine, not the relay.", "",
-        header, *rows, "",
-        f"Slow readers: {SLOW_STREAMS:,} streams of {SLOW_FRAMES * len(BIG_FRAME) / 1e6:.1f} MB each "
-        f"(an upstream that writes as fast as it is drained); every client reads 64 KiB, pauses "
-        f"{SLOW_PAUSE:g} s, then closes.", "",
-        "| relay | RSS idle | RSS peak while the clients pause | RSS after they close | "
-        "read by clients | written by the upstream meanwhile |", "|---|---|---|---|---|---|",
-        *slow_rows, ""])
+        header, *rows, ""])
+    if slow_rows:
+        section += "\n".join([
+            "", f"Slow readers: {SLOW_STREAMS:,} streams of {SLOW_FRAMES * len(BIG_FRAME) / 1e6:.1f} "
+            f"MB each (an upstream that writes as fast as it is drained); every client reads 64 KiB, "
+            f"pauses {SLOW_PAUSE:g} s, then closes.", "",
+            "| relay | RSS idle | RSS peak while the clients pause | RSS after they close | "
+            "read by clients | written by the upstream meanwhile |", "|---|---|---|---|---|---|",
+            *slow_rows, ""])
     print(section)
     if args.append:
         with open(args.append, "a") as f:
