@@ -14,14 +14,17 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 import aiohttp
 import anthropic
 import openai
 import pytest
 from aiohttp import web
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from _proxy_support import KEY, Script, chat, proxy_config, raw_post, scripted
+from _proxy_support import KEY, Script, chat, in_thread, proxy_config, raw_post, scripted
 from sseguard.proxy import ProxyConfig, run_proxy
 
 PATTERN = bytes(range(256)) * 256  # 64 KiB
@@ -57,7 +60,7 @@ class Upstream:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         tail = request.match_info["tail"]
         entry: dict[str, Any] = {"method": request.method, "path": request.path_qs,
-                                 "headers": dict(request.headers)}
+                                 "raw_path": request.raw_path, "headers": dict(request.headers)}
         self.seen.append(entry)
         if tail == "upload":
             digest, size = hashlib.sha256(), 0
@@ -395,3 +398,50 @@ async def test_no_request_line_host_or_path_reaches_anything_but_the_upstream() 
     assert [s["path"] for s in up.seen if s["method"] == "GET"] == ["/v1/models", "/v1/models",
                                                                     "/v1/@" + other + "/v1/models"]
     assert statuses[:3] == [200, 404, 200] and all(s in (400, 404, 405) for s in statuses[3:9])
+
+
+@pytest.fixture(scope="module")
+def relay_and_elsewhere() -> Iterator[tuple[Upstream, str, Upstream]]:
+    @contextlib.asynccontextmanager
+    async def servers() -> AsyncIterator[tuple[Upstream, str, Upstream]]:
+        async with relayed() as (up, url), upstream() as elsewhere:
+            yield up, url, elsewhere
+
+    with in_thread(servers) as value:
+        yield value
+
+
+async def _raw_get(url: str, target: str, host: str) -> int:
+    address, port = url.split("/")[2].split(":")
+    reader, writer = await asyncio.open_connection(address, int(port))
+    writer.write(f"GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+    await writer.drain()
+    head = await asyncio.wait_for(reader.read(4096), 10)
+    writer.close()
+    return int(head.split(b" ")[1])
+
+
+_SEGMENT = st.text(st.sampled_from("ab.-_~@:%2eEfFcC5\\"), min_size=0, max_size=8)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(segments=st.lists(_SEGMENT, min_size=1, max_size=4), absolute=st.booleans())
+def test_any_request_target_reaches_the_upstream_below_its_base_or_nothing(
+        relay_and_elsewhere: tuple[Upstream, str, Upstream], segments: list[str],
+        absolute: bool) -> None:
+    up, url, elsewhere = relay_and_elsewhere
+    other = elsewhere.url.split("/")[2]
+    path = "/v1/" + "/".join(segments)
+    target = f"http://{other}{path}" if absolute else path
+    before = len(up.seen)
+    status = asyncio.run(_raw_get(url, target, other))
+    reached = up.seen[before:]
+    assert elsewhere.seen == []
+    if reached:  # forwarded: to the upstream, below its base, the path exactly as the client sent it
+        [seen] = reached
+        assert seen["raw_path"] == path and seen["headers"]["Host"] == up.url.split("/")[2]
+        for segment in path[len("/v1/"):].split("/"):  # and nothing in it can climb out of the base
+            decoded = unquote(segment)
+            assert decoded and decoded not in (".", "..") and not {"/", "\\"} & set(decoded)
+    else:  # or refused by the proxy
+        assert status in (400, 404), status
