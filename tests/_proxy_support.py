@@ -130,9 +130,10 @@ class ScriptedUpstream:
     written: int = 0  # body bytes the handler managed to write
     disconnected: asyncio.Event = field(default_factory=asyncio.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
+    read_body: bool = True  # False: answer without reading the request body (an early refusal)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        body = await request.read()
+        body = await request.read() if self.read_body else b""
         self.requests.append({"method": request.method, "path": request.path_qs,
                               "headers": dict(request.headers), "body": body,
                               "host": request.host})
@@ -169,8 +170,8 @@ class ScriptedUpstream:
 
 
 @contextlib.asynccontextmanager
-async def scripted(script: Script) -> AsyncIterator[ScriptedUpstream]:
-    up = ScriptedUpstream(script)
+async def scripted(script: Script, *, read_body: bool = True) -> AsyncIterator[ScriptedUpstream]:
+    up = ScriptedUpstream(script, read_body=read_body)
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", up.handle)
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=0.5)

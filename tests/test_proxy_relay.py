@@ -447,3 +447,22 @@ def test_any_request_target_reaches_the_upstream_below_its_base_or_nothing(
             assert decoded not in (".", "..") and not {"/", "\\"} & set(decoded)
     else:  # or refused by the proxy
         assert status in (400, 404), status
+
+
+async def test_an_upstream_that_refuses_an_upload_early_is_answered_through() -> None:
+    """The upstream answers (413) before the upload ends: the client gets that answer."""
+    script = Script([b'{"error": "too big for me"}'], status=413,
+                    headers={"Content-Type": "application/json"})
+
+    async def body() -> AsyncIterator[bytes]:
+        for piece in pattern_chunks(8 * 1024 * 1024):
+            yield piece
+
+    async with scripted(script, read_body=False) as up, \
+            run_proxy(proxy_config(up.url, timeout=5.0)) as px, aiohttp.ClientSession() as session:
+        try:
+            async with session.post(f"{px.url}/files", data=body()) as resp:
+                status, answer = resp.status, await resp.read()
+        except aiohttp.ClientError as exc:  # the upstream may close before the upload is read
+            status, answer = 0, repr(exc).encode()
+    assert (status, answer) == (413, b'{"error": "too big for me"}'), answer

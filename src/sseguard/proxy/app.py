@@ -304,6 +304,7 @@ class _Upload:
         self._deadline = deadline
         self._timeout = timeout
         self.failure: str | None = None
+        self.waiting = True  # for the upstream's headers: the deadline is still running
 
     async def chunks(self) -> AsyncIterator[bytes]:
         loop = asyncio.get_running_loop()
@@ -320,7 +321,8 @@ class _Upload:
             if not chunk:
                 break
             yield chunk
-        self._deadline.reschedule(loop.time() + self._timeout)
+        if self.waiting:  # an upstream may answer before the upload ends; then nothing is waited on
+            self._deadline.reschedule(loop.time() + self._timeout)
 
 
 async def _relay(state: ProxyState, request: web.Request, target: URL, body: bytes | None,
@@ -352,6 +354,8 @@ async def _relay(state: ProxyState, request: web.Request, target: URL, body: byt
                 request.method, target, data=data, allow_redirects=False, headers=headers,
                 skip_auto_headers=skip)
     except (TimeoutError, aiohttp.ClientError) as exc:
+        if upload is not None:
+            upload.waiting = False
         if upload is not None and upload.failure is not None:
             state.metrics.requests.labels("rejected_408").inc()
             return error_response(408, upload.failure, type_="invalid_request_error",
@@ -366,6 +370,8 @@ async def _relay(state: ProxyState, request: web.Request, target: URL, body: byt
         return error_response(502, _unreachable(config.upstream, exc, state.redactor),
                               type_="upstream_unreachable", code="upstream_unreachable",
                               anthropic=anthropic)
+    if upload is not None:
+        upload.waiting = False
     watch = StallWatch(asyncio.get_running_loop(), config.stall_timeout, upstream.content)
     complete = False
     try:
