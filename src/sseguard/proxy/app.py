@@ -379,15 +379,7 @@ async def _relay(state: ProxyState, request: web.Request, target: URL, body: byt
                                   headers=response_headers(upstream.headers, keep_framing=True))
         try:
             await resp.prepare(request)
-            content = upstream.content
-            while True:
-                watch.start_read()
-                try:
-                    chunk = await content.readany()
-                finally:
-                    watch.reading = False
-                if not chunk:
-                    break
+            while chunk := await watch.read():
                 await resp.write(chunk)
         except ConnectionResetError:
             return resp  # the client left; closing the upstream response below is all there is

@@ -129,6 +129,16 @@ class _Repair(Frames):
     def findings(self) -> list[Finding]:
         return list(self._findings)
 
+    @staticmethod
+    def _object(event: SSEEvent) -> dict[str, Any] | None:
+        """The event's data as a JSON object, or None: the checker reports what is not one, and
+        there is nothing to repair in it."""
+        try:
+            obj = _decode(event.data)
+        except msgspec.DecodeError:
+            return None
+        return obj if isinstance(obj, dict) else None
+
     def facts(self) -> dict[str, Any]:
         facts: dict[str, Any] = {"repair": self.family, "repaired_tool_calls": self.calls}
         # `auto` names the family it detected; record it, it is what an operator wants to know.
@@ -211,11 +221,8 @@ class RepairFrames(_Repair):
     def transform(self, event: SSEEvent) -> bytes:
         if event.event != "message" or self.failure is not None:
             return event.raw
-        try:
-            obj = _decode(event.data)
-        except msgspec.DecodeError:
-            return event.raw  # the checker reports it; nothing to repair in it
-        if not isinstance(obj, dict):
+        obj = self._object(event)
+        if obj is None:
             return event.raw
         choices = obj.get("choices")
         if not isinstance(choices, list) or not choices:
@@ -395,11 +402,8 @@ class MessagesRepairFrames(_Repair):
         name = event.event
         if self.failure is not None or (name not in _BLOCK_EVENTS and name != "message_delta"):
             return event.raw
-        try:
-            obj = _decode(event.data)
-        except msgspec.DecodeError:
-            return event.raw  # the checker reports it; nothing to repair in it
-        if not isinstance(obj, dict):
+        obj = self._object(event)
+        if obj is None:
             return event.raw
         if name == "message_delta":
             delta = obj.get("delta")
@@ -507,17 +511,10 @@ class MessagesRepairFrames(_Repair):
                                                          "index": self._blocks[out[1]]}))
         return b"".join(parts)
 
-    @staticmethod
-    def _reindexed(event: SSEEvent, obj: dict[str, Any] | None, index: int | None) -> bytes:
+    def _reindexed(self, event: SSEEvent, obj: dict[str, Any] | None, index: int | None) -> bytes:
         """The event as it came when its block keeps its index; renumbered otherwise."""
-        if obj is None:
-            try:
-                obj = _decode(event.data)
-            except msgspec.DecodeError:
-                return event.raw
-            if not isinstance(obj, dict):
-                return event.raw
-        if index is None or obj.get("index") == index:
+        obj = obj if obj is not None else self._object(event)
+        if obj is None or index is None or obj.get("index") == index:
             return event.raw
         return _sse(event.event, {**obj, "index": index})
 
@@ -581,11 +578,8 @@ class ResponsesRepairFrames(_Repair):
     def transform(self, event: SSEEvent) -> bytes:
         if self.failure is not None or event.data == "[DONE]":
             return event.raw
-        try:
-            obj = _decode(event.data)
-        except msgspec.DecodeError:
-            return event.raw  # the checker reports it; nothing to repair in it
-        if not isinstance(obj, dict):
+        obj = self._object(event)
+        if obj is None:
             return event.raw
         kind = obj.get("type")
         index = obj.get("output_index")
@@ -727,11 +721,8 @@ class ResponsesRepairFrames(_Repair):
         if self._held:
             held, self._held = self._held, []
             self._segment = _Segment(index, str(self._item.get("id", "")))
-            out = []
-            for event in held:
-                obj = _decode(event.data)
-                out.append(self._out(event, obj, output_index=index))
-            return b"".join(out)
+            return b"".join(self._out(event, self._object(event) or {}, output_index=index)
+                            for event in held)
         segment = self._segment = _Segment(index, "msg_" + secrets.token_hex(12))
         item = {"id": segment.id, "type": "message", "status": "in_progress", "role": "assistant",
                 "content": []}

@@ -63,6 +63,15 @@ class StallWatch:
         self.reading = False
         self.since = loop.time()
 
+    async def read(self) -> bytes:
+        """What the upstream has sent since the last read (b"" at its end); a stall raises
+        ``Stalled``."""
+        self.start_read()
+        try:
+            return await self._reader.readany()
+        finally:
+            self.reading = False
+
     def start_read(self) -> None:
         self.since = self._loop.time()
         self.reading = True
@@ -262,18 +271,13 @@ class StreamRelay:
         frames = self.frames
         wire = self.wire
         terminal = wire.terminal
-        content = upstream.content
         after_done = False
         received = consumed = 0
         clock = time.perf_counter
         last = clock()
         try:
             while True:
-                watch.start_read()
-                try:
-                    chunk = await content.readany()
-                finally:
-                    watch.reading = False
+                chunk = await watch.read()
                 if not chunk:
                     return None, None, False
                 now = clock()
@@ -441,11 +445,7 @@ class StreamRelay:
         transport_error: str | None = None
         try:
             while True:
-                watch.start_read()
-                try:
-                    chunk = await upstream.content.readany()
-                finally:
-                    watch.reading = False
+                chunk = await watch.read()
                 if not chunk:
                     break
                 self.checker.feed(chunk)
