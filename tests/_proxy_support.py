@@ -223,3 +223,17 @@ def in_thread(factory: Any) -> Iterator[Any]:
     finally:
         loop.call_soon_threadsafe(box["stop"].set)
         thread.join(10)
+
+
+@contextlib.contextmanager
+def scripted_proxy_in_thread(**options: Any) -> Iterator[tuple[ScriptedUpstream, RunningProxy]]:
+    """A scripted upstream and a proxy in front of it, served from a thread, for hypothesis tests
+    (each example runs its client with ``asyncio.run``; set ``upstream.script.chunks`` first)."""
+
+    @contextlib.asynccontextmanager
+    async def both() -> AsyncIterator[tuple[ScriptedUpstream, RunningProxy]]:
+        async with scripted(Script()) as up, run_proxy(proxy_config(up.url, **options)) as px:
+            yield up, px
+
+    with in_thread(both) as value:
+        yield value

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _proxy_bodies import MESSAGE_STOP, messages_body, responses_body
-from _proxy_support import Script, frames, in_thread, proxy_config, raw_post, scripted
+from _proxy_support import Script, frames, proxy_config, raw_post, scripted, scripted_proxy_in_thread
 from sseguard.proxy import run_proxy
 from sseguard.store import open_store
 
@@ -100,12 +100,7 @@ async def test_a_healthy_stream_arrives_byte_identical(api: str, body: bytes) ->
 
 @pytest.fixture(scope="module")
 def chunked_servers() -> Any:
-    @contextlib.asynccontextmanager
-    async def both() -> Any:
-        async with scripted(Script()) as up, run_proxy(proxy_config(up.url)) as px:
-            yield up, px
-
-    with in_thread(both) as value:
+    with scripted_proxy_in_thread() as value:
         yield value
 
 

@@ -23,11 +23,11 @@ from _proxy_support import (
     error_code,
     frames,
     has_done,
-    in_thread,
     proxy_config,
     raw_post,
     same_second,
     scripted,
+    scripted_proxy_in_thread,
 )
 from sseguard.chaos import ChaosConfig, Dialect, FaultOptions, Pacing, run_chaos
 from sseguard.proxy import run_proxy
@@ -84,14 +84,7 @@ def _healthy_body(texts: list[str], crlf: bool, comments: bool) -> bytes:
 
 @pytest.fixture(scope="module")
 def chunked_servers() -> Any:
-    import contextlib
-
-    @contextlib.asynccontextmanager
-    async def both() -> Any:
-        async with scripted(Script()) as up, run_proxy(proxy_config(up.url)) as px:
-            yield up, px
-
-    with in_thread(both) as value:
+    with scripted_proxy_in_thread() as value:
         yield value
 
 
