@@ -249,3 +249,58 @@ def test_event_streams_of_other_paths_pass_untouched(server: str) -> None:
         got = client.post(f"{server}/frames/truncated/v1/events", json={"stream": True})
     assert got.status_code == 200 and got.content == body("truncated")
     assert got.headers["content-type"].startswith("text/event-stream")
+
+
+# ── against the chaos upstream ───────────────────────────────────────────────────────────────────
+
+CHAOS_RESPONSES_BAD = {"truncated": Ending.TRUNCATED, "no_finish": Ending.NO_FINISH,
+                       "cut_mid_frame": Ending.CUT_MID_FRAME, "transport_error":
+                       Ending.TRANSPORT_ERROR, "error_event": Ending.ERROR_EVENT,
+                       "stalled": Ending.STALLED, "empty": Ending.EMPTY}
+CHAOS_MESSAGES_BAD = {**CHAOS_RESPONSES_BAD, "no_done": Ending.NO_DONE}
+
+
+@pytest.fixture(scope="module")
+def chaos() -> Iterator[Any]:
+    from sseguard.chaos import ChaosConfig, FaultOptions, Pacing, run_chaos_in_thread
+
+    config = ChaosConfig(seed=7, pacing=Pacing(tokens=8), options=FaultOptions(stall_ms=6000))
+    with run_chaos_in_thread(config) as server:
+        yield server
+
+
+def _inject(fault: str) -> Any:
+    return {"x-sseguard-inject": fault}
+
+
+@pytest.mark.parametrize("fault", sorted(CHAOS_RESPONSES_BAD))
+def test_every_chaos_responses_ending_raises_through_the_transport(chaos: Any, fault: str) -> None:
+    transport = StrictTransport(stall_timeout=1.0)
+    with openai.OpenAI(base_url=chaos.url, api_key="sk-test", max_retries=0, timeout=20,
+                       http_client=httpx2.Client(transport=transport)) as client:
+        assert list(client.responses.create(model="chaos-1", input="hi", stream=True,
+                                            extra_headers=_inject("none")))
+        with pytest.raises(openai.APIConnectionError) as info:
+            list(client.responses.create(model="chaos-1", input="hi", stream=True,
+                                         extra_headers=_inject(fault)))
+    assert _openai_cause(info).verdict.ending is CHAOS_RESPONSES_BAD[fault]
+
+
+@pytest.mark.parametrize("fault", sorted(CHAOS_MESSAGES_BAD))
+async def test_every_chaos_messages_ending_raises_through_the_async_transport(chaos: Any,
+                                                                            fault: str) -> None:
+    transport = AsyncStrictTransport(stall_timeout=1.0)
+    async with anthropic.AsyncAnthropic(base_url=chaos.url.removesuffix("/v1"), api_key="sk-test",
+                                        max_retries=0, timeout=20,
+                                        http_client=httpx2.AsyncClient(transport=transport)) as client:
+        healthy = client.messages.stream(model="chaos-1", max_tokens=1024, messages=MESSAGES,
+                                         extra_headers=_inject("none"))
+        async with healthy as stream:
+            assert (await stream.get_final_message()).stop_reason == "end_turn"
+        with pytest.raises(StreamEndedBadly) as info:
+            async with client.messages.stream(model="chaos-1", max_tokens=1024, messages=MESSAGES,
+                                              extra_headers=_inject(fault)) as stream:
+                await stream.get_final_message()
+    assert info.value.verdict.ending is CHAOS_MESSAGES_BAD[fault]
+    if fault == "transport_error":  # what broke the stream stays reachable
+        assert isinstance(info.value.__cause__, httpx2.TransportError)

@@ -15,7 +15,8 @@ request passes untouched. When the stream ends badly under the ``Policy`` they r
 
 The openai SDK wraps it in ``openai.APIConnectionError`` (``__cause__`` is the ``StreamEndedBadly``);
 the anthropic SDK lets it through as it is while a stream is read (a ``StreamEndedBadly``, which is an
-``httpx2.TransportError``), so ``except StreamEndedBadly`` works with both.
+``httpx2.TransportError``; its ``__cause__`` is httpx2's own error when the connection broke), so
+``except StreamEndedBadly`` works with both.
 
 When the verdict is made: at the protocol's end sentinel (``data: [DONE]``: the openai SDK stops
 reading there, so a stream with ``[DONE]`` but no ``finish_reason`` must fail before it), at an error
