@@ -2,8 +2,9 @@
 
 One ``aiohttp.ClientSession`` to the upstream for the app's lifetime (created on startup, closed on
 cleanup): ``HTTP.md`` measured an httpx pool in this seat at a quarter of the throughput. Streamed chat
-completions go through ``StreamRelay``; everything else under ``/v1/`` is copied as it is, to the
-configured upstream only.
+completions, Responses and Messages go through ``StreamRelay`` with their protocol's checker and
+``Wire``; everything else under ``/v1/`` is relayed as it is (both bodies streamed), to the configured
+upstream only.
 
 Run it with ``run_proxy`` (or any ``AppRunner`` created with ``handler_cancellation=True``): handler
 cancellation is what lets a client's disconnect cancel the upstream request at once rather than at the
