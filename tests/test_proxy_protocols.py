@@ -118,6 +118,30 @@ def test_any_chunking_of_a_healthy_body_is_relayed_byte_identical(
     assert got.body == body
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(api=st.sampled_from(["responses", "messages"]),
+       end=st.sampled_from(["truncated", "cut_mid_frame", "no_finish"]),
+       texts=st.lists(st.text(min_size=1, max_size=10), min_size=1, max_size=6), data=st.data())
+def test_any_chunking_of_a_bad_body_ends_with_the_same_error_event(
+        chunked_servers: Any, api: str, end: str, texts: list[str], data: Any) -> None:
+    up, px = chunked_servers
+    body = responses_body(texts, end) if api == "responses" else messages_body(texts, end)
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(body) - 1), max_size=12)))
+    up.script.chunks = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True)]
+    request = RESPONSES_REQUEST if api == "responses" else MESSAGES_REQUEST
+    got = asyncio.run(raw_post(f"{px.url}/{api}", request))
+    delivered = got.body[: -len(frames(got.body)[-1])]
+    # The complete frames before the bad end, as they came; never the terminal event or [DONE].
+    assert body.startswith(delivered) and frames(delivered) == frames(body)[:len(frames(delivered))]
+    assert b"[DONE]" not in delivered and b"message_stop" not in delivered
+    if api == "responses":
+        assert responses_error(got.body)["code"] == end
+        numbers = sequence_numbers(got.body)
+        assert numbers == list(range(len(numbers)))
+    else:
+        assert messages_error(got.body).startswith(f"{end}: ")
+
+
 # ── responses: bad endings ───────────────────────────────────────────────────────────────────────
 
 RESPONSES_BAD = {"truncated": "truncated", "cut_mid_frame": "cut_mid_frame",
