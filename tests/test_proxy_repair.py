@@ -476,3 +476,29 @@ async def test_the_openai_sdk_gets_function_call_items_from_raw_dsml(family: str
     got = [(i.name, json.loads(i.arguments)) for i in final.output if i.type == "function_call"]
     assert got == _expected_calls(raw_text, family) and got
     assert MARK not in final.output_text
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+async def test_a_repaired_stream_with_reasoning_first_is_a_well_formed_stream(api: str) -> None:
+    """Reasoning (thinking) before the text: the repaired stream the client gets passes the strict
+    contract of its protocol, items in order."""
+    chaos = ChaosConfig(seed=4, raw_markup="dsml-v32", pacing=Pacing(tokens=6, reasoning_tokens=4))
+    schema = WEATHER_TOOL["function"]["parameters"]
+    if api == "responses":
+        tool: dict[str, Any] = {"type": "function", "name": "get_weather", "parameters": schema}
+        request: dict[str, Any] = {"model": "chaos-1", "input": "Weather?", "tools": [tool],
+                                   "reasoning": {"effort": "low"}, "stream": True}
+        kinds, key = ["reasoning", "message", "function_call"], "output"
+    else:
+        tool = {"name": "get_weather", "input_schema": schema}
+        request = {"model": "chaos-1", "max_tokens": 4096, "tools": [tool], "stream": True,
+                   "messages": MESSAGES, "thinking": {"type": "enabled", "budget_tokens": 1024}}
+        kinds, key = ["thinking", "text", "tool_use"], "content"
+    async with chaos_proxy(chaos, repair_markup="auto") as (_, px):
+        got = await raw_post(f"{px.url}/{api}", request)
+    checker = checker_for(api, request)
+    checker.feed(got.body)
+    verdict = checker.close()
+    assert str(verdict.ending) == "complete" and verdict.findings == ()
+    assert [item["type"] for item in verdict.message[key]] == kinds
+    assert MARK not in got.body.decode()
