@@ -94,6 +94,15 @@ def recheck_byte_by_byte(api: str, request: dict[str, Any], out: Outcome) -> Ver
     return checker.close()
 
 
+def verdict_in_pieces(api: str, request: dict[str, Any], body: bytes, cuts: list[int]) -> Verdict:
+    """The verdict of ``body`` fed to ``api``'s checker split at ``cuts`` (taken modulo its length)."""
+    checker = checker_for(api, request)
+    points = sorted({c % (len(body) + 1) for c in cuts})
+    for a, b in zip([0, *points], [*points, len(body)], strict=True):
+        checker.feed(body[a:b])
+    return checker.close()
+
+
 def within_binomial(hits: int, n: int, p: float, sigmas: float = 4.0) -> bool:
     """``hits`` out of ``n`` is consistent with rate ``p`` (a wide band: the seeds are fixed)."""
     mean = n * p

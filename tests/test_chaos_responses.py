@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _chaos_support import fetch, recheck_byte_by_byte
+from _chaos_support import fetch, recheck_byte_by_byte, verdict_in_pieces
 from sseguard.chaos import (
     ChaosConfig,
     Dialect,
@@ -29,7 +29,6 @@ from sseguard.chaos import (
 from sseguard.chaos.frames import ResponseIds
 from sseguard.chaos.generate import make_answer
 from sseguard.chaos.responses import parse_request, stream_plan
-from sseguard.contract import checker_for
 from sseguard.verdict import Ending, FindingKind
 
 API = "responses"
@@ -284,11 +283,33 @@ def test_every_encoded_stream_gives_the_table_verdict_under_any_split(
     answers = [make_answer(config, req, fault)]
     ids = ResponseIds("resp_1", "req_1", "0" * 32, "0" * 16, 0)
     body = b"".join(w.data for w in stream_plan(config, req, decision, ids, answers).writes)
-    checker = checker_for(API, request)
-    points = sorted({c % (len(body) + 1) for c in cuts})
-    for a, b in zip([0, *points], [*points, len(body)], strict=True):
-        checker.feed(body[a:b])
-    verdict = checker.close()
+    verdict = verdict_in_pieces(API, request, body, cuts)
     ending, findings = TABLE[fault] if fault is not None else (Ending.COMPLETE, frozenset())
     assert verdict.ending is ending
     assert verdict.finding_kinds == findings
+
+
+def test_only_content_deltas_are_paced_lifecycle_events_ride_along() -> None:
+    config = ChaosConfig(pacing=Pacing(ttft_ms=100, inter_token_ms=10, tokens=4))
+    request = responses_request()
+    req = parse_request(msgspec.json.encode(request))
+    ids = ResponseIds("resp_1", "req_1", "0" * 32, "0" * 16, 0)
+    plan = stream_plan(config, req, decide(config, 0), ids, [make_answer(config, req, None)])
+    timeline = [(w.data.split(b"\n", 1)[0].removeprefix(b"event: response.").decode(),
+                 round(w.at * 1000)) for w in plan.writes]
+    assert timeline == [
+        ("created", 100), ("in_progress", 100), ("output_item.added", 100),
+        ("content_part.added", 100), ("output_text.delta", 100), ("output_text.delta", 110),
+        ("output_text.delta", 120), ("output_text.delta", 130), ("output_text.done", 130),
+        ("content_part.done", 130), ("output_item.done", 130), ("completed", 140)]
+
+
+async def test_non_streamed_invalid_arguments_are_sent_as_is(client: httpx2.AsyncClient) -> None:
+    async with run_chaos(ChaosConfig(pacing=FAST)) as server:
+        resp = await client.post(server.responses_url, json=responses_request(stream=False),
+                                 headers={"x-sseguard-inject": "tool_args_invalid_json"})
+    assert resp.headers["x-sseguard-fault"] == "tool_args_invalid_json"
+    arguments = resp.json()["output"][-1]["arguments"]
+    assert arguments.endswith(",}")
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(arguments)

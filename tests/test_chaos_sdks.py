@@ -146,6 +146,10 @@ def test_openai_sdk_sees_max_output_tokens_as_an_incomplete_response() -> None:
                                               max_output_tokens=16, stream=True))
         plain = client.responses.create(model="chaos-1", input="Say something.",
                                         max_output_tokens=16)
+        # Measured: the helper takes this legitimate stop for a broken stream (docs/protocols.md).
+        with pytest.raises(RuntimeError, match=r"response\.completed"), client.responses.stream(
+                model="chaos-1", input="Say something.", max_output_tokens=16) as stream:
+            stream.get_final_response()
     assert events[-1].type == "response.incomplete"
     assert events[-1].response.incomplete_details.reason == "max_output_tokens"
     assert plain.status == "incomplete" and plain.incomplete_details.reason == "max_output_tokens"
@@ -467,7 +471,7 @@ def test_a_healthy_stream_ends_silently_everywhere() -> None:
 
 
 def render_table() -> str:
-    """The markdown of ``SDK_TABLE`` as ``docs/protocols-sdks.md`` holds it."""
+    """The markdown of ``SDK_TABLE`` as ``docs/protocols.md`` holds it."""
     head = "| ending | " + " | ".join(f"{c.split()[0]} `{c.split()[1]}`" for c in COLUMNS) + " |"
     rows = [head, "|" + "---|" * (len(COLUMNS) + 1)]
     for row, cells in SDK_TABLE.items():
@@ -483,6 +487,6 @@ def _cell(value: str | None) -> str:
 
 
 def test_the_measured_table_is_the_one_in_the_docs() -> None:
-    doc = (Path(__file__).parent.parent / "docs" / "protocols-sdks.md").read_text(encoding="utf-8")
+    doc = (Path(__file__).parent.parent / "docs" / "protocols.md").read_text(encoding="utf-8")
     assert render_table() in doc
 

@@ -10,22 +10,61 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _protocol_streams import Messages, messages_text, run, sse
+from _protocol_streams import (
+    BODIES,
+    MARKERS,
+    Messages,
+    assert_leak_found_where_it_is,
+    cut_or_crlf,
+    facts,
+    feed_in_sizes,
+    kinds,
+    messages_text,
+    run,
+    sample_verdict,
+    sdk_shape,
+    shipped_samples,
+    split_at,
+    sse,
+)
 from sseguard.contract import MessagesChecker, checker_for, detect_api
 from sseguard.errors import UsageError
-from sseguard.verdict import Api, Ending, Finding, FindingKind, Verdict
+from sseguard.verdict import Api, Ending, FindingKind, Verdict
+
+#: The verdict every shipped Messages sample body must get: (ending, finding kinds, error message).
+EXPECTED: dict[str, tuple[Ending, list[FindingKind], str | None]] = {
+    "complete": (Ending.COMPLETE, [], None),
+    "tool_calls": (Ending.COMPLETE, [], None),
+    "no_done": (Ending.NO_DONE, [], None),
+    "no_finish": (Ending.NO_FINISH, [], None),
+    "truncated": (Ending.TRUNCATED, [], None),
+    "cut_mid_frame": (Ending.CUT_MID_FRAME, [], None),
+    "error_event": (Ending.ERROR_EVENT, [], "Overloaded"),
+    "event_order": (Ending.COMPLETE, [FindingKind.EVENT_ORDER], None),
+    "block_unterminated": (Ending.COMPLETE, [FindingKind.BLOCK_UNTERMINATED], None),
+    "markup_leak": (Ending.COMPLETE, [FindingKind.MARKUP_LEAK], None),
+    "missing_usage": (Ending.COMPLETE, [FindingKind.MISSING_USAGE], None),
+    "tool_args_invalid_json": (Ending.COMPLETE, [FindingKind.TOOL_ARGS_INVALID_JSON], None),
+    "tool_call_unterminated": (Ending.TRUNCATED, [FindingKind.TOOL_CALL_UNTERMINATED], None),
+    "dialect_pings_and_unknown_events": (Ending.COMPLETE, [], None),
+}
 
 TOOLS = {"tools": [{"name": "get_weather", "description": "Weather of a city",
                     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
                                      "required": ["city"]}}]}
 
 
-def kinds(v: Verdict) -> list[FindingKind]:
-    return [f.kind for f in v.findings]
+# ── the shipped sample bodies ───────────────────────────────────────────────────────────────────
+
+def test_every_messages_sample_body_is_shipped_and_expected() -> None:
+    assert shipped_samples("messages") == set(EXPECTED)
 
 
-def facts(v: Verdict) -> tuple[Ending, tuple[Finding, ...], dict[str, Any], str | None]:
-    return v.ending, v.findings, v.message, v.error
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_sample_body_verdict_is_the_same_for_every_split(name: str) -> None:
+    v = sample_verdict("messages", name)
+    assert (v.ending, kinds(v), v.error) == EXPECTED[name]
+    assert detect_api((BODIES / f"messages_{name}.sse").read_bytes()) is Api.MESSAGES
 
 
 # ── endings ─────────────────────────────────────────────────────────────────────────────────────
@@ -204,7 +243,7 @@ def test_markup_in_thinking_delta_is_found() -> None:
     assert v.findings[0].detail == "'<function=' in thinking of content block 0 at 4"
     assert v.message["content"][0] == {"type": "thinking",
                                        "thinking": "hmm <function=get_weather>",
-                                       "signature": ""}
+                                       "signature": "EqQBCgIYAhIM"}
 
 
 def test_missing_usage_in_message_delta() -> None:
@@ -307,12 +346,7 @@ def messages_streams(draw: st.DrawFn) -> bytes:
         m.stop()
     if end == "error":
         m.ev("error", error={"type": "api_error", "message": "boom"})
-    body = m.body()
-    if draw(st.booleans()):
-        body = body[:draw(st.integers(0, len(body)))]
-    if draw(st.booleans()):
-        body = body.replace(b"\n", b"\r\n")
-    return body
+    return cut_or_crlf(draw, m.body())
 
 
 @settings(max_examples=120, deadline=None)
@@ -322,12 +356,8 @@ def test_random_stream_verdict_is_the_same_for_every_split(body: bytes, sizes: l
                                                            keep_text: bool) -> None:
     expected = run("messages", body, request=TOOLS, keep_text=keep_text)
     assert facts(run("messages", body, 1, request=TOOLS, keep_text=keep_text)) == facts(expected)
-    checker = MessagesChecker(TOOLS, keep_text=keep_text)
-    pos = 0
-    for size in sizes * (len(body) // max(sum(sizes), 1) + 1):
-        checker.feed(body[pos:pos + size])
-        pos += size
-    assert facts(checker.close()) == facts(expected)
+    split = feed_in_sizes(MessagesChecker(TOOLS, keep_text=keep_text), body, sizes)
+    assert facts(split) == facts(expected)
 
 
 _DELTAS = st.one_of(st.none(), st.integers(), st.fixed_dictionaries(
@@ -366,3 +396,80 @@ def test_arbitrary_events_and_bytes_never_raise(events: list[tuple[str, dict[str
         v = run("messages", body, step, request=TOOLS, keep_text=step is None)
         assert v.ending in set(Ending) and v.api == "messages"
     assert run("messages", raw, 1).ending in set(Ending)
+
+
+# ── the assembled message is what the anthropic SDK accumulates ─────────────────────────────────
+
+def _anthropic_snapshot(body: bytes) -> dict[str, Any]:
+    """Run the body's events through the anthropic SDK's own ``accumulate_event``."""
+    from anthropic.lib.streaming._messages import accumulate_event
+
+    from sseguard.sse import SSEDecoder
+
+    snapshot: Any = None
+    buffers: dict[int, bytes] = {}
+    for event in SSEDecoder().feed(body):
+        obj = json.loads(event.data)
+        if obj["type"] != "ping":
+            snapshot = accumulate_event(event=obj, current_snapshot=snapshot, json_bufs=buffers)
+    return dict(snapshot.to_dict(mode="json"))
+
+
+@pytest.mark.parametrize("body", [
+    messages_text(["Hi", " there"]),
+    Messages().start().text(["a", "b"], kind="thinking").text(["Hi"]).tool(
+        "get_weather", ['{"ci', 'ty": "P"}']).delta("tool_use").stop().body(),
+    Messages().start().ping().text(["cut"]).tool("get_weather", ['{"city": "P"}']).body(),
+    Messages().start().text(["x"], close=False).ev(
+        "content_block_delta", index=0,
+        delta={"type": "citations_delta", "citation": {"type": "char_location", "cited_text": "x",
+                                                       "document_index": 0, "start_char_index": 0,
+                                                       "end_char_index": 1}}).body(),
+], ids=["text", "thinking-text-tool", "truncated", "citations"])
+def test_assembled_message_is_what_the_anthropic_sdk_accumulates(body: bytes) -> None:
+    v = run("messages", body)
+    assert sdk_shape(v.message) == sdk_shape(_anthropic_snapshot(body))
+
+
+@pytest.mark.parametrize("name", ["complete", "tool_calls", "no_done", "no_finish", "truncated",
+                                  "dialect_pings_and_unknown_events", "markup_leak"])
+def test_sample_bodies_are_what_the_anthropic_sdk_accumulates(name: str) -> None:
+    body = (BODIES / f"messages_{name}.sse").read_bytes()
+    assert sdk_shape(run("messages", body).message) == sdk_shape(_anthropic_snapshot(body))
+
+
+def test_server_tool_input_is_folded_but_not_checked_against_the_request_tools() -> None:
+    m = Messages().start()
+    m.ev("content_block_start", index=0, content_block={"type": "server_tool_use", "id": "srvtoolu_1",
+                                                         "name": "web_search", "input": {}})
+    m.ev("content_block_delta", index=0, delta={"type": "input_json_delta", "partial_json": ""})
+    m.ev("content_block_delta", index=0,
+         delta={"type": "input_json_delta", "partial_json": '{"query": "weather"}'})
+    m.ev("content_block_stop", index=0)
+    body = m.delta().stop().body()
+    v = run("messages", body, request=TOOLS)
+    assert (v.ending, v.findings) == (Ending.COMPLETE, ())
+    assert v.message["content"][0]["input"] == {"query": "weather"}
+    assert sdk_shape(v.message) == sdk_shape(_anthropic_snapshot(body))
+
+
+
+@settings(max_examples=150, deadline=None)
+@given(before=st.text(max_size=20), marker=st.sampled_from([*MARKERS, "", "<tool", "｜DS"]),
+       after=st.text(max_size=20), cuts=st.lists(st.integers(0, 60), max_size=5),
+       keep_text=st.booleans(), kind=st.sampled_from(["text", "thinking"]))
+def test_leak_is_found_wherever_the_deltas_split_it(before: str, marker: str, after: str,
+                                                    cuts: list[int], keep_text: bool,
+                                                    kind: str) -> None:
+    text = before + marker + after
+    deltas = split_at(text, cuts)
+    body = Messages().start().text(deltas, kind=kind).delta().stop().body()
+    assert_leak_found_where_it_is(text, run("messages", body, keep_text=keep_text))
+
+
+def test_json_nested_deeper_than_python_can_read_is_a_finding_not_a_crash() -> None:
+    body = Messages().start().tool("get_weather", ["[" * 5000 + "]" * 5000]).delta("tool_use"
+                                                                                   ).stop().body()
+    v = run("messages", body, request=TOOLS)
+    assert kinds(v) == [FindingKind.TOOL_ARGS_INVALID_JSON]
+    assert v.message["content"][0]["input"] == {}

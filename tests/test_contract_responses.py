@@ -10,22 +10,66 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _protocol_streams import Responses, responses_text, run, sse
+from _protocol_streams import (
+    BODIES,
+    MARKERS,
+    Responses,
+    assert_leak_found_where_it_is,
+    cut_or_crlf,
+    facts,
+    feed_in_sizes,
+    kinds,
+    responses_text,
+    run,
+    sample_verdict,
+    sdk_shape,
+    shipped_samples,
+    split_at,
+    sse,
+)
 from sseguard.contract import ResponsesChecker, checker_for, detect_api
 from sseguard.errors import UsageError
-from sseguard.verdict import Api, Ending, Finding, FindingKind, Verdict
+from sseguard.verdict import Api, Ending, FindingKind, Verdict
+
+#: The verdict every shipped Responses sample body must get: (ending, finding kinds, error message).
+EXPECTED: dict[str, tuple[Ending, list[FindingKind], str | None]] = {
+    "complete": (Ending.COMPLETE, [], None),
+    "incomplete": (Ending.COMPLETE, [], None),
+    "truncated": (Ending.TRUNCATED, [], None),
+    "no_finish": (Ending.NO_FINISH, [], None),
+    "cut_mid_frame": (Ending.CUT_MID_FRAME, [], None),
+    "error_event": (Ending.ERROR_EVENT, [],
+                    "The server had an error while processing your request."),
+    "error_event_nested": (Ending.ERROR_EVENT, [], "upstream stream ended badly"),
+    "failed": (Ending.ERROR_EVENT, [], "The model produced invalid content."),
+    "dialect_trailing_done": (Ending.COMPLETE, [], None),
+    "tool_calls": (Ending.COMPLETE, [], None),
+    "sequence_gap": (Ending.COMPLETE, [FindingKind.SEQUENCE_GAP], None),
+    "event_order": (Ending.COMPLETE, [FindingKind.EVENT_ORDER], None),
+    "block_unterminated": (Ending.COMPLETE, [FindingKind.BLOCK_UNTERMINATED], None),
+    "done_mismatch": (Ending.COMPLETE, [FindingKind.DONE_MISMATCH], None),
+    "markup_leak": (Ending.COMPLETE, [FindingKind.MARKUP_LEAK], None),
+    "missing_usage": (Ending.COMPLETE, [FindingKind.MISSING_USAGE], None),
+    "tool_args_invalid_json": (Ending.COMPLETE, [FindingKind.TOOL_ARGS_INVALID_JSON], None),
+    "tool_call_unterminated": (Ending.TRUNCATED, [FindingKind.TOOL_CALL_UNTERMINATED], None),
+}
 
 TOOLS = {"tools": [{"type": "function", "name": "get_weather", "description": "Weather of a city",
                     "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
                                    "required": ["city"]}}]}
 
 
-def kinds(v: Verdict) -> list[FindingKind]:
-    return [f.kind for f in v.findings]
+# ── the shipped sample bodies ───────────────────────────────────────────────────────────────────
+
+def test_every_responses_sample_body_is_shipped_and_expected() -> None:
+    assert shipped_samples("responses") == set(EXPECTED)
 
 
-def facts(v: Verdict) -> tuple[Ending, tuple[Finding, ...], dict[str, Any], str | None]:
-    return v.ending, v.findings, v.message, v.error
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_sample_body_verdict_is_the_same_for_every_split(name: str) -> None:
+    v = sample_verdict("responses", name)
+    assert (v.ending, kinds(v), v.error) == EXPECTED[name]
+    assert detect_api((BODIES / f"responses_{name}.sse").read_bytes()) is Api.RESPONSES
 
 
 # ── endings ─────────────────────────────────────────────────────────────────────────────────────
@@ -291,7 +335,8 @@ def test_unknown_event_types_are_ignored() -> None:
     r = Responses().created().ev("response.future_thing", payload={"x": 1}).message(0, ["a"])
     r.ev("response.output_text.annotation.added", item_id="msg_1", output_index=0,
          content_index=0, annotation_index=0, annotation={})
-    v = run("responses", r.completed().body())
+    r.completed().ev("response.future_thing", payload={"after": "the end"})
+    v = run("responses", r.body())
     assert (v.ending, v.findings) == (Ending.COMPLETE, ())
 
 
@@ -369,25 +414,14 @@ def responses_streams(draw: st.DrawFn) -> bytes:
         else:
             r.seq += draw(st.integers(1, 3))
         index += draw(st.sampled_from([0, 1, 1]))
-    end = draw(st.sampled_from(["completed", "incomplete", "failed", "none", "done", "error"]))
+    end = draw(st.sampled_from(["completed", "incomplete", "failed", "none", "[DONE]", "error"]))
     if end == "completed":
         r.completed(usage=draw(st.booleans()))
-    elif end == "incomplete":
-        r.incomplete()
-    elif end == "failed":
-        r.failed()
-    elif end == "done":
-        r.raw(b"data: [DONE]\n\n")
-    elif end == "error":
-        r.ev("error", code="server_error", message="boom", param=None)
+    else:
+        r.end(end)
     if draw(st.booleans()):
         r.raw(b"data: [DONE]\n\n")
-    body = r.body()
-    if draw(st.booleans()):
-        body = body[:draw(st.integers(0, len(body)))]
-    if draw(st.booleans()):
-        body = body.replace(b"\n", b"\r\n")
-    return body
+    return cut_or_crlf(draw, r.body())
 
 
 @settings(max_examples=120, deadline=None)
@@ -397,12 +431,8 @@ def test_random_stream_verdict_is_the_same_for_every_split(body: bytes, sizes: l
                                                            keep_text: bool) -> None:
     expected = run("responses", body, request=TOOLS, keep_text=keep_text)
     assert facts(run("responses", body, 1, request=TOOLS, keep_text=keep_text)) == facts(expected)
-    checker = ResponsesChecker(TOOLS, keep_text=keep_text)
-    pos = 0
-    for size in sizes * (len(body) // max(sum(sizes), 1) + 1):
-        checker.feed(body[pos:pos + size])
-        pos += size
-    assert facts(checker.close()) == facts(expected)
+    split = feed_in_sizes(ResponsesChecker(TOOLS, keep_text=keep_text), body, sizes)
+    assert facts(split) == facts(expected)
 
 
 _FIELDS = st.fixed_dictionaries({}, optional={
@@ -447,3 +477,106 @@ def test_arbitrary_events_and_bytes_never_raise(events: list[tuple[str, dict[str
         v = run("responses", body, step, request=TOOLS, keep_text=step is None)
         assert v.ending in set(Ending) and v.api == "responses"
     assert run("responses", raw, 1).ending in set(Ending)
+
+
+# ── the assembled response is what openai-python accumulates ────────────────────────────────────
+
+def _openai_final_response(body: bytes) -> dict[str, Any]:
+    """Run the body's events through openai-python's own ResponseStreamManager state."""
+    from openai import omit
+    from openai._models import construct_type_unchecked
+    from openai.lib.streaming.responses._responses import ResponseStreamState
+    from openai.types.responses import ResponseStreamEvent
+
+    from sseguard.sse import SSEDecoder
+
+    state = ResponseStreamState(input_tools=omit, text_format=omit)
+    final: dict[str, Any] = {}
+    for event in SSEDecoder().feed(body):
+        typed = construct_type_unchecked(type_=ResponseStreamEvent, value=json.loads(event.data))
+        for out in state.handle_event(typed):
+            if out.type == "response.completed":
+                final = out.response.to_dict(mode="json")
+    return final
+
+
+def _completed_without_output(r: Responses) -> Responses:
+    response = r.response("completed", usage={"total_tokens": 3})
+    response["output"] = None
+    return r.ev("response.completed", response=response)
+
+
+@pytest.mark.parametrize("body", [
+    Responses().created().message(0, ["Hel", "lo"]).completed().body(),
+    Responses().created().reasoning(0, ["think"]).message(1, ["Hi"]).function_call(
+        2, "get_weather", ['{"city":', '"P"}']).completed().body(),
+    _completed_without_output(Responses().created().message(0, ["a", "b"]).function_call(
+        1, "get_weather", ["{}"])).body(),
+], ids=["text", "reasoning-text-tool", "output-recovered-from-items"])
+def test_assembled_response_is_what_openai_python_accumulates(body: bytes) -> None:
+    v = run("responses", body)
+    assert v.ending is Ending.COMPLETE
+    assert sdk_shape(v.message) == sdk_shape(_openai_final_response(body))
+
+
+@pytest.mark.parametrize("name", ["complete", "tool_calls", "dialect_trailing_done"])
+def test_healthy_sample_bodies_are_what_openai_python_accumulates(name: str) -> None:
+    body = (BODIES / f"responses_{name}.sse").read_bytes()
+    if name == "dialect_trailing_done":
+        body = body.replace(b"data: [DONE]\n\n", b"")  # the SDK's decoder ends the stream there
+    assert sdk_shape(run("responses", body).message) == sdk_shape(_openai_final_response(body))
+
+
+def test_open_reasoning_item_keeps_summary_and_reasoning_text_apart() -> None:
+    r = Responses().created()
+    r.ev("response.output_item.added", output_index=0,
+         item={"id": "rs", "type": "reasoning", "summary": [], "content": []})
+    r.ev("response.reasoning_summary_part.added", item_id="rs", output_index=0, summary_index=0,
+         part={"type": "summary_text", "text": ""})
+    r.ev("response.content_part.added", item_id="rs", output_index=0, content_index=0,
+         part={"type": "reasoning_text", "text": ""})
+    r.ev("response.reasoning_summary_text.delta", item_id="rs", output_index=0, summary_index=0,
+         delta="short")
+    r.ev("response.reasoning_text.delta", item_id="rs", output_index=0, content_index=0,
+         delta="long thoughts")
+    v = run("responses", r.body())
+    (item,) = v.message["output"]
+    assert item["summary"] == [{"type": "summary_text", "text": "short"}]
+    assert item["content"] == [{"type": "reasoning_text", "text": "long thoughts"}]
+    assert (v.ending, v.findings) == (Ending.TRUNCATED, ())
+
+
+
+@settings(max_examples=150, deadline=None)
+@given(before=st.text(max_size=20), marker=st.sampled_from([*MARKERS, "", "<tool", "｜DS"]),
+       after=st.text(max_size=20), cuts=st.lists(st.integers(0, 60), max_size=5),
+       keep_text=st.booleans(), reasoning=st.booleans())
+def test_leak_is_found_wherever_the_deltas_split_it(before: str, marker: str, after: str,
+                                                    cuts: list[int], keep_text: bool,
+                                                    reasoning: bool) -> None:
+    text = before + marker + after
+    deltas = split_at(text, cuts)
+    r = Responses().created()
+    (r.reasoning(0, deltas) if reasoning else r.message(0, deltas)).completed()
+    assert_leak_found_where_it_is(text, run("responses", r.body(), keep_text=keep_text))
+
+
+def test_json_nested_deeper_than_python_can_read_is_a_finding_not_a_crash() -> None:
+    body = Responses().created().function_call(0, "get_weather", ["[" * 5000 + "]" * 5000]
+                                               ).completed().body()
+    assert kinds(run("responses", body, request=TOOLS)) == [FindingKind.TOOL_ARGS_INVALID_JSON]
+    deep = Responses().created().raw(b"data: " + b"[" * 100_000 + b"\n\n").completed().body()
+    assert kinds(run("responses", deep)) == [FindingKind.BAD_CHUNK_JSON]
+
+
+def test_a_server_that_skips_the_content_part_gets_one_finding_not_one_per_delta() -> None:
+    r = Responses().created().ev("response.output_item.added", output_index=0,
+                                 item={"id": "m", "type": "message", "content": []})
+    for word in ["a", "b", "c", "d"]:
+        r.ev("response.output_text.delta", item_id="m", output_index=0, content_index=0, delta=word)
+    for word in ["e", "f"]:
+        r.ev("response.output_text.delta", item_id="m", output_index=3, content_index=0, delta=word)
+    v = run("responses", r.body())
+    assert [f.detail for f in v.findings] == [
+        "response.output_text.delta for part 0 of output item 0, which is not open",
+        "response.output_text.delta for output item 3, which is never opened"]

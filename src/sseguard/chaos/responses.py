@@ -20,7 +20,15 @@ from sseguard.chaos.events import Breakers, Ev, frame, insert_broken, plan_event
 from sseguard.chaos.faults import Decision, Dialect, Fault
 from sseguard.chaos.frames import DONE, Plan, ResponseIds
 from sseguard.chaos.generate import Answer, Call
-from sseguard.chaos.request import REASONING_SCALE, BadRequest, ChatRequest, Tool, int_field, text_of
+from sseguard.chaos.request import (
+    REASONING_SCALE,
+    BadRequest,
+    ChatRequest,
+    Tool,
+    decode_object,
+    int_field,
+    text_of,
+)
 
 #: What a Responses stream cannot carry: it has no ``[DONE]`` to omit, no ``finish_reason`` to
 #: contradict, and content after the terminal event is ``event_order`` here.
@@ -32,12 +40,7 @@ MIN_OUTPUT_TOKENS = 16
 
 def parse_request(body: bytes) -> ChatRequest:
     """Decode and validate a Responses request; ``BadRequest`` carries OpenAI's message and param."""
-    try:
-        data = msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        raise BadRequest("the request body is not valid JSON") from None
-    if not isinstance(data, dict):
-        raise BadRequest("the request body must be a JSON object")
+    data = decode_object(body)
     model = data.get("model")
     if not isinstance(model, str) or not model:
         raise BadRequest("Missing required parameter: 'model'.", "model")

@@ -22,7 +22,6 @@ from sseguard.contract._base import (
     LEAK_MARKERS,
     TAIL_BYTES,
     CheckerBase,
-    ToolFacts,
     decode_json,
     leak_markers,
 )
@@ -30,12 +29,6 @@ from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
 
 __all__ = ["LEAK_MARKERS", "TAIL_BYTES", "StreamChecker", "leak_markers"]
-
-
-def _chat_tool(tool: dict[str, Any]) -> tuple[Any, Any]:
-    """A chat tool nests its name and schema under ``function``."""
-    fn = tool.get("function")
-    return (fn.get("name"), fn.get("parameters")) if isinstance(fn, dict) else (None, None)
 
 
 class StreamChecker(CheckerBase):
@@ -49,15 +42,20 @@ class StreamChecker(CheckerBase):
 
     def __init__(self, request: dict[str, Any] | None = None, *,
                  markup: str | Iterable[str] | None = "all", keep_text: bool = True) -> None:
-        request = request if isinstance(request, dict) else {}
-        super().__init__(markup=markup, keep_text=keep_text,
-                         tools=ToolFacts(request.get("tools"), _chat_tool))
+        super().__init__(request, markup=markup, keep_text=keep_text)
+        request = self._request
         opts = request.get("stream_options")
         self._include_usage = bool(isinstance(opts, dict) and opts.get("include_usage"))
         n = request.get("n")
         self._n = n if isinstance(n, int) and n > 0 else None
         self._assembler = MessageAssembler(keep_text=keep_text, on_text=self._leaks.scan)
         self._done_frame: int | None = None
+
+    @staticmethod
+    def _tool_entry(tool: dict[str, Any]) -> tuple[Any, Any]:
+        """A chat tool nests its name and schema under ``function``."""
+        fn = tool.get("function")
+        return (fn.get("name"), fn.get("parameters")) if isinstance(fn, dict) else (None, None)
 
     @property
     def saw_content(self) -> bool:
@@ -71,8 +69,7 @@ class StreamChecker(CheckerBase):
         self._events += 1
         data = event.data
         if self._done_frame is not None:
-            self._find(FindingKind.FRAME_AFTER_DONE,
-                       f"event after [DONE]: {data[:80]!r}", once=True)
+            self._once("after_done", FindingKind.FRAME_AFTER_DONE, f"event after [DONE]: {data[:80]!r}")
         if event.event == "error":
             self._on_error(data)
             return

@@ -23,8 +23,8 @@ from sseguard.contract._base import (
     FINISHED,
     Block,
     CheckerBase,
+    IdWatch,
     Joined,
-    ToolFacts,
     is_int,
 )
 from sseguard.sse import SSEEvent
@@ -67,18 +67,16 @@ _PARTS: dict[str, tuple[str, str]] = {
     "response.content_part": ("content_index", "content"),
     "response.reasoning_summary_part": ("summary_index", "summary"),
 }
-#: Where each part kind's streamed text goes in the part object.
-_PART_TEXT = {"response.output_text": "text", "response.refusal": "refusal",
-              "response.reasoning_summary_text": "text"}
+#: Which text streams fill which part kind, and the field of the part they fill.
+_PART_TEXT: dict[str, dict[str, str]] = {
+    "response.content_part": {"response.output_text": "text", "response.refusal": "refusal",
+                              "response.reasoning_text": "text"},
+    "response.reasoning_summary_part": {"response.reasoning_summary_text": "text"},
+}
 _ARGUMENTS = "response.function_call_arguments"
-
-
-def _responses_tool(tool: dict[str, Any]) -> tuple[Any, Any]:
-    """A Responses tool is flat: ``{"type": "function", "name", "parameters"}``; built-in tools
-    (web search, file search, …) come back as their own item types, never as function calls."""
-    if tool.get("type", "function") in ("function", "custom"):
-        return tool.get("name"), tool.get("parameters")
-    return None, None
+_OUTPUT_TEXT = "response.output_text"
+_OUTPUT_TEXT_DELTA = "response.output_text.delta"
+_CONTENT_PART = "response.content_part"
 
 
 @dataclass(slots=True)
@@ -96,8 +94,7 @@ class ResponsesAssembler:
     filled in. ``keep_text=False`` keeps no text (arguments are always kept: they are checked).
     """
 
-    __slots__ = ("first_id", "ids_changed", "items", "keep_text", "last_id", "parts", "response",
-                 "saw_token", "texts")
+    __slots__ = ("ids", "items", "keep_text", "parts", "response", "saw_token", "texts")
 
     def __init__(self, *, keep_text: bool = True) -> None:
         self.keep_text = keep_text
@@ -105,20 +102,12 @@ class ResponsesAssembler:
         self.items: dict[int, Block] = {}
         self.parts: dict[tuple[int, str, int], _Part] = {}
         self.texts: dict[tuple[int, str, int], Joined] = {}
-        self.first_id: str | None = None
-        self.last_id: str | None = None
-        self.ids_changed = False
+        self.ids = IdWatch()
         self.saw_token = False
 
     def note_response(self, response: dict[str, Any]) -> None:
         self.response = response
-        rid = response.get("id")
-        if isinstance(rid, str):
-            if self.first_id is None:
-                self.first_id = rid
-            elif rid != self.first_id:
-                self.ids_changed = True
-            self.last_id = rid
+        self.ids.see(response.get("id"))
 
     def text(self, key: tuple[int, str, int]) -> Joined:
         joined = self.texts.get(key)
@@ -140,15 +129,15 @@ class ResponsesAssembler:
                 parts = sorted((k[2], p) for k, p in self.parts.items()
                                if k[0] == index and k[1] == prefix)
                 if parts:
-                    item[field] = [self._filled(index, sub, part) for sub, part in parts]
+                    item[field] = [self._filled(index, prefix, sub, part) for sub, part in parts]
             out.append(item)
         return out
 
-    def _filled(self, index: int, sub: int, part: _Part) -> dict[str, Any]:
+    def _filled(self, index: int, kind: str, sub: int, part: _Part) -> dict[str, Any]:
         if not part.open:
             return part.snapshot
         snapshot = dict(part.snapshot)
-        for prefix, field in _PART_TEXT.items():
+        for prefix, field in _PART_TEXT[kind].items():
             joined = self.texts.get((index, prefix, sub))
             if joined is not None and field in snapshot:
                 snapshot[field] = joined.text
@@ -175,17 +164,12 @@ class ResponsesChecker(CheckerBase):
 
     def __init__(self, request: dict[str, Any] | None = None, *,
                  markup: str | Iterable[str] | None = "all", keep_text: bool = True) -> None:
-        request = request if isinstance(request, dict) else {}
-        super().__init__(markup=markup, keep_text=keep_text,
-                         tools=ToolFacts(request.get("tools"), _responses_tool))
+        super().__init__(request, markup=markup, keep_text=keep_text)
         self._asm = ResponsesAssembler(keep_text=keep_text)
         self._terminal: dict[str, Any] | None = None  # the completed / incomplete response
         self._ended = False  # a terminal, failed or done-marker event came: nothing may follow
         self._done_marker = False
-        self._late_reported = False
-        self._order_reported = False  # events before response.created: one finding is enough
         self._next_seq: int | None = None
-        self._gap_reported = False
         self._handlers: dict[str, Callable[[str, dict[str, Any]], None]] = {
             "response.created": self._on_lifecycle,
             "response.queued": self._on_lifecycle,
@@ -202,6 +186,14 @@ class ResponsesChecker(CheckerBase):
         for prefix in _TEXT:
             self._handlers[prefix + ".delta"] = self._on_delta
             self._handlers[prefix + ".done"] = self._on_text_done
+
+    @staticmethod
+    def _tool_entry(tool: dict[str, Any]) -> tuple[Any, Any]:
+        """A Responses tool is flat: ``{"type": "function", "name", "parameters"}``; built-in tools
+        (web search, file search, …) come back as their own item types, never as function calls."""
+        if tool.get("type", "function") in ("function", "custom"):
+            return tool.get("name"), tool.get("parameters")
+        return None, None
 
     @property
     def saw_content(self) -> bool:
@@ -225,25 +217,23 @@ class ResponsesChecker(CheckerBase):
         if etype == "response.done":
             self._on_done_marker(etype)
             return
-        if self._ended:
-            self._late(etype)
-            return
         handler = self._handlers.get(etype)
         if handler is None:
             return  # unknown types are ignored: OpenAI adds event types
-        if self._asm.response is None and etype != "response.created" and not self._order_reported:
-            self._order_reported = True
-            self._find(FindingKind.EVENT_ORDER, f"{etype} before response.created")
+        if self._ended:
+            self._late(etype)
+            return
+        if self._asm.response is None and etype != "response.created":
+            self._once("start", FindingKind.EVENT_ORDER, f"{etype} before response.created")
         handler(etype, obj)
 
     def _note_sequence(self, obj: dict[str, Any]) -> None:
         seq = obj.get("sequence_number")
         if not is_int(seq):
             return
-        if self._next_seq is not None and seq != self._next_seq and not self._gap_reported:
-            self._gap_reported = True
-            self._find(FindingKind.SEQUENCE_GAP, f"sequence_number {seq} where {self._next_seq} "
-                                                 f"was next")
+        if self._next_seq is not None and seq != self._next_seq:
+            self._once("sequence", FindingKind.SEQUENCE_GAP,
+                       f"sequence_number {seq} where {self._next_seq} was next")
         self._next_seq = seq + 1
 
     def _on_done_marker(self, what: str) -> None:
@@ -256,9 +246,7 @@ class ResponsesChecker(CheckerBase):
         self._ended = True
 
     def _late(self, what: str) -> None:
-        if not self._late_reported:
-            self._late_reported = True
-            self._find(FindingKind.EVENT_ORDER, f"{what} after the end of the response")
+        self._once("end", FindingKind.EVENT_ORDER, f"{what} after the end of the response")
 
     def _response_of(self, etype: str, obj: dict[str, Any]) -> dict[str, Any] | None:
         response = obj.get("response")
@@ -297,27 +285,13 @@ class ResponsesChecker(CheckerBase):
         if self._error is None:
             self._error = message or etype
 
-    def _index(self, etype: str, obj: dict[str, Any], field: str = "output_index") -> int | None:
-        index = obj.get(field)
-        if is_int(index):
-            return index
-        self._find(FindingKind.CHUNK_SCHEMA, f"{etype}: {field} is not an integer")
-        return None
-
     def _open_item(self, etype: str, obj: dict[str, Any]) -> Block | None:
-        """The open item an event refers to; an item never opened, or closed, is out of order."""
-        index = self._index(etype, obj)
-        if index is None:
-            return None
-        block = self._asm.items.get(index)
-        if block is None or not block.open:
-            self._find(FindingKind.EVENT_ORDER, f"{etype} for output item {index}, which is "
-                                                f"{'not open' if block else 'never opened'}")
-            return None
-        return block
+        index = self._int_field(etype, obj, "output_index")
+        return None if index is None else self._open_block(etype, index, self._asm.items,
+                                                           "output item")
 
     def _on_item_added(self, etype: str, obj: dict[str, Any]) -> None:
-        index = self._index(etype, obj)
+        index = self._int_field(etype, obj, "output_index")
         item = obj.get("item")
         if index is None:
             return
@@ -359,20 +333,17 @@ class ResponsesChecker(CheckerBase):
                            f"output item {block.index}: arguments in output_item.done differ from "
                            f"the {len(block.arguments)} streamed fragment(s)")
 
-    def _part_key(self, etype: str, obj: dict[str, Any], prefix: str, index_field: str,
-                  ) -> tuple[Block, tuple[int, str, int]] | None:
+    def _part_key(self, etype: str, obj: dict[str, Any]) -> tuple[int, str, int] | None:
+        """(output index, part kind, part index) of a part event, when its item is open."""
+        prefix = etype.rpartition(".")[0]
         block = self._open_item(etype, obj)
-        if block is None:
-            return None
-        sub = self._index(etype, obj, index_field)
-        return None if sub is None else (block, (block.index, prefix, sub))
+        sub = None if block is None else self._int_field(etype, obj, _PARTS[prefix][0])
+        return None if block is None or sub is None else (block.index, prefix, sub)
 
     def _on_part_added(self, etype: str, obj: dict[str, Any]) -> None:
-        prefix = etype.rpartition(".")[0]
-        found = self._part_key(etype, obj, prefix, _PARTS[prefix][0])
-        if found is None:
+        key = self._part_key(etype, obj)
+        if key is None:
             return
-        _, key = found
         if key in self._asm.parts:
             self._find(FindingKind.EVENT_ORDER, f"{etype}: part {key[2]} of output item {key[0]} "
                                                 f"opened twice")
@@ -381,11 +352,9 @@ class ResponsesChecker(CheckerBase):
         self._asm.parts[key] = _Part(dict(part) if isinstance(part, dict) else {})
 
     def _on_part_done(self, etype: str, obj: dict[str, Any]) -> None:
-        prefix = etype.rpartition(".")[0]
-        found = self._part_key(etype, obj, prefix, _PARTS[prefix][0])
-        if found is None:
+        key = self._part_key(etype, obj)
+        if key is None:
             return
-        _, key = found
         part = self._asm.parts.get(key)
         if part is None or not part.open:
             self._find(FindingKind.EVENT_ORDER, f"{etype}: part {key[2]} of output item {key[0]} "
@@ -404,24 +373,39 @@ class ResponsesChecker(CheckerBase):
         if block is None:
             return None
         if block.type != spec.item_type:
-            self._find(FindingKind.EVENT_ORDER, f"{etype} for output item {block.index}, a "
-                                                f"{block.type or 'untyped'} item")
+            self._once(f"{etype}#{block.index}", FindingKind.EVENT_ORDER,
+                       f"{etype} for output item {block.index}, a {block.type or 'untyped'} item")
             return None
         sub = 0
         if spec.part_index is not None:
-            got = self._index(etype, obj, spec.part_index)
+            got = self._int_field(etype, obj, spec.part_index)
             if got is None:
                 return None
             sub = got
             if spec.needs_part:
-                part = self._asm.parts.get((block.index, "response.content_part", sub))
+                part = self._asm.parts.get((block.index, _CONTENT_PART, sub))
                 if part is None or not part.open:
-                    self._find(FindingKind.EVENT_ORDER, f"{etype} for part {sub} of output item "
-                                                        f"{block.index}, which is not open")
+                    self._once(f"{etype}#{block.index}#{sub}", FindingKind.EVENT_ORDER,
+                               f"{etype} for part {sub} of output item {block.index}, which is "
+                               f"not open")
                     return None
         return block, spec, (block.index, prefix, sub)
 
     def _on_delta(self, etype: str, obj: dict[str, Any]) -> None:
+        # Fast path for nearly every event of a long answer: text into an open part of an open
+        # message; anything unusual takes the checked way below.
+        if etype == _OUTPUT_TEXT_DELTA:
+            index, sub, delta = obj.get("output_index"), obj.get("content_index"), obj.get("delta")
+            if type(index) is int and type(sub) is int and type(delta) is str:
+                block = self._asm.items.get(index)
+                part = self._asm.parts.get((index, _CONTENT_PART, sub))
+                if (block is not None and block.open and block.type == "message"
+                        and part is not None and part.open):
+                    if delta:
+                        self._asm.text((index, _OUTPUT_TEXT, sub)).add(delta)
+                        self._asm.saw_token = True
+                        self._leaks.scan(index, "output_text", delta)
+                    return
         found = self._text_key(etype, obj)
         if found is None:
             return
@@ -467,8 +451,7 @@ class ResponsesChecker(CheckerBase):
             self._find(FindingKind.MISSING_USAGE, "the terminal response carries no usage")
 
     def _ids(self) -> tuple[str | None, str | None, bool]:
-        asm = self._asm
-        return asm.first_id, asm.last_id, asm.ids_changed
+        return self._asm.ids.facts()
 
     def _message(self) -> dict[str, Any]:
         return self._asm.to_response()
