@@ -13,7 +13,7 @@ received, time to first chunk (p50, p99), proxy CPU and memory. Direct and proxy
 ``--repeats`` times, and the medians are compared.
 
 Run: .venv/bin/python bench/bench_proxy.py [--repeats 3] [--only 100] [--apis responses,messages]
-     [--skip-slow] [--append docs/benchmarks.md]
+     [--no-slow] [--append docs/benchmarks.md]
 """
 
 from __future__ import annotations
@@ -425,7 +425,7 @@ def main() -> None:
     parser.add_argument("--only", metavar="N[,N…]", help="Run only these stream counts (1,100,1000).")
     parser.add_argument("--apis", metavar="API[,API…]",
                         help="Run only scenarios of these protocols (chat,responses,messages).")
-    parser.add_argument("--skip-slow", action="store_true", help="Skip the slow-reader scenario.")
+    parser.add_argument("--no-slow", action="store_true", help="Skip the slow-reader scenario.")
     parser.add_argument("--bare-relay", metavar="UPSTREAM", help=argparse.SUPPRESS)
     parser.add_argument("--frame-upstream", type=int, metavar="FRAMES", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -473,7 +473,7 @@ def main() -> None:
                     f"{med([r.cpu_us_per_event for r in rs]):.1f} µs/event | "
                     f"{rs[0].idle_rss_mb:.0f} → {max(r.proxy_rss_mb for r in rs):.0f} MB | "
                     f"{med([r.client_cpu for r in rs]):.0%} | {med([r.others_cpu for r in rs]):.0%} |")
-        slow = ({} if args.skip_slow else
+        slow = ({} if args.no_slow else
                 slow_scenario(SLOW_STREAMS, SLOW_FRAMES, SLOW_PAUSE, Path(tmp) / "slow.db"))
     slow_rows = [f"| {name} | {r.idle_rss_mb:.0f} MB | {r.peak_rss_mb:.0f} MB | {r.after_rss_mb:.0f} MB "
                  f"| {r.received_mb:.0f} MiB | {r.upstream_mb:,.0f} MiB |" for name, r in slow.items()]
