@@ -5,7 +5,8 @@ core 1, alone; the chaos upstream (``sseguard chaos``, subprocess) and this load
 The proxy runs as deployed: strict policy, in-flight checking, error frames on bad ends, every stream
 recorded to a SQLite store. The client is one aiohttp session on uvloop reading with ``iter_any()``.
 
-Per scenario (1, 100, 1,000 concurrent streams) and per target (direct, proxy), each of N workers
+Per scenario (1, 100, 1,000 concurrent chat streams; 100 Responses and 100 Messages streams) and per
+target (direct, bare relay, proxy), each of N workers
 requests streams back to back; starts are spread over one stream length so streams do not run in
 lock-step, and only the steady window after that ramp is measured. Reported: events/s the client
 received, time to first chunk (p50, p99), proxy CPU and memory. Direct and proxy runs alternate,
@@ -15,8 +16,8 @@ received, time to first chunk (p50, p99), proxy CPU and memory. Direct and proxy
 processes are not pinned (they share the machine's two cores with the upstream and the client, which
 stay on core 0); its CPU and RSS are summed over the supervisor and its workers.
 
-Run: .venv/bin/python bench/bench_proxy.py [--repeats 3] [--workers 1,2] [--only 1000] [--no-slow]
-     [--append docs/benchmarks.md]
+Run: .venv/bin/python bench/bench_proxy.py [--repeats 3] [--workers 1,2] [--only 100,1000]
+     [--apis responses,messages] [--no-slow] [--append docs/benchmarks.md]
 """
 
 from __future__ import annotations
@@ -41,7 +42,17 @@ import aiohttp
 
 REQUEST = json.dumps({"model": "chaos-1", "stream": True,
                       "messages": [{"role": "user", "content": "Stream something."}]}).encode()
-HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer sk-bench-not-a-real-key"}
+#: Per protocol: the path under the base URL and the request body.
+REQUESTS = {
+    "chat": ("chat/completions", REQUEST),
+    "responses": ("responses", json.dumps({"model": "chaos-1", "stream": True,
+                                           "input": "Stream something."}).encode()),
+    "messages": ("messages", json.dumps({"model": "chaos-1", "stream": True, "max_tokens": 4096,
+                                         "messages": [{"role": "user",
+                                                       "content": "Stream something."}]}).encode()),
+}
+HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer sk-bench-not-a-real-key",
+           "anthropic-version": "2023-06-01"}
 TICKS = os.sysconf("SC_CLK_TCK")
 SSEGUARD = [sys.executable, "-c", "from sseguard.cli import main; main()"]
 
@@ -53,6 +64,7 @@ class Scenario:
     tokens: int  # content chunks per stream (plus role, finish and [DONE] frames)
     inter_token_ms: float
     seconds: float  # measured window, after the ramp
+    api: str = "chat"
 
     @property
     def stream_s(self) -> float:
@@ -68,6 +80,8 @@ BIG_FRAME = b"data: " + json.dumps({"id": "chatcmpl-big", "object": "chat.comple
 SCENARIOS = [
     Scenario("1 stream", 1, 20, 10, 8),
     Scenario("100 streams", 100, 100, 10, 8),
+    Scenario("responses, 100 streams", 100, 100, 10, 8, api="responses"),
+    Scenario("messages, 100 streams", 100, 100, 10, 8, api="messages"),
     Scenario("1,000 streams", 1000, 100, 50, 10),
 ]
 
@@ -193,13 +207,15 @@ async def load(url: str, sc: Scenario, proxy_pid: int | None, chaos_pid: int) ->
     busy0 = machine_busy_seconds()
     peak_rss = 0.0
 
+    body = REQUESTS[sc.api][1]
+
     async def worker(i: int, session: aiohttp.ClientSession) -> None:
         await asyncio.sleep(ramp * i / sc.streams)
         while clock() < end_measure:
             sent = clock()
             first = True
             try:
-                async with session.post(url, data=REQUEST, headers=HEADERS) as resp:
+                async with session.post(url, data=body, headers=HEADERS) as resp:
                     async for chunk in resp.content.iter_any():
                         now = clock()
                         if first:
@@ -243,8 +259,6 @@ def proxy_name(workers: int) -> str:
 
 
 def scenario(sc: Scenario, repeats: int, store: Path, workers: list[int]) -> dict[str, list[Run]]:
-    """Direct, a bare aiohttp relay and the sseguard proxy (one per ``workers`` count), alternating,
-    ``repeats`` times."""
     """Direct, a bare aiohttp relay and the sseguard proxy (one entry per ``workers`` count),
     alternating, ``repeats`` times."""
     chaos_args = ["chaos", "--listen", "127.0.0.1:0", "--json", "--tokens", str(sc.tokens),
@@ -267,7 +281,7 @@ def scenario(sc: Scenario, repeats: int, store: Path, workers: list[int]) -> dic
             order = list(targets) if rep % 2 == 0 else list(reversed(targets))
             for name in order:
                 base, pid = targets[name]
-                run = asyncio.run(load(f"{base}/chat/completions", sc, pid, chaos.pid))
+                run = asyncio.run(load(f"{base}/{REQUESTS[sc.api][0]}", sc, pid, chaos.pid))
                 run.idle_rss_mb = idle[name]
                 runs[name].append(run)
                 print(f"  {sc.name:14} {name:14} {run.events_per_s:10,.0f} ev/s  TTFC p50 "
@@ -286,11 +300,14 @@ async def bare_relay(upstream: str) -> None:
 
     session: aiohttp.ClientSession | None = None
 
-    async def chat(request: web.Request) -> web.StreamResponse:
+    async def relay(request: web.Request) -> web.StreamResponse:
         assert session is not None
         body = await request.read()
-        async with session.post(f"{upstream}/chat/completions", data=body,
-                                headers={"Content-Type": "application/json"}) as up:
+        headers = {"Content-Type": "application/json"}
+        if "anthropic-version" in request.headers:
+            headers["anthropic-version"] = request.headers["anthropic-version"]
+        async with session.post(f"{upstream}/{request.match_info['tail']}", data=body,
+                                headers=headers) as up:
             resp = web.StreamResponse(status=up.status, headers={
                 "Content-Type": up.headers.get("Content-Type", "text/event-stream"),
                 "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -311,7 +328,7 @@ async def bare_relay(upstream: str) -> None:
     app = web.Application()
     app.on_startup.append(start)
     app.on_cleanup.append(stop)
-    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post("/v1/{tail:.*}", relay)
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
@@ -442,6 +459,8 @@ def main() -> None:
     parser.add_argument("--only", metavar="N[,N…]", help="Run only these stream counts (1,100,1000).")
     parser.add_argument("--workers", default="1", metavar="N[,N…]",
                         help="Proxy variants by --workers count, side by side (default 1).")
+    parser.add_argument("--apis", metavar="API[,API…]",
+                        help="Run only scenarios of these protocols (chat,responses,messages).")
     parser.add_argument("--no-slow", action="store_true", help="Skip the slow-reader scenario.")
     parser.add_argument("--bare-relay", metavar="UPSTREAM", help=argparse.SUPPRESS)
     parser.add_argument("--frame-upstream", type=int, metavar="FRAMES", help=argparse.SUPPRESS)
@@ -466,8 +485,11 @@ def main() -> None:
     started = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         wanted = {int(n) for n in args.only.split(",")} if args.only else None
+        apis = set(args.apis.split(",")) if args.apis else None
         for sc in SCENARIOS:
             if wanted is not None and sc.streams not in wanted:
+                continue
+            if apis is not None and sc.api not in apis:
                 continue
             runs = scenario(sc, args.repeats, Path(tmp) / "bench.db", workers)
             direct = runs["direct"]

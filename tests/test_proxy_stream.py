@@ -23,11 +23,11 @@ from _proxy_support import (
     error_code,
     frames,
     has_done,
-    in_thread,
     proxy_config,
     raw_post,
     same_second,
     scripted,
+    scripted_proxy_in_thread,
 )
 from sseguard.chaos import ChaosConfig, Dialect, FaultOptions, Pacing, run_chaos
 from sseguard.proxy import run_proxy
@@ -85,14 +85,7 @@ def _healthy_body(texts: list[str], crlf: bool, comments: bool) -> bytes:
 
 @pytest.fixture(scope="module")
 def chunked_servers() -> Any:
-    import contextlib
-
-    @contextlib.asynccontextmanager
-    async def both() -> Any:
-        async with scripted(Script()) as up, run_proxy(proxy_config(up.url)) as px:
-            yield up, px
-
-    with in_thread(both) as value:
+    with scripted_proxy_in_thread() as value:
         yield value
 
 
@@ -271,7 +264,7 @@ async def test_a_client_disconnect_cancels_the_upstream_request_at_once() -> Non
             if 'ending="client_disconnect"' in text:
                 break
             await asyncio.sleep(0.02)
-    assert 'sseguard_proxy_streams_total{ending="client_disconnect"} 1.0' in text
+    assert 'sseguard_proxy_streams_total{api="chat",ending="client_disconnect"} 1.0' in text
     assert up.written < len(FRAME_1) * 20
 
 
@@ -333,9 +326,9 @@ async def test_metrics_count_streams_by_ending_and_findings_by_kind() -> None:
                 text = await resp.text()
             async with session.get(f"{px.root}/healthz") as resp:
                 health = await resp.json()
-    assert 'sseguard_proxy_streams_total{ending="complete"} 3.0' in text
-    assert 'sseguard_proxy_streams_total{ending="truncated"} 1.0' in text
-    assert 'sseguard_proxy_findings_total{kind="tool_args_invalid_json"} 1.0' in text
+    assert 'sseguard_proxy_streams_total{api="chat",ending="complete"} 3.0' in text
+    assert 'sseguard_proxy_streams_total{api="chat",ending="truncated"} 1.0' in text
+    assert 'sseguard_proxy_findings_total{api="chat",kind="tool_args_invalid_json"} 1.0' in text
     assert 'sseguard_proxy_bad_ends_total{action="error-event"} 2.0' in text
     assert "sseguard_proxy_ttft_seconds_count 4.0" in text
     assert "sseguard_proxy_stream_duration_seconds_count 4.0" in text

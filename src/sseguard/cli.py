@@ -367,8 +367,8 @@ def locust(
 @app.command(cls=_Command, short_help="Guard an OpenAI-compatible endpoint against silent bad ends.")
 def proxy(
     upstream: str = typer.Option(..., "--upstream", metavar="BASE_URL",
-                                 help="The upstream's OpenAI base URL (…/v1); the only place the proxy "
-                                      "forwards to."),
+                                 help="The upstream's base URL as its SDK takes it (…/v1, or an "
+                                      "Anthropic base); the only place the proxy forwards to."),
     listen: str = typer.Option("127.0.0.1:8080", "--listen", metavar="HOST:PORT",
                                help="Where to listen (loopback by default; port 0 = any free port)."),
     policy: str = typer.Option("strict", "--policy", metavar="POLICY",
@@ -379,25 +379,29 @@ def proxy(
                                    help="error-event (an error frame the SDKs raise on), abort "
                                         "(reset), or pass (forward as is, still recorded)."),
     complete_done: bool = typer.Option(False, "--complete-done",
-                                       help="Append data: [DONE] to a finished stream that lacks it."),
+                                       help="Append data: [DONE] (messages: message_stop) to a "
+                                            "finished stream that lacks it."),
     repair_markup: str = typer.Option("off", "--repair-markup", metavar="auto|FAMILY|off",
-                                      help="Turn tool-call markup left in content into tool_calls."),
+                                      help="Turn tool-call markup left in content into tool calls "
+                                           "(tool_calls, function_call items, tool_use blocks)."),
     stall_timeout: float = typer.Option(60.0, "--stall-timeout", metavar="SECONDS",
-                                        help="Upstream silence on an open stream that counts as "
-                                             "stalled."),
+                                        help="Upstream silence on an open stream (or a relayed "
+                                             "body) that counts as stalled."),
     timeout: float = typer.Option(600.0, "--timeout", metavar="SECONDS",
                                   help="Wait for the upstream's response headers (then 504)."),
     store: str = typer.Option("sseguard.db", "--store", metavar="PATH|URL",
                               help="Where stream records go: a SQLite file, postgresql://…, or none."),
     max_body: str = typer.Option("32MiB", "--max-body", metavar="SIZE",
-                                 help="Largest request body accepted (then 413)."),
+                                 help="Largest body of a guarded endpoint accepted (then 413); "
+                                      "other bodies stream through."),
     workers: str = typer.Option("1", "--workers", metavar="N|auto",
                                 help="Processes serving the port (auto = one per core)."),
 ) -> None:
-    """Guard an OpenAI-compatible endpoint: no stream reaches a client as a silent, clean end.
+    """Guard an OpenAI- or Anthropic-compatible endpoint: no stream ends as a silent, clean end.
 
-    Frames are forwarded as they arrive and checked in flight; a stream that ends badly under the
-    policy ends with an error the SDK raises. Every stream is recorded (secrets removed).
+    Chat completions, Responses and Messages streams are forwarded as they arrive and checked in
+    flight; one that ends badly under the policy ends with an error the SDK raises, in its protocol.
+    Everything else is relayed verbatim. Every stream is recorded (secrets removed).
 
     \b
     Example:

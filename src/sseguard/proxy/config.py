@@ -33,6 +33,8 @@ class OnBadEnd(StrEnum):
     PASS = "pass"
 
 
+#: A path segment that names an API version: v1, v4, v1beta, v2alpha1.
+_VERSION = re.compile(r"^v\d+[a-z0-9]*$", re.IGNORECASE)
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "ki": 1024,
           "m": 1000**2, "mb": 1000**2, "mib": 1024**2, "mi": 1024**2,
@@ -82,9 +84,13 @@ def parse_upstream(value: str) -> URL:
                           "(example: http://127.0.0.1:8000/v1)")
     if url.query_string or url.fragment or url.user or url.password:
         raise ConfigError(f"--upstream {value!r} must not carry a query, fragment or credentials")
-    # The proxy serves /v1/<rest> and maps it onto <base>/<rest>, like an SDK's base_url; a bare
-    # origin means the usual /v1 (a base such as Gemini's /v1beta/openai is taken as given).
-    path = url.raw_path.rstrip("/") or "/v1"
+    # The proxy serves /v1/<rest> and maps it onto <base>/<rest>. A base with a version segment is
+    # an openai-SDK base_url (…/v1, Gemini's /v1beta/openai, Zhipu's /api/paas/v4): <rest> goes
+    # right after it. A base without one is an anthropic-SDK base_url (https://api.anthropic.com, an
+    # Anthropic-compatible gateway's …/anthropic), to which that SDK appends /v1/messages: so /v1.
+    path = url.raw_path.rstrip("/")
+    if not any(_VERSION.match(segment) for segment in path.split("/")):
+        path += "/v1"
     return url.with_path(path, encoded=True)
 
 

@@ -30,10 +30,11 @@ class ProxyMetrics:
         self.shared = shared  # sum the values of every worker process when rendering
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.streams = Counter("sseguard_proxy_streams", "Streamed chat completions by how they ended "
-                               "(client_disconnect when the client left first).", ["ending"], registry=r)
-        self.findings = Counter("sseguard_proxy_findings", "Findings in streams, by kind.", ["kind"],
-                                registry=r)
+        self.streams = Counter("sseguard_proxy_streams", "Guarded streams by protocol (chat, "
+                               "responses, messages) and how they ended (client_disconnect when the "
+                               "client left first).", ["api", "ending"], registry=r)
+        self.findings = Counter("sseguard_proxy_findings", "Findings in streams, by protocol and kind.",
+                                ["api", "kind"], registry=r)
         self.actions = Counter("sseguard_proxy_bad_ends", "Streams that failed the policy, by what the "
                                "client got (error-event, abort, pass, markup-error).", ["action"],
                                registry=r)
@@ -52,9 +53,10 @@ class ProxyMetrics:
 
     def stream_ended(self, verdict: Verdict, *, client_gone: bool, ttft_s: float | None,
                      duration_s: float) -> None:
-        self.streams.labels("client_disconnect" if client_gone else str(verdict.ending)).inc()
+        api = str(verdict.api)
+        self.streams.labels(api, "client_disconnect" if client_gone else str(verdict.ending)).inc()
         for finding in verdict.findings:
-            self.findings.labels(str(finding.kind)).inc()
+            self.findings.labels(api, str(finding.kind)).inc()
         if ttft_s is not None:
             self.ttft.observe(ttft_s)
         self.duration.observe(duration_s)
