@@ -134,8 +134,8 @@ def test_two_workers_serve_one_port_sum_their_metrics_and_drain_every_stream_on_
             for client in clients.values():
                 scrape = client.get(f"{root}/metrics").text
                 assert _metric(scrape, 'sseguard_proxy_requests_total{kind="stream"}') == 4
-                assert _metric(scrape, 'sseguard_proxy_streams_total{ending="complete"}') == 2
-                assert _metric(scrape, 'sseguard_proxy_streams_total{ending="truncated"}') == 2
+                assert _metric(scrape, 'sseguard_proxy_streams_total{api="chat",ending="complete"}') == 2
+                assert _metric(scrape, 'sseguard_proxy_streams_total{api="chat",ending="truncated"}') == 2
 
             # SIGTERM with a stream in flight on each worker: both finish, both are recorded.
             bodies: dict[int, bytes] = {}
