@@ -261,7 +261,8 @@ async def _arm_level(run: _Run, target: Target, level: int, level_index: int) ->
                 await pilot_done.wait()
                 spread = min(pilot[0] if pilot else 0.0, MAX_DEFAULT_RAMP)
                 await asyncio.sleep((k - 1) * spread / max(level - 1, 1))
-        conversation = run.workload.conversation(f"{arm}:{level_index}:{k}")
+        api = target.arm.protocol
+        conversation = run.workload.conversation(f"{arm}:{level_index}:{k}", api)
         own: aiohttp.ClientSession | None = None
         if run.workload.pinned_connection:
             own = _session(config, limit=1)
@@ -274,7 +275,7 @@ async def _arm_level(run: _Run, target: Target, level: int, level_index: int) ->
                     return
                 if pacer is not None:
                     await pacer.wait()
-                body = run.workload.finish(conversation.next_body(), model=target.arm.model)
+                body = run.workload.finish(conversation.next_body(), model=target.arm.model, api=api)
                 payload = encode_body(body)
                 outcome = await run_request(
                     session, target, body, settings=run.settings, sink=run.sink, index=index,
@@ -322,7 +323,8 @@ def describe(config: ProbeConfig) -> str:
     bound = " and ".join(filter(None, [
         f"{config.count} requests" if config.count is not None else "",
         f"{config.duration:g} s" if config.duration is not None else ""]))
-    return (f"probing {', '.join(a.name for a in config.arms)} · workload {config.workload.name} · "
+    arms = ", ".join(f"{a.name} ({a.protocol})" for a in config.arms)
+    return (f"probing {arms} · workload {config.workload.name} · "
             f"concurrency {levels} · {bound} per arm and level · policy {config.policy.name} · "
             f"out {config.out}")
 
@@ -382,7 +384,8 @@ async def execute(config: ProbeConfig, *, resume: bool = False, console: Console
     view_sink = _ViewSink(sink, view)
     per_arm = config.count * len(config.levels) if config.count is not None else None
     view.start([a.name for a in config.arms], {a.name: per_arm for a in config.arms},
-               {a.name: tally.arms[a.name].total for a in config.arms if a.name in tally.arms})
+               {a.name: tally.arms[a.name].total for a in config.arms if a.name in tally.arms},
+               apis={a.name: str(a.protocol) for a in config.arms})
     try:
         async with _session(config) as session:
             run = _Run(config=config, settings=settings, workload=workload, session=session,
