@@ -40,7 +40,19 @@ def _bad_inputs(tmp: Path) -> list[tuple[list[str], str]]:
     no_url.write_text("[[arm]]\nname = 'x'\n")
     closed = f"a=http://127.0.0.1:{free_port()}/v1"
     ok = "a=http://127.0.0.1:9/v1"
+    chat_body = tmp / "chat.json"
+    chat_body.write_text('{"messages": [{"role": "system", "content": "x"}, {"role": "user", '
+                         '"content": "y"}]}')
+    bad_api = tmp / "bad_api.toml"
+    bad_api.write_text("[[arm]]\nname = 'x'\nbase_url = 'http://127.0.0.1:9/v1'\napi = 'soap'\n")
     return [
+        (["probe", "--arm", ok, "--api", "grpc"], "unknown api 'grpc'"),
+        (["probe", "--config", str(bad_api)], "unknown api 'soap'"),
+        (["probe", "--arm", ok, "--api", "messages", "--body", str(chat_body)],
+         "needs an Anthropic Messages body"),
+        (["probe", "--arm", ok, "--api", "responses", "--body", str(chat_body)],
+         "needs a Responses body"),
+        (["locust", "--arm", ok, "--api", "grpc", "--headless"], "unknown api 'grpc'"),
         (["probe", "--arm", "a=ftp://example.com/v1"], "unknown URL scheme 'ftp'"),
         (["probe", "--arm", ok, "--key-env", "SSEGUARD_TEST_UNSET_KEY"],
          "SSEGUARD_TEST_UNSET_KEY"),
