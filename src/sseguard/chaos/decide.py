@@ -60,18 +60,20 @@ def decide(config: ChaosConfig, counter: int, *, inflight: int = 1, elapsed_s: f
 
 
 def applicable(decision: Decision, *, stream: bool, tools_offered: bool, typed_tool: bool,
-               include_usage: bool) -> Decision:
+               include_usage: bool, unsupported: frozenset[Fault] = frozenset()) -> Decision:
     """Drop a drawn fault this request cannot carry (``drawn`` keeps it, for the statistics).
 
     A non-streamed request cannot be cut mid-frame; an undefined function needs offered tools to be
     undefined against; a schema mismatch needs an offered tool with typed parameters; a missing usage chunk
-    needs one to have been asked for.
+    needs one to have been asked for; and a protocol has no way to carry some faults (``unsupported``:
+    chat has no sequence numbers, messages no second id).
     """
     fault = decision.fault
     if fault is None:
         return decision
     unfit = (
-        (fault in STREAM_ONLY and not stream)
+        fault in unsupported
+        or (fault in STREAM_ONLY and not stream)
         or (fault is Fault.TOOL_UNDEFINED_FUNCTION and not tools_offered)
         or (fault is Fault.TOOL_ARGS_SCHEMA_MISMATCH and not typed_tool)
         or (fault is Fault.MISSING_USAGE and stream and not include_usage)

@@ -41,6 +41,11 @@ class Fault(StrEnum):
     MISSING_USAGE = "missing_usage"  # include_usage asked, no usage chunk sent
     ID_CHANGED = "id_changed"  # the response id changes half-way
     FRAME_AFTER_DONE = "frame_after_done"  # a chunk after data: [DONE]
+    # Responses and Messages only (PROTOCOLS.md); a chat request drawing one gets none.
+    SEQUENCE_GAP = "sequence_gap"  # responses: one sequence_number skipped
+    EVENT_ORDER = "event_order"  # a delta for an output item / content block never opened
+    BLOCK_UNTERMINATED = "block_unterminated"  # the text item / block never closed, then the end
+    DONE_MISMATCH = "done_mismatch"  # responses: output_text.done differs from the joined deltas
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,13 +90,18 @@ EXPECTED: dict[Fault, Expectation] = {
     Fault.MISSING_USAGE: _x(Ending.COMPLETE, FindingKind.MISSING_USAGE),
     Fault.ID_CHANGED: _x(Ending.COMPLETE, FindingKind.ID_CHANGED),
     Fault.FRAME_AFTER_DONE: _x(Ending.COMPLETE, FindingKind.FRAME_AFTER_DONE),
+    Fault.SEQUENCE_GAP: _x(Ending.COMPLETE, FindingKind.SEQUENCE_GAP),
+    Fault.EVENT_ORDER: _x(Ending.COMPLETE, FindingKind.EVENT_ORDER),
+    Fault.BLOCK_UNTERMINATED: _x(Ending.COMPLETE, FindingKind.BLOCK_UNTERMINATED),
+    Fault.DONE_MISMATCH: _x(Ending.COMPLETE, FindingKind.DONE_MISMATCH),
 }
 
 #: Faults that only make sense on a streamed body; a non-streamed request drawing one gets none.
 STREAM_ONLY = frozenset({
     Fault.TRUNCATED, Fault.NO_DONE, Fault.NO_FINISH, Fault.CUT_MID_FRAME, Fault.ERROR_EVENT,
     Fault.EMPTY, Fault.TOOL_CALL_UNTERMINATED, Fault.BAD_CHUNK_JSON, Fault.CHUNK_SCHEMA,
-    Fault.ID_CHANGED, Fault.FRAME_AFTER_DONE,
+    Fault.ID_CHANGED, Fault.FRAME_AFTER_DONE, Fault.SEQUENCE_GAP, Fault.EVENT_ORDER,
+    Fault.BLOCK_UNTERMINATED, Fault.DONE_MISMATCH,
 })
 #: Faults whose answer must be a tool call (the request's tools, or a built-in one when none).
 NEEDS_TOOL_CALL = frozenset({
@@ -99,7 +109,8 @@ NEEDS_TOOL_CALL = frozenset({
     Fault.TOOL_CALL_UNTERMINATED, Fault.MALFORMED_CLOSING_TAG,
 })
 #: Faults whose answer must be text only.
-NEEDS_TEXT = frozenset({Fault.MARKUP_LEAK, Fault.FINISH_REASON_MISMATCH})
+NEEDS_TEXT = frozenset({Fault.MARKUP_LEAK, Fault.FINISH_REASON_MISMATCH, Fault.BLOCK_UNTERMINATED,
+                        Fault.DONE_MISMATCH})
 
 
 class Dialect(StrEnum):
@@ -109,6 +120,8 @@ class Dialect(StrEnum):
     NO_DONE = "no_done"  # gateways: finish_reason and usage, never data: [DONE]
     EMPTY_FINISH_REASON = "empty_finish_reason"  # finish_reason "" instead of null mid-stream
     USAGE_CHOICES_NULL = "usage_choices_null"  # the usage chunk says "choices": null
+    # Responses: `data: [DONE]` after response.completed, as chat-minded gateways add it.
+    TRAILING_DONE = "trailing_done"
 
 
 #: The ending a strict checker reports for a healthy answer under each dialect.
@@ -117,6 +130,7 @@ DIALECT_ENDING: dict[Dialect, Ending] = {
     Dialect.NO_DONE: Ending.NO_DONE,
     Dialect.EMPTY_FINISH_REASON: Ending.COMPLETE,
     Dialect.USAGE_CHOICES_NULL: Ending.COMPLETE,
+    Dialect.TRAILING_DONE: Ending.COMPLETE,
 }
 
 

@@ -7,6 +7,7 @@ the JSON-encoded text instead of serializing a dict per chunk: most of a chunk i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -105,7 +106,7 @@ def error_object(status: int, message: str) -> dict[str, Any]:
 
 
 @dataclass(slots=True)
-class _Tokens:
+class Tokens:
     """Token frames (choices interleaved) and, per count k of frames sent, what a cut there leaves:
     ``clean[k]`` no call half-sent; ``partial[k]`` a call half-sent and every started call holding
     some arguments (a cut there is ``tool_call_unterminated`` and nothing else)."""
@@ -116,7 +117,34 @@ class _Tokens:
     roles: int  # the first frames: one role delta per choice
 
 
-def _token_frames(enc: ChunkEncoder, answers: list[Answer]) -> _Tokens:
+def tokens_from_tags(frames: list[bytes], tags: list[str], roles: int) -> Tokens:
+    """``Tokens`` for a protocol whose frames are tagged with what they do to a tool call.
+
+    A tag holds any of ``open`` (a call's item or block starts), ``first``/``last`` (its first and last
+    argument piece) and ``close`` (the item or block ends). A cut is clean when no call is open, and
+    "partial" (``tool_call_unterminated`` and nothing else) when some call's arguments have begun but
+    not ended and no open call is still without arguments.
+    """
+    out = Tokens([], [True], [False], roles)
+    open_calls = empty_calls = unfinished = 0
+    for frame, tag in zip(frames, tags, strict=True):
+        out.frames.append(frame)
+        if "open" in tag:
+            open_calls += 1
+            empty_calls += 1
+        if "first" in tag:
+            empty_calls -= 1
+            unfinished += 1
+        if "last" in tag:
+            unfinished -= 1
+        if "close" in tag:
+            open_calls -= 1
+        out.clean.append(open_calls == 0)
+        out.partial.append(unfinished > 0 and empty_calls == 0)
+    return out
+
+
+def _token_frames(enc: ChunkEncoder, answers: list[Answer]) -> Tokens:
     per_choice: list[list[tuple[bytes, str]]] = []
     for index, answer in enumerate(answers):
         frames: list[tuple[bytes, str]] = []  # (frame, what it does to the call being sent)
@@ -134,7 +162,7 @@ def _token_frames(enc: ChunkEncoder, answers: list[Answer]) -> _Tokens:
                 tags = ("first" if pi == 0 else "") + ("last" if pi == len(call.pieces) - 1 else "")
                 frames.append((enc.delta(index, _enc(delta)), tags))
         per_choice.append(frames)
-    out = _Tokens([], [True], [False], len(answers))
+    out = Tokens([], [True], [False], len(answers))
     open_calls = empty_calls = 0  # calls started; of those, calls with no argument piece yet
     for step in range(max(len(f) for f in per_choice)):
         for frames in per_choice:
@@ -190,7 +218,16 @@ def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: 
     elif fault is Fault.CHUNK_SCHEMA:
         pos = _position(decision.at, 1, len(tokens) - 1)
         tokens.insert(pos + 1, enc.delta(0, b'{"content":42}'))
-    return _schedule(config, decision, toks, trailer)
+    def error_frames(k: int) -> list[bytes]:
+        form = config.options.error_event_form
+        if form == "both":
+            form = "event" if decision.variant % 2 else "data"
+        payload = _enc(error_object(500, "upstream model worker failed mid-stream"))
+        if form == "event":
+            return [b"event: error\ndata: " + payload + b"\n\n"]
+        return [b"data: " + payload + b"\n\n", DONE]
+
+    return schedule(config, decision, toks, trailer, error_frames)
 
 
 def _position(at: float, low: int, high: int) -> int:
@@ -200,8 +237,12 @@ def _position(at: float, low: int, high: int) -> int:
     return low + min(high - low, int(at * (high - low + 1)))
 
 
-def _schedule(config: ChaosConfig, decision: Decision, toks: _Tokens,
-              trailer: list[bytes]) -> Plan:
+def schedule(config: ChaosConfig, decision: Decision, toks: Tokens, trailer: list[bytes],
+             error_frames: Callable[[int], list[bytes]]) -> Plan:
+    """Time the frames of any protocol and apply the faults that only cut, stall or end a stream.
+
+    ``error_frames(k)`` is the protocol's error event sent after the first ``k`` frames.
+    """
     pacing = config.pacing
     ttft = pacing.ttft_ms / 1000.0
     step = pacing.inter_token_ms / 1000.0
@@ -225,14 +266,7 @@ def _schedule(config: ChaosConfig, decision: Decision, toks: _Tokens,
         nxt = frames[min(k, len(frames) - 1)]
         frames = [*frames[:k], nxt[: max(1, len(nxt) // 2)]]
     elif fault is Fault.ERROR_EVENT:
-        form = config.options.error_event_form
-        if form == "both":
-            form = "event" if decision.variant % 2 else "data"
-        payload = _enc(error_object(500, "upstream model worker failed mid-stream"))
-        if form == "event":
-            frames = [*tokens[:k], b"event: error\ndata: " + payload + b"\n\n"]
-        else:
-            frames = [*tokens[:k], b"data: " + payload + b"\n\n", DONE]
+        frames = [*tokens[:k], *error_frames(k)]
     stall_before = k if fault is Fault.STALLED else None
     stall = config.options.stall_ms / 1000.0
     paced = min(len(frames), len(tokens))

@@ -85,7 +85,7 @@ class ChatRequest:
         return self.last_role != "tool"
 
 
-def _text_of(content: Any) -> str:
+def text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -93,7 +93,7 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-def _int_field(body: dict[str, Any], name: str, *, minimum: int, maximum: int | None = None
+def int_field(body: dict[str, Any], name: str, *, minimum: int, maximum: int | None = None
                ) -> int | None:
     value = body.get(name)
     if value is None:
@@ -136,7 +136,7 @@ def parse_request(body: bytes) -> ChatRequest:
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
             raise BadRequest(f"messages[{i}] must be an object with a role", f"messages[{i}]")
-        words += len(_text_of(msg.get("content")).split()) + 4
+        words += len(text_of(msg.get("content")).split()) + 4
     stream = data.get("stream", False)
     if not isinstance(stream, bool):
         raise BadRequest("stream must be a boolean", "stream")
@@ -150,9 +150,9 @@ def parse_request(body: bytes) -> ChatRequest:
     if effort is not None and effort not in REASONING_SCALE:
         raise BadRequest(f"reasoning_effort must be one of {', '.join(REASONING_SCALE)}",
                          "reasoning_effort")
-    max_tokens = _int_field(data, "max_completion_tokens", minimum=1)
+    max_tokens = int_field(data, "max_completion_tokens", minimum=1)
     if max_tokens is None:
-        max_tokens = _int_field(data, "max_tokens", minimum=1)
+        max_tokens = int_field(data, "max_tokens", minimum=1)
     tools = _tools(data.get("tools"))
     tool_choice = data.get("tool_choice", "auto")
     fn = tool_choice.get("function") if isinstance(tool_choice, dict) else None
@@ -170,10 +170,16 @@ def parse_request(body: bytes) -> ChatRequest:
         tool_choice=tool_choice,
         parallel_tool_calls=data.get("parallel_tool_calls", True) is not False,
         max_tokens=max_tokens,
-        n=_int_field(data, "n", minimum=1, maximum=MAX_N) or 1,
+        n=int_field(data, "n", minimum=1, maximum=MAX_N) or 1,
         reasoning=REASONING_SCALE[effort] if effort is not None else 0.0,
         last_role=str(last["role"]),
-        last_text=_text_of(last.get("content")),
+        last_text=text_of(last.get("content")),
         prompt_words=words,
         fingerprint=digest,
     )
+
+
+def openai_bad_request(exc: BadRequest) -> dict[str, Any]:
+    """OpenAI's 400 body (chat and Responses): ``invalid_request_error`` naming the field."""
+    return {"error": {"message": str(exc), "type": "invalid_request_error", "param": exc.param,
+                      "code": None}}

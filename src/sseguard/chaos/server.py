@@ -1,4 +1,4 @@
-"""The chaos upstream on aiohttp.web: OpenAI-compatible endpoints that break responses on demand.
+"""The chaos upstream on aiohttp.web: chat completions, Responses and Messages that break on demand.
 
 aiohttp.web because it is the fastest server measured on this machine kind for many concurrent
 streams (``HTTP.md``): the chaos server must never be what a probe or proxy benchmark measures. The
@@ -24,7 +24,7 @@ import struct
 import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,17 +36,10 @@ from sseguard._serve import Listening, loop_factory, raise_open_files_limit, ser
 from sseguard.chaos.config import ChaosConfig
 from sseguard.chaos.decide import applicable, decide
 from sseguard.chaos.faults import Decision, Fault
-from sseguard.chaos.frames import (
-    End,
-    Plan,
-    ResponseIds,
-    completion_body,
-    completion_plan,
-    error_object,
-    stream_plan,
-)
+from sseguard.chaos.frames import End, Plan, ResponseIds, completion_plan
 from sseguard.chaos.generate import make_answer
-from sseguard.chaos.request import BadRequest, parse_request
+from sseguard.chaos.request import BadRequest
+from sseguard.chaos.wires import WIRES, Wire
 
 SERVER_HEADER = f"sseguard-chaos/{__version__}"
 FAULT_HEADER = "x-sseguard-fault"
@@ -68,6 +61,7 @@ class ChaosStats:
     """Live counters of one server; ``faults`` counts header values (``none`` included)."""
 
     requests: int = 0
+    apis: Counter[str] = field(default_factory=Counter)  # requests per protocol (chat, responses, …)
     streams: int = 0
     inflight: int = 0
     max_inflight: int = 0
@@ -83,7 +77,8 @@ class ChaosStats:
         return self.faults[str(fault)]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"requests": self.requests, "streams": self.streams, "inflight": self.inflight,
+        return {"requests": self.requests, "apis": dict(self.apis), "streams": self.streams,
+                "inflight": self.inflight,
                 "max_inflight": self.max_inflight, "frames": self.frames,
                 "bad_requests": self.bad_requests, "faults": dict(self.faults),
                 "skipped": dict(self.skipped), "sources": dict(self.sources),
@@ -108,7 +103,8 @@ def make_app(config: ChaosConfig | None = None, *,
     """The chaos server as an ``aiohttp.web.Application``; ``clock`` drives time windows (tests)."""
     app = web.Application(client_max_size=32 * 1024 * 1024)
     app[STATE] = ChaosState(config or ChaosConfig(), clock, clock())
-    app.router.add_post("/v1/chat/completions", _chat)
+    for wire in WIRES:
+        app.router.add_post(wire.path, _handler(wire))
     app.router.add_get("/v1/models", _models)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/chaos/stats", _stats)
@@ -136,46 +132,54 @@ def _json(status: int, obj: Any, headers: dict[str, str] | None = None) -> web.R
                         content_type="application/json", headers=headers)
 
 
-async def _chat(request: web.Request) -> web.StreamResponse:
-    state = request.app[STATE]
-    stats = state.stats
-    counter = state.counter
-    state.counter += 1
-    stats.requests += 1
-    stats.inflight += 1
-    inflight = stats.inflight
-    stats.max_inflight = max(stats.max_inflight, inflight)
-    try:
-        return await _serve(request, state, counter, inflight)
-    finally:
-        stats.inflight -= 1
+def _handler(wire: Wire) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        state = request.app[STATE]
+        stats = state.stats
+        counter = state.counter
+        state.counter += 1
+        stats.requests += 1
+        stats.apis[str(wire.api)] += 1
+        stats.inflight += 1
+        inflight = stats.inflight
+        stats.max_inflight = max(stats.max_inflight, inflight)
+        try:
+            return await _serve(request, wire, state, counter, inflight)
+        finally:
+            stats.inflight -= 1
+
+    return handle
 
 
-async def _serve(request: web.Request, state: ChaosState, counter: int,
+async def _serve(request: web.Request, wire: Wire, state: ChaosState, counter: int,
                  inflight: int) -> web.StreamResponse:
     config, stats = state.config, state.stats
     body = await request.read()
     forced_raw = request.headers.get(INJECT_HEADER)
     try:
         forced = _forced_fault(forced_raw)
-        req = parse_request(body)
+        req = wire.parse(body)
     except BadRequest as exc:
         stats.bad_requests += 1
         stats.statuses[400] += 1
-        ids = _ids(config.seed, counter, config.id_prefix, request.headers.get("traceparent"))
-        return _json(400, {"error": {"message": str(exc), "type": "invalid_request_error",
-                                     "param": exc.param, "code": None}},
-                     _headers(ids, Decision(None), inflight))
+        ids = _ids(config.seed, counter, wire.id_prefix or config.id_prefix,
+                   request.headers.get("traceparent"))
+        return _json(400, wire.bad_request_body(exc), _headers(ids, Decision(None), inflight))
     drawn = decide(config, counter, inflight=inflight, elapsed_s=state.clock() - state.started,
                    forced=forced, force=forced_raw is not None)
     decision = applicable(drawn, stream=req.stream, tools_offered=req.tools_offered,
-                          typed_tool=req.typed_tool, include_usage=req.include_usage)
+                          typed_tool=req.typed_tool, include_usage=req.include_usage,
+                          unsupported=wire.cannot_carry(stream=req.stream))
     if decision.fault is None and drawn.fault is not None:
         stats.skipped[str(drawn.fault)] += 1
     stats.faults[decision.header] += 1
     stats.sources[decision.source] += 1
     stats.routes[decision.route] += 1
-    ids = _ids(config.seed, counter, decision.id_prefix, request.headers.get("traceparent"))
+    # A routed prefix shows in every protocol's ids; the default route keeps the protocol's own.
+    prefix = decision.id_prefix
+    if decision.route == "default" and wire.id_prefix is not None:
+        prefix = wire.id_prefix
+    ids = _ids(config.seed, counter, prefix, request.headers.get("traceparent"))
     headers = _headers(ids, decision, inflight)
     if decision.fault is Fault.HTTP_ERROR:
         statuses = config.options.http_statuses
@@ -184,16 +188,16 @@ async def _serve(request: web.Request, state: ChaosState, counter: int,
             headers["Retry-After"] = "1"
         stats.statuses[status] += 1
         message = _HTTP_ERROR_MESSAGES.get(status, f"upstream error {status}")
-        return _json(status, error_object(status, message), headers)
+        return _json(status, wire.error_body(status, message), headers)
     stats.statuses[200] += 1
     answers = [make_answer(config, req, decision.fault, i) for i in range(req.n)]
     if req.stream:
         stats.streams += 1
-        plan = stream_plan(config, req, decision, ids, answers)
+        plan = wire.stream_plan(config, req, decision, ids, answers)
         response = web.StreamResponse(status=200, headers={**headers, **_SSE_HEADERS})
         await response.prepare(request)
         return await _play(request, response, plan, state)
-    payload = completion_body(config, req, decision, ids, answers)
+    payload = wire.body(config, req, decision, ids, answers)
     tokens = max(a.completion_tokens for a in answers)
     plan = completion_plan(config, decision, payload, tokens)
     response = web.StreamResponse(status=200, headers=headers)
@@ -305,6 +309,14 @@ class ChaosServer(Listening):
     @property
     def chat_url(self) -> str:
         return f"{self.url}/chat/completions"
+
+    @property
+    def responses_url(self) -> str:
+        return f"{self.url}/responses"
+
+    @property
+    def messages_url(self) -> str:
+        return f"{self.url}/messages"
 
 
 @contextlib.asynccontextmanager
