@@ -9,6 +9,7 @@ strict checker must reach for it. See ``docs/chaos.md``.
 
 from sseguard.chaos.config import (
     MARKUP_FAMILIES,
+    ApiPattern,
     ChaosConfig,
     FaultOptions,
     LoadPattern,
@@ -42,6 +43,7 @@ __all__ = [
     "MARKUP_FAMILIES",
     "ROUTE_HEADER",
     "SERVER_HEADER",
+    "ApiPattern",
     "ChaosConfig",
     "ChaosServer",
     "ChaosStats",
