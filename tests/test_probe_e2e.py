@@ -3,14 +3,17 @@ names the pattern behind it, policies re-judge a run, and no secret reaches a fi
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from aiohttp import web
 
 from _probe_support import FAST, config, expected_of, mismatches, serve_app
 from sseguard.analyze import analyze
 from sseguard.chaos import (
+    ApiPattern,
     ChaosConfig,
     Dialect,
     Fault,
@@ -21,6 +24,7 @@ from sseguard.chaos import (
     run_chaos,
 )
 from sseguard.policy import Policy
+from sseguard.probe.config import ProbeConfig, build_config
 from sseguard.probe.runner import execute
 
 COUNTER = web.AppKey("counter", list[int])
@@ -163,3 +167,111 @@ async def test_secrets_never_reach_any_file_under_out(tmp_path: Path) -> None:
         text = path.read_text("utf-8", errors="replace")
         assert key not in text, path
         assert "Bearer" not in text and "bearer" not in text, path
+
+
+# ── all three protocols side by side ─────────────────────────────────────────────────────────────
+#: What a correct probe records, in every protocol, for the fault the server says it injected:
+#: (ending, a finding kind that must be among the record's findings or None).
+INJECTED_TO_RECORDED = {
+    "none": ("complete", None),
+    "truncated": ("truncated", None),
+    "no_finish": ("no_finish", None),
+    "no_done": ("no_done", None),
+    "cut_mid_frame": ("cut_mid_frame", None),
+    "transport_error": ("transport_error", None),
+    "error_event": ("error_event", None),
+    "http_error": ("http_error", None),
+    "stalled": ("stalled", None),
+    "empty": ("empty", None),
+    "missing_usage": ("complete", "missing_usage"),
+    "bad_chunk_json": ("complete", "bad_chunk_json"),
+    "markup_leak": ("complete", "markup_leak"),
+    "sequence_gap": ("complete", "sequence_gap"),
+    "event_order": ("complete", "event_order"),
+    "block_unterminated": ("complete", "block_unterminated"),
+}
+#: Faults a protocol has no way to carry (the server then injects none and says so).
+CANNOT_CARRY = {
+    "chat": {"sequence_gap", "event_order", "block_unterminated"},
+    "responses": {"no_done"},
+    "messages": {"sequence_gap"},
+}
+PROTOCOL_MIX = {Fault(name): 0.05 for name in INJECTED_TO_RECORDED if name not in ("none", "stalled")}
+PROTOCOL_MIX[Fault.STALLED] = 0.03
+APIS = ("chat", "responses", "messages")
+
+
+def three_arms(url: str, out: Path, **options: object) -> ProbeConfig:
+    """One arm per protocol (named for it) on the same upstream, from a probe.toml."""
+    toml = out.parent / f"{out.name}.toml"
+    toml.write_text("".join(f'[[arm]]\nname = "{api}"\nbase_url = "{url}"\napi = "{api}"\n'
+                            for api in APIS))
+    opts = {"out": str(out), "stall_timeout": 2.0, "timeout": 20.0, "ramp": 0.0, **options}
+    return build_config(opts, config_path=str(toml))
+
+
+async def test_arms_of_each_protocol_record_exactly_what_the_server_injected(tmp_path: Path) -> None:
+    chaos = ChaosConfig(seed=9, pacing=FAST, faults=PROTOCOL_MIX, options=FaultOptions(stall_ms=900))
+    async with run_chaos(chaos) as srv:
+        cfg = three_arms(srv.url, tmp_path / "out", count=160, concurrency="8", stall_timeout=0.3)
+        result = await execute(cfg, live=False)
+        injected_by_server = Counter(srv.stats.faults)
+        per_api_requests = Counter(srv.stats.apis)
+    assert per_api_requests == {"chat": 160, "responses": 160, "messages": 160}
+    records = result.records
+    wrong = []
+    for r in records:
+        ending, finding = INJECTED_TO_RECORDED[str(r.injected)]
+        if r.ending != ending or (finding is not None and finding not in r.finding_kinds):
+            wrong.append(f"{r.arm}#{r.index}: injected {r.injected}, recorded {r.ending} "
+                         f"{r.finding_kinds}")
+    assert wrong == []
+    assert Counter(r.injected for r in records) == injected_by_server
+    for api in APIS:
+        mine = [r for r in records if r.arm == api]
+        assert len(mine) == 160 and {r.api for r in mine} == {api}
+        assert {r.path for r in mine} == {f"/v1/{'chat/completions' if api == 'chat' else api}"}
+        # Counts per ending of the arm equal the counts the server's headers imply.
+        assert Counter(r.ending for r in mine) == Counter(
+            INJECTED_TO_RECORDED[str(r.injected)][0] for r in mine)
+        assert not {str(r.injected) for r in mine} & CANNOT_CARRY[api]
+        assert len({str(r.injected) for r in mine}) >= 8  # the draw really mixed faults
+    evidence = {p.name for p in (tmp_path / "out" / "evidence").glob("*.json")}
+    assert len(evidence) == sum(r.ending != "complete" for r in records)
+    doc = json.loads(next((tmp_path / "out" / "evidence").glob("messages-*.json")).read_text())
+    assert doc["request"]["api"] == "messages" and doc["request"]["path"] == "/v1/messages"
+
+
+async def test_analyze_names_the_api_when_one_protocols_path_is_the_one_that_fails(
+        tmp_path: Path) -> None:
+    chaos = ChaosConfig(seed=10, pacing=FAST,
+                        patterns=(ApiPattern(Fault.TRUNCATED, "messages", probability=0.3),))
+    async with run_chaos(chaos) as srv:
+        result = await execute(three_arms(srv.url, tmp_path / "out", count=120, concurrency="6"),
+                               live=False)
+    analysis = analyze(result.records, Policy())
+    top = analysis.top
+    assert top is not None and top.key == "api", analysis.headlines
+    assert top.best is not None and top.best.values == ("messages",) and top.complete
+    truncated = sum(r.ending == "truncated" for r in result.records)
+    assert truncated == sum(r.injected == "truncated" for r in result.records) > 10
+    assert analysis.headlines[1].startswith(f"all {truncated} truncated streams came over messages")
+    assert "none of 240 chat or responses streams failed" in analysis.headlines[1]
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+async def test_tools_and_reuse_hold_real_multi_turn_conversations_in_each_protocol(
+        tmp_path: Path, api: str) -> None:
+    async with run_chaos(ChaosConfig(pacing=FAST)) as srv:
+        tools = await execute(config(srv.url, tmp_path / "t", count=6, concurrency="1",
+                                     workload="tools", api=api), live=False)
+        reuse = await execute(config(srv.url, tmp_path / "r", count=5, concurrency="1",
+                                     workload="reuse", api=api), live=False)
+    records = sorted(tools.records, key=lambda r: r.index)
+    assert all(r.ending == "complete" and r.api == api for r in records), records
+    # call → tool result (a longer prompt) → text answer → a new task (short again)
+    sizes = [r.prompt_bytes for r in records]
+    assert sizes[1] > sizes[0] and sizes[2] < sizes[1] and sizes[3] > sizes[2]
+    grown = [r.prompt_bytes for r in sorted(reuse.records, key=lambda r: r.index)]
+    assert grown == sorted(grown) and grown[-1] > grown[0]
+    assert all(r.ending == "complete" for r in reuse.records)
