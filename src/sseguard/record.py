@@ -103,7 +103,6 @@ def record_from_verdict(verdict: Verdict, *, policy: Policy, headers: dict[str, 
                         redactor: Redactor = DEFAULT, **facts: Any) -> Record:
     """Fill a record from a verdict plus the adapter's own facts; every stored string is redacted."""
     kept = redactor.headers(headers or {})
-    choices = verdict.message.get("choices") or []
     facts.setdefault("api", verdict.api)
     return Record(
         status=verdict.http_status,
@@ -119,14 +118,35 @@ def record_from_verdict(verdict: Verdict, *, policy: Policy, headers: dict[str, 
         injected=kept.get("x-sseguard-fault"),
         chunks=verdict.chunks,
         bytes=verdict.bytes,
-        finish_reasons=[c.get("finish_reason") for c in choices],
-        usage=verdict.message.get("usage"),
+        finish_reasons=finish_reasons(verdict),
+        usage=usage if isinstance(usage := verdict.message.get("usage"), dict) else None,
         tail=redactor.text(verdict.tail[-TAIL_BYTES:].decode("utf-8", "replace")),
-        model=verdict.message.get("model"),
+        model=model if isinstance(model := verdict.message.get("model"), str) else None,
         **facts,
     )
 
 
+def finish_reasons(verdict: Verdict) -> list[str | None]:
+    """Why the answer stopped, in the verdict's own protocol: one entry per chat choice; for Responses
+    the terminal status, or the ``incomplete_details.reason`` of an incomplete one; for Messages the
+    ``stop_reason``. None where the stream never said (the answer was cut short)."""
+    message = verdict.message
+    if verdict.api == "responses":
+        status = message.get("status")
+        if status == "incomplete":
+            details = message.get("incomplete_details")
+            reason = details.get("reason") if isinstance(details, dict) else None
+            return [reason if isinstance(reason, str) else "incomplete"]
+        return [status if isinstance(status, str) and status not in _UNFINISHED else None]
+    if verdict.api == "messages":
+        stop = message.get("stop_reason")
+        return [stop if isinstance(stop, str) else None]
+    choices = message.get("choices") or []
+    return [c.get("finish_reason") for c in choices if isinstance(c, dict)]
+
+
+# Statuses of a response object that has not ended.
+_UNFINISHED = frozenset({"in_progress", "queued"})
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Record)
 

@@ -1,0 +1,471 @@
+"""The machinery every protocol's checker shares: one engine, the protocols differ in their tables.
+
+What is the same in chat, Responses and Messages lives here: feeding bytes through the SSE decoder,
+keeping the body's tail, numbering frames and placing findings, scanning text deltas for leaked
+tool-call markup in flight, the endings every protocol shares (HTTP error, error event, stall, transport
+error, cut frame, empty) and the checks of a tool call's arguments against the offered tools. A
+protocol module supplies what differs: how one event is folded, which terminal events it has, and its
+final object.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeGuard
+
+import msgspec
+
+from sseguard.errors import UsageError
+from sseguard.sse import SSEDecoder, SSEEvent
+from sseguard.verdict import Api, Ending, Finding, FindingKind, Verdict
+
+TAIL_BYTES = 2048
+
+#: Markers whose presence in visible content or reasoning means tool-call markup leaked, per family.
+#: A plain substring search: the incremental parsers in ``sseguard.toolcalls`` do the real parsing.
+LEAK_MARKERS: dict[str, tuple[str, ...]] = {
+    "dsml": ("｜DSML｜",),
+    "deepseek-v3": ("<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
+                    "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"),
+    "hermes": ("<tool_call>", "</tool_call>"),
+    "qwen3-coder": ("<function=", "</function>", "<parameter="),
+}
+# Family names of sseguard.toolcalls mapped onto the marker sets above.
+_FAMILY_ALIASES = {
+    "dsml-v32": "dsml", "dsml-v4": "dsml", "dsml-v41": "dsml",
+    "deepseek-v31": "deepseek-v3", "qwen": "hermes",
+}
+
+#: msgspec decodes a frame several times faster than ``json.loads``: the checker's cost per event.
+decode_json = msgspec.json.decode
+JSON_ERRORS = (msgspec.DecodeError, UnicodeDecodeError)
+
+#: Endings where the stream says it is finished (a tool call still open there was never closed).
+FINISHED = frozenset({Ending.COMPLETE, Ending.NO_DONE, Ending.NO_FINISH})
+
+
+def leak_markers(families: str | Iterable[str] | None = "all") -> tuple[str, ...]:
+    """The marker strings to look for; ``"all"`` (or None) means every known family."""
+    if families is None or families == "all" or families == "auto":
+        names: Iterable[str] = LEAK_MARKERS
+    elif isinstance(families, str):
+        names = [families]
+    else:
+        names = families
+    out: list[str] = []
+    for name in names:
+        out.extend(LEAK_MARKERS.get(_FAMILY_ALIASES.get(name, name), ()))
+    return tuple(out)
+
+
+def is_int(value: object) -> TypeGuard[int]:
+    """A JSON integer (``bool`` is an ``int`` to Python, never to a protocol)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def error_text(data: str, obj: Any) -> str:
+    """The human message of an error frame, whichever of the shapes servers send it in.
+
+    Nested (``{"error": {"message": …}}``, chat and Anthropic) or flat (``{"type": "error", "code",
+    "message"}``, the Responses ``error`` event); failing both, the raw data.
+    """
+    message = data
+    if isinstance(obj, dict):
+        err = obj.get("error", obj)
+        if not isinstance(err, dict | str) or not err:
+            err = obj
+        if isinstance(err, dict):
+            message = str(err.get("message") or err.get("type") or err.get("code") or data)
+        elif isinstance(err, str):
+            message = err
+    return message or "error event"
+
+
+class ToolFacts:
+    """The tools a request offered, by name, with their JSON schema (None when it gave none).
+
+    ``entry`` maps one element of the request's ``tools`` list onto ``(name, schema)``: each protocol
+    spells a tool its own way (chat nests it under ``function``; Responses and Messages do not).
+    """
+
+    __slots__ = ("offered", "schemas")
+
+    def __init__(self, tools: Any, entry: Callable[[dict[str, Any]], tuple[Any, Any]]) -> None:
+        self.offered = isinstance(tools, list)
+        self.schemas: dict[str, Any] = {}
+        if isinstance(tools, list):
+            for tool in tools:
+                if isinstance(tool, dict):
+                    name, schema = entry(tool)
+                    if isinstance(name, str):
+                        self.schemas[name] = schema
+
+
+@dataclass(slots=True)
+class Block:
+    """One output item (Responses) or content block (Messages) while it streams.
+
+    ``snapshot`` is the object as the SDK accumulates it (text filled in at the end); ``arguments``
+    holds a tool call's argument fragments, kept even without ``keep_text`` because they are checked.
+    """
+
+    index: int
+    type: str
+    snapshot: dict[str, Any]
+    is_tool: bool = False
+    name: str = ""
+    open: bool = True
+    arguments: list[str] = field(default_factory=list)
+    flagged: bool = False  # already reported as unterminated
+
+
+class Joined:
+    """The deltas of one text field joined, or, without ``keep``, only enough to compare a final copy.
+
+    A relay that does not keep text still has to tell whether a ``*.done`` event's full text equals the
+    deltas it forwarded; a running digest answers that in constant memory.
+    """
+
+    __slots__ = ("_digest", "_parts")
+
+    def __init__(self, keep: bool) -> None:
+        self._parts: list[str] | None = [] if keep else None
+        self._digest = None if keep else hashlib.blake2b(digest_size=16)
+
+    def add(self, text: str) -> None:
+        if self._parts is not None:
+            self._parts.append(text)
+        elif self._digest is not None:
+            self._digest.update(text.encode("utf-8", "surrogatepass"))
+
+    @property
+    def text(self) -> str:
+        return "".join(self._parts) if self._parts is not None else ""
+
+    def equals(self, full: str) -> bool:
+        if self._parts is not None:
+            return "".join(self._parts) == full
+        other = hashlib.blake2b(full.encode("utf-8", "surrogatepass"), digest_size=16)
+        return self._digest is not None and self._digest.digest() == other.digest()
+
+
+class LeakScanner:
+    """Finds tool-call markers in text deltas as they arrive, also across delta boundaries.
+
+    Scanning in flight (not the assembled text at the end) says in which frame markup leaked and lets a
+    relay drop the text itself. Only the last ``longest marker - 1`` characters are carried between
+    deltas, so the cost is linear; one finding per stream (choice, item or block) and field is enough
+    evidence.
+    """
+
+    __slots__ = ("_carry", "_keep", "_markers", "_report", "_reported")
+
+    def __init__(self, markers: tuple[str, ...],
+                 report: Callable[[str, int, str, int], None]) -> None:
+        self._markers = markers
+        self._report = report
+        self._keep = max((len(m) for m in markers), default=1) - 1
+        self._carry: dict[tuple[int, str], tuple[str, int]] = {}  # tail kept, its offset in the text
+        self._reported: set[tuple[int, str]] = set()
+
+    def scan(self, index: int, where: str, text: str) -> None:
+        key = (index, where)
+        if key in self._reported or not self._markers:
+            return
+        carry, start = self._carry.get(key, ("", 0))
+        window = carry + text if carry else text
+        # Every marker of every family holds '<' or '｜': most deltas are done after two `in` tests.
+        if "<" in window or "｜" in window:
+            for marker in self._markers:
+                pos = window.find(marker)
+                if pos != -1:
+                    self._reported.add(key)
+                    self._carry.pop(key, None)
+                    self._report(marker, index, where, start + pos)
+                    return
+        end = start + len(window)
+        tail = window[-self._keep:] if self._keep else ""
+        # A marker that spans the boundary starts in the tail, with its '<' or '｜'.
+        if "<" in tail or "｜" in tail:
+            self._carry[key] = (tail, end - len(tail))
+        else:
+            self._carry[key] = ("", end)
+
+
+def schema_problem(instance: Any, schema: dict[str, Any]) -> str | None:
+    """The first JSON-schema violation, or None; an invalid schema is the caller's, not a finding."""
+    import jsonschema  # imported lazily: only requests with tool schemas pay for it
+
+    try:
+        validator_cls = jsonschema.validators.validator_for(schema)
+        validator_cls.check_schema(schema)
+        error = jsonschema.exceptions.best_match(validator_cls(schema).iter_errors(instance))
+    except jsonschema.exceptions.SchemaError:
+        return None
+    return None if error is None else error.message
+
+
+class CheckerBase(ABC):
+    """The engine: bytes in, events folded by the protocol's ``_on_event``, one ``Verdict`` out.
+
+    Nothing the peer sends raises out of ``feed()``/``close()``; only our caller's misuse (feeding after
+    ``close()``) raises ``UsageError``. Subclasses set ``api`` and implement the hooks below.
+    """
+
+    api: ClassVar[Api]
+
+    def __init__(self, *, markup: str | Iterable[str] | None = "all", keep_text: bool = True,
+                 tools: ToolFacts | None = None) -> None:
+        self._keep_text = keep_text
+        self._tools = tools
+        self._leaks = LeakScanner(leak_markers(markup), self._on_leak)
+        self._decoder = SSEDecoder()
+        self._findings: list[Finding] = []
+        self._seen_kinds: set[FindingKind] = set()
+        self._tail_parts: list[bytes] = []
+        self._tail_len = 0
+        self._bytes = 0
+        self._frames = 0  # dispatched SSE events
+        self._frame_end = 0  # body offset just past the last dispatched event
+        self._frame_cut = 0  # its trailing LF of a CRLF, not counted in offsets
+        self._chunks = 0  # JSON event objects folded
+        self._events = 0  # events that are not keep-alives: none at all is an empty stream
+        self._error: str | None = None
+        self._closed = False
+
+    # ── what adapters read while feeding ──────────────────────────────────────────────────────
+    @property
+    @abstractmethod
+    def saw_content(self) -> bool:
+        """A content, reasoning or tool-call delta has arrived: the adapter's "first token" moment."""
+
+    @property
+    @abstractmethod
+    def saw_done(self) -> bool:
+        """The protocol's terminal event arrived (``[DONE]``, ``response.completed``, ``message_stop``)."""
+
+    @property
+    def error_message(self) -> str | None:
+        """The message of an error event, once one arrived."""
+        return self._error
+
+    @property
+    def findings_so_far(self) -> tuple[Finding, ...]:
+        """Findings made while feeding (those that need the whole stream come at ``close()``)."""
+        return tuple(self._findings)
+
+    @property
+    def bytes_seen(self) -> int:
+        return self._bytes
+
+    # ── feeding ───────────────────────────────────────────────────────────────────────────────
+    def feed(self, data: bytes) -> list[SSEEvent]:
+        """Check the next bytes of the body; returns the events they completed."""
+        if self._closed:
+            raise UsageError(f"{type(self).__name__}.feed() after close()")
+        if not data:
+            return []
+        self._bytes += len(data)
+        self._keep_tail(data)
+        events = self._decoder.feed(data)
+        for event in events:
+            self._frames += 1
+            # Where a finding happened is the end of its frame in the body: the same however the
+            # body was split into feeds (the bytes fed so far would not be). A CRLF blank line counts
+            # to its CR: when a feed ends between the two, the decoder dispatches at the CR and the
+            # LF arrives with the next frame, so the LF must not move the offset.
+            raw = event.raw
+            self._frame_end += len(raw)
+            self._frame_cut = 1 if raw.endswith(b"\r\n") else 0
+            self._on_event(event)
+        return events
+
+    def _keep_tail(self, data: bytes) -> None:
+        self._tail_parts.append(data)
+        self._tail_len += len(data)
+        if self._tail_len > 4 * TAIL_BYTES:
+            joined = b"".join(self._tail_parts)[-TAIL_BYTES:]
+            self._tail_parts = [joined]
+            self._tail_len = len(joined)
+
+    def _find(self, kind: FindingKind, detail: str, *, once: bool = False) -> None:
+        if once and kind in self._seen_kinds:
+            return
+        self._seen_kinds.add(kind)
+        self._findings.append(Finding(kind, detail, self._frames,
+                                      self._frame_end - self._frame_cut))
+
+    def _on_leak(self, marker: str, index: int, where: str, pos: int) -> None:
+        self._find(FindingKind.MARKUP_LEAK, f"{marker!r} in {where} of {self._leak_place} {index} "
+                                            f"at {pos}")
+
+    _leak_place: ClassVar[str] = "choice"  # what the index of a text stream counts, for the detail
+
+    def _on_error(self, data: str, obj: Any = None) -> None:
+        """An error event: its message is kept (the first one wins; later ones are echoes)."""
+        if obj is None:
+            try:
+                obj = json.loads(data)
+            except ValueError:
+                obj = None
+        if self._error is None:
+            self._error = error_text(data, obj)
+
+    @abstractmethod
+    def _on_event(self, event: SSEEvent) -> None:
+        """Fold one dispatched event (frame number and end offset are already counted)."""
+
+    def _typed_event(self, event: SSEEvent,
+                     note: Callable[[dict[str, Any]], None] | None = None,
+                     ) -> tuple[str, dict[str, Any]] | None:
+        """Decode a typed-event protocol's frame (Responses, Messages) into its type and object.
+
+        Bad JSON and non-objects become findings, an error event is taken as one; None means the
+        frame is fully handled. The type is the object's ``type``, else the SSE ``event:`` name (a few
+        compatible servers put it only there). ``note`` sees every object, error events included
+        (Responses numbers them all).
+        """
+        self._events += 1
+        data = event.data
+        try:
+            obj = decode_json(data)
+        except JSON_ERRORS:
+            self._find(FindingKind.BAD_CHUNK_JSON, f"not JSON: {data[:120]!r}")
+            return None
+        if not isinstance(obj, dict):
+            self._find(FindingKind.CHUNK_SCHEMA, f"event is a {type(obj).__name__}, not an object")
+            return None
+        etype = obj.get("type")
+        if not isinstance(etype, str):
+            etype = event.event if event.event != "message" else ""
+        self._chunks += 1
+        if note is not None:
+            note(obj)
+        if etype == "error" or event.event == "error" or (not etype and "error" in obj):
+            self._on_error(data, obj)
+            return None
+        if not etype:
+            self._find(FindingKind.CHUNK_SCHEMA, f"event without a type: {data[:80]!r}")
+            return None
+        return etype, obj
+
+    # ── the verdict ───────────────────────────────────────────────────────────────────────────
+    def close(self, transport_error: str | None = None, http_status: int = 200,
+              stalled: bool = False, body: bytes | None = None) -> Verdict:
+        """Say how the body ended and get the verdict. ``body`` is a non-2xx response's body."""
+        if self._closed:
+            raise UsageError(f"{type(self).__name__}.close() called twice")
+        self._closed = True
+        tail = self._decoder.close()
+        error = self._error
+        if body is not None:
+            self._keep_tail(body)
+            self._bytes += len(body)
+        if not 200 <= http_status < 300:
+            ending = Ending.HTTP_ERROR
+            error = (body or b"").decode("utf-8", "replace")[:TAIL_BYTES] or f"HTTP {http_status}"
+        elif error is not None:
+            ending = Ending.ERROR_EVENT
+        elif stalled:
+            ending = Ending.STALLED
+            error = "stalled"
+        elif transport_error is not None:
+            ending = Ending.TRANSPORT_ERROR
+            error = transport_error
+        elif tail.is_cut:
+            ending = Ending.CUT_MID_FRAME
+        elif self._events == 0:
+            ending = Ending.EMPTY
+        else:
+            ending = self._clean_ending()
+        self._frame_end = self._bytes  # what is found from here on concerns the whole body
+        self._frame_cut = 0
+        if ending is not Ending.HTTP_ERROR:
+            self._final_findings(ending)
+        first_id, last_id, ids_changed = self._ids()
+        if ids_changed:
+            self._find(FindingKind.ID_CHANGED, f"response id changed from {first_id!r} to {last_id!r}")
+        return Verdict(
+            ending=ending,
+            findings=tuple(self._findings),
+            message=self._message(),
+            chunks=self._chunks,
+            bytes=self._bytes,
+            first_id=first_id,
+            last_id=last_id,
+            tail=b"".join(self._tail_parts)[-TAIL_BYTES:],
+            error=error,
+            http_status=http_status,
+            api=str(self.api),
+        )
+
+    @abstractmethod
+    def _clean_ending(self) -> Ending:
+        """The ending of a body that ended cleanly after some events: the protocol's own table."""
+
+    @abstractmethod
+    def _final_findings(self, ending: Ending) -> None:
+        """Findings that need the whole stream (tool calls, usage)."""
+
+    @abstractmethod
+    def _ids(self) -> tuple[str | None, str | None, bool]:
+        """The first and last id the stream gave, and whether it changed."""
+
+    @abstractmethod
+    def _message(self) -> dict[str, Any]:
+        """The final object, as the protocol's official SDK would accumulate it."""
+
+    # ── tool calls ────────────────────────────────────────────────────────────────────────────
+    def _check_call(self, where: str, name: str, arguments: str, *, cut_off: bool,
+                    flagged: bool = False) -> None:
+        """Name, JSON and schema of one tool call. ``cut_off``: the stream stopped inside it, so
+        unparseable arguments are a call cut short, not bad JSON (unless already ``flagged``)."""
+        tools = self._tools
+        if tools is not None and tools.offered and name not in tools.schemas:
+            self._find(FindingKind.TOOL_UNDEFINED_FUNCTION,
+                       f"{where}: not among the {len(tools.schemas)} offered tools")
+        if arguments.strip() == "":
+            # An empty string for a call without arguments is common and harmless.
+            args: Any = {}
+        else:
+            try:
+                args = json.loads(arguments)
+            except ValueError as exc:
+                if cut_off:
+                    if not flagged:
+                        self._find(FindingKind.TOOL_CALL_UNTERMINATED,
+                                   f"{where}: arguments cut off after {len(arguments)} chars")
+                else:
+                    self._find(FindingKind.TOOL_ARGS_INVALID_JSON,
+                               f"{where}: {exc.msg} at {exc.pos}: {arguments[:120]!r}"
+                               if isinstance(exc, json.JSONDecodeError) else f"{where}: {exc}")
+                return
+        schema = tools.schemas.get(name) if tools is not None else None
+        if isinstance(schema, dict) and schema:
+            problem = schema_problem(args, schema)
+            if problem is not None:
+                self._find(FindingKind.TOOL_ARGS_SCHEMA_MISMATCH, f"{where}: {problem}")
+
+    def _flag_open(self, blocks: Iterable[Block], what: str) -> None:
+        """At the terminal event: every block still open was never closed (a tool call: cut off)."""
+        for block in blocks:
+            if block.open and not block.flagged:
+                block.flagged = True
+                if block.is_tool:
+                    self._find(FindingKind.TOOL_CALL_UNTERMINATED,
+                               f"{what} {block.index} ({block.type} {block.name!r}) still open at "
+                               f"the terminal event")
+                else:
+                    self._find(FindingKind.BLOCK_UNTERMINATED,
+                               f"{what} {block.index} ({block.type}) still open at the terminal event")
+
+    def _check_tool_blocks(self, blocks: Iterable[Block], what: str) -> None:
+        """At close: every tool call's name and arguments; one still open was cut off."""
+        for block in blocks:
+            if block.is_tool:
+                self._check_call(f"{what} {block.index} tool call {block.name!r}", block.name,
+                                 "".join(block.arguments), cut_off=block.open, flagged=block.flagged)

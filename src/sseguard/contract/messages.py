@@ -1,0 +1,323 @@
+"""The Anthropic Messages (``POST …/messages``) streaming contract, checked over raw body bytes.
+
+A Messages stream is ``message_start``, content blocks opened, streamed and closed by ``index``
+(``content_block_start``/``_delta``/``_stop``), a ``message_delta`` that carries the ``stop_reason`` and
+the output usage, then ``message_stop``. ``complete`` needs both: a non-null ``stop_reason`` *and*
+``message_stop``. A ``stop_reason`` without ``message_stop`` is ``no_done`` (a gateway dialect), a
+``message_stop`` without any ``stop_reason`` is ``no_finish`` (what the opencode gateway's Anthropic
+path was reported to send). ``event: error`` is ``error_event``; ``ping`` is a keep-alive and unknown
+event types are ignored. The table is in ``PROTOCOLS.md``.
+
+``MessagesAssembler`` folds the events into the final ``message`` with its content blocks, as the
+anthropic SDK's ``MessageStream`` accumulates it; ``MessagesChecker`` adds the contract.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from sseguard.contract._base import FINISHED, Block, CheckerBase, Joined, ToolFacts, is_int
+from sseguard.sse import SSEEvent
+from sseguard.verdict import Api, Ending, FindingKind
+
+__all__ = ["MessagesAssembler", "MessagesChecker"]
+
+#: Content-block deltas, by delta type: (field holding the fragment, block type it streams into,
+#: where leaked markup is looked for or None). One engine, this table (STYLE.md item 3).
+_DELTAS: dict[str, tuple[str, str, str | None]] = {
+    "text_delta": ("text", "text", "text"),
+    "thinking_delta": ("thinking", "thinking", "thinking"),
+    "input_json_delta": ("partial_json", "tool_use", None),
+}
+#: Block types whose input streams as ``input_json_delta`` and is checked as a tool call.
+_TOOL_BLOCKS = frozenset({"tool_use"})
+
+
+def _messages_tool(tool: dict[str, Any]) -> tuple[Any, Any]:
+    """An Anthropic tool is ``{"name", "description", "input_schema"}`` (server tools: no schema)."""
+    return tool.get("name"), tool.get("input_schema")
+
+
+class MessagesAssembler:
+    """Folds Messages events into the final ``message``, as the anthropic SDK's ``MessageStream`` does.
+
+    The ``message_start`` object is the base; blocks come in index order with their streamed text and
+    thinking filled in and a tool call's ``input`` parsed from its joined ``partial_json``;
+    ``message_delta`` sets ``stop_reason``/``stop_sequence`` and overwrites the usage counts it carries.
+    ``keep_text=False`` keeps no text (tool input is always kept: it is checked).
+    """
+
+    __slots__ = ("blocks", "first_id", "ids_changed", "keep_text", "last_id", "message", "saw_token",
+                 "texts")
+
+    def __init__(self, *, keep_text: bool = True) -> None:
+        self.keep_text = keep_text
+        self.message: dict[str, Any] | None = None
+        self.blocks: dict[int, Block] = {}
+        self.texts: dict[tuple[int, str], Joined] = {}
+        self.first_id: str | None = None
+        self.last_id: str | None = None
+        self.ids_changed = False
+        self.saw_token = False
+
+    def start(self, message: dict[str, Any]) -> None:
+        self.message = dict(message)
+        mid = message.get("id")
+        if isinstance(mid, str):
+            if self.first_id is None:
+                self.first_id = mid
+            elif mid != self.first_id:
+                self.ids_changed = True
+            self.last_id = mid
+
+    def add_text(self, index: int, field: str, text: str) -> None:
+        key = (index, field)
+        joined = self.texts.get(key)
+        if joined is None:
+            joined = self.texts[key] = Joined(self.keep_text)
+        joined.add(text)
+
+    def delta(self, delta: dict[str, Any], usage: Any) -> None:
+        message = self.message if self.message is not None else {}
+        self.message = message
+        for key in ("stop_reason", "stop_sequence"):
+            if key in delta:
+                message[key] = delta[key]
+        if isinstance(usage, dict):
+            # Usage on message_delta is cumulative: counts overwrite; absent or null ones keep the
+            # message_start value (as the SDK does).
+            merged = dict(message["usage"]) if isinstance(message.get("usage"), dict) else {}
+            merged.update({k: v for k, v in usage.items() if v is not None})
+            message["usage"] = merged
+
+    def _block(self, block: Block) -> dict[str, Any]:
+        out = dict(block.snapshot)
+        # A text block's streamed field is ``text``, a thinking block's ``thinking``.
+        joined = self.texts.get((block.index, block.type))
+        if joined is not None:
+            start = out.get(block.type)
+            out[block.type] = (start if isinstance(start, str) else "") + joined.text
+        if block.is_tool and block.arguments:
+            # Unparseable input stays as it was opened: the checker reports the cut or the bad JSON.
+            with contextlib.suppress(ValueError):
+                out["input"] = json.loads("".join(block.arguments))
+        return out
+
+    def to_message(self) -> dict[str, Any]:
+        """The final ``message`` object (an empty dict when neither a start nor a block came)."""
+        if self.message is None and not self.blocks:
+            return {}
+        out = dict(self.message) if self.message is not None else {}
+        out["content"] = [self._block(self.blocks[i]) for i in sorted(self.blocks)]
+        return out
+
+
+class MessagesChecker(CheckerBase):
+    """Feed it one Messages stream body; ``close()`` returns the ``Verdict`` (``api="messages"``).
+
+    ``request`` is the request body (``tools`` in Anthropic's format enable the tool checks);
+    ``markup`` names the tool-call markup families looked for in ``text_delta`` and ``thinking_delta``.
+    """
+
+    api = Api.MESSAGES
+    _leak_place = "content block"
+
+    def __init__(self, request: dict[str, Any] | None = None, *,
+                 markup: str | Iterable[str] | None = "all", keep_text: bool = True) -> None:
+        request = request if isinstance(request, dict) else {}
+        super().__init__(markup=markup, keep_text=keep_text,
+                         tools=ToolFacts(request.get("tools"), _messages_tool))
+        self._asm = MessagesAssembler(keep_text=keep_text)
+        self._stop_reason: str | None = None
+        self._stopped = False  # message_stop came
+        self._usage_seen = False
+        self._late_reported = False
+        self._order_reported = False
+        self._input_at_start: set[int] = set()  # tool blocks whose input came whole at the start
+        self._handlers: dict[str, Callable[[str, dict[str, Any]], None]] = {
+            "message_start": self._on_start,
+            "content_block_start": self._on_block_start,
+            "content_block_delta": self._on_block_delta,
+            "content_block_stop": self._on_block_stop,
+            "message_delta": self._on_message_delta,
+            "message_stop": self._on_message_stop,
+        }
+
+    @property
+    def saw_content(self) -> bool:
+        return self._asm.saw_token
+
+    @property
+    def saw_done(self) -> bool:
+        """``message_stop`` arrived."""
+        return self._stopped
+
+    # ── folding ───────────────────────────────────────────────────────────────────────────────
+    def _on_event(self, event: SSEEvent) -> None:
+        if event.event == "ping" or event.data == "[DONE]":
+            # Keep-alives; a few gateways also append chat's [DONE] to an Anthropic stream. Neither
+            # is content nor an ending.
+            return
+        typed = self._typed_event(event)
+        if typed is None:
+            return
+        etype, obj = typed
+        if etype == "ping":
+            self._events -= 1  # a keep-alive, whatever the SSE event name said
+            return
+        handler = self._handlers.get(etype)
+        if handler is None:
+            return  # unknown types are ignored: Anthropic adds event types
+        if self._stopped:
+            self._late(f"{etype} after message_stop")
+            return
+        if self._asm.message is None and etype != "message_start" and not self._order_reported:
+            self._order_reported = True
+            self._find(FindingKind.EVENT_ORDER, f"{etype} before message_start")
+        handler(etype, obj)
+
+    def _late(self, what: str) -> None:
+        if not self._late_reported:
+            self._late_reported = True
+            self._find(FindingKind.EVENT_ORDER, what)
+
+    def _on_start(self, etype: str, obj: dict[str, Any]) -> None:
+        message = obj.get("message")
+        if not isinstance(message, dict):
+            self._find(FindingKind.CHUNK_SCHEMA, f"{etype} without a message object")
+            return
+        if self._asm.message is not None:
+            self._find(FindingKind.EVENT_ORDER, "a second message_start")
+        self._asm.start(message)
+
+    def _index(self, etype: str, obj: dict[str, Any]) -> int | None:
+        index = obj.get("index")
+        if is_int(index):
+            return index
+        self._find(FindingKind.CHUNK_SCHEMA, f"{etype}: index is not an integer")
+        return None
+
+    def _content_allowed(self, etype: str) -> bool:
+        if self._stop_reason is not None:
+            self._late(f"{etype} after the stop_reason")
+            return False
+        return True
+
+    def _open_block(self, etype: str, obj: dict[str, Any]) -> Block | None:
+        index = self._index(etype, obj)
+        if index is None or not self._content_allowed(etype):
+            return None
+        block = self._asm.blocks.get(index)
+        if block is None or not block.open:
+            self._find(FindingKind.EVENT_ORDER, f"{etype} for content block {index}, which is "
+                                                f"{'not open' if block else 'never opened'}")
+            return None
+        return block
+
+    def _on_block_start(self, etype: str, obj: dict[str, Any]) -> None:
+        index = self._index(etype, obj)
+        if index is None or not self._content_allowed(etype):
+            return
+        content = obj.get("content_block")
+        if not isinstance(content, dict):
+            self._find(FindingKind.CHUNK_SCHEMA, f"{etype}: content_block is not an object")
+            return
+        if index in self._asm.blocks:
+            self._find(FindingKind.EVENT_ORDER, f"content block {index} opened twice")
+            return
+        btype = content.get("type")
+        btype = btype if isinstance(btype, str) else ""
+        name = content.get("name")
+        block = Block(index, btype, dict(content), is_tool=btype in _TOOL_BLOCKS,
+                      name=name if isinstance(name, str) else "")
+        self._asm.blocks[index] = block
+        if block.is_tool:
+            self._asm.saw_token = True
+            start_input = content.get("input")
+            if isinstance(start_input, dict) and start_input:
+                # A server that sends the whole input at the start and no deltas: check that.
+                block.arguments.append(json.dumps(start_input))
+                self._input_at_start.add(index)
+
+    def _on_block_delta(self, etype: str, obj: dict[str, Any]) -> None:
+        block = self._open_block(etype, obj)
+        if block is None:
+            return
+        delta = obj.get("delta")
+        if not isinstance(delta, dict):
+            self._find(FindingKind.CHUNK_SCHEMA, f"{etype}: delta is not an object")
+            return
+        dtype = delta.get("type")
+        spec = _DELTAS.get(dtype) if isinstance(dtype, str) else None
+        if spec is None:
+            return  # signature_delta, citations_delta and types added later carry no checked text
+        field, block_type, leak_field = spec
+        fragment = delta.get(field)
+        if not isinstance(fragment, str):
+            self._find(FindingKind.CHUNK_SCHEMA, f"{etype}: {dtype}.{field} is not a string")
+            return
+        if block.type != block_type:
+            self._find(FindingKind.CHUNK_SCHEMA, f"{etype}: {dtype} for content block "
+                                                 f"{block.index}, a {block.type or 'untyped'} block")
+            return
+        if block.is_tool:
+            if block.index in self._input_at_start:
+                self._input_at_start.discard(block.index)
+                block.arguments.clear()  # the deltas are the input, not what the start showed
+            block.arguments.append(fragment)
+            return
+        if not fragment:
+            return
+        self._asm.add_text(block.index, field, fragment)
+        self._asm.saw_token = True
+        if leak_field is not None:
+            self._leaks.scan(block.index, leak_field, fragment)
+
+    def _on_block_stop(self, etype: str, obj: dict[str, Any]) -> None:
+        block = self._open_block(etype, obj)
+        if block is not None:
+            block.open = False
+
+    def _on_message_delta(self, etype: str, obj: dict[str, Any]) -> None:
+        delta = obj.get("delta")
+        if not isinstance(delta, dict):
+            self._find(FindingKind.CHUNK_SCHEMA, f"{etype}: delta is not an object")
+            return
+        stop = delta.get("stop_reason")
+        if stop is not None and not isinstance(stop, str):
+            self._find(FindingKind.CHUNK_SCHEMA, f"{etype}: stop_reason is not a string")
+            stop = None
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            self._usage_seen = True
+        elif usage is not None:
+            self._find(FindingKind.CHUNK_SCHEMA, f"{etype}: usage is not an object")
+        if stop and self._stop_reason is None:
+            self._flag_open(self._asm.blocks.values(), "content block")
+            self._stop_reason = stop
+        self._asm.delta(delta, usage)
+
+    def _on_message_stop(self, etype: str, obj: dict[str, Any]) -> None:
+        self._flag_open(self._asm.blocks.values(), "content block")
+        self._stopped = True
+
+    # ── the verdict ───────────────────────────────────────────────────────────────────────────
+    def _clean_ending(self) -> Ending:
+        if self._stop_reason is not None:
+            return Ending.COMPLETE if self._stopped else Ending.NO_DONE
+        return Ending.NO_FINISH if self._stopped else Ending.TRUNCATED
+
+    def _final_findings(self, ending: Ending) -> None:
+        self._check_tool_blocks(self._asm.blocks.values(), "content block")
+        if ending in FINISHED and not self._usage_seen:
+            self._find(FindingKind.MISSING_USAGE, "no message_delta carried usage")
+
+    def _ids(self) -> tuple[str | None, str | None, bool]:
+        asm = self._asm
+        return asm.first_id, asm.last_id, asm.ids_changed
+
+    def _message(self) -> dict[str, Any]:
+        return self._asm.to_message()

@@ -1,0 +1,226 @@
+"""Builders for OpenAI Responses and Anthropic Messages stream bodies, shared by the core's tests.
+
+The shapes follow the official SDKs' event types (openai.types.responses, anthropic.types); every
+builder returns plain bytes, so a test states exactly what the wire carried.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+USAGE_R = {"input_tokens": 12, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5,
+           "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 17}
+
+
+def sse(obj: Any, event: str | None = None) -> bytes:
+    head = f"event: {event}\n".encode() if event else b""
+    return head + b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+
+
+class Responses:
+    """A Responses stream, event by event, numbered as OpenAI numbers them."""
+
+    def __init__(self, rid: str = "resp_1", model: str = "gpt-5-mini") -> None:
+        self.rid = rid
+        self.model = model
+        self.seq = 0
+        self.out = bytearray()
+        self.items: list[Any] = []  # the items output_item.done gave, for the terminal response
+
+    def response(self, status: str, output: list[Any] | None = None, **extra: Any) -> dict[str, Any]:
+        obj: dict[str, Any] = {"id": self.rid, "object": "response", "created_at": 1764748800,
+                               "status": status, "model": self.model, "output": output or [],
+                               "error": None, "incomplete_details": None, "usage": None}
+        obj.update(extra)
+        return obj
+
+    def ev(self, etype: str, **fields: Any) -> Responses:
+        obj = {"type": etype, "sequence_number": self.seq, **fields}
+        if etype == "response.output_item.done":
+            self.items.append(fields["item"])
+        self.seq += 1
+        self.out += sse(obj, etype)
+        return self
+
+    def raw(self, data: bytes) -> Responses:
+        self.out += data
+        return self
+
+    def created(self) -> Responses:
+        self.ev("response.created", response=self.response("in_progress"))
+        return self.ev("response.in_progress", response=self.response("in_progress"))
+
+    def message(self, index: int, words: list[str], *, close: bool = True,
+                item_id: str = "msg_1") -> Responses:
+        item = {"id": item_id, "type": "message", "status": "in_progress", "role": "assistant",
+                "content": []}
+        part = {"type": "output_text", "text": "", "annotations": []}
+        self.ev("response.output_item.added", output_index=index, item=item)
+        self.ev("response.content_part.added", item_id=item_id, output_index=index,
+                content_index=0, part=part)
+        for w in words:
+            self.ev("response.output_text.delta", item_id=item_id, output_index=index,
+                    content_index=0, delta=w, logprobs=[])
+        if close:
+            text = "".join(words)
+            self.ev("response.output_text.done", item_id=item_id, output_index=index,
+                    content_index=0, text=text, logprobs=[])
+            self.ev("response.content_part.done", item_id=item_id, output_index=index,
+                    content_index=0, part=dict(part, text=text))
+            self.ev("response.output_item.done", output_index=index,
+                    item=dict(item, status="completed", content=[dict(part, text=text)]))
+        return self
+
+    def function_call(self, index: int, name: str, fragments: list[str], *, close: bool = True,
+                      item_id: str = "fc_1", call_id: str = "call_1") -> Responses:
+        item = {"id": item_id, "type": "function_call", "status": "in_progress", "call_id": call_id,
+                "name": name, "arguments": ""}
+        self.ev("response.output_item.added", output_index=index, item=item)
+        for f in fragments:
+            self.ev("response.function_call_arguments.delta", item_id=item_id, output_index=index,
+                    delta=f)
+        if close:
+            args = "".join(fragments)
+            self.ev("response.function_call_arguments.done", item_id=item_id, output_index=index,
+                    name=name, arguments=args)
+            self.ev("response.output_item.done", output_index=index,
+                    item=dict(item, status="completed", arguments=args))
+        return self
+
+    def reasoning(self, index: int, words: list[str], item_id: str = "rs_1") -> Responses:
+        item = {"id": item_id, "type": "reasoning", "summary": []}
+        part = {"type": "summary_text", "text": ""}
+        self.ev("response.output_item.added", output_index=index, item=item)
+        self.ev("response.reasoning_summary_part.added", item_id=item_id, output_index=index,
+                summary_index=0, part=part)
+        for w in words:
+            self.ev("response.reasoning_summary_text.delta", item_id=item_id, output_index=index,
+                    summary_index=0, delta=w)
+        text = "".join(words)
+        self.ev("response.reasoning_summary_text.done", item_id=item_id, output_index=index,
+                summary_index=0, text=text)
+        self.ev("response.reasoning_summary_part.done", item_id=item_id, output_index=index,
+                summary_index=0, part=dict(part, text=text))
+        return self.ev("response.output_item.done", output_index=index,
+                       item=dict(item, summary=[dict(part, text=text)]))
+
+    def completed(self, *, usage: bool = True) -> Responses:
+        return self.ev("response.completed", response=self.response(
+            "completed", list(self.items), usage=USAGE_R if usage else None))
+
+    def incomplete(self, reason: str = "max_output_tokens") -> Responses:
+        return self.ev("response.incomplete", response=self.response(
+            "incomplete", list(self.items), incomplete_details={"reason": reason}, usage=USAGE_R))
+
+    def failed(self, message: str = "The model failed") -> Responses:
+        return self.ev("response.failed", response=self.response(
+            "failed", error={"code": "server_error", "message": message}))
+
+    def body(self) -> bytes:
+        return bytes(self.out)
+
+
+def responses_text(words: list[str], *, end: str = "completed") -> bytes:
+    """created, one message item, then ``end``: completed, incomplete, failed, [DONE] or none."""
+    r = Responses().created().message(0, words)
+    if end == "completed":
+        r.completed()
+    elif end == "incomplete":
+        r.incomplete()
+    elif end == "failed":
+        r.failed()
+    elif end == "[DONE]":
+        r.raw(b"data: [DONE]\n\n")
+    return r.body()
+
+
+class Messages:
+    """An Anthropic Messages stream, event by event, as the API sends it (``event:`` + ``data:``)."""
+
+    def __init__(self, mid: str = "msg_01", model: str = "claude-sonnet-4-5") -> None:
+        self.mid = mid
+        self.model = model
+        self.out = bytearray()
+        self.index = 0
+
+    def ev(self, etype: str, **fields: Any) -> Messages:
+        self.out += sse({"type": etype, **fields}, etype)
+        return self
+
+    def raw(self, data: bytes) -> Messages:
+        self.out += data
+        return self
+
+    def start(self) -> Messages:
+        return self.ev("message_start", message={
+            "id": self.mid, "type": "message", "role": "assistant", "content": [], "model": self.model,
+            "stop_reason": None, "stop_sequence": None,
+            "usage": {"input_tokens": 25, "output_tokens": 1, "cache_creation_input_tokens": 0,
+                      "cache_read_input_tokens": 0}})
+
+    def text(self, words: list[str], *, close: bool = True, kind: str = "text") -> Messages:
+        index = self.index
+        self.index += 1
+        block: dict[str, Any] = {"type": "text", "text": ""} if kind == "text" else \
+            {"type": "thinking", "thinking": "", "signature": ""}
+        self.ev("content_block_start", index=index, content_block=block)
+        for w in words:
+            delta = {"type": "text_delta", "text": w} if kind == "text" else \
+                {"type": "thinking_delta", "thinking": w}
+            self.ev("content_block_delta", index=index, delta=delta)
+        if kind == "thinking":
+            self.ev("content_block_delta", index=index,
+                    delta={"type": "signature_delta", "signature": "EqQBCgIYAhIM"})
+        if close:
+            self.ev("content_block_stop", index=index)
+        return self
+
+    def tool(self, name: str, fragments: list[str], *, close: bool = True,
+             tool_id: str = "toolu_01") -> Messages:
+        index = self.index
+        self.index += 1
+        self.ev("content_block_start", index=index,
+                content_block={"type": "tool_use", "id": tool_id, "name": name, "input": {}})
+        for f in fragments:
+            self.ev("content_block_delta", index=index,
+                    delta={"type": "input_json_delta", "partial_json": f})
+        if close:
+            self.ev("content_block_stop", index=index)
+        return self
+
+    def delta(self, stop_reason: str | None = "end_turn", *, usage: bool = True) -> Messages:
+        fields: dict[str, Any] = {"delta": {"stop_reason": stop_reason, "stop_sequence": None}}
+        if usage:
+            fields["usage"] = {"output_tokens": 15}
+        return self.ev("message_delta", **fields)
+
+    def stop(self) -> Messages:
+        return self.ev("message_stop")
+
+    def ping(self) -> Messages:
+        return self.ev("ping")
+
+    def body(self) -> bytes:
+        return bytes(self.out)
+
+
+def messages_text(words: list[str], *, stop_reason: str | None = "end_turn",
+                  stop: bool = True) -> bytes:
+    """message_start, one text block, a message_delta with ``stop_reason``, then message_stop."""
+    m = Messages().start().text(words).delta(stop_reason)
+    if stop:
+        m.stop()
+    return m.body()
+
+
+def run(api: str, stream: bytes, step: int | None = None, request: dict[str, Any] | None = None,
+        *, keep_text: bool = True, **close: Any) -> Any:
+    """Feed ``stream`` to the ``api`` checker in pieces of ``step`` bytes (whole by default); the verdict."""
+    from sseguard.contract import checker_for
+
+    checker = checker_for(api, request, keep_text=keep_text)
+    size = step or max(len(stream), 1)
+    for i in range(0, len(stream), size):
+        checker.feed(stream[i:i + size])
+    return checker.close(**close)
