@@ -257,6 +257,8 @@ async def test_analyze_names_the_api_when_one_protocols_path_is_the_one_that_fai
     assert truncated == sum(r.injected == "truncated" for r in result.records) > 10
     assert analysis.headlines[1].startswith(f"all {truncated} truncated streams came over messages")
     assert "none of 240 chat or responses streams failed" in analysis.headlines[1]
+    # Each protocol has its own id prefix and arm here: they pick the same streams, and api leads.
+    assert set(top.also) == {"id_prefix", "arm"}
 
 
 @pytest.mark.parametrize("api", ["responses", "messages"])

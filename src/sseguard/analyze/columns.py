@@ -105,9 +105,10 @@ class Column:
         return None if phrase is None else self.words.noun.format(phrase)
 
 
-# ``api`` before ``arm``: when each protocol is one arm the two pick the same streams, and "the messages
-# path" is the more general explanation of the two.
-PRIORITY = ("id_prefix", "concurrency", "time_window", "api", "arm", "workload", "prompt_size",
+# ``api`` first: each protocol has its own response-id prefix (``chatcmpl-``, ``resp_``, ``msg_``) and
+# often its own arm, so when one protocol's path fails the three pick the same streams — and "came over
+# messages" is the cause, the prefix and the arm only follow from it.
+PRIORITY = ("api", "id_prefix", "concurrency", "time_window", "arm", "workload", "prompt_size",
             "reuse_index")
 
 
