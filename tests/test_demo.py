@@ -1,4 +1,5 @@
-"""`sseguard demo`: a short sweep against an in-process chaos upstream finds all three hidden patterns."""
+"""`sseguard demo`: a short sweep over all three protocols against an in-process chaos upstream finds
+all four hidden patterns."""
 
 from __future__ import annotations
 
@@ -7,14 +8,16 @@ from pathlib import Path
 
 from rich.console import Console
 
-from sseguard.chaos import LoadPattern, RoutedPattern, WindowPattern
+from sseguard.chaos import ApiPattern, Fault, LoadPattern, RoutedPattern, WindowPattern
 from sseguard.probe.demo import LEVELS, run_demo, scenario
 
 
 def test_scenario_hides_one_pattern_of_each_kind_inside_the_sweep() -> None:
     plan = scenario(20.0)
     kinds = {type(p) for p in plan.chaos.patterns}
-    assert kinds == {LoadPattern, RoutedPattern, WindowPattern}
+    assert kinds == {LoadPattern, RoutedPattern, WindowPattern, ApiPattern}
+    (api,) = [p for p in plan.chaos.patterns if isinstance(p, ApiPattern)]
+    assert (api.api, api.fault) == ("messages", Fault.NO_FINISH)
     start, end = plan.window
     # The window lies inside the last level and is far shorter than it (time ≠ load).
     assert (len(LEVELS) - 1) * plan.level_seconds < start < end < len(LEVELS) * plan.level_seconds
@@ -31,6 +34,10 @@ def test_short_demo_names_every_hidden_pattern_and_writes_the_report(tmp_path: P
     assert elapsed < 30
     records = result.run.records
     assert {r.concurrency for r in records} == set(LEVELS)
+    assert {(r.arm, r.api) for r in records} == {("chat", "chat"), ("responses", "responses"),
+                                                 ("messages", "messages")}
+    assert {r.api for r in records if r.ending == "no_finish"} == {"messages"}
+    assert len(result.named) == 4
     assert {r.id_prefix for r in records} >= {"gw", "numeric"}
     html = result.report.read_text("utf-8")
     assert result.report.name == "report.html" and "<html" in html.lower()
@@ -38,3 +45,4 @@ def test_short_demo_names_every_hidden_pattern_and_writes_the_report(tmp_path: P
     assert any((tmp_path / "demo" / "evidence").iterdir())
     text = console.export_text()
     assert "gw-" in text and str(result.report) in text
+    assert "came over messages" in text

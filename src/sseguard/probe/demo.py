@@ -92,13 +92,13 @@ class DemoResult:
 
 def _named(analysis: Analysis) -> dict[str, bool]:
     """Which hidden patterns the analysis found: a significant attribute whose best split is the one
-    hidden (the ``gw`` prefix; the highest level and not the lowest; a window of error events)."""
-    def best(key: str) -> Split | None:
-        attr = analysis.attribute(key)
-        return attr.best if attr is not None and attr.significant else None
-
-    prefix, level, window = best("id_prefix"), best("concurrency"), best("time_window")
-    api = _api_split(analysis)
+    hidden (the ``gw`` prefix; the highest level and not the lowest; a window of error events; the
+    messages api) — searched among the streams that failed the way the pattern fails them, as the
+    analysis does for each kind of failure, else over all failures."""
+    prefix = _best(analysis, "id_prefix", "truncated")
+    level = _best(analysis, "concurrency", "cut_mid_frame")
+    window = _best(analysis, "time_window", "error_event")
+    api = _best(analysis, "api", "no_finish")
     return {
         "routed: ids gw-… truncated": prefix is not None and prefix.values == ("gw",),
         "load: cuts grow with concurrency": level is not None and str(LEVELS[-1]) in level.values
@@ -106,16 +106,15 @@ def _named(analysis: Analysis) -> dict[str, bool]:
         "window: error events for a few seconds": window is not None and bool(window.failures_in)
         and max(window.failures_in, key=lambda k: window.failures_in[k]) == "error_event",
         "api: messages streams end without stop_reason": api is not None
-        and api.values == (str(Api.MESSAGES),) and max(api.failures_in, key=lambda k: api.failures_in[k])
-        == "no_finish",
+        and api.values == (str(Api.MESSAGES),),
     }
 
 
-def _api_split(analysis: Analysis) -> Split | None:
-    """The ``api`` split that names the messages path: among the streams that ended ``no_finish``
-    (the kind of failure it hid), else over all failures."""
-    for attrs in (analysis.by_reason.get("no_finish", []), analysis.attributes):
-        attr = next((a for a in attrs if a.key == "api"), None)
+def _best(analysis: Analysis, key: str, reason: str) -> Split | None:
+    """The significant best split of attribute ``key`` for failures of one kind (``reason``), else
+    over all failures; None when neither search found it significant."""
+    for attrs in (analysis.by_reason.get(reason, []), analysis.attributes):
+        attr = next((a for a in attrs if a.key == key), None)
         if attr is not None and attr.significant and attr.best is not None:
             return attr.best
     return None
