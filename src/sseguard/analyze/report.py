@@ -37,7 +37,8 @@ def print_summary(analysis: Analysis, console: Console, *, top: int = 8) -> None
     console.print(Text(f"{analysis.requests} requests, policy {analysis.policy.name}, "
                        f"{len(analysis.runs)} run(s), {analysis.span_s:.0f} s", style="bold"))
     console.print(_group_table("Per arm", analysis.arms, level=False))
-    if analysis.apis:
+    if any(len(row.arms) > 1 for row in analysis.apis):
+        # With one arm per api the arm table (with its api column) already is this table.
         table = Table(title="Per api (protocol)", title_justify="left")
         for col in ("api", "arms", "requests", "failed", "failure rate [95% CI]", "why they failed"):
             table.add_column(col, overflow="fold")
