@@ -185,6 +185,9 @@ def test_the_example_probe_toml_is_a_valid_config() -> None:
     example = Path(__file__).resolve().parent.parent / "examples" / "probe.toml"
     cfg = build_config({}, config_path=str(example),
                        environ={"BLUE_API_KEY": "k-blue-1", "GREEN_API_KEY": "k-green-1"})
-    assert [a.name for a in cfg.arms] == ["blue", "green"]
+    assert [(a.name, a.protocol) for a in cfg.arms] == [("blue", "chat"), ("green", "chat"),
+                                                        ("green-anthropic", "messages")]
     assert cfg.arms[1].request_headers({"GREEN_API_KEY": "k-green-1"})["api-key"] == "k-green-1"
+    anthropic = cfg.arms[2].request_headers({"GREEN_API_KEY": "k-green-1"})
+    assert anthropic["x-api-key"] == "k-green-1" and anthropic["anthropic-version"] == "2023-06-01"
     assert cfg.count == 200 and cfg.duration == 600.0 and cfg.workload.name == "tools"
