@@ -465,7 +465,8 @@ def demo(
     seconds: float = typer.Option(20.0, "--seconds", help="Probing time, split over the levels."),
     no_live: bool = typer.Option(False, "--no-live", help="No live display."),
 ) -> None:
-    """Probe an in-process chaos upstream with three hidden faults and show what the analysis finds.
+    """Probe an in-process chaos upstream over chat, responses and messages side by side, with four
+    hidden faults, and show what the analysis finds.
 
     No network, no key; about half a minute.
 
