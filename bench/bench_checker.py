@@ -1,10 +1,14 @@
-"""How much checking costs beyond reading: the full StreamChecker vs bare parsing, in one run.
+"""How much checking costs beyond reading: each protocol's checker vs bare parsing, in one run.
 
 Baseline: httpx-sse's line and event decoders (what the httpx ecosystem uses) plus ``json.loads`` of
-every data frame, over the same bytes fed in the same 64-byte pieces, doing nothing else. Ours:
-``StreamChecker.feed`` (SSE decoding + JSON + assembling + contract) and ``close()``.
+every data frame, over the same bytes fed in the same 64-byte pieces, doing nothing else. Ours: the
+protocol's checker ``feed`` (SSE decoding + JSON + assembling + contract) and ``close()``. The bodies
+are shaped as each API sends them: chat chunks with OpenAI's obfuscation field, Responses
+``output_text.delta`` events with ``event:`` lines and sequence numbers, Anthropic ``text_delta``
+events.
 
-Run: .venv/bin/python bench/bench_checker.py [--mb 10] [--piece 64] [--repeat 5]
+Run: .venv/bin/python bench/bench_checker.py [--api all|chat|responses|messages] [--mb 10]
+     [--piece 64] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import time
 from httpx_sse._decoders import SSEDecoder as HttpxSSEDecoder
 from httpx_sse._decoders import SSELineDecoder
 
-from sseguard.contract import StreamChecker
+from sseguard.contract import checker_for
 from sseguard.verdict import Ending
 
 WORDS = ["The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", ".", " 你好",
@@ -46,6 +50,82 @@ def realistic_body(target_bytes: int) -> bytes:
     return b"".join(parts)
 
 
+def _event(name: str, obj: dict[str, object]) -> bytes:
+    return (f"event: {name}\ndata: ".encode() + json.dumps(obj, ensure_ascii=False).encode()
+            + b"\n\n")
+
+
+def responses_body(target_bytes: int) -> bytes:
+    """A Responses stream as OpenAI sends it: one message item, ``output_text.delta`` events (~230 B
+    each, with the obfuscation field), the ``.done`` events and ``response.completed``."""
+    rid, mid = "resp_68f0c2a1b7e48190a3d5e6f7a8b9c0d1", "msg_68f0c2a3c1d08190b2e4f6a8c0e2d4f6"
+    response: dict[str, object] = {"id": rid, "object": "response", "created_at": 1764748800,
+                                   "status": "in_progress", "model": "gpt-5-mini", "output": [],
+                                   "usage": None}
+    item: dict[str, object] = {"id": mid, "type": "message", "status": "in_progress",
+                               "role": "assistant", "content": []}
+    part = {"type": "output_text", "text": "", "annotations": []}
+    seq = 0
+    parts: list[bytes] = []
+
+    def add(name: str, **fields: object) -> None:
+        nonlocal seq
+        parts.append(_event(name, {"type": name, "sequence_number": seq, **fields}))
+        seq += 1
+
+    add("response.created", response=response)
+    add("response.in_progress", response=response)
+    add("response.output_item.added", output_index=0, item=item)
+    add("response.content_part.added", item_id=mid, output_index=0, content_index=0, part=part)
+    size = sum(map(len, parts))
+    words: list[str] = []
+    while size < target_bytes:
+        word = WORDS[len(words) % len(WORDS)]
+        words.append(word)
+        add("response.output_text.delta", item_id=mid, output_index=0, content_index=0, delta=word,
+            logprobs=[], obfuscation="aZ3k9")
+        size += len(parts[-1])
+    text = "".join(words)
+    add("response.output_text.done", item_id=mid, output_index=0, content_index=0, text=text,
+        logprobs=[])
+    add("response.content_part.done", item_id=mid, output_index=0, content_index=0,
+        part=dict(part, text=text))
+    done_item = dict(item, status="completed", content=[dict(part, text=text)])
+    add("response.output_item.done", output_index=0, item=done_item)
+    add("response.completed", response=dict(response, status="completed", output=[done_item],
+                                            usage={"input_tokens": 9, "output_tokens": len(words),
+                                                   "total_tokens": 9 + len(words)}))
+    return b"".join(parts)
+
+
+def messages_body(target_bytes: int) -> bytes:
+    """A Messages stream as Anthropic sends it: ``message_start``, one text block of ``text_delta``
+    events, ``message_delta`` with the stop_reason and usage, ``message_stop``."""
+    parts = [_event("message_start", {"type": "message_start", "message": {
+        "id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant", "content": [],
+        "model": "claude-sonnet-4-5", "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 25, "output_tokens": 1}}}),
+        _event("content_block_start", {"type": "content_block_start", "index": 0,
+                                       "content_block": {"type": "text", "text": ""}})]
+    size = sum(map(len, parts))
+    i = 0
+    while size < target_bytes:
+        parts.append(_event("content_block_delta", {
+            "type": "content_block_delta", "index": 0,
+            "delta": {"type": "text_delta", "text": WORDS[i % len(WORDS)]}}))
+        size += len(parts[-1])
+        i += 1
+    parts.append(_event("content_block_stop", {"type": "content_block_stop", "index": 0}))
+    parts.append(_event("message_delta", {"type": "message_delta",
+                                          "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                                          "usage": {"output_tokens": i}}))
+    parts.append(_event("message_stop", {"type": "message_stop"}))
+    return b"".join(parts)
+
+
+BODIES = {"chat": realistic_body, "responses": responses_body, "messages": messages_body}
+
+
 def baseline(pieces: list[bytes]) -> int:
     """httpx-sse decoding + json.loads of each data frame, nothing else."""
     text_decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -61,40 +141,47 @@ def baseline(pieces: list[bytes]) -> int:
     return n
 
 
-def ours(pieces: list[bytes]) -> int:
-    checker = StreamChecker()
+def ours(api: str, pieces: list[bytes]) -> int:
+    checker = checker_for(api)
     for piece in pieces:
         checker.feed(piece)
     verdict = checker.close()
-    assert verdict.ending is Ending.COMPLETE and not verdict.findings, verdict.ending
+    assert verdict.ending is Ending.COMPLETE and not verdict.findings, (verdict.ending,
+                                                                        verdict.findings)
     return verdict.chunks
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mb", type=float, default=10.0)
-    ap.add_argument("--piece", type=int, default=64)
-    ap.add_argument("--repeat", type=int, default=5)
-    args = ap.parse_args()
-    body = realistic_body(int(args.mb * 1_000_000))
-    pieces = [body[i:i + args.piece] for i in range(0, len(body), args.piece)]
+def measure(api: str, mb_target: float, piece: int, repeat: int) -> None:
+    body = BODIES[api](int(mb_target * 1_000_000))
+    pieces = [body[i:i + piece] for i in range(0, len(body), piece)]
     mb = len(body) / 1e6
-    print(f"body {mb:.1f} MB, {len(pieces)} pieces of {args.piece} B; python {platform.python_version()}, "
-          f"{os.cpu_count()} CPUs")
     times: dict[str, list[float]] = {"baseline": [], "ours": []}
     counts = {}
-    for _ in range(args.repeat):  # interleaved, so both see the same machine noise
-        for name, fn in (("baseline", baseline), ("ours", ours)):
+    for _ in range(repeat):  # interleaved, so both see the same machine noise
+        for name in ("baseline", "ours"):
             t0 = time.process_time()
-            counts[name] = fn(pieces)
+            counts[name] = baseline(pieces) if name == "baseline" else ours(api, pieces)
             times[name].append(time.process_time() - t0)
     assert counts["baseline"] == counts["ours"], counts
     base = statistics.median(times["baseline"])
     mine = statistics.median(times["ours"])
-    print(f"httpx-sse + json.loads (parse only): {mb / base:7.1f} MB/s  "
-          f"({base:.3f} s CPU, median of {args.repeat})")
-    print(f"sseguard StreamChecker (full check): {mb / mine:7.1f} MB/s  ({mine:.3f} s CPU)")
-    print(f"speed ratio ours/baseline: {base / mine:.2f}x  (target >= 0.7x)")
+    print(f"[{api}] body {mb:.1f} MB, {len(pieces)} pieces of {piece} B, {counts['ours']} events")
+    print(f"  httpx-sse + json.loads (parse only): {mb / base:7.1f} MB/s  "
+          f"({base:.3f} s CPU, median of {repeat})")
+    print(f"  sseguard {api} checker (full check): {mb / mine:7.1f} MB/s  ({mine:.3f} s CPU)")
+    print(f"  speed ratio ours/baseline: {base / mine:.2f}x  (target >= 0.7x)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--api", choices=["all", *BODIES], default="all")
+    ap.add_argument("--mb", type=float, default=10.0)
+    ap.add_argument("--piece", type=int, default=64)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs")
+    for api in BODIES if args.api == "all" else [args.api]:
+        measure(api, args.mb, args.piece, args.repeat)
 
 
 if __name__ == "__main__":

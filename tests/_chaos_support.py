@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx2
 
-from sseguard.contract import StreamChecker
+from sseguard.contract import checker_for
 from sseguard.verdict import Verdict
 
 WEATHER_TOOL: dict[str, Any] = {
@@ -53,12 +53,12 @@ class Outcome:
 
 async def fetch(client: httpx2.AsyncClient, url: str, request: dict[str, Any], *,
                 inject: str | None = None, read_timeout: float = 5.0,
-                headers: dict[str, str] | None = None) -> Outcome:
-    """POST ``request``, feed the raw body to a StreamChecker, close it the way the body ended."""
+                headers: dict[str, str] | None = None, api: str = "chat") -> Outcome:
+    """POST ``request``, feed the raw body to ``api``'s checker, close it the way the body ended."""
     hdrs = dict(headers or {})
     if inject is not None:
         hdrs["x-sseguard-inject"] = inject
-    checker = StreamChecker(request)
+    checker = checker_for(api, request)
     body = bytearray()
     status, resp_headers = 0, httpx2.Headers()
     try:
@@ -78,6 +78,29 @@ async def fetch(client: httpx2.AsyncClient, url: str, request: dict[str, Any], *
         return Outcome(checker.close(transport_error=repr(exc)), status, resp_headers,
                        bytes(body), repr(exc))
     return Outcome(checker.close(), status, resp_headers, bytes(body))
+
+
+def recheck_byte_by_byte(api: str, request: dict[str, Any], out: Outcome) -> Verdict:
+    """The verdict of ``out``'s body fed one byte at a time, closed the way the body ended."""
+    checker = checker_for(api, request)
+    if not 200 <= out.status < 300:
+        return checker.close(http_status=out.status, body=out.body)
+    for i in range(len(out.body)):
+        checker.feed(out.body[i:i + 1])
+    if out.error == "stalled":
+        return checker.close(stalled=True)
+    if out.error is not None:
+        return checker.close(transport_error=out.error)
+    return checker.close()
+
+
+def verdict_in_pieces(api: str, request: dict[str, Any], body: bytes, cuts: list[int]) -> Verdict:
+    """The verdict of ``body`` fed to ``api``'s checker split at ``cuts`` (taken modulo its length)."""
+    checker = checker_for(api, request)
+    points = sorted({c % (len(body) + 1) for c in cuts})
+    for a, b in zip([0, *points], [*points, len(body)], strict=True):
+        checker.feed(body[a:b])
+    return checker.close()
 
 
 def within_binomial(hits: int, n: int, p: float, sigmas: float = 4.0) -> bool:

@@ -224,3 +224,16 @@ def run(api: str, stream: bytes, step: int | None = None, request: dict[str, Any
     for i in range(0, len(stream), size):
         checker.feed(stream[i:i + size])
     return checker.close(**close)
+
+
+def sdk_shape(value: Any) -> Any:
+    """An object as both sides can be compared: no None fields, no SDK-only parse results, integral
+    floats as ints (pydantic turns ``created_at`` into a float)."""
+    if isinstance(value, dict):
+        return {k: sdk_shape(v) for k, v in value.items()
+                if v is not None and k not in ("parsed", "parsed_arguments", "parsed_output")}
+    if isinstance(value, list):
+        return [sdk_shape(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value

@@ -29,6 +29,24 @@ def test_example_toml_loads_with_every_pattern_kind() -> None:
     assert config.seed == 7 and config.faults[Fault.TRUNCATED] == 0.03
     assert [type(p) for p in config.patterns] == [LoadPattern, RoutedPattern, WindowPattern]
     assert config.pacing.tokens == 48 and config.options.http_statuses == (429, 500, 503)
+    assert config.options.responses_error_form == "any"
+
+
+def test_help_names_the_three_endpoints_and_the_responses_dialect() -> None:
+    result = runner.invoke(app, ["chaos", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    for needle in ("/v1/chat/completions", "/v1/responses", "/v1/messages", "trailing_done"):
+        assert needle in text, needle
+
+
+def test_responses_error_form_is_read_and_checked(tmp_path: Path) -> None:
+    path = tmp_path / "chaos.toml"
+    path.write_text("[fault_options]\nresponses_error_form = 'nested'\n", encoding="utf-8")
+    assert ChaosConfig.from_toml(path).options.responses_error_form == "nested"
+    path.write_text("[fault_options]\nresponses_error_form = 'loud'\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="must be one of flat, nested, failed, any"):
+        ChaosConfig.from_toml(path)
 
 
 def test_flags_override_the_file_and_faults_merge() -> None:

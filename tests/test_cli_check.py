@@ -61,3 +61,61 @@ def test_unusable_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
         assert result.exit_code == 2, args
         assert "Traceback" not in result.output
         assert len(result.output.strip().splitlines()) == 1, result.output
+
+
+# ── the other protocols ────────────────────────────────────────────────────────────────────────
+
+def test_protocol_is_detected_from_the_body() -> None:
+    for name, api, ending in (("responses_incomplete", "responses", "complete"),
+                              ("responses_truncated", "responses", "truncated"),
+                              ("messages_no_done", "messages", "no_done"),
+                              ("complete", "chat", "complete")):
+        result = runner.invoke(app, ["check", str(BODIES / f"{name}.sse"), "--json"])
+        data = json.loads(result.output)
+        assert (data["api"], data["ending"]) == (api, ending), name
+
+
+def test_api_option_names_the_protocol() -> None:
+    result = runner.invoke(app, ["check", str(BODIES / "messages_complete.sse"), "--api", "messages"])
+    assert result.exit_code == 0, result.output
+    assert "PASS" in result.output and "stop_reason" in result.output and "end_turn" in result.output
+    result = runner.invoke(app, ["check", str(BODIES / "responses_incomplete.sse"), "--api",
+                                 "responses"])
+    assert result.exit_code == 0 and "incomplete (max_output_tokens)" in result.output
+
+
+def test_request_in_the_protocols_own_format_enables_tool_checks() -> None:
+    for api in ("responses", "messages"):
+        request = str(BODIES.parent / f"request_tools_{api}.json")
+        for body, kinds in ((f"{api}_tool_calls.sse", []),
+                            (f"{api}_tool_args_invalid_json.sse", ["tool_args_invalid_json"])):
+            result = runner.invoke(app, ["check", str(BODIES / body), "--api", api, "--request",
+                                         request, "--json"])
+            assert [f["kind"] for f in json.loads(result.output)["findings"]] == kinds, body
+    # The chat request names the tool under "function": to the Messages checker it offers none.
+    result = runner.invoke(app, ["check", str(BODIES / "messages_tool_calls.sse"), "--json",
+                                 "--request", str(BODIES.parent / "request_tools.json")])
+    assert [f["kind"] for f in json.loads(result.output)["findings"]] == ["tool_undefined_function"]
+
+
+def test_body_of_another_protocol_than_api_says_is_one_line_and_exit_2() -> None:
+    for body, api in (("responses_complete.sse", "messages"), ("messages_complete.sse", "chat"),
+                      ("complete.sse", "responses")):
+        result = runner.invoke(app, ["check", str(BODIES / body), "--api", api])
+        assert result.exit_code == 2, (body, api)
+        assert "Traceback" not in result.output
+        assert len(result.output.strip().splitlines()) == 1, result.output
+        assert f"not {api}" in result.output
+    result = runner.invoke(app, ["check", str(BODIES / "complete.sse"), "--api", "soap"])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1
+
+
+def test_garbage_bytes_get_a_verdict_never_a_traceback(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(bytes(range(256)) * 3 + b"\n\ndata: {\"type\": \"response.\n\n\xff\xfe")
+    for api in (None, "chat", "responses", "messages"):
+        result = runner.invoke(app, ["check", str(garbage), "--json",
+                                     *(["--api", api] if api else [])])
+        assert result.exit_code == 1, (api, result.output)
+        data = json.loads(result.output)
+        assert data["api"] == (api or "chat") and data["passed"] is False

@@ -11,7 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _streams import DONE, chunk, frame, text_stream, tool_stream
-from sseguard.contract import StreamChecker, leak_markers
+from sseguard.contract import (
+    MessagesChecker,
+    ResponsesChecker,
+    StreamChecker,
+    api_for_path,
+    checker_for,
+    detect_api,
+    leak_markers,
+)
 from sseguard.errors import UsageError
 from sseguard.verdict import Ending, Finding, FindingKind, Verdict
 
@@ -58,7 +66,9 @@ def facts(v: Verdict) -> tuple[Ending, tuple[Finding, ...], dict[str, object]]:
 
 
 def test_every_sample_body_is_shipped_and_expected() -> None:
-    shipped = {p.stem for p in BODIES.glob("*.sse")}
+    # Bodies of the other protocols carry their name first; their tables are in their own tests.
+    shipped = {p.stem for p in BODIES.glob("*.sse") if not p.stem.startswith(("responses_",
+                                                                                "messages_"))}
     assert shipped == set(EXPECTED)
 
 
@@ -341,3 +351,50 @@ def test_without_kept_text_the_verdict_is_the_same_but_for_the_text() -> None:
     assert (a.ending, a.findings) == (b.ending, b.findings)
     assert a.message["choices"][0]["message"]["content"]
     assert not b.message["choices"][0]["message"]["content"]
+
+
+# ── the door: one checker per protocol, told by path or by body ─────────────────────────────────
+
+def test_checker_for_returns_each_protocols_checker_with_one_surface() -> None:
+    expected = {"chat": StreamChecker, "responses": ResponsesChecker, "messages": MessagesChecker}
+    for api, cls in expected.items():
+        checker = checker_for(api, {"tools": []}, markup="hermes", keep_text=False)
+        assert type(checker) is cls
+        assert (checker.saw_content, checker.saw_done, checker.error_message,
+                checker.findings_so_far, checker.bytes_seen) == (False, False, None, (), 0)
+        assert checker.feed(b"") == []
+        verdict = checker.close()
+        assert (verdict.ending, verdict.api) == (Ending.EMPTY, api)
+    with pytest.raises(UsageError, match="unknown api 'soap'"):
+        checker_for("soap")
+
+
+@pytest.mark.parametrize(("path", "api"), [
+    ("/v1/chat/completions", "chat"), ("/openai/deployments/x/chat/completions?api-version=1", "chat"),
+    ("/v1/responses", "responses"), ("/v1/responses/", "responses"), ("/v1/messages", "messages"),
+    ("/anthropic/v1/messages", "messages"), ("/v1/messages/count_tokens", None),
+    ("/v1/responses/resp_1", None), ("/v1/models", None),
+])
+def test_api_for_path(path: str, api: str | None) -> None:
+    assert api_for_path(path) == api
+
+
+@pytest.mark.parametrize(("body", "api"), [
+    (chunk({"content": "a"}), "chat"),
+    (b": ping\n\n" + frame({"choices": [], "usage": {"total_tokens": 1}}), "chat"),
+    (b'event: response.created\ndata: {"type": "response.created", "sequence_number": 0, '
+     b'"response": {}}\n\n', "responses"),
+    (b'data: {"type": "response.created", "response": {}}\n\n', None),  # unnumbered: not Responses
+    (b'event: ping\ndata: {"type": "ping"}\n\nevent: message_start\ndata: {"type": "message_start",'
+     b' "message": {}}\n\n', "messages"),
+    (b'data: {"error": {"message": "x"}}\n\n', None),
+    (b"data: [DONE]\n\n", None), (b"\xff\xfe garbage", None), (b"", None),
+])
+def test_detect_api_from_the_first_recognisable_event(body: bytes, api: str | None) -> None:
+    assert detect_api(body) == api
+
+
+@settings(max_examples=150, deadline=None)
+@given(body=st.binary(max_size=300))
+def test_detect_api_never_raises(body: bytes) -> None:
+    assert detect_api(body) in (None, "chat", "responses", "messages")

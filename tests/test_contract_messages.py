@@ -4,16 +4,38 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _protocol_streams import Messages, messages_text, run, sse
+from _protocol_streams import Messages, messages_text, run, sdk_shape, sse
 from sseguard.contract import MessagesChecker, checker_for, detect_api
 from sseguard.errors import UsageError
 from sseguard.verdict import Api, Ending, Finding, FindingKind, Verdict
+
+BODIES = Path(__file__).parent.parent / "examples" / "bodies"
+REQUEST = json.loads((BODIES.parent / "request_tools_messages.json").read_text())
+
+#: The verdict every shipped Messages sample body must get: (ending, finding kinds, error message).
+EXPECTED: dict[str, tuple[Ending, list[FindingKind], str | None]] = {
+    "complete": (Ending.COMPLETE, [], None),
+    "tool_calls": (Ending.COMPLETE, [], None),
+    "no_done": (Ending.NO_DONE, [], None),
+    "no_finish": (Ending.NO_FINISH, [], None),
+    "truncated": (Ending.TRUNCATED, [], None),
+    "cut_mid_frame": (Ending.CUT_MID_FRAME, [], None),
+    "error_event": (Ending.ERROR_EVENT, [], "Overloaded"),
+    "event_order": (Ending.COMPLETE, [FindingKind.EVENT_ORDER], None),
+    "block_unterminated": (Ending.COMPLETE, [FindingKind.BLOCK_UNTERMINATED], None),
+    "markup_leak": (Ending.COMPLETE, [FindingKind.MARKUP_LEAK], None),
+    "missing_usage": (Ending.COMPLETE, [FindingKind.MISSING_USAGE], None),
+    "tool_args_invalid_json": (Ending.COMPLETE, [FindingKind.TOOL_ARGS_INVALID_JSON], None),
+    "tool_call_unterminated": (Ending.TRUNCATED, [FindingKind.TOOL_CALL_UNTERMINATED], None),
+    "dialect_pings_and_unknown_events": (Ending.COMPLETE, [], None),
+}
 
 TOOLS = {"tools": [{"name": "get_weather", "description": "Weather of a city",
                     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
@@ -26,6 +48,23 @@ def kinds(v: Verdict) -> list[FindingKind]:
 
 def facts(v: Verdict) -> tuple[Ending, tuple[Finding, ...], dict[str, Any], str | None]:
     return v.ending, v.findings, v.message, v.error
+
+
+# ── the shipped sample bodies ───────────────────────────────────────────────────────────────────
+
+def test_every_messages_sample_body_is_shipped_and_expected() -> None:
+    shipped = {p.stem.removeprefix("messages_") for p in BODIES.glob("messages_*.sse")}
+    assert shipped == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_sample_body_verdict_is_the_same_for_every_split(name: str) -> None:
+    body = (BODIES / f"messages_{name}.sse").read_bytes()
+    assert detect_api(body) is Api.MESSAGES
+    whole = run("messages", body, request=REQUEST)
+    assert (whole.ending, kinds(whole), whole.error) == EXPECTED[name]
+    for size in (1, 2, 3, 7, 64):
+        assert facts(run("messages", body, size, request=REQUEST)) == facts(whole)
 
 
 # ── endings ─────────────────────────────────────────────────────────────────────────────────────
@@ -204,7 +243,7 @@ def test_markup_in_thinking_delta_is_found() -> None:
     assert v.findings[0].detail == "'<function=' in thinking of content block 0 at 4"
     assert v.message["content"][0] == {"type": "thinking",
                                        "thinking": "hmm <function=get_weather>",
-                                       "signature": ""}
+                                       "signature": "EqQBCgIYAhIM"}
 
 
 def test_missing_usage_in_message_delta() -> None:
@@ -366,3 +405,36 @@ def test_arbitrary_events_and_bytes_never_raise(events: list[tuple[str, dict[str
         v = run("messages", body, step, request=TOOLS, keep_text=step is None)
         assert v.ending in set(Ending) and v.api == "messages"
     assert run("messages", raw, 1).ending in set(Ending)
+
+
+# ── the assembled message is what the anthropic SDK accumulates ─────────────────────────────────
+
+def _anthropic_snapshot(body: bytes) -> dict[str, Any]:
+    """Run the body's events through the anthropic SDK's own ``accumulate_event``."""
+    from anthropic.lib.streaming._messages import accumulate_event
+
+    from sseguard.sse import SSEDecoder
+
+    snapshot: Any = None
+    buffers: dict[int, bytes] = {}
+    for event in SSEDecoder().feed(body):
+        obj = json.loads(event.data)
+        if obj["type"] != "ping":
+            snapshot = accumulate_event(event=obj, current_snapshot=snapshot, json_bufs=buffers)
+    return dict(snapshot.to_dict(mode="json"))
+
+
+@pytest.mark.parametrize("body", [
+    messages_text(["Hi", " there"]),
+    Messages().start().text(["a", "b"], kind="thinking").text(["Hi"]).tool(
+        "get_weather", ['{"ci', 'ty": "P"}']).delta("tool_use").stop().body(),
+    Messages().start().ping().text(["cut"]).tool("get_weather", ['{"city": "P"}']).body(),
+    Messages().start().text(["x"], close=False).ev(
+        "content_block_delta", index=0,
+        delta={"type": "citations_delta", "citation": {"type": "char_location", "cited_text": "x",
+                                                       "document_index": 0, "start_char_index": 0,
+                                                       "end_char_index": 1}}).body(),
+], ids=["text", "thinking-text-tool", "truncated", "citations"])
+def test_assembled_message_is_what_the_anthropic_sdk_accumulates(body: bytes) -> None:
+    v = run("messages", body)
+    assert sdk_shape(v.message) == sdk_shape(_anthropic_snapshot(body))

@@ -4,16 +4,43 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _protocol_streams import Responses, responses_text, run, sse
+from _protocol_streams import Responses, responses_text, run, sdk_shape, sse
 from sseguard.contract import ResponsesChecker, checker_for, detect_api
 from sseguard.errors import UsageError
 from sseguard.verdict import Api, Ending, Finding, FindingKind, Verdict
+
+BODIES = Path(__file__).parent.parent / "examples" / "bodies"
+REQUEST = json.loads((BODIES.parent / "request_tools_responses.json").read_text())
+
+#: The verdict every shipped Responses sample body must get: (ending, finding kinds, error message).
+EXPECTED: dict[str, tuple[Ending, list[FindingKind], str | None]] = {
+    "complete": (Ending.COMPLETE, [], None),
+    "incomplete": (Ending.COMPLETE, [], None),
+    "truncated": (Ending.TRUNCATED, [], None),
+    "no_finish": (Ending.NO_FINISH, [], None),
+    "cut_mid_frame": (Ending.CUT_MID_FRAME, [], None),
+    "error_event": (Ending.ERROR_EVENT, [],
+                    "The server had an error while processing your request."),
+    "error_event_nested": (Ending.ERROR_EVENT, [], "upstream stream ended badly"),
+    "failed": (Ending.ERROR_EVENT, [], "The model produced invalid content."),
+    "dialect_trailing_done": (Ending.COMPLETE, [], None),
+    "tool_calls": (Ending.COMPLETE, [], None),
+    "sequence_gap": (Ending.COMPLETE, [FindingKind.SEQUENCE_GAP], None),
+    "event_order": (Ending.COMPLETE, [FindingKind.EVENT_ORDER], None),
+    "block_unterminated": (Ending.COMPLETE, [FindingKind.BLOCK_UNTERMINATED], None),
+    "done_mismatch": (Ending.COMPLETE, [FindingKind.DONE_MISMATCH], None),
+    "markup_leak": (Ending.COMPLETE, [FindingKind.MARKUP_LEAK], None),
+    "missing_usage": (Ending.COMPLETE, [FindingKind.MISSING_USAGE], None),
+    "tool_args_invalid_json": (Ending.COMPLETE, [FindingKind.TOOL_ARGS_INVALID_JSON], None),
+    "tool_call_unterminated": (Ending.TRUNCATED, [FindingKind.TOOL_CALL_UNTERMINATED], None),
+}
 
 TOOLS = {"tools": [{"type": "function", "name": "get_weather", "description": "Weather of a city",
                     "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
@@ -26,6 +53,23 @@ def kinds(v: Verdict) -> list[FindingKind]:
 
 def facts(v: Verdict) -> tuple[Ending, tuple[Finding, ...], dict[str, Any], str | None]:
     return v.ending, v.findings, v.message, v.error
+
+
+# ── the shipped sample bodies ───────────────────────────────────────────────────────────────────
+
+def test_every_responses_sample_body_is_shipped_and_expected() -> None:
+    shipped = {p.stem.removeprefix("responses_") for p in BODIES.glob("responses_*.sse")}
+    assert shipped == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_sample_body_verdict_is_the_same_for_every_split(name: str) -> None:
+    body = (BODIES / f"responses_{name}.sse").read_bytes()
+    assert detect_api(body) is Api.RESPONSES
+    whole = run("responses", body, request=REQUEST)
+    assert (whole.ending, kinds(whole), whole.error) == EXPECTED[name]
+    for size in (1, 2, 3, 7, 64):
+        assert facts(run("responses", body, size, request=REQUEST)) == facts(whole)
 
 
 # ── endings ─────────────────────────────────────────────────────────────────────────────────────
@@ -447,3 +491,43 @@ def test_arbitrary_events_and_bytes_never_raise(events: list[tuple[str, dict[str
         v = run("responses", body, step, request=TOOLS, keep_text=step is None)
         assert v.ending in set(Ending) and v.api == "responses"
     assert run("responses", raw, 1).ending in set(Ending)
+
+
+# ── the assembled response is what openai-python accumulates ────────────────────────────────────
+
+def _openai_final_response(body: bytes) -> dict[str, Any]:
+    """Run the body's events through openai-python's own ResponseStreamManager state."""
+    from openai import omit
+    from openai._models import construct_type_unchecked
+    from openai.lib.streaming.responses._responses import ResponseStreamState
+    from openai.types.responses import ResponseStreamEvent
+
+    from sseguard.sse import SSEDecoder
+
+    state = ResponseStreamState(input_tools=omit, text_format=omit)
+    final: dict[str, Any] = {}
+    for event in SSEDecoder().feed(body):
+        typed = construct_type_unchecked(type_=ResponseStreamEvent, value=json.loads(event.data))
+        for out in state.handle_event(typed):
+            if out.type == "response.completed":
+                final = out.response.to_dict(mode="json")
+    return final
+
+
+def _completed_without_output(r: Responses) -> Responses:
+    response = r.response("completed", usage={"total_tokens": 3})
+    response["output"] = None
+    return r.ev("response.completed", response=response)
+
+
+@pytest.mark.parametrize("body", [
+    Responses().created().message(0, ["Hel", "lo"]).completed().body(),
+    Responses().created().reasoning(0, ["think"]).message(1, ["Hi"]).function_call(
+        2, "get_weather", ['{"city":', '"P"}']).completed().body(),
+    _completed_without_output(Responses().created().message(0, ["a", "b"]).function_call(
+        1, "get_weather", ["{}"])).body(),
+], ids=["text", "reasoning-text-tool", "output-recovered-from-items"])
+def test_assembled_response_is_what_openai_python_accumulates(body: bytes) -> None:
+    v = run("responses", body)
+    assert v.ending is Ending.COMPLETE
+    assert sdk_shape(v.message) == sdk_shape(_openai_final_response(body))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from _protocol_streams import Responses, messages_text, responses_text, run
 from _streams import text_stream
 from sseguard.contract import StreamChecker
 from sseguard.policy import Policy
@@ -39,3 +40,24 @@ def test_record_from_verdict_keeps_facts_and_drops_secrets() -> None:
 def test_record_defaults_round_trip() -> None:
     rec = Record(arm="x")
     assert decode_record(encode_record(rec).decode()) == rec
+
+
+@pytest.mark.parametrize(("api", "body", "finish", "usage_key", "model"), [
+    ("responses", Responses().created().message(0, ["a"]).completed().body(), ["completed"],
+     "total_tokens", "gpt-5-mini"),
+    ("responses", responses_text(["a"], end="incomplete"), ["max_output_tokens"], "total_tokens",
+     "gpt-5-mini"),
+    ("responses", responses_text(["a"], end="none"), [None], None, "gpt-5-mini"),
+    ("responses", responses_text(["a"], end="failed"), ["failed"], None, "gpt-5-mini"),
+    ("messages", messages_text(["a"], stop_reason="max_tokens"), ["max_tokens"], "output_tokens",
+     "claude-sonnet-4-5"),
+    ("messages", messages_text(["a"], stop_reason=None), [None], "output_tokens",
+     "claude-sonnet-4-5"),
+    ("messages", b"", [None], None, None),
+])
+def test_record_facts_are_read_in_each_protocol(api: str, body: bytes, finish: list[str | None],
+                                                usage_key: str | None, model: str | None) -> None:
+    rec = record_from_verdict(run(api, body), policy=Policy.from_spec())
+    assert (rec.api, rec.finish_reasons, rec.model) == (api, finish, model)
+    assert (usage_key in rec.usage) if usage_key else rec.usage is None
+    assert decode_record(encode_record(rec)) == rec

@@ -14,10 +14,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from sseguard.contract import StreamChecker
+from sseguard.contract import checker_for, detect_api
 from sseguard.errors import ConfigError
 from sseguard.policy import Policy
-from sseguard.verdict import Verdict
+from sseguard.verdict import Api, Verdict
 
 
 @dataclass(frozen=True)
@@ -52,15 +52,33 @@ def load_request(path: str) -> dict[str, Any]:
     return obj
 
 
+def resolve_api(api: str | None, body: bytes) -> Api:
+    """The protocol to check ``body`` against: ``api`` when given (a body that plainly speaks another
+    protocol is unusable input, not a verdict), else what the body shows, else chat."""
+    detected = detect_api(body)
+    if api is None:
+        return detected or Api.CHAT
+    try:
+        which = Api(api)
+    except ValueError:
+        raise ConfigError(f"--api {api!r} is not one of: {', '.join(a.value for a in Api)}") from None
+    if detected is not None and detected is not which:
+        raise ConfigError(f"the body is a {detected} stream, not {which} (drop --api to detect it)")
+    return which
+
+
 def check_file(body_path: str, *, request_path: str | None = None, policy: str = "strict",
-               tolerate: str | None = None, status: int = 200, markup: str = "all") -> CheckOutcome:
-    """Feed a whole captured body to a checker; a non-2xx status makes the body the error body."""
+               tolerate: str | None = None, status: int = 200, markup: str = "all",
+               api: str | None = None) -> CheckOutcome:
+    """Feed a whole captured body to its protocol's checker; a non-2xx status makes the body the
+    error body. ``api`` names the protocol; without it the body tells."""
     judge = Policy.from_spec(policy, tolerate)
     if not 100 <= status <= 599:
         raise ConfigError(f"--status {status} is not an HTTP status")
     request = load_request(request_path) if request_path else None
     body = _read_bytes(body_path)
-    checker = StreamChecker(request, markup=markup)
+    which = resolve_api(api, body if 200 <= status < 300 else b"")
+    checker = checker_for(which, request, markup=markup)
     if 200 <= status < 300:
         checker.feed(body)
         verdict = checker.close(http_status=status)
@@ -87,14 +105,8 @@ def print_verdict(outcome: CheckOutcome, console: Console) -> None:
     table.add_row("http status", str(v.http_status))
     table.add_row("chunks / bytes", f"{v.chunks} / {v.bytes}")
     table.add_row("response id", f"{v.first_id}" + (f" → {v.last_id}" if v.last_id != v.first_id else ""))
-    for choice in v.message.get("choices", []):
-        msg = choice.get("message", {})
-        content = msg.get("content") or ""
-        summary = f"finish_reason={choice.get('finish_reason')}, {len(content)} chars"
-        if msg.get("tool_calls"):
-            names = ", ".join(tc["function"]["name"] for tc in msg["tool_calls"])
-            summary += f", tool calls: {names}"
-        table.add_row(f"choice {choice.get('index')}", summary)
+    for what, summary in _answer_rows(v):
+        table.add_row(what, summary)
     if v.error:
         table.add_row("error", v.error[:300])
     if not v.findings:
@@ -102,3 +114,47 @@ def print_verdict(outcome: CheckOutcome, console: Console) -> None:
     for f in v.findings:
         table.add_row(f"finding: {f.kind}", f"{f.detail} (frame {f.frame}, byte {f.offset})")
     console.print(table)
+
+
+def _answer_rows(v: Verdict) -> list[tuple[str, str]]:
+    """One row per chat choice, Responses output item or Messages content block: what came back."""
+    rows: list[tuple[str, str]] = []
+    message = v.message
+    if v.api == Api.RESPONSES:
+        rows.append(("status", f"{message.get('status')}"
+                               f"{_incomplete_reason(message.get('incomplete_details'))}"))
+        for index, item in enumerate(_dicts(message.get("output"))):
+            rows.append((f"output {index}", _item_summary(item)))
+    elif v.api == Api.MESSAGES:
+        rows.append(("stop_reason", str(message.get("stop_reason"))))
+        for index, block in enumerate(_dicts(message.get("content"))):
+            rows.append((f"block {index}", _item_summary(block)))
+    else:
+        for choice in _dicts(message.get("choices")):
+            msg = choice.get("message", {})
+            content = msg.get("content") or ""
+            summary = f"finish_reason={choice.get('finish_reason')}, {len(content)} chars"
+            if msg.get("tool_calls"):
+                names = ", ".join(tc["function"]["name"] for tc in msg["tool_calls"])
+                summary += f", tool calls: {names}"
+            rows.append((f"choice {choice.get('index')}", summary))
+    return rows
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _incomplete_reason(details: Any) -> str:
+    return f" ({details.get('reason')})" if isinstance(details, dict) else ""
+
+
+def _item_summary(item: dict[str, Any]) -> str:
+    """A Responses output item or a Messages content block in a few words."""
+    kind = str(item.get("type"))
+    if item.get("name") is not None:
+        return f"{kind} {item.get('name')}"
+    text = sum(len(str(part.get("text") or "")) for part in _dicts(item.get("content")))
+    text += len(str(item.get("text") or item.get("thinking") or ""))
+    text += sum(len(str(part.get("text") or "")) for part in _dicts(item.get("summary")))
+    return f"{kind}, {text} chars"

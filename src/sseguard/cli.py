@@ -63,19 +63,23 @@ def check(
                                         help="Endings or findings that do not fail the stream."),
     status: int = typer.Option(200, "--status", help="The HTTP status the body came with."),
     markup: str = typer.Option("all", "--markup", help="Markup family to look for in content, or all."),
+    api: str | None = typer.Option(None, "--api", metavar="chat|responses|messages",
+                                   help="The body's protocol; detected from the body when not given."),
     as_json: bool = typer.Option(False, "--json", help="Print the verdict as one JSON object."),
 ) -> None:
-    """Check one captured stream body against the streaming contract.
+    """Check one captured stream body against its protocol's streaming contract.
 
     Exit code 0 when the policy passes it, 1 when it fails, 2 for unusable input.
 
     Example: sseguard check examples/bodies/truncated.sse --request examples/request_tools.json
+
+    Example: sseguard check examples/bodies/messages_no_done.sse --api messages
     """
     from sseguard import checkfile
 
     try:
         outcome = checkfile.check_file(body_file, request_path=request, policy=policy,
-                                      tolerate=tolerate, status=status, markup=markup)
+                                      tolerate=tolerate, status=status, markup=markup, api=api)
     except ConfigError as exc:
         fail(str(exc))
     if as_json:
@@ -97,10 +101,10 @@ def chaos(
                                       help="TOML file with pacing, faults, dialects and patterns."),
     dialect: list[str] = typer.Option([], "--dialect", metavar="NAME",
                                       help="no_finish_reason, no_done, empty_finish_reason, "
-                                           "usage_choices_null (repeatable)."),
+                                           "usage_choices_null, trailing_done (repeatable)."),
     raw_markup: str | None = typer.Option(None, "--raw-markup", metavar="FAMILY",
-                                          help="Leave tool calls as FAMILY markup in content "
-                                               "(dsml-v32, dsml-v4, dsml-v41, deepseek-v3, "
+                                          help="Leave tool calls as FAMILY markup in the text "
+                                               "of every protocol (dsml-v32, dsml-v4, dsml-v41, deepseek-v3, "
                                                "deepseek-v31, hermes, qwen3-coder)."),
     ttft_ms: float | None = typer.Option(None, "--ttft-ms", help="Delay before the first chunk."),
     inter_token_ms: float | None = typer.Option(None, "--inter-token-ms",
@@ -113,7 +117,8 @@ def chaos(
     model: str | None = typer.Option(None, "--model", help="Model id served on /v1/models."),
     as_json: bool = typer.Option(False, "--json", help="Print the URL and configuration as JSON."),
 ) -> None:
-    """Run a fault-injecting OpenAI-compatible upstream until Ctrl-C.
+    """Run a fault-injecting upstream until Ctrl-C: POST /v1/chat/completions, /v1/responses
+    (OpenAI Responses) and /v1/messages (Anthropic Messages), streamed or not.
 
     Each response names what it injected in the x-sseguard-fault header.
 

@@ -146,6 +146,14 @@ class SSEDecoder:
             return
         if buf[start] == 0x3A:  # ':' comment
             return
+        if buf.startswith(b"event:", start):
+            # Responses and Messages name every event: the second most common line after data.
+            vstart = start + 6
+            if vstart < eol and buf[vstart] == 0x20:
+                vstart += 1
+            self._event_type = buf[vstart:eol].decode("utf-8", "replace")
+            self._fields_pending = True
+            return
         line = bytes(buf[start:eol])
         colon = line.find(b":")
         if colon == -1:

@@ -24,6 +24,8 @@ API_NAMES = ("chat", "responses", "messages")
 MARKUP_FAMILIES = ("dsml-v32", "dsml-v4", "dsml-v41", "deepseek-v3", "deepseek-v31", "hermes",
                    "qwen3-coder")
 DSML_FAMILIES = ("dsml-v32", "dsml-v4", "dsml-v41")
+#: The error endings a Responses stream can get (``FaultOptions.responses_error_form``).
+RESPONSES_ERROR_FORMS = ("flat", "nested", "failed", "any")
 
 
 def _known(values: Iterable[str]) -> str:
@@ -130,6 +132,8 @@ class FaultOptions:
     hang_max_s: float = 300.0  # a hanging response is reset after this long, whatever the client does
     http_statuses: tuple[int, ...] = (429, 500, 503)
     error_event_form: str = "both"  # data: `data: {"error": …}`; event: `event: error`; both
+    # Responses: flat `error` event, nested `error: {…}`, `response.failed`, or any (seeded).
+    responses_error_form: str = "any"
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +301,7 @@ class ChaosConfig:
             "hang_max_s": lambda v, w: _number(v, w),
             "http_statuses": _statuses,
             "error_event_form": lambda v, w: _choice(v, w, ("data", "event", "both")),
+            "responses_error_form": lambda v, w: _choice(v, w, RESPONSES_ERROR_FORMS),
         }))
         faults_raw = data.get("faults", {})
         if not isinstance(faults_raw, dict):

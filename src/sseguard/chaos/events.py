@@ -114,6 +114,10 @@ def plan_events(config: ChaosConfig, decision: Decision, body: list[Ev], trailer
     encoded = encode(body + trailer, sequenced=sequenced, gap_at=gap_at)
     n = len(body)
     roles = next((i for i, ev in enumerate(body) if "delta" in ev.tag), n)
-    toks = tokens_from_tags(encoded.frames[:n], [ev.tag for ev in body], roles)
+    ticks, count = [], 0
+    for ev in body:
+        count += "delta" in ev.tag
+        ticks.append(count)
+    toks = tokens_from_tags(encoded.frames[:n], [ev.tag for ev in body], roles, ticks)
     return schedule(config, decision, toks, encoded.frames[n:],
                     lambda k: error_frames(encoded.next_seq[k]))

@@ -115,9 +115,13 @@ class Tokens:
     clean: list[bool]
     partial: list[bool]
     roles: int  # the first frames: one role delta per choice
+    #: The token step each frame is paced at; None: one step per frame (chat). Event protocols pace
+    #: only their content deltas: lifecycle events go out with the delta before them, as servers do.
+    ticks: list[int] | None = None
 
 
-def tokens_from_tags(frames: list[bytes], tags: list[str], roles: int) -> Tokens:
+def tokens_from_tags(frames: list[bytes], tags: list[str], roles: int,
+                     ticks: list[int] | None = None) -> Tokens:
     """``Tokens`` for a protocol whose frames are tagged with what they do to a tool call.
 
     A tag holds any of ``open`` (a call's item or block starts), ``first``/``last`` (its first and last
@@ -125,7 +129,7 @@ def tokens_from_tags(frames: list[bytes], tags: list[str], roles: int) -> Tokens
     "partial" (``tool_call_unterminated`` and nothing else) when some call's arguments have begun but
     not ended and no open call is still without arguments.
     """
-    out = Tokens([], [True], [False], roles)
+    out = Tokens([], [True], [False], roles, ticks)
     open_calls = empty_calls = unfinished = 0
     for frame, tag in zip(frames, tags, strict=True):
         out.frames.append(frame)
@@ -159,26 +163,15 @@ def _token_frames(enc: ChunkEncoder, answers: list[Answer]) -> Tokens:
             frames.append((enc.delta(index, _enc(opener)), "open" if call.pieces else ""))
             for pi, piece in enumerate(call.pieces):
                 delta = {"tool_calls": [{"index": ci, "function": {"arguments": piece}}]}
-                tags = ("first" if pi == 0 else "") + ("last" if pi == len(call.pieces) - 1 else "")
+                # A chat call has no closing frame: its last argument piece closes it.
+                tags = ("first " if pi == 0 else "") + (
+                    "last close" if pi == len(call.pieces) - 1 else "")
                 frames.append((enc.delta(index, _enc(delta)), tags))
         per_choice.append(frames)
-    out = Tokens([], [True], [False], len(answers))
-    open_calls = empty_calls = 0  # calls started; of those, calls with no argument piece yet
-    for step in range(max(len(f) for f in per_choice)):
-        for frames in per_choice:
-            if step < len(frames):
-                frame, what = frames[step]
-                out.frames.append(frame)
-                if what == "open":
-                    open_calls += 1
-                    empty_calls += 1
-                if "first" in what:
-                    empty_calls -= 1
-                if "last" in what:
-                    open_calls -= 1
-                out.clean.append(open_calls == 0)
-                out.partial.append(open_calls > 0 and empty_calls == 0)
-    return out
+    interleaved = [frames[step] for step in range(max(len(f) for f in per_choice))
+                   for frames in per_choice if step < len(frames)]
+    return tokens_from_tags([f for f, _ in interleaved], [t for _, t in interleaved],
+                            len(answers))
 
 
 def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: ResponseIds,
@@ -270,6 +263,7 @@ def schedule(config: ChaosConfig, decision: Decision, toks: Tokens, trailer: lis
     stall_before = k if fault is Fault.STALLED else None
     stall = config.options.stall_ms / 1000.0
     paced = min(len(frames), len(tokens))
+    ticks = toks.ticks if toks.ticks is not None else range(len(tokens))
     extra = 0.0
     for i, frame in enumerate(frames[:paced]):
         if i == stall_before:
@@ -277,7 +271,7 @@ def schedule(config: ChaosConfig, decision: Decision, toks: Tokens, trailer: lis
                 plan.end = End.HANG
                 return plan
             extra = stall
-        at = ttft + max(0, i - 1) * step + extra
+        at = ttft + max(0, ticks[i] - 1) * step + extra
         plan.writes.append(Write(at, frame, 1))
     rest = frames[paced:]
     if rest:
@@ -286,7 +280,7 @@ def schedule(config: ChaosConfig, decision: Decision, toks: Tokens, trailer: lis
                 plan.end = End.HANG
                 return plan
             extra = stall
-        at = ttft + max(0, paced - 1) * step + extra
+        at = ttft + (ticks[paced - 1] if paced else 0) * step + extra
         plan.writes.append(Write(at, b"".join(rest), len(rest)))
     if fault is Fault.TRANSPORT_ERROR:
         plan.end = End.ABORT

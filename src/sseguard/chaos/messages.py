@@ -20,7 +20,7 @@ from sseguard.chaos.events import Breakers, Ev, frame, insert_broken, plan_event
 from sseguard.chaos.faults import Decision, Dialect, Fault
 from sseguard.chaos.frames import Plan, ResponseIds
 from sseguard.chaos.generate import Answer, Call
-from sseguard.chaos.request import BadRequest, ChatRequest, Tool, int_field, text_of
+from sseguard.chaos.request import BadRequest, ChatRequest, Tool, decode_object, int_field, text_of
 
 #: What a Messages stream cannot carry: no sequence numbers, no ``*.done`` text to contradict, one
 #: message id sent once, no ``finish_reason`` enum of chat's kind, and content after ``message_stop``
@@ -45,17 +45,13 @@ def error_body(status: int, message: str) -> dict[str, Any]:
 
 
 def bad_request_body(exc: BadRequest) -> dict[str, Any]:
+    """The 400 body: Anthropic names no ``param``, the message says which field."""
     return error_body(400, str(exc))
 
 
 def parse_request(body: bytes) -> ChatRequest:
     """Decode and validate a Messages request; ``BadRequest`` carries Anthropic's message."""
-    try:
-        data = msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        raise BadRequest("the request body is not valid JSON") from None
-    if not isinstance(data, dict):
-        raise BadRequest("the request body must be a JSON object")
+    data = decode_object(body)
     model = data.get("model")
     if not isinstance(model, str) or not model:
         raise BadRequest("model: Field required", "model")

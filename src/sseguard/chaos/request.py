@@ -86,6 +86,7 @@ class ChatRequest:
 
 
 def text_of(content: Any) -> str:
+    """The words of a message's content: a string, or the ``text`` of its parts (every protocol)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -95,6 +96,7 @@ def text_of(content: Any) -> str:
 
 def int_field(body: dict[str, Any], name: str, *, minimum: int, maximum: int | None = None
                ) -> int | None:
+    """An optional integer field in range, or a ``BadRequest`` naming it."""
     value = body.get(name)
     if value is None:
         return None
@@ -121,14 +123,20 @@ def _tools(raw: Any) -> tuple[Tool, ...]:
     return tuple(tools)
 
 
-def parse_request(body: bytes) -> ChatRequest:
-    """Decode and validate a request body; raises ``BadRequest`` with a client-facing message."""
+def decode_object(body: bytes) -> dict[str, Any]:
+    """The request body as a JSON object, or the ``BadRequest`` every protocol answers alike."""
     try:
         data = msgspec.json.decode(body)
     except msgspec.DecodeError:
         raise BadRequest("the request body is not valid JSON") from None
     if not isinstance(data, dict):
         raise BadRequest("the request body must be a JSON object")
+    return data
+
+
+def parse_request(body: bytes) -> ChatRequest:
+    """Decode and validate a request body; raises ``BadRequest`` with a client-facing message."""
+    data = decode_object(body)
     messages = data.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("messages must be a non-empty list", "messages")

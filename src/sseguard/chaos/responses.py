@@ -15,12 +15,20 @@ from typing import Any
 
 import msgspec
 
-from sseguard.chaos.config import ChaosConfig
+from sseguard.chaos.config import RESPONSES_ERROR_FORMS, ChaosConfig
 from sseguard.chaos.events import Breakers, Ev, frame, insert_broken, plan_events
 from sseguard.chaos.faults import Decision, Dialect, Fault
 from sseguard.chaos.frames import DONE, Plan, ResponseIds
 from sseguard.chaos.generate import Answer, Call
-from sseguard.chaos.request import REASONING_SCALE, BadRequest, ChatRequest, Tool, int_field, text_of
+from sseguard.chaos.request import (
+    REASONING_SCALE,
+    BadRequest,
+    ChatRequest,
+    Tool,
+    decode_object,
+    int_field,
+    text_of,
+)
 
 #: What a Responses stream cannot carry: it has no ``[DONE]`` to omit, no ``finish_reason`` to
 #: contradict, and content after the terminal event is ``event_order`` here.
@@ -32,12 +40,7 @@ MIN_OUTPUT_TOKENS = 16
 
 def parse_request(body: bytes) -> ChatRequest:
     """Decode and validate a Responses request; ``BadRequest`` carries OpenAI's message and param."""
-    try:
-        data = msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        raise BadRequest("the request body is not valid JSON") from None
-    if not isinstance(data, dict):
-        raise BadRequest("the request body must be a JSON object")
+    data = decode_object(body)
     model = data.get("model")
     if not isinstance(model, str) or not model:
         raise BadRequest("Missing required parameter: 'model'.", "model")
@@ -269,21 +272,23 @@ def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: 
         trailer.append(Ev("", raw=DONE))
 
     def error_frames(seq: int) -> list[bytes]:
-        return [error_event(decision.variant, seq, ids, req, config)]
+        form = config.options.responses_error_form
+        if form == "any":
+            form = RESPONSES_ERROR_FORMS[decision.variant % 3]
+        return [error_event(form, seq, ids, req, config)]
 
     return plan_events(config, decision, body, trailer, error_frames, sequenced=True)
 
 
-def error_event(variant: int, seq: int, ids: ResponseIds, req: ChatRequest,
+def error_event(form: str, seq: int, ids: ResponseIds, req: ChatRequest,
                 config: ChaosConfig) -> bytes:
-    """One of the three error endings seen from Responses servers, by ``variant``: the flat ``error``
-    event of the API reference, the nested ``error: {…}`` some gateways send, and ``response.failed``."""
+    """One of the three error endings seen from Responses servers: the flat ``error`` event of the API
+    reference, the nested ``error: {…}`` some gateways send, and ``response.failed``."""
     message = "upstream model worker failed mid-stream"
-    form = variant % 3
-    if form == 0:
+    if form == "flat":
         return frame("error", {"type": "error", "code": "server_error", "message": message,
                                "param": None, "sequence_number": seq})
-    if form == 1:
+    if form == "nested":
         return frame("error", {"type": "error", "sequence_number": seq, "error": {
             "type": "server_error", "code": "server_error", "message": message}})
     failed = _response(ids, req, config, status="failed", output=[], usage=None)

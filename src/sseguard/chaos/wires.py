@@ -36,6 +36,7 @@ class Wire:
     unsupported_unstreamed: frozenset[Fault] = frozenset()
 
     def cannot_carry(self, *, stream: bool) -> frozenset[Fault]:
+        """The faults a request of this protocol cannot carry, streamed or not."""
         return self.unsupported if stream else self.unsupported | self.unsupported_unstreamed
 
 

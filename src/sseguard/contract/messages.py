@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from sseguard.contract._base import FINISHED, Block, CheckerBase, Joined, ToolFacts, is_int
@@ -25,12 +26,24 @@ from sseguard.verdict import Api, Ending, FindingKind
 
 __all__ = ["MessagesAssembler", "MessagesChecker"]
 
-#: Content-block deltas, by delta type: (field holding the fragment, block type it streams into,
-#: where leaked markup is looked for or None). One engine, this table (STYLE.md item 3).
-_DELTAS: dict[str, tuple[str, str, str | None]] = {
-    "text_delta": ("text", "text", "text"),
-    "thinking_delta": ("thinking", "thinking", "thinking"),
-    "input_json_delta": ("partial_json", "tool_use", None),
+@dataclass(frozen=True, slots=True)
+class _Delta:
+    """One kind of content-block delta: which field of it carries what, into which block type."""
+
+    field: str  # the field of the delta holding the fragment
+    block_type: str  # the only block type it may stream into
+    leak_field: str | None = None  # where leaked markup is looked for (None: not visible text)
+    sets: str | None = None  # not joined: the block field it replaces (a thinking signature)
+    appends: str | None = None  # not joined: the block list it extends (citations)
+
+
+#: Content-block deltas, by delta type: one engine, this table (STYLE.md item 3).
+_DELTAS: dict[str, _Delta] = {
+    "text_delta": _Delta("text", "text", "text"),
+    "thinking_delta": _Delta("thinking", "thinking", "thinking"),
+    "input_json_delta": _Delta("partial_json", "tool_use"),
+    "signature_delta": _Delta("signature", "thinking", sets="signature"),
+    "citations_delta": _Delta("citation", "text", appends="citations"),
 }
 #: Block types whose input streams as ``input_json_delta`` and is checked as a tool call.
 _TOOL_BLOCKS = frozenset({"tool_use"})
@@ -83,7 +96,7 @@ class MessagesAssembler:
     def delta(self, delta: dict[str, Any], usage: Any) -> None:
         message = self.message if self.message is not None else {}
         self.message = message
-        for key in ("stop_reason", "stop_sequence"):
+        for key in ("stop_reason", "stop_sequence", "stop_details", "container"):
             if key in delta:
                 message[key] = delta[key]
         if isinstance(usage, dict):
@@ -243,6 +256,19 @@ class MessagesChecker(CheckerBase):
                 self._input_at_start.add(index)
 
     def _on_block_delta(self, etype: str, obj: dict[str, Any]) -> None:
+        # Fast path for nearly every event of a long answer: text into an open text block.
+        index = obj.get("index")
+        block = self._asm.blocks.get(index) if type(index) is int else None
+        delta = obj.get("delta")
+        if (block is not None and block.open and block.type == "text" and self._stop_reason is None
+                and type(delta) is dict and delta.get("type") == "text_delta"):
+            text = delta.get("text")
+            if type(text) is str:
+                if text:
+                    self._asm.add_text(block.index, "text", text)
+                    self._asm.saw_token = True
+                    self._leaks.scan(block.index, "text", text)
+                return
         block = self._open_block(etype, obj)
         if block is None:
             return
@@ -253,28 +279,33 @@ class MessagesChecker(CheckerBase):
         dtype = delta.get("type")
         spec = _DELTAS.get(dtype) if isinstance(dtype, str) else None
         if spec is None:
-            return  # signature_delta, citations_delta and types added later carry no checked text
-        field, block_type, leak_field = spec
-        fragment = delta.get(field)
-        if not isinstance(fragment, str):
-            self._find(FindingKind.CHUNK_SCHEMA, f"{etype}: {dtype}.{field} is not a string")
+            return  # delta types added later carry nothing this checker knows
+        fragment = delta.get(spec.field)
+        wanted = dict if spec.appends else str
+        if not isinstance(fragment, wanted):
+            self._find(FindingKind.CHUNK_SCHEMA, f"{etype}: {dtype}.{spec.field} is not a "
+                                                 f"{'object' if spec.appends else 'string'}")
             return
-        if block.type != block_type:
+        if block.type != spec.block_type:
             self._find(FindingKind.CHUNK_SCHEMA, f"{etype}: {dtype} for content block "
                                                  f"{block.index}, a {block.type or 'untyped'} block")
             return
-        if block.is_tool:
+        if isinstance(fragment, dict):
+            assert spec.appends is not None  # only an appending delta carries an object
+            listed = block.snapshot.get(spec.appends)
+            block.snapshot[spec.appends] = [*(listed if isinstance(listed, list) else ()), fragment]
+        elif spec.sets is not None:
+            block.snapshot[spec.sets] = fragment
+        elif block.is_tool:
             if block.index in self._input_at_start:
                 self._input_at_start.discard(block.index)
                 block.arguments.clear()  # the deltas are the input, not what the start showed
             block.arguments.append(fragment)
-            return
-        if not fragment:
-            return
-        self._asm.add_text(block.index, field, fragment)
-        self._asm.saw_token = True
-        if leak_field is not None:
-            self._leaks.scan(block.index, leak_field, fragment)
+        elif fragment:
+            self._asm.add_text(block.index, spec.field, fragment)
+            self._asm.saw_token = True
+            if spec.leak_field is not None:
+                self._leaks.scan(block.index, spec.leak_field, fragment)
 
     def _on_block_stop(self, etype: str, obj: dict[str, Any]) -> None:
         block = self._open_block(etype, obj)
