@@ -7,7 +7,12 @@ builder returns plain bytes, so a test states exactly what the wire carried.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
+
+from sseguard.verdict import Ending, Finding, FindingKind, Verdict
+
+BODIES = Path(__file__).parent.parent / "examples" / "bodies"
 
 USAGE_R = {"input_tokens": 12, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5,
            "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 17}
@@ -117,22 +122,27 @@ class Responses:
         return self.ev("response.failed", response=self.response(
             "failed", error={"code": "server_error", "message": message}))
 
+    def end(self, how: str) -> Responses:
+        """completed, incomplete, failed, [DONE], error (a flat error event) or none."""
+        if how == "completed":
+            return self.completed()
+        if how == "incomplete":
+            return self.incomplete()
+        if how == "failed":
+            return self.failed()
+        if how == "[DONE]":
+            return self.raw(b"data: [DONE]\n\n")
+        if how == "error":
+            return self.ev("error", code="server_error", message="boom", param=None)
+        return self
+
     def body(self) -> bytes:
         return bytes(self.out)
 
 
 def responses_text(words: list[str], *, end: str = "completed") -> bytes:
-    """created, one message item, then ``end``: completed, incomplete, failed, [DONE] or none."""
-    r = Responses().created().message(0, words)
-    if end == "completed":
-        r.completed()
-    elif end == "incomplete":
-        r.incomplete()
-    elif end == "failed":
-        r.failed()
-    elif end == "[DONE]":
-        r.raw(b"data: [DONE]\n\n")
-    return r.body()
+    """created, one message item, then ``end`` (see ``Responses.end``)."""
+    return Responses().created().message(0, words).end(end).body()
 
 
 class Messages:
@@ -237,3 +247,49 @@ def sdk_shape(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
+
+
+def kinds(v: Verdict) -> list[FindingKind]:
+    return [f.kind for f in v.findings]
+
+
+def facts(v: Verdict) -> tuple[Ending, tuple[Finding, ...], dict[str, Any], str | None]:
+    """What must not depend on how the body was split: ending, findings with places, object, error."""
+    return v.ending, v.findings, v.message, v.error
+
+
+def sample_verdict(api: str, name: str) -> Verdict:
+    """The verdict of ``examples/bodies/{api}_{name}.sse`` (with the api's tool request), after
+    proving it the same for splits down to one byte."""
+    body = (BODIES / f"{api}_{name}.sse").read_bytes()
+    request = json.loads((BODIES.parent / f"request_tools_{api}.json").read_text())
+    whole = run(api, body, request=request)
+    for size in (1, 2, 3, 7, 64):
+        assert facts(run(api, body, size, request=request)) == facts(whole), size
+    return whole
+
+
+def shipped_samples(api: str) -> set[str]:
+    return {p.stem.removeprefix(f"{api}_") for p in BODIES.glob(f"{api}_*.sse")}
+
+
+def cut_or_crlf(draw: Any, body: bytes) -> bytes:
+    """Maybe cut the body anywhere, maybe turn its line ends into CRLF: how property tests break it."""
+    from hypothesis import strategies as st
+
+    if draw(st.booleans()):
+        body = body[:draw(st.integers(0, len(body)))]
+    if draw(st.booleans()):
+        body = body.replace(b"\n", b"\r\n")
+    return body
+
+
+def feed_in_sizes(checker: Any, body: bytes, sizes: list[int]) -> Verdict:
+    """Feed the whole body in pieces of the given sizes, cycling through them; the verdict."""
+    pos = 0
+    while pos < len(body):
+        for size in sizes:
+            checker.feed(body[pos:pos + size])
+            pos += size
+    result: Verdict = checker.close()
+    return result

@@ -4,20 +4,29 @@ from __future__ import annotations
 
 import itertools
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _protocol_streams import Messages, messages_text, run, sdk_shape, sse
+from _protocol_streams import (
+    BODIES,
+    Messages,
+    cut_or_crlf,
+    facts,
+    feed_in_sizes,
+    kinds,
+    messages_text,
+    run,
+    sample_verdict,
+    sdk_shape,
+    shipped_samples,
+    sse,
+)
 from sseguard.contract import MessagesChecker, checker_for, detect_api
 from sseguard.errors import UsageError
-from sseguard.verdict import Api, Ending, Finding, FindingKind, Verdict
-
-BODIES = Path(__file__).parent.parent / "examples" / "bodies"
-REQUEST = json.loads((BODIES.parent / "request_tools_messages.json").read_text())
+from sseguard.verdict import Api, Ending, FindingKind, Verdict
 
 #: The verdict every shipped Messages sample body must get: (ending, finding kinds, error message).
 EXPECTED: dict[str, tuple[Ending, list[FindingKind], str | None]] = {
@@ -42,29 +51,17 @@ TOOLS = {"tools": [{"name": "get_weather", "description": "Weather of a city",
                                      "required": ["city"]}}]}
 
 
-def kinds(v: Verdict) -> list[FindingKind]:
-    return [f.kind for f in v.findings]
-
-
-def facts(v: Verdict) -> tuple[Ending, tuple[Finding, ...], dict[str, Any], str | None]:
-    return v.ending, v.findings, v.message, v.error
-
-
 # ── the shipped sample bodies ───────────────────────────────────────────────────────────────────
 
 def test_every_messages_sample_body_is_shipped_and_expected() -> None:
-    shipped = {p.stem.removeprefix("messages_") for p in BODIES.glob("messages_*.sse")}
-    assert shipped == set(EXPECTED)
+    assert shipped_samples("messages") == set(EXPECTED)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_sample_body_verdict_is_the_same_for_every_split(name: str) -> None:
-    body = (BODIES / f"messages_{name}.sse").read_bytes()
-    assert detect_api(body) is Api.MESSAGES
-    whole = run("messages", body, request=REQUEST)
-    assert (whole.ending, kinds(whole), whole.error) == EXPECTED[name]
-    for size in (1, 2, 3, 7, 64):
-        assert facts(run("messages", body, size, request=REQUEST)) == facts(whole)
+    v = sample_verdict("messages", name)
+    assert (v.ending, kinds(v), v.error) == EXPECTED[name]
+    assert detect_api((BODIES / f"messages_{name}.sse").read_bytes()) is Api.MESSAGES
 
 
 # ── endings ─────────────────────────────────────────────────────────────────────────────────────
@@ -346,12 +343,7 @@ def messages_streams(draw: st.DrawFn) -> bytes:
         m.stop()
     if end == "error":
         m.ev("error", error={"type": "api_error", "message": "boom"})
-    body = m.body()
-    if draw(st.booleans()):
-        body = body[:draw(st.integers(0, len(body)))]
-    if draw(st.booleans()):
-        body = body.replace(b"\n", b"\r\n")
-    return body
+    return cut_or_crlf(draw, m.body())
 
 
 @settings(max_examples=120, deadline=None)
@@ -361,12 +353,8 @@ def test_random_stream_verdict_is_the_same_for_every_split(body: bytes, sizes: l
                                                            keep_text: bool) -> None:
     expected = run("messages", body, request=TOOLS, keep_text=keep_text)
     assert facts(run("messages", body, 1, request=TOOLS, keep_text=keep_text)) == facts(expected)
-    checker = MessagesChecker(TOOLS, keep_text=keep_text)
-    pos = 0
-    for size in sizes * (len(body) // max(sum(sizes), 1) + 1):
-        checker.feed(body[pos:pos + size])
-        pos += size
-    assert facts(checker.close()) == facts(expected)
+    split = feed_in_sizes(MessagesChecker(TOOLS, keep_text=keep_text), body, sizes)
+    assert facts(split) == facts(expected)
 
 
 _DELTAS = st.one_of(st.none(), st.integers(), st.fixed_dictionaries(
@@ -437,4 +425,19 @@ def _anthropic_snapshot(body: bytes) -> dict[str, Any]:
 ], ids=["text", "thinking-text-tool", "truncated", "citations"])
 def test_assembled_message_is_what_the_anthropic_sdk_accumulates(body: bytes) -> None:
     v = run("messages", body)
+    assert sdk_shape(v.message) == sdk_shape(_anthropic_snapshot(body))
+
+
+def test_server_tool_input_is_folded_but_not_checked_against_the_request_tools() -> None:
+    m = Messages().start()
+    m.ev("content_block_start", index=0, content_block={"type": "server_tool_use", "id": "srvtoolu_1",
+                                                         "name": "web_search", "input": {}})
+    m.ev("content_block_delta", index=0, delta={"type": "input_json_delta", "partial_json": ""})
+    m.ev("content_block_delta", index=0,
+         delta={"type": "input_json_delta", "partial_json": '{"query": "weather"}'})
+    m.ev("content_block_stop", index=0)
+    body = m.delta().stop().body()
+    v = run("messages", body, request=TOOLS)
+    assert (v.ending, v.findings) == (Ending.COMPLETE, ())
+    assert v.message["content"][0]["input"] == {"query": "weather"}
     assert sdk_shape(v.message) == sdk_shape(_anthropic_snapshot(body))

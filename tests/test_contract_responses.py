@@ -4,20 +4,29 @@ from __future__ import annotations
 
 import itertools
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _protocol_streams import Responses, responses_text, run, sdk_shape, sse
+from _protocol_streams import (
+    BODIES,
+    Responses,
+    cut_or_crlf,
+    facts,
+    feed_in_sizes,
+    kinds,
+    responses_text,
+    run,
+    sample_verdict,
+    sdk_shape,
+    shipped_samples,
+    sse,
+)
 from sseguard.contract import ResponsesChecker, checker_for, detect_api
 from sseguard.errors import UsageError
-from sseguard.verdict import Api, Ending, Finding, FindingKind, Verdict
-
-BODIES = Path(__file__).parent.parent / "examples" / "bodies"
-REQUEST = json.loads((BODIES.parent / "request_tools_responses.json").read_text())
+from sseguard.verdict import Api, Ending, FindingKind, Verdict
 
 #: The verdict every shipped Responses sample body must get: (ending, finding kinds, error message).
 EXPECTED: dict[str, tuple[Ending, list[FindingKind], str | None]] = {
@@ -47,29 +56,17 @@ TOOLS = {"tools": [{"type": "function", "name": "get_weather", "description": "W
                                    "required": ["city"]}}]}
 
 
-def kinds(v: Verdict) -> list[FindingKind]:
-    return [f.kind for f in v.findings]
-
-
-def facts(v: Verdict) -> tuple[Ending, tuple[Finding, ...], dict[str, Any], str | None]:
-    return v.ending, v.findings, v.message, v.error
-
-
 # ── the shipped sample bodies ───────────────────────────────────────────────────────────────────
 
 def test_every_responses_sample_body_is_shipped_and_expected() -> None:
-    shipped = {p.stem.removeprefix("responses_") for p in BODIES.glob("responses_*.sse")}
-    assert shipped == set(EXPECTED)
+    assert shipped_samples("responses") == set(EXPECTED)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_sample_body_verdict_is_the_same_for_every_split(name: str) -> None:
-    body = (BODIES / f"responses_{name}.sse").read_bytes()
-    assert detect_api(body) is Api.RESPONSES
-    whole = run("responses", body, request=REQUEST)
-    assert (whole.ending, kinds(whole), whole.error) == EXPECTED[name]
-    for size in (1, 2, 3, 7, 64):
-        assert facts(run("responses", body, size, request=REQUEST)) == facts(whole)
+    v = sample_verdict("responses", name)
+    assert (v.ending, kinds(v), v.error) == EXPECTED[name]
+    assert detect_api((BODIES / f"responses_{name}.sse").read_bytes()) is Api.RESPONSES
 
 
 # ── endings ─────────────────────────────────────────────────────────────────────────────────────
@@ -335,7 +332,8 @@ def test_unknown_event_types_are_ignored() -> None:
     r = Responses().created().ev("response.future_thing", payload={"x": 1}).message(0, ["a"])
     r.ev("response.output_text.annotation.added", item_id="msg_1", output_index=0,
          content_index=0, annotation_index=0, annotation={})
-    v = run("responses", r.completed().body())
+    r.completed().ev("response.future_thing", payload={"after": "the end"})
+    v = run("responses", r.body())
     assert (v.ending, v.findings) == (Ending.COMPLETE, ())
 
 
@@ -413,25 +411,14 @@ def responses_streams(draw: st.DrawFn) -> bytes:
         else:
             r.seq += draw(st.integers(1, 3))
         index += draw(st.sampled_from([0, 1, 1]))
-    end = draw(st.sampled_from(["completed", "incomplete", "failed", "none", "done", "error"]))
+    end = draw(st.sampled_from(["completed", "incomplete", "failed", "none", "[DONE]", "error"]))
     if end == "completed":
         r.completed(usage=draw(st.booleans()))
-    elif end == "incomplete":
-        r.incomplete()
-    elif end == "failed":
-        r.failed()
-    elif end == "done":
-        r.raw(b"data: [DONE]\n\n")
-    elif end == "error":
-        r.ev("error", code="server_error", message="boom", param=None)
+    else:
+        r.end(end)
     if draw(st.booleans()):
         r.raw(b"data: [DONE]\n\n")
-    body = r.body()
-    if draw(st.booleans()):
-        body = body[:draw(st.integers(0, len(body)))]
-    if draw(st.booleans()):
-        body = body.replace(b"\n", b"\r\n")
-    return body
+    return cut_or_crlf(draw, r.body())
 
 
 @settings(max_examples=120, deadline=None)
@@ -441,12 +428,8 @@ def test_random_stream_verdict_is_the_same_for_every_split(body: bytes, sizes: l
                                                            keep_text: bool) -> None:
     expected = run("responses", body, request=TOOLS, keep_text=keep_text)
     assert facts(run("responses", body, 1, request=TOOLS, keep_text=keep_text)) == facts(expected)
-    checker = ResponsesChecker(TOOLS, keep_text=keep_text)
-    pos = 0
-    for size in sizes * (len(body) // max(sum(sizes), 1) + 1):
-        checker.feed(body[pos:pos + size])
-        pos += size
-    assert facts(checker.close()) == facts(expected)
+    split = feed_in_sizes(ResponsesChecker(TOOLS, keep_text=keep_text), body, sizes)
+    assert facts(split) == facts(expected)
 
 
 _FIELDS = st.fixed_dictionaries({}, optional={

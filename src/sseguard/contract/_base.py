@@ -106,6 +106,28 @@ class ToolFacts:
 
 
 @dataclass(slots=True)
+class IdWatch:
+    """The first and last id a stream gave its answer, and whether it ever changed (a gateway that
+    splices two upstream answers into one stream shows it here)."""
+
+    first: str | None = None
+    last: str | None = None
+    changed: bool = False
+
+    def see(self, value: Any) -> None:
+        if not isinstance(value, str):
+            return
+        if self.first is None:
+            self.first = value
+        elif value != self.first:
+            self.changed = True
+        self.last = value
+
+    def facts(self) -> tuple[str | None, str | None, bool]:
+        return self.first, self.last, self.changed
+
+
+@dataclass(slots=True)
 class Block:
     """One output item (Responses) or content block (Messages) while it streams.
 
@@ -218,10 +240,11 @@ class CheckerBase(ABC):
 
     api: ClassVar[Api]
 
-    def __init__(self, *, markup: str | Iterable[str] | None = "all", keep_text: bool = True,
-                 tools: ToolFacts | None = None) -> None:
+    def __init__(self, request: dict[str, Any] | None = None, *,
+                 markup: str | Iterable[str] | None = "all", keep_text: bool = True) -> None:
+        self._request: dict[str, Any] = request if isinstance(request, dict) else {}
         self._keep_text = keep_text
-        self._tools = tools
+        self._tools = ToolFacts(self._request.get("tools"), self._tool_entry)
         self._leaks = LeakScanner(leak_markers(markup), self._on_leak)
         self._decoder = SSEDecoder()
         self._findings: list[Finding] = []
@@ -235,6 +258,7 @@ class CheckerBase(ABC):
         self._chunks = 0  # JSON event objects folded
         self._events = 0  # events that are not keep-alives: none at all is an empty stream
         self._error: str | None = None
+        self._once_keys: set[str] = set()
         self._closed = False
 
     # ── what adapters read while feeding ──────────────────────────────────────────────────────
@@ -304,6 +328,12 @@ class CheckerBase(ABC):
                                             f"at {pos}")
 
     _leak_place: ClassVar[str] = "choice"  # what the index of a text stream counts, for the detail
+
+    @staticmethod
+    @abstractmethod
+    def _tool_entry(tool: dict[str, Any]) -> tuple[Any, Any]:
+        """One element of the request's ``tools`` as ``(name, JSON schema)``, in the protocol's
+        own spelling of a tool."""
 
     def _on_error(self, data: str, obj: Any = None) -> None:
         """An error event: its message is kept (the first one wins; later ones are echoes)."""
@@ -419,13 +449,39 @@ class CheckerBase(ABC):
     def _message(self) -> dict[str, Any]:
         """The final object, as the protocol's official SDK would accumulate it."""
 
+    # ── helpers of the typed-event protocols (Responses, Messages) ────────────────────────────
+    def _int_field(self, etype: str, obj: dict[str, Any], field: str) -> int | None:
+        """An index field of an event; anything but an integer is a schema finding."""
+        value = obj.get(field)
+        if is_int(value):
+            return value
+        self._find(FindingKind.CHUNK_SCHEMA, f"{etype}: {field} is not an integer")
+        return None
+
+    def _open_block(self, etype: str, index: int, blocks: dict[int, Block],
+                    what: str) -> Block | None:
+        """The open block (item) an event refers to; one never opened, or closed, is out of order."""
+        block = blocks.get(index)
+        if block is None or not block.open:
+            self._find(FindingKind.EVENT_ORDER, f"{etype} for {what} {index}, which is "
+                                                f"{'not open' if block else 'never opened'}")
+            return None
+        return block
+
+    def _once(self, key: str, kind: FindingKind, detail: str) -> None:
+        """A finding made once per stream for ``key`` (what follows the end, what precedes the
+        start: one is evidence enough, a thousand would bury the rest)."""
+        if key not in self._once_keys:
+            self._once_keys.add(key)
+            self._find(kind, detail)
+
     # ── tool calls ────────────────────────────────────────────────────────────────────────────
     def _check_call(self, where: str, name: str, arguments: str, *, cut_off: bool,
                     flagged: bool = False) -> None:
         """Name, JSON and schema of one tool call. ``cut_off``: the stream stopped inside it, so
         unparseable arguments are a call cut short, not bad JSON (unless already ``flagged``)."""
         tools = self._tools
-        if tools is not None and tools.offered and name not in tools.schemas:
+        if tools.offered and name not in tools.schemas:
             self._find(FindingKind.TOOL_UNDEFINED_FUNCTION,
                        f"{where}: not among the {len(tools.schemas)} offered tools")
         if arguments.strip() == "":
@@ -444,7 +500,7 @@ class CheckerBase(ABC):
                                f"{where}: {exc.msg} at {exc.pos}: {arguments[:120]!r}"
                                if isinstance(exc, json.JSONDecodeError) else f"{where}: {exc}")
                 return
-        schema = tools.schemas.get(name) if tools is not None else None
+        schema = tools.schemas.get(name)
         if isinstance(schema, dict) and schema:
             problem = schema_problem(args, schema)
             if problem is not None:

@@ -22,7 +22,6 @@ from sseguard.contract._base import (
     LEAK_MARKERS,
     TAIL_BYTES,
     CheckerBase,
-    ToolFacts,
     decode_json,
     leak_markers,
 )
@@ -30,12 +29,6 @@ from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
 
 __all__ = ["LEAK_MARKERS", "TAIL_BYTES", "StreamChecker", "leak_markers"]
-
-
-def _chat_tool(tool: dict[str, Any]) -> tuple[Any, Any]:
-    """A chat tool nests its name and schema under ``function``."""
-    fn = tool.get("function")
-    return (fn.get("name"), fn.get("parameters")) if isinstance(fn, dict) else (None, None)
 
 
 class StreamChecker(CheckerBase):
@@ -49,15 +42,20 @@ class StreamChecker(CheckerBase):
 
     def __init__(self, request: dict[str, Any] | None = None, *,
                  markup: str | Iterable[str] | None = "all", keep_text: bool = True) -> None:
-        request = request if isinstance(request, dict) else {}
-        super().__init__(markup=markup, keep_text=keep_text,
-                         tools=ToolFacts(request.get("tools"), _chat_tool))
+        super().__init__(request, markup=markup, keep_text=keep_text)
+        request = self._request
         opts = request.get("stream_options")
         self._include_usage = bool(isinstance(opts, dict) and opts.get("include_usage"))
         n = request.get("n")
         self._n = n if isinstance(n, int) and n > 0 else None
         self._assembler = MessageAssembler(keep_text=keep_text, on_text=self._leaks.scan)
         self._done_frame: int | None = None
+
+    @staticmethod
+    def _tool_entry(tool: dict[str, Any]) -> tuple[Any, Any]:
+        """A chat tool nests its name and schema under ``function``."""
+        fn = tool.get("function")
+        return (fn.get("name"), fn.get("parameters")) if isinstance(fn, dict) else (None, None)
 
     @property
     def saw_content(self) -> bool:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sseguard.contract._base import FINISHED, Block, CheckerBase, Joined, ToolFacts, is_int
+from sseguard.contract._base import FINISHED, Block, CheckerBase, IdWatch, Joined
 from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
 
@@ -31,7 +31,7 @@ class _Delta:
     """One kind of content-block delta: which field of it carries what, into which block type."""
 
     field: str  # the field of the delta holding the fragment
-    block_type: str  # the only block type it may stream into
+    block_types: frozenset[str]  # the block types it may stream into
     leak_field: str | None = None  # where leaked markup is looked for (None: not visible text)
     sets: str | None = None  # not joined: the block field it replaces (a thinking signature)
     appends: str | None = None  # not joined: the block list it extends (citations)
@@ -39,19 +39,16 @@ class _Delta:
 
 #: Content-block deltas, by delta type: one engine, this table (STYLE.md item 3).
 _DELTAS: dict[str, _Delta] = {
-    "text_delta": _Delta("text", "text", "text"),
-    "thinking_delta": _Delta("thinking", "thinking", "thinking"),
-    "input_json_delta": _Delta("partial_json", "tool_use"),
-    "signature_delta": _Delta("signature", "thinking", sets="signature"),
-    "citations_delta": _Delta("citation", "text", appends="citations"),
+    "text_delta": _Delta("text", frozenset({"text"}), "text"),
+    "thinking_delta": _Delta("thinking", frozenset({"thinking"}), "thinking"),
+    # A server tool's input (web search, code execution) streams like a client tool's, as the SDK
+    # folds it; only client tool calls are checked against the request's tools.
+    "input_json_delta": _Delta("partial_json", frozenset({"tool_use", "server_tool_use"})),
+    "signature_delta": _Delta("signature", frozenset({"thinking"}), sets="signature"),
+    "citations_delta": _Delta("citation", frozenset({"text"}), appends="citations"),
 }
-#: Block types whose input streams as ``input_json_delta`` and is checked as a tool call.
+#: Block types that are the model's calls of the request's tools: their input is checked.
 _TOOL_BLOCKS = frozenset({"tool_use"})
-
-
-def _messages_tool(tool: dict[str, Any]) -> tuple[Any, Any]:
-    """An Anthropic tool is ``{"name", "description", "input_schema"}`` (server tools: no schema)."""
-    return tool.get("name"), tool.get("input_schema")
 
 
 class MessagesAssembler:
@@ -63,28 +60,19 @@ class MessagesAssembler:
     ``keep_text=False`` keeps no text (tool input is always kept: it is checked).
     """
 
-    __slots__ = ("blocks", "first_id", "ids_changed", "keep_text", "last_id", "message", "saw_token",
-                 "texts")
+    __slots__ = ("blocks", "ids", "keep_text", "message", "saw_token", "texts")
 
     def __init__(self, *, keep_text: bool = True) -> None:
         self.keep_text = keep_text
         self.message: dict[str, Any] | None = None
         self.blocks: dict[int, Block] = {}
         self.texts: dict[tuple[int, str], Joined] = {}
-        self.first_id: str | None = None
-        self.last_id: str | None = None
-        self.ids_changed = False
+        self.ids = IdWatch()
         self.saw_token = False
 
     def start(self, message: dict[str, Any]) -> None:
         self.message = dict(message)
-        mid = message.get("id")
-        if isinstance(mid, str):
-            if self.first_id is None:
-                self.first_id = mid
-            elif mid != self.first_id:
-                self.ids_changed = True
-            self.last_id = mid
+        self.ids.see(message.get("id"))
 
     def add_text(self, index: int, field: str, text: str) -> None:
         key = (index, field)
@@ -113,7 +101,7 @@ class MessagesAssembler:
         if joined is not None:
             start = out.get(block.type)
             out[block.type] = (start if isinstance(start, str) else "") + joined.text
-        if block.is_tool and block.arguments:
+        if block.arguments:
             # Unparseable input stays as it was opened: the checker reports the cut or the bad JSON.
             with contextlib.suppress(ValueError):
                 out["input"] = json.loads("".join(block.arguments))
@@ -140,15 +128,11 @@ class MessagesChecker(CheckerBase):
 
     def __init__(self, request: dict[str, Any] | None = None, *,
                  markup: str | Iterable[str] | None = "all", keep_text: bool = True) -> None:
-        request = request if isinstance(request, dict) else {}
-        super().__init__(markup=markup, keep_text=keep_text,
-                         tools=ToolFacts(request.get("tools"), _messages_tool))
+        super().__init__(request, markup=markup, keep_text=keep_text)
         self._asm = MessagesAssembler(keep_text=keep_text)
         self._stop_reason: str | None = None
         self._stopped = False  # message_stop came
         self._usage_seen = False
-        self._late_reported = False
-        self._order_reported = False
         self._input_at_start: set[int] = set()  # tool blocks whose input came whole at the start
         self._handlers: dict[str, Callable[[str, dict[str, Any]], None]] = {
             "message_start": self._on_start,
@@ -158,6 +142,11 @@ class MessagesChecker(CheckerBase):
             "message_delta": self._on_message_delta,
             "message_stop": self._on_message_stop,
         }
+
+    @staticmethod
+    def _tool_entry(tool: dict[str, Any]) -> tuple[Any, Any]:
+        """An Anthropic tool is ``{"name", "description", "input_schema"}`` (server tools: none)."""
+        return tool.get("name"), tool.get("input_schema")
 
     @property
     def saw_content(self) -> bool:
@@ -187,15 +176,12 @@ class MessagesChecker(CheckerBase):
         if self._stopped:
             self._late(f"{etype} after message_stop")
             return
-        if self._asm.message is None and etype != "message_start" and not self._order_reported:
-            self._order_reported = True
-            self._find(FindingKind.EVENT_ORDER, f"{etype} before message_start")
+        if self._asm.message is None and etype != "message_start":
+            self._once("start", FindingKind.EVENT_ORDER, f"{etype} before message_start")
         handler(etype, obj)
 
     def _late(self, what: str) -> None:
-        if not self._late_reported:
-            self._late_reported = True
-            self._find(FindingKind.EVENT_ORDER, what)
+        self._once("end", FindingKind.EVENT_ORDER, what)
 
     def _on_start(self, etype: str, obj: dict[str, Any]) -> None:
         message = obj.get("message")
@@ -206,32 +192,20 @@ class MessagesChecker(CheckerBase):
             self._find(FindingKind.EVENT_ORDER, "a second message_start")
         self._asm.start(message)
 
-    def _index(self, etype: str, obj: dict[str, Any]) -> int | None:
-        index = obj.get("index")
-        if is_int(index):
-            return index
-        self._find(FindingKind.CHUNK_SCHEMA, f"{etype}: index is not an integer")
-        return None
-
     def _content_allowed(self, etype: str) -> bool:
         if self._stop_reason is not None:
             self._late(f"{etype} after the stop_reason")
             return False
         return True
 
-    def _open_block(self, etype: str, obj: dict[str, Any]) -> Block | None:
-        index = self._index(etype, obj)
+    def _block_of(self, etype: str, obj: dict[str, Any]) -> Block | None:
+        index = self._int_field(etype, obj, "index")
         if index is None or not self._content_allowed(etype):
             return None
-        block = self._asm.blocks.get(index)
-        if block is None or not block.open:
-            self._find(FindingKind.EVENT_ORDER, f"{etype} for content block {index}, which is "
-                                                f"{'not open' if block else 'never opened'}")
-            return None
-        return block
+        return self._open_block(etype, index, self._asm.blocks, "content block")
 
     def _on_block_start(self, etype: str, obj: dict[str, Any]) -> None:
-        index = self._index(etype, obj)
+        index = self._int_field(etype, obj, "index")
         if index is None or not self._content_allowed(etype):
             return
         content = obj.get("content_block")
@@ -269,7 +243,7 @@ class MessagesChecker(CheckerBase):
                     self._asm.saw_token = True
                     self._leaks.scan(block.index, "text", text)
                 return
-        block = self._open_block(etype, obj)
+        block = self._block_of(etype, obj)
         if block is None:
             return
         delta = obj.get("delta")
@@ -286,7 +260,7 @@ class MessagesChecker(CheckerBase):
             self._find(FindingKind.CHUNK_SCHEMA, f"{etype}: {dtype}.{spec.field} is not a "
                                                  f"{'object' if spec.appends else 'string'}")
             return
-        if block.type != spec.block_type:
+        if block.type not in spec.block_types:
             self._find(FindingKind.CHUNK_SCHEMA, f"{etype}: {dtype} for content block "
                                                  f"{block.index}, a {block.type or 'untyped'} block")
             return
@@ -296,7 +270,7 @@ class MessagesChecker(CheckerBase):
             block.snapshot[spec.appends] = [*(listed if isinstance(listed, list) else ()), fragment]
         elif spec.sets is not None:
             block.snapshot[spec.sets] = fragment
-        elif block.is_tool:
+        elif spec.field == "partial_json":
             if block.index in self._input_at_start:
                 self._input_at_start.discard(block.index)
                 block.arguments.clear()  # the deltas are the input, not what the start showed
@@ -308,7 +282,7 @@ class MessagesChecker(CheckerBase):
                 self._leaks.scan(block.index, spec.leak_field, fragment)
 
     def _on_block_stop(self, etype: str, obj: dict[str, Any]) -> None:
-        block = self._open_block(etype, obj)
+        block = self._block_of(etype, obj)
         if block is not None:
             block.open = False
 
@@ -347,8 +321,7 @@ class MessagesChecker(CheckerBase):
             self._find(FindingKind.MISSING_USAGE, "no message_delta carried usage")
 
     def _ids(self) -> tuple[str | None, str | None, bool]:
-        asm = self._asm
-        return asm.first_id, asm.last_id, asm.ids_changed
+        return self._asm.ids.facts()
 
     def _message(self) -> dict[str, Any]:
         return self._asm.to_message()

@@ -23,8 +23,8 @@ from sseguard.contract._base import (
     FINISHED,
     Block,
     CheckerBase,
+    IdWatch,
     Joined,
-    ToolFacts,
     is_int,
 )
 from sseguard.sse import SSEEvent
@@ -73,14 +73,6 @@ _PART_TEXT = {"response.output_text": "text", "response.refusal": "refusal",
 _ARGUMENTS = "response.function_call_arguments"
 
 
-def _responses_tool(tool: dict[str, Any]) -> tuple[Any, Any]:
-    """A Responses tool is flat: ``{"type": "function", "name", "parameters"}``; built-in tools
-    (web search, file search, …) come back as their own item types, never as function calls."""
-    if tool.get("type", "function") in ("function", "custom"):
-        return tool.get("name"), tool.get("parameters")
-    return None, None
-
-
 @dataclass(slots=True)
 class _Part:
     snapshot: dict[str, Any]
@@ -96,8 +88,7 @@ class ResponsesAssembler:
     filled in. ``keep_text=False`` keeps no text (arguments are always kept: they are checked).
     """
 
-    __slots__ = ("first_id", "ids_changed", "items", "keep_text", "last_id", "parts", "response",
-                 "saw_token", "texts")
+    __slots__ = ("ids", "items", "keep_text", "parts", "response", "saw_token", "texts")
 
     def __init__(self, *, keep_text: bool = True) -> None:
         self.keep_text = keep_text
@@ -105,20 +96,12 @@ class ResponsesAssembler:
         self.items: dict[int, Block] = {}
         self.parts: dict[tuple[int, str, int], _Part] = {}
         self.texts: dict[tuple[int, str, int], Joined] = {}
-        self.first_id: str | None = None
-        self.last_id: str | None = None
-        self.ids_changed = False
+        self.ids = IdWatch()
         self.saw_token = False
 
     def note_response(self, response: dict[str, Any]) -> None:
         self.response = response
-        rid = response.get("id")
-        if isinstance(rid, str):
-            if self.first_id is None:
-                self.first_id = rid
-            elif rid != self.first_id:
-                self.ids_changed = True
-            self.last_id = rid
+        self.ids.see(response.get("id"))
 
     def text(self, key: tuple[int, str, int]) -> Joined:
         joined = self.texts.get(key)
@@ -175,15 +158,11 @@ class ResponsesChecker(CheckerBase):
 
     def __init__(self, request: dict[str, Any] | None = None, *,
                  markup: str | Iterable[str] | None = "all", keep_text: bool = True) -> None:
-        request = request if isinstance(request, dict) else {}
-        super().__init__(markup=markup, keep_text=keep_text,
-                         tools=ToolFacts(request.get("tools"), _responses_tool))
+        super().__init__(request, markup=markup, keep_text=keep_text)
         self._asm = ResponsesAssembler(keep_text=keep_text)
         self._terminal: dict[str, Any] | None = None  # the completed / incomplete response
         self._ended = False  # a terminal, failed or done-marker event came: nothing may follow
         self._done_marker = False
-        self._late_reported = False
-        self._order_reported = False  # events before response.created: one finding is enough
         self._next_seq: int | None = None
         self._gap_reported = False
         self._handlers: dict[str, Callable[[str, dict[str, Any]], None]] = {
@@ -202,6 +181,14 @@ class ResponsesChecker(CheckerBase):
         for prefix in _TEXT:
             self._handlers[prefix + ".delta"] = self._on_delta
             self._handlers[prefix + ".done"] = self._on_text_done
+
+    @staticmethod
+    def _tool_entry(tool: dict[str, Any]) -> tuple[Any, Any]:
+        """A Responses tool is flat: ``{"type": "function", "name", "parameters"}``; built-in tools
+        (web search, file search, …) come back as their own item types, never as function calls."""
+        if tool.get("type", "function") in ("function", "custom"):
+            return tool.get("name"), tool.get("parameters")
+        return None, None
 
     @property
     def saw_content(self) -> bool:
@@ -225,15 +212,14 @@ class ResponsesChecker(CheckerBase):
         if etype == "response.done":
             self._on_done_marker(etype)
             return
-        if self._ended:
-            self._late(etype)
-            return
         handler = self._handlers.get(etype)
         if handler is None:
             return  # unknown types are ignored: OpenAI adds event types
-        if self._asm.response is None and etype != "response.created" and not self._order_reported:
-            self._order_reported = True
-            self._find(FindingKind.EVENT_ORDER, f"{etype} before response.created")
+        if self._ended:
+            self._late(etype)
+            return
+        if self._asm.response is None and etype != "response.created":
+            self._once("start", FindingKind.EVENT_ORDER, f"{etype} before response.created")
         handler(etype, obj)
 
     def _note_sequence(self, obj: dict[str, Any]) -> None:
@@ -256,9 +242,7 @@ class ResponsesChecker(CheckerBase):
         self._ended = True
 
     def _late(self, what: str) -> None:
-        if not self._late_reported:
-            self._late_reported = True
-            self._find(FindingKind.EVENT_ORDER, f"{what} after the end of the response")
+        self._once("end", FindingKind.EVENT_ORDER, f"{what} after the end of the response")
 
     def _response_of(self, etype: str, obj: dict[str, Any]) -> dict[str, Any] | None:
         response = obj.get("response")
@@ -297,27 +281,13 @@ class ResponsesChecker(CheckerBase):
         if self._error is None:
             self._error = message or etype
 
-    def _index(self, etype: str, obj: dict[str, Any], field: str = "output_index") -> int | None:
-        index = obj.get(field)
-        if is_int(index):
-            return index
-        self._find(FindingKind.CHUNK_SCHEMA, f"{etype}: {field} is not an integer")
-        return None
-
     def _open_item(self, etype: str, obj: dict[str, Any]) -> Block | None:
-        """The open item an event refers to; an item never opened, or closed, is out of order."""
-        index = self._index(etype, obj)
-        if index is None:
-            return None
-        block = self._asm.items.get(index)
-        if block is None or not block.open:
-            self._find(FindingKind.EVENT_ORDER, f"{etype} for output item {index}, which is "
-                                                f"{'not open' if block else 'never opened'}")
-            return None
-        return block
+        index = self._int_field(etype, obj, "output_index")
+        return None if index is None else self._open_block(etype, index, self._asm.items,
+                                                           "output item")
 
     def _on_item_added(self, etype: str, obj: dict[str, Any]) -> None:
-        index = self._index(etype, obj)
+        index = self._int_field(etype, obj, "output_index")
         item = obj.get("item")
         if index is None:
             return
@@ -364,7 +334,7 @@ class ResponsesChecker(CheckerBase):
         block = self._open_item(etype, obj)
         if block is None:
             return None
-        sub = self._index(etype, obj, index_field)
+        sub = self._int_field(etype, obj, index_field)
         return None if sub is None else (block, (block.index, prefix, sub))
 
     def _on_part_added(self, etype: str, obj: dict[str, Any]) -> None:
@@ -409,7 +379,7 @@ class ResponsesChecker(CheckerBase):
             return None
         sub = 0
         if spec.part_index is not None:
-            got = self._index(etype, obj, spec.part_index)
+            got = self._int_field(etype, obj, spec.part_index)
             if got is None:
                 return None
             sub = got
@@ -467,8 +437,7 @@ class ResponsesChecker(CheckerBase):
             self._find(FindingKind.MISSING_USAGE, "the terminal response carries no usage")
 
     def _ids(self) -> tuple[str | None, str | None, bool]:
-        asm = self._asm
-        return asm.first_id, asm.last_id, asm.ids_changed
+        return self._asm.ids.facts()
 
     def _message(self) -> dict[str, Any]:
         return self._asm.to_response()
