@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from _locust_support import base_env, chaos_server, free_port, run_cli, start, stop
+from _locust_support import base_env, chaos_server, free_port, run_cli, run_distributed
 from sseguard.analyze import analyze, load_records
 from sseguard.chaos.faults import EXPECTED, Fault
 from sseguard.locust_run import LOCUSTFILE, SETTINGS_ENV, Settings, locust_argv, master_address, role
@@ -60,24 +60,11 @@ def distributed_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, objec
     """One master and two workers, headless, 6 s, default output directory (named by the run id)."""
     work = tmp_path_factory.mktemp("locust")
     with chaos_server(CHAOS, work) as url:
-        port = free_port()
         common = ["locust", "--arm", f"chaos={url}", "--key-env", KEY_ENV, "--stall-timeout", "0.5"]
         # The master sends no request: it runs without the key variable.
-        master = start([*common, "--master", "--master-bind-host", "127.0.0.1",
-                        "--master-bind-port", str(port), "--headless", "-u", "4", "-r", "4", "-t", "6s",
-                        "--expect-workers", "2", "--expect-workers-max-wait", "30",
-                        "--csv", "stats/run", "--json-file", "stats/run"],
-                       cwd=work, env=base_env(), log=work / "master.log")
-        workers = [start([*common, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
-                         cwd=work, env=base_env(**{KEY_ENV: SECRET}), log=work / f"worker{i}.log")
-                   for i in (1, 2)]
-        try:
-            master_code = master.wait(50)
-            worker_codes = [w.wait(15) for w in workers]
-        finally:
-            for proc in (master, *workers):
-                stop(proc)
-    return {"work": work, "master_code": master_code, "worker_codes": worker_codes}
+        return run_distributed(common, work, master_args=["--csv", "stats/run", "--json-file",
+                                                          "stats/run"],
+                               worker_env={KEY_ENV: SECRET})
 
 
 def _results(work: Path) -> dict[Path, list[Record]]:
@@ -346,23 +333,8 @@ def protocol_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
                           f'key_env = "{KEY_ENV}"\n'
                           f'[[arm]]\nname = "claude"\nbase_url = "{url}"\napi = "messages"\n'
                           f'key_env = "{KEY_ENV}"\n', "utf-8")
-        port = free_port()
-        common = ["locust", "--config", str(config)]
-        master = start([*common, "--master", "--master-bind-host", "127.0.0.1",
-                        "--master-bind-port", str(port), "--headless", "-u", "4", "-r", "4", "-t", "6s",
-                        "--expect-workers", "2", "--expect-workers-max-wait", "30",
-                        "--json-file", "run/stats"],
-                       cwd=work, env=base_env(), log=work / "master.log")
-        workers = [start([*common, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
-                         cwd=work, env=base_env(**{KEY_ENV: SECRET}), log=work / f"worker{i}.log")
-                   for i in (1, 2)]
-        try:
-            master_code = master.wait(50)
-            worker_codes = [w.wait(15) for w in workers]
-        finally:
-            for proc in (master, *workers):
-                stop(proc)
-    return {"work": work, "master_code": master_code, "worker_codes": worker_codes}
+        return run_distributed(["locust", "--config", str(config)], work,
+                               master_args=["--json-file", "run/stats"], worker_env={KEY_ENV: SECRET})
 
 
 def test_workers_record_each_protocols_endings_as_the_server_injected_them(protocol_run: dict

@@ -62,16 +62,14 @@ def print_summary(analysis: Analysis, console: Console, *, top: int = 8) -> None
         for attr in analysis.attributes[:top]:
             table.add_row(*_terminal_cells(attr))
         console.print(table)
-    if analysis.by_reason:
-        table = _share_table("Each kind of failure on its own: its best attribute", first="failure")
-        for reason, attr in _reason_leads(analysis):
-            table.add_row(f"{reason}\n({attr.failed + attr.unobserved_failures})", *_terminal_cells(attr))
-        console.print(table)
-    if analysis.within_api:
-        table = _share_table("Within each api: its best attribute", first="api")
-        for api, attr in _api_leads(analysis):
-            table.add_row(f"{api}\n({attr.failed + attr.unobserved_failures})", *_terminal_cells(attr))
-        console.print(table)
+    for title, first, leads in (("Each kind of failure on its own", "failure", _reason_leads(analysis)),
+                                ("Within each api", "api", _api_leads(analysis))):
+        if leads:
+            table = _share_table(f"{title}: its best attribute", first=first)
+            for name, attr in leads:
+                table.add_row(f"{name}\n({attr.failed + attr.unobserved_failures})",
+                              *_terminal_cells(attr))
+            console.print(table)
     if analysis.total.failed and analysis.attributes:
         console.print(Text("rate in / out: failure rate with and without the values, 95% interval below; "
                            "sep.: all = every failure has the values, yes = significant, ≈ X = the same "
@@ -237,18 +235,14 @@ def render_html(analysis: Analysis, records: Sequence[Record], images: dict[str,
                               "share of failures", "p adj.", "separates"],
                              [[str(i), *_attribute_cells(a)]
                               for i, a in enumerate(analysis.attributes, start=1)]))
-    if analysis.by_reason:
-        parts += ["<h3>Each kind of failure on its own</h3>",
-                  _html_table(["failure", "attribute", "values", "rate in", "rate out",
-                               "share of failures", "p adj.", "separates"],
-                              [[f"{reason} ({a.failed + a.unobserved_failures})", *_attribute_cells(a)]
-                               for reason, a in _reason_leads(analysis)])]
-    if analysis.within_api:
-        parts += ["<h3>Within each api</h3>",
-                  _html_table(["api", "attribute", "values", "rate in", "rate out",
-                               "share of failures", "p adj.", "separates"],
-                              [[f"{api} ({a.failed + a.unobserved_failures})", *_attribute_cells(a)]
-                               for api, a in _api_leads(analysis)])]
+    for title, first, leads in (("Each kind of failure on its own", "failure", _reason_leads(analysis)),
+                                ("Within each api", "api", _api_leads(analysis))):
+        if leads:
+            parts += [f"<h3>{title}</h3>",
+                      _html_table([first, "attribute", "values", "rate in", "rate out",
+                                   "share of failures", "p adj.", "separates"],
+                                  [[f"{name} ({a.failed + a.unobserved_failures})", *_attribute_cells(a)]
+                                   for name, a in leads])]
     for attr in analysis.attributes:
         rows = [[v.value, str(v.rate.total), str(v.rate.failed), str(v.rate), pct(v.share),
                  fmt_p(v.p, v.log10_p), _counts(v.failures)] for v in attr.values]
