@@ -277,3 +277,40 @@ async def test_tools_and_reuse_hold_real_multi_turn_conversations_in_each_protoc
     grown = [r.prompt_bytes for r in sorted(reuse.records, key=lambda r: r.index)]
     assert grown == sorted(grown) and grown[-1] > grown[0]
     assert all(r.ending == "complete" for r in reuse.records)
+
+
+async def test_a_messages_arm_sends_its_key_anthropic_style_and_no_file_keeps_it(tmp_path: Path) -> None:
+    key = "k3y-Anthropic-Path-Echoes-It-5150"
+    seen: list[tuple[str | None, str | None, str | None]] = []
+
+    async def echo(request: web.Request) -> web.StreamResponse:
+        """An Anthropic-compatible path that echoes its x-api-key in a header, a cookie and the text."""
+        body = await request.json()
+        seen.append((request.headers.get("x-api-key"), request.headers.get("anthropic-version"),
+                     request.headers.get("authorization")))
+        assert body["max_tokens"] == 1024 and body["system"] and body["stream"] is True
+        resp = web.StreamResponse(headers={"content-type": "text/event-stream", "x-echo": key,
+                                           "set-cookie": f"session={key}"})
+        await resp.prepare(request)
+        start = {"type": "message_start", "message": {
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [],
+            "stop_reason": None, "usage": {"input_tokens": 3, "output_tokens": 0}}}
+        block = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+        delta = {"type": "content_block_delta", "index": 0,
+                 "delta": {"type": "text_delta", "text": f"your key is {key}"}}
+        for event in (start, block, delta):  # then a clean EOF: truncated
+            await resp.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/messages", echo)
+    async with serve_app(app) as url:
+        cfg = config(f"claude={url}", tmp_path, count=6, concurrency="2", api="messages",
+                     key_env="PROBE_ANTHROPIC_KEY", environ={"PROBE_ANTHROPIC_KEY": key})
+        result = await execute(cfg, live=False, environ={"PROBE_ANTHROPIC_KEY": key})
+    assert seen == [(key, "2023-06-01", None)] * 6
+    assert {(r.api, r.ending) for r in result.records} == {("messages", "truncated")}
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(files) >= 8
+    for path in files:
+        assert key not in path.read_text("utf-8", errors="replace"), path
