@@ -141,7 +141,7 @@ class LiveView:
         for arm in arms:
             api = (apis or {}).get(arm)
             self._tasks[arm] = self._progress.add_task(
-                f"{arm} ({api})" if api else arm, total=totals.get(arm),
+                f"{arm} ({api})" if api and api != arm else arm, total=totals.get(arm),
                 completed=(completed or {}).get(arm, 0), status="")
         if self.enabled:
             self._live = Live(_Board(self._progress, self.tally), console=self.console,
