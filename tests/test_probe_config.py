@@ -63,3 +63,27 @@ def test_an_unknown_api_is_one_line_naming_the_known_ones(tmp_path: Path) -> Non
     toml.write_text('[[arm]]\nname = "x"\nbase_url = "http://127.0.0.1:9/v1"\napi = "soap"\n')
     with pytest.raises(ConfigError, match=r"arm 'x': unknown api 'soap' \(known: chat, responses"):
         build_config({"out": str(tmp_path)}, config_path=str(toml))
+
+
+def test_each_arm_may_bring_its_own_body_in_its_own_format(tmp_path: Path) -> None:
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps({"messages": [{"role": "system", "content": "x"},
+                                             {"role": "user", "content": "y"}]}))
+    claude = tmp_path / "claude.json"
+    claude.write_text(json.dumps({"system": "x", "max_tokens": 50,
+                                  "messages": [{"role": "user", "content": "y"}]}))
+    toml = tmp_path / "p.toml"
+    toml.write_text(f'[[arm]]\nname = "oai"\nbase_url = "http://127.0.0.1:9/v1"\nbody = "{chat}"\n'
+                    f'[[arm]]\nname = "claude"\nbase_url = "http://127.0.0.1:9/v1"\napi = "messages"\n'
+                    f'body = "{claude}"\n')
+    cfg = build_config({"out": str(tmp_path / "o")}, config_path=str(toml))
+    assert [(a.name, a.body_file) for a in cfg.arms] == [("oai", str(chat)), ("claude", str(claude))]
+    assert [a["body_file"] for a in cfg.to_dict()["arms"]] == [str(chat), str(claude)]
+    # The same two files on the wrong arms: each refused, naming the arm and the format it needs.
+    toml.write_text(f'[[arm]]\nname = "claude"\nbase_url = "http://127.0.0.1:9/v1"\napi = "messages"\n'
+                    f'body = "{chat}"\n')
+    with pytest.raises(ConfigError, match=r"arm 'claude' speaks messages and needs an Anthropic"):
+        build_config({"out": str(tmp_path / "o")}, config_path=str(toml))
+    toml.write_text('[[arm]]\nname = "x"\nbase_url = "http://127.0.0.1:9/v1"\nbody = "nope.json"\n')
+    with pytest.raises(ConfigError, match=r"arm 'x': cannot read body file nope\.json"):
+        build_config({"out": str(tmp_path / "o")}, config_path=str(toml))

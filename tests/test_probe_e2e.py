@@ -314,3 +314,29 @@ async def test_a_messages_arm_sends_its_key_anthropic_style_and_no_file_keeps_it
     assert len(files) >= 8
     for path in files:
         assert key not in path.read_text("utf-8", errors="replace"), path
+
+
+async def test_arms_of_three_protocols_each_send_their_own_body(tmp_path: Path) -> None:
+    bodies = {
+        "chat": {"model": "own-chat", "messages": [{"role": "system", "content": "Be brief."},
+                                                   {"role": "user", "content": "One word."}]},
+        "responses": {"model": "own-resp", "instructions": "Be brief.", "input": "One word."},
+        "messages": {"model": "own-claude", "system": "Be brief.", "max_tokens": 77,
+                     "messages": [{"role": "user", "content": "One word."}]},
+    }
+    async with run_chaos(ChaosConfig(pacing=FAST)) as srv:
+        toml = tmp_path / "own.toml"
+        lines = []
+        for api, body in bodies.items():
+            path = tmp_path / f"{api}.json"
+            path.write_text(json.dumps(body))
+            lines.append(f'[[arm]]\nname = "{api}"\nbase_url = "{srv.url}"\napi = "{api}"\n'
+                         f'body = "{path}"\n')
+        toml.write_text("".join(lines))
+        cfg = build_config({"out": str(tmp_path / "out"), "count": 5, "concurrency": "2",
+                            "ramp": 0.0, "workload": "tools"}, config_path=str(toml))
+        result = await execute(cfg, live=False)
+    for api in APIS:
+        mine = [r for r in result.records if r.arm == api]
+        assert len(mine) == 5 and all(r.ending == "complete" for r in mine), mine
+        assert {(r.api, r.workload, r.model) for r in mine} == {(api, "body", bodies[api]["model"])}

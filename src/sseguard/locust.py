@@ -48,7 +48,7 @@ from sseguard.probe.config import ProbeConfig
 from sseguard.probe.measure import StreamWatch, evidence_document, request_summary
 from sseguard.probe.sink import EVIDENCE_DIR, JsonlSink
 from sseguard.probe.target import ConnectionTracker, Target
-from sseguard.probe.workloads import Conversation, Workload, encode_body
+from sseguard.probe.workloads import Conversation, Workload, arm_workloads, encode_body
 from sseguard.record import Record
 from sseguard.redact import Redactor
 from sseguard.verdict import Ending, Verdict
@@ -130,7 +130,7 @@ class WorkerState:
 
     config: ProbeConfig
     targets: tuple[Target, ...]
-    workload: Workload
+    workloads: dict[str, Workload]  # per arm: the run's, or the arm's own body
     redactor: Redactor
     explicit_out: bool = True
     worker: str = field(default_factory=worker_id)
@@ -145,7 +145,8 @@ class WorkerState:
         config = settings.resolve()
         targets = tuple(Target.of(arm) for arm in config.arms)
         secrets = [s for t in targets for s in t.secrets]
-        return cls(config=config, targets=targets, workload=Workload(config.workload, seed=config.seed),
+        workloads = arm_workloads(Workload(config.workload, seed=config.seed), config.arms)
+        return cls(config=config, targets=targets, workloads=workloads,
                    redactor=Redactor(secrets), explicit_out=settings.explicit_out)
 
     @property
@@ -356,12 +357,13 @@ class StreamGuardUser(FastHttpUser):
         if self.host is None:
             self.host = f"{url.scheme}://{url.netloc}"
         super().__init__(environment)
-        self.conversation: Conversation = state.workload.conversation(
+        arm_name = self.target.arm.name
+        self.workload = state.workloads[arm_name]
+        self.conversation: Conversation = self.workload.conversation(
             f"{state.worker}:{self.user_index}", self.target.arm.protocol)
         self.http: HTTPClient = self.client.client.clientpool.get_client(url)
-        arm_name = self.target.arm.name
-        self.request_name = (state.workload.name if len(state.targets) == 1
-                             else f"{arm_name}:{state.workload.name}")
+        self.request_name = (self.workload.name if len(state.targets) == 1
+                             else f"{arm_name}:{self.workload.name}")
 
     @task
     def stream(self) -> None:
@@ -369,8 +371,8 @@ class StreamGuardUser(FastHttpUser):
         state = self.state
         config = state.config
         target = self.target
-        body = state.workload.finish(self.conversation.next_body(), model=target.arm.model,
-                                     api=target.arm.protocol)
+        body = self.workload.finish(self.conversation.next_body(), model=target.arm.model,
+                                    api=target.arm.protocol)
         started = time.time()
         exchange = stream_once(self.http, target, body, stall_timeout=config.stall_timeout,
                                timeout=config.timeout, connections=state.connections)
@@ -402,7 +404,7 @@ class StreamGuardUser(FastHttpUser):
         return exchange.watch.record(
             exchange.verdict, policy=state.config.policy, redactor=state.redactor,
             model=body.get("model"), source="locust", run_id=state.run_id, arm=self.target.arm.name,
-            index=next(state.requests), worker=state.worker, workload=state.workload.name,
+            index=next(state.requests), worker=state.worker, workload=self.workload.name,
             path=self.target.arm.path, prompt_bytes=exchange.prompt_bytes, concurrency=users,
             reuse_index=exchange.reuse_index, connection=exchange.connection,
             extra={"user": self.user_index})

@@ -52,7 +52,9 @@ class Arm:
 
     ``api`` is the protocol the arm speaks; None until ``build_config`` fills in the run's ``--api``
     (chat by default). ``key_header`` None means the protocol's own: ``Authorization: Bearer`` for the
-    OpenAI protocols, ``x-api-key`` for Anthropic Messages.
+    OpenAI protocols, ``x-api-key`` for Anthropic Messages. ``body_file`` is the arm's own request body
+    (in its protocol's format), for arms of several protocols side by side; it replaces the run's
+    workload for this arm.
     """
 
     name: str
@@ -62,6 +64,7 @@ class Arm:
     key_env: str | None = None
     key_header: str | None = None  # `api-key` for Azure, `x-api-key` for some gateways
     api: Api | None = None
+    body_file: str | None = None
 
     @property
     def protocol(self) -> Api:
@@ -114,7 +117,7 @@ class Arm:
         """A form safe to store: no key (only the variable's name)."""
         return {"name": self.name, "base_url": self.base_url, "model": self.model,
                 "headers": dict(self.headers), "key_env": self.key_env, "key_header": self.key_header,
-                "api": str(self.protocol)}
+                "api": str(self.protocol), "body_file": self.body_file}
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,8 +257,9 @@ def check_url(url: str, *, where: str) -> str:
 
 def make_arm(name: str, base_url: str, *, model: str | None = None,
              headers: Mapping[str, str] | None = None, key_env: str | None = None,
-             key_header: str | None = None, api: str | Api | None = None) -> Arm:
-    """A validated arm (name, URL, header names, env-var name, protocol)."""
+             key_header: str | None = None, api: str | Api | None = None,
+             body_file: str | None = None) -> Arm:
+    """A validated arm (name, URL, header names, env-var name, protocol, its own body file)."""
     if not _ARM_NAME.match(name):
         raise ConfigError(f"arm name {name!r}: use letters, digits, '.', '_' or '-' (at most 64)")
     check_url(base_url, where=f"arm {name!r}")
@@ -266,8 +270,10 @@ def make_arm(name: str, base_url: str, *, model: str | None = None,
     if key_header is not None and (not key_header or any(c.isspace() for c in key_header)):
         raise ConfigError(f"arm {name!r}: key_header {key_header!r} is not a header name")
     protocol = None if api is None else parse_api(api, f"arm {name!r}")
+    if body_file is not None and not Path(body_file).is_file():
+        raise ConfigError(f"arm {name!r}: cannot read body file {body_file}")
     return Arm(name=name, base_url=base_url, model=model, headers=checked, key_env=key_env,
-               key_header=key_header, api=protocol)
+               key_header=key_header, api=protocol, body_file=body_file)
 
 
 def parse_arm(text: str, position: int) -> Arm:
@@ -306,7 +312,7 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
                         dict: "a table", list: "a list"}.get(k, k.__name__) for k in kinds)
 
 
-_ARM_KEYS = {"name", "base_url", "url", "model", "headers", "key_env", "key_header", "api"}
+_ARM_KEYS = {"name", "base_url", "url", "model", "headers", "key_env", "key_header", "api", "body"}
 _PROBE_KEYS = {"api", "workload", "big_bytes", "body", "body_file", "max_tokens", "reasoning_effort",
                "include_usage", "max_turns", "count", "duration", "concurrency", "rate", "ramp",
                "stall_timeout", "timeout", "connect_timeout", "policy", "tolerate", "out", "seed",
@@ -339,7 +345,7 @@ def arms_from_toml(doc: Mapping[str, Any], path: str) -> list[Arm]:
             name, url, model=_typed(table, "model", str, where), headers=headers,
             key_env=_typed(table, "key_env", str, where),
             key_header=_typed(table, "key_header", str, where),
-            api=_typed(table, "api", str, where)))
+            api=_typed(table, "api", str, where), body_file=_typed(table, "body", str, where)))
     return arms
 
 
@@ -380,7 +386,8 @@ def build_config(options: Mapping[str, Any], *, config_path: str | None = None,
         for i, a in enumerate(saved.get("arms") or [], 1):
             arms.append(make_arm(a.get("name") or f"arm{i}", a["base_url"], model=a.get("model"),
                                  headers=a.get("headers") or {}, key_env=a.get("key_env"),
-                                 key_header=a.get("key_header"), api=a.get("api") or Api.CHAT))
+                                 key_header=a.get("key_header"), api=a.get("api") or Api.CHAT,
+                                 body_file=a.get("body_file")))
     if config_path is not None:
         doc = read_toml(config_path)
         table = probe_table(doc, config_path)
@@ -420,7 +427,7 @@ def build_config(options: Mapping[str, Any], *, config_path: str | None = None,
                     key_env=a.key_env or key_env,
                     api=a.api or default_api) for a in arms]
     arms = [make_arm(a.name, a.base_url, model=a.model, headers=a.headers, key_env=a.key_env,
-                     key_header=a.key_header, api=a.api) for a in arms]
+                     key_header=a.key_header, api=a.api, body_file=a.body_file) for a in arms]
     for arm in arms:
         arm.key(environ)  # a missing variable is reported now, not at the first request
 
@@ -471,11 +478,12 @@ def _workload(merged: Mapping[str, Any]) -> WorkloadSpec:
 
 
 def _check_workload_fits(workload: WorkloadSpec, arms: Sequence[Arm]) -> None:
-    """A ``--body`` must be in each arm's own format; a thinking budget must be one Messages takes."""
-    if workload.body_file is not None:
-        body = load_body_file(workload.body_file)
-        for arm in arms:
-            check_body(body, arm.protocol, path=workload.body_file, arm=arm.name)
+    """A ``--body`` (or an arm's own ``body``) must be in the arm's own format; a thinking budget must
+    be one Messages takes."""
+    for arm in arms:
+        path = arm.body_file or workload.body_file
+        if path is not None:
+            check_body(load_body_file(path), arm.protocol, path=path, arm=arm.name)
     if workload.reasoning_effort is not None and any(a.protocol is Api.MESSAGES for a in arms):
         thinking_budget(workload.reasoning_effort)
 

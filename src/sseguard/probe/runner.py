@@ -42,7 +42,7 @@ from sseguard.probe.sink import (
     write_run_file,
 )
 from sseguard.probe.target import ConnectionTracker, Target
-from sseguard.probe.workloads import Workload, encode_body
+from sseguard.probe.workloads import Workload, arm_workloads, encode_body
 from sseguard.record import Record
 from sseguard.redact import Redactor
 from sseguard.verdict import Ending
@@ -214,7 +214,7 @@ class _ViewSink:
 class _Run:
     config: ProbeConfig
     settings: EngineSettings
-    workload: Workload
+    workloads: dict[str, Workload]  # per arm: the run's, or the arm's own body
     session: aiohttp.ClientSession
     sink: _ViewSink
     connections: ConnectionTracker
@@ -262,9 +262,10 @@ async def _arm_level(run: _Run, target: Target, level: int, level_index: int) ->
                 spread = min(pilot[0] if pilot else 0.0, MAX_DEFAULT_RAMP)
                 await asyncio.sleep((k - 1) * spread / max(level - 1, 1))
         api = target.arm.protocol
-        conversation = run.workload.conversation(f"{arm}:{level_index}:{k}", api)
+        workload = run.workloads[arm]
+        conversation = workload.conversation(f"{arm}:{level_index}:{k}", api)
         own: aiohttp.ClientSession | None = None
-        if run.workload.pinned_connection:
+        if workload.pinned_connection:
             own = _session(config, limit=1)
         session = own or run.session
         backoff = 0.0
@@ -275,11 +276,11 @@ async def _arm_level(run: _Run, target: Target, level: int, level_index: int) ->
                     return
                 if pacer is not None:
                     await pacer.wait()
-                body = run.workload.finish(conversation.next_body(), model=target.arm.model, api=api)
+                body = workload.finish(conversation.next_body(), model=target.arm.model, api=api)
                 payload = encode_body(body)
                 outcome = await run_request(
                     session, target, body, settings=run.settings, sink=run.sink, index=index,
-                    workload=run.workload.name, concurrency=level, connections=run.connections,
+                    workload=workload.name, concurrency=level, connections=run.connections,
                     payload=payload)
                 conversation.observe(outcome.verdict)
                 record = outcome.record
@@ -388,7 +389,8 @@ async def execute(config: ProbeConfig, *, resume: bool = False, console: Console
                apis={a.name: str(a.protocol) for a in config.arms})
     try:
         async with _session(config) as session:
-            run = _Run(config=config, settings=settings, workload=workload, session=session,
+            run = _Run(config=config, settings=settings,
+                       workloads=arm_workloads(workload, config.arms), session=session,
                        sink=view_sink, connections=ConnectionTracker(),
                        done={(r.arm, r.index) for r in existing}, view=view)
             work = asyncio.create_task(_levels(run, targets))

@@ -19,12 +19,13 @@ from __future__ import annotations
 import copy
 import json
 import random
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 import msgspec
 
-from sseguard.probe.config import WorkloadSpec
+from sseguard.probe.config import Arm, WorkloadSpec
 from sseguard.probe.formats import (
     Answer,
     Call,
@@ -198,6 +199,19 @@ class Workload:
             text = f"Request {nonce}. Write a short note about {rng.choice(_TOPICS)}."
         return (fmt or format_for(Api.CHAT)).render("You are a concise assistant.",
                                                     [Turn("user", text)], ())
+
+
+def arm_workloads(workload: Workload, arms: Iterable[Arm]) -> dict[str, Workload]:
+    """The workload of each arm: the run's, or a ``body`` workload for an arm with its own body file
+    (arms of several protocols side by side each need a body in their own format)."""
+    out: dict[str, Workload] = {}
+    for arm in arms:
+        if arm.body_file is None:
+            out[arm.name] = workload
+        else:
+            spec = replace(workload.spec, name="body", body_file=arm.body_file)
+            out[arm.name] = Workload(spec, seed=workload.seed)
+    return out
 
 
 class _SingleShot:
