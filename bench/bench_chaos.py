@@ -8,7 +8,8 @@ scenario: streams in flight (client and server view), chunks/s the client receiv
 own frames/s, time to first chunk, and both processes' CPU. A client near 100 % CPU means the figure
 is a lower bound of the server's capacity.
 
-Run: .venv/bin/python bench/bench_chaos.py [--streams 1000] [--seconds 10] [--append docs/benchmarks.md]
+Run: .venv/bin/python bench/bench_chaos.py [--streams 1000] [--seconds 10] [--api chat --api responses
+--api messages] [--append docs/benchmarks.md]
 """
 
 from __future__ import annotations
@@ -27,9 +28,20 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-REQUEST = json.dumps({"model": "chaos-1", "stream": True,
-                      "stream_options": {"include_usage": True},
-                      "messages": [{"role": "user", "content": "Stream something."}]}).encode()
+#: Per protocol: (path, request body, the bytes a complete stream's last frame ends with).
+APIS: dict[str, tuple[str, bytes, bytes]] = {
+    "chat": ("/chat/completions", json.dumps({
+        "model": "chaos-1", "stream": True, "stream_options": {"include_usage": True},
+        "messages": [{"role": "user", "content": "Stream something."}]}).encode(),
+        b"data: [DONE]\n\n"),
+    "responses": ("/responses", json.dumps({
+        "model": "chaos-1", "stream": True, "input": "Stream something."}).encode(),
+        b"event: response.completed"),
+    "messages": ("/messages", json.dumps({
+        "model": "chaos-1", "stream": True, "max_tokens": 4096,
+        "messages": [{"role": "user", "content": "Stream something."}]}).encode(),
+        b'data: {"type":"message_stop"}\n\n'),
+}
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -108,24 +120,26 @@ async def stats(session: aiohttp.ClientSession, url: str) -> dict[str, int]:
         return data
 
 
-async def run(scenario: Scenario, streams: int, seconds: float) -> Result:
+async def run(scenario: Scenario, streams: int, seconds: float, api: str = "chat") -> Result:
     proc, url = start_server(scenario)
     try:
-        return await drive(scenario, proc.pid, url, streams, seconds)
+        return await drive(scenario, proc.pid, url, streams, seconds, api)
     finally:
         proc.terminate()
         proc.wait(10)
 
 
-async def drive(scenario: Scenario, pid: int, url: str, streams: int, seconds: float) -> Result:
+async def drive(scenario: Scenario, pid: int, url: str, streams: int, seconds: float,
+                api: str = "chat") -> Result:
     """Ramp up over one stream length, then measure a window of ``seconds`` at full concurrency."""
+    path, request, ending = APIS[api]
     loop = asyncio.get_running_loop()
     stream_s = scenario.tokens * scenario.inter_token_ms / 1000.0
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
     timeout = aiohttp.ClientTimeout(total=None, sock_read=60)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         # Warm-up: open the connections (the server's accept loop is not what we measure).
-        warm = [session.post(f"{url}/chat/completions", data=REQUEST) for _ in range(streams)]
+        warm = [session.post(url + path, data=request) for _ in range(streams)]
         for coro in asyncio.as_completed(warm):
             resp = await coro
             await resp.read()
@@ -148,7 +162,7 @@ async def drive(scenario: Scenario, pid: int, url: str, streams: int, seconds: f
                 if inside(started):
                     result.peak_client = max(result.peak_client, active)
                 try:
-                    async with session.post(f"{url}/chat/completions", data=REQUEST) as resp:
+                    async with session.post(url + path, data=request) as resp:
                         tail = b""
                         async for data in resp.content.iter_any():
                             now = loop.time()
@@ -158,8 +172,9 @@ async def drive(scenario: Scenario, pid: int, url: str, streams: int, seconds: f
                                     result.ttfc_ms.append((now - started) * 1000)
                             if inside(now):
                                 result.chunks += data.count(b"\n\n")
-                            tail = (tail + data)[-32:]
-                    done = tail.endswith(b"data: [DONE]\n\n")
+                            tail = (tail + data)[-8192:]
+                    last = tail.rstrip(b"\n").rsplit(b"\n\n", 1)[-1] + b"\n\n"
+                    done = ending in last
                 except aiohttp.ClientError:
                     done = False
                 finally:
@@ -190,6 +205,8 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--tokens", type=int, default=100)
+    parser.add_argument("--api", choices=sorted(APIS), action="append",
+                        help="protocol(s) to serve (repeatable; default chat)")
     parser.add_argument("--append", metavar="MARKDOWN", help="append the section to this file")
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
@@ -207,11 +224,16 @@ def main() -> None:
                  Scenario("unpaced (d=0)", args.tokens, 0.0)]
     load_before = os.getloadavg()[0]
     results = []
+    apis = args.api or ["chat"]
     with asyncio.Runner(loop_factory=factory) as runner:
-        for scenario in scenarios:
-            result = runner.run(run(scenario, args.streams, args.seconds))
-            print(result.row(), flush=True)
-            results.append(result)
+        for api in apis:
+            for scenario in scenarios:
+                if apis != ["chat"]:
+                    scenario = Scenario(f"{api}: {scenario.name}", scenario.tokens,
+                                        scenario.inter_token_ms)
+                result = runner.run(run(scenario, args.streams, args.seconds, api))
+                print(result.row(), flush=True)
+                results.append(result)
     best = max(r.chunks_per_s for r in results)
     per_frame = min(r.server_us_per_frame for r in results)
     peak = max(r.server_peak for r in results)

@@ -31,6 +31,7 @@ from sseguard.chaos import (
 from sseguard.chaos.frames import ResponseIds
 from sseguard.chaos.generate import make_answer
 from sseguard.chaos.messages import parse_request, stream_plan
+from sseguard.contract import detect_api
 from sseguard.verdict import Ending, FindingKind
 
 API = "messages"
@@ -329,3 +330,27 @@ async def test_same_seed_replays_the_same_bytes(client: httpx2.AsyncClient) -> N
         bodies.append([(o.headers["x-sseguard-fault"], o.body) for o in outs])
     assert bodies[0] == bodies[1]
     assert {fault for fault, _ in bodies[0]} == {"none", "truncated"}
+
+
+async def test_unknown_injected_fault_is_a_400_in_anthropics_shape(
+        client: httpx2.AsyncClient) -> None:
+    async with run_chaos(ChaosConfig(pacing=FAST)) as server:
+        resp = await client.post(server.messages_url, json=messages_request(),
+                                 headers={"x-sseguard-inject": "meltdown"})
+    assert resp.status_code == 400
+    assert resp.json() == {"type": "error", "error": {
+        "type": "invalid_request_error", "message": "x-sseguard-inject: unknown fault 'meltdown'"}}
+
+
+async def test_each_protocols_stream_is_detected_as_that_protocol(
+        client: httpx2.AsyncClient) -> None:
+    async with run_chaos(ChaosConfig(pacing=FAST)) as server:
+        bodies = {
+            "chat": await client.post(server.chat_url, json={
+                "model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}),
+            "responses": await client.post(server.responses_url, json={
+                "model": "m", "stream": True, "input": "hi"}),
+            "messages": await client.post(server.messages_url, json=messages_request()),
+        }
+    assert {api: str(detect_api(resp.content)) for api, resp in bodies.items()} == {
+        "chat": "chat", "responses": "responses", "messages": "messages"}

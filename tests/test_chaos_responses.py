@@ -302,3 +302,14 @@ def test_only_content_deltas_are_paced_lifecycle_events_ride_along() -> None:
         ("content_part.added", 100), ("output_text.delta", 100), ("output_text.delta", 110),
         ("output_text.delta", 120), ("output_text.delta", 130), ("output_text.done", 130),
         ("content_part.done", 130), ("output_item.done", 130), ("completed", 140)]
+
+
+async def test_non_streamed_invalid_arguments_are_sent_as_is(client: httpx2.AsyncClient) -> None:
+    async with run_chaos(ChaosConfig(pacing=FAST)) as server:
+        resp = await client.post(server.responses_url, json=responses_request(stream=False),
+                                 headers={"x-sseguard-inject": "tool_args_invalid_json"})
+    assert resp.headers["x-sseguard-fault"] == "tool_args_invalid_json"
+    arguments = resp.json()["output"][-1]["arguments"]
+    assert arguments.endswith(",}")
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(arguments)

@@ -146,6 +146,10 @@ def test_openai_sdk_sees_max_output_tokens_as_an_incomplete_response() -> None:
                                               max_output_tokens=16, stream=True))
         plain = client.responses.create(model="chaos-1", input="Say something.",
                                         max_output_tokens=16)
+        # Measured: the helper takes this legitimate stop for a broken stream (docs/protocols-sdks.md).
+        with pytest.raises(RuntimeError, match=r"response\.completed"), client.responses.stream(
+                model="chaos-1", input="Say something.", max_output_tokens=16) as stream:
+            stream.get_final_response()
     assert events[-1].type == "response.incomplete"
     assert events[-1].response.incomplete_details.reason == "max_output_tokens"
     assert plain.status == "incomplete" and plain.incomplete_details.reason == "max_output_tokens"

@@ -119,3 +119,28 @@ def test_garbage_bytes_get_a_verdict_never_a_traceback(tmp_path: Path) -> None:
         assert result.exit_code == 1, (api, result.output)
         data = json.loads(result.output)
         assert data["api"] == (api or "chat") and data["passed"] is False
+
+
+def test_peer_objects_nested_to_the_decoders_limit_still_print_as_json(tmp_path: Path) -> None:
+    depth = 990
+    item = '{"type": "message", "content": [], "x": ' + "[" * depth + "]" * depth + "}"
+    body = tmp_path / "deep.sse"
+    body.write_text(
+        'data: {"type": "response.created", "sequence_number": 0, "response": {"id": "r"}}\n\n'
+        'data: {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, '
+        f'"item": {item}}}\n\n')
+    result = runner.invoke(app, ["check", str(body), "--json"])
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.output.replace("[" * depth, "[").replace("]" * depth, "]"))["ending"] \
+        == "truncated"
+
+
+def test_every_sample_body_and_its_cuts_print_a_verdict(tmp_path: Path) -> None:
+    cut = tmp_path / "cut.sse"
+    for path in sorted(BODIES.glob("*.sse")):
+        body = path.read_bytes()
+        for end in (len(body), len(body) * 2 // 3, len(body) // 3):
+            cut.write_bytes(body[:end])
+            result = runner.invoke(app, ["check", str(cut)])
+            assert result.exit_code in (0, 1), (path.name, end, result.output)
+            assert "Traceback" not in result.output and "ending" in result.output

@@ -398,3 +398,11 @@ def test_detect_api_from_the_first_recognisable_event(body: bytes, api: str | No
 @given(body=st.binary(max_size=300))
 def test_detect_api_never_raises(body: bytes) -> None:
     assert detect_api(body) in (None, "chat", "responses", "messages")
+
+
+def test_json_nested_deeper_than_python_can_read_is_a_finding_not_a_crash() -> None:
+    deep = b"[" * 100_000
+    assert check(b"event: error\ndata: " + deep + b"\n\n").ending is Ending.ERROR_EVENT
+    assert check(b"data: " + deep + b"\n\n").finding_kinds == {FindingKind.BAD_CHUNK_JSON}
+    body = tool_stream("search", ["[" * 5000 + "]" * 5000])
+    assert check(body).finding_kinds == {FindingKind.TOOL_ARGS_INVALID_JSON}

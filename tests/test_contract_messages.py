@@ -24,7 +24,7 @@ from _protocol_streams import (
     shipped_samples,
     sse,
 )
-from sseguard.contract import MessagesChecker, checker_for, detect_api
+from sseguard.contract import MessagesChecker, checker_for, detect_api, leak_markers
 from sseguard.errors import UsageError
 from sseguard.verdict import Api, Ending, FindingKind, Verdict
 
@@ -428,6 +428,13 @@ def test_assembled_message_is_what_the_anthropic_sdk_accumulates(body: bytes) ->
     assert sdk_shape(v.message) == sdk_shape(_anthropic_snapshot(body))
 
 
+@pytest.mark.parametrize("name", ["complete", "tool_calls", "no_done", "no_finish", "truncated",
+                                  "dialect_pings_and_unknown_events", "markup_leak"])
+def test_sample_bodies_are_what_the_anthropic_sdk_accumulates(name: str) -> None:
+    body = (BODIES / f"messages_{name}.sse").read_bytes()
+    assert sdk_shape(run("messages", body).message) == sdk_shape(_anthropic_snapshot(body))
+
+
 def test_server_tool_input_is_folded_but_not_checked_against_the_request_tools() -> None:
     m = Messages().start()
     m.ev("content_block_start", index=0, content_block={"type": "server_tool_use", "id": "srvtoolu_1",
@@ -441,3 +448,33 @@ def test_server_tool_input_is_folded_but_not_checked_against_the_request_tools()
     assert (v.ending, v.findings) == (Ending.COMPLETE, ())
     assert v.message["content"][0]["input"] == {"query": "weather"}
     assert sdk_shape(v.message) == sdk_shape(_anthropic_snapshot(body))
+
+
+_MARKERS = list(leak_markers("all"))
+
+
+@settings(max_examples=150, deadline=None)
+@given(before=st.text(max_size=20), marker=st.sampled_from([*_MARKERS, "", "<tool", "｜DS"]),
+       after=st.text(max_size=20), cuts=st.lists(st.integers(0, 60), max_size=5),
+       keep_text=st.booleans(), kind=st.sampled_from(["text", "thinking"]))
+def test_leak_is_found_wherever_the_deltas_split_it(before: str, marker: str, after: str,
+                                                    cuts: list[int], keep_text: bool,
+                                                    kind: str) -> None:
+    text = before + marker + after
+    bounds = sorted({min(c, len(text)) for c in cuts} | {0, len(text)})
+    deltas = [text[a:b] for a, b in itertools.pairwise(bounds)]
+    body = Messages().start().text(deltas, kind=kind).delta().stop().body()
+    leaks = [f for f in run("messages", body, keep_text=keep_text).findings
+             if f.kind is FindingKind.MARKUP_LEAK]
+    assert bool(leaks) == any(m in text for m in _MARKERS)
+    if leaks:
+        pos = int(leaks[0].detail.rsplit(" at ", 1)[1])
+        assert any(text.startswith(m, pos) for m in _MARKERS)
+
+
+def test_json_nested_deeper_than_python_can_read_is_a_finding_not_a_crash() -> None:
+    body = Messages().start().tool("get_weather", ["[" * 5000 + "]" * 5000]).delta("tool_use"
+                                                                                   ).stop().body()
+    v = run("messages", body, request=TOOLS)
+    assert kinds(v) == [FindingKind.TOOL_ARGS_INVALID_JSON]
+    assert v.message["content"][0]["input"] == {}

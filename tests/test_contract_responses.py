@@ -24,7 +24,7 @@ from _protocol_streams import (
     shipped_samples,
     sse,
 )
-from sseguard.contract import ResponsesChecker, checker_for, detect_api
+from sseguard.contract import ResponsesChecker, checker_for, detect_api, leak_markers
 from sseguard.errors import UsageError
 from sseguard.verdict import Api, Ending, FindingKind, Verdict
 
@@ -514,3 +514,74 @@ def test_assembled_response_is_what_openai_python_accumulates(body: bytes) -> No
     v = run("responses", body)
     assert v.ending is Ending.COMPLETE
     assert sdk_shape(v.message) == sdk_shape(_openai_final_response(body))
+
+
+@pytest.mark.parametrize("name", ["complete", "tool_calls", "dialect_trailing_done"])
+def test_healthy_sample_bodies_are_what_openai_python_accumulates(name: str) -> None:
+    body = (BODIES / f"responses_{name}.sse").read_bytes()
+    if name == "dialect_trailing_done":
+        body = body.replace(b"data: [DONE]\n\n", b"")  # the SDK's decoder ends the stream there
+    assert sdk_shape(run("responses", body).message) == sdk_shape(_openai_final_response(body))
+
+
+def test_open_reasoning_item_keeps_summary_and_reasoning_text_apart() -> None:
+    r = Responses().created()
+    r.ev("response.output_item.added", output_index=0,
+         item={"id": "rs", "type": "reasoning", "summary": [], "content": []})
+    r.ev("response.reasoning_summary_part.added", item_id="rs", output_index=0, summary_index=0,
+         part={"type": "summary_text", "text": ""})
+    r.ev("response.content_part.added", item_id="rs", output_index=0, content_index=0,
+         part={"type": "reasoning_text", "text": ""})
+    r.ev("response.reasoning_summary_text.delta", item_id="rs", output_index=0, summary_index=0,
+         delta="short")
+    r.ev("response.reasoning_text.delta", item_id="rs", output_index=0, content_index=0,
+         delta="long thoughts")
+    v = run("responses", r.body())
+    (item,) = v.message["output"]
+    assert item["summary"] == [{"type": "summary_text", "text": "short"}]
+    assert item["content"] == [{"type": "reasoning_text", "text": "long thoughts"}]
+    assert (v.ending, v.findings) == (Ending.TRUNCATED, ())
+
+
+_MARKERS = list(leak_markers("all"))
+
+
+@settings(max_examples=150, deadline=None)
+@given(before=st.text(max_size=20), marker=st.sampled_from([*_MARKERS, "", "<tool", "｜DS"]),
+       after=st.text(max_size=20), cuts=st.lists(st.integers(0, 60), max_size=5),
+       keep_text=st.booleans(), reasoning=st.booleans())
+def test_leak_is_found_wherever_the_deltas_split_it(before: str, marker: str, after: str,
+                                                    cuts: list[int], keep_text: bool,
+                                                    reasoning: bool) -> None:
+    text = before + marker + after
+    bounds = sorted({min(c, len(text)) for c in cuts} | {0, len(text)})
+    deltas = [text[a:b] for a, b in itertools.pairwise(bounds)]
+    r = Responses().created()
+    (r.reasoning(0, deltas) if reasoning else r.message(0, deltas)).completed()
+    leaks = [f for f in run("responses", r.body(), keep_text=keep_text).findings
+             if f.kind is FindingKind.MARKUP_LEAK]
+    assert bool(leaks) == any(m in text for m in _MARKERS)
+    if leaks:
+        pos = int(leaks[0].detail.rsplit(" at ", 1)[1])
+        assert any(text.startswith(m, pos) for m in _MARKERS)
+
+
+def test_json_nested_deeper_than_python_can_read_is_a_finding_not_a_crash() -> None:
+    body = Responses().created().function_call(0, "get_weather", ["[" * 5000 + "]" * 5000]
+                                               ).completed().body()
+    assert kinds(run("responses", body, request=TOOLS)) == [FindingKind.TOOL_ARGS_INVALID_JSON]
+    deep = Responses().created().raw(b"data: " + b"[" * 100_000 + b"\n\n").completed().body()
+    assert kinds(run("responses", deep)) == [FindingKind.BAD_CHUNK_JSON]
+
+
+def test_a_server_that_skips_the_content_part_gets_one_finding_not_one_per_delta() -> None:
+    r = Responses().created().ev("response.output_item.added", output_index=0,
+                                 item={"id": "m", "type": "message", "content": []})
+    for word in ["a", "b", "c", "d"]:
+        r.ev("response.output_text.delta", item_id="m", output_index=0, content_index=0, delta=word)
+    for word in ["e", "f"]:
+        r.ev("response.output_text.delta", item_id="m", output_index=3, content_index=0, delta=word)
+    v = run("responses", r.body())
+    assert [f.detail for f in v.findings] == [
+        "response.output_text.delta for part 0 of output item 0, which is not open",
+        "response.output_text.delta for output item 3, which is never opened"]

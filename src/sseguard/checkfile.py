@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from rich.console import Console
 from rich.table import Table
 
@@ -45,7 +46,7 @@ def load_request(path: str) -> dict[str, Any]:
     raw = _read_bytes(path)
     try:
         obj = json.loads(raw)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ConfigError(f"{path} is not JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise ConfigError(f"{path} must hold a JSON object (the request body)")
@@ -91,7 +92,9 @@ def verdict_json(outcome: CheckOutcome) -> str:
     data = outcome.verdict.to_dict()
     data.update(source=outcome.source, policy=outcome.policy.name, passed=outcome.passed,
                 failure=outcome.failure)
-    return json.dumps(data, ensure_ascii=False)
+    # msgspec, not json.dumps: the assembled object holds what the peer sent, nested as deep as its
+    # JSON decoder allowed, which is deeper than json.dumps can recurse.
+    return msgspec.json.encode(data).decode("utf-8")
 
 
 def print_verdict(outcome: CheckOutcome, console: Console) -> None:
@@ -121,12 +124,12 @@ def _answer_rows(v: Verdict) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     message = v.message
     if v.api == Api.RESPONSES:
-        rows.append(("status", f"{message.get('status')}"
+        rows.append(("status", f"{_shown(message.get('status'))}"
                                f"{_incomplete_reason(message.get('incomplete_details'))}"))
         for index, item in enumerate(_dicts(message.get("output"))):
             rows.append((f"output {index}", _item_summary(item)))
     elif v.api == Api.MESSAGES:
-        rows.append(("stop_reason", str(message.get("stop_reason"))))
+        rows.append(("stop_reason", _shown(message.get("stop_reason"))))
         for index, block in enumerate(_dicts(message.get("content"))):
             rows.append((f"block {index}", _item_summary(block)))
     else:
@@ -146,15 +149,26 @@ def _dicts(value: Any) -> list[dict[str, Any]]:
 
 
 def _incomplete_reason(details: Any) -> str:
-    return f" ({details.get('reason')})" if isinstance(details, dict) else ""
+    return f" ({_shown(details.get('reason'))})" if isinstance(details, dict) else ""
 
 
 def _item_summary(item: dict[str, Any]) -> str:
-    """A Responses output item or a Messages content block in a few words."""
-    kind = str(item.get("type"))
-    if item.get("name") is not None:
-        return f"{kind} {item.get('name')}"
-    text = sum(len(str(part.get("text") or "")) for part in _dicts(item.get("content")))
-    text += len(str(item.get("text") or item.get("thinking") or ""))
-    text += sum(len(str(part.get("text") or "")) for part in _dicts(item.get("summary")))
-    return f"{kind}, {text} chars"
+    """A Responses output item or a Messages content block in a few words (peer values that are not
+    the expected strings count as nothing: they may be nested arbitrarily deep)."""
+    kind = _text(item.get("type")) or "untyped"
+    name = _text(item.get("name"))
+    if name:
+        return f"{kind} {name}"
+    chars = len(_text(item.get("text"))) + len(_text(item.get("thinking")))
+    chars += sum(len(_text(part.get("text"))) for part in _dicts(item.get("content")))
+    chars += sum(len(_text(part.get("text"))) for part in _dicts(item.get("summary")))
+    return f"{kind}, {chars} chars"
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _shown(value: Any) -> str:
+    """A peer's status-like value for a person: itself when a string, else only what it is."""
+    return value if isinstance(value, str) else "null" if value is None else type(value).__name__

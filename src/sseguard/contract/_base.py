@@ -42,7 +42,9 @@ _FAMILY_ALIASES = {
 
 #: msgspec decodes a frame several times faster than ``json.loads``: the checker's cost per event.
 decode_json = msgspec.json.decode
-JSON_ERRORS = (msgspec.DecodeError, UnicodeDecodeError)
+#: What decoding a peer's JSON may raise. Nesting deeper than the interpreter's recursion limit is
+#: valid JSON that no Python client can read either: a peer's fault like any other, never a crash.
+JSON_ERRORS = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
 
 #: Endings where the stream says it is finished (a tool call still open there was never closed).
 FINISHED = frozenset({Ending.COMPLETE, Ending.NO_DONE, Ending.NO_FINISH})
@@ -226,7 +228,7 @@ def schema_problem(instance: Any, schema: dict[str, Any]) -> str | None:
         validator_cls = jsonschema.validators.validator_for(schema)
         validator_cls.check_schema(schema)
         error = jsonschema.exceptions.best_match(validator_cls(schema).iter_errors(instance))
-    except jsonschema.exceptions.SchemaError:
+    except (jsonschema.exceptions.SchemaError, RecursionError):
         return None
     return None if error is None else error.message
 
@@ -243,12 +245,10 @@ class CheckerBase(ABC):
     def __init__(self, request: dict[str, Any] | None = None, *,
                  markup: str | Iterable[str] | None = "all", keep_text: bool = True) -> None:
         self._request: dict[str, Any] = request if isinstance(request, dict) else {}
-        self._keep_text = keep_text
         self._tools = ToolFacts(self._request.get("tools"), self._tool_entry)
         self._leaks = LeakScanner(leak_markers(markup), self._on_leak)
         self._decoder = SSEDecoder()
         self._findings: list[Finding] = []
-        self._seen_kinds: set[FindingKind] = set()
         self._tail_parts: list[bytes] = []
         self._tail_len = 0
         self._bytes = 0
@@ -284,6 +284,7 @@ class CheckerBase(ABC):
 
     @property
     def bytes_seen(self) -> int:
+        """Body bytes fed so far (and a non-2xx body given to ``close()``)."""
         return self._bytes
 
     # ── feeding ───────────────────────────────────────────────────────────────────────────────
@@ -316,12 +317,16 @@ class CheckerBase(ABC):
             self._tail_parts = [joined]
             self._tail_len = len(joined)
 
-    def _find(self, kind: FindingKind, detail: str, *, once: bool = False) -> None:
-        if once and kind in self._seen_kinds:
-            return
-        self._seen_kinds.add(kind)
+    def _find(self, kind: FindingKind, detail: str) -> None:
         self._findings.append(Finding(kind, detail, self._frames,
                                       self._frame_end - self._frame_cut))
+
+    def _once(self, key: str, kind: FindingKind, detail: str) -> None:
+        """A finding made once per stream for ``key`` (what follows the end, what precedes the
+        start: one is evidence enough, a thousand would bury the rest)."""
+        if key not in self._once_keys:
+            self._once_keys.add(key)
+            self._find(kind, detail)
 
     def _on_leak(self, marker: str, index: int, where: str, pos: int) -> None:
         self._find(FindingKind.MARKUP_LEAK, f"{marker!r} in {where} of {self._leak_place} {index} "
@@ -339,8 +344,8 @@ class CheckerBase(ABC):
         """An error event: its message is kept (the first one wins; later ones are echoes)."""
         if obj is None:
             try:
-                obj = json.loads(data)
-            except ValueError:
+                obj = decode_json(data)
+            except JSON_ERRORS:
                 obj = None
         if self._error is None:
             self._error = error_text(data, obj)
@@ -460,20 +465,15 @@ class CheckerBase(ABC):
 
     def _open_block(self, etype: str, index: int, blocks: dict[int, Block],
                     what: str) -> Block | None:
-        """The open block (item) an event refers to; one never opened, or closed, is out of order."""
+        """The open block (item) an event refers to; one never opened, or closed, is out of order
+        (once per event type and block: a server that skips an open sends every delta after it)."""
         block = blocks.get(index)
         if block is None or not block.open:
-            self._find(FindingKind.EVENT_ORDER, f"{etype} for {what} {index}, which is "
-                                                f"{'not open' if block else 'never opened'}")
+            self._once(f"{etype}#{index}", FindingKind.EVENT_ORDER,
+                       f"{etype} for {what} {index}, which is "
+                       f"{'not open' if block else 'never opened'}")
             return None
         return block
-
-    def _once(self, key: str, kind: FindingKind, detail: str) -> None:
-        """A finding made once per stream for ``key`` (what follows the end, what precedes the
-        start: one is evidence enough, a thousand would bury the rest)."""
-        if key not in self._once_keys:
-            self._once_keys.add(key)
-            self._find(kind, detail)
 
     # ── tool calls ────────────────────────────────────────────────────────────────────────────
     def _check_call(self, where: str, name: str, arguments: str, *, cut_off: bool,
@@ -490,7 +490,7 @@ class CheckerBase(ABC):
         else:
             try:
                 args = json.loads(arguments)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 if cut_off:
                     if not flagged:
                         self._find(FindingKind.TOOL_CALL_UNTERMINATED,

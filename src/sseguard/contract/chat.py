@@ -69,8 +69,7 @@ class StreamChecker(CheckerBase):
         self._events += 1
         data = event.data
         if self._done_frame is not None:
-            self._find(FindingKind.FRAME_AFTER_DONE,
-                       f"event after [DONE]: {data[:80]!r}", once=True)
+            self._once("after_done", FindingKind.FRAME_AFTER_DONE, f"event after [DONE]: {data[:80]!r}")
         if event.event == "error":
             self._on_error(data)
             return

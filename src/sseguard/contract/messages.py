@@ -103,7 +103,7 @@ class MessagesAssembler:
             out[block.type] = (start if isinstance(start, str) else "") + joined.text
         if block.arguments:
             # Unparseable input stays as it was opened: the checker reports the cut or the bad JSON.
-            with contextlib.suppress(ValueError):
+            with contextlib.suppress(ValueError, RecursionError):
                 out["input"] = json.loads("".join(block.arguments))
         return out
 
@@ -168,7 +168,8 @@ class MessagesChecker(CheckerBase):
             return
         etype, obj = typed
         if etype == "ping":
-            self._events -= 1  # a keep-alive, whatever the SSE event name said
+            self._events -= 1  # a keep-alive, whatever the SSE event name said: not an event
+            self._chunks -= 1
             return
         handler = self._handlers.get(etype)
         if handler is None:

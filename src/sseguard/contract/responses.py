@@ -67,9 +67,12 @@ _PARTS: dict[str, tuple[str, str]] = {
     "response.content_part": ("content_index", "content"),
     "response.reasoning_summary_part": ("summary_index", "summary"),
 }
-#: Where each part kind's streamed text goes in the part object.
-_PART_TEXT = {"response.output_text": "text", "response.refusal": "refusal",
-              "response.reasoning_summary_text": "text"}
+#: Which text streams fill which part kind, and the field of the part they fill.
+_PART_TEXT: dict[str, dict[str, str]] = {
+    "response.content_part": {"response.output_text": "text", "response.refusal": "refusal",
+                              "response.reasoning_text": "text"},
+    "response.reasoning_summary_part": {"response.reasoning_summary_text": "text"},
+}
 _ARGUMENTS = "response.function_call_arguments"
 
 
@@ -123,15 +126,15 @@ class ResponsesAssembler:
                 parts = sorted((k[2], p) for k, p in self.parts.items()
                                if k[0] == index and k[1] == prefix)
                 if parts:
-                    item[field] = [self._filled(index, sub, part) for sub, part in parts]
+                    item[field] = [self._filled(index, prefix, sub, part) for sub, part in parts]
             out.append(item)
         return out
 
-    def _filled(self, index: int, sub: int, part: _Part) -> dict[str, Any]:
+    def _filled(self, index: int, kind: str, sub: int, part: _Part) -> dict[str, Any]:
         if not part.open:
             return part.snapshot
         snapshot = dict(part.snapshot)
-        for prefix, field in _PART_TEXT.items():
+        for prefix, field in _PART_TEXT[kind].items():
             joined = self.texts.get((index, prefix, sub))
             if joined is not None and field in snapshot:
                 snapshot[field] = joined.text
@@ -164,7 +167,6 @@ class ResponsesChecker(CheckerBase):
         self._ended = False  # a terminal, failed or done-marker event came: nothing may follow
         self._done_marker = False
         self._next_seq: int | None = None
-        self._gap_reported = False
         self._handlers: dict[str, Callable[[str, dict[str, Any]], None]] = {
             "response.created": self._on_lifecycle,
             "response.queued": self._on_lifecycle,
@@ -226,10 +228,9 @@ class ResponsesChecker(CheckerBase):
         seq = obj.get("sequence_number")
         if not is_int(seq):
             return
-        if self._next_seq is not None and seq != self._next_seq and not self._gap_reported:
-            self._gap_reported = True
-            self._find(FindingKind.SEQUENCE_GAP, f"sequence_number {seq} where {self._next_seq} "
-                                                 f"was next")
+        if self._next_seq is not None and seq != self._next_seq:
+            self._once("sequence", FindingKind.SEQUENCE_GAP,
+                       f"sequence_number {seq} where {self._next_seq} was next")
         self._next_seq = seq + 1
 
     def _on_done_marker(self, what: str) -> None:
@@ -329,20 +330,17 @@ class ResponsesChecker(CheckerBase):
                            f"output item {block.index}: arguments in output_item.done differ from "
                            f"the {len(block.arguments)} streamed fragment(s)")
 
-    def _part_key(self, etype: str, obj: dict[str, Any], prefix: str, index_field: str,
-                  ) -> tuple[Block, tuple[int, str, int]] | None:
+    def _part_key(self, etype: str, obj: dict[str, Any]) -> tuple[int, str, int] | None:
+        """(output index, part kind, part index) of a part event, when its item is open."""
+        prefix = etype.rpartition(".")[0]
         block = self._open_item(etype, obj)
-        if block is None:
-            return None
-        sub = self._int_field(etype, obj, index_field)
-        return None if sub is None else (block, (block.index, prefix, sub))
+        sub = None if block is None else self._int_field(etype, obj, _PARTS[prefix][0])
+        return None if block is None or sub is None else (block.index, prefix, sub)
 
     def _on_part_added(self, etype: str, obj: dict[str, Any]) -> None:
-        prefix = etype.rpartition(".")[0]
-        found = self._part_key(etype, obj, prefix, _PARTS[prefix][0])
-        if found is None:
+        key = self._part_key(etype, obj)
+        if key is None:
             return
-        _, key = found
         if key in self._asm.parts:
             self._find(FindingKind.EVENT_ORDER, f"{etype}: part {key[2]} of output item {key[0]} "
                                                 f"opened twice")
@@ -351,11 +349,9 @@ class ResponsesChecker(CheckerBase):
         self._asm.parts[key] = _Part(dict(part) if isinstance(part, dict) else {})
 
     def _on_part_done(self, etype: str, obj: dict[str, Any]) -> None:
-        prefix = etype.rpartition(".")[0]
-        found = self._part_key(etype, obj, prefix, _PARTS[prefix][0])
-        if found is None:
+        key = self._part_key(etype, obj)
+        if key is None:
             return
-        _, key = found
         part = self._asm.parts.get(key)
         if part is None or not part.open:
             self._find(FindingKind.EVENT_ORDER, f"{etype}: part {key[2]} of output item {key[0]} "
@@ -374,8 +370,8 @@ class ResponsesChecker(CheckerBase):
         if block is None:
             return None
         if block.type != spec.item_type:
-            self._find(FindingKind.EVENT_ORDER, f"{etype} for output item {block.index}, a "
-                                                f"{block.type or 'untyped'} item")
+            self._once(f"{etype}#{block.index}", FindingKind.EVENT_ORDER,
+                       f"{etype} for output item {block.index}, a {block.type or 'untyped'} item")
             return None
         sub = 0
         if spec.part_index is not None:
@@ -386,8 +382,9 @@ class ResponsesChecker(CheckerBase):
             if spec.needs_part:
                 part = self._asm.parts.get((block.index, "response.content_part", sub))
                 if part is None or not part.open:
-                    self._find(FindingKind.EVENT_ORDER, f"{etype} for part {sub} of output item "
-                                                        f"{block.index}, which is not open")
+                    self._once(f"{etype}#{block.index}#{sub}", FindingKind.EVENT_ORDER,
+                               f"{etype} for part {sub} of output item {block.index}, which is "
+                               f"not open")
                     return None
         return block, spec, (block.index, prefix, sub)
 
