@@ -211,9 +211,11 @@ def three_arms(url: str, out: Path, **options: object) -> ProbeConfig:
 
 
 async def test_arms_of_each_protocol_record_exactly_what_the_server_injected(tmp_path: Path) -> None:
-    chaos = ChaosConfig(seed=9, pacing=FAST, faults=PROTOCOL_MIX, options=FaultOptions(stall_ms=900))
+    # A stall hangs until the probe gives up after its (1 s) stall timeout: no race of two timers.
+    chaos = ChaosConfig(seed=9, pacing=FAST, faults=PROTOCOL_MIX,
+                        options=FaultOptions(stall_ms=1000, stall_then="hang"))
     async with run_chaos(chaos) as srv:
-        cfg = three_arms(srv.url, tmp_path / "out", count=160, concurrency="8", stall_timeout=0.3)
+        cfg = three_arms(srv.url, tmp_path / "out", count=160, concurrency="8", stall_timeout=1.0)
         result = await execute(cfg, live=False)
         injected_by_server = Counter(srv.stats.faults)
         per_api_requests = Counter(srv.stats.apis)

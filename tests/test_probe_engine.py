@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
@@ -94,7 +95,8 @@ TOOL_FAULTS = {"tool_args_invalid_json", "tool_undefined_function", "tool_args_s
                          ids=lambda v: str(v))
 async def test_each_fault_on_a_responses_or_messages_arm_is_checked_by_that_protocol(
         api: str, fault: str) -> None:
-    chaos = ChaosConfig(seed=1, pacing=FAST, options=FaultOptions(stall_ms=1500))
+    # A stall hangs until the engine gives up after its 1 s stall timeout (no race of two timers).
+    chaos = ChaosConfig(seed=1, pacing=FAST, options=FaultOptions(stall_ms=1000, stall_then="hang"))
     workload = Workload(WorkloadSpec(name="tools" if fault in TOOL_FAULTS else "small"))
     body = workload.finish(workload.conversation(0, api).next_body(), model="m", api=api)
     async with run_chaos(chaos) as srv, aiohttp.ClientSession() as session:
@@ -102,7 +104,8 @@ async def test_each_fault_on_a_responses_or_messages_arm_is_checked_by_that_prot
         target = Target(arm=arm, url=arm.url, headers={"content-type": "application/json",
                                                        INJECT_HEADER: fault})
         sink = MemorySink()
-        outcome = await run_request(session, target, body, settings=SETTINGS, sink=sink, index=2)
+        outcome = await run_request(session, target, body, settings=replace(SETTINGS, stall_timeout=1.0),
+                                    sink=sink, index=2)
     record = outcome.record
     ending, finding = PROTOCOL_VERDICTS[fault]
     assert (record.api, record.path, record.injected) == (api, f"/v1/{api}", fault)
