@@ -6,6 +6,8 @@ import json
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.stats import fisher_exact
 
 from _analyze_support import build, by_api, load_sweep, mixed, rec, routed, routed_within_messages
@@ -145,3 +147,27 @@ def test_the_attribute_search_within_one_api_names_what_its_failures_share() -> 
     assert lead.observed == len(msg)
     # Across apis the pooled search names the route too (every failure carries `gw-`).
     assert analysis.top is not None and analysis.top.key == "id_prefix"
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["chat", "responses", "messages"]), st.integers(0, 3),
+                          st.sampled_from(["complete", "truncated", "no_finish", "complete"])),
+                min_size=1, max_size=60))
+def test_api_rows_partition_the_streams_and_each_arm_row_names_its_apis(
+        streams: list[tuple[str, int, str]]) -> None:
+    records = [rec(i, api=api, arm=f"{api}-{k}", ending=ending, started=float(i))
+               for i, (api, k, ending) in enumerate(streams)]
+    analysis = analyze(records)
+    apis = {api for api, _, _ in streams}
+    if len(apis) < 2:
+        assert analysis.apis == [] and analysis.attribute("api") is None
+    else:
+        assert {row.api for row in analysis.apis} == apis
+        assert sum(row.requests for row in analysis.apis) == len(records)
+        assert sum(row.rate.failed for row in analysis.apis) == analysis.total.failed
+        for row in analysis.apis:
+            mine = [r for r in records if r.api == row.api]
+            assert row.rate.failed == sum(r.ending != "complete" for r in mine)
+            assert row.arms == tuple(sorted({r.arm for r in mine}))
+        assert len(analysis.api_comparisons) == len(apis) * (len(apis) - 1) // 2
+    assert {g.arm: g.api for g in analysis.arms} == {r.arm: r.api for r in records}

@@ -334,7 +334,8 @@ def protocol_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
                           f'[[arm]]\nname = "claude"\nbase_url = "{url}"\napi = "messages"\n'
                           f'key_env = "{KEY_ENV}"\n', "utf-8")
         return run_distributed(["locust", "--config", str(config)], work,
-                               master_args=["--json-file", "run/stats"], worker_env={KEY_ENV: SECRET})
+                               master_args=["--json-file", "run/stats", "--csv", "run/locust"],
+                               worker_env={KEY_ENV: SECRET})
 
 
 def test_workers_record_each_protocols_endings_as_the_server_injected_them(protocol_run: dict
@@ -376,6 +377,13 @@ def test_locust_names_failures_by_ending_per_arm_and_no_key_reaches_disk(protoco
         entry = by_name[f"{arm}:tools"]
         assert entry["num_requests"] == len(mine)
         assert entry["num_failures"] == sum(not r.passed for r in mine)
+    # Failures are named by ending, per arm: the messages arm's no_finish among them.
+    with (work / "run" / "locust_failures.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    named = {(row["Name"], row["Error"]) for row in rows}
+    assert {error for _, error in named} <= ENDING_NAMES
+    assert ("claude:tools", "no_finish") in named
+    assert not any(name == "oai:tools" and error == "no_finish" for name, error in named)
     for path in work.rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
