@@ -396,3 +396,14 @@ def test_analyze_of_the_locust_run_names_the_messages_api(protocol_run: dict) ->
     assert no_finish, analysis.headlines
     assert no_finish[0].key == "api" and no_finish[0].best is not None
     assert no_finish[0].best.values == ("messages",)
+
+
+def test_the_api_flag_travels_to_the_locust_process_as_an_input(monkeypatch: pytest.MonkeyPatch
+                                                                 ) -> None:
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    settings = Settings(options={"arms": ["a=http://127.0.0.1:9/v1"], "api": "messages",
+                                 "key_env": KEY_ENV})
+    again = Settings.from_env({SETTINGS_ENV: settings.to_env()})
+    (arm,) = again.resolve().arms
+    assert (arm.protocol, arm.url) == ("messages", "http://127.0.0.1:9/v1/messages")
+    assert arm.request_headers()["x-api-key"] == SECRET and SECRET not in settings.to_env()
