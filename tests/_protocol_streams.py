@@ -6,6 +6,7 @@ builder returns plain bytes, so a test states exactly what the wire carried.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -293,3 +294,24 @@ def feed_in_sizes(checker: Any, body: bytes, sizes: list[int]) -> Verdict:
             pos += size
     result: Verdict = checker.close()
     return result
+
+
+#: Every marker of every family, as the tests spell them (not taken from the checker's own table).
+MARKERS = ["｜DSML｜", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
+           "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<tool_call>", "</tool_call>", "<function=",
+           "</function>", "<parameter="]
+
+
+def split_at(text: str, cuts: list[int]) -> list[str]:
+    """``text`` in non-empty pieces cut at the given offsets (out-of-range ones clamp to its end)."""
+    bounds = sorted({min(c, len(text)) for c in cuts} | {0, len(text)})
+    return [text[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def assert_leak_found_where_it_is(text: str, verdict: Verdict) -> None:
+    """A leak finding exactly when a marker is in ``text``, naming the offset where one starts."""
+    leaks = [f for f in verdict.findings if f.kind is FindingKind.MARKUP_LEAK]
+    assert bool(leaks) == any(m in text for m in MARKERS)
+    if leaks:
+        pos = int(leaks[0].detail.rsplit(" at ", 1)[1])
+        assert any(text.startswith(m, pos) for m in MARKERS)

@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 
 from _protocol_streams import (
     BODIES,
+    MARKERS,
     Responses,
+    assert_leak_found_where_it_is,
     cut_or_crlf,
     facts,
     feed_in_sizes,
@@ -22,9 +24,10 @@ from _protocol_streams import (
     sample_verdict,
     sdk_shape,
     shipped_samples,
+    split_at,
     sse,
 )
-from sseguard.contract import ResponsesChecker, checker_for, detect_api, leak_markers
+from sseguard.contract import ResponsesChecker, checker_for, detect_api
 from sseguard.errors import UsageError
 from sseguard.verdict import Api, Ending, FindingKind, Verdict
 
@@ -543,27 +546,19 @@ def test_open_reasoning_item_keeps_summary_and_reasoning_text_apart() -> None:
     assert (v.ending, v.findings) == (Ending.TRUNCATED, ())
 
 
-_MARKERS = list(leak_markers("all"))
-
 
 @settings(max_examples=150, deadline=None)
-@given(before=st.text(max_size=20), marker=st.sampled_from([*_MARKERS, "", "<tool", "｜DS"]),
+@given(before=st.text(max_size=20), marker=st.sampled_from([*MARKERS, "", "<tool", "｜DS"]),
        after=st.text(max_size=20), cuts=st.lists(st.integers(0, 60), max_size=5),
        keep_text=st.booleans(), reasoning=st.booleans())
 def test_leak_is_found_wherever_the_deltas_split_it(before: str, marker: str, after: str,
                                                     cuts: list[int], keep_text: bool,
                                                     reasoning: bool) -> None:
     text = before + marker + after
-    bounds = sorted({min(c, len(text)) for c in cuts} | {0, len(text)})
-    deltas = [text[a:b] for a, b in itertools.pairwise(bounds)]
+    deltas = split_at(text, cuts)
     r = Responses().created()
     (r.reasoning(0, deltas) if reasoning else r.message(0, deltas)).completed()
-    leaks = [f for f in run("responses", r.body(), keep_text=keep_text).findings
-             if f.kind is FindingKind.MARKUP_LEAK]
-    assert bool(leaks) == any(m in text for m in _MARKERS)
-    if leaks:
-        pos = int(leaks[0].detail.rsplit(" at ", 1)[1])
-        assert any(text.startswith(m, pos) for m in _MARKERS)
+    assert_leak_found_where_it_is(text, run("responses", r.body(), keep_text=keep_text))
 
 
 def test_json_nested_deeper_than_python_can_read_is_a_finding_not_a_crash() -> None:

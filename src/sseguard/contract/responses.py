@@ -74,6 +74,9 @@ _PART_TEXT: dict[str, dict[str, str]] = {
     "response.reasoning_summary_part": {"response.reasoning_summary_text": "text"},
 }
 _ARGUMENTS = "response.function_call_arguments"
+_OUTPUT_TEXT = "response.output_text"
+_OUTPUT_TEXT_DELTA = "response.output_text.delta"
+_CONTENT_PART = "response.content_part"
 
 
 @dataclass(slots=True)
@@ -380,7 +383,7 @@ class ResponsesChecker(CheckerBase):
                 return None
             sub = got
             if spec.needs_part:
-                part = self._asm.parts.get((block.index, "response.content_part", sub))
+                part = self._asm.parts.get((block.index, _CONTENT_PART, sub))
                 if part is None or not part.open:
                     self._once(f"{etype}#{block.index}#{sub}", FindingKind.EVENT_ORDER,
                                f"{etype} for part {sub} of output item {block.index}, which is "
@@ -389,6 +392,20 @@ class ResponsesChecker(CheckerBase):
         return block, spec, (block.index, prefix, sub)
 
     def _on_delta(self, etype: str, obj: dict[str, Any]) -> None:
+        # Fast path for nearly every event of a long answer: text into an open part of an open
+        # message; anything unusual takes the checked way below.
+        if etype == _OUTPUT_TEXT_DELTA:
+            index, sub, delta = obj.get("output_index"), obj.get("content_index"), obj.get("delta")
+            if type(index) is int and type(sub) is int and type(delta) is str:
+                block = self._asm.items.get(index)
+                part = self._asm.parts.get((index, _CONTENT_PART, sub))
+                if (block is not None and block.open and block.type == "message"
+                        and part is not None and part.open):
+                    if delta:
+                        self._asm.text((index, _OUTPUT_TEXT, sub)).add(delta)
+                        self._asm.saw_token = True
+                        self._leaks.scan(index, "output_text", delta)
+                    return
         found = self._text_key(etype, obj)
         if found is None:
             return
