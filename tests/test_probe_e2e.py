@@ -281,6 +281,17 @@ async def test_tools_and_reuse_hold_real_multi_turn_conversations_in_each_protoc
     assert all(r.ending == "complete" for r in reuse.records)
 
 
+@pytest.mark.parametrize("api", ["responses", "messages"])
+async def test_big_prompts_are_unique_and_of_the_asked_size_in_each_protocol(tmp_path: Path,
+                                                                             api: str) -> None:
+    async with run_chaos(ChaosConfig(pacing=FAST)) as srv:
+        result = await execute(config(srv.url, tmp_path, count=3, concurrency="3", workload="big",
+                                      big_bytes=200_000, api=api), live=False)
+    assert all(200_000 < r.prompt_bytes < 201_000 for r in result.records)
+    assert all(r.ending == "complete" and r.api == api for r in result.records)
+    assert len({r.response_id for r in result.records}) == 3
+
+
 async def test_a_messages_arm_sends_its_key_anthropic_style_and_no_file_keeps_it(tmp_path: Path) -> None:
     key = "k3y-Anthropic-Path-Echoes-It-5150"
     seen: list[tuple[str | None, str | None, str | None]] = []
