@@ -236,10 +236,7 @@ class ResponsesFormat(Format):
         return body
 
     def answer(self, message: Mapping[str, Any]) -> Answer | None:
-        output = message.get("output")
-        if not isinstance(output, list):
-            response = message.get("response")
-            output = response.get("output") if isinstance(response, dict) else None
+        output = message.get("output")  # the assembled response object
         if not isinstance(output, list):
             return None
         texts: list[str] = []
