@@ -108,3 +108,29 @@ def mixed(seed: int = 5, per_level: int = 150) -> list[Record]:
             out.append(rec(i, rid=rid, concurrency=level, started=started, ending=ending))
             i += 1
     return out
+
+
+APIS = ("chat", "responses", "messages")
+
+
+def by_api(seed: int = 6, n: int = 450, *, arms_per_api: int = 1) -> list[Record]:
+    """A side-by-side run over the three protocols, one arm each (or ``arms_per_api``); only the
+    messages path truncates, 15 % of its streams."""
+    def one(i: int, rng: random.Random) -> dict[str, Any]:
+        api = APIS[i % 3]
+        arm = f"{api}-{(i // 3) % arms_per_api}" if arms_per_api > 1 else api
+        bad = api == "messages" and rng.random() < 0.15
+        return {"api": api, "arm": arm, "started": i * 0.1, "ending": "truncated" if bad else "complete"}
+    return build(n, seed, one)
+
+
+def routed_within_messages(seed: int = 7, n: int = 600) -> list[Record]:
+    """Chat and messages side by side; on the messages path only, ids `gw-…` (a third) are cut."""
+    def one(i: int, rng: random.Random) -> dict[str, Any]:
+        api = "messages" if i % 2 else "chat"
+        gw = api == "messages" and rng.random() < 1 / 3
+        rid = f"gw-{i}" if gw else (f"msg_{i:06x}" if api == "messages" else f"chatcmpl-{i:06x}")
+        bad = gw and rng.random() < 0.6
+        return {"api": api, "arm": api, "rid": rid, "started": i * 0.1,
+                "ending": "cut_mid_frame" if bad else "complete"}
+    return build(n, seed, one)

@@ -90,3 +90,27 @@ def base_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SSEGUARD_", "LOCUST_"))}
     env.update(extra)
     return env
+
+
+def run_distributed(common: Sequence[str], work: Path, *, master_args: Sequence[str],
+                    worker_env: Mapping[str, str]) -> dict[str, object]:
+    """A headless master (6 s, 4 users, no key in its environment) and two workers, to the end.
+
+    ``common`` are the `sseguard locust …` arguments both roles get; the workers get ``worker_env``
+    on top of a clean environment. Returns the work directory and every process's exit code.
+    """
+    port = free_port()
+    master = start([*common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
+                    str(port), "--headless", "-u", "4", "-r", "4", "-t", "6s", "--expect-workers", "2",
+                    "--expect-workers-max-wait", "30", *master_args],
+                   cwd=work, env=base_env(), log=work / "master.log")
+    workers = [start([*common, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+                     cwd=work, env=base_env(**worker_env), log=work / f"worker{i}.log")
+               for i in (1, 2)]
+    try:
+        master_code = master.wait(50)
+        worker_codes = [w.wait(15) for w in workers]
+    finally:
+        for proc in (master, *workers):
+            stop(proc)
+    return {"work": work, "master_code": master_code, "worker_codes": worker_codes}

@@ -8,7 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _analyze_support import build, load_sweep, mixed, no_signal, rec, routed, time_window
+from _analyze_support import (
+    build,
+    by_api,
+    load_sweep,
+    mixed,
+    no_signal,
+    rec,
+    routed,
+    time_window,
+)
 from sseguard.analyze import analyze
 from sseguard.analyze.columns import bucket_width, clock, columns
 from sseguard.record import Record
@@ -307,3 +316,28 @@ def test_records_without_a_reuse_index_never_change_its_comparison(
     assert [(v.value, v.rate.failed, v.rate.total) for v in after.values] == [
         (v.value, v.rate.failed, v.rate.total) for v in before.values]
     assert after.unobserved_failures == sum(e != "complete" for e, _ in extra)
+
+
+def test_a_fault_only_one_protocols_path_has_is_named_as_the_api_in_plain_words() -> None:
+    records = by_api()
+    bad = failing(records)
+    analysis = analyze(records)
+    top = analysis.top
+    assert top is not None and top.key == "api" and top.complete
+    assert top.best is not None and top.best.values == ("messages",)
+    # One arm per api: the arm picks the same streams, and the api (the more general) leads.
+    assert top.also == ("arm",)
+    healthy = sum(r.api != "messages" for r in records)
+    assert top.headline is not None and top.headline.startswith(
+        f"all {len(bad)} truncated streams came over messages ")
+    assert f"none of {healthy} chat or responses streams failed" in top.headline
+    assert analysis.headlines[1] == top.headline
+
+
+def test_api_is_searched_across_arms_when_each_protocol_has_several() -> None:
+    analysis = analyze(by_api(arms_per_api=3))
+    top = analysis.top
+    assert top is not None and top.key == "api" and top.best is not None
+    assert top.best.values == ("messages",) and top.complete
+    arm = analysis.attribute("arm")
+    assert arm is not None and arm.confounded_with == "api"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from _analyze_support import load_sweep, rec, routed
+from _analyze_support import by_api, load_sweep, rec, routed
 from _streams import text_stream
 from sseguard.analyze import analyze, print_summary, write_html, write_pngs
 from sseguard.contract import StreamChecker
@@ -108,3 +108,19 @@ def test_terminal_summary_shows_tables_and_findings() -> None:
     text = console.export_text()
     assert "Per arm" in text and "id_prefix" in text and "Findings" in text
     assert "all " in text and "response ids starting `gw-`" in text
+
+
+def test_html_and_terminal_show_one_row_per_arm_with_its_api(tmp_path: Path) -> None:
+    records = by_api(arms_per_api=2)
+    analysis = analyze(records)
+    html = write_html(analysis, records, tmp_path / "r.html").read_text("utf-8")
+    section = html.split("<h2>Failure rate per arm</h2>", 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r"<tr><td>([^<]+)</td><td>([^<]+)</td>", section)
+    assert rows == [(f"{api}-{k}", api) for api in ("chat", "messages", "responses") for k in (0, 1)]
+    assert "<h2>Failure rate per api</h2>" in html
+    assert "<h2>Api vs api (Fisher's exact test)</h2>" in html
+    console = Console(record=True, width=160)
+    print_summary(analysis, console)
+    text = console.export_text()
+    assert "Per api (protocol)" in text and "Api vs api" in text
+    assert re.search(r"messages-0\s*│\s*messages\s*│", text)

@@ -6,9 +6,11 @@ import json
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.stats import fisher_exact
 
-from _analyze_support import build, load_sweep, mixed, rec, routed
+from _analyze_support import build, by_api, load_sweep, mixed, rec, routed, routed_within_messages
 from sseguard.analyze import analyze, failure_reason
 from sseguard.errors import ConfigError
 from sseguard.policy import Policy
@@ -96,3 +98,76 @@ def test_nothing_to_analyze_is_a_config_error() -> None:
         analyze([])
     with pytest.raises(ConfigError):
         analyze(routed(n=10), top=0)
+
+
+def test_rates_per_api_with_wilson_intervals_and_api_versus_api_fisher() -> None:
+    records = by_api(arms_per_api=2)
+    analysis = analyze(records)
+    rows = {row.api: row for row in analysis.apis}
+    assert set(rows) == {"chat", "responses", "messages"}
+    for api, row in rows.items():
+        mine = [r for r in records if r.api == api]
+        failed = sum(r.ending != "complete" for r in mine)
+        assert (row.rate.failed, row.rate.total) == (failed, len(mine))
+        assert row.rate.low <= row.rate.value <= row.rate.high
+        assert row.arms == (f"{api}-0", f"{api}-1")
+    assert rows["chat"].rate.failed == 0 < rows["messages"].rate.failed
+    pairs = {(c.arm_a, c.arm_b): c for c in analysis.api_comparisons}
+    assert set(pairs) == {("chat", "messages"), ("chat", "responses"), ("messages", "responses")}
+    c = pairs[("chat", "messages")]
+    expected = fisher_exact([[c.rate_a.failed, c.rate_a.total - c.rate_a.failed],
+                             [c.rate_b.failed, c.rate_b.total - c.rate_b.failed]]).pvalue
+    assert c.kind == "api" and c.p == pytest.approx(expected) and c.p < 1e-6
+    # Several arms per api: the api comparison is a finding of its own.
+    assert any(h.startswith("api `messages` fails more often than api `chat`")
+               for h in analysis.headlines)
+    assert {g.arm: g.api for g in analysis.arms}["messages-1"] == "messages"
+    data = json.loads(json.dumps(analysis.to_dict(), allow_nan=False))
+    assert [a["api"] for a in data["apis"]] == ["chat", "messages", "responses"]
+    assert data["api_comparisons"][0]["kind"] == "api" and data["arms"][0]["api"] == "chat"
+
+
+def test_one_protocol_has_no_api_rows_and_records_without_api_read_as_chat() -> None:
+    analysis = analyze(routed())
+    assert analysis.apis == [] and analysis.api_comparisons == [] and analysis.within_api == {}
+    assert {g.api for g in analysis.arms} == {"chat"}
+    assert analysis.attribute("api") is None
+
+
+def test_the_attribute_search_within_one_api_names_what_its_failures_share() -> None:
+    records = routed_within_messages()
+    analysis = analyze(records)
+    within = analysis.within_api
+    assert set(within) == {"messages"}  # chat had no failure to explain
+    lead = within["messages"][0]
+    assert lead.key == "id_prefix" and lead.best is not None and lead.best.values == ("gw",)
+    assert lead.complete and lead.headline is not None
+    assert lead.headline.startswith("within messages: all ")
+    msg = [r for r in records if r.api == "messages"]
+    assert lead.observed == len(msg)
+    # Across apis the pooled search names the route too (every failure carries `gw-`).
+    assert analysis.top is not None and analysis.top.key == "id_prefix"
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["chat", "responses", "messages"]), st.integers(0, 3),
+                          st.sampled_from(["complete", "truncated", "no_finish", "complete"])),
+                min_size=1, max_size=60))
+def test_api_rows_partition_the_streams_and_each_arm_row_names_its_apis(
+        streams: list[tuple[str, int, str]]) -> None:
+    records = [rec(i, api=api, arm=f"{api}-{k}", ending=ending, started=float(i))
+               for i, (api, k, ending) in enumerate(streams)]
+    analysis = analyze(records)
+    apis = {api for api, _, _ in streams}
+    if len(apis) < 2:
+        assert analysis.apis == [] and analysis.attribute("api") is None
+    else:
+        assert {row.api for row in analysis.apis} == apis
+        assert sum(row.requests for row in analysis.apis) == len(records)
+        assert sum(row.rate.failed for row in analysis.apis) == analysis.total.failed
+        for row in analysis.apis:
+            mine = [r for r in records if r.api == row.api]
+            assert row.rate.failed == sum(r.ending != "complete" for r in mine)
+            assert row.arms == tuple(sorted({r.arm for r in mine}))
+        assert len(analysis.api_comparisons) == len(apis) * (len(apis) - 1) // 2
+    assert {g.arm: g.api for g in analysis.arms} == {r.arm: r.api for r in records}

@@ -15,6 +15,7 @@ import pytest
 
 from _chaos_support import chat_request, fetch, within_binomial
 from sseguard.chaos import (
+    ApiPattern,
     ChaosConfig,
     Fault,
     LoadPattern,
@@ -26,6 +27,7 @@ from sseguard.chaos import (
     slope_points,
 )
 from sseguard.chaos.config import parse_pattern
+from sseguard.errors import ConfigError
 from sseguard.record import id_prefix
 from sseguard.verdict import Ending
 
@@ -200,3 +202,35 @@ async def test_patterns_come_before_base_faults(client: httpx2.AsyncClient) -> N
         expected = "truncated" if o.headers["x-sseguard-route"] == "gw" else "no_done"
         assert o.headers["x-sseguard-fault"] == expected
     assert sources["routed"] + sources["base"] == 100 and sources["routed"] > 20
+
+
+def test_api_pattern_fires_only_for_its_protocol_and_reads_from_toml() -> None:
+    config = ChaosConfig(seed=3, patterns=(ApiPattern(Fault.NO_FINISH, "messages", 0.5),))
+    by_api = {api: Counter(str(decide(config, n, api=api).fault) for n in range(400))
+              for api in ("chat", "responses", "messages")}
+    assert by_api["chat"] == by_api["responses"] == Counter({"None": 400})
+    assert within_binomial(by_api["messages"]["no_finish"], 400, 0.5)
+    assert decide(config, 1, api="messages").source in ("api", "none")
+    parsed = parse_pattern({"type": "api", "api": "messages", "fault": "no_finish",
+                            "probability": 0.5})
+    assert parsed == ApiPattern(Fault.NO_FINISH, "messages", 0.5)
+    with pytest.raises(ConfigError, match=r"patterns\[0\]\.api must be one of chat, responses"):
+        parse_pattern({"type": "api", "api": "grpc", "fault": "no_finish"})
+    with pytest.raises(ConfigError, match="needs an api"):
+        parse_pattern({"type": "api", "fault": "no_finish"})
+
+
+async def test_api_pattern_breaks_only_the_messages_path_of_one_server(
+        client: httpx2.AsyncClient) -> None:
+    config = ChaosConfig(seed=4, pacing=FAST, patterns=(ApiPattern(Fault.TRUNCATED, "messages"),))
+    chat = chat_request()
+    messages = {"model": "chaos-1", "max_tokens": 64, "stream": True,
+                "messages": [{"role": "user", "content": "hi"}]}
+    async with run_chaos(config) as server:
+        faults: dict[str, Counter[str]] = {}
+        for url, body in ((server.chat_url, chat), (server.messages_url, messages)):
+            outs = await asyncio.gather(*(client.post(url, json=body) for _ in range(20)))
+            faults[url] = Counter(o.headers["x-sseguard-fault"] for o in outs)
+        assert server.stats.sources == Counter(api=20, none=20)
+    assert faults[server.chat_url] == Counter(none=20)
+    assert faults[server.messages_url] == Counter(truncated=20)

@@ -40,7 +40,19 @@ def _bad_inputs(tmp: Path) -> list[tuple[list[str], str]]:
     no_url.write_text("[[arm]]\nname = 'x'\n")
     closed = f"a=http://127.0.0.1:{free_port()}/v1"
     ok = "a=http://127.0.0.1:9/v1"
+    chat_body = tmp / "chat.json"
+    chat_body.write_text('{"messages": [{"role": "system", "content": "x"}, {"role": "user", '
+                         '"content": "y"}]}')
+    bad_api = tmp / "bad_api.toml"
+    bad_api.write_text("[[arm]]\nname = 'x'\nbase_url = 'http://127.0.0.1:9/v1'\napi = 'soap'\n")
     return [
+        (["probe", "--arm", ok, "--api", "grpc"], "unknown api 'grpc'"),
+        (["probe", "--config", str(bad_api)], "unknown api 'soap'"),
+        (["probe", "--arm", ok, "--api", "messages", "--body", str(chat_body)],
+         "needs an Anthropic Messages body"),
+        (["probe", "--arm", ok, "--api", "responses", "--body", str(chat_body)],
+         "needs a Responses body"),
+        (["locust", "--arm", ok, "--api", "grpc", "--headless"], "unknown api 'grpc'"),
         (["probe", "--arm", "a=ftp://example.com/v1"], "unknown URL scheme 'ftp'"),
         (["probe", "--arm", ok, "--key-env", "SSEGUARD_TEST_UNSET_KEY"],
          "SSEGUARD_TEST_UNSET_KEY"),
@@ -173,6 +185,9 @@ def test_the_example_probe_toml_is_a_valid_config() -> None:
     example = Path(__file__).resolve().parent.parent / "examples" / "probe.toml"
     cfg = build_config({}, config_path=str(example),
                        environ={"BLUE_API_KEY": "k-blue-1", "GREEN_API_KEY": "k-green-1"})
-    assert [a.name for a in cfg.arms] == ["blue", "green"]
+    assert [(a.name, a.protocol) for a in cfg.arms] == [("blue", "chat"), ("green", "chat"),
+                                                        ("green-anthropic", "messages")]
     assert cfg.arms[1].request_headers({"GREEN_API_KEY": "k-green-1"})["api-key"] == "k-green-1"
+    anthropic = cfg.arms[2].request_headers({"GREEN_API_KEY": "k-green-1"})
+    assert anthropic["x-api-key"] == "k-green-1" and anthropic["anthropic-version"] == "2023-06-01"
     assert cfg.count == 200 and cfg.duration == 600.0 and cfg.workload.name == "tools"

@@ -1,4 +1,5 @@
-"""`sseguard demo`: a short sweep against an in-process chaos upstream finds all three hidden patterns."""
+"""`sseguard demo`: a short sweep over all three protocols against an in-process chaos upstream finds
+all four hidden patterns."""
 
 from __future__ import annotations
 
@@ -7,14 +8,16 @@ from pathlib import Path
 
 from rich.console import Console
 
-from sseguard.chaos import LoadPattern, RoutedPattern, WindowPattern
+from sseguard.chaos import ApiPattern, Fault, LoadPattern, RoutedPattern, WindowPattern
 from sseguard.probe.demo import LEVELS, run_demo, scenario
 
 
 def test_scenario_hides_one_pattern_of_each_kind_inside_the_sweep() -> None:
     plan = scenario(20.0)
     kinds = {type(p) for p in plan.chaos.patterns}
-    assert kinds == {LoadPattern, RoutedPattern, WindowPattern}
+    assert kinds == {LoadPattern, RoutedPattern, WindowPattern, ApiPattern}
+    (api,) = [p for p in plan.chaos.patterns if isinstance(p, ApiPattern)]
+    assert (api.api, api.fault) == ("messages", Fault.NO_FINISH)
     start, end = plan.window
     # The window lies inside the last level and is far shorter than it (time ≠ load).
     assert (len(LEVELS) - 1) * plan.level_seconds < start < end < len(LEVELS) * plan.level_seconds
@@ -31,6 +34,10 @@ def test_short_demo_names_every_hidden_pattern_and_writes_the_report(tmp_path: P
     assert elapsed < 30
     records = result.run.records
     assert {r.concurrency for r in records} == set(LEVELS)
+    assert {(r.arm, r.api) for r in records} == {("chat", "chat"), ("responses", "responses"),
+                                                 ("messages", "messages")}
+    assert {r.api for r in records if r.ending == "no_finish"} == {"messages"}
+    assert len(result.named) == 4
     assert {r.id_prefix for r in records} >= {"gw", "numeric"}
     html = result.report.read_text("utf-8")
     assert result.report.name == "report.html" and "<html" in html.lower()
@@ -38,9 +45,9 @@ def test_short_demo_names_every_hidden_pattern_and_writes_the_report(tmp_path: P
     assert any((tmp_path / "demo" / "evidence").iterdir())
     text = console.export_text()
     assert "gw-" in text and str(result.report) in text
-    # The headlines name the three hidden causes, and nothing else as a cause of its own: every
+    # The headlines name the four hidden causes, and nothing else as a cause of its own: every
     # other attribute that separates is the same streams as one of them, or only follows them.
-    causes = {"id_prefix", "concurrency", "time_window"}
+    causes = {"id_prefix", "concurrency", "time_window", "api"}
     analysis = result.analysis
     assert {a.key for a in analysis.attributes if a.lead} <= causes, analysis.headlines
     for a in analysis.attributes:
@@ -52,3 +59,4 @@ def test_short_demo_names_every_hidden_pattern_and_writes_the_report(tmp_path: P
     for a in analysis.attributes:
         if a.significant and a.explained_by and a.confounded_with is None:
             assert f"{a.key} " in said.split("not causes of their own", 1)[1], said
+    assert "came over messages" in text

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from _expected import expected
-from _locust_support import base_env, chaos_server, free_port, run_cli, start, stop
+from _locust_support import base_env, chaos_server, free_port, run_cli, run_distributed, start, stop
 from sseguard.analyze import analyze, load_records
 from sseguard.locust_run import LOCUSTFILE, SETTINGS_ENV, Settings, locust_argv, master_address, role
 from sseguard.policy import STRICT
@@ -60,24 +60,11 @@ def distributed_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, objec
     """One master and two workers, headless, 6 s, default output directory (named by the run id)."""
     work = tmp_path_factory.mktemp("locust")
     with chaos_server(CHAOS, work) as url:
-        port = free_port()
         common = ["locust", "--arm", f"chaos={url}", "--key-env", KEY_ENV, "--stall-timeout", "2"]
         # The master sends no request: it runs without the key variable.
-        master = start([*common, "--master", "--master-bind-host", "127.0.0.1",
-                        "--master-bind-port", str(port), "--headless", "-u", "4", "-r", "4", "-t", "6s",
-                        "--expect-workers", "2", "--expect-workers-max-wait", "30",
-                        "--csv", "stats/run", "--json-file", "stats/run"],
-                       cwd=work, env=base_env(), log=work / "master.log")
-        workers = [start([*common, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
-                         cwd=work, env=base_env(**{KEY_ENV: SECRET}), log=work / f"worker{i}.log")
-                   for i in (1, 2)]
-        try:
-            master_code = master.wait(50)
-            worker_codes = [w.wait(15) for w in workers]
-        finally:
-            for proc in (master, *workers):
-                stop(proc)
-    return {"work": work, "master_code": master_code, "worker_codes": worker_codes}
+        return run_distributed(common, work, master_args=["--csv", "stats/run", "--json-file",
+                                                          "stats/run"],
+                               worker_env={KEY_ENV: SECRET})
 
 
 def _results(work: Path) -> dict[Path, list[Record]]:
@@ -358,3 +345,117 @@ def test_missing_locust_package_is_a_one_line_config_error(monkeypatch: pytest.M
     settings = Settings(options={"arms": ["a=http://127.0.0.1:9/v1"]})
     with pytest.raises(ConfigError, match=r"pip install 'sseguard\[locust\]'"):
         locust_run.prepare(settings, ["--headless"])
+
+
+# ── a responses arm and a messages arm through a master and two workers ──────────────────────────
+#: What each worker must record for the fault the server says it injected (any protocol).
+PROTOCOL_ENDINGS = {"none": "complete", "truncated": "truncated", "cut_mid_frame": "cut_mid_frame",
+                    "http_error": "http_error", "transport_error": "transport_error",
+                    "no_finish": "no_finish"}
+PROTOCOL_CHAOS = """
+seed = 13
+[pacing]
+inter_token_ms = 8
+tokens = 8
+[faults]
+cut_mid_frame = 0.05
+http_error = 0.05
+transport_error = 0.04
+[[patterns]]
+type = "api"
+api = "messages"
+fault = "no_finish"
+probability = 0.2
+[[patterns]]
+type = "routed"
+fault = "truncated"
+share = 0.2
+prefix = "gw-"
+"""
+
+
+@pytest.fixture(scope="module")
+def protocol_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """Master + 2 workers, users spread over a responses arm and a messages arm, keyed Anthropic-style."""
+    work = tmp_path_factory.mktemp("locust-apis")
+    with chaos_server(PROTOCOL_CHAOS, work) as url:
+        config = work / "probe.toml"
+        config.write_text(f'[probe]\nstall_timeout = 2\nout = "run"\nworkload = "tools"\n'
+                          f'[[arm]]\nname = "oai"\nbase_url = "{url}"\napi = "responses"\n'
+                          f'key_env = "{KEY_ENV}"\n'
+                          f'[[arm]]\nname = "claude"\nbase_url = "{url}"\napi = "messages"\n'
+                          f'key_env = "{KEY_ENV}"\n', "utf-8")
+        return run_distributed(["locust", "--config", str(config)], work,
+                               master_args=["--json-file", "run/stats", "--csv", "run/locust"],
+                               worker_env={KEY_ENV: SECRET})
+
+
+def test_workers_record_each_protocols_endings_as_the_server_injected_them(protocol_run: dict
+                                                                            ) -> None:
+    work = protocol_run["work"]
+    log = (work / "master.log").read_text(errors="replace")
+    assert protocol_run["worker_codes"] == [0, 0], log[-2000:]
+    files = sorted((work / "run").glob("results-*.jsonl"))
+    assert len(files) == 2
+    records = load_records([str(work / "run")])
+    assert {r.arm: r.api for r in records} == {"oai": "responses", "claude": "messages"}
+    assert {r.worker for r in records if r.arm == "oai"} == {r.worker for r in records} and \
+        len({r.worker for r in records}) == 2
+    wrong = [(r.arm, r.injected, r.ending) for r in records
+             if r.ending != PROTOCOL_ENDINGS[str(r.injected)]]
+    assert wrong == []
+    for arm in ("oai", "claude"):
+        mine = [r for r in records if r.arm == arm]
+        assert len(mine) >= 20
+        assert Counter(r.ending for r in mine) == Counter(PROTOCOL_ENDINGS[str(r.injected)]
+                                                          for r in mine)
+    # Only the messages path has the api-pattern fault; the routed truncation hits both.
+    assert {r.ending for r in records if r.arm == "claude"} >= {"no_finish", "truncated", "complete"}
+    assert "no_finish" not in {r.ending for r in records if r.arm == "oai"}
+    assert "truncated" in {r.ending for r in records if r.arm == "oai"}
+    # The tools workload held multi-turn conversations: tool results made some prompts longer.
+    for arm in ("oai", "claude"):
+        assert len({r.prompt_bytes for r in records if r.arm == arm}) >= 2
+
+
+def test_locust_names_failures_by_ending_per_arm_and_no_key_reaches_disk(protocol_run: dict) -> None:
+    work = protocol_run["work"]
+    records = load_records([str(work / "run")])
+    final = json.loads((work / "run" / "stats.json").read_text())
+    by_name = {e["name"]: e for e in final}
+    assert set(by_name) == {"oai:tools", "claude:tools"}
+    for arm in ("oai", "claude"):
+        mine = [r for r in records if r.arm == arm]
+        entry = by_name[f"{arm}:tools"]
+        assert entry["num_requests"] == len(mine)
+        assert entry["num_failures"] == sum(not r.passed for r in mine)
+    # Failures are named by ending, per arm: the messages arm's no_finish among them.
+    with (work / "run" / "locust_failures.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    named = {(row["Name"], row["Error"]) for row in rows}
+    assert {error for _, error in named} <= ENDING_NAMES
+    assert ("claude:tools", "no_finish") in named
+    assert not any(name == "oai:tools" and error == "no_finish" for name, error in named)
+    for path in work.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_analyze_of_the_locust_run_names_the_messages_api(protocol_run: dict) -> None:
+    records = load_records([str(protocol_run["work"] / "run")])
+    analysis = analyze(records, STRICT)
+    no_finish = analysis.by_reason.get("no_finish")
+    assert no_finish, analysis.headlines
+    assert no_finish[0].key == "api" and no_finish[0].best is not None
+    assert no_finish[0].best.values == ("messages",)
+
+
+def test_the_api_flag_travels_to_the_locust_process_as_an_input(monkeypatch: pytest.MonkeyPatch
+                                                                 ) -> None:
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    settings = Settings(options={"arms": ["a=http://127.0.0.1:9/v1"], "api": "messages",
+                                 "key_env": KEY_ENV})
+    again = Settings.from_env({SETTINGS_ENV: settings.to_env()})
+    (arm,) = again.resolve().arms
+    assert (arm.protocol, arm.url) == ("messages", "http://127.0.0.1:9/v1/messages")
+    assert arm.request_headers()["x-api-key"] == SECRET and SECRET not in settings.to_env()

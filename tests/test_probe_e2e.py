@@ -3,14 +3,17 @@ names the pattern behind it, policies re-judge a run, and no secret reaches a fi
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from aiohttp import web
 
 from _probe_support import FAST, config, expected_of, mismatches, serve_app
 from sseguard.analyze import analyze
 from sseguard.chaos import (
+    ApiPattern,
     ChaosConfig,
     Dialect,
     Fault,
@@ -22,6 +25,7 @@ from sseguard.chaos import (
     run_chaos,
 )
 from sseguard.policy import Policy
+from sseguard.probe.config import ProbeConfig, build_config
 from sseguard.probe.runner import execute
 
 COUNTER = web.AppKey("counter", list[int])
@@ -187,3 +191,189 @@ async def test_secrets_never_reach_any_file_under_out(tmp_path: Path) -> None:
         text = path.read_text("utf-8", errors="replace")
         assert key not in text, path
         assert "Bearer" not in text and "bearer" not in text, path
+
+
+# ── all three protocols side by side ─────────────────────────────────────────────────────────────
+#: What a correct probe records, in every protocol, for the fault the server says it injected:
+#: (ending, a finding kind that must be among the record's findings or None).
+INJECTED_TO_RECORDED = {
+    "none": ("complete", None),
+    "truncated": ("truncated", None),
+    "no_finish": ("no_finish", None),
+    "no_done": ("no_done", None),
+    "cut_mid_frame": ("cut_mid_frame", None),
+    "transport_error": ("transport_error", None),
+    "error_event": ("error_event", None),
+    "http_error": ("http_error", None),
+    "stalled": ("stalled", None),
+    "empty": ("empty", None),
+    "missing_usage": ("complete", "missing_usage"),
+    "bad_chunk_json": ("complete", "bad_chunk_json"),
+    "markup_leak": ("complete", "markup_leak"),
+    "sequence_gap": ("complete", "sequence_gap"),
+    "event_order": ("complete", "event_order"),
+    "block_unterminated": ("complete", "block_unterminated"),
+}
+#: Faults a protocol has no way to carry (the server then injects none and says so).
+CANNOT_CARRY = {
+    "chat": {"sequence_gap", "event_order", "block_unterminated"},
+    "responses": {"no_done"},
+    "messages": {"sequence_gap"},
+}
+PROTOCOL_MIX = {Fault(name): 0.05 for name in INJECTED_TO_RECORDED if name not in ("none", "stalled")}
+PROTOCOL_MIX[Fault.STALLED] = 0.03
+APIS = ("chat", "responses", "messages")
+
+
+def three_arms(url: str, out: Path, **options: object) -> ProbeConfig:
+    """One arm per protocol (named for it) on the same upstream, from a probe.toml."""
+    toml = out.parent / f"{out.name}.toml"
+    toml.write_text("".join(f'[[arm]]\nname = "{api}"\nbase_url = "{url}"\napi = "{api}"\n'
+                            for api in APIS))
+    opts = {"out": str(out), "stall_timeout": 2.0, "timeout": 20.0, "ramp": 0.0, **options}
+    return build_config(opts, config_path=str(toml))
+
+
+async def test_arms_of_each_protocol_record_exactly_what_the_server_injected(tmp_path: Path) -> None:
+    # A stall hangs until the probe gives up after its (1 s) stall timeout: no race of two timers.
+    chaos = ChaosConfig(seed=9, pacing=FAST, faults=PROTOCOL_MIX,
+                        options=FaultOptions(stall_ms=1000, stall_then="hang"))
+    async with run_chaos(chaos) as srv:
+        cfg = three_arms(srv.url, tmp_path / "out", count=160, concurrency="8", stall_timeout=1.0)
+        result = await execute(cfg, live=False)
+        injected_by_server = Counter(srv.stats.faults)
+        per_api_requests = Counter(srv.stats.apis)
+    assert per_api_requests == {"chat": 160, "responses": 160, "messages": 160}
+    records = result.records
+    wrong = []
+    for r in records:
+        ending, finding = INJECTED_TO_RECORDED[str(r.injected)]
+        if r.ending != ending or (finding is not None and finding not in r.finding_kinds):
+            wrong.append(f"{r.arm}#{r.index}: injected {r.injected}, recorded {r.ending} "
+                         f"{r.finding_kinds}")
+    assert wrong == []
+    assert Counter(r.injected for r in records) == injected_by_server
+    for api in APIS:
+        mine = [r for r in records if r.arm == api]
+        assert len(mine) == 160 and {r.api for r in mine} == {api}
+        assert {r.path for r in mine} == {f"/v1/{'chat/completions' if api == 'chat' else api}"}
+        # Counts per ending of the arm equal the counts the server's headers imply.
+        assert Counter(r.ending for r in mine) == Counter(
+            INJECTED_TO_RECORDED[str(r.injected)][0] for r in mine)
+        assert not {str(r.injected) for r in mine} & CANNOT_CARRY[api]
+        assert len({str(r.injected) for r in mine}) >= 8  # the draw really mixed faults
+    evidence = {p.name for p in (tmp_path / "out" / "evidence").glob("*.json")}
+    assert len(evidence) == sum(r.ending != "complete" for r in records)
+    doc = json.loads(next((tmp_path / "out" / "evidence").glob("messages-*.json")).read_text())
+    assert doc["request"]["api"] == "messages" and doc["request"]["path"] == "/v1/messages"
+
+
+async def test_analyze_names_the_api_when_one_protocols_path_is_the_one_that_fails(
+        tmp_path: Path) -> None:
+    chaos = ChaosConfig(seed=10, pacing=FAST,
+                        patterns=(ApiPattern(Fault.TRUNCATED, "messages", probability=0.3),))
+    async with run_chaos(chaos) as srv:
+        result = await execute(three_arms(srv.url, tmp_path / "out", count=120, concurrency="6"),
+                               live=False)
+    analysis = analyze(result.records, Policy())
+    top = analysis.top
+    assert top is not None and top.key == "api", analysis.headlines
+    assert top.best is not None and top.best.values == ("messages",) and top.complete
+    truncated = sum(r.ending == "truncated" for r in result.records)
+    assert truncated == sum(r.injected == "truncated" for r in result.records) > 10
+    assert analysis.headlines[1].startswith(f"all {truncated} truncated streams came over messages")
+    assert "none of 240 chat or responses streams failed" in analysis.headlines[1]
+    # Each protocol has its own id prefix and arm here: they pick the same streams, and api leads.
+    assert set(top.also) == {"id_prefix", "arm"}
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+async def test_tools_and_reuse_hold_real_multi_turn_conversations_in_each_protocol(
+        tmp_path: Path, api: str) -> None:
+    async with run_chaos(ChaosConfig(pacing=FAST)) as srv:
+        tools = await execute(config(srv.url, tmp_path / "t", count=6, concurrency="1",
+                                     workload="tools", api=api), live=False)
+        reuse = await execute(config(srv.url, tmp_path / "r", count=5, concurrency="1",
+                                     workload="reuse", api=api), live=False)
+    records = sorted(tools.records, key=lambda r: r.index)
+    assert all(r.ending == "complete" and r.api == api for r in records), records
+    # call → tool result (a longer prompt) → text answer → a new task (short again)
+    sizes = [r.prompt_bytes for r in records]
+    assert sizes[1] > sizes[0] and sizes[2] < sizes[1] and sizes[3] > sizes[2]
+    grown = [r.prompt_bytes for r in sorted(reuse.records, key=lambda r: r.index)]
+    assert grown == sorted(grown) and grown[-1] > grown[0]
+    assert all(r.ending == "complete" for r in reuse.records)
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+async def test_big_prompts_are_unique_and_of_the_asked_size_in_each_protocol(tmp_path: Path,
+                                                                             api: str) -> None:
+    async with run_chaos(ChaosConfig(pacing=FAST)) as srv:
+        result = await execute(config(srv.url, tmp_path, count=3, concurrency="3", workload="big",
+                                      big_bytes=200_000, api=api), live=False)
+    assert all(200_000 < r.prompt_bytes < 201_000 for r in result.records)
+    assert all(r.ending == "complete" and r.api == api for r in result.records)
+    assert len({r.response_id for r in result.records}) == 3
+
+
+async def test_a_messages_arm_sends_its_key_anthropic_style_and_no_file_keeps_it(tmp_path: Path) -> None:
+    key = "k3y-Anthropic-Path-Echoes-It-5150"
+    seen: list[tuple[str | None, str | None, str | None]] = []
+
+    async def echo(request: web.Request) -> web.StreamResponse:
+        """An Anthropic-compatible path that echoes its x-api-key in a header, a cookie and the text."""
+        body = await request.json()
+        seen.append((request.headers.get("x-api-key"), request.headers.get("anthropic-version"),
+                     request.headers.get("authorization")))
+        assert body["max_tokens"] == 1024 and body["system"] and body["stream"] is True
+        resp = web.StreamResponse(headers={"content-type": "text/event-stream", "x-echo": key,
+                                           "set-cookie": f"session={key}"})
+        await resp.prepare(request)
+        start = {"type": "message_start", "message": {
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [],
+            "stop_reason": None, "usage": {"input_tokens": 3, "output_tokens": 0}}}
+        block = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+        delta = {"type": "content_block_delta", "index": 0,
+                 "delta": {"type": "text_delta", "text": f"your key is {key}"}}
+        for event in (start, block, delta):  # then a clean EOF: truncated
+            await resp.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/messages", echo)
+    async with serve_app(app) as url:
+        cfg = config(f"claude={url}", tmp_path, count=6, concurrency="2", api="messages",
+                     key_env="PROBE_ANTHROPIC_KEY", environ={"PROBE_ANTHROPIC_KEY": key})
+        result = await execute(cfg, live=False, environ={"PROBE_ANTHROPIC_KEY": key})
+    assert seen == [(key, "2023-06-01", None)] * 6
+    assert {(r.api, r.ending) for r in result.records} == {("messages", "truncated")}
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(files) >= 8
+    for path in files:
+        assert key not in path.read_text("utf-8", errors="replace"), path
+
+
+async def test_arms_of_three_protocols_each_send_their_own_body(tmp_path: Path) -> None:
+    bodies = {
+        "chat": {"model": "own-chat", "messages": [{"role": "system", "content": "Be brief."},
+                                                   {"role": "user", "content": "One word."}]},
+        "responses": {"model": "own-resp", "instructions": "Be brief.", "input": "One word."},
+        "messages": {"model": "own-claude", "system": "Be brief.", "max_tokens": 77,
+                     "messages": [{"role": "user", "content": "One word."}]},
+    }
+    async with run_chaos(ChaosConfig(pacing=FAST)) as srv:
+        toml = tmp_path / "own.toml"
+        lines = []
+        for api, body in bodies.items():
+            path = tmp_path / f"{api}.json"
+            path.write_text(json.dumps(body))
+            lines.append(f'[[arm]]\nname = "{api}"\nbase_url = "{srv.url}"\napi = "{api}"\n'
+                         f'body = "{path}"\n')
+        toml.write_text("".join(lines))
+        cfg = build_config({"out": str(tmp_path / "out"), "count": 5, "concurrency": "2",
+                            "ramp": 0.0, "workload": "tools"}, config_path=str(toml))
+        result = await execute(cfg, live=False)
+    for api in APIS:
+        mine = [r for r in result.records if r.arm == api]
+        assert len(mine) == 5 and all(r.ending == "complete" for r in mine), mine
+        assert {(r.api, r.workload, r.model) for r in mine} == {(api, "body", bodies[api]["model"])}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
@@ -65,6 +66,56 @@ async def test_each_injected_fault_is_recorded_as_its_ending_and_finding(fault: 
     assert record.passed is False
     # Evidence exists exactly for streams that did not end complete.
     assert (record.evidence is not None) == (want.ending != "complete")
+
+
+#: For a responses or messages arm: the fault forced on the server → (the ending the record must
+#: carry, a finding kind it must hold or None). Written here, not taken from the chaos server's table.
+PROTOCOL_VERDICTS = {
+    "truncated": ("truncated", None), "no_done": ("no_done", None), "no_finish": ("no_finish", None),
+    "cut_mid_frame": ("cut_mid_frame", None), "transport_error": ("transport_error", None),
+    "error_event": ("error_event", None), "http_error": ("http_error", None),
+    "stalled": ("stalled", None), "empty": ("empty", None),
+    "markup_leak": ("complete", "markup_leak"),
+    "tool_args_invalid_json": ("complete", "tool_args_invalid_json"),
+    "tool_undefined_function": ("complete", "tool_undefined_function"),
+    "tool_args_schema_mismatch": ("complete", "tool_args_schema_mismatch"),
+    "tool_call_unterminated": ("truncated", "tool_call_unterminated"),
+    "bad_chunk_json": ("complete", "bad_chunk_json"), "chunk_schema": ("complete", "chunk_schema"),
+    "missing_usage": ("complete", "missing_usage"), "id_changed": ("complete", "id_changed"),
+    "sequence_gap": ("complete", "sequence_gap"), "event_order": ("complete", "event_order"),
+    "block_unterminated": ("complete", "block_unterminated"),
+    "done_mismatch": ("complete", "done_mismatch"),
+}
+#: What each protocol has no way to carry (the server then injects nothing).
+CARRIES_NOT = {"responses": {"no_done"}, "messages": {"sequence_gap", "done_mismatch", "id_changed"}}
+TOOL_FAULTS = {"tool_args_invalid_json", "tool_undefined_function", "tool_args_schema_mismatch",
+               "tool_call_unterminated"}
+
+
+@pytest.mark.parametrize(("api", "fault"), [(api, f) for api in ("responses", "messages")
+                                            for f in PROTOCOL_VERDICTS if f not in CARRIES_NOT[api]],
+                         ids=lambda v: str(v))
+async def test_each_fault_on_a_responses_or_messages_arm_is_checked_by_that_protocol(
+        api: str, fault: str) -> None:
+    # A stall hangs until the engine gives up after its 1 s stall timeout (no race of two timers).
+    chaos = ChaosConfig(seed=1, pacing=FAST, options=FaultOptions(stall_ms=1000, stall_then="hang"))
+    workload = Workload(WorkloadSpec(name="tools" if fault in TOOL_FAULTS else "small"))
+    body = workload.finish(workload.conversation(0, api).next_body(), model="m", api=api)
+    async with run_chaos(chaos) as srv, aiohttp.ClientSession() as session:
+        arm = make_arm("a", srv.url, api=api)
+        target = Target(arm=arm, url=arm.url, headers={"content-type": "application/json",
+                                                       INJECT_HEADER: fault})
+        sink = MemorySink()
+        outcome = await run_request(session, target, body, settings=replace(SETTINGS, stall_timeout=1.0),
+                                    sink=sink, index=2)
+    record = outcome.record
+    ending, finding = PROTOCOL_VERDICTS[fault]
+    assert (record.api, record.path, record.injected) == (api, f"/v1/{api}", fault)
+    assert record.ending == ending, (record.ending, record.finding_kinds, record.error)
+    assert finding is None or finding in record.finding_kinds, record.finding_kinds
+    assert outcome.verdict.api == api and not record.passed
+    if record.evidence is not None:
+        assert sink.evidence[record.evidence]["request"]["api"] == api
 
 
 async def test_healthy_stream_is_complete_with_timings_in_order_and_no_evidence() -> None:

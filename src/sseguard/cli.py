@@ -214,10 +214,13 @@ def _probe_command(sweep: bool) -> Any:
                                           help="Arms (base_url, model, headers, key_env) and settings."),
         model: str | None = typer.Option(None, "--model", metavar="MODEL",
                                          help="Model name for arms that set none."),
+        api: str | None = typer.Option(None, "--api", metavar="API",
+                                       help="Protocol of arms that set none: chat (default), "
+                                            "responses or messages."),
         workload: str | None = typer.Option(None, "--workload", metavar="WORKLOAD",
                                             help="small, big, reuse or tools."),
         body: str | None = typer.Option(None, "--body", metavar="FILE",
-                                        help="Your own request body (JSON with messages)."),
+                                        help="Your own request body, in the arm's api format."),
         big_bytes: int | None = typer.Option(None, "--big-bytes", metavar="BYTES",
                                              help="Prompt size of the big workload (1700000)."),
         max_tokens: int | None = typer.Option(None, "--max-tokens", metavar="N",
@@ -260,7 +263,7 @@ def _probe_command(sweep: bool) -> Any:
     ) -> None:
         from sseguard.probe.command import probe_main
 
-        options = {"arms": arm, "model": model, "workload": workload, "body": body,
+        options = {"arms": arm, "api": api, "model": model, "workload": workload, "body": body,
                    "big_bytes": big_bytes, "max_tokens": max_tokens,
                    "reasoning_effort": reasoning_effort, "include_usage": include_usage,
                    "count": count, "duration": duration, "concurrency": concurrency, "rate": rate,
@@ -310,12 +313,15 @@ def locust(
                                        "over the arms."),
     model: str | None = typer.Option(None, "--model", metavar="MODEL",
                                      help="Model name for arms that set none."),
+    api: str | None = typer.Option(None, "--api", metavar="API",
+                                   help="Protocol of arms that set none: chat (default), responses "
+                                        "or messages."),
     key_env: str | None = typer.Option(None, "--key-env", metavar="NAME",
                                        help="Env var holding the key (never the key itself)."),
     workload: str | None = typer.Option(None, "--workload", metavar="WORKLOAD",
                                         help="small, big, reuse or tools."),
     body: str | None = typer.Option(None, "--body", metavar="FILE",
-                                    help="Your own request body (JSON with messages)."),
+                                    help="Your own request body, in the arm's api format."),
     policy: str | None = typer.Option(None, "--policy", metavar="POLICY",
                                       help="strict, no-finish-ok, no-done-ok, lenient."),
     tolerate: str | None = typer.Option(None, "--tolerate", metavar="ENDING,…",
@@ -351,7 +357,8 @@ def locust(
     """
     from sseguard.locust_run import Settings, run
 
-    options = {"arms": arm, "model": model, "key_env": key_env, "workload": workload, "body": body,
+    options = {"arms": arm, "api": api, "model": model, "key_env": key_env, "workload": workload,
+               "body": body,
                "policy": policy, "tolerate": tolerate, "stall_timeout": stall_timeout,
                "timeout": timeout, "out": out, "headers": header, "seed": seed}
     settings = Settings(options={k: v for k, v in options.items() if v not in (None, [])},
@@ -542,7 +549,8 @@ def demo(
                                   help="Probing time, split over the levels."),
     no_live: bool = typer.Option(False, "--no-live", help="No live display."),
 ) -> None:
-    """Probe an in-process chaos upstream with three hidden faults and show what the analysis finds.
+    """Probe an in-process chaos upstream over chat, responses and messages side by side, with four
+    hidden faults, and show what the analysis finds.
 
     No network, no key; about half a minute.
 

@@ -2,7 +2,7 @@
 
 Load tools count a stream that delivered one token as a success. ``StreamGuardUser`` feeds each body,
 as its bytes arrive on Locust's own gevent HTTP client (geventhttpclient, via ``FastHttpUser``), to the
-same sans-IO ``StreamChecker`` the asyncio probe uses, and then:
+same sans-IO checker the asyncio probe uses (``checker_for`` the arm's ``api``), and then:
 
 - fires one Locust request event per stream, named by workload, timed to the last byte, and failed
   with a :class:`StreamFailure` whose text is the ``Ending`` (and first untolerated finding), so
@@ -48,7 +48,7 @@ from sseguard.probe.config import ProbeConfig
 from sseguard.probe.measure import StreamWatch, evidence_document, request_summary
 from sseguard.probe.sink import EVIDENCE_DIR, JsonlSink
 from sseguard.probe.target import ConnectionTracker, Target
-from sseguard.probe.workloads import Conversation, Workload, encode_body
+from sseguard.probe.workloads import Conversation, Workload, arm_workloads, encode_body
 from sseguard.record import Record
 from sseguard.redact import Redactor
 from sseguard.verdict import Ending, Verdict
@@ -130,7 +130,7 @@ class WorkerState:
 
     config: ProbeConfig
     targets: tuple[Target, ...]
-    workload: Workload
+    workloads: dict[str, Workload]  # per arm: the run's, or the arm's own body
     redactor: Redactor
     explicit_out: bool = True
     worker: str = field(default_factory=worker_id)
@@ -145,7 +145,8 @@ class WorkerState:
         config = settings.resolve()
         targets = tuple(Target.of(arm) for arm in config.arms)
         secrets = [s for t in targets for s in t.secrets]
-        return cls(config=config, targets=targets, workload=Workload(config.workload, seed=config.seed),
+        workloads = arm_workloads(Workload(config.workload, seed=config.seed), config.arms)
+        return cls(config=config, targets=targets, workloads=workloads,
                    redactor=Redactor(secrets), explicit_out=settings.explicit_out)
 
     @property
@@ -308,7 +309,7 @@ def stream_once(http: HTTPClient, target: Target, body: dict[str, Any], *, stall
     payload = encode_body(body)
     clock = time.perf_counter
     sent = clock()
-    watch = StreamWatch(body, sent_at=sent, started_at=time.time())
+    watch = StreamWatch(body, sent_at=sent, started_at=time.time(), api=target.arm.protocol)
     transport_error: str | None = None
     stalled = False
     error_body: bytes | None = None
@@ -366,7 +367,8 @@ def stream_once(http: HTTPClient, target: Target, body: dict[str, Any], *, stall
 
 # ── the user ─────────────────────────────────────────────────────────────────────────────────────
 class StreamGuardUser(FastHttpUser):
-    """Streams chat completions back to back (a closed loop, like the probe) and checks each one."""
+    """Streams back to back in its arm's protocol (chat completions, responses or messages; a closed
+    loop, like the probe) and checks each stream with that protocol's checker."""
 
     abstract = False
     wait_time = constant(0)
@@ -387,12 +389,13 @@ class StreamGuardUser(FastHttpUser):
         if self.host is None:
             self.host = f"{url.scheme}://{url.netloc}"
         super().__init__(environment)
-        self.conversation: Conversation = state.workload.conversation(
-            f"{state.worker}:{self.user_index}")
-        self.http: HTTPClient = self.client.client.clientpool.get_client(url)
         arm_name = self.target.arm.name
-        self.request_name = (state.workload.name if len(state.targets) == 1
-                             else f"{arm_name}:{state.workload.name}")
+        self.workload = state.workloads[arm_name]
+        self.conversation: Conversation = self.workload.conversation(
+            f"{state.worker}:{self.user_index}", self.target.arm.protocol)
+        self.http: HTTPClient = self.client.client.clientpool.get_client(url)
+        self.request_name = (self.workload.name if len(state.targets) == 1
+                             else f"{arm_name}:{self.workload.name}")
 
     @task
     def stream(self) -> None:
@@ -400,7 +403,8 @@ class StreamGuardUser(FastHttpUser):
         state = self.state
         config = state.config
         target = self.target
-        body = state.workload.finish(self.conversation.next_body(), model=target.arm.model)
+        body = self.workload.finish(self.conversation.next_body(), model=target.arm.model,
+                                    api=target.arm.protocol)
         started = time.time()
         exchange = stream_once(self.http, target, body, stall_timeout=config.stall_timeout,
                                timeout=config.timeout, connections=state.connections)
@@ -412,7 +416,8 @@ class StreamGuardUser(FastHttpUser):
             document = evidence_document(
                 record, verdict, exchange.watch.headers, state.redactor,
                 request_summary=request_summary(body, url_path=target.arm.path,
-                                                prompt_bytes=exchange.prompt_bytes))
+                                                prompt_bytes=exchange.prompt_bytes,
+                                                api=target.arm.protocol))
             sink = state.open_sink()
             record.evidence = sink.write_evidence(f"{state.worker}-{record.index:06d}", document)
         state.open_sink().write(record)
@@ -420,7 +425,8 @@ class StreamGuardUser(FastHttpUser):
         self.environment.events.request.fire(
             request_type="POST", name=self.request_name,
             response_time=record.duration_ms or 0.0, response_length=verdict.bytes,
-            response=None, context={"arm": target.arm.name, "ending": record.ending},
+            response=None, context={"arm": target.arm.name, "api": record.api,
+                                    "ending": record.ending},
             exception=exception, start_time=started, url=target.arm.url)
 
     def make_record(self, exchange: Exchange, body: Mapping[str, Any]) -> Record:
@@ -430,7 +436,7 @@ class StreamGuardUser(FastHttpUser):
         return exchange.watch.record(
             exchange.verdict, policy=state.config.policy, redactor=state.redactor,
             model=body.get("model"), source="locust", run_id=state.run_id, arm=self.target.arm.name,
-            index=next(state.requests), worker=state.worker, workload=state.workload.name,
+            index=next(state.requests), worker=state.worker, workload=self.workload.name,
             path=self.target.arm.path, prompt_bytes=exchange.prompt_bytes, concurrency=users,
             reuse_index=exchange.reuse_index, connection=exchange.connection,
             extra={"user": self.user_index})

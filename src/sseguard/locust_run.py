@@ -46,7 +46,7 @@ DEFAULT_MASTER_PORT = 5557
 #: id comes from the master, so every worker of one run lands in the same directory.
 DEFAULT_OUT_ROOT = "sseguard-locust"
 
-_OPTION_KEYS = ("arms", "model", "key_env", "workload", "body", "policy", "tolerate",
+_OPTION_KEYS = ("arms", "api", "model", "key_env", "workload", "body", "policy", "tolerate",
                 "stall_timeout", "timeout", "connect_timeout", "out", "seed", "headers")
 
 

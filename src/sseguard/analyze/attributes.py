@@ -16,7 +16,7 @@ p-value (ties: larger separation, then fewer values).
 **Ranking rule.** Attributes are ranked by the best split's p-value *adjusted* for the number of splits
 tried on that attribute (Bonferroni), so an attribute with 24 time windows (300 ranges to fit noise
 with) must show stronger evidence than one with 5 concurrency levels; ties are broken by separation
-(failure rate inside minus outside), then by a fixed order of directness (id prefix, concurrency, time
+(failure rate inside minus outside), then by a fixed order of directness (api, id prefix, concurrency, time
 window, arm, workload, prompt size, reuse index, headers). An attribute is *significant* when its
 adjusted p is below 0.05 divided by the number of attributes searched. When two significant attributes
 pick nearly the same streams (Jaccard index ≥ 0.8 — a sweep runs its concurrency levels one after

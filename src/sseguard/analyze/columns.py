@@ -4,9 +4,10 @@ An operator's question is "what do the broken streams have in common?", so every
 that could route, time or load a request differently becomes a column: the response-id prefix (the
 backend of a gateway that splices several), each response header (``server``, ``via``, ``x-backend``),
 the time window of the run, how many requests the connection had carried before, the prompt size, the
-concurrency level, the arm and the workload. ``injected`` (and its header ``x-sseguard-fault``) is the
-chaos server's ground truth, never evidence, so it is not a column: ranking on it would "find" every
-fault trivially.
+concurrency level, the protocol (``api``: chat, responses, messages — a gateway serving an OpenAI and
+an Anthropic path may break on one only), the arm and the workload. ``injected`` (and its header
+``x-sseguard-fault``) is the chaos server's ground truth, never evidence, so it is not a column:
+ranking on it would "find" every fault trivially.
 
 A value of ``None`` means "not observed for this record" (no response id on an HTTP 503, no headers after
 a refused connection). Such records are left out of that attribute's comparison, because the missing
@@ -104,7 +105,11 @@ class Column:
         return None if phrase is None else self.words.noun.format(phrase)
 
 
-PRIORITY = ("id_prefix", "concurrency", "time_window", "arm", "workload", "prompt_size", "reuse_index")
+# ``api`` first: each protocol has its own response-id prefix (``chatcmpl-``, ``resp_``, ``msg_``) and
+# often its own arm, so when one protocol's path fails the three pick the same streams — and "came over
+# messages" is the cause, the prefix and the arm only follow from it.
+PRIORITY = ("api", "id_prefix", "concurrency", "time_window", "arm", "workload", "prompt_size",
+            "reuse_index")
 
 
 def columns(records: Sequence[Record]) -> list[Column]:
@@ -114,6 +119,8 @@ def columns(records: Sequence[Record]) -> list[Column]:
         _id_prefix(records),
         _concurrency(records),
         _time_window(offsets, width),
+        _categorical("api", [r.api for r in records],
+                     Words("came over {}", "{} streams", "without an api", item=str)),
         _categorical("arm", [r.arm for r in records],
                      Words("ran on arm {}", "streams on arm {}", "without an arm")),
         _categorical("workload", [r.workload for r in records],

@@ -122,14 +122,16 @@ def by_level(levels: Sequence[GroupRow], arms: int) -> str | None:
 
 
 def comparison(c: ArmComparison) -> str:
+    """Arm against arm (or api against api: ``c.kind``), in words."""
     p = _p(c.p, c.log10_p)
+    kind = c.kind
     if c.p >= ALPHA_ARMS:
-        return (f"arms `{c.arm_a}` and `{c.arm_b}` do not differ significantly: {c.rate_a} vs "
+        return (f"{kind}s `{c.arm_a}` and `{c.arm_b}` do not differ significantly: {c.rate_a} vs "
                 f"{c.rate_b} (Fisher p {p})")
     worse, better = (c.arm_a, c.arm_b) if c.rate_a.value > c.rate_b.value else (c.arm_b, c.arm_a)
     worse_rate, better_rate = ((c.rate_a, c.rate_b) if worse == c.arm_a else (c.rate_b, c.rate_a))
-    return (f"arm `{worse}` fails more often than arm `{better}`: {worse_rate} vs {better_rate} "
-            f"(Fisher p {p})")
+    return (f"{kind} `{worse}` fails more often than {kind} `{better}`: {worse_rate} vs "
+            f"{better_rate} (Fisher p {p})")
 
 
 ALPHA_ARMS = 0.05

@@ -3,7 +3,8 @@
 Everything here is computed once by ``sseguard.analyze.analyze`` and only read by the reports, so the
 terminal summary, the HTML file, the PNGs and ``--json`` all show the same numbers. ``to_dict()`` gives
 the JSON form; attribute keys in it are stable (``id_prefix``, ``header:<name>``, ``time_window``,
-``reuse_index``, ``prompt_size``, ``concurrency``, ``arm``, ``workload``) so scripts can rely on them.
+``reuse_index``, ``prompt_size``, ``concurrency``, ``api``, ``arm``, ``workload``) so scripts can rely on
+them.
 """
 
 from __future__ import annotations
@@ -25,20 +26,41 @@ class GroupRow:
     endings: dict[str, int]
     findings: dict[str, int]  # streams carrying each finding kind
     failures: dict[str, int]  # why the failing streams failed under the policy
+    api: str = ""  # the protocol(s) the arm's streams spoke, comma-separated (an arm speaks one)
 
     @property
     def requests(self) -> int:
         return self.rate.total
 
     def to_dict(self) -> dict[str, Any]:
-        return {"arm": self.arm, "concurrency": self.concurrency, "requests": self.requests,
-                **self.rate.to_dict(), "endings": self.endings, "findings": self.findings,
-                "failures": self.failures}
+        return {"arm": self.arm, "api": self.api, "concurrency": self.concurrency,
+                "requests": self.requests, **self.rate.to_dict(), "endings": self.endings,
+                "findings": self.findings, "failures": self.failures}
+
+
+@dataclass(frozen=True, slots=True)
+class ApiRow:
+    """All streams of one protocol (``api``), over every arm that speaks it."""
+
+    api: str
+    arms: tuple[str, ...]
+    rate: Rate
+    endings: dict[str, int]
+    failures: dict[str, int]
+
+    @property
+    def requests(self) -> int:
+        return self.rate.total
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"api": self.api, "arms": list(self.arms), "requests": self.requests,
+                **self.rate.to_dict(), "endings": self.endings, "failures": self.failures}
 
 
 @dataclass(frozen=True, slots=True)
 class ArmComparison:
-    """Fisher's exact test of one arm's failure count against another's."""
+    """Fisher's exact test of one arm's failure count against another's (``kind`` ``api``: one
+    protocol's streams against another's; ``arm_a``/``arm_b`` are then the two apis)."""
 
     arm_a: str
     arm_b: str
@@ -47,11 +69,12 @@ class ArmComparison:
     odds_ratio: float | None
     p: float
     log10_p: float
+    kind: str = "arm"  # arm | api
 
     def to_dict(self) -> dict[str, Any]:
-        return {"arm_a": self.arm_a, "arm_b": self.arm_b, "a": self.rate_a.to_dict(),
-                "b": self.rate_b.to_dict(), "odds_ratio": self.odds_ratio, "p": self.p,
-                "log10_p": self.log10_p}
+        return {"kind": self.kind, "arm_a": self.arm_a, "arm_b": self.arm_b,
+                "a": self.rate_a.to_dict(), "b": self.rate_b.to_dict(),
+                "odds_ratio": self.odds_ratio, "p": self.p, "log10_p": self.log10_p}
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +201,11 @@ class Analysis:
     #: run failed in several ways: a routed truncation and load-dependent cuts have different causes,
     #: and pooled together each would blur the other.
     by_reason: dict[str, list[AttributeResult]] = field(default_factory=dict)
+    #: With streams of two or more protocols: the rates per api, api against api (Fisher), and the
+    #: attribute search within each api's own streams (across apis, ``api`` is an attribute).
+    apis: list[ApiRow] = field(default_factory=list)
+    api_comparisons: list[ArmComparison] = field(default_factory=list)
+    within_api: dict[str, list[AttributeResult]] = field(default_factory=dict)
 
     @property
     def requests(self) -> int:
@@ -206,4 +234,8 @@ class Analysis:
             "headlines": list(self.headlines),
             "by_reason": {reason: [a.to_dict() for a in attrs]
                           for reason, attrs in self.by_reason.items()},
+            "apis": [a.to_dict() for a in self.apis],
+            "api_comparisons": [c.to_dict() for c in self.api_comparisons],
+            "within_api": {api: [a.to_dict() for a in attrs]
+                           for api, attrs in self.within_api.items()},
         }

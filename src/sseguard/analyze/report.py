@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from sseguard.analyze.model import Analysis, AttributeResult, GroupRow
+from sseguard.analyze.model import Analysis, ApiRow, ArmComparison, AttributeResult, GroupRow
 from sseguard.analyze.stats import Rate, fmt_p, pct
 from sseguard.analyze.summary import failure_reason
 from sseguard.errors import ConfigError
@@ -37,27 +37,39 @@ def print_summary(analysis: Analysis, console: Console, *, top: int = 8) -> None
     console.print(Text(f"{analysis.requests} requests, policy {analysis.policy.name}, "
                        f"{len(analysis.runs)} run(s), {analysis.span_s:.0f} s", style="bold"))
     console.print(_group_table("Per arm", analysis.arms, level=False))
+    if any(len(row.arms) > 1 for row in analysis.apis):
+        # With one arm per api the arm table (with its api column) already is this table.
+        table = Table(title="Per api (protocol)", title_justify="left")
+        for col in ("api", "arms", "requests", "failed", "failure rate [95% CI]", "why they failed"):
+            table.add_column(col, overflow="fold")
+        for row in analysis.apis:
+            table.add_row(*(Text(c) for c in _api_cells(row)))
+        console.print(table)
     if len({g.concurrency for g in analysis.levels}) > 1:
         console.print(_group_table("Per arm and concurrency", analysis.levels, level=True))
-    if analysis.comparisons:
-        table = Table(title="Arm vs arm (Fisher's exact test)", title_justify="left")
-        for col in ("arms", "failed", "failed", "odds ratio", "p"):
+    for title, comparisons in (("Arm vs arm (Fisher's exact test)", analysis.comparisons),
+                               ("Api vs api (Fisher's exact test)", analysis.api_comparisons)):
+        if not comparisons:
+            continue
+        table = Table(title=title, title_justify="left")
+        for col in (f"{comparisons[0].kind}s", "failed", "failed", "odds ratio", "p"):
             table.add_column(col)
-        for c in analysis.comparisons:
-            odds = "∞" if c.odds_ratio is None else f"{c.odds_ratio:.2f}"
-            table.add_row(Text(f"{c.arm_a} vs {c.arm_b}"), Text(str(c.rate_a)), Text(str(c.rate_b)),
-                          odds, fmt_p(c.p, c.log10_p))
+        for c in comparisons:
+            table.add_row(*(Text(cell) for cell in _comparison_cells(c)))
         console.print(table)
     if analysis.total.failed and analysis.attributes:
         table = _share_table("What the failing streams share, best first", first="attribute")
         for attr in analysis.attributes[:top]:
             table.add_row(*_terminal_cells(attr))
         console.print(table)
-    if analysis.by_reason:
-        table = _share_table("Each kind of failure on its own: its best attribute", first="failure")
-        for reason, attr in _reason_leads(analysis):
-            table.add_row(f"{reason}\n({attr.failed + attr.unobserved_failures})", *_terminal_cells(attr))
-        console.print(table)
+    for title, first, leads in (("Each kind of failure on its own", "failure", _reason_leads(analysis)),
+                                ("Within each api", "api", _api_leads(analysis))):
+        if leads:
+            table = _share_table(f"{title}: its best attribute", first=first)
+            for name, attr in leads:
+                table.add_row(f"{name}\n({attr.failed + attr.unobserved_failures})",
+                              *_terminal_cells(attr))
+            console.print(table)
     if analysis.total.failed and analysis.attributes:
         console.print(Text("rate in / out: failure rate with and without the values, 95% interval below; "
                            "sep.: all = every failure has the values, yes = significant, ≈ X = the same "
@@ -74,6 +86,7 @@ def print_summary(analysis: Analysis, console: Console, *, top: int = 8) -> None
 def _group_table(title: str, rows: Sequence[GroupRow], *, level: bool) -> Table:
     table = Table(title=title, title_justify="left")
     table.add_column("arm")
+    table.add_column("api")
     if level:
         table.add_column("concurrency", justify="right")
     for col in ("requests", "failed", "failure rate [95% CI]"):
@@ -81,10 +94,21 @@ def _group_table(title: str, rows: Sequence[GroupRow], *, level: bool) -> Table:
     table.add_column("why they failed", overflow="fold")
     table.add_column("endings", overflow="fold")
     for g in rows:
-        cells = [g.arm, *([str(g.concurrency)] if level else []), str(g.requests), str(g.rate.failed),
+        cells = [g.arm, g.api, *([str(g.concurrency)] if level else []), str(g.requests),
+                 str(g.rate.failed),
                  str(g.rate), _counts(g.failures), _counts(g.endings)]
         table.add_row(*(Text(c) for c in cells))
     return table
+
+
+def _api_cells(row: ApiRow) -> list[str]:
+    return [row.api, ", ".join(row.arms), str(row.requests), str(row.rate.failed), str(row.rate),
+            _counts(row.failures)]
+
+
+def _comparison_cells(c: ArmComparison) -> list[str]:
+    odds = "∞" if c.odds_ratio is None else f"{c.odds_ratio:.2f}"
+    return [f"{c.arm_a} vs {c.arm_b}", str(c.rate_a), str(c.rate_b), odds, fmt_p(c.p, c.log10_p)]
 
 
 def _attribute_cells(attr: AttributeResult) -> list[str]:
@@ -110,8 +134,8 @@ def _share_table(title: str, *, first: str) -> Table:
     # No vertical rules, collapsed padding and capped text columns: it must fit 80 columns.
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   collapse_padding=True)
-    if first == "failure":
-        table.add_column("failure", overflow="fold", max_width=14)
+    if first in ("failure", "api"):
+        table.add_column(first, overflow="fold", max_width=14)
         table.add_column("attribute", overflow="ellipsis", max_width=13, no_wrap=True)
     else:
         table.add_column("attribute", overflow="ellipsis", max_width=22, no_wrap=True)
@@ -133,6 +157,11 @@ def _terminal_cells(attr: AttributeResult) -> list[Text]:
 def _reason_leads(analysis: Analysis) -> list[tuple[str, AttributeResult]]:
     """Each failure kind's best-ranked attribute (significant or not: the table says which)."""
     return [(reason, attrs[0]) for reason, attrs in analysis.by_reason.items() if attrs]
+
+
+def _api_leads(analysis: Analysis) -> list[tuple[str, AttributeResult]]:
+    """Each api's best-ranked attribute within its own streams."""
+    return [(api, attrs[0]) for api, attrs in analysis.within_api.items() if attrs]
 
 
 def _compact(rate: Rate) -> str:
@@ -183,18 +212,22 @@ def render_html(analysis: Analysis, records: Sequence[Record], images: dict[str,
              "<h2>Findings</h2><ul class=findings>",
              *(f"<li>{_e(line)}</li>" for line in analysis.headlines), "</ul>",
              "<h2>Failure rate per arm</h2>", _html_groups(analysis.arms, level=False)]
+    if analysis.apis:
+        parts += ["<h2>Failure rate per api</h2>",
+                  _html_table(["api", "arms", "requests", "failed", "failure rate [95% CI]",
+                               "why they failed"], [_api_cells(row) for row in analysis.apis])]
     if plots_timeline := images.get("failures_over_time.png"):
         parts += ["<h2>Failures over time</h2>", _img(plots_timeline, "failures over time per arm")]
     if plots_level := images.get("failure_rate_vs_concurrency.png"):
         parts += ["<h2>Failure rate vs concurrency</h2>",
                   _img(plots_level, "failure rate vs concurrency with 95% intervals"),
                   _html_groups(analysis.levels, level=True)]
-    if analysis.comparisons:
-        rows = [[f"{c.arm_a} vs {c.arm_b}", str(c.rate_a), str(c.rate_b),
-                 "∞" if c.odds_ratio is None else f"{c.odds_ratio:.2f}", fmt_p(c.p, c.log10_p)]
-                for c in analysis.comparisons]
-        parts += ["<h2>Arm vs arm (Fisher's exact test)</h2>",
-                  _html_table(["arms", "failed (a)", "failed (b)", "odds ratio", "p"], rows)]
+    for title, comparisons in (("Arm vs arm", analysis.comparisons),
+                               ("Api vs api", analysis.api_comparisons)):
+        if comparisons:
+            parts += [f"<h2>{title} (Fisher's exact test)</h2>",
+                      _html_table([f"{comparisons[0].kind}s", "failed (a)", "failed (b)",
+                                   "odds ratio", "p"], [_comparison_cells(c) for c in comparisons])]
     parts += ["<h2>What the failing streams share</h2>", _ATTRIBUTE_NOTE]
     if top := images.get("top_attribute.png"):
         parts.append(_img(top, "failure rate per value of the best-ranked attribute"))
@@ -202,12 +235,14 @@ def render_html(analysis: Analysis, records: Sequence[Record], images: dict[str,
                               "share of failures", "p adj.", "separates"],
                              [[str(i), *_attribute_cells(a)]
                               for i, a in enumerate(analysis.attributes, start=1)]))
-    if analysis.by_reason:
-        parts += ["<h3>Each kind of failure on its own</h3>",
-                  _html_table(["failure", "attribute", "values", "rate in", "rate out",
-                               "share of failures", "p adj.", "separates"],
-                              [[f"{reason} ({a.failed + a.unobserved_failures})", *_attribute_cells(a)]
-                               for reason, a in _reason_leads(analysis)])]
+    for title, first, leads in (("Each kind of failure on its own", "failure", _reason_leads(analysis)),
+                                ("Within each api", "api", _api_leads(analysis))):
+        if leads:
+            parts += [f"<h3>{title}</h3>",
+                      _html_table([first, "attribute", "values", "rate in", "rate out",
+                                   "share of failures", "p adj.", "separates"],
+                                  [[f"{name} ({a.failed + a.unobserved_failures})", *_attribute_cells(a)]
+                                   for name, a in leads])]
     for attr in analysis.attributes:
         rows = [[v.value, str(v.rate.total), str(v.rate.failed), str(v.rate), pct(v.share),
                  fmt_p(v.p, v.log10_p), _counts(v.failures)] for v in attr.values]
@@ -219,9 +254,9 @@ def render_html(analysis: Analysis, records: Sequence[Record], images: dict[str,
 
 
 def _html_groups(rows: Iterable[GroupRow], *, level: bool) -> str:
-    head = ["arm", *(["concurrency"] if level else []), "requests", "failed", "failure rate [95% CI]",
-            "why they failed", "endings", "findings"]
-    body = [[g.arm, *([str(g.concurrency)] if level else []), str(g.requests), str(g.rate.failed),
+    head = ["arm", "api", *(["concurrency"] if level else []), "requests", "failed",
+            "failure rate [95% CI]", "why they failed", "endings", "findings"]
+    body = [[g.arm, g.api, *([str(g.concurrency)] if level else []), str(g.requests), str(g.rate.failed),
              str(g.rate), _counts(g.failures), _counts(g.endings), _counts(g.findings)] for g in rows]
     return _html_table(head, body)
 
@@ -235,7 +270,8 @@ def _evidence(analysis: Analysis, records: Sequence[Record]) -> list[str]:
            "start time. Secrets are redacted.</p>"]
     for r in failing[:EVIDENCE_COUNT]:
         facts = [
-            ("arm / index", f"{r.arm} / {r.index}"), ("run", r.run_id), ("workload", r.workload),
+            ("arm / index", f"{r.arm} / {r.index}"), ("api", r.api), ("run", r.run_id),
+            ("workload", r.workload),
             ("started", datetime.fromtimestamp(r.started_at, UTC).isoformat() if r.started_at else "—"),
             ("status", str(r.status)), ("ending", r.ending),
             ("fails because", failure_reason(r, analysis.policy) or "—"),

@@ -15,7 +15,14 @@ from dataclasses import replace
 from sseguard.analyze import headlines
 from sseguard.analyze.attributes import search
 from sseguard.analyze.columns import columns, time_offsets
-from sseguard.analyze.model import Analysis, ArmComparison, AttributeResult, GroupRow, TimeBucket
+from sseguard.analyze.model import (
+    Analysis,
+    ApiRow,
+    ArmComparison,
+    AttributeResult,
+    GroupRow,
+    TimeBucket,
+)
 from sseguard.analyze.stats import Rate, fisher
 from sseguard.errors import ConfigError
 from sseguard.policy import STRICT, Policy
@@ -59,20 +66,28 @@ def analyze(records: Sequence[Record], policy: Policy = STRICT, *, top: int = 5)
                 alone = [r if r == reason else None for r in reasons]
                 by_reason[reason] = [_with_headline(a, reason) for a in search(cols, alone)]
     offsets, width = time_offsets(records)
-    comparisons = _comparisons(arms)
+    comparisons = _comparisons([(g.arm, g.rate) for g in arms])
+    apis = _api_rows(records, reasons)
+    api_comparisons = _comparisons([(a.api, a.rate) for a in apis], kind="api")
+    within_api = _within_api(records, reasons, apis)
     total = Rate.of(sum(r is not None for r in reasons), len(records))
     lines = [headlines.overall(total, failures, policy.name)]
     lines.extend(_attribute_lines(attributes, by_reason, total, top))
+    lines.extend(_within_api_lines(within_api, attributes, by_reason))
     level_line = headlines.by_level(levels, len(arms))
     if level_line:
         lines.append(level_line)
     lines.extend(headlines.comparison(c) for c in comparisons)
+    if any(len(a.arms) > 1 for a in apis):
+        # With one arm per api the arm comparisons above already say it.
+        lines.extend(headlines.comparison(c) for c in api_comparisons)
     return Analysis(
         policy=policy, total=total,
         endings=_count(r.ending for r in records),
         findings=_count(k for r in records for k in set(r.finding_kinds)),
         failures=failures, arms=arms, levels=levels, comparisons=comparisons,
-        attributes=attributes, by_reason=by_reason,
+        attributes=attributes, by_reason=by_reason, apis=apis, api_comparisons=api_comparisons,
+        within_api=within_api,
         timeline=_timeline(records, reasons, offsets, width), bucket_s=width,
         span_s=max((o for o in offsets if o is not None), default=0.0),
         runs=sorted({r.run_id for r in records}), headlines=lines,
@@ -128,7 +143,7 @@ def _groups(records: Sequence[Record], reasons: Sequence[str | None],
     rows = []
     for (arm, level), idx in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
         rows.append(GroupRow(
-            arm=arm, concurrency=level,
+            arm=arm, concurrency=level, api=",".join(sorted({records[i].api for i in idx})),
             rate=Rate.of(sum(reasons[i] is not None for i in idx), len(idx)),
             endings=_count(records[i].ending for i in idx),
             findings=_count(k for i in idx if records[i].findings
@@ -138,20 +153,67 @@ def _groups(records: Sequence[Record], reasons: Sequence[str | None],
     return rows
 
 
-def _comparisons(arms: list[GroupRow]) -> list[ArmComparison]:
-    if len(arms) < 2:
+def _comparisons(groups: list[tuple[str, Rate]], kind: str = "arm") -> list[ArmComparison]:
+    """Fisher's exact test of each pair of groups (arms, or apis), or each against the best one."""
+    if len(groups) < 2:
         return []
-    if len(arms) <= MAX_PAIRWISE_ARMS:
-        pairs = list(itertools.combinations(arms, 2))
+    if len(groups) <= MAX_PAIRWISE_ARMS:
+        pairs = list(itertools.combinations(groups, 2))
     else:
-        best = min(arms, key=lambda g: g.rate.value)
-        pairs = [(best, g) for g in arms if g is not best]
+        best = min(groups, key=lambda g: g[1].value)
+        pairs = [(best, g) for g in groups if g is not best]
     out = []
-    for a, b in pairs:
-        test = fisher(a.rate.failed, a.rate.total - a.rate.failed, b.rate.failed,
-                      b.rate.total - b.rate.failed)
-        out.append(ArmComparison(a.arm, b.arm, a.rate, b.rate, test.odds_ratio, test.p, test.log10_p))
+    for (name_a, a), (name_b, b) in pairs:
+        test = fisher(a.failed, a.total - a.failed, b.failed, b.total - b.failed)
+        out.append(ArmComparison(name_a, name_b, a, b, test.odds_ratio, test.p, test.log10_p, kind))
     return out
+
+
+def _api_rows(records: Sequence[Record], reasons: Sequence[str | None]) -> list[ApiRow]:
+    """Rates per protocol, when the run spoke more than one (otherwise the arm rows say it all)."""
+    by: dict[str, list[int]] = defaultdict(list)
+    for i, r in enumerate(records):
+        by[r.api].append(i)
+    if len(by) < 2:
+        return []
+    return [ApiRow(api=api, arms=tuple(sorted({records[i].arm for i in idx})),
+                   rate=Rate.of(sum(reasons[i] is not None for i in idx), len(idx)),
+                   endings=_count(records[i].ending for i in idx),
+                   failures=_count(reasons[i] for i in idx))
+            for api, idx in sorted(by.items())]
+
+
+def _within_api(records: Sequence[Record], reasons: Sequence[str | None],
+                apis: list[ApiRow]) -> dict[str, list[AttributeResult]]:
+    """The attribute search on each protocol's own streams: a route that breaks only on the messages
+    path is plain there, while pooled with healthy chat streams it is diluted."""
+    out: dict[str, list[AttributeResult]] = {}
+    for row in apis:
+        if row.rate.failed < MIN_REASON_FAILURES:
+            continue
+        idx = [i for i, r in enumerate(records) if r.api == row.api]
+        subset = [records[i] for i in idx]
+        found = search(columns(subset), [reasons[i] for i in idx])
+        out[row.api] = [_within_headline(a, row.api) for a in found]
+    return out
+
+
+def _within_headline(res: AttributeResult, api: str) -> AttributeResult:
+    text = headlines.attribute(res)
+    return replace(res, headline=None if text is None else f"within {api}: {text}")
+
+
+def _within_api_lines(within_api: dict[str, list[AttributeResult]], pooled: list[AttributeResult],
+                      by_reason: dict[str, list[AttributeResult]]) -> list[str]:
+    """Each api's own best finding, when no pooled finding already named that attribute."""
+    said = {a.key for a in _leads(pooled)}
+    said |= {lead.key for attrs in by_reason.values() for lead in _leads(attrs)[:1]}
+    lines = []
+    for attrs in within_api.values():
+        lead = next(iter(_leads(attrs)), None)
+        if lead is not None and lead.key not in said and lead.headline is not None:
+            lines.append(lead.headline)
+    return lines
 
 
 def _timeline(records: Sequence[Record], reasons: Sequence[str | None], offsets: list[float | None],

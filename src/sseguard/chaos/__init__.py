@@ -11,6 +11,7 @@ strict checker must reach for it. See ``docs/chaos.md``.
 
 from sseguard.chaos.config import (
     MARKUP_FAMILIES,
+    ApiPattern,
     ChaosConfig,
     FaultOptions,
     LoadPattern,
@@ -44,6 +45,7 @@ __all__ = [
     "MARKUP_FAMILIES",
     "ROUTE_HEADER",
     "SERVER_HEADER",
+    "ApiPattern",
     "ChaosConfig",
     "ChaosServer",
     "ChaosStats",

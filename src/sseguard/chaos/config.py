@@ -19,6 +19,8 @@ from sseguard.chaos.faults import Dialect, Fault
 from sseguard.errors import ConfigError
 
 #: Tool-call markup families (names as in MARKUP.md) the server can leave raw in ``content``.
+#: The protocols an ``ApiPattern`` can single out (``sseguard.verdict.Api`` values).
+API_NAMES = ("chat", "responses", "messages")
 MARKUP_FAMILIES = ("dsml-v32", "dsml-v4", "dsml-v41", "deepseek-v3", "deepseek-v31", "hermes",
                    "qwen3-coder")
 DSML_FAMILIES = ("dsml-v32", "dsml-v4", "dsml-v41")
@@ -183,7 +185,21 @@ class WindowPattern:
         return self.start_s <= elapsed_s < self.end_s
 
 
-Pattern = LoadPattern | RoutedPattern | WindowPattern
+@dataclass(frozen=True, slots=True)
+class ApiPattern:
+    """Faults only on one protocol's path (``chat``, ``responses``, ``messages``): a gateway that serves
+    an OpenAI and an Anthropic path side by side and breaks on one of them only."""
+
+    fault: Fault
+    api: str
+    probability: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.api not in API_NAMES:
+            raise ConfigError(f"unknown api {self.api!r} (known: {_known(API_NAMES)})")
+
+
+Pattern = LoadPattern | RoutedPattern | WindowPattern | ApiPattern
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,7 +362,7 @@ def _statuses(value: Any, where: str) -> tuple[int, ...]:
 
 
 def parse_pattern(data: Any, index: int = 0) -> Pattern:
-    """One ``[[patterns]]`` table: ``type`` is load, routed or window."""
+    """One ``[[patterns]]`` table: ``type`` is load, routed, window or api."""
     where = f"patterns[{index}]"
     if not isinstance(data, dict):
         raise ConfigError(f"{where} must be a table")
@@ -376,7 +392,16 @@ def parse_pattern(data: Any, index: int = 0) -> Pattern:
             raise ConfigError(f"{where}: end_s ({end:g}) must be after start_s ({start:g})")
         return WindowPattern(fault, start, end,
                              _probability(data.get("probability", 1.0), f"{where}.probability"))
-    raise ConfigError(f"{where}.type must be one of load, routed, window, not {kind!r}")
+    if kind == "api":
+        _only(data, {"type", "fault", "api", "probability"}, where)
+        if "api" not in data:
+            raise ConfigError(f"{where} (api) needs an api")
+        api = _string(data["api"], f"{where}.api")
+        if api not in API_NAMES:
+            raise ConfigError(f"{where}.api must be one of {_known(API_NAMES)}, not {api!r}")
+        return ApiPattern(fault, api, _probability(data.get("probability", 1.0),
+                                                   f"{where}.probability"))
+    raise ConfigError(f"{where}.type must be one of load, routed, window, api, not {kind!r}")
 
 
 def _load_points(data: Mapping[str, Any], where: str) -> tuple[tuple[float, float], ...]:

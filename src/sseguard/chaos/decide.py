@@ -9,16 +9,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sseguard.chaos.config import ChaosConfig, LoadPattern, RoutedPattern, WindowPattern
+from sseguard.chaos.config import ApiPattern, ChaosConfig, LoadPattern, RoutedPattern, WindowPattern
 from sseguard.chaos.faults import STREAM_ONLY, Decision, Fault, request_rng
 
 
 def decide(config: ChaosConfig, counter: int, *, inflight: int = 1, elapsed_s: float = 0.0,
-           forced: Fault | None = None, force: bool = False) -> Decision:
+           forced: Fault | None = None, force: bool = False, api: str = "chat") -> Decision:
     """Route and fault for request ``counter``. Patterns are tried in order, then the base faults.
 
     ``force`` (with ``forced`` a fault or None for "none") overrides the fault draw; the route is
-    still drawn so that forced requests keep the configured id prefixes.
+    still drawn so that forced requests keep the configured id prefixes. ``api`` is the protocol the
+    request came in (for ``ApiPattern``).
     """
     rng = request_rng(config.seed, counter)
     u_route = rng.random()
@@ -41,6 +42,8 @@ def decide(config: ChaosConfig, counter: int, *, inflight: int = 1, elapsed_s: f
             p, kind = (pattern.probability if route == pattern.route else 0.0), "routed"
         elif isinstance(pattern, WindowPattern):
             p, kind = (pattern.probability if pattern.active(elapsed_s) else 0.0), "window"
+        elif isinstance(pattern, ApiPattern):
+            p, kind = (pattern.probability if pattern.api == api else 0.0), "api"
         if u < p:
             fault, source = pattern.fault, kind
     u = rng.random()

@@ -79,7 +79,7 @@ class ChaosStats:
     bad_requests: int = 0
     faults: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)  # drawn, but the request could not carry it
-    sources: Counter[str] = field(default_factory=Counter)  # base | load | routed | window | forced
+    sources: Counter[str] = field(default_factory=Counter)  # base | load | routed | window | api | forced
     routes: Counter[str] = field(default_factory=Counter)
     statuses: Counter[int] = field(default_factory=Counter)
 
@@ -189,7 +189,7 @@ async def _serve(request: web.Request, wire: Wire, state: ChaosState, counter: i
                    request.headers.get("traceparent"))
         return _json(400, wire.bad_request_body(exc), _headers(ids, Decision(None), inflight))
     drawn = decide(config, counter, inflight=inflight, elapsed_s=state.clock() - state.started,
-                   forced=forced, force=forced_raw is not None)
+                   forced=forced, force=forced_raw is not None, api=str(wire.api))
     decision = applicable(drawn, stream=req.stream, tools_offered=req.tools_offered,
                           typed_tool=req.typed_tool, include_usage=req.include_usage,
                           unsupported=wire.cannot_carry(stream=req.stream))

@@ -20,33 +20,69 @@ from urllib.parse import urlsplit
 
 from sseguard.errors import ConfigError
 from sseguard.policy import Policy
+from sseguard.probe.formats import check_body, load_body_file, thinking_budget
 from sseguard.redact import SECRET_NAMES
+from sseguard.verdict import Api
 
 WORKLOADS = ("small", "big", "reuse", "tools")
 DEFAULT_BIG_BYTES = 1_700_000
 DEFAULT_COUNT = 100
 DEFAULT_LEVELS = (1, 8, 16, 32, 60)
+#: The path each protocol's stream is requested at, appended to an arm's base URL (PROTOCOLS.md).
+API_PATHS = {Api.CHAT: "/chat/completions", Api.RESPONSES: "/responses", Api.MESSAGES: "/messages"}
+#: Anthropic's API refuses a request without a version; this is the one its SDKs send.
+ANTHROPIC_VERSION = "2023-06-01"
 _ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 
 
+def parse_api(value: Any, where: str) -> Api:
+    """``chat``, ``responses`` or ``messages``; anything else is a one-line ``ConfigError``."""
+    try:
+        return Api(value)
+    except ValueError:
+        raise ConfigError(f"{where}: unknown api {value!r} "
+                          f"(known: {', '.join(a.value for a in Api)})") from None
+
+
 @dataclass(frozen=True, slots=True)
 class Arm:
-    """One target endpoint. ``key_env`` is the *name* of the env var holding its key, never the key."""
+    """One target endpoint. ``key_env`` is the *name* of the env var holding its key, never the key.
+
+    ``api`` is the protocol the arm speaks; None until ``build_config`` fills in the run's ``--api``
+    (chat by default). ``key_header`` None means the protocol's own: ``Authorization: Bearer`` for the
+    OpenAI protocols, ``x-api-key`` for Anthropic Messages. ``body_file`` is the arm's own request body
+    (in its protocol's format), for arms of several protocols side by side; it replaces the run's
+    workload for this arm.
+    """
 
     name: str
     base_url: str
     model: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     key_env: str | None = None
-    key_header: str = "authorization"  # `api-key` for Azure, `x-api-key` for some gateways
+    key_header: str | None = None  # `api-key` for Azure, `x-api-key` for some gateways
+    api: Api | None = None
+    body_file: str | None = None
+
+    @property
+    def protocol(self) -> Api:
+        return self.api or Api.CHAT
 
     @property
     def url(self) -> str:
-        """The chat-completions URL: the base URL plus ``/chat/completions`` unless it already ends so."""
+        """The stream URL: the base URL plus the protocol's path (``/chat/completions``,
+        ``/responses``, ``/messages``) unless it already ends so."""
         base = self.base_url.rstrip("/")
-        return base if base.endswith("/chat/completions") else f"{base}/chat/completions"
+        path = API_PATHS[self.protocol]
+        return base if base.endswith(path) else f"{base}{path}"
+
+    @property
+    def key_header_name(self) -> str:
+        if self.key_header:
+            return self.key_header
+        return "x-api-key" if self.protocol is Api.MESSAGES else "authorization"
 
     @property
     def path(self) -> str:
@@ -66,18 +102,22 @@ class Arm:
     def request_headers(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         """Headers to send: the arm's own plus the key header built from ``key_env``."""
         headers = dict(self.headers)
+        if self.protocol is Api.MESSAGES and not any(k.lower() == "anthropic-version" for k in headers):
+            headers["anthropic-version"] = ANTHROPIC_VERSION
         key = self.key(environ)
         if key is not None:
-            if self.key_header.lower() in ("authorization", "proxy-authorization"):
-                headers[self.key_header] = f"Bearer {key}"
+            name = self.key_header_name
+            if name.lower() in ("authorization", "proxy-authorization"):
+                headers[name] = f"Bearer {key}"
             else:
-                headers[self.key_header] = key
+                headers[name] = key
         return headers
 
     def to_dict(self) -> dict[str, Any]:
         """A form safe to store: no key (only the variable's name)."""
         return {"name": self.name, "base_url": self.base_url, "model": self.model,
-                "headers": dict(self.headers), "key_env": self.key_env, "key_header": self.key_header}
+                "headers": dict(self.headers), "key_env": self.key_env, "key_header": self.key_header,
+                "api": str(self.protocol), "body_file": self.body_file}
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,8 +257,9 @@ def check_url(url: str, *, where: str) -> str:
 
 def make_arm(name: str, base_url: str, *, model: str | None = None,
              headers: Mapping[str, str] | None = None, key_env: str | None = None,
-             key_header: str = "authorization") -> Arm:
-    """A validated arm (name, URL, header names, env-var name)."""
+             key_header: str | None = None, api: str | Api | None = None,
+             body_file: str | None = None) -> Arm:
+    """A validated arm (name, URL, header names, env-var name, protocol, its own body file)."""
     if not _ARM_NAME.match(name):
         raise ConfigError(f"arm name {name!r}: use letters, digits, '.', '_' or '-' (at most 64)")
     check_url(base_url, where=f"arm {name!r}")
@@ -226,10 +267,13 @@ def make_arm(name: str, base_url: str, *, model: str | None = None,
         raise ConfigError(f"arm {name!r}: key_env {key_env!r} is not an environment variable name "
                           "(give the variable's name, never the key)")
     checked = dict(_check_header(str(k), str(v)) for k, v in (headers or {}).items())
-    if not key_header or any(c.isspace() for c in key_header):
+    if key_header is not None and (not key_header or any(c.isspace() for c in key_header)):
         raise ConfigError(f"arm {name!r}: key_header {key_header!r} is not a header name")
+    protocol = None if api is None else parse_api(api, f"arm {name!r}")
+    if body_file is not None and not Path(body_file).is_file():
+        raise ConfigError(f"arm {name!r}: cannot read body file {body_file}")
     return Arm(name=name, base_url=base_url, model=model, headers=checked, key_env=key_env,
-               key_header=key_header)
+               key_header=key_header, api=protocol, body_file=body_file)
 
 
 def parse_arm(text: str, position: int) -> Arm:
@@ -268,8 +312,8 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
                         dict: "a table", list: "a list"}.get(k, k.__name__) for k in kinds)
 
 
-_ARM_KEYS = {"name", "base_url", "url", "model", "headers", "key_env", "key_header"}
-_PROBE_KEYS = {"workload", "big_bytes", "body", "body_file", "max_tokens", "reasoning_effort",
+_ARM_KEYS = {"name", "base_url", "url", "model", "headers", "key_env", "key_header", "api", "body"}
+_PROBE_KEYS = {"api", "workload", "big_bytes", "body", "body_file", "max_tokens", "reasoning_effort",
                "include_usage", "max_turns", "count", "duration", "concurrency", "rate", "ramp",
                "stall_timeout", "timeout", "connect_timeout", "policy", "tolerate", "out", "seed",
                "model"}
@@ -300,7 +344,8 @@ def arms_from_toml(doc: Mapping[str, Any], path: str) -> list[Arm]:
         arms.append(make_arm(
             name, url, model=_typed(table, "model", str, where), headers=headers,
             key_env=_typed(table, "key_env", str, where),
-            key_header=_typed(table, "key_header", str, where) or "authorization"))
+            key_header=_typed(table, "key_header", str, where),
+            api=_typed(table, "api", str, where), body_file=_typed(table, "body", str, where)))
     return arms
 
 
@@ -341,7 +386,8 @@ def build_config(options: Mapping[str, Any], *, config_path: str | None = None,
         for i, a in enumerate(saved.get("arms") or [], 1):
             arms.append(make_arm(a.get("name") or f"arm{i}", a["base_url"], model=a.get("model"),
                                  headers=a.get("headers") or {}, key_env=a.get("key_env"),
-                                 key_header=a.get("key_header") or "authorization"))
+                                 key_header=a.get("key_header"), api=a.get("api") or Api.CHAT,
+                                 body_file=a.get("body_file")))
     if config_path is not None:
         doc = read_toml(config_path)
         table = probe_table(doc, config_path)
@@ -373,16 +419,20 @@ def build_config(options: Mapping[str, Any], *, config_path: str | None = None,
     extra_headers = dict(parse_header(h) for h in header_lines)
     key_env = merged.pop("key_env", None)
     model = merged.pop("model", None)
+    run_api = merged.pop("api", None)
+    default_api = Api.CHAT if run_api is None else parse_api(run_api, "--api")
     arms = [replace(a,
                     headers={**a.headers, **extra_headers},
                     model=a.model or _opt_str(model, "model"),
-                    key_env=a.key_env or key_env) for a in arms]
+                    key_env=a.key_env or key_env,
+                    api=a.api or default_api) for a in arms]
     arms = [make_arm(a.name, a.base_url, model=a.model, headers=a.headers, key_env=a.key_env,
-                     key_header=a.key_header) for a in arms]
+                     key_header=a.key_header, api=a.api, body_file=a.body_file) for a in arms]
     for arm in arms:
         arm.key(environ)  # a missing variable is reported now, not at the first request
 
     workload = _workload(merged)
+    _check_workload_fits(workload, arms)
     levels = parse_levels(merged.get("concurrency", 8))
     count = _positive_int(merged.get("count"), "count")
     duration = parse_duration(merged["duration"]) if merged.get("duration") is not None else None
@@ -425,6 +475,17 @@ def _workload(merged: Mapping[str, Any]) -> WorkloadSpec:
         include_usage=include_usage,
         max_turns=_positive_int(merged.get("max_turns"), "max-turns") or 8,
     )
+
+
+def _check_workload_fits(workload: WorkloadSpec, arms: Sequence[Arm]) -> None:
+    """A ``--body`` (or an arm's own ``body``) must be in the arm's own format; a thinking budget must
+    be one Messages takes."""
+    for arm in arms:
+        path = arm.body_file or workload.body_file
+        if path is not None:
+            check_body(load_body_file(path), arm.protocol, path=path, arm=arm.name)
+    if workload.reasoning_effort is not None and any(a.protocol is Api.MESSAGES for a in arms):
+        thinking_budget(workload.reasoning_effort)
 
 
 def _opt_str(value: Any, name: str) -> str | None:

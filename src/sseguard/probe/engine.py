@@ -106,12 +106,13 @@ async def run_request(session: aiohttp.ClientSession, target: Target, body: dict
                       concurrency: int = 1, connections: ConnectionTracker | None = None,
                       extra: Mapping[str, Any] | None = None,
                       payload: bytes | None = None) -> Outcome:
-    """Send one streamed chat-completions request and keep its ``Record`` (and evidence when it did
-    not end ``complete``). Peer failures are never raised: they are the record. ``payload`` is the
-    already-encoded ``body`` when the caller has it."""
+    """Send one streamed request in the target's protocol and keep its ``Record`` (and evidence when
+    it did not end ``complete``). Peer failures are never raised: they are the record. ``payload`` is
+    the already-encoded ``body`` when the caller has it."""
     clock = settings.clock
     data = payload if payload is not None else encode_body(body)
-    watch = StreamWatch(body, sent_at=clock(), started_at=settings.wall())
+    api = target.arm.protocol
+    watch = StreamWatch(body, sent_at=clock(), started_at=settings.wall(), api=api)
     transport_error: str | None = None
     stalled = False
     error_body: bytes | None = None
@@ -191,7 +192,8 @@ async def run_request(session: aiohttp.ClientSession, target: Target, body: dict
     if verdict.ending is not Ending.COMPLETE:
         document = evidence_document(
             record, verdict, watch.headers, redactor,
-            request_summary=request_summary(body, url_path=target.arm.path, prompt_bytes=len(data)))
+            request_summary=request_summary(body, url_path=target.arm.path, prompt_bytes=len(data),
+                                            api=api))
         record.evidence = sink.write_evidence(f"{target.arm.name}-{index:06d}", document)
     sink.write(record)
     return Outcome(record=record, verdict=verdict)

@@ -50,8 +50,10 @@ class Cell:
     failed: int = 0
     endings: Counter[str] = field(default_factory=Counter)
     findings: Counter[str] = field(default_factory=Counter)
+    api: str = ""  # the protocol the arm speaks (an arm speaks one)
 
     def add(self, record: Record, failed: bool) -> None:
+        self.api = record.api
         self.total += 1
         self.failed += failed
         self.endings[record.ending] += 1
@@ -95,6 +97,7 @@ def endings_table(tally: Tally, *, by_level: bool = False, title: str | None = N
     seen = [e for e in ENDING_ORDER if any(c.endings.get(e) for _, c in cells)]
     table = Table(title=title, title_justify="left", expand=False)
     table.add_column("arm @ concurrency" if by_level else "arm")
+    table.add_column("api")
     table.add_column("requests", justify="right")
     for ending in seen:
         table.add_column(ending, justify="right")
@@ -102,7 +105,7 @@ def endings_table(tally: Tally, *, by_level: bool = False, title: str | None = N
     table.add_column(f"failed ({tally.policy.name})", justify="right")
     for name, cell in cells:
         findings = ", ".join(f"{k} {v}" for k, v in cell.findings.most_common(3)) or "–"
-        table.add_row(name, str(cell.total), *[str(cell.endings.get(e, 0)) for e in seen], findings,
+        table.add_row(name, cell.api, str(cell.total), *[str(cell.endings.get(e, 0)) for e in seen], findings,
                       f"{cell.failed} · {rate_text(cell.failed, cell.total)}")
     return table
 
@@ -132,11 +135,14 @@ class LiveView:
         self._live: Live | None = None
 
     def start(self, arms: Sequence[str], totals: dict[str, int | None],
-              completed: dict[str, int] | None = None) -> None:
-        """Show one bar per arm; ``completed`` counts what a resumed run already has."""
+              completed: dict[str, int] | None = None, *, apis: dict[str, str] | None = None) -> None:
+        """Show one bar per arm, named with its protocol; ``completed`` counts what a resumed run
+        already has."""
         for arm in arms:
+            api = (apis or {}).get(arm)
             self._tasks[arm] = self._progress.add_task(
-                arm, total=totals.get(arm), completed=(completed or {}).get(arm, 0), status="")
+                f"{arm} ({api})" if api and api != arm else arm, total=totals.get(arm),
+                completed=(completed or {}).get(arm, 0), status="")
         if self.enabled:
             self._live = Live(_Board(self._progress, self.tally), console=self.console,
                               refresh_per_second=4, transient=False)

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sseguard.contract import TAIL_BYTES, StreamChecker
+from sseguard.contract import TAIL_BYTES, checker_for
 from sseguard.policy import Policy
 from sseguard.record import Record, record_from_verdict
 from sseguard.redact import Redactor
-from sseguard.verdict import Verdict
+from sseguard.verdict import Api, Verdict
 
 
 def _ms(start: float | None, end: float | None) -> float | None:
@@ -24,17 +24,20 @@ def _ms(start: float | None, end: float | None) -> float | None:
 
 
 class StreamWatch:
-    """Feeds one body to a ``StreamChecker`` and measures TTFB, TTFT, the longest gap and duration.
+    """Feeds one body to its protocol's checker and measures TTFB, TTFT, the longest gap and duration.
 
     ``sent_at`` is when the request left (monotonic seconds); ``started_at`` the wall-clock epoch time
-    of the same moment (records keep it for time-window analysis).
+    of the same moment (records keep it for time-window analysis). ``api`` picks the contract
+    (``checker_for``): chat completions, responses or messages.
     """
 
-    __slots__ = ("checker", "done_at", "first_chunk_at", "first_token_at", "headers", "headers_at",
-                 "last_chunk_at", "max_gap", "sent_at", "started_at", "status")
+    __slots__ = ("api", "checker", "done_at", "first_chunk_at", "first_token_at", "headers",
+                 "headers_at", "last_chunk_at", "max_gap", "sent_at", "started_at", "status")
 
-    def __init__(self, request: Mapping[str, Any] | None, *, sent_at: float, started_at: float) -> None:
-        self.checker = StreamChecker(dict(request) if request is not None else None)
+    def __init__(self, request: Mapping[str, Any] | None, *, sent_at: float, started_at: float,
+                 api: str | Api = Api.CHAT) -> None:
+        self.api = Api(api)
+        self.checker = checker_for(self.api, dict(request) if request is not None else None)
         self.sent_at = sent_at
         self.started_at = started_at
         self.headers_at: float | None = None
@@ -86,6 +89,7 @@ class StreamWatch:
     def record(self, verdict: Verdict, *, policy: Policy, redactor: Redactor,
                model: str | None = None, **facts: Any) -> Record:
         """The stored form: verdict + timings + the caller's facts (arm, index, …), all redacted."""
+        facts.setdefault("api", str(self.api))
         record = record_from_verdict(verdict, policy=policy, headers=dict(self.headers),
                                      redactor=redactor, started_at=self.started_at,
                                      **self.timings(), **facts)
@@ -118,16 +122,24 @@ def evidence_document(record: Record, verdict: Verdict, headers: Iterable[tuple[
     }
 
 
-def request_summary(body: Mapping[str, Any], *, url_path: str, prompt_bytes: int) -> dict[str, Any]:
-    """A small description of the request for evidence files (never the whole 1.7 MB prompt)."""
-    messages = body.get("messages")
-    return {
+def request_summary(body: Mapping[str, Any], *, url_path: str, prompt_bytes: int,
+                    api: str | Api = Api.CHAT) -> dict[str, Any]:
+    """A small description of the request for evidence files (never the whole 1.7 MB prompt).
+
+    The turns are ``messages`` (chat, messages) or ``input`` items (responses); the limits and the
+    reasoning settings are named as the protocol names them.
+    """
+    turns = body.get("messages", body.get("input"))
+    summary = {
+        "api": str(api),
         "path": url_path,
         "model": body.get("model"),
-        "messages": len(messages) if isinstance(messages, list) else None,
+        "messages": len(turns) if isinstance(turns, list) else (1 if isinstance(turns, str) else None),
         "tools": len(body["tools"]) if isinstance(body.get("tools"), list) else 0,
-        "max_tokens": body.get("max_tokens"),
-        "reasoning_effort": body.get("reasoning_effort"),
-        "stream_options": body.get("stream_options"),
+        "max_tokens": body.get("max_tokens", body.get("max_output_tokens")),
         "prompt_bytes": prompt_bytes,
     }
+    for key in ("reasoning_effort", "stream_options", "reasoning", "thinking"):
+        if key in body:
+            summary[key] = body[key]
+    return summary

@@ -42,7 +42,7 @@ from sseguard.probe.sink import (
     write_run_file,
 )
 from sseguard.probe.target import ConnectionTracker, Target
-from sseguard.probe.workloads import Workload, encode_body
+from sseguard.probe.workloads import Workload, arm_workloads, encode_body
 from sseguard.record import Record
 from sseguard.redact import Redactor
 from sseguard.verdict import Ending
@@ -214,7 +214,7 @@ class _ViewSink:
 class _Run:
     config: ProbeConfig
     settings: EngineSettings
-    workload: Workload
+    workloads: dict[str, Workload]  # per arm: the run's, or the arm's own body
     session: aiohttp.ClientSession
     sink: _ViewSink
     connections: ConnectionTracker
@@ -261,9 +261,11 @@ async def _arm_level(run: _Run, target: Target, level: int, level_index: int) ->
                 await pilot_done.wait()
                 spread = min(pilot[0] if pilot else 0.0, MAX_DEFAULT_RAMP)
                 await asyncio.sleep((k - 1) * spread / max(level - 1, 1))
-        conversation = run.workload.conversation(f"{arm}:{level_index}:{k}")
+        api = target.arm.protocol
+        workload = run.workloads[arm]
+        conversation = workload.conversation(f"{arm}:{level_index}:{k}", api)
         own: aiohttp.ClientSession | None = None
-        if run.workload.pinned_connection:
+        if workload.pinned_connection:
             own = _session(config, limit=1)
         session = own or run.session
         backoff = 0.0
@@ -274,11 +276,11 @@ async def _arm_level(run: _Run, target: Target, level: int, level_index: int) ->
                     return
                 if pacer is not None:
                     await pacer.wait()
-                body = run.workload.finish(conversation.next_body(), model=target.arm.model)
+                body = workload.finish(conversation.next_body(), model=target.arm.model, api=api)
                 payload = encode_body(body)
                 outcome = await run_request(
                     session, target, body, settings=run.settings, sink=run.sink, index=index,
-                    workload=run.workload.name, concurrency=level, connections=run.connections,
+                    workload=workload.name, concurrency=level, connections=run.connections,
                     payload=payload)
                 conversation.observe(outcome.verdict)
                 record = outcome.record
@@ -322,7 +324,8 @@ def describe(config: ProbeConfig) -> str:
     bound = " and ".join(filter(None, [
         f"{config.count} requests" if config.count is not None else "",
         f"{config.duration:g} s" if config.duration is not None else ""]))
-    return (f"probing {', '.join(a.name for a in config.arms)} · workload {config.workload.name} · "
+    arms = ", ".join(f"{a.name} ({a.protocol})" for a in config.arms)
+    return (f"probing {arms} · workload {config.workload.name} · "
             f"concurrency {levels} · {bound} per arm and level · policy {config.policy.name} · "
             f"out {config.out}")
 
@@ -382,10 +385,12 @@ async def execute(config: ProbeConfig, *, resume: bool = False, console: Console
     view_sink = _ViewSink(sink, view)
     per_arm = config.count * len(config.levels) if config.count is not None else None
     view.start([a.name for a in config.arms], {a.name: per_arm for a in config.arms},
-               {a.name: tally.arms[a.name].total for a in config.arms if a.name in tally.arms})
+               {a.name: tally.arms[a.name].total for a in config.arms if a.name in tally.arms},
+               apis={a.name: str(a.protocol) for a in config.arms})
     try:
         async with _session(config) as session:
-            run = _Run(config=config, settings=settings, workload=workload, session=session,
+            run = _Run(config=config, settings=settings,
+                       workloads=arm_workloads(workload, config.arms), session=session,
                        sink=view_sink, connections=ConnectionTracker(),
                        done={(r.arm, r.index) for r in existing}, view=view)
             work = asyncio.create_task(_levels(run, targets))

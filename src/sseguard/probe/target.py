@@ -29,7 +29,7 @@ class Target:
     @property
     def secrets(self) -> list[str]:
         """The key values this target sends, for the ``Redactor``."""
-        key_header = self.arm.key_header.lower()
+        key_header = self.arm.key_header_name.lower()
         out = []
         for name, value in self.headers.items():
             if name.lower() == key_header:

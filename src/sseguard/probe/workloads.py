@@ -7,7 +7,11 @@ multi-turn workload only grows after a whole answer (a cut answer would poison t
 - ``small``: a short prompt; ``big``: a large prompt made unique at its *start*, so no prefix cache can
   serve it (prefix caches match from the first token); ``reuse``: one growing conversation per worker
   on one kept-alive connection; ``tools``: a dozen tools attached, tool calls answered with a tool
-  result; ``body``: the user's own request file.
+  result; ``body``: the user's own request file (in the arm's own format).
+
+Every workload is written once, as neutral turns, and rendered into each protocol's request by
+``formats`` (chat completions, responses, messages): tools in each API's tool format, tool results
+answered each API's way, so ``reuse`` and ``tools`` hold a real multi-turn conversation in each.
 """
 
 from __future__ import annotations
@@ -15,15 +19,24 @@ from __future__ import annotations
 import copy
 import json
 import random
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 import msgspec
 
-from sseguard.errors import ConfigError
-from sseguard.probe.config import WorkloadSpec
-from sseguard.verdict import Ending, Verdict
+from sseguard.probe.config import Arm, WorkloadSpec
+from sseguard.probe.formats import (
+    Answer,
+    Call,
+    Format,
+    Settings,
+    Tool,
+    Turn,
+    format_for,
+    load_body_file,
+)
+from sseguard.verdict import Api, Ending, Verdict
 
 DEFAULT_MODEL = "sseguard-probe"
 #: Endings after which the assistant's answer is whole (the dialect endings lose only a terminator).
@@ -41,9 +54,8 @@ _FOLLOW_UPS = ("Go on.", "Give one more example.", "Summarise that in one senten
                "Name a related idea.", "Which part is least understood?")
 
 # A dozen tools of the shapes agents attach, with typed parameters (schema mismatches are detectable).
-TOOLS: tuple[dict[str, Any], ...] = tuple(
-    {"type": "function", "function": {"name": name, "description": desc, "parameters": {
-        "type": "object", "properties": props, "required": list(required)}}}
+TOOL_SPECS: tuple[Tool, ...] = tuple(
+    Tool(name, desc, {"type": "object", "properties": props, "required": list(required)})
     for name, desc, props, required in (
         ("get_weather", "Current weather for a city.",
          {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}}, ("city",)),
@@ -71,6 +83,10 @@ TOOLS: tuple[dict[str, Any], ...] = tuple(
         ("get_stock_price", "Latest price of a stock.", {"symbol": {"type": "string"}}, ("symbol",)),
     )
 )
+#: The same tools in the Chat Completions format.
+TOOLS: tuple[dict[str, Any], ...] = tuple(
+    {"type": "function", "function": {"name": t.name, "description": t.description,
+                                      "parameters": dict(t.parameters)}} for t in TOOL_SPECS)
 _TOOL_TASKS = ("What is the weather in Lisbon right now? Use get_weather.",
                "Find three recent articles about solid-state batteries with search_web.",
                "Read ./notes.txt with read_file and tell me what it says.",
@@ -88,29 +104,22 @@ def encode_body(body: Mapping[str, Any]) -> bytes:
     return _encoder.encode(body)
 
 
-def answer_of(verdict: Verdict) -> dict[str, Any] | None:
-    """The first choice's assistant message, when the answer is whole; else None."""
-    if verdict.ending not in WHOLE_ANSWER:
-        return None
-    choices = verdict.message.get("choices") or []
-    if not choices or not isinstance(choices[0], dict):
-        return None
-    message = choices[0].get("message")
-    return message if isinstance(message, dict) else None
-
-
-def tool_result(call: Mapping[str, Any]) -> dict[str, Any]:
-    """A plausible, deterministic result for one tool call, as the ``tool`` message that answers it."""
-    fn = call.get("function") or {}
-    name = str(fn.get("name") or "unknown")
+def tool_result(call: Call) -> str:
+    """A plausible, deterministic result for one tool call (the text that answers it)."""
     try:
-        args = json.loads(fn.get("arguments") or "{}")
+        args = json.loads(call.arguments or "{}")
     except ValueError:
         args = {}
-    result = {"tool": name, "ok": True, "arguments_seen": args if isinstance(args, dict) else {},
-              "result": f"{name} finished; {len(str(args))} characters of arguments processed."}
-    return {"role": "tool", "tool_call_id": str(call.get("id") or f"call_{name}"),
-            "content": json.dumps(result)}
+    result = {"tool": call.name, "ok": True, "arguments_seen": args if isinstance(args, dict) else {},
+              "result": f"{call.name} finished; {len(str(args))} characters of arguments processed."}
+    return json.dumps(result)
+
+
+def whole_answer(fmt: Format, verdict: Verdict) -> Answer | None:
+    """The assistant's answer when it is whole (a cut answer must not become history); else None."""
+    if verdict.ending not in WHOLE_ANSWER:
+        return None
+    return fmt.answer_of(verdict)
 
 
 class Conversation(Protocol):
@@ -126,13 +135,19 @@ class Conversation(Protocol):
 
 
 class Workload:
-    """Makes conversations for one run's workload spec; holds only read-only shared data."""
+    """Makes conversations for one run's workload spec; holds only read-only shared data.
+
+    Conversations are kept as neutral turns and rendered into the request of the arm's protocol
+    (``api``), so the same workload means the same conversation on chat, responses and messages.
+    """
 
     def __init__(self, spec: WorkloadSpec, *, seed: int = 0) -> None:
         self.spec = spec
         self.seed = seed
         self._filler: str | None = None
         self._user_body: dict[str, Any] | None = None
+        self._settings = Settings(max_tokens=spec.max_tokens, reasoning_effort=spec.reasoning_effort,
+                                  include_usage=spec.include_usage)
         if spec.body_file is not None:
             self._user_body = load_body_file(spec.body_file)
 
@@ -145,28 +160,23 @@ class Workload:
         """Each worker keeps one kept-alive connection for its whole conversation."""
         return self.spec.name == "reuse"
 
-    def conversation(self, worker: int | str) -> Conversation:
-        """A conversation for one worker; ``worker`` seeds its wording (runs are reproducible)."""
+    def conversation(self, worker: int | str, api: str | Api = Api.CHAT) -> Conversation:
+        """A conversation for one worker in protocol ``api``; ``worker`` seeds its wording (runs are
+        reproducible, and the same worker key gives the same conversation in every protocol)."""
+        fmt = format_for(api)
         rng = random.Random(f"{self.seed}:{self.spec.name}:{worker}")
         if self.spec.name == "reuse":
-            return _ReuseConversation(self, rng)
+            return _ReuseConversation(self, rng, fmt)
         if self.spec.name == "tools":
-            return _ToolsConversation(self, rng)
-        return _SingleShot(self, rng)
+            return _ToolsConversation(self, rng, fmt)
+        return _SingleShot(self, rng, fmt)
 
-    def finish(self, body: dict[str, Any], *, model: str | None) -> dict[str, Any]:
-        """Apply the run-wide settings: model, streaming, usage, max_tokens, reasoning_effort."""
-        spec = self.spec
-        body["model"] = model or body.get("model") or DEFAULT_MODEL
-        body["stream"] = True
-        if spec.include_usage:
-            opts = body.get("stream_options")
-            body["stream_options"] = {**(opts if isinstance(opts, dict) else {}), "include_usage": True}
-        if spec.max_tokens is not None:
-            body["max_tokens"] = spec.max_tokens
-        if spec.reasoning_effort is not None:
-            body["reasoning_effort"] = spec.reasoning_effort
-        return body
+    def finish(self, body: dict[str, Any], *, model: str | None,
+               api: str | Api = Api.CHAT) -> dict[str, Any]:
+        """Apply the run-wide settings in the protocol's own words: model, streaming, usage,
+        ``max_tokens``/``max_output_tokens``, reasoning effort or a thinking budget."""
+        chosen = model or body.get("model") or DEFAULT_MODEL
+        return format_for(api).finish(body, model=str(chosen), settings=self._settings)
 
     def filler(self) -> str:
         """The shared body of the big prompt (built once, ``big_bytes`` characters of plain words)."""
@@ -178,7 +188,7 @@ class Workload:
             self._filler = (block * reps)[: self.spec.big_bytes]
         return self._filler
 
-    def single_body(self, rng: random.Random) -> dict[str, Any]:
+    def single_body(self, rng: random.Random, fmt: Format | None = None) -> dict[str, Any]:
         nonce = f"{rng.getrandbits(64):016x}"
         if self._user_body is not None:
             return copy.deepcopy(self._user_body)
@@ -187,34 +197,33 @@ class Workload:
                     + self.filler())
         else:
             text = f"Request {nonce}. Write a short note about {rng.choice(_TOPICS)}."
-        return {"messages": [{"role": "system", "content": "You are a concise assistant."},
-                             {"role": "user", "content": text}]}
+        return (fmt or format_for(Api.CHAT)).render("You are a concise assistant.",
+                                                    [Turn("user", text)], ())
 
 
-def load_body_file(path: str) -> dict[str, Any]:
-    """A user's own request body: a JSON object with ``messages``."""
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read body file {path}: {exc.strerror or exc}") from None
-    try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        raise ConfigError(f"body file {path} is not JSON: {exc}") from None
-    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-        raise ConfigError(f"body file {path} must be a JSON object with a 'messages' list")
-    return body
+def arm_workloads(workload: Workload, arms: Iterable[Arm]) -> dict[str, Workload]:
+    """The workload of each arm: the run's, or a ``body`` workload for an arm with its own body file
+    (arms of several protocols side by side each need a body in their own format)."""
+    out: dict[str, Workload] = {}
+    for arm in arms:
+        if arm.body_file is None:
+            out[arm.name] = workload
+        else:
+            spec = replace(workload.spec, name="body", body_file=arm.body_file)
+            out[arm.name] = Workload(spec, seed=workload.seed)
+    return out
 
 
 class _SingleShot:
     """``small``, ``big`` and ``body``: every request stands alone."""
 
-    def __init__(self, workload: Workload, rng: random.Random) -> None:
+    def __init__(self, workload: Workload, rng: random.Random, fmt: Format) -> None:
         self._workload = workload
         self._rng = rng
+        self._fmt = fmt
 
     def next_body(self) -> dict[str, Any]:
-        return self._workload.single_body(self._rng)
+        return self._workload.single_body(self._rng, self._fmt)
 
     def observe(self, verdict: Verdict) -> None:
         return None
@@ -223,70 +232,66 @@ class _SingleShot:
 class _ReuseConversation:
     """A conversation that grows by one turn per whole answer, then starts over after ``max_turns``."""
 
-    def __init__(self, workload: Workload, rng: random.Random) -> None:
+    SYSTEM = "You are a patient tutor."
+
+    def __init__(self, workload: Workload, rng: random.Random, fmt: Format) -> None:
         self._workload = workload
         self._rng = rng
-        self._messages: list[dict[str, Any]] = []
+        self._fmt = fmt
+        self._turns: list[Turn] = []
         self.turns = 0
         self._restart()
 
     def _restart(self) -> None:
         topic = self._rng.choice(_TOPICS)
         nonce = f"{self._rng.getrandbits(64):016x}"
-        self._messages = [
-            {"role": "system", "content": "You are a patient tutor."},
-            {"role": "user", "content": f"Conversation {nonce}. Teach me about {topic}."}]
+        self._turns = [Turn("user", f"Conversation {nonce}. Teach me about {topic}.")]
         self.turns = 0
 
     def next_body(self) -> dict[str, Any]:
-        return {"messages": [dict(m) for m in self._messages]}
+        return self._fmt.render(self.SYSTEM, self._turns, ())
 
     def observe(self, verdict: Verdict) -> None:
-        answer = answer_of(verdict)
+        answer = whole_answer(self._fmt, verdict)
         if answer is None:
             return  # retry the same turn: a cut answer must not become history
         self.turns += 1
         if self.turns >= self._workload.spec.max_turns:
             self._restart()
             return
-        self._messages.append({"role": "assistant", "content": answer.get("content") or ""})
-        self._messages.append({"role": "user", "content": self._rng.choice(_FOLLOW_UPS)})
+        self._turns.append(Turn("assistant", answer.text))
+        self._turns.append(Turn("user", self._rng.choice(_FOLLOW_UPS)))
 
 
 class _ToolsConversation:
     """Tools attached; a tool call is answered with a tool result and the conversation goes on."""
 
-    def __init__(self, workload: Workload, rng: random.Random) -> None:
+    SYSTEM = "You are an agent. Use the tools when they help."
+
+    def __init__(self, workload: Workload, rng: random.Random, fmt: Format) -> None:
         self._workload = workload
         self._rng = rng
-        self._messages: list[dict[str, Any]] = []
+        self._fmt = fmt
+        self._turns: list[Turn] = []
         self.turns = 0
         self._restart()
 
     def _restart(self) -> None:
         nonce = f"{self._rng.getrandbits(64):016x}"
-        self._messages = [
-            {"role": "system", "content": "You are an agent. Use the tools when they help."},
-            {"role": "user", "content": f"Task {nonce}. {self._rng.choice(_TOOL_TASKS)}"}]
+        self._turns = [Turn("user", f"Task {nonce}. {self._rng.choice(_TOOL_TASKS)}")]
         self.turns = 0
 
     def next_body(self) -> dict[str, Any]:
-        return {"messages": [dict(m) for m in self._messages], "tools": [dict(t) for t in TOOLS],
-                "tool_choice": "auto"}
+        return self._fmt.render(self.SYSTEM, self._turns, TOOL_SPECS)
 
     def observe(self, verdict: Verdict) -> None:
-        answer = answer_of(verdict)
+        answer = whole_answer(self._fmt, verdict)
         if answer is None:
             return
         self.turns += 1
-        calls = answer.get("tool_calls") or []
-        if self.turns >= self._workload.spec.max_turns or not isinstance(calls, list):
-            self._restart()
-            return
-        if calls:
-            self._messages.append({"role": "assistant", "content": answer.get("content"),
-                                   "tool_calls": calls})
-            self._messages.extend(tool_result(c) for c in calls if isinstance(c, dict))
-        else:
+        if self.turns >= self._workload.spec.max_turns or not answer.calls:
             # A text answer closes the task; the next request starts the next task.
             self._restart()
+            return
+        self._turns.append(Turn("assistant", answer.text or None, answer.calls))
+        self._turns.append(Turn("tool", results=tuple((c, tool_result(c)) for c in answer.calls)))
