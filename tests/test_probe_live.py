@@ -75,7 +75,10 @@ def test_endings_table_shows_each_arm_its_endings_findings_and_failure_rate() ->
         "complete", "truncated", "no_done"]
     assert "failed (strict)" in header and "so far" in text
     row_a = next(line for line in lines if line.strip("│ ").startswith("a "))
-    assert row_a.split("│")[1:6] == [" a   ", "       10 ", "        7 ", "         2 ", "       1 "]
+    # arm, its api, requests, then one column per ending seen
+    assert row_a.split("│")[1:7] == [" a   ", " chat ", "       10 ", "        7 ", "         2 ",
+                                     "       1 "]
+    assert "api" in header
     assert "missing_usage 1" in row_a and "3 · 30.0 % [10.8–60.3]" in row_a
     row_b = next(line for line in lines if line.strip("│ ").startswith("b "))
     assert "markup_leak 1" in row_b and "1 · 33.3 % [6.1–79.2]" in row_b

@@ -21,9 +21,9 @@ window, arm, workload, prompt size, reuse index, headers). An attribute is *sign
 adjusted p is below 0.05 divided by the number of attributes searched. When two significant attributes
 pick nearly the same streams (Jaccard index ≥ 0.8 — a sweep runs its concurrency levels one after
 another, so a time window can mirror a concurrency level; a ``x-backend`` header can mirror the id
-prefix) the data cannot tell them apart: the simpler one (fewer splits tried, then the more direct) is
-ranked first and names the others in ``also``; they follow it with ``confounded_with`` set. Finally
-a significant attribute that adds nothing once a stronger one is held fixed (see ``_explained``) gets
+prefix) the data cannot tell them apart: the simpler one (a recorded attribute before a header, then
+fewer splits tried, then the more direct) is ranked first and names the others in ``also``; they follow
+it with ``confounded_with`` set. Finally a significant attribute that adds nothing once a stronger one is held fixed (see ``_explained``) gets
 ``explained_by`` and moves behind the findings that stand on their own.
 """
 
@@ -174,7 +174,11 @@ def _rank(found: list[_Found], failed: Sequence[bool]) -> list[AttributeResult]:
                 break
         else:
             groups.append([f])
-    leads = [min(group, key=lambda f: (f.tried, f.priority)) for group in groups]
+    # A header leads only when no recorded attribute picks the same streams: every response has an id
+    # prefix, while a routing header (`x-backend`, chaos's own `x-sseguard-route`) is the server's
+    # choice to send, and with three protocols' own prefixes it would win on fewer splits alone.
+    leads = [min(group, key=lambda f: (f.key.startswith("header:"), f.tried, f.priority))
+             for group in groups]
     explained = _explained(leads, failed, threshold)
     out: list[AttributeResult] = []
     for only_explained in (False, True):
