@@ -23,8 +23,9 @@ pick nearly the same streams (Jaccard index ≥ 0.8 — a sweep runs its concurr
 another, so a time window can mirror a concurrency level; a ``x-backend`` header can mirror the id
 prefix) the data cannot tell them apart: the simpler one (a recorded attribute before a header, then
 fewer splits tried, then the more direct) is ranked first and names the others in ``also``; they follow
-it with ``confounded_with`` set. Finally a significant attribute that adds nothing once a stronger one is held fixed (see ``_explained``) gets
-``explained_by`` and moves behind the findings that stand on their own.
+it with ``confounded_with`` set. Finally a significant attribute that adds nothing once a stronger one
+is held fixed (see ``_explained``) gets ``explained_by`` and moves behind the findings that stand on
+their own.
 """
 
 from __future__ import annotations
