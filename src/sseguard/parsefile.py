@@ -131,7 +131,7 @@ def final_message(result: ParseResult) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": content or None}
     if reasoning:
         message["reasoning_content"] = reasoning
-    calls = [{"id": f"call_{call.index}", "type": "function",
+    calls = [{"id": call.id or f"call_{call.index}", "type": "function",
               "function": {"name": call.name, "arguments": call.arguments}}
              for call in result.calls]
     if calls:
