@@ -11,12 +11,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sseguard.contract.chat import LEAK_MARKERS, TAIL_BYTES, StreamChecker, leak_markers
+from sseguard.contract.chat import (
+    LEAK_MARKERS,
+    TAIL_BYTES,
+    StreamChecker,
+    leak_markers,
+    leak_shapes,
+)
 from sseguard.errors import UsageError
 from sseguard.verdict import Api
 
 __all__ = ["LEAK_MARKERS", "TAIL_BYTES", "Api", "StreamChecker", "api_for_path", "checker_for",
-           "leak_markers"]
+           "leak_markers", "leak_shapes"]
 
 
 def checker_for(api: str | Api, request: dict[str, Any] | None = None, *,
