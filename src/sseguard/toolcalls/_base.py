@@ -937,17 +937,25 @@ class JSONArgsParser(BlockParser):
     def feed(self, text: str) -> list[Event]:
         """Parse more text; return the events it completes."""
         call = self._call
-        strings = self._strings
-        if (self._state == self._ARGS and strings.inside and not strings.escape and not self._pend
-                and text and '"' not in text and "\\" not in text and not self._closed
-                and call is not None and call.index is not None):
-            # The hot path: the middle of a long string value, where nothing can end anything.
-            call.raw.append(text)
-            frag = "".join(self._tail) + text if self._tail else text
-            self._tail = []
-            call.frags.append(frag)
-            return [ToolArgsDelta(call.index, frag)]
-        return super().feed(text)
+        if (self._state != self._ARGS or self._pend or not text or self._closed or call is None
+                or call.index is None):
+            return super().feed(text)
+        # The hot path: the middle of the arguments, where only a "<" outside a string can end
+        # them. What comes before it is arguments text, taken here without the state dispatch.
+        n = len(text)
+        j = self._strings.next_lt(text, 0, n)
+        if j:
+            seg = text[:j] if j < n else text
+            call.raw.append(seg)
+            if self._strings.inside and self._started:  # inside a string nothing is padding
+                frag = "".join(self._tail) + seg if self._tail else seg
+                self._tail = []
+                call.frags.append(frag)
+                return [ToolArgsDelta(call.index, frag)]
+            self._stream_args(seg, ASCII_WS)
+        if j < n:
+            self._run(text[j:])
+        return self._take()
 
     def _json_args(self, data: str, pos: int) -> tuple[int, str]:
         """Stream the arguments from ``pos`` to the first marker outside a string: (its start, the
