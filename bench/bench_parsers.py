@@ -14,7 +14,14 @@ under 3 µs per chunk. The baseline is quadratic; when the 320 KB run is predict
 ``--baseline-budget`` seconds it is not run, and its time is extrapolated from the 20 -> 80 KB growth
 (said so in the output).
 
-Run: .venv/bin/python bench/bench_parsers.py [--repeat 5] [--baseline-budget 300]
+The JSON-argument families of MARKUP2.md (``kimi-k2``, ``harmony``) are measured the same way on the
+same value, written as the model writes them there: one JSON object (``{"path": …, "content": …}``,
+so the code is a JSON string full of ``\"`` and ``\n`` escapes) after ``functions.write_file:0`` /
+a ``to=functions.write_file`` header. Targets as for DSML: linear, under 3 µs per chunk; their
+per-chunk cost is also given relative to DSML's in the same run (no rescanning baseline is written
+for them: the DSML one already shows what rescanning costs).
+
+Run: .venv/bin/python bench/bench_parsers.py [--repeat 5] [--baseline-budget 300] [--skip-baseline]
 """
 
 from __future__ import annotations
@@ -66,8 +73,22 @@ def make_stream(value: str) -> str:
             "</｜DSML｜invoke>\n</｜DSML｜function_calls>")
 
 
-def run_ours(chunks: list[str]) -> str:
-    parser = parser_for("dsml-v32")
+def make_json_stream(family: str, value: str) -> str:
+    """The same write_file call in a JSON-argument family."""
+    args = json.dumps({"path": "src/page.html", "content": value}, ensure_ascii=False)
+    if family == "kimi-k2":
+        return ("I will write the file.<|tool_calls_section_begin|><|tool_call_begin|>"
+                "functions.write_file:0<|tool_call_argument_begin|>" + args
+                + "<|tool_call_end|><|tool_calls_section_end|>")
+    return ("<|channel|>analysis<|message|>Write the page.<|end|><|start|>assistant<|channel|>"
+            "commentary to=functions.write_file <|constrain|>json<|message|>" + args + "<|call|>")
+
+
+JSON_FAMILIES = ("kimi-k2", "harmony")
+
+
+def run_ours(chunks: list[str], family: str = "dsml-v32") -> str:
+    parser = parser_for(family)
     feed = parser.feed
     events: list[object] = []
     keep = events.extend  # a consumer takes every event; so does this loop
@@ -127,15 +148,38 @@ def run_baseline(chunks: list[str]) -> str:
     return parser.done[0]
 
 
-def timed(fn: Callable[[list[str]], str], chunks: list[str]) -> tuple[float, str]:
+def timed(fn: Callable[..., str], chunks: list[str], *args: str) -> tuple[float, str]:
     gc.collect()
     gc.disable()
     try:
         t0 = time.perf_counter()
-        result = fn(chunks)
+        result = fn(chunks, *args)
         return time.perf_counter() - t0, result
     finally:
         gc.enable()
+
+
+def _chunked(stream: str) -> list[str]:
+    return [stream[i:i + CHUNK] for i in range(0, len(stream), CHUNK)]
+
+
+def _report_json_families(streams: dict[tuple[str, int], list[str]],
+                          samples: dict[tuple[str, int], list[float]], dsml: dict[int, float],
+                          dsml_chunks: dict[int, int]) -> None:
+    for fam in JSON_FAMILIES:
+        med = {kb: statistics.median(samples[fam, kb]) for kb in SIZES_KB}
+        per = {kb: med[kb] / len(streams[fam, kb]) * 1e6 for kb in SIZES_KB}
+        for kb in SIZES_KB:
+            rel = per[kb] / (dsml[kb] / dsml_chunks[kb] * 1e6)
+            print(f"{fam:>8} {kb:>4} KB, {len(streams[fam, kb]):>6} chunks: {med[kb] * 1e3:8.1f} ms "
+                  f"({per[kb]:5.2f} us/chunk, {rel:4.2f}x DSML's per chunk in this run)")
+        growth = max(med[b] / med[a] for a, b in pairwise(SIZES_KB))
+        worst = max(per.values())
+        print(f"{fam:>8} growth per 4x: "
+              + ", ".join(f"{med[b] / med[a]:.2f}x" for a, b in pairwise(SIZES_KB))
+              + f"; targets: linear (<= 4.5x): {'met' if growth <= 4.5 else 'NOT met'}, "
+              f"< 3 us/chunk: {'met' if worst < 3 else 'NOT met'} (worst {worst:.2f} us)")
+    sys.stdout.flush()
 
 
 def main() -> None:
@@ -143,6 +187,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5, help="runs of ours per size (median)")
     ap.add_argument("--baseline-budget", type=float, default=300.0,
                     help="seconds the 320 KB baseline may take before it is extrapolated instead")
+    ap.add_argument("--skip-baseline", action="store_true",
+                    help="measure only the parsers (the DSML baseline takes minutes)")
     args = ap.parse_args()
 
     print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, {platform.platform()}")
@@ -158,17 +204,29 @@ def main() -> None:
     print("'<' per 100 chars of the argument: "
           f"{100 * make_value(20).count('<') / (20 * 1024):.1f}")
 
-    # Ours: one warm-up, then the sizes interleaved round by round, so that load from other work
-    # on the machine falls on every size alike; median per size.
+    json_streams = {(fam, kb): _chunked(make_json_stream(fam, make_value(kb)))
+                    for fam in JSON_FAMILIES for kb in SIZES_KB}
+    # Ours: one warm-up, then the sizes (and families) interleaved round by round, so that load from
+    # other work on the machine falls on every size alike; median per size.
     samples: dict[int, list[float]] = {kb: [] for kb in SIZES_KB}
+    json_samples: dict[tuple[str, int], list[float]] = {key: [] for key in json_streams}
     for kb in SIZES_KB:
         timed(run_ours, streams[kb][0])
+    for (fam, _kb), chunks in json_streams.items():
+        timed(run_ours, chunks, fam)
     for _ in range(args.repeat):
         for kb in SIZES_KB:
             t, result = timed(run_ours, streams[kb][0])
             assert result == streams[kb][1], "ours produced different arguments"
             samples[kb].append(t)
+            for fam in JSON_FAMILIES:
+                t, result = timed(run_ours, json_streams[fam, kb], fam)
+                assert json.loads(result) == json.loads(streams[kb][1]), f"{fam}: other arguments"
+                json_samples[fam, kb].append(t)
     ours = {kb: statistics.median(samples[kb]) for kb in SIZES_KB}
+    _report_json_families(json_streams, json_samples, ours, nchunks)
+    if args.skip_baseline:
+        return
 
     base: dict[int, float] = {}
     measured_base: set[int] = set()

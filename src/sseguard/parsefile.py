@@ -162,7 +162,8 @@ def print_events(result: ParseResult, console: Console) -> None:
         elif isinstance(ev, Markup):
             row = ("[dim]Markup[/]", "", _short(ev.raw))
         elif isinstance(ev, ToolCallStart):
-            row = ("[cyan]ToolCallStart[/]", str(ev.index), escape(ev.name))
+            ident = f" (id {escape(ev.id)})" if ev.id is not None else ""
+            row = ("[cyan]ToolCallStart[/]", str(ev.index), escape(ev.name) + ident)
         elif isinstance(ev, ToolArgsDelta):
             row = ("[cyan]ToolArgsDelta[/]", str(ev.index), _short(ev.fragment))
         elif isinstance(ev, ToolCallEnd):
