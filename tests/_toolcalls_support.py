@@ -151,6 +151,16 @@ def check_invariants(family: str, result: Run) -> None:
     assert finished == set(started), "a call neither ended nor failed"
 
 
+def parsed(family: str, text: str, tools: list[dict[str, Any]] | None = None) -> list[Event]:
+    """The joined events of ``text``, checked to be the same fed whole, by one and by three
+    characters, and to keep the invariants."""
+    whole = run(family, text, tools=tools)
+    check_invariants(family, whole)
+    for size in (1, 3):
+        assert run(family, text, tools=tools, size=size).joined == whole.joined
+    return whole.joined
+
+
 def calls_of(events: list[Event]) -> list[tuple[str, Any]]:
     """(name, decoded arguments) of every completed call, in order."""
     return [(ev.name, json.loads(ev.arguments)) for ev in events if isinstance(ev, ToolCallEnd)]

@@ -8,14 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from _toolcalls_support import (
-    calls_of,
-    check_invariants,
-    errors_of,
-    reasoning_of,
-    run,
-    text_of,
-)
+from _toolcalls_support import calls_of, errors_of, parsed, reasoning_of, text_of
 from sseguard.reasoning import ThinkSplitter
 from sseguard.toolcalls import (
     Markup,
@@ -35,11 +28,7 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather"}}]
 
 
 def parse(text: str, tools: list | None = None) -> list:
-    whole = run("harmony", text, tools=tools)
-    check_invariants("harmony", whole)
-    for size in (1, 3):
-        assert run("harmony", text, tools=tools, size=size).joined == whole.joined
-    return whole.joined
+    return parsed("harmony", text, tools)
 
 
 def test_the_spec_example_gives_reasoning_text_and_a_call() -> None:

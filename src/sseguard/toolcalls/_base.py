@@ -503,36 +503,29 @@ class BaseParser(ABC):
         after text went out): no answer framing is left to remove (MARKUP2.md decision 2)."""
         self._frame = False
 
-    def _text(self, s: str) -> None:
+    def _put(self, kind: int, s: str) -> None:
+        """Add ``s`` to the pending piece of ``kind`` (one event per run of one kind)."""
         if s:
-            if self._pk != _TEXT:
+            if self._pk != kind:
                 self._flush()
-                self._pk = _TEXT
+                self._pk = kind
             self._pp.append(s)
+
+    def _text(self, s: str) -> None:
+        self._put(_TEXT, s)
 
     def _reasoning(self, s: str) -> None:
-        if s:
-            if self._pk != _REASON:
-                self._flush()
-                self._pk = _REASON
-            self._pp.append(s)
+        self._put(_REASON, s)
 
     def _markup(self, s: str) -> None:
-        if s:
-            if self._pk != _MARKUP:
-                self._flush()
-                self._pk = _MARKUP
-            self._pp.append(s)
+        self._put(_MARKUP, s)
 
     def _delta(self, s: str) -> None:
         """Append to the current call's arguments, as a delta and to its record."""
         if s:
             assert self._call is not None
             self._call.frags.append(s)
-            if self._pk != _DELTA:
-                self._flush()
-                self._pk = _DELTA
-            self._pp.append(s)
+            self._put(_DELTA, s)
 
     def _event(self, ev: Event) -> None:
         self._flush()
@@ -888,27 +881,20 @@ class JSONStrings:
         """Index of the first ``<`` at or after ``i`` that stands outside any string, or ``n``; the
         state follows ``data[i:result]``."""
         while i < n:
-            if self.inside:
-                if self.escape:
-                    self.escape = False
-                    i += 1
-                    continue
-                hit = _INSIDE_STRING.search(data, i, n)
-                if hit is None:
-                    return n
-                i = hit.end()
-                if hit.group() == "\\":
-                    self.escape = True
-                else:
-                    self.inside = False
+            if self.escape:
+                self.escape = False
+                i += 1
                 continue
-            hit = _OUTSIDE_STRING.search(data, i, n)
+            hit = (_INSIDE_STRING if self.inside else _OUTSIDE_STRING).search(data, i, n)
             if hit is None:
                 return n
-            i = hit.start()
-            if hit.group() == "<":
+            i, char = hit.start(), hit.group()
+            if char == "<":
                 return i
-            self.inside = True
+            if char == "\\":
+                self.escape = True
+            else:
+                self.inside = not self.inside
             i += 1
         return n
 
@@ -919,16 +905,46 @@ class JSONArgsParser(BlockParser):
     trailing whitespace held until more follows), and a marker counts only outside JSON strings
     (MARKUP2.md decision 4).
 
-    The family's arguments state is ``_ARGS``; ``_json_args`` streams up to the next marker and
-    leaves it to the family; ``_end_json_args`` judges the whole object.
+    The family's arguments state is ``_ARGS`` (handler ``_args``); it says which markers end the
+    arguments (``_ARGS_ENDS``, part of the call) and which end them because the next thing begins
+    (``_ARGS_BREAKS``, left to the next state); any other marker voids the call.
     """
 
     _ARGS = -1
+    _ARGS_ENDS: frozenset[str] = frozenset()
+    _ARGS_BREAKS: frozenset[str] = frozenset()
     _markers: Markers
 
     def __init__(self, tools: ToolSpec | None = None) -> None:
         super().__init__(tools)
         self._strings = JSONStrings()
+        self._head: list[str] = []  # the call's header (Kimi's call id, a Harmony header)
+        self._head_size = 0
+
+    def _begin_head(self, first: str = "") -> None:
+        self._head, self._head_size = [first] if first else [], 0
+
+    def _collect_head(self, seg: str) -> None:
+        self._head.append(seg)
+        self._head_size += len(seg)
+
+    def _header(self, data: str, pos: int) -> int:
+        """The header state: its text up to the next marker joins the unit's raw text and
+        ``_head``, and the family's ``_head_marker`` reads the marker. A header longer than
+        ``TAG_CAP`` is none (no call id or message header is that long): the unit is void."""
+        call = self._call
+        assert call is not None
+        r, lit = self._gather(data, pos, self._collect_head)
+        if self._head_size > TAG_CAP:
+            self._void(MarkupErrorKind.MALFORMED_TAG)
+            return r
+        if r != pos:
+            return r
+        return self._head_marker(pos, lit, call)
+
+    @abstractmethod
+    def _head_marker(self, m: int, lit: str, call: Call) -> int:
+        """At the marker ``lit`` at ``m`` in the header of ``call``: where to go on."""
 
     def _begin_json_args(self) -> None:
         self._state, self._started, self._tail = self._ARGS, False, []
@@ -979,6 +995,21 @@ class JSONArgsParser(BlockParser):
                 call.raw.append(seg)
                 self._stream_args(seg, ASCII_WS)
             return (j, lit) if lit else (~end, "")
+
+    def _args(self, data: str, pos: int) -> int:
+        r, lit = self._json_args(data, pos)
+        if not lit:
+            return r
+        if lit in self._ARGS_BREAKS:
+            self._end_json_args()
+            return r
+        if lit not in self._ARGS_ENDS:  # the markers are reserved outside JSON strings
+            self._void(MarkupErrorKind.MALFORMED_TAG)
+            return r
+        assert self._call is not None
+        self._call.raw.append(lit)
+        self._end_json_args()
+        return r + len(lit)
 
     def _end_json_args(self) -> None:
         """The arguments are complete: one strict JSON object ends the call, whitespace only is

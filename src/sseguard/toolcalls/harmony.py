@@ -65,14 +65,14 @@ class HarmonyParser(JSONArgsParser):
 
     family = "harmony"
     _SKIP, _ARGS = SKIP, ARGS
+    # a body ends at its stop token, or, the stop token cut, where the next message begins
+    _ARGS_ENDS, _ARGS_BREAKS = _CLOSERS, _HEADS
     _markers = MARKERS
 
     def __init__(self, tools: ToolSpec | None = None) -> None:
         super().__init__(tools)
         self._frame = True  # decision 2: whitespace before the first message is not text
         self._lead = True  # at stream start, where " to=R<|channel|>" may open the first header
-        self._head: list[str] = []
-        self._head_size = 0
         self._find, self._hold = MARKERS.find, MARKERS.hold
         self._handlers = (self._content, self._header, self._body, self._body, self._args,
                           self._skip)
@@ -106,7 +106,7 @@ class HarmonyParser(JSONArgsParser):
         if not data.startswith(CHANNEL, end) or end - pos == 3:
             return None
         self._new_unit(data[pos:end], in_block=False)
-        self._head, self._head_size = [data[pos:end]], 0
+        self._begin_head(data[pos:end])
         self._state = HEADER
         return end
 
@@ -114,7 +114,7 @@ class HarmonyParser(JSONArgsParser):
         self._lead = False
         if lit in _HEADS:
             self._new_unit(lit, in_block=False)
-            self._head, self._head_size = [lit], 0
+            self._begin_head(lit)
             self._state = HEADER
         else:  # a stop token or header part outside any message (decision 1)
             self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, lit))
@@ -124,20 +124,8 @@ class HarmonyParser(JSONArgsParser):
         """Harmony has no blocks: messages follow one another in content."""
         return None
 
-    def _collect_head(self, seg: str) -> None:
-        self._head.append(seg)
-        self._head_size += len(seg)
-
-    def _header(self, data: str, pos: int) -> int:
-        """From ``<|start|>`` or ``<|channel|>`` to ``<|message|>``."""
-        call = self._call
-        assert call is not None
-        r, lit = self._gather(data, pos, self._collect_head)
-        if self._head_size > TAG_CAP:  # no header is this long
-            self._void(MarkupErrorKind.MALFORMED_TAG)
-            return r
-        if r != pos:
-            return r
+    def _head_marker(self, pos: int, lit: str, call: Call) -> int:
+        """The header runs from ``<|start|>`` or ``<|channel|>`` to ``<|message|>``."""
         if lit in _IN_HEADER:
             call.raw.append(lit)
             self._head.append(lit)
@@ -184,21 +172,6 @@ class HarmonyParser(JSONArgsParser):
             return m
         self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, lit))
         return m + len(lit)
-
-    def _args(self, data: str, pos: int) -> int:
-        r, lit = self._json_args(data, pos)
-        if not lit:
-            return r
-        if lit in _HEADS:  # the stop token was cut: the body ends where the next message begins
-            self._end_json_args()
-            return r
-        if lit not in _CLOSERS:
-            self._void(MarkupErrorKind.MALFORMED_TAG)
-            return r
-        assert self._call is not None
-        self._call.raw.append(lit)
-        self._end_json_args()
-        return r + len(lit)
 
     def _skip_marker(self, data: str, m: int, lit: str, call: Call) -> tuple[int, int]:
         """A void message is swallowed up to its stop token, or up to the next header."""

@@ -20,7 +20,6 @@ from sseguard.toolcalls._base import (
     END,
     RESUME,
     SWALLOW,
-    TAG_CAP,
     Call,
     JSONArgsParser,
     Markers,
@@ -65,20 +64,19 @@ class KimiK2Parser(JSONArgsParser):
 
     family = "kimi-k2"
     _BLOCK, _SKIP, _ARGS = SECTION, SKIP, ARGS
+    _ARGS_ENDS = frozenset((CALL_END,))
     _markers = MARKERS
 
     def __init__(self, tools: ToolSpec | None = None) -> None:
         super().__init__(tools)
         self._frame = True  # decision 2: the whitespace that frames the answer is not text
-        self._head: list[str] = []
-        self._head_size = 0
         self._find, self._hold = MARKERS.find, MARKERS.hold
         self._handlers = (self._content, self._between_calls, self._header, self._args,
                           self._skip)
 
     def _begin_call(self, lit: str, in_block: bool) -> int:
         self._new_unit(lit, in_block)
-        self._head, self._head_size = [], 0
+        self._begin_head()
         self._state = HEAD
         return len(lit)
 
@@ -99,20 +97,8 @@ class KimiK2Parser(JSONArgsParser):
             return self._close_block(lit, m + len(lit))
         return None
 
-    def _collect_head(self, seg: str) -> None:
-        self._head.append(seg)
-        self._head_size += len(seg)
-
-    def _header(self, data: str, pos: int) -> int:
-        """Between ``<|tool_call_begin|>`` and ``<|tool_call_argument_begin|>``: the call id."""
-        call = self._call
-        assert call is not None
-        r, lit = self._gather(data, pos, self._collect_head)
-        if self._head_size > TAG_CAP:  # no id is this long: the begin marker was not a call's
-            self._void(MarkupErrorKind.MALFORMED_TAG)
-            return r
-        if r != pos:
-            return r
+    def _head_marker(self, pos: int, lit: str, call: Call) -> int:
+        """The header from ``<|tool_call_begin|>`` is the call id; its end, the argument begin."""
         call_id = "".join(self._head).strip(ASCII_WS)
         name = call_name(call_id) if lit == ARG_BEGIN else None
         if name is None:  # no :DIGITS, or a marker in the header (decision 3)
@@ -122,18 +108,6 @@ class KimiK2Parser(JSONArgsParser):
         self._name_call(name, call_id)
         self._begin_json_args()
         return pos + len(lit)
-
-    def _args(self, data: str, pos: int) -> int:
-        r, lit = self._json_args(data, pos)
-        if not lit:
-            return r
-        if lit != CALL_END:  # the markers are reserved outside JSON strings
-            self._void(MarkupErrorKind.MALFORMED_TAG)
-            return r
-        assert self._call is not None
-        self._call.raw.append(lit)
-        self._end_json_args()
-        return r + len(lit)
 
     def _skip_marker(self, data: str, m: int, lit: str, call: Call) -> tuple[int, int]:
         """A void call swallows up to the next call, or the section's closer; a bare one also up
