@@ -93,3 +93,16 @@ def test_leading_whitespace_waits_for_the_family_to_say_whether_it_frames_the_an
     result = run("auto", "Hi\n<|tool_call_begin|>f:0<|tool_call_argument_begin|>{}<|tool_call_end|>",
                  size=1)
     assert text_of(result.events) == "Hi\n"
+
+
+def test_a_completion_opening_with_the_harmony_recipient_is_held_for_the_family() -> None:
+    text = ' to=functions.f<|channel|>commentary json<|message|>{"a": 1}<|call|>'
+    for size in (None, 1, 4):
+        result = run("auto", text, size=size)
+        assert result.detected == "harmony"
+        assert calls_of(result.events) == [("f", {"a": 1})]
+        assert text_of(result.events) == ""
+    # text that only starts like one goes out as text once it cannot be one
+    p = parser_for("auto")
+    assert p.feed("to") == []
+    assert p.feed("ken count") == [Text("token count")]

@@ -120,8 +120,8 @@ class AutoParser:
         start = cut
         while start > 0 and cut - start < 2 and data[start - 1] == "\n":
             start -= 1  # newlines right before a marker may be its separator: the family decides
-        if start and not self._spoke and not data[:start].strip(ASCII_WS):
-            start = 0  # whitespace at the start may frame the answer: the family decides
+        if start and not self._spoke and harmony.may_open_header(data[:start].lstrip(ASCII_WS)):
+            start = 0  # framing whitespace, or Harmony's first recipient: the family decides
         if start:
             out.append(Text(data[:start]))
             self._spoke = True

@@ -60,6 +60,12 @@ _PREFIX = "functions."
 CONTENT, HEADER, TEXT_BODY, THINK_BODY, ARGS, SKIP = range(6)
 
 
+def may_open_header(text: str) -> bool:
+    """Whether text at stream start (after its framing whitespace) may still be the recipient that
+    opens the completion's first header, `` to=R<|channel|>`` (``auto`` holds it for the family)."""
+    return len(text) <= TAG_CAP and (_LEAD.fullmatch(text) is not None or "to=".startswith(text))
+
+
 class HarmonyParser(JSONArgsParser):
     """Incremental parser for gpt-oss Harmony completions."""
 
