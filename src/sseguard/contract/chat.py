@@ -49,6 +49,10 @@ LEAK_SHAPES: dict[str, str] = {
 }
 _SHAPE_HINT = "functions."
 _SHAPE_SPAN = 96  # no shape above is longer
+_SHAPE_START = len("to=" + _SHAPE_HINT) - 1
+# What the end of a delta holds when a shape's start spans the boundary.
+_SHAPE_PREFIXES = tuple(sorted({w[:k] for w in ("to=" + _SHAPE_HINT, _SHAPE_HINT)
+                                 for k in range(1, len(w))}))
 _FAMILY_ALIASES = {
     "dsml-v32": "dsml", "dsml-v4": "dsml", "dsml-v41": "dsml",
     "deepseek-v31": "deepseek-v3", "qwen": "hermes",
@@ -381,23 +385,20 @@ class _LeakScanner:
         if "<" in tail or "｜" in tail:
             cut = n - len(tail)
         if self._shapes is not None:
-            hint = window.rfind(_SHAPE_HINT)
-            if hint != -1:
-                shape = self._shapes.search(window, max(0, window.find(_SHAPE_HINT) - 3))
+            first = window.find(_SHAPE_HINT)
+            if first == -1:
+                if window.endswith(_SHAPE_PREFIXES):  # "to=functions." may span the boundary
+                    cut = min(cut, max(0, n - _SHAPE_START))
+            else:
+                shape = self._shapes.search(window, max(0, first - 3))
                 if shape is not None:
                     self._reported.add(key)
                     self._carry.pop(key, None)
                     self._report(shape.group(), choice, where, start + shape.start())
                     return
-                if n - hint < _SHAPE_SPAN:  # a shape may still complete: keep it and its "to="
-                    cut = min(cut, max(0, hint - 3))
-            else:  # the hint, or the "to=" before it, may span the boundary
-                j = window.rfind("f", max(0, n - len(_SHAPE_HINT) + 1))
-                if j == -1 or not _SHAPE_HINT.startswith(window[j:]):
-                    j = window.rfind("t", max(0, n - 3))
-                    j = j + 3 if j != -1 and "to=".startswith(window[j:]) else -1
-                if j != -1:
-                    cut = min(cut, max(0, j - 3))
+                hint = window.rfind(_SHAPE_HINT)
+                # a shape may still complete: keep it and its "to=", and what may start the next
+                cut = min(cut, max(0, hint - 3 if n - hint < _SHAPE_SPAN else n - _SHAPE_START))
         self._carry[key] = (window[cut:], start + cut)
 
 
