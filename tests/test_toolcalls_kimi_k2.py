@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from _toolcalls_support import calls_of, errors_of, parsed, text_of
+from sseguard.parsefile import parse_text
 from sseguard.toolcalls import (
     Markup,
     MarkupError,
@@ -212,3 +213,16 @@ def test_stripped_special_tokens_are_only_text() -> None:
     text = 'Let me check.functions.get_weather:0{"city": "Paris"}'
     events = parse(text)
     assert events == [Text(text)]
+
+
+def test_after_think_the_answer_framing_goes_and_a_call_opener_ends_reasoning() -> None:
+    # the splitter and the parser together, as `sseguard parse` runs them
+    result = parse_text("<think>\nweather?\n</think>\n\nSure." + call("functions.f:0", "{}"),
+                        "kimi-k2", chunk=1)
+    assert [type(e).__name__ for e in result.events][:2] == ["Reasoning", "Markup"]
+    assert result.events[0].text == "\nweather?\n"
+    assert text_of(result.events) == "Sure."
+    # no </think>: the call opener ends the reasoning, and the call is parsed (decision 10)
+    result = parse_text("<think>I will call f." + call("functions.f:0", '{"a": 1}'), "kimi-k2")
+    assert result.events[0].text == "I will call f."
+    assert calls_of(result.events) == [("f", {"a": 1})]
