@@ -226,6 +226,10 @@ def main() -> None:
     ours = {kb: statistics.median(samples[kb]) for kb in SIZES_KB}
     _report_json_families(json_streams, json_samples, ours, nchunks)
     if args.skip_baseline:
+        print("dsml-v32 " + ", ".join(f"{kb} KB {ours[kb] / nchunks[kb] * 1e6:.2f} us/chunk"
+                                      for kb in SIZES_KB)
+              + "; growth per 4x: " + ", ".join(f"{ours[b] / ours[a]:.2f}x"
+                                                for a, b in pairwise(SIZES_KB)))
         return
 
     base: dict[int, float] = {}
