@@ -337,7 +337,7 @@ MIN_PARTIAL = 2
 TAG_CAP = 4096
 
 _NONWS = re.compile(r"\S")
-_NON_ASCII_WS = re.compile(r"[^ \t\n\r\x0b\x0c]")
+_NOT_ASCII_WS = re.compile(f"[^{re.escape(ASCII_WS)}]")
 
 
 def first_non_ws(data: str, pos: int, end: int) -> int:
@@ -465,8 +465,8 @@ class BaseParser(ABC):
         self._state = CONTENT
         self._handlers: tuple[Callable[[str, int], int], ...] = ()
         self._sep = ""  # what the encoder writes before an opener; removed from the text (decision 8)
-        # MARKUP2.md decision 2: for its families the whitespace that frames the answer at stream
-        # start (right after </think>) is markup, not text; a family sets this in its __init__.
+        # MARKUP2.md decision 2: in its families the whitespace that frames the answer at stream start
+        # (right after </think>) is markup, not text; such a family sets this in its __init__.
         self._frame = False
         # Arguments streamed as the model wrote them (_stream_args): whether their first
         # non-whitespace character went out, and trailing characters held until we know they are
@@ -491,17 +491,12 @@ class BaseParser(ABC):
 
     def _framing(self, data: str, pos: int) -> int:
         """Whitespace at stream start is markup; the first other character ends the framing."""
-        q = _NON_ASCII_WS.search(data, pos)
+        q = _NOT_ASCII_WS.search(data, pos)
         end = q.start() if q else len(data)
         self._markup(data[pos:end])
         if q is not None:
             self._frame = False
         return end
-
-    def mid_stream(self) -> None:
-        """This parser starts after the stream's start (``auto`` replays from the first marker,
-        after text went out): no answer framing is left to remove (MARKUP2.md decision 2)."""
-        self._frame = False
 
     def _put(self, kind: int, s: str) -> None:
         """Add ``s`` to the pending piece of ``kind`` (one event per run of one kind)."""
@@ -535,6 +530,11 @@ class BaseParser(ABC):
         self._flush()
         out, self._out = self._out, []
         return out
+
+    def mid_stream(self) -> None:
+        """This parser starts after the stream's start (``auto`` replays from the first marker,
+        after text went out): no answer framing is left to remove (MARKUP2.md decision 2)."""
+        self._frame = False
 
     # calls ----------------------------------------------------------------------------------------
 
