@@ -45,9 +45,7 @@ LEAK_MARKERS: dict[str, tuple[str, ...]] = {
 }
 #: Reserved outside reasoning for Kimi (decision 1): never text either, but no marker auto looks for.
 THINK_TAGS = ("<think>", "</think>")
-#: Families whose answer framing (whitespace at stream start) is markup (MARKUP2.md decision 2).
-FRAMED = ("kimi-k2", "harmony")
-ASCII_WS = " \t\n\r\x0b\x0c"
+
 LEAK_MARKERS["auto"] = tuple(sorted({m for ms in LEAK_MARKERS.values() for m in ms}))
 
 
@@ -394,112 +392,13 @@ def qwen_docs(draw: Any, typed: bool = False) -> Doc:
     return Doc("".join(parts), "".join(visible), calls)
 
 
-KIMI_RESERVED = (*LEAK_MARKERS["kimi-k2"], *THINK_TAGS)
-#: Text inside JSON strings: markers there are string text (decision 4).
-JSON_TEXT = st.one_of(RAW_VALUE, st.sampled_from([*LEAK_MARKERS["kimi-k2"],
-                                                  *LEAK_MARKERS["harmony"], "<|", '"}']))
-JSON_ARGS = st.dictionaries(st.one_of(PLAIN, JSON_TEXT), st.one_of(JSON_VALUE, JSON_TEXT),
-                            max_size=3)
-
-
-def _framed(first: str, visible: list[str]) -> str:
-    """Decision 2: the whitespace at stream start is markup, up to the first other character;
-    ``first`` is the visible text the stream starts with."""
-    return "".join(visible)[len(first) - len(first.lstrip(ASCII_WS)):]
-
-
-@st.composite
-def kimi_docs(draw: Any) -> Doc:
-    """Kimi K2 text and sections (plural or singular, ``\n`` around markers or not), bare calls,
-    ids with or without ``functions.``, arguments whose strings hold markers."""
-    content = RAW_VALUE.filter(_free_of(KIMI_RESERVED))
-    parts: list[str] = []
-    visible: list[str] = []
-    calls: list[tuple[str, dict[str, Any]]] = []
-    for _ in range(draw(st.integers(0, 3))):
-        before = draw(content)
-        parts.append(before)
-        visible.append(before)
-        bare = draw(st.booleans()) and draw(st.booleans())
-        nl = draw(st.sampled_from(["", "\n"]))
-        if not bare:
-            parts.append(draw(st.sampled_from(["<|tool_calls_section_begin|>",
-                                               "<|tool_call_section_begin|>"])) + nl)
-        for _ in range(draw(st.integers(1, 3))):
-            name = draw(NAME.filter(lambda n: not n.startswith("functions.")))
-            call_id = draw(st.sampled_from(["functions.", ""])) + f"{name}:{draw(st.integers(0, 99))}"
-            args = draw(JSON_ARGS)
-            body = json.dumps(args, ensure_ascii=draw(st.booleans()),
-                              indent=draw(st.sampled_from([None, 2])))
-            parts.append(f"<|tool_call_begin|>{nl}{call_id}{nl}<|tool_call_argument_begin|>"
-                         f"{draw(ASCII_PAD)}{body}{draw(ASCII_PAD)}<|tool_call_end|>"
-                         f"{'' if bare else nl}")  # after a bare call, text is text
-            calls.append((name, args))
-        if not bare:
-            parts.append(draw(st.sampled_from(["<|tool_calls_section_end|>",
-                                               "<|tool_call_section_end|>"])))
-    tail = draw(content.filter(lambda t: ends_clean(t, "kimi-k2")))
-    parts.append(tail)
-    visible.append(tail)
-    return Doc("".join(parts), _framed(visible[0], visible), calls)
-
-
-@st.composite
-def harmony_docs(draw: Any) -> Doc:
-    """gpt-oss Harmony: messages on every channel, recipients before or after the channel, every
-    content-type spelling, stop tokens kept or cut, text outside messages."""
-    markers = LEAK_MARKERS["harmony"]
-    content = RAW_VALUE.filter(_free_of(markers))
-    parts: list[str] = []
-    visible: list[str] = []
-    reasoning: list[str] = []
-    calls: list[tuple[str, dict[str, Any]]] = []
-    closed = True  # the last message had its stop token: text may stand outside messages
-    pad = draw(ASCII_PAD)  # whitespace before the first message frames the answer
-    parts.append(pad)
-    visible.append(pad)
-    first = pad  # the visible text the stream starts with
-    for k in range(draw(st.integers(0, 4))):
-        if closed and draw(st.booleans()):
-            outside = draw(content)
-            parts.append(outside)
-            visible.append(outside)
-            first += outside if k == 0 else ""
-        start = draw(st.sampled_from(["<|start|>assistant", ""]))
-        channel = draw(st.sampled_from(["analysis", "commentary", "final"]))
-        if draw(st.booleans()):
-            name = draw(NAME.filter(lambda s: not s.startswith("functions.")))
-            recipient = " to=" + draw(st.sampled_from(["functions.", ""])) + name
-            ctype = draw(st.sampled_from(["", " json", " <|constrain|>json", "<|constrain|>json"]))
-            # before the channel: after the role, or opening the completion (decision 3)
-            before = draw(st.booleans()) and bool(start or "".join(parts).isspace()
-                                                   or not "".join(parts))
-            parts.append(f"{start}{recipient if before else ''}<|channel|>{channel}"
-                         f"{'' if before else recipient}{ctype}<|message|>")
-            args = draw(JSON_ARGS)
-            parts.append(draw(ASCII_PAD) + json.dumps(args, ensure_ascii=draw(st.booleans()))
-                         + draw(ASCII_PAD))
-            calls.append((name, args))
-        else:
-            parts.append(f"{start}<|channel|>{channel}<|message|>")
-            body = draw(content.filter(lambda t: ends_clean(t, "harmony")))
-            parts.append(body)
-            (reasoning if channel == "analysis" else visible).append(body)
-        stop = draw(st.sampled_from(["<|end|>", "<|call|>", "<|return|>", ""]))
-        parts.append(stop)
-        closed = bool(stop)
-    tail = draw(content.filter(lambda t: ends_clean(t, "harmony"))) if closed else ""
-    parts.append(tail)
-    visible.append(tail)
-    first += tail if len(parts) == 2 else ""
-    return Doc("".join(parts), _framed(first, visible), calls, "".join(reasoning))
-
+from _toolcalls_support_json import JSON_DOCS, JSON_SOUP  # noqa: E402 - uses the above
 
 DOCS = {
     "dsml-v32": dsml_docs("dsml-v32"), "dsml-v4": dsml_docs("dsml-v4"),
     "dsml-v41": dsml_docs("dsml-v41"), "deepseek-v3": v3_docs("deepseek-v3"),
     "deepseek-v31": v3_docs("deepseek-v31"), "hermes": hermes_docs(), "qwen3-coder": qwen_docs(),
-    "kimi-k2": kimi_docs(), "harmony": harmony_docs(),
+    **JSON_DOCS,
 }
 assert set(DOCS) == set(FAMILIES) - {"auto"}
 
@@ -511,11 +410,6 @@ SOUP_PIECES = st.sampled_from([
     '{"a": 1}', "[1,", "NaN", "x", "é", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>",
     "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "function", "```json", "```",
     "<tool_call>", "</tool_call>", "<function=f>", "</function>", "<parameter=p>", "</parameter>",
-    '{"name": "f", "arguments": {}}', "<think>", "</think>", "\\", "null",
-    "<|tool_calls_section_begin|>", "<|tool_call_section_end|>", "<|tool_call_begin|>",
-    "functions.f:0", "functions.:1", "<|tool_call_argument_begin|>", "<|tool_call_end|>",
-    "<|tool_calls_section_end|>", "<|", "|>", "<|start|>assistant", "<|channel|>", "analysis",
-    "final", "commentary to=functions.f", " json", "<|constrain|>", "<|message|>", "<|end|>",
-    "<|call|>", "<|return|>", '{"a": "<|call|>"}',
+    '{"name": "f", "arguments": {}}', "<think>", "</think>", "\\", "null", *JSON_SOUP,
 ])
 SOUP = st.lists(st.one_of(SOUP_PIECES, PLAIN), max_size=40).map("".join)

@@ -16,9 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from _toolcalls_support import (
-    ASCII_WS,
     DOCS,
-    FRAMED,
     LEAK_MARKERS,
     QWEN_TOOLS,
     SOUP,
@@ -31,6 +29,7 @@ from _toolcalls_support import (
     run,
     text_of,
 )
+from _toolcalls_support_json import FRAMED
 from sseguard.toolcalls import FAMILIES, MarkupError, consumed_text, parser_for
 
 PROPS = settings(max_examples=150, deadline=None,
@@ -80,7 +79,7 @@ def test_auto_parses_every_family_like_the_named_parser(family: str) -> None:
         # text holding another family's marker is that family's markup to auto
         assume(not any(m in doc.text for m in other) and ends_clean(doc.text, "auto"))
         # before any marker auto cannot know that leading whitespace frames the answer
-        assume(family not in FRAMED or not doc.text[:1] or doc.text[0] not in ASCII_WS)
+        assume(family not in FRAMED or doc.text[:1] not in tuple(" \t\n\r\x0b\x0c"))
         named = run(family, doc.text)
         auto = run("auto", doc.text, cuts, markers_of=family)
         check_invariants(family, auto)
