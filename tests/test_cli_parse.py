@@ -16,7 +16,7 @@ runner = CliRunner()
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "markup"
 TOOLS = str(EXAMPLES / "tools.json")
 SAMPLES = ["dsml-v32.txt", "dsml-v4.txt", "dsml-v41.txt", "deepseek-v3.txt", "deepseek-v31.txt",
-           "hermes.txt", "qwen3-coder.txt"]
+           "hermes.txt", "qwen3-coder.txt", "kimi-k2.txt", "harmony.txt"]
 
 
 def parse_json(*args: str) -> tuple[int, dict]:
@@ -33,7 +33,8 @@ def test_parse_json_gives_the_final_openai_message_whatever_the_chunking(sample:
     assert whole["finish_reason"] == "tool_calls" and whole["errors"] == []
     assert message["role"] == "assistant" and message["content"]
     for call in message["tool_calls"]:
-        assert call["id"].startswith("call_") and call["type"] == "function"
+        # Kimi's own call ids are kept; the other families write none
+        assert call["id"].startswith(("call_", "functions.")) and call["type"] == "function"
         assert isinstance(json.loads(call["function"]["arguments"]), dict)
     for chunk in ("1", "3"):
         assert parse_json(path, "--tools", TOOLS, "--chunk", chunk) == (code, whole)
@@ -47,6 +48,20 @@ def test_parse_splits_reasoning_and_reports_the_detected_family() -> None:
     assert out["message"]["content"] == "I will read the file."
     args = json.loads(out["message"]["tool_calls"][0]["function"]["arguments"])
     assert args == {"path": "src/app.py", "range": {"start": 1, "end": 40}}
+
+
+def test_parse_keeps_kimi_call_ids_and_harmony_analysis_as_reasoning() -> None:
+    code, out = parse_json(str(EXAMPLES / "kimi-k2.txt"))
+    assert (code, out["family"]) == (0, "kimi-k2")
+    assert [c["id"] for c in out["message"]["tool_calls"]] == ["functions.get_weather:0",
+                                                               "functions.get_time:1"]
+    code, out = parse_json(str(EXAMPLES / "harmony.txt"))
+    assert (code, out["family"]) == (0, "harmony")
+    assert out["message"]["reasoning_content"] == (
+        "The user wants the weather in Paris; call get_weather.")
+    assert out["message"]["content"] == "Checking the forecast."
+    assert out["message"]["tool_calls"][0]["function"] == {
+        "name": "get_weather", "arguments": '{"location": "Paris", "days": 2}'}
 
 
 def test_parse_thinking_flag_starts_inside_reasoning(tmp_path: Path) -> None:
@@ -132,6 +147,21 @@ def test_tokenizer_says_how_many_pieces_a_marker_splits_into(tmp_path: Path) -> 
     table = runner.invoke(app, ["tokenizer", path, "--family", "dsml-v4"])
     assert table.exit_code == 0 and "pieces" in table.output
     assert "<｜DSML｜tool_calls>" in table.output
+
+
+def test_tokenizer_knows_the_kimi_and_harmony_markers(tmp_path: Path) -> None:
+    kimi = ["<|tool_calls_section_begin|>", "<|tool_calls_section_end|>",
+            "<|tool_call_section_begin|>", "<|tool_call_section_end|>", "<|tool_call_begin|>",
+            "<|tool_call_argument_begin|>", "<|tool_call_end|>"]
+    path = _tokenizer(tmp_path / "tokenizer.json", kimi)
+    rows = [json.loads(line) for line in runner.invoke(
+        app, ["tokenizer", path, "--family", "kimi-k2", "--json"]).output.splitlines()]
+    assert [r["marker"] for r in rows] == kimi and all(r["single_token"] for r in rows)
+    rows = [json.loads(line) for line in runner.invoke(
+        app, ["tokenizer", path, "--family", "harmony", "--json"]).output.splitlines()]
+    assert [r["marker"] for r in rows] == ["<|start|>", "<|end|>", "<|message|>", "<|channel|>",
+                                           "<|constrain|>", "<|return|>", "<|call|>"]
+    assert all(not r["single_token"] and len(r["pieces"]) > 1 for r in rows)
 
 
 def test_tokenizer_without_family_covers_every_family(tmp_path: Path) -> None:

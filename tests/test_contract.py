@@ -406,3 +406,57 @@ def test_json_nested_deeper_than_python_can_read_is_a_finding_not_a_crash() -> N
     assert check(b"data: " + deep + b"\n\n").finding_kinds == {FindingKind.BAD_CHUNK_JSON}
     body = tool_stream("search", ["[" * 5000 + "]" * 5000])
     assert check(body).finding_kinds == {FindingKind.TOOL_ARGS_INVALID_JSON}
+
+
+# ── Kimi and Harmony: their markers, and the shapes stripped special tokens leave (MARKUP2.md 11) ──
+
+_STRIPPED = [
+    ("Let me check.", 'functions.get_weather:0{"city": "Paris"}'),
+    ("", 'functions.fs.read-file:12 {"path": "a"}'),
+    ("analysisNeed the weather.assistantcommentary ", 'to=functions.get_weather json{"city": "P"}'),
+    ("x", "to=functions.f{}"),
+]
+
+
+def _leaks(deltas: list[str], markup: str = "all") -> list[Finding]:
+    checker = StreamChecker(markup=markup)
+    checker.feed(text_stream(deltas))
+    return [f for f in checker.close().findings if f.kind is FindingKind.MARKUP_LEAK]
+
+
+@pytest.mark.parametrize("marker", ["<|tool_calls_section_begin|>", "<|tool_call_section_begin|>",
+                                    "<|tool_call_begin|>", "<|tool_call_argument_begin|>",
+                                    "<|tool_call_end|>", "<|start|>", "<|channel|>", "<|message|>",
+                                    "<|constrain|>", "<|end|>", "<|call|>", "<|return|>"])
+def test_kimi_and_harmony_markers_in_content_are_leaks(marker: str) -> None:
+    (leak,) = _leaks(["Sure ", marker[:4], marker[4:] + " then"])
+    assert repr(marker) in leak.detail and leak.detail.endswith(" at 5")
+
+
+@settings(max_examples=100, deadline=None)
+@given(case=st.sampled_from(_STRIPPED), cuts=st.lists(st.integers(0, 120), max_size=8))
+def test_stripped_token_shapes_are_leaks_wherever_the_deltas_split_them(
+        case: tuple[str, str], cuts: list[int]) -> None:
+    before, shape = case
+    content = before + shape + " and more text"
+    bounds = sorted({min(c, len(content)) for c in cuts} | {0, len(content)})
+    (leak,) = _leaks([content[a:b] for a, b in itertools.pairwise(bounds)])
+    pos = int(leak.detail.rsplit(" at ", 1)[1])
+    assert content.find("functions.") == pos
+
+
+@pytest.mark.parametrize("content", [
+    "The functions.py module defines helpers: {a}",      # no id counter, no to=
+    "call functions.f:x{}",                               # not a counter
+    "to=functions.f and then {",                          # text between the name and the brace
+])
+def test_text_that_only_mentions_functions_is_no_leak(content: str) -> None:
+    assert _leaks([content]) == []
+    assert _leaks(list(content)) == []
+
+
+def test_shapes_are_looked_for_only_for_the_families_that_leave_them() -> None:
+    deltas = ['functions.get_weather:0{"city": "Paris"}']
+    assert len(_leaks(deltas, markup="kimi-k2")) == 1
+    assert _leaks(deltas, markup="hermes") == []
+    assert len(_leaks(["commentary to=functions.f json{}"], markup="harmony")) == 1

@@ -91,3 +91,19 @@ def test_any_chunking_gives_the_same_split_and_loses_nothing(text: str, start: b
         "</think>") else ""
     assert opened + reasoning + closed + answer == text  # every character accounted for
     assert "</think>" not in reasoning
+
+
+@pytest.mark.parametrize("family", ["kimi-k2", None])
+@pytest.mark.parametrize("opener", ["<|tool_calls_section_begin|>", "<|tool_call_section_begin|>",
+                                    "<|tool_call_begin|>"])
+def test_a_kimi_call_opener_ends_reasoning(family: str | None, opener: str) -> None:
+    text = f"<think>I need the weather.{opener}rest"
+    for sizes in (None, [1] * len(text)):
+        assert split(text, sizes, family=family) == ("I need the weather.", f"{opener}rest")
+
+
+def test_harmony_markers_do_not_end_think_reasoning() -> None:
+    # Harmony's reasoning is its analysis channel, read by its parser, not by the splitter
+    text = "hmm <|channel|>final<|message|>x</think>answer"
+    assert split(text, starts_in_reasoning=True, family="harmony") == (
+        "hmm <|channel|>final<|message|>x", "answer")

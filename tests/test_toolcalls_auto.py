@@ -7,12 +7,13 @@ from pathlib import Path
 import pytest
 
 from _toolcalls_support import calls_of, check_invariants, errors_of, run, text_of
-from sseguard.toolcalls import Text, parser_for
+from sseguard.toolcalls import Markup, Text, parser_for
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "markup"
 SAMPLES = {"dsml-v32.txt": "dsml-v32", "dsml-v4.txt": "dsml-v4", "dsml-v41.txt": "dsml-v41",
            "deepseek-v3.txt": "deepseek-v3", "deepseek-v31.txt": "deepseek-v31",
-           "hermes.txt": "hermes", "qwen3-coder.txt": "qwen3-coder"}
+           "hermes.txt": "hermes", "qwen3-coder.txt": "qwen3-coder", "kimi-k2.txt": "kimi-k2",
+           "harmony.txt": "harmony"}
 
 
 @pytest.mark.parametrize("sample,family", sorted(SAMPLES.items()))
@@ -59,10 +60,49 @@ def test_no_marker_at_all_is_just_text() -> None:
 
 @pytest.mark.parametrize("cut,family", [("<｜DSML", "dsml-v4"), ("<｜tool▁ca", "deepseek-v3"),
                                         ("<tool_c", "hermes"), ("<paramet", "qwen3-coder"),
-                                        ("<tool_call>\n", "hermes")])
+                                        ("<tool_call>\n", "hermes"),
+                                        ("<|tool_calls_sect", "kimi-k2"), ("<|tool_call_beg", "kimi-k2"),
+                                        ("<|chan", "harmony"), ("<|start|>assist", "harmony")])
 def test_a_cut_marker_at_the_end_is_unterminated_in_the_family_it_resembles(cut: str,
                                                                           family: str) -> None:
     result = run("auto", "Answer.\n" + cut)
     assert result.detected == family
     assert errors_of(result.events) == [("unterminated", None)]
     assert text_of(result.events).startswith("Answer.")
+
+
+def test_kimi_and_harmony_are_told_from_their_openers() -> None:
+    kimi = run("auto", 'Sure.<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}'
+                       "<|tool_call_end|>", size=2)
+    assert kimi.detected == "kimi-k2"
+    assert calls_of(kimi.events) == [("f", {})]
+    harmony = run("auto", "<|channel|>final<|message|>Hi<|return|>", size=2)
+    assert harmony.detected == "harmony"
+    assert text_of(harmony.events) == "Hi"
+
+
+def test_leading_whitespace_waits_for_the_family_to_say_whether_it_frames_the_answer() -> None:
+    # Kimi: whitespace at stream start is markup (MARKUP2.md decision 2) ...
+    result = run("auto", "\n\n<|tool_call_begin|>f:0<|tool_call_argument_begin|>{}<|tool_call_end|>")
+    assert result.detected == "kimi-k2"
+    assert result.joined[0] == Markup("\n\n")
+    # ... for the older families it is text, as before
+    assert text_of(run("auto", "  \n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n"
+                               "</tool_call>").events) == "  \n"
+    # once text went out, a family chosen later sees no stream start
+    result = run("auto", "Hi\n<|tool_call_begin|>f:0<|tool_call_argument_begin|>{}<|tool_call_end|>",
+                 size=1)
+    assert text_of(result.events) == "Hi\n"
+
+
+def test_a_completion_opening_with_the_harmony_recipient_is_held_for_the_family() -> None:
+    text = ' to=functions.f<|channel|>commentary json<|message|>{"a": 1}<|call|>'
+    for size in (None, 1, 4):
+        result = run("auto", text, size=size)
+        assert result.detected == "harmony"
+        assert calls_of(result.events) == [("f", {"a": 1})]
+        assert text_of(result.events) == ""
+    # text that only starts like one goes out as text once it cannot be one
+    p = parser_for("auto")
+    assert p.feed("to") == []
+    assert p.feed("ken count") == [Text("token count")]

@@ -391,7 +391,8 @@ def parse_command(
     file: str = typer.Argument(..., metavar="FILE", help="Raw model output (UTF-8 text)."),
     family: str = typer.Option("auto", "--family", metavar="NAME",
                                help="dsml-v32, dsml-v4, dsml-v41, deepseek-v3, deepseek-v31, hermes, "
-                                    "qwen3-coder, or auto (detect from the first marker)."),
+                                    "qwen3-coder, kimi-k2, harmony, or auto (detect from the first "
+                                    "marker)."),
     tools: str | None = typer.Option(None, "--tools", metavar="TOOLS.json",
                                      help="OpenAI tools list (or a request body with tools): "
                                           "enables undefined_function and Qwen3-Coder value types."),

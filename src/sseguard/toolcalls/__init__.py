@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from sseguard.errors import UsageError
-from sseguard.toolcalls import _dsml, auto, deepseek_v3, hermes, qwen3_coder
+from sseguard.toolcalls import _dsml, auto, deepseek_v3, harmony, hermes, kimi_k2, qwen3_coder
 from sseguard.toolcalls._base import (
     Event,
     Markup,
     MarkupError,
     MarkupErrorKind,
     Parser,
+    Reasoning,
     Text,
     ToolArgsDelta,
     ToolCallEnd,
@@ -62,6 +63,10 @@ FAMILIES: dict[str, Family] = {
                      hermes.REASONING_EXITS),
     "qwen3-coder": Family("qwen3-coder", qwen3_coder.Qwen3CoderParser,
                           qwen3_coder.FAMILY_MARKERS, qwen3_coder.REASONING_EXITS),
+    "kimi-k2": Family("kimi-k2", kimi_k2.KimiK2Parser, kimi_k2.FAMILY_MARKERS,
+                      kimi_k2.REASONING_EXITS),
+    "harmony": Family("harmony", harmony.HarmonyParser, harmony.FAMILY_MARKERS,
+                      harmony.REASONING_EXITS),
     "auto": Family("auto", auto.AutoParser, (), auto.REASONING_EXITS),
 }
 
@@ -85,6 +90,7 @@ __all__ = [
     "MarkupError",
     "MarkupErrorKind",
     "Parser",
+    "Reasoning",
     "Text",
     "ToolArgsDelta",
     "ToolCallEnd",

@@ -2,16 +2,20 @@
 
 Text before the first marker goes out as it comes; from the first marker (and the newlines that may be
 its separator) the input is held until the family is certain — at most one tag's worth — and then
-replayed into a fresh parser of that family. Markers of other families after that point are text for
-the chosen family, as they would be had it been named.
+replayed into a fresh parser of that family. Whitespace at the very start is held too: for the
+families of MARKUP2.md it frames the answer and is not text (decision 2), which only the family can
+say. Markers of other families after that point are text for the chosen family, as they would be had
+it been named.
 """
 
 from __future__ import annotations
 
 from sseguard.errors import UsageError
-from sseguard.toolcalls import _dsml, deepseek_v3, hermes, qwen3_coder
+from sseguard.toolcalls import _dsml, deepseek_v3, harmony, hermes, kimi_k2, qwen3_coder
 from sseguard.toolcalls._base import (
+    ASCII_WS,
     TAG_CAP,
+    BaseParser,
     Event,
     Markers,
     Parser,
@@ -21,15 +25,20 @@ from sseguard.toolcalls._base import (
 )
 
 MARKERS = Markers((_dsml.OPEN, _dsml.CLOSE, *deepseek_v3.FAMILY_MARKERS,
-                   *qwen3_coder.FAMILY_MARKERS))
-REASONING_EXITS = (_dsml.OPEN, *deepseek_v3.REASONING_EXITS, *qwen3_coder.REASONING_EXITS)
+                   *qwen3_coder.FAMILY_MARKERS, *kimi_k2.FAMILY_MARKERS, *harmony.FAMILY_MARKERS))
+REASONING_EXITS = (_dsml.OPEN, *deepseek_v3.REASONING_EXITS, *qwen3_coder.REASONING_EXITS,
+                   *kimi_k2.REASONING_EXITS)
 
 _V3_HEAD = "function" + deepseek_v3.SEP
 #: For a partial marker at end of stream: which family each marker belongs to, DSML first.
 _OWNERS = ((_dsml.OPEN, "dsml-v4"), (_dsml.CLOSE, "dsml-v4"),
            *((lit, "deepseek-v3") for lit in deepseek_v3.FAMILY_MARKERS),
            *((lit, "hermes") for lit in hermes.FAMILY_MARKERS),
-           *((lit, "qwen3-coder") for lit in qwen3_coder.FAMILY_MARKERS))
+           *((lit, "qwen3-coder") for lit in qwen3_coder.FAMILY_MARKERS),
+           *((lit, "kimi-k2") for lit in kimi_k2.FAMILY_MARKERS),
+           *((lit, "harmony") for lit in harmony.FAMILY_MARKERS))
+_KIMI_OPENERS = (kimi_k2.SECTION_BEGIN, kimi_k2.SECTION_BEGIN_1, kimi_k2.CALL_BEGIN)
+_HARMONY_HEADS = (harmony.START, harmony.CHANNEL)
 
 
 def detect(held: str, final: bool) -> str | None:
@@ -61,6 +70,10 @@ def detect(held: str, final: bool) -> str | None:
         if _V3_HEAD.startswith(after):
             return "deepseek-v3" if final else None
         return "deepseek-v31"
+    if held.startswith(_KIMI_OPENERS):
+        return "kimi-k2"
+    if held.startswith(_HARMONY_HEADS):
+        return "harmony"
     if held.startswith(hermes.TOOL_CALL):
         q = first_non_ws(held, len(hermes.TOOL_CALL), len(held))
         if q == -1:
@@ -83,13 +96,16 @@ class AutoParser:
         self._pend = ""
         self._closed = False
         self.detected: str | None = None  # the family chosen, once a marker was seen
+        self._spoke = False  # text went out before the family was known
 
     def _become(self, family: str) -> Parser:
         from sseguard.toolcalls import FAMILIES  # the registry imports this module
 
         self.detected = family
-        self._inner = FAMILIES[family].make(self._tools)
-        return self._inner
+        self._inner = inner = FAMILIES[family].make(self._tools)
+        if self._spoke and isinstance(inner, BaseParser):
+            inner.mid_stream()
+        return inner
 
     def feed(self, text: str) -> list[Event]:
         """Parse more text; return the events it completes."""
@@ -104,8 +120,11 @@ class AutoParser:
         start = cut
         while start > 0 and cut - start < 2 and data[start - 1] == "\n":
             start -= 1  # newlines right before a marker may be its separator: the family decides
+        if start and not self._spoke and harmony.may_open_header(data[:start].lstrip(ASCII_WS)):
+            start = 0  # framing whitespace, or Harmony's first recipient: the family decides
         if start:
             out.append(Text(data[:start]))
+            self._spoke = True
         if m == -1:
             self._pend = data[start:]
             return out
