@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sseguard.errors import UsageError
-from sseguard.toolcalls import _dsml, auto, deepseek_v3, hermes, qwen3_coder
+from sseguard.toolcalls import _dsml, auto, deepseek_v3, glm, hermes, minimax_m2, qwen3_coder
 from sseguard.toolcalls._base import (
     Event,
     Markup,
@@ -39,11 +39,19 @@ class Family:
     make: Callable[[ToolSpec | None], Parser]
     markers: tuple[str, ...]
     reasoning_exits: tuple[str, ...]
+    #: The whitespace right after ``</think>`` (or at stream start) frames the answer and is not
+    #: visible text (MARKUP2.md decision 2).
+    frames_answer: bool = False
 
 
 def _dsml_family(name: str) -> Family:
     return Family(name, lambda tools: _dsml.DSMLParser(name, tools),
                   tuple(_dsml.family_markers(name)), _dsml.REASONING_EXITS)
+
+
+def _glm_family(name: str) -> Family:
+    return Family(name, lambda tools: glm.GLMParser(name, tools), glm.FAMILY_MARKERS,
+                  glm.REASONING_EXITS, frames_answer=True)
 
 
 def _v3_family(name: str) -> Family:
@@ -62,6 +70,10 @@ FAMILIES: dict[str, Family] = {
                      hermes.REASONING_EXITS),
     "qwen3-coder": Family("qwen3-coder", qwen3_coder.Qwen3CoderParser,
                           qwen3_coder.FAMILY_MARKERS, qwen3_coder.REASONING_EXITS),
+    "glm45": _glm_family("glm45"),
+    "glm47": _glm_family("glm47"),
+    "minimax-m2": Family("minimax-m2", minimax_m2.MiniMaxM2Parser, minimax_m2.TOKENIZER_MARKERS,
+                         minimax_m2.REASONING_EXITS, frames_answer=True),
     "auto": Family("auto", auto.AutoParser, (), auto.REASONING_EXITS),
 }
 
