@@ -23,8 +23,10 @@ from sseguard.toolcalls import (
     _dsml,
     consumed_text,
     deepseek_v3,
+    glm,
     hermes,
     join_events,
+    minimax_m2,
     parser_for,
     qwen3_coder,
 )
@@ -35,6 +37,8 @@ LEAK_MARKERS: dict[str, tuple[str, ...]] = {
     "dsml-v41": (_dsml.OPEN, _dsml.CLOSE),
     "deepseek-v3": deepseek_v3.FAMILY_MARKERS, "deepseek-v31": deepseek_v3.FAMILY_MARKERS,
     "hermes": hermes.FAMILY_MARKERS, "qwen3-coder": qwen3_coder.FAMILY_MARKERS,
+    "glm45": glm.FAMILY_MARKERS, "glm47": glm.FAMILY_MARKERS,
+    "minimax-m2": minimax_m2.FAMILY_MARKERS,
 }
 LEAK_MARKERS["auto"] = tuple(sorted({m for ms in LEAK_MARKERS.values() for m in ms}))
 
@@ -365,10 +369,13 @@ def qwen_docs(draw: Any, typed: bool = False) -> Doc:
     return Doc("".join(parts), "".join(visible), calls)
 
 
+from _toolcalls_support_markup2 import MARKUP2_DOCS, MARKUP2_SOUP  # noqa: E402 - uses the above
+
 DOCS = {
     "dsml-v32": dsml_docs("dsml-v32"), "dsml-v4": dsml_docs("dsml-v4"),
     "dsml-v41": dsml_docs("dsml-v41"), "deepseek-v3": v3_docs("deepseek-v3"),
     "deepseek-v31": v3_docs("deepseek-v31"), "hermes": hermes_docs(), "qwen3-coder": qwen_docs(),
+    **MARKUP2_DOCS,
 }
 assert set(DOCS) == set(FAMILIES) - {"auto"}
 
@@ -380,6 +387,6 @@ SOUP_PIECES = st.sampled_from([
     '{"a": 1}', "[1,", "NaN", "x", "é", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>",
     "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "function", "```json", "```",
     "<tool_call>", "</tool_call>", "<function=f>", "</function>", "<parameter=p>", "</parameter>",
-    '{"name": "f", "arguments": {}}', "<think>", "</think>", "\\", "null",
+    '{"name": "f", "arguments": {}}', "<think>", "</think>", "\\", "null", *MARKUP2_SOUP,
 ])
 SOUP = st.lists(st.one_of(SOUP_PIECES, PLAIN), max_size=40).map("".join)

@@ -28,6 +28,7 @@ from _toolcalls_support import (
     run,
     text_of,
 )
+from _toolcalls_support_markup2 import GLM_TOOLS, MINIMAX_TOOLS, glm_docs, minimax_docs
 from sseguard.toolcalls import FAMILIES, MarkupError, consumed_text, parser_for
 
 PROPS = settings(max_examples=150, deadline=None,
@@ -64,6 +65,23 @@ def test_valid_documents_parse_the_same_under_any_chunking(family: str) -> None:
 def test_qwen_schema_typed_values_parse_the_same_under_any_chunking(doc: Doc,
                                                                   cuts: list[int]) -> None:
     _check_valid("qwen3-coder", doc, cuts, QWEN_TOOLS)
+
+
+@pytest.mark.parametrize("family", ["glm45", "glm47"])
+def test_glm_schema_typed_values_parse_the_same_under_any_chunking(family: str) -> None:
+    @PROPS
+    @given(doc=glm_docs(family, typed=True), cuts=CUTS)
+    def prop(doc: Doc, cuts: list[int]) -> None:
+        _check_valid(family, doc, cuts, GLM_TOOLS)
+
+    prop()
+
+
+@PROPS
+@given(doc=minimax_docs(typed=True), cuts=CUTS)
+def test_minimax_schema_typed_values_parse_the_same_under_any_chunking(doc: Doc,
+                                                                     cuts: list[int]) -> None:
+    _check_valid("minimax-m2", doc, cuts, MINIMAX_TOOLS)
 
 
 @pytest.mark.parametrize("family", FAMILY_NAMES)
@@ -170,6 +188,11 @@ def _random_markup(rng: random.Random, family: str) -> str:
         "hermes": ['\n<tool_call>\n{"name": "f", "arguments": {"a": "</tool_call>"}}\n</tool_call>'],
         "qwen3-coder": ['\n\n<tool_call>\n<function=f>\n<parameter=a>\nx < y\n</parameter>\n'
                         '</function>\n</tool_call>'],
+        "glm45": ['\n<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>x < y</arg_value>\n</tool_call>',
+                  "<tool_call>g\n<arg_key>n</arg_key>\n<arg_value>[1, 2]</arg_value>\n</tool_call>"],
+        "glm47": ["<tool_call>f<arg_key>a</arg_key><arg_value><arg_key></arg_value></tool_call>"],
+        "minimax-m2": ['\n<minimax:tool_call>\n<invoke name="f">\n<parameter name="a">x < y'
+                       '</parameter>\n</invoke>\n</minimax:tool_call>', '<invoke name="g">'],
     }
     key = "dsml" if family.startswith("dsml") or family == "auto" else family
     pieces = [*canned[key], "text ", "é🙂", "<", "\n", '<｜DSML｜bad>', "</parameter>"]
