@@ -91,3 +91,72 @@ def test_any_chunking_gives_the_same_split_and_loses_nothing(text: str, start: b
         "</think>") else ""
     assert opened + reasoning + closed + answer == text  # every character accounted for
     assert "</think>" not in reasoning
+
+
+# MARKUP2.md families: calls open inside reasoning, and the answer's framing is not text ----------
+
+MINIMAX_CALL = ('\n<minimax:tool_call>\n<invoke name="f">\n<parameter name="a">1</parameter>\n'
+                "</invoke>\n</minimax:tool_call>")
+
+
+def test_a_minimax_block_inside_think_ends_reasoning_and_is_not_swallowed() -> None:
+    text = "<think>\nI need f." + MINIMAX_CALL + "\n</think>\n\n"
+    for family in ("minimax-m2", None):
+        reasoning, answer = split(text, family=family)
+        assert reasoning == "\nI need f.\n"
+        assert answer == MINIMAX_CALL[1:] + "\n</think>\n\n"
+    p = parser_for("minimax-m2")
+    events = p.feed(answer) + p.close()
+    assert [(e.name, e.arguments) for e in events if isinstance(e, ToolCallEnd)] == [
+        ("f", '{"a": "1"}')]
+
+
+@pytest.mark.parametrize("family", ["glm45", "glm47", None])
+def test_a_glm_call_inside_reasoning_ends_it(family: str | None) -> None:
+    text = "hmm<tool_call>get_weather<arg_key>city</arg_key><arg_value>x</arg_value></tool_call>"
+    assert split(text, starts_in_reasoning=True, family=family) == ("hmm", text[3:])
+
+
+@pytest.mark.parametrize("family", ["glm45", "glm47", "minimax-m2"])
+def test_the_whitespace_framing_the_answer_is_dropped_after_think(family: str) -> None:
+    text = "<think>\nhmm\n</think>\n\nThe answer.\n\nMore."
+    assert split(text, family=family) == ("\nhmm\n", "The answer.\n\nMore.")
+    assert split(text, [1] * len(text), family=family) == ("\nhmm\n", "The answer.\n\nMore.")
+    assert split("hmm</think>\n \n", starts_in_reasoning=True, family=family) == ("hmm", "")
+
+
+@pytest.mark.parametrize("family", ["glm45", "minimax-m2"])
+def test_the_whitespace_framing_the_answer_is_dropped_at_stream_start(family: str) -> None:
+    assert split("\n\nAnswer.", family=family) == ("", "Answer.")
+    assert split("\n\nAnswer.", [1, 1, 3], family=family) == ("", "Answer.")
+
+
+def test_families_without_framing_keep_that_whitespace() -> None:
+    assert split("<think>x</think>\n\nAnswer.", family="dsml-v32") == ("x", "\n\nAnswer.")
+    assert split("\n\nAnswer.", family="hermes") == ("", "\n\nAnswer.")
+
+
+MARKUP2_PIECES = st.sampled_from(["<think>", "</think>", "\n", " ", "\t", "a", "é", "</thi",
+                                  "<tool_call>", "<minimax:tool_call>", "<", "<arg_key>"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.lists(MARKUP2_PIECES, max_size=20).map("".join), start=st.booleans(),
+       sizes=st.lists(st.integers(1, 6), max_size=30),
+       family=st.sampled_from(["glm45", "glm47", "minimax-m2"]))
+def test_framing_families_split_the_same_under_any_chunking_and_drop_only_framing(
+        text: str, start: bool, sizes: list[int], family: str) -> None:
+    whole = split(text, starts_in_reasoning=start, family=family)
+    assert split(text, sizes, starts_in_reasoning=start, family=family) == whole
+    assert split(text, [1] * len(text), starts_in_reasoning=start, family=family) == whole
+    reasoning, answer = whole
+    opened = "" if start or not text.startswith("<think>") else "<think>"
+    rest = text[len(opened) + len(reasoning):]
+    closed = "</think>" if (opened or start) and rest.startswith("</think>") else ""
+    rest = rest[len(closed):]
+    if closed or not (opened or start):  # the answer began: its framing whitespace is dropped
+        framing = rest[:len(rest) - len(rest.lstrip(" \t\n\r\x0b\x0c"))]
+    else:
+        framing = ""
+    assert opened + reasoning + closed + framing + answer == text
+    assert not answer[:1].isspace()  # an answer never starts with its framing

@@ -12,7 +12,8 @@ from sseguard.toolcalls import Text, parser_for
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "markup"
 SAMPLES = {"dsml-v32.txt": "dsml-v32", "dsml-v4.txt": "dsml-v4", "dsml-v41.txt": "dsml-v41",
            "deepseek-v3.txt": "deepseek-v3", "deepseek-v31.txt": "deepseek-v31",
-           "hermes.txt": "hermes", "qwen3-coder.txt": "qwen3-coder"}
+           "hermes.txt": "hermes", "qwen3-coder.txt": "qwen3-coder", "glm45.txt": "glm45",
+           "glm47.txt": "glm47", "minimax-m2.txt": "minimax-m2"}
 
 
 @pytest.mark.parametrize("sample,family", sorted(SAMPLES.items()))
@@ -59,10 +60,43 @@ def test_no_marker_at_all_is_just_text() -> None:
 
 @pytest.mark.parametrize("cut,family", [("<｜DSML", "dsml-v4"), ("<｜tool▁ca", "deepseek-v3"),
                                         ("<tool_c", "hermes"), ("<paramet", "qwen3-coder"),
-                                        ("<tool_call>\n", "hermes")])
+                                        ("<tool_call>\n", "hermes"), ("<arg_va", "glm45"),
+                                        ("<minimax:tool", "minimax-m2"),
+                                        ("<tool_call>get_weath", "glm45")])
 def test_a_cut_marker_at_the_end_is_unterminated_in_the_family_it_resembles(cut: str,
                                                                           family: str) -> None:
     result = run("auto", "Answer.\n" + cut)
     assert result.detected == family
     assert errors_of(result.events) == [("unterminated", None)]
     assert text_of(result.events).startswith("Answer.")
+
+
+@pytest.mark.parametrize("text,family", [
+    ('<tool_call>{"name": "f", "arguments": {}}</tool_call>', "hermes"),
+    ('<tool_call>\n \t{"name": "f", "arguments": {}}\n</tool_call>', "hermes"),
+    ("<tool_call>\n<function=f>\n</function>\n</tool_call>", "qwen3-coder"),
+    ("<tool_call><function=f></function></tool_call>", "qwen3-coder"),
+    ("<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\n</tool_call>", "glm45"),
+    ("<tool_call> f \n</tool_call>", "glm45"),
+    ("<tool_call>f<arg_key>a</arg_key><arg_value>1</arg_value></tool_call>", "glm47"),
+    ("<tool_call>f</tool_call>", "glm47"),
+    ("<tool_call><arg_key>a</arg_key><arg_value>1</arg_value></tool_call>", "glm47"),
+    ("<tool_call>\n<arg_key>a</arg_key><arg_value>1</arg_value></tool_call>", "glm45"),
+    ('<minimax:tool_call>\n<invoke name="f">\n</invoke>\n</minimax:tool_call>', "minimax-m2"),
+    ("stray <arg_key> tag", "glm45"),
+])
+def test_the_tool_call_collision_is_resolved_under_any_chunking(text: str, family: str) -> None:
+    named = run(family, "Sure.\n" + text)
+    for size in (None, 1, 2, 5):
+        auto = run("auto", "Sure.\n" + text, size=size)
+        check_invariants(family, auto)
+        assert auto.detected == family
+        assert auto.joined == named.joined
+
+
+def test_glm45_and_glm47_differ_in_the_newline_before_the_call() -> None:
+    glm45 = run("auto", "Sure.\n<tool_call>f\n</tool_call>", size=1)
+    glm47 = run("auto", "Sure.\n<tool_call>f</tool_call>", size=1)
+    assert text_of(glm45.events) == "Sure."
+    assert text_of(glm47.events) == "Sure.\n"
+    assert calls_of(glm45.events) == calls_of(glm47.events) == [("f", {})]
