@@ -33,11 +33,15 @@ LEAK_MARKERS: dict[str, tuple[str, ...]] = {
                     "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"),
     "hermes": ("<tool_call>", "</tool_call>"),
     "qwen3-coder": ("<function=", "</function>", "<parameter="),
+    # GLM's tags are added tokens that are not special: they survive skip_special_tokens as they are
+    "glm": ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
+    # MiniMax's block tokens are special; stripped, they leave the plain-text invoke tag (decision 11)
+    "minimax-m2": ("<minimax:tool_call>", "</minimax:tool_call>", '<invoke name="'),
 }
 # Family names of sseguard.toolcalls mapped onto the marker sets above.
 _FAMILY_ALIASES = {
     "dsml-v32": "dsml", "dsml-v4": "dsml", "dsml-v41": "dsml",
-    "deepseek-v31": "deepseek-v3", "qwen": "hermes",
+    "deepseek-v31": "deepseek-v3", "qwen": "hermes", "glm45": "glm", "glm47": "glm",
 }
 
 _decode = msgspec.json.decode
