@@ -861,6 +861,42 @@ class BlockParser(BaseParser):
         end = self._block_marker(data, pos, lit)
         return self._junk(pos) if end is None else end
 
+    def _call_opener(self, data: str, m: int, tend: int, name: str | None,
+                     state: int) -> int | None:
+        """The call-opening tag at ``m``, read up to ``tend`` (-1 while incomplete) with its ``name``
+        (None: malformed), between calls: the call starts in ``state``. Returns what
+        ``_block_marker`` does."""
+        if tend < 0:
+            return ~m
+        if name is None:
+            return None
+        self._start_call(name, data[m:tend], in_block=True)
+        self._state = state
+        return tend
+
+    def _add_key(self, key: str) -> bool:
+        """A parameter's name is read: a repeated one voids the call (``duplicate_parameter``).
+        Returns whether the name is new."""
+        call = self._call
+        assert call is not None
+        if key in call.keys:
+            self._void(MarkupErrorKind.DUPLICATE_PARAMETER)
+            return False
+        call.keys.add(key)
+        return True
+
+    def _tag_in_call(self, data: str, pos: int) -> tuple[int, str | None]:
+        """Inside a call, between its tags: whitespace joins the call's raw text; other text voids
+        the call (only whitespace may stand between tags). Returns (where to go on, None), or
+        (``pos``, the marker there) for the family to judge."""
+        call = self._call
+        assert call is not None
+        r, lit = self._gather_ws(data, pos, call.raw.append)
+        if lit is None:
+            self._void(MarkupErrorKind.MALFORMED_TAG)
+            return r, None
+        return (r, None) if r != pos else (pos, lit)
+
     @abstractmethod
     def _block_marker(self, data: str, m: int, lit: str) -> int | None:
         """At the marker ``lit`` at ``m``, between calls: open the next call or close the block and

@@ -222,10 +222,7 @@ class DSMLParser(BlockParser):
                 call.raw.append(text)
                 if tag.flag not in ("true", "false"):
                     self._void(MarkupErrorKind.INVALID_STRING_FLAG)
-                elif tag.name in call.keys:
-                    self._void(MarkupErrorKind.DUPLICATE_PARAMETER)
-                else:
-                    call.keys.add(tag.name)
+                elif self._add_key(tag.name):
                     if tag.flag == "true":
                         self._delta(call.key_prefix(tag.name) + '"')
                         self._state = STRING_VALUE

@@ -108,21 +108,15 @@ class TypedValueParser(BlockParser):
         """States ``_VALUE`` and ``_STRING``: value text up to the value's closer (decision 6)."""
         call = self._call
         assert call is not None
-        m, lit = self._find(data, pos)
-        end = m if m != -1 else self._hold(data, pos)
-        if end > pos:
-            s = data[pos:end]
-            call.raw.append(s)
-            self._value_text(s)
-            return end if m != -1 else ~end
-        if m == -1:
-            return ~pos
+        r, lit = self._gather(data, pos, self._value_text)
+        if r != pos:
+            return r
         if lit in self._VALUE_BREAKS:
             self._void(MarkupErrorKind.MALFORMED_TAG)
-            return m
+            return pos
         call.raw.append(lit)
         if lit == self._VALUE_END:
             self._value_done()
         else:
             self._value_text(lit)
-        return m + len(lit)
+        return pos + len(lit)

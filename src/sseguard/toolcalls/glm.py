@@ -122,11 +122,8 @@ class GLMParser(TypedValueParser):
         """State ``CALL``: whitespace, then the next ``<arg_key>`` or the call's closer."""
         call = self._call
         assert call is not None
-        r, lit = self._gather_ws(data, pos, call.raw.append)
-        if lit is None:  # text between tags has no place (decision 7)
-            self._void(MarkupErrorKind.MALFORMED_TAG)
-            return r
-        if r != pos:
+        r, lit = self._tag_in_call(data, pos)  # decision 7: only whitespace between tags
+        if lit is None:
             return r
         if lit == ARG_KEY:
             call.raw.append(lit)
@@ -155,10 +152,7 @@ class GLMParser(TypedValueParser):
         key = "".join(self._part).strip(ASCII_WS)
         if not key:
             self._void(MarkupErrorKind.MALFORMED_TAG)
-        elif key in call.keys:
-            self._void(MarkupErrorKind.DUPLICATE_PARAMETER)
-        else:
-            call.keys.add(key)
+        elif self._add_key(key):
             self._key = key
             self._state = AFTER_KEY
         return pos + len(lit)
@@ -167,11 +161,8 @@ class GLMParser(TypedValueParser):
         """State ``AFTER_KEY``: whitespace, then the key's ``<arg_value>``."""
         call = self._call
         assert call is not None
-        r, lit = self._gather_ws(data, pos, call.raw.append)
+        r, lit = self._tag_in_call(data, pos)
         if lit is None:
-            self._void(MarkupErrorKind.MALFORMED_TAG)
-            return r
-        if r != pos:
             return r
         if lit == ARG_VALUE:
             call.raw.append(lit)

@@ -98,13 +98,8 @@ class MiniMaxM2Parser(TypedValueParser):
     def _block_marker(self, data: str, m: int, lit: str) -> int | None:
         if lit == INVOKE:
             tend, name = self._read_tag(data, m, _INVOKE_TAG)
-            if tend < 0:
-                return ~m
-            if name is not None:
-                self._start_call(name, data[m:tend], in_block=True)
-                self._state = INVOKE_BODY
-                return tend
-        elif lit == BLOCK_END:
+            return self._call_opener(data, m, tend, name, INVOKE_BODY)
+        if lit == BLOCK_END:
             return self._close_block(lit, m + len(lit))
         return None
 
@@ -112,11 +107,8 @@ class MiniMaxM2Parser(TypedValueParser):
         """State ``INVOKE_BODY``: whitespace, then a parameter or the invoke's closer."""
         call = self._call
         assert call is not None
-        r, lit = self._gather_ws(data, pos, call.raw.append)
-        if lit is None:  # text between tags has no place (decision 7)
-            self._void(MarkupErrorKind.MALFORMED_TAG)
-            return r
-        if r != pos:
+        r, lit = self._tag_in_call(data, pos)  # decision 7: only whitespace between tags
+        if lit is None:
             return r
         if lit == PARAMETER:
             tend, key = self._read_tag(data, pos, _PARAMETER_TAG)
@@ -124,10 +116,7 @@ class MiniMaxM2Parser(TypedValueParser):
                 return ~pos
             if key is not None:
                 call.raw.append(data[pos:tend])
-                if key in call.keys:
-                    self._void(MarkupErrorKind.DUPLICATE_PARAMETER)
-                else:
-                    call.keys.add(key)
+                if self._add_key(key):
                     self._open_value(key)
                 return tend
         elif lit == INVOKE_END:
