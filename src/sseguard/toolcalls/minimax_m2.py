@@ -1,8 +1,12 @@
 """MiniMax-M2 / M2.1 / M2.5 / M2.7 tool calls (``minimax-m2``).
 
 ```
-text\\n<minimax:tool_call>\\n<invoke name="get_weather">\\n<parameter name="city">Paris</parameter>\\n
-</invoke>\\n</minimax:tool_call>
+Let me check.
+<minimax:tool_call>
+<invoke name="get_weather">
+<parameter name="city">Paris</parameter>
+</invoke>
+</minimax:tool_call>
 ```
 
 ``<minimax:tool_call>`` and its closer are single special tokens; ``<invoke …>``, ``<parameter …>`` and
