@@ -26,6 +26,13 @@ PAD = st.text(st.sampled_from(" \t\n\r"), max_size=3)
 NAME_PAD = st.sampled_from(["", " ", "\t", "  "])
 
 
+def _framed(visible: list[str]) -> str:
+    """The visible text: the whitespace that frames the answer at stream start is markup (decision 2);
+    it ends at the first other character, so only the first piece of text can lose any."""
+    first = visible[0]
+    return "".join(visible)[len(first) - len(first.lstrip(" \t\n\r\x0b\x0c")):]
+
+
 def _not_json(text: str) -> bool:
     try:
         json.loads(text.strip(" \t\n\r\x0b\x0c"))
@@ -106,7 +113,7 @@ def glm_docs(draw: Any, family: str = "glm45", typed: bool = False) -> base.Doc:
     tail = draw(content.filter(lambda t: base.ends_clean(t, family)))
     parts.append(tail)
     visible.append(tail)
-    return base.Doc("".join(parts), "".join(visible), calls)
+    return base.Doc("".join(parts), _framed(visible), calls)
 
 
 @st.composite
@@ -136,9 +143,11 @@ def minimax_docs(draw: Any, typed: bool = False) -> base.Doc:
     tail = draw(content.filter(lambda t: base.ends_clean(t, "minimax-m2")))
     parts.append(tail)
     visible.append(tail)
-    return base.Doc("".join(parts), "".join(visible), calls)
+    return base.Doc("".join(parts), _framed(visible), calls)
 
 
+#: The families whose answer framing (whitespace at stream start) is markup (decision 2).
+FRAMED = frozenset({"glm45", "glm47", "minimax-m2"})
 MARKUP2_DOCS = {"glm45": glm_docs("glm45"), "glm47": glm_docs("glm47"),
                 "minimax-m2": minimax_docs()}
 #: Pieces of GLM and MiniMax markup for the fuzz soup of every family.

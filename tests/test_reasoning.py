@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from sseguard.errors import UsageError
 from sseguard.reasoning import Answer, Reasoning, ThinkSplitter
-from sseguard.toolcalls import parser_for
-from sseguard.toolcalls._base import Text, ToolCallEnd
+from sseguard.toolcalls import join_events, parser_for
+from sseguard.toolcalls._base import Markup, Text, ToolCallEnd
 
 CALL = ('\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="f">\n</｜DSML｜invoke>\n'
         '</｜DSML｜function_calls>')
@@ -93,7 +93,7 @@ def test_any_chunking_gives_the_same_split_and_loses_nothing(text: str, start: b
     assert "</think>" not in reasoning
 
 
-# MARKUP2.md families: calls open inside reasoning, and the answer's framing is not text ----------
+# MARKUP2.md families: a call opened inside reasoning ends it (decision 10) -----------------------
 
 MINIMAX_CALL = ('\n<minimax:tool_call>\n<invoke name="f">\n<parameter name="a">1</parameter>\n'
                 "</invoke>\n</minimax:tool_call>")
@@ -117,46 +117,12 @@ def test_a_glm_call_inside_reasoning_ends_it(family: str | None) -> None:
     assert split(text, starts_in_reasoning=True, family=family) == ("hmm", text[3:])
 
 
-@pytest.mark.parametrize("family", ["glm45", "glm47", "minimax-m2"])
-def test_the_whitespace_framing_the_answer_is_dropped_after_think(family: str) -> None:
-    text = "<think>\nhmm\n</think>\n\nThe answer.\n\nMore."
-    assert split(text, family=family) == ("\nhmm\n", "The answer.\n\nMore.")
-    assert split(text, [1] * len(text), family=family) == ("\nhmm\n", "The answer.\n\nMore.")
-    assert split("hmm</think>\n \n", starts_in_reasoning=True, family=family) == ("hmm", "")
-
-
 @pytest.mark.parametrize("family", ["glm45", "minimax-m2"])
-def test_the_whitespace_framing_the_answer_is_dropped_at_stream_start(family: str) -> None:
-    assert split("\n\nAnswer.", family=family) == ("", "Answer.")
-    assert split("\n\nAnswer.", [1, 1, 3], family=family) == ("", "Answer.")
-
-
-def test_families_without_framing_keep_that_whitespace() -> None:
-    assert split("<think>x</think>\n\nAnswer.", family="dsml-v32") == ("x", "\n\nAnswer.")
-    assert split("\n\nAnswer.", family="hermes") == ("", "\n\nAnswer.")
-
-
-MARKUP2_PIECES = st.sampled_from(["<think>", "</think>", "\n", " ", "\t", "a", "é", "</thi",
-                                  "<tool_call>", "<minimax:tool_call>", "<", "<arg_key>"])
-
-
-@settings(max_examples=200, deadline=None)
-@given(text=st.lists(MARKUP2_PIECES, max_size=20).map("".join), start=st.booleans(),
-       sizes=st.lists(st.integers(1, 6), max_size=30),
-       family=st.sampled_from(["glm45", "glm47", "minimax-m2"]))
-def test_framing_families_split_the_same_under_any_chunking_and_drop_only_framing(
-        text: str, start: bool, sizes: list[int], family: str) -> None:
-    whole = split(text, starts_in_reasoning=start, family=family)
-    assert split(text, sizes, starts_in_reasoning=start, family=family) == whole
-    assert split(text, [1] * len(text), starts_in_reasoning=start, family=family) == whole
-    reasoning, answer = whole
-    opened = "" if start or not text.startswith("<think>") else "<think>"
-    rest = text[len(opened) + len(reasoning):]
-    closed = "</think>" if (opened or start) and rest.startswith("</think>") else ""
-    rest = rest[len(closed):]
-    if closed or not (opened or start):  # the answer began: its framing whitespace is dropped
-        framing = rest[:len(rest) - len(rest.lstrip(" \t\n\r\x0b\x0c"))]
-    else:
-        framing = ""
-    assert opened + reasoning + closed + framing + answer == text
-    assert not answer[:1].isspace()  # an answer never starts with its framing
+def test_the_answer_framing_after_think_is_markup_for_the_family_parser(family: str) -> None:
+    # decision 2: the splitter passes the answer on verbatim; the family's parser takes the
+    # whitespace that frames it as markup, not text
+    reasoning, answer = split("<think>\nhmm\n</think>\n\nThe answer.\n\nMore.", family=family)
+    assert (reasoning, answer) == ("\nhmm\n", "\n\nThe answer.\n\nMore.")
+    p = parser_for(family)
+    assert join_events(p.feed(answer) + p.close()) == [Markup("\n\n"),
+                                                       Text("The answer.\n\nMore.")]

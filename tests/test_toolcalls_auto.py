@@ -100,3 +100,23 @@ def test_glm45_and_glm47_differ_in_the_newline_before_the_call() -> None:
     assert text_of(glm45.events) == "Sure."
     assert text_of(glm47.events) == "Sure.\n"
     assert calls_of(glm45.events) == calls_of(glm47.events) == [("f", {})]
+
+
+@pytest.mark.parametrize("family,call", [("glm45", "<tool_call>f\n</tool_call>"),
+                                         ("glm47", "<tool_call>f</tool_call>"),
+                                         ("minimax-m2", '<minimax:tool_call><invoke name="f">'
+                                                        "</invoke></minimax:tool_call>")])
+def test_whitespace_at_stream_start_waits_for_the_family_that_may_take_it_as_framing(
+        family: str, call: str) -> None:
+    for size in (None, 1, 3):
+        framed = run("auto", " \n\n" + call + "\nok", size=size)
+        assert framed.detected == family
+        assert framed.joined == run(family, " \n\n" + call + "\nok").joined
+        assert text_of(framed.events) == "\nok"
+        # once text went out, the family's parser starts mid-stream: nothing left to frame
+        spoke = run("auto", "\n\nHi." + call, size=size)
+        assert text_of(spoke.events) == "\n\nHi."
+
+
+def test_whitespace_alone_is_text_when_no_family_shows_up() -> None:
+    assert run("auto", "\n \n", size=1).joined == [Text("\n \n")]

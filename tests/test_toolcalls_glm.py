@@ -79,6 +79,16 @@ def test_glm45_removes_one_newline_before_each_call_and_keeps_text_after_calls()
     assert [name for name, _ in calls_of(events)] == ["f", "g"]
 
 
+@pytest.mark.parametrize("family", ["glm45", "glm47"])
+def test_whitespace_framing_the_answer_at_stream_start_is_markup_not_text(family: str) -> None:
+    # what follows </think> (or starts the stream) is framing; the same whitespace later is text
+    assert parse(family, " \n\nAnswer.\n\n") == [Markup(" \n\n"), Text("Answer.\n\n")]
+    assert parse(family, "\u00a0Answer.") == [Text("\u00a0Answer.")]  # a NBSP is content
+    events = parse(family, "\n\n" + call47("f") + "\n\nok")
+    assert events[0] == Markup("\n\n")
+    assert text_of(events) == "\n\nok"
+
+
 def test_glm47_removes_nothing() -> None:
     events = parse("glm47", "a\n" + call47("f") + "\nb")
     assert text_of(events) == "a\n\nb"

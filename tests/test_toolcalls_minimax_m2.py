@@ -69,6 +69,14 @@ def test_one_newline_before_each_block_is_removed_and_text_after_blocks_is_kept(
     assert [n for n, _ in calls_of(events)] == ["f", "g"]
 
 
+def test_whitespace_framing_the_answer_at_stream_start_is_markup_not_text() -> None:
+    # MiniMax writes </think>\n\n before the answer: that framing is not the answer's text
+    assert parse("\n\nAnswer.\n") == [Markup("\n\n"), Text("Answer.\n")]
+    events = parse("\n\n" + block(invoke("f")) + "\n\nok")
+    assert events[0] == Markup("\n\n<minimax:tool_call>\n")
+    assert text_of(events) == "\n\nok"
+
+
 # decision 3: the quoted name, verbatim ----------------------------------------------------------
 
 @pytest.mark.parametrize("tag,name", [('<invoke name="fs::read file">', "fs::read file"),

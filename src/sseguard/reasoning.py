@@ -7,10 +7,7 @@ open a call block before closing their thoughts, and that block belongs to the a
 tool-call parser reads it. The text before the opener (its separator included) stays reasoning.
 
 Only a ``<think>`` at the very start opens reasoning; after that, and once reasoning ended, the answer
-is passed through verbatim — a ``<think>`` in the middle of an answer is the answer's text. For the
-families of MARKUP2.md (GLM, MiniMax-M2, …) the template frames the answer with whitespace right after
-``</think>`` (``</think>\n\n``) or at stream start; that framing is dropped like the tags themselves
-(decision 2), wherever the chunk boundaries fall.
+is passed through verbatim — a ``<think>`` in the middle of an answer is the answer's text.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from dataclasses import dataclass
 
 from sseguard.errors import UsageError
 from sseguard.toolcalls import FAMILIES
-from sseguard.toolcalls._base import ASCII_WS, MIN_PARTIAL, Markers
+from sseguard.toolcalls._base import MIN_PARTIAL, Markers
 
 THINK = "<think>"
 END_THINK = "</think>"
@@ -41,7 +38,7 @@ class Answer:
 
 ReasoningEvent = Reasoning | Answer
 
-_START, _REASONING, _ANSWER, _FRAMING = range(4)
+_START, _REASONING, _ANSWER = range(3)
 
 
 class ThinkSplitter:
@@ -54,10 +51,8 @@ class ThinkSplitter:
     def __init__(self, starts_in_reasoning: bool = False, *, family: str | None = None) -> None:
         if family is not None and family not in FAMILIES:
             raise UsageError(f"unknown markup family {family!r}")
-        chosen = FAMILIES["auto" if family is None else family]
-        exits = chosen.reasoning_exits
+        exits = FAMILIES["auto" if family is None else family].reasoning_exits
         self._exits = frozenset(exits)
-        self._frames = chosen.frames_answer
         self._markers = Markers((END_THINK, *exits))
         self._state = _REASONING if starts_in_reasoning else _START
         self._pend = ""
@@ -75,8 +70,6 @@ class ThinkSplitter:
             raise UsageError("feed() after close()")
         if self._state == _ANSWER:
             return [Answer(text)] if text else []
-        if self._state == _FRAMING:
-            return self._answer(text)
         data = self._pend + text
         self._pend = ""
         out: list[ReasoningEvent] = []
@@ -85,7 +78,8 @@ class ThinkSplitter:
                 self._pend = data
                 return out
             if not data.startswith(THINK):
-                return self._answer(data)
+                self._state = _ANSWER
+                return [Answer(data)] if data else []
             data = data[len(THINK):]
             self._state = _REASONING
         m, lit = self._markers.find(data, 0)
@@ -97,24 +91,12 @@ class ThinkSplitter:
             return out
         if m:
             out.append(Reasoning(data[:m]))
-        self.ended_by = lit
-        if lit == END_THINK:
-            out.extend(self._answer(data[m + len(END_THINK):]))
-        else:
-            self._state = _ANSWER
-            out.append(Answer(data[m:]))
-        return out
-
-    def _answer(self, text: str) -> list[ReasoningEvent]:
-        """The answer starts (or goes on) with ``text``; a family's framing whitespace is dropped."""
         self._state = _ANSWER
-        if self._frames:
-            rest = text.lstrip(ASCII_WS)
-            if not rest:
-                self._state = _FRAMING
-                return []
-            text = rest
-        return [Answer(text)] if text else []
+        self.ended_by = lit
+        rest = data[m + len(END_THINK):] if lit == END_THINK else data[m:]
+        if rest:
+            out.append(Answer(rest))
+        return out
 
     def close(self) -> list[ReasoningEvent]:
         """End of stream: a held partial tool-call opener goes to the answer, where the tool-call

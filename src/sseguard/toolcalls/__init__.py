@@ -39,9 +39,6 @@ class Family:
     make: Callable[[ToolSpec | None], Parser]
     markers: tuple[str, ...]
     reasoning_exits: tuple[str, ...]
-    #: The whitespace right after ``</think>`` (or at stream start) frames the answer and is not
-    #: visible text (MARKUP2.md decision 2).
-    frames_answer: bool = False
 
 
 def _dsml_family(name: str) -> Family:
@@ -51,7 +48,7 @@ def _dsml_family(name: str) -> Family:
 
 def _glm_family(name: str) -> Family:
     return Family(name, lambda tools: glm.GLMParser(name, tools), glm.FAMILY_MARKERS,
-                  glm.REASONING_EXITS, frames_answer=True)
+                  glm.REASONING_EXITS)
 
 
 def _v3_family(name: str) -> Family:
@@ -73,7 +70,7 @@ FAMILIES: dict[str, Family] = {
     "glm45": _glm_family("glm45"),
     "glm47": _glm_family("glm47"),
     "minimax-m2": Family("minimax-m2", minimax_m2.MiniMaxM2Parser, minimax_m2.TOKENIZER_MARKERS,
-                         minimax_m2.REASONING_EXITS, frames_answer=True),
+                         minimax_m2.REASONING_EXITS),
     "auto": Family("auto", auto.AutoParser, (), auto.REASONING_EXITS),
 }
 

@@ -423,6 +423,7 @@ MIN_PARTIAL = 2
 TAG_CAP = 4096
 
 _NONWS = re.compile(r"\S")
+_NOT_ASCII_WS = re.compile(f"[^{re.escape(ASCII_WS)}]")
 
 
 def first_non_ws(data: str, pos: int, end: int) -> int:
@@ -551,6 +552,9 @@ class BaseParser(ABC):
         self._state = CONTENT
         self._handlers: tuple[Callable[[str, int], int], ...] = ()
         self._sep = ""  # what the encoder writes before an opener; removed from the text (decision 8)
+        # MARKUP2.md decision 2: in its families the whitespace that frames the answer at stream start
+        # (right after </think>) is markup, not text; such a family sets this in its __init__.
+        self._frame = False
         # Arguments streamed as the model wrote them (_stream_args): whether their first
         # non-whitespace character went out, and trailing characters held until we know they are
         # not padding (a list: a long run of spaces inside a string must not be copied per chunk).
@@ -602,6 +606,11 @@ class BaseParser(ABC):
         self._flush()
         out, self._out = self._out, []
         return out
+
+    def mid_stream(self) -> None:
+        """This parser starts after the stream's start (``auto`` replays from the first marker,
+        after text went out): no answer framing is left to remove (MARKUP2.md decision 2)."""
+        self._frame = False
 
     # calls ----------------------------------------------------------------------------------------
 
@@ -709,6 +718,14 @@ class BaseParser(ABC):
         """State ``CONTENT``: what is surely visible text goes out; a marker with nothing but the
         separator before it is the family's ``_opener`` to read — the separator goes with the tag
         once the family knows what the tag is (decision 8)."""
+        if self._frame:  # the answer's framing whitespace, up to its first other character
+            q = _NOT_ASCII_WS.search(data, pos)
+            end = q.start() if q else len(data)
+            self._markup(data[pos:end])
+            if q is None:
+                return end
+            self._frame = False
+            pos = end
         m, lit = self._find(data, pos)
         if m == -1:
             k = self._hold(data, pos)

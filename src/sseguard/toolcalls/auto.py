@@ -2,8 +2,9 @@
 
 Text before the first marker goes out as it comes; from the first marker (and the newlines that may be
 its separator) the input is held until the family is certain — at most one tag's worth — and then
-replayed into a fresh parser of that family. Markers of other families after that point are text for
-the chosen family, as they would be had it been named.
+replayed into a fresh parser of that family. Whitespace at the very start is held too: in the families
+of MARKUP2.md it frames the answer and is not text (decision 2), which only the family can say. Markers
+of other families after that point are text for the chosen family, as they would be had it been named.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 from sseguard.errors import UsageError
 from sseguard.toolcalls import _dsml, deepseek_v3, glm, hermes, minimax_m2, qwen3_coder
 from sseguard.toolcalls._base import (
+    ASCII_WS,
     TAG_CAP,
+    BaseParser,
     Event,
     Markers,
     Parser,
@@ -110,13 +113,16 @@ class AutoParser:
         self._pend = ""
         self._closed = False
         self.detected: str | None = None  # the family chosen, once a marker was seen
+        self._spoke = False  # text went out before the family was known
 
     def _become(self, family: str) -> Parser:
         from sseguard.toolcalls import FAMILIES  # the registry imports this module
 
         self.detected = family
-        self._inner = FAMILIES[family].make(self._tools)
-        return self._inner
+        self._inner = inner = FAMILIES[family].make(self._tools)
+        if self._spoke and isinstance(inner, BaseParser):
+            inner.mid_stream()
+        return inner
 
     def feed(self, text: str) -> list[Event]:
         """Parse more text; return the events it completes."""
@@ -131,8 +137,11 @@ class AutoParser:
         start = cut
         while start > 0 and cut - start < 2 and data[start - 1] == "\n":
             start -= 1  # newlines right before a marker may be its separator: the family decides
+        if start and not self._spoke and start <= TAG_CAP and not data[:start].strip(ASCII_WS):
+            start = 0  # whitespace at stream start may frame the answer: the family decides
         if start:
             out.append(Text(data[:start]))
+            self._spoke = True
         if m == -1:
             self._pend = data[start:]
             return out

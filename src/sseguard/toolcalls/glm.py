@@ -64,6 +64,7 @@ class GLMParser(TypedValueParser):
         self.family = family
         self._sep = SEPARATORS[family]
         self._part: list[str] = []  # the name or key being read
+        self._frame = True  # decision 2: the whitespace that frames the answer is not text
         self._find, self._hold = MARKERS.find, MARKERS.hold
         self._handlers = (self._content, self._name, self._between_tags, self._key_text,
                           self._after_key, self._value, self._value, self._skip)

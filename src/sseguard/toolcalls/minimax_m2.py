@@ -71,6 +71,7 @@ class MiniMaxM2Parser(TypedValueParser):
     def __init__(self, tools: ToolSpec | None = None) -> None:
         super().__init__(tools)
         self._sep = SEPARATOR
+        self._frame = True  # decision 2: the whitespace that frames the answer is not text
         self._find, self._hold = CONTENT_MARKERS.find, CONTENT_MARKERS.hold
         self._handlers = (self._content, self._between_calls, self._invoke_body, self._value,
                           self._value, self._skip)
