@@ -48,13 +48,13 @@ def _tool_call_family(held: str, final: bool) -> str | None:
         return "hermes" if final else None
     if held[q] == "{":
         return "hermes"
-    if held[q] == "<":
+    if held[q] == "<":  # a tag right away: a GLM call without a name, or Qwen3-Coder's function
         after = held[q:]
-        if after.startswith(_GLM_ARGS) or (final and any(t.startswith(after) for t in _GLM_ARGS)):
-            return "glm45" if "\n" in held[len(hermes.TOOL_CALL):q] else "glm47"
-        if not final and any(t.startswith(after) for t in _GLM_ARGS):
+        if not any(after.startswith(t) or t.startswith(after) for t in _GLM_ARGS):
+            return "qwen3-coder"
+        if not final and not after.startswith(_GLM_ARGS):
             return None
-        return "qwen3-coder"
+        return "glm45" if "\n" in held[len(hermes.TOOL_CALL):q] else "glm47"
     end = len(held)
     for stop in ("\n", "<"):
         k = held.find(stop, q)
