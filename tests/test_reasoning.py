@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from sseguard.errors import UsageError
 from sseguard.reasoning import Answer, Reasoning, ThinkSplitter
 from sseguard.toolcalls import join_events, parser_for
-from sseguard.toolcalls._base import Markup, Text, ToolCallEnd
+from sseguard.toolcalls._base import Markup, MarkupError, Text, ToolCallEnd
 
 CALL = ('\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="f">\n</｜DSML｜invoke>\n'
         '</｜DSML｜function_calls>')
@@ -102,13 +102,18 @@ MINIMAX_CALL = ('\n<minimax:tool_call>\n<invoke name="f">\n<parameter name="a">1
 def test_a_minimax_block_inside_think_ends_reasoning_and_is_not_swallowed() -> None:
     text = "<think>\nI need f." + MINIMAX_CALL + "\n</think>\n\n"
     for family in ("minimax-m2", None):
-        reasoning, answer = split(text, family=family)
-        assert reasoning == "\nI need f.\n"
-        assert answer == MINIMAX_CALL[1:] + "\n</think>\n\n"
+        for sizes in (None, [1] * len(text)):
+            reasoning, answer = split(text, sizes, family=family)
+            assert reasoning == "\nI need f.\n"
+            assert answer == MINIMAX_CALL[1:] + "\n</think>\n\n"
     p = parser_for("minimax-m2")
     events = p.feed(answer) + p.close()
     assert [(e.name, e.arguments) for e in events if isinstance(e, ToolCallEnd)] == [
         ("f", '{"a": "1"}')]
+    # the </think> written after the block is a stray reserved marker (decision 1), not text
+    assert [(e.kind, e.raw) for e in events if isinstance(e, MarkupError)] == [
+        ("malformed_tag", "</think>")]
+    assert "".join(e.text for e in events if isinstance(e, Text)) == "\n\n\n"  # text around it
 
 
 @pytest.mark.parametrize("family", ["glm45", "glm47", None])
