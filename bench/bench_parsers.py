@@ -14,10 +14,11 @@ under 3 µs per chunk. The baseline is quadratic; when the 320 KB run is predict
 ``--baseline-budget`` seconds it is not run, and its time is extrapolated from the 20 -> 80 KB growth
 (said so in the output).
 
-The same argument is also streamed as Kimi K2 and gpt-oss Harmony markup (``--families``): one JSON
-object as those models write it, so the code is a JSON string full of ``\"`` and ``\n`` escapes, with
-the same targets; their figures are measured in the same run as the DSML parser's, which is their
-reference.
+The same argument is also streamed in the families of MARKUP2.md (``--families``), with the same
+targets: as Kimi K2 and gpt-oss Harmony markup it is one JSON object as those models write it, so the
+code is a JSON string full of ``\"`` and ``\n`` escapes; as GLM-4.5, GLM-4.7 and MiniMax-M2 markup it
+is a raw value typed as a string by the offered tool's schema. Their figures are measured in the same
+run as the DSML parser's, which is their reference.
 
 Run: .venv/bin/python bench/bench_parsers.py [--repeat 5] [--baseline-budget 300] [--families ...]
 """
@@ -84,10 +85,24 @@ def make_json_stream(family: str, value: str) -> str:
             "commentary to=functions.write_file <|constrain|>json<|message|>" + args + "<|call|>")
 
 
+def make_glm_stream(value: str, spaced: bool) -> str:
+    nl = "\n" if spaced else ""
+    return (f"I will write the file.{nl}<tool_call>write_file{nl}<arg_key>path</arg_key>{nl}"
+            f"<arg_value>src/page.html</arg_value>{nl}<arg_key>content</arg_key>{nl}<arg_value>"
+            + value + f"</arg_value>{nl}</tool_call>")
+
+
+def make_minimax_stream(value: str) -> str:
+    return ('I will write the file.\n<minimax:tool_call>\n<invoke name="write_file">\n'
+            '<parameter name="path">src/page.html</parameter>\n<parameter name="content">' + value
+            + "</parameter>\n</invoke>\n</minimax:tool_call>")
+
+
 #: family → how the write_file call is written in its markup
 STREAMS: dict[str, Callable[[str], str]] = {
     "dsml-v32": make_stream, "kimi-k2": partial(make_json_stream, "kimi-k2"),
-    "harmony": partial(make_json_stream, "harmony")}
+    "harmony": partial(make_json_stream, "harmony"), "glm45": partial(make_glm_stream, spaced=True),
+    "glm47": partial(make_glm_stream, spaced=False), "minimax-m2": make_minimax_stream}
 #: the tool offered, so that schema-typed families read ``content`` as the string it is
 TOOLS: list[dict[str, Any]] = [{"type": "function", "function": {"name": "write_file", "parameters": {
     "type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}}}]

@@ -24,8 +24,10 @@ from sseguard.toolcalls import (
     _dsml,
     consumed_text,
     deepseek_v3,
+    glm,
     hermes,
     join_events,
+    minimax_m2,
     parser_for,
     qwen3_coder,
 )
@@ -42,6 +44,9 @@ LEAK_MARKERS: dict[str, tuple[str, ...]] = {
                 "<|tool_call_argument_begin|>", "<|tool_call_end|>"),
     "harmony": ("<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>",
                 "<|return|>", "<|call|>"),
+    "glm45": ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
+    "glm47": ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
+    "minimax-m2": ("<minimax:tool_call>", "</minimax:tool_call>"),
 }
 #: Reserved outside reasoning for Kimi (decision 1): never text either, but no marker auto looks for.
 THINK_TAGS = ("<think>", "</think>")
@@ -392,13 +397,25 @@ def qwen_docs(draw: Any, typed: bool = False) -> Doc:
     return Doc("".join(parts), "".join(visible), calls)
 
 
+#: Families whose answer framing (whitespace at stream start) is markup (MARKUP2.md decision 2).
+FRAMED = ("kimi-k2", "harmony", "glm45", "glm47", "minimax-m2")
+ASCII_WS = " \t\n\r\x0b\x0c"
+
+
+def framed(first: str, visible: list[str]) -> str:
+    """The visible text of a framed family: the whitespace at stream start is markup (decision 2), up
+    to the first other character; ``first`` is the visible text the stream starts with."""
+    return "".join(visible)[len(first) - len(first.lstrip(ASCII_WS)):]
+
+
 from _toolcalls_support_json import JSON_DOCS, JSON_SOUP  # noqa: E402 - uses the above
+from _toolcalls_support_markup2 import MARKUP2_DOCS, MARKUP2_SOUP  # noqa: E402 - uses the above
 
 DOCS = {
     "dsml-v32": dsml_docs("dsml-v32"), "dsml-v4": dsml_docs("dsml-v4"),
     "dsml-v41": dsml_docs("dsml-v41"), "deepseek-v3": v3_docs("deepseek-v3"),
     "deepseek-v31": v3_docs("deepseek-v31"), "hermes": hermes_docs(), "qwen3-coder": qwen_docs(),
-    **JSON_DOCS,
+    **JSON_DOCS, **MARKUP2_DOCS,
 }
 assert set(DOCS) == set(FAMILIES) - {"auto"}
 
@@ -411,5 +428,6 @@ SOUP_PIECES = st.sampled_from([
     "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "function", "```json", "```",
     "<tool_call>", "</tool_call>", "<function=f>", "</function>", "<parameter=p>", "</parameter>",
     '{"name": "f", "arguments": {}}', "<think>", "</think>", "\\", "null", *JSON_SOUP,
+    *MARKUP2_SOUP,
 ])
 SOUP = st.lists(st.one_of(SOUP_PIECES, PLAIN), max_size=40).map("".join)

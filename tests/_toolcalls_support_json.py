@@ -15,22 +15,12 @@ from hypothesis import strategies as st
 
 import _toolcalls_support as base
 
-#: Families whose answer framing (whitespace at stream start) is markup (MARKUP2.md decision 2).
-FRAMED = ("kimi-k2", "harmony")
-ASCII_WS = " \t\n\r\x0b\x0c"
-
 KIMI_RESERVED = (*base.LEAK_MARKERS["kimi-k2"], *base.THINK_TAGS)
 #: Text inside JSON strings: markers there are string text (decision 4).
 JSON_TEXT = st.one_of(base.RAW_VALUE, st.sampled_from([*base.LEAK_MARKERS["kimi-k2"],
                                                        *base.LEAK_MARKERS["harmony"], "<|", '"}']))
 JSON_ARGS = st.dictionaries(st.one_of(base.PLAIN, JSON_TEXT), st.one_of(base.JSON_VALUE, JSON_TEXT),
                             max_size=3)
-
-
-def _framed(first: str, visible: list[str]) -> str:
-    """Decision 2: the whitespace at stream start is markup, up to the first other character;
-    ``first`` is the visible text the stream starts with."""
-    return "".join(visible)[len(first) - len(first.lstrip(ASCII_WS)):]
 
 
 @st.composite
@@ -66,7 +56,7 @@ def kimi_docs(draw: Any) -> base.Doc:
     tail = draw(content.filter(lambda t: base.ends_clean(t, "kimi-k2")))
     parts.append(tail)
     visible.append(tail)
-    return base.Doc("".join(parts), _framed(visible[0], visible), calls)
+    return base.Doc("".join(parts), base.framed(visible[0], visible), calls)
 
 
 @st.composite
@@ -117,7 +107,7 @@ def harmony_docs(draw: Any) -> base.Doc:
     parts.append(tail)
     visible.append(tail)
     first += tail if len(parts) == 2 else ""
-    return base.Doc("".join(parts), _framed(first, visible), calls, "".join(reasoning))
+    return base.Doc("".join(parts), base.framed(first, visible), calls, "".join(reasoning))
 
 
 JSON_DOCS = {"kimi-k2": kimi_docs(), "harmony": harmony_docs()}

@@ -233,6 +233,24 @@ def test_markup_leak_in_reasoning_is_found() -> None:
     assert FindingKind.MARKUP_LEAK not in checker.close().finding_kinds
 
 
+@pytest.mark.parametrize("family,content", [
+    ("glm45", "Sure.\n<tool_call>get_weather\n<arg_key>city</arg_key>"),
+    ("glm47", "Sure.<arg_value>Paris</arg_value>"),
+    ("minimax-m2", "Sure.\n<minimax:tool_call>\n"),
+    # decision 11: skip_special_tokens removed the block tokens, the plain-text invoke is left
+    ("minimax-m2", 'Sure.\n\n<invoke name="get_weather">\n<parameter name="city">Paris'),
+])
+def test_glm_and_minimax_markup_in_content_is_a_leak_for_its_family_and_for_all(
+        family: str, content: str) -> None:
+    for markup in (family, "all"):
+        checker = StreamChecker(markup=markup)
+        checker.feed(text_stream([content[:9], content[9:]]))
+        assert FindingKind.MARKUP_LEAK in checker.close().finding_kinds
+    checker = StreamChecker(markup="dsml-v4")
+    checker.feed(text_stream([content]))
+    assert FindingKind.MARKUP_LEAK not in checker.close().finding_kinds
+
+
 def test_tail_keeps_the_last_2_kib() -> None:
     body = text_stream(["x" * 100] * 100)
     v = check(body, 17)

@@ -39,6 +39,10 @@ LEAK_MARKERS: dict[str, tuple[str, ...]] = {
                 "<|tool_call_section_end|>"),
     "harmony": ("<|start|>", "<|channel|>", "<|message|>", "<|constrain|>", "<|end|>", "<|call|>",
                 "<|return|>"),
+    # GLM's tags are added tokens that are not special: they survive skip_special_tokens as they are
+    "glm": ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
+    # MiniMax's block tokens are special; stripped, they leave the plain-text invoke tag (decision 11)
+    "minimax-m2": ("<minimax:tool_call>", "</minimax:tool_call>", '<invoke name="'),
 }
 #: MARKUP2.md decision 11: a server that strips special tokens leaves a call's shape in the text with
 #: no marker at all (``functions.get_weather:0{…}``, ``…commentary to=functions.f json{…}``). Only
@@ -56,7 +60,7 @@ _SHAPE_PREFIXES = tuple(sorted({w[:k] for w in ("to=" + _SHAPE_HINT, _SHAPE_HINT
 # Family names of sseguard.toolcalls mapped onto the marker sets above.
 _FAMILY_ALIASES = {
     "dsml-v32": "dsml", "dsml-v4": "dsml", "dsml-v41": "dsml",
-    "deepseek-v31": "deepseek-v3", "qwen": "hermes",
+    "deepseek-v31": "deepseek-v3", "qwen": "hermes", "glm45": "glm", "glm47": "glm",
 }
 
 #: msgspec decodes a frame several times faster than ``json.loads``: the checker's cost per event.

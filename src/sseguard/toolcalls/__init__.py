@@ -13,7 +13,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from sseguard.errors import UsageError
-from sseguard.toolcalls import _dsml, auto, deepseek_v3, harmony, hermes, kimi_k2, qwen3_coder
+from sseguard.toolcalls import (
+    _dsml,
+    auto,
+    deepseek_v3,
+    glm,
+    harmony,
+    hermes,
+    kimi_k2,
+    minimax_m2,
+    qwen3_coder,
+)
 from sseguard.toolcalls._base import (
     Event,
     Markup,
@@ -47,6 +57,11 @@ def _dsml_family(name: str) -> Family:
                   tuple(_dsml.family_markers(name)), _dsml.REASONING_EXITS)
 
 
+def _glm_family(name: str) -> Family:
+    return Family(name, lambda tools: glm.GLMParser(name, tools), glm.FAMILY_MARKERS,
+                  glm.REASONING_EXITS)
+
+
 def _v3_family(name: str) -> Family:
     return Family(name, lambda tools: deepseek_v3.DeepSeekV3Parser(name, tools),
                   deepseek_v3.FAMILY_MARKERS, deepseek_v3.REASONING_EXITS)
@@ -67,6 +82,10 @@ FAMILIES: dict[str, Family] = {
                       kimi_k2.REASONING_EXITS),
     "harmony": Family("harmony", harmony.HarmonyParser, harmony.FAMILY_MARKERS,
                       harmony.REASONING_EXITS),
+    "glm45": _glm_family("glm45"),
+    "glm47": _glm_family("glm47"),
+    "minimax-m2": Family("minimax-m2", minimax_m2.MiniMaxM2Parser, minimax_m2.TOKENIZER_MARKERS,
+                         minimax_m2.REASONING_EXITS),
     "auto": Family("auto", auto.AutoParser, (), auto.REASONING_EXITS),
 }
 

@@ -286,12 +286,60 @@ def json_string_body(text: str) -> str:
 # ── tools ─────────────────────────────────────────────────────────────────────────────────────────
 
 
+#: JSON Schema's type names; anything else in a schema's ``type`` says nothing a parser can use.
+JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "object", "array", "null"})
+_JSON_VALUE_TYPES = frozenset({"integer", "number", "boolean", "object", "array"})
+
+
+def _type_of(value: Any) -> str:
+    """The JSON Schema type name of a decoded JSON value (an integral float is a number)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def declared_types(schema: Any) -> frozenset[str]:
+    """The types a parameter's schema allows (MARKUP2.md decision 5): its ``type`` (a name or a list),
+    the types of its ``enum`` values, and those of its ``anyOf``/``oneOf`` members. Empty: untyped."""
+    if not isinstance(schema, dict):
+        return frozenset()
+    found: set[str] = set()
+    declared = schema.get("type")
+    for name in declared if isinstance(declared, list) else [declared]:
+        if name in JSON_TYPES:
+            found.add(name)
+    enum = schema.get("enum")
+    if isinstance(enum, list):
+        found.update(_type_of(value) for value in enum)
+    for key in ("anyOf", "oneOf"):
+        members = schema.get(key)
+        if isinstance(members, list):
+            for member in members:
+                found |= declared_types(member)
+    return frozenset(found)
+
+
+def type_allows(types: frozenset[str], value: Any) -> bool:
+    """Whether a decoded JSON value has one of ``types`` (``number`` takes integers too)."""
+    kind = _type_of(value)
+    return kind in types or (kind == "integer" and "number" in types)
+
+
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
-    """The offered tools, reduced to what parsers need: the names and each parameter's JSON type."""
+    """The offered tools, reduced to what parsers need: the names and the types each parameter's
+    schema allows (``declared_types``; empty when the schema says nothing usable)."""
 
     names: frozenset[str]
-    param_types: dict[str, dict[str, Any]] = field(default_factory=dict)
+    param_types: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
 
     @classmethod
     def from_openai(cls, tools: list[dict[str, Any]] | None) -> ToolSpec | None:
@@ -301,7 +349,7 @@ class ToolSpec:
         if not isinstance(tools, list):
             raise UsageError("tools must be a list of OpenAI tool objects")
         names: set[str] = set()
-        types: dict[str, dict[str, Any]] = {}
+        types: dict[str, dict[str, frozenset[str]]] = {}
         for tool in tools:
             fn = tool.get("function") if isinstance(tool, dict) else None
             name = fn.get("name") if isinstance(fn, dict) else None
@@ -314,16 +362,76 @@ class ToolSpec:
             types[name] = {}
             if isinstance(props, dict):
                 for pname, schema in props.items():
-                    types[name][pname] = schema.get("type") if isinstance(schema, dict) else None
+                    types[name][pname] = declared_types(schema)
         return cls(frozenset(names), types)
+
+    def types_of(self, function: str, param: str) -> frozenset[str]:
+        """The types the schema allows for one parameter; empty when untyped or unknown."""
+        return self.param_types.get(function, {}).get(param, frozenset())
 
     def json_typed(self, function: str, param: str) -> bool:
         """True when the schema says the value is JSON (integer, number, boolean, object, array)."""
-        declared = self.param_types.get(function, {}).get(param)
-        kinds = declared if isinstance(declared, list) else [declared]
-        kinds = [k for k in kinds if k != "null"]
-        return bool(kinds) and all(
-            k in ("integer", "number", "boolean", "object", "array") for k in kinds)
+        kinds = self.types_of(function, param) - {"null"}
+        return bool(kinds) and kinds <= _JSON_VALUE_TYPES
+
+
+@dataclass(frozen=True, slots=True)
+class ValueTyping:
+    """How one untagged parameter value becomes JSON (MARKUP2.md decision 5).
+
+    ``accept``: the types a strictly parsed (trimmed) value may have to be taken as JSON; ``raw``:
+    whether the raw text, byte-exact, is the fallback string (else a failure is ``bad_param_json``);
+    ``null_literal``: a value that is exactly ``null`` is null whatever the types (MiniMax).
+    """
+
+    accept: frozenset[str]
+    raw: bool
+    null_literal: bool = False
+
+    @classmethod
+    def of(cls, types: frozenset[str], untyped: ValueTyping, null_literal: bool) -> ValueTyping:
+        """The typing for a parameter with declared ``types`` (``untyped`` when there are none)."""
+        if not types:
+            return untyped
+        if "string" not in types:
+            return cls(types, False, null_literal)
+        return cls(types - {"string"}, True, null_literal)
+
+    @property
+    def plain_string(self) -> bool:
+        """True when the value is surely the raw string: it can stream as it arrives."""
+        return self.raw and not self.accept and not self.null_literal
+
+    def may_be_json(self, first: str) -> bool:
+        """Whether a value whose first non-blank character is ``first`` could be taken as JSON."""
+        if self.null_literal and first == "n":
+            return True
+        return any(first in _JSON_STARTS[t] for t in self.accept)
+
+    def encode(self, raw: str) -> str:
+        """The value's JSON text; ``JSONProblem`` when it is not of an accepted type and no string
+        may stand in for it."""
+        if self.null_literal and raw == "null":
+            return raw
+        if self.accept:
+            text = raw.strip(ASCII_WS)
+            try:
+                if type_allows(self.accept, strict_json(text)):
+                    return text
+            except JSONProblem:
+                pass
+        if not self.raw:
+            raise JSONProblem(MarkupErrorKind.BAD_PARAM_JSON)
+        return f'"{json_string_body(raw)}"'
+
+
+#: The characters a JSON value of each type can start with.
+_JSON_STARTS = {"string": '"', "integer": "-0123456789", "number": "-0123456789",
+                "boolean": "tf", "null": "n", "object": "{", "array": "["}
+
+#: Any JSON value is accepted (the untyped GLM rule, and DSML's ``string="false"``).
+ANY_JSON = frozenset(JSON_TYPES)
+STRICT_JSON = ValueTyping(ANY_JSON, False)
 
 
 # ── markers ───────────────────────────────────────────────────────────────────────────────────────
@@ -404,6 +512,10 @@ _NONE, _TEXT, _DELTA, _MARKUP, _REASON = 0, 1, 2, 3, 4
 #: Every family's first state: visible text outside any markup.
 CONTENT = 0
 
+#: The reasoning tags, reserved in the families of MARKUP2.md (decision 1): outside a call they are
+#: stray markers, never visible text.
+THINK_TAGS = ("<think>", "</think>")
+
 
 class Call:
     """One call (or one void stretch of markup) being parsed: its raw text and emitted arguments."""
@@ -448,6 +560,10 @@ class BaseParser(ABC):
     family = "base"
     _BLOCK = -1  # state inside a block, between calls (-1: the family has no blocks)
     _SKIP = -1  # state swallowing a void call up to where parsing can resume (-1: none)
+    # State in which text without "<" is the body of a JSON string value, streamed as it comes (-1:
+    # none). Every marker of every family holds "<", so a chunk without one is one escape and one
+    # delta: the hot path in the middle of a long string value.
+    _STRING = -1
     # the family's marker search, bound in its __init__:
     _find: Callable[[str, int], tuple[int, str]]  # first marker at or after pos: (start, text), or -1
     _hold: Callable[[str, int], int]  # start of a suffix that could still become a marker
@@ -701,6 +817,13 @@ class BaseParser(ABC):
             raise UsageError("feed() after close()")
         if not text:
             return []
+        call = self._call
+        if (self._state == self._STRING and not self._pend and "<" not in text
+                and call is not None and call.index is not None):
+            call.raw.append(text)
+            frag = json_string_body(text)
+            call.frags.append(frag)
+            return [ToolArgsDelta(call.index, frag)]
         data = self._pend + text if self._pend else text
         self._pend = ""
         self._run(data)
@@ -793,6 +916,42 @@ class BlockParser(BaseParser):
         end = self._block_marker(data, pos, lit)
         return self._junk(pos) if end is None else end
 
+    def _call_opener(self, data: str, m: int, tend: int, name: str | None,
+                     state: int) -> int | None:
+        """The call-opening tag at ``m``, read up to ``tend`` (-1 while incomplete) with its ``name``
+        (None: malformed), between calls: the call starts in ``state``. Returns what
+        ``_block_marker`` does."""
+        if tend < 0:
+            return ~m
+        if name is None:
+            return None
+        self._start_call(name, data[m:tend], in_block=True)
+        self._state = state
+        return tend
+
+    def _add_key(self, key: str) -> bool:
+        """A parameter's name is read: a repeated one voids the call (``duplicate_parameter``).
+        Returns whether the name is new."""
+        call = self._call
+        assert call is not None
+        if key in call.keys:
+            self._void(MarkupErrorKind.DUPLICATE_PARAMETER)
+            return False
+        call.keys.add(key)
+        return True
+
+    def _tag_in_call(self, data: str, pos: int) -> tuple[int, str | None]:
+        """Inside a call, between its tags: whitespace joins the call's raw text; other text voids
+        the call (only whitespace may stand between tags). Returns (where to go on, None), or
+        (``pos``, the marker there) for the family to judge."""
+        call = self._call
+        assert call is not None
+        r, lit = self._gather_ws(data, pos, call.raw.append)
+        if lit is None:
+            self._void(MarkupErrorKind.MALFORMED_TAG)
+            return r, None
+        return (r, None) if r != pos else (pos, lit)
+
     @abstractmethod
     def _block_marker(self, data: str, m: int, lit: str) -> int | None:
         """At the marker ``lit`` at ``m``, between calls: open the next call or close the block and
@@ -823,13 +982,13 @@ class BlockParser(BaseParser):
         """At the marker ``lit`` at ``m`` inside a void call: (end of its tag, -1 while incomplete;
         ``RESUME``, ``SWALLOW`` or ``END``)."""
 
-    def _json_param(self, key: str, buf: list[str], then: int) -> None:
-        """A JSON-typed parameter's value is complete: trimmed of ASCII whitespace, strict JSON of
-        any type goes into the arguments and parsing goes on in state ``then`` (decision 2);
-        anything else voids the call."""
-        value = "".join(buf).strip(ASCII_WS)
+    def _json_param(self, key: str, buf: list[str], then: int,
+                    typing: ValueTyping | None = None) -> None:
+        """A buffered parameter's value is complete: by default trimmed of ASCII whitespace, strict
+        JSON of any type (decision 2), else as ``typing`` says; it goes into the arguments and parsing
+        goes on in state ``then``. A value that fails voids the call."""
         try:
-            strict_json(value)
+            value = (typing or STRICT_JSON).encode("".join(buf))
         except JSONProblem:  # any failure of a value, duplicate keys included
             self._void(MarkupErrorKind.BAD_PARAM_JSON)
             return
