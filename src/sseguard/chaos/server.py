@@ -99,8 +99,14 @@ STATE = web.AppKey("sseguard_chaos", ChaosState)
 
 
 def make_app(config: ChaosConfig | None = None, *,
-             clock: Callable[[], float] = time.monotonic) -> web.Application:
-    """The chaos server as an ``aiohttp.web.Application``; ``clock`` drives time windows (tests)."""
+             clock: Callable[[], float] = time.monotonic,
+             setup: Callable[[web.Application], None] | None = None) -> web.Application:
+    """The chaos server as an ``aiohttp.web.Application``; ``clock`` drives time windows (tests).
+
+    ``setup`` gets the app before it is frozen: the pytest plugin (``sseguard.testing``) adds the
+    middleware that injects faults and the signal that logs what was served, so the server itself
+    knows nothing of tests.
+    """
     app = web.Application(client_max_size=32 * 1024 * 1024)
     app[STATE] = ChaosState(config or ChaosConfig(), clock, clock())
     for wire in WIRES:
@@ -108,6 +114,8 @@ def make_app(config: ChaosConfig | None = None, *,
     app.router.add_get("/v1/models", _models)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/chaos/stats", _stats)
+    if setup is not None:
+        setup(app)
     return app
 
 
@@ -321,10 +329,11 @@ class ChaosServer(Listening):
 
 @contextlib.asynccontextmanager
 async def run_chaos(config: ChaosConfig | None = None, host: str = "127.0.0.1", port: int = 0, *,
-                    clock: Callable[[], float] = time.monotonic,
-                    backlog: int = 4096) -> AsyncIterator[ChaosServer]:
+                    clock: Callable[[], float] = time.monotonic, backlog: int = 4096,
+                    setup: Callable[[web.Application], None] | None = None,
+                    ) -> AsyncIterator[ChaosServer]:
     """Serve on ``host:port`` (0 = a free port) for the duration of the block, in this event loop."""
-    app = make_app(config, clock=clock)
+    app = make_app(config, clock=clock, setup=setup)
     async with serve_app(app, host, port, backlog=backlog, shutdown_timeout=1.0) as bound:
         state = app[STATE]
         yield ChaosServer(host, bound, state.config, state.stats, app)
@@ -332,7 +341,8 @@ async def run_chaos(config: ChaosConfig | None = None, host: str = "127.0.0.1", 
 
 @contextlib.contextmanager
 def run_chaos_in_thread(config: ChaosConfig | None = None, host: str = "127.0.0.1",
-                        port: int = 0) -> Iterator[ChaosServer]:
+                        port: int = 0, *, setup: Callable[[web.Application], None] | None = None,
+                        ) -> Iterator[ChaosServer]:
     """``run_chaos`` on its own event loop in a daemon thread, for synchronous callers and tests."""
     ready = threading.Event()
     box: dict[str, Any] = {}
@@ -341,7 +351,7 @@ def run_chaos_in_thread(config: ChaosConfig | None = None, host: str = "127.0.0.
     async def main() -> None:
         stop = asyncio.Event()
         box["stop"] = stop
-        async with run_chaos(config, host, port) as server:
+        async with run_chaos(config, host, port, setup=setup) as server:
             box["server"] = server
             ready.set()
             await stop.wait()
