@@ -24,10 +24,8 @@ from sseguard.toolcalls import (
     _dsml,
     consumed_text,
     deepseek_v3,
-    glm,
     hermes,
     join_events,
-    minimax_m2,
     parser_for,
     qwen3_coder,
 )

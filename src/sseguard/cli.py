@@ -105,7 +105,8 @@ def chaos(
     raw_markup: str | None = typer.Option(None, "--raw-markup", metavar="FAMILY",
                                           help="Leave tool calls as FAMILY markup in the text "
                                                "of every protocol (dsml-v32, dsml-v4, dsml-v41, deepseek-v3, "
-                                               "deepseek-v31, hermes, qwen3-coder)."),
+                                               "deepseek-v31, hermes, qwen3-coder, kimi-k2, glm45, "
+                                               "glm47, harmony, minimax-m2)."),
     ttft_ms: float | None = typer.Option(None, "--ttft-ms", help="Delay before the first chunk."),
     inter_token_ms: float | None = typer.Option(None, "--inter-token-ms",
                                                 help="Delay between chunks."),
