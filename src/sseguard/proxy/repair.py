@@ -3,9 +3,12 @@
 Servers without (or with the wrong) tool parser stream a model's raw markup — DeepSeek DSML, Hermes
 ``<tool_call>``, … — as visible text; agents then see no call and show the markup to the user. The
 repair runs each choice's content through one ``sseguard.toolcalls`` parser for the stream: ``Text``
-goes out as content, calls as ``tool_calls`` deltas (id ``call_…``, name, then argument fragments as
-they arrive), and the choice's ``finish_reason`` becomes ``tool_calls``. Markup that cannot be parsed
-is never shown as content: the stream ends with an error frame naming the ``MarkupError`` kind.
+goes out as content, calls as ``tool_calls`` deltas (id ``call_…``, or the model's own where its markup
+writes one — Kimi's ``functions.NAME:IDX``, which the client must send back; name, then argument
+fragments as they arrive), and the choice's ``finish_reason`` becomes ``tool_calls``. Reasoning a
+family writes in its own markup (Harmony's ``analysis`` channel) goes out as ``reasoning_content``.
+Markup that cannot be parsed is never shown as content: the stream ends with an error frame naming the
+``MarkupError`` kind.
 
 Frames without markup go out byte-identical; the only thing held back is a possible marker prefix at
 the end of a delta (the parser's own hold-back), released as soon as the next delta settles it.
@@ -27,6 +30,7 @@ from sseguard.toolcalls import (
     MarkupError,
     MarkupErrorKind,
     Parser,
+    Reasoning,
     Text,
     ToolArgsDelta,
     ToolCallEnd,
@@ -205,6 +209,7 @@ class RepairFrames(Frames):
         """Turn parser events into choice objects: runs of text, runs of tool-call deltas."""
         deltas: list[dict[str, Any]] = []
         text: list[str] = []
+        thought: list[str] = []
         calls: list[dict[str, Any]] = []
 
         def flush_text() -> None:
@@ -213,6 +218,11 @@ class RepairFrames(Frames):
                 self._scan(state, joined, "content")
                 deltas.append({"content": joined})
                 text.clear()
+            if thought:
+                joined = "".join(thought)
+                self._scan(state, joined, "reasoning", keep_tail=False)
+                deltas.append({"reasoning_content": joined})
+                thought.clear()
 
         def flush_calls() -> None:
             if calls:
@@ -222,13 +232,21 @@ class RepairFrames(Frames):
         for ev in events:
             if isinstance(ev, Text):
                 flush_calls()
+                if thought:
+                    flush_text()
                 text.append(ev.text)
+            elif isinstance(ev, Reasoning):  # Harmony's analysis channel: reasoning, never dropped
+                flush_calls()
+                if text:
+                    flush_text()
+                thought.append(ev.text)
             elif isinstance(ev, ToolCallStart):
                 flush_text()
                 if state.offset is None:
                     state.offset = state.upstream_calls
                 out_index = state.offset + ev.index
-                call_id = state.ids[ev.index] = new_call_id()
+                # the model's own id (Kimi's functions.NAME:IDX) is the one its client expects back
+                call_id = state.ids[ev.index] = ev.id or new_call_id()
                 calls.append({"index": out_index, "id": call_id, "type": "function",
                               "function": {"name": ev.name, "arguments": ""}})
             elif isinstance(ev, ToolArgsDelta):
