@@ -281,9 +281,7 @@ async def test_raw_markup_mode_leaves_family_markup_in_content(
 
 
 def test_the_markup2_families_are_written_exactly_as_each_writes_it() -> None:
-    calls = [Call("c0", "get_weather", {"location": "Hangzhou", "days": 3},
-                  '{"location": "Hangzhou", "days": 3}'),
-             Call("c1", "get_time", {"tz": "Asia/Shanghai"}, '{"tz": "Asia/Shanghai"}')]
+    calls = _two_calls()
     assert render_markup("kimi-k2", calls) == (
         "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
         '<|tool_call_argument_begin|>{"location": "Hangzhou", "days": 3}<|tool_call_end|>'
@@ -336,10 +334,14 @@ async def test_raw_harmony_carries_reasoning_and_preface_as_messages(
     assert 0 < analysis_end < preface_end and content.endswith("}<|call|>")
 
 
+def _two_calls() -> list[Call]:
+    return [Call("c0", "get_weather", {"location": "Hangzhou", "days": 3},
+                 '{"location": "Hangzhou", "days": 3}'),
+            Call("c1", "get_time", {"tz": "Asia/Shanghai"}, '{"tz": "Asia/Shanghai"}')]
+
+
 def test_markup_is_written_exactly_as_each_family_writes_it() -> None:
-    calls = [Call("c0", "get_weather", {"location": "Hangzhou", "days": 3},
-                  '{"location": "Hangzhou", "days": 3}'),
-             Call("c1", "get_time", {"tz": "Asia/Shanghai"}, '{"tz": "Asia/Shanghai"}')]
+    calls = _two_calls()
     m = "｜DSML｜"
     v32 = (f'\n\n<{m}function_calls>\n<{m}invoke name="get_weather">\n'
            f'<{m}parameter name="location" string="true">Hangzhou</{m}parameter>\n'

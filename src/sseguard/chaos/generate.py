@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -309,6 +309,13 @@ def _typed_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+def _values(call: Call, broken: bool, closer: str, misspelt: str) -> Iterator[tuple[str, str, str]]:
+    """(key, value text, closer) per value of a tag-per-value family; ``broken`` misspells the last
+    value's closer, so that the value runs on into the call's closer (MARKUP2.md decision 6)."""
+    for j, (key, value) in enumerate(call.values.items(), 1):
+        yield key, _typed_text(value), misspelt if broken and j == len(call.values) else closer
+
+
 def _kimi(calls: list[Call], malformed: bool) -> str:
     """Kimi K2: the header is the model's own call id, ``functions.NAME:IDX``."""
     out = ["<|tool_calls_section_begin|>"]
@@ -327,10 +334,8 @@ def _glm(spaced: bool, calls: list[Call], malformed: bool) -> str:
     for i, call in enumerate(calls):
         out.append(f"{nl}<tool_call>{call.name}{nl}")
         broken = malformed and i == 0
-        for j, (key, value) in enumerate(call.values.items(), 1):
-            # the last value's closer: the value then runs on into </tool_call> (decision 6)
-            closer = "</arg_valu>" if broken and j == len(call.values) else "</arg_value>"
-            out.append(f"<arg_key>{key}</arg_key>{nl}<arg_value>{_typed_text(value)}{closer}{nl}")
+        out.extend(f"<arg_key>{key}</arg_key>{nl}<arg_value>{text}{closer}{nl}"
+                   for key, text, closer in _values(call, broken, "</arg_value>", "</arg_valu>"))
         # no value to break: a stray closer where the call should end
         out.append("</arg_key></tool_call>" if broken and not call.values else "</tool_call>")
     return "".join(out)
@@ -350,10 +355,8 @@ def _minimax(calls: list[Call], malformed: bool) -> str:
     for i, call in enumerate(calls):
         out.append(f'<invoke name="{call.name}">\n')
         broken = malformed and i == 0
-        for j, (key, value) in enumerate(call.values.items(), 1):
-            # the last value's closer: the value then runs on into </invoke> (decision 6)
-            closer = "</parametr>" if broken and j == len(call.values) else "</parameter>"
-            out.append(f'<parameter name="{key}">{_typed_text(value)}{closer}\n')
+        out.extend(f'<parameter name="{key}">{text}{closer}\n'
+                   for key, text, closer in _values(call, broken, "</parameter>", "</parametr>"))
         out.append("</invok>\n" if broken and not call.values else "</invoke>\n")
     out.append("</minimax:tool_call>")
     return "".join(out)
