@@ -5,13 +5,19 @@ core 1, alone; the chaos upstream (``sseguard chaos``, subprocess) and this load
 The proxy runs as deployed: strict policy, in-flight checking, error frames on bad ends, every stream
 recorded to a SQLite store. The client is one aiohttp session on uvloop reading with ``iter_any()``.
 
-Per scenario (1, 100, 1,000 concurrent streams) and per target (direct, proxy), each of N workers
+Per scenario (1, 100, 1,000 concurrent chat streams; 100 Responses and 100 Messages streams) and per
+target (direct, bare relay, proxy), each of N workers
 requests streams back to back; starts are spread over one stream length so streams do not run in
 lock-step, and only the steady window after that ramp is measured. Reported: events/s the client
 received, time to first chunk (p50, p99), proxy CPU and memory. Direct and proxy runs alternate,
 ``--repeats`` times, and the medians are compared.
 
-Run: .venv/bin/python bench/bench_proxy.py [--repeats 3] [--append docs/benchmarks.md]
+``--workers 1,2`` adds ``sseguard proxy --workers 2`` next to the one-process proxy: its two
+processes are not pinned (they share the machine's two cores with the upstream and the client, which
+stay on core 0); its CPU and RSS are summed over the supervisor and its workers.
+
+Run: .venv/bin/python bench/bench_proxy.py [--repeats 3] [--workers 1,2] [--only 100,1000]
+     [--apis responses,messages] [--no-slow] [--append docs/benchmarks.md]
 """
 
 from __future__ import annotations
@@ -36,7 +42,17 @@ import aiohttp
 
 REQUEST = json.dumps({"model": "chaos-1", "stream": True,
                       "messages": [{"role": "user", "content": "Stream something."}]}).encode()
-HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer sk-bench-not-a-real-key"}
+#: Per protocol: the path under the base URL and the request body.
+REQUESTS = {
+    "chat": ("chat/completions", REQUEST),
+    "responses": ("responses", json.dumps({"model": "chaos-1", "stream": True,
+                                           "input": "Stream something."}).encode()),
+    "messages": ("messages", json.dumps({"model": "chaos-1", "stream": True, "max_tokens": 4096,
+                                         "messages": [{"role": "user",
+                                                       "content": "Stream something."}]}).encode()),
+}
+HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer sk-bench-not-a-real-key",
+           "anthropic-version": "2023-06-01"}
 TICKS = os.sysconf("SC_CLK_TCK")
 SSEGUARD = [sys.executable, "-c", "from sseguard.cli import main; main()"]
 
@@ -48,6 +64,7 @@ class Scenario:
     tokens: int  # content chunks per stream (plus role, finish and [DONE] frames)
     inter_token_ms: float
     seconds: float  # measured window, after the ramp
+    api: str = "chat"
 
     @property
     def stream_s(self) -> float:
@@ -63,6 +80,8 @@ BIG_FRAME = b"data: " + json.dumps({"id": "chatcmpl-big", "object": "chat.comple
 SCENARIOS = [
     Scenario("1 stream", 1, 20, 10, 8),
     Scenario("100 streams", 100, 100, 10, 8),
+    Scenario("responses, 100 streams", 100, 100, 10, 8, api="responses"),
+    Scenario("messages, 100 streams", 100, 100, 10, 8, api="messages"),
     Scenario("1,000 streams", 1000, 100, 50, 10),
 ]
 
@@ -101,10 +120,28 @@ class Run:
         return statistics.quantiles(self.ttfc_ms, n=100, method="inclusive")[98]
 
 
+def tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (a proxy with --workers N is a supervisor and N workers)."""
+    pids = [pid]
+    for current in pids:
+        try:
+            with open(f"/proc/{current}/task/{current}/children") as f:
+                pids.extend(int(child) for child in f.read().split())
+        except OSError:
+            continue
+    return pids
+
+
 def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    total = 0.0
+    for each in tree(pid):
+        try:
+            with open(f"/proc/{each}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / TICKS
+    return total
 
 
 def machine_busy_seconds() -> float:
@@ -116,11 +153,15 @@ def machine_busy_seconds() -> float:
 
 
 def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    total = 0.0
+    for each in tree(pid):
+        try:
+            with open(f"/proc/{each}/status") as f:
+                total += next((int(line.split()[1]) / 1024 for line in f
+                               if line.startswith("VmRSS:")), 0.0)
+        except OSError:
+            continue
+    return total
 
 
 def pinned(core: int) -> object:
@@ -130,12 +171,12 @@ def pinned(core: int) -> object:
 
 
 @contextlib.contextmanager
-def process(args: list[str], core: int, *,
+def process(args: list[str], core: int | None, *,
             raw: bool = False) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """Start a server pinned to ``core``; yield it and the first line it prints."""
+    """Start a server pinned to ``core`` (None: every core); yield it and the first line it prints."""
     command = args if raw else [*SSEGUARD, *args]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, preexec_fn=pinned(core))  # type: ignore[arg-type]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            preexec_fn=pinned(core) if core is not None else None)  # type: ignore[arg-type]
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -166,13 +207,15 @@ async def load(url: str, sc: Scenario, proxy_pid: int | None, chaos_pid: int) ->
     busy0 = machine_busy_seconds()
     peak_rss = 0.0
 
+    body = REQUESTS[sc.api][1]
+
     async def worker(i: int, session: aiohttp.ClientSession) -> None:
         await asyncio.sleep(ramp * i / sc.streams)
         while clock() < end_measure:
             sent = clock()
             first = True
             try:
-                async with session.post(url, data=REQUEST, headers=HEADERS) as resp:
+                async with session.post(url, data=body, headers=HEADERS) as resp:
                     async for chunk in resp.content.iter_any():
                         now = clock()
                         if first:
@@ -211,33 +254,42 @@ async def load(url: str, sc: Scenario, proxy_pid: int | None, chaos_pid: int) ->
     return run
 
 
-def scenario(sc: Scenario, repeats: int, store: Path) -> dict[str, list[Run]]:
-    """Direct, a bare aiohttp relay and the sseguard proxy, alternating, ``repeats`` times."""
+def proxy_name(workers: int) -> str:
+    return "sseguard proxy" if workers == 1 else f"sseguard proxy ×{workers}"
+
+
+def scenario(sc: Scenario, repeats: int, store: Path, workers: list[int]) -> dict[str, list[Run]]:
+    """Direct, a bare aiohttp relay and the sseguard proxy (one entry per ``workers`` count),
+    alternating, ``repeats`` times."""
     chaos_args = ["chaos", "--listen", "127.0.0.1:0", "--json", "--tokens", str(sc.tokens),
                   "--inter-token-ms", str(sc.inter_token_ms)]
-    runs: dict[str, list[Run]] = {"direct": [], "bare relay": [], "sseguard proxy": []}
-    with process(chaos_args, 0) as (chaos, chaos_line):
+    runs: dict[str, list[Run]] = {"direct": [], "bare relay": []}
+    runs.update({proxy_name(n): [] for n in workers})
+    with process(chaos_args, 0) as (chaos, chaos_line), contextlib.ExitStack() as stack:
         upstream = json.loads(chaos_line)["url"]
-        proxy_args = ["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0", "--store", str(store)]
         bare_args = [sys.executable, __file__, "--bare-relay", upstream]
-        with process(proxy_args, 1) as (proxy, proxy_line), \
-                process(bare_args, 1, raw=True) as (bare, bare_line):
-            targets = {"direct": (upstream, None), "bare relay": (bare_line.split()[4], bare.pid),
-                       "sseguard proxy": (proxy_line.split()[4], proxy.pid)}
-            idle = {name: rss_mb(pid) if pid else 0.0 for name, (_, pid) in targets.items()}
-            for rep in range(repeats):
-                order = list(targets) if rep % 2 == 0 else list(reversed(targets))
-                for name in order:
-                    base, pid = targets[name]
-                    run = asyncio.run(load(f"{base}/chat/completions", sc, pid, chaos.pid))
-                    run.idle_rss_mb = idle[name]
-                    runs[name].append(run)
-                    print(f"  {sc.name:14} {name:14} {run.events_per_s:10,.0f} ev/s  TTFC p50 "
-                          f"{run.p50:7.2f} ms p99 {run.p99:8.2f} ms  completed {run.completed:,} "
-                          f"failed {run.failed}  client CPU {run.client_cpu:.0%}  others "
-                          f"{run.others_cpu:.0%}"
-                          + (f"  relay CPU {run.proxy_cpu:.0%} ({run.cpu_us_per_event:.1f} µs/event)"
-                             f" RSS {run.proxy_rss_mb:.0f} MB" if pid else ""), flush=True)
+        bare, bare_line = stack.enter_context(process(bare_args, 1, raw=True))
+        targets: dict[str, tuple[str, int | None]] = {
+            "direct": (upstream, None), "bare relay": (bare_line.split()[4], bare.pid)}
+        for n in workers:
+            proxy_args = ["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0", "--store",
+                          str(store), "--workers", str(n)]
+            proxy, proxy_line = stack.enter_context(process(proxy_args, 1 if n == 1 else None))
+            targets[proxy_name(n)] = (proxy_line.split()[4], proxy.pid)
+        idle = {name: rss_mb(pid) if pid else 0.0 for name, (_, pid) in targets.items()}
+        for rep in range(repeats):
+            order = list(targets) if rep % 2 == 0 else list(reversed(targets))
+            for name in order:
+                base, pid = targets[name]
+                run = asyncio.run(load(f"{base}/{REQUESTS[sc.api][0]}", sc, pid, chaos.pid))
+                run.idle_rss_mb = idle[name]
+                runs[name].append(run)
+                print(f"  {sc.name:14} {name:14} {run.events_per_s:10,.0f} ev/s  TTFC p50 "
+                      f"{run.p50:7.2f} ms p99 {run.p99:8.2f} ms  completed {run.completed:,} "
+                      f"failed {run.failed}  client CPU {run.client_cpu:.0%}  others "
+                      f"{run.others_cpu:.0%}"
+                      + (f"  relay CPU {run.proxy_cpu:.0%} ({run.cpu_us_per_event:.1f} µs/event)"
+                         f" RSS {run.proxy_rss_mb:.0f} MB" if pid else ""), flush=True)
     return runs
 
 
@@ -248,11 +300,14 @@ async def bare_relay(upstream: str) -> None:
 
     session: aiohttp.ClientSession | None = None
 
-    async def chat(request: web.Request) -> web.StreamResponse:
+    async def relay(request: web.Request) -> web.StreamResponse:
         assert session is not None
         body = await request.read()
-        async with session.post(f"{upstream}/chat/completions", data=body,
-                                headers={"Content-Type": "application/json"}) as up:
+        headers = {"Content-Type": "application/json"}
+        if "anthropic-version" in request.headers:
+            headers["anthropic-version"] = request.headers["anthropic-version"]
+        async with session.post(f"{upstream}/{request.match_info['tail']}", data=body,
+                                headers=headers) as up:
             resp = web.StreamResponse(status=up.status, headers={
                 "Content-Type": up.headers.get("Content-Type", "text/event-stream"),
                 "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -273,7 +328,7 @@ async def bare_relay(upstream: str) -> None:
     app = web.Application()
     app.on_startup.append(start)
     app.on_cleanup.append(stop)
-    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post("/v1/{tail:.*}", relay)
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
@@ -367,7 +422,7 @@ async def slow_readers(url: str, pid: int, streams: int, pause: float, stats_url
             await asyncio.sleep(0.25)
         written = await upstream_written(stats_url) - written0
         await asyncio.gather(*tasks)
-    await asyncio.sleep(1.0)
+    await asyncio.sleep(2.5)  # the proxy hands freed memory back 1 s after its last stream
     return SlowRun(streams, idle, peak, rss_mb(pid), received / 2**20, cpu_seconds(pid) - cpu0,
                    written / 2**20)
 
@@ -402,6 +457,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--append", metavar="FILE", help="Append the results section to FILE.")
     parser.add_argument("--only", metavar="N[,N…]", help="Run only these stream counts (1,100,1000).")
+    parser.add_argument("--workers", default="1", metavar="N[,N…]",
+                        help="Proxy variants by --workers count, side by side (default 1).")
+    parser.add_argument("--apis", metavar="API[,API…]",
+                        help="Run only scenarios of these protocols (chat,responses,messages).")
+    parser.add_argument("--no-slow", action="store_true", help="Skip the slow-reader scenario.")
     parser.add_argument("--bare-relay", metavar="UPSTREAM", help=argparse.SUPPRESS)
     parser.add_argument("--frame-upstream", type=int, metavar="FRAMES", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -420,14 +480,18 @@ def main() -> None:
     if (os.cpu_count() or 1) < 2:
         sys.exit("needs two cores: the relay gets one of its own")
     os.sched_setaffinity(0, {0})
+    workers = [int(n) for n in args.workers.split(",")]
     rows = []
     started = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         wanted = {int(n) for n in args.only.split(",")} if args.only else None
+        apis = set(args.apis.split(",")) if args.apis else None
         for sc in SCENARIOS:
             if wanted is not None and sc.streams not in wanted:
                 continue
-            runs = scenario(sc, args.repeats, Path(tmp) / "bench.db")
+            if apis is not None and sc.api not in apis:
+                continue
+            runs = scenario(sc, args.repeats, Path(tmp) / "bench.db", workers)
             direct = runs["direct"]
             d_eps = med([r.events_per_s for r in direct])
             d50, d99 = med([r.p50 for r in direct]), med([r.p99 for r in direct])
@@ -436,7 +500,7 @@ def main() -> None:
                         f"{d_eps:,.0f} | 100% | {d50:.2f} / {d99:.2f} | – | – | – | "
                         f"{med([r.client_cpu for r in direct]):.0%} | "
                         f"{med([r.others_cpu for r in direct]):.0%} |")
-            for name in ("bare relay", "sseguard proxy"):
+            for name in ("bare relay", *(proxy_name(n) for n in workers)):
                 rs = runs[name]
                 eps = med([r.events_per_s for r in rs])
                 p50, p99 = med([r.p50 for r in rs]), med([r.p99 for r in rs])
@@ -446,7 +510,8 @@ def main() -> None:
                     f"{med([r.cpu_us_per_event for r in rs]):.1f} µs/event | "
                     f"{rs[0].idle_rss_mb:.0f} → {max(r.proxy_rss_mb for r in rs):.0f} MB | "
                     f"{med([r.client_cpu for r in rs]):.0%} | {med([r.others_cpu for r in rs]):.0%} |")
-        slow = slow_scenario(SLOW_STREAMS, SLOW_FRAMES, SLOW_PAUSE, Path(tmp) / "slow.db")
+        slow = ({} if args.no_slow
+                else slow_scenario(SLOW_STREAMS, SLOW_FRAMES, SLOW_PAUSE, Path(tmp) / "slow.db"))
     slow_rows = [f"| {name} | {r.idle_rss_mb:.0f} MB | {r.peak_rss_mb:.0f} MB | {r.after_rss_mb:.0f} MB "
                  f"| {r.received_mb:.0f} MiB | {r.upstream_mb:,.0f} MiB |" for name, r in slow.items()]
     took = time.time() - started
@@ -455,21 +520,22 @@ def main() -> None:
               "|---|---|---|---|---|---|---|---|---|---|")
     section = "\n".join([
         "", "## proxy overhead (bench/bench_proxy.py)", "",
-        f"Command: `.venv/bin/python bench/bench_proxy.py --repeats {args.repeats}` "
+        f"Command: `.venv/bin/python bench/bench_proxy.py {' '.join(sys.argv[1:])}` "
         f"({took:.0f} s). Machine: {os.cpu_count()} cores (`nproc`), Python "
         f"{platform.python_version()}, {platform.system()} {platform.release()}. The relay under "
         "test (`sseguard proxy`: strict policy, in-flight checking, records to SQLite; or the bare "
-        "aiohttp relay baseline of HTTP.md) runs on core 1; the chaos upstream and the aiohttp load "
-        "client share core 0. Medians of the runs; TTFC = time to first chunk. \"Other processes\" is "
-        "the CPU (in cores) that processes outside the benchmark used meanwhile: above a few percent "
-        "the latencies measure the machine, not the relay.", "",
+        "aiohttp relay baseline of HTTP.md) runs on core 1 (`--workers 2`: on both cores); the chaos "
+        "upstream and the aiohttp load client share core 0. Medians of the runs; TTFC = time to "
+        "first chunk. \"Other processes\" is the CPU (in cores) that processes outside the "
+        "benchmark used meanwhile: above a few percent the latencies measure the machine, not the "
+        "relay.", "",
         header, *rows, "",
-        f"Slow readers: {SLOW_STREAMS:,} streams of {SLOW_FRAMES * len(BIG_FRAME) / 1e6:.1f} MB each "
-        f"(an upstream that writes as fast as it is drained); every client reads 64 KiB, pauses "
-        f"{SLOW_PAUSE:g} s, then closes.", "",
-        "| relay | RSS idle | RSS peak while the clients pause | RSS after they close | "
-        "read by clients | written by the upstream meanwhile |", "|---|---|---|---|---|---|",
-        *slow_rows, ""])
+        *([f"Slow readers: {SLOW_STREAMS:,} streams of {SLOW_FRAMES * len(BIG_FRAME) / 1e6:.1f} MB "
+           f"each (an upstream that writes as fast as it is drained); every client reads 64 KiB, "
+           f"pauses {SLOW_PAUSE:g} s, then closes.", "",
+           "| relay | RSS idle | RSS peak while the clients pause | RSS after they close | "
+           "read by clients | written by the upstream meanwhile |", "|---|---|---|---|---|---|",
+           *slow_rows, ""] if slow else [])])
     print(section)
     if args.append:
         with open(args.append, "a") as f:

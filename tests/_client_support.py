@@ -2,8 +2,10 @@
 
 ``{base}/{mode}/{name}/v1/chat/completions`` answers with the body ``name`` (a file of
 ``examples/bodies`` or one of ``EXTRA``), written frame by frame (``mode`` = ``frames``), in 7-byte
-pieces (``bytes``) or gzip-compressed (``gzip``). Two names behave instead of being bodies: ``stall``
-sends two frames and then nothing for a long time; ``reset`` sends two frames and resets the connection.
+pieces (``bytes``) or gzip-compressed (``gzip``). ``…/v1/responses`` and ``…/v1/messages`` answer with
+``_proxy_bodies``' stream of that protocol ending as ``name`` says; ``…/v1/events`` with the chat
+body. Two names behave instead of being bodies: ``stall`` sends two frames and then nothing for a
+long time; ``reset`` sends two frames and resets the connection.
 The server runs on its own event loop in a thread, so the sync SDK can call it too.
 """
 
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from _proxy_bodies import messages_body, responses_body
 from _streams import DONE, chunk, frame, text_stream
 
 BODIES = Path(__file__).parent.parent / "examples" / "bodies"
@@ -40,7 +43,15 @@ EXTRA: dict[str, bytes] = {
 STALL_S = 20.0
 
 
-def body(name: str) -> bytes:
+#: The words of every Responses and Messages body the server sends.
+WORDS = ["The ", "weather ", "is ", "fine."]
+
+
+def body(name: str, api: str = "chat") -> bytes:
+    if api == "responses":
+        return responses_body(WORDS, name)
+    if api == "messages":
+        return messages_body(WORDS, name)
     if name in EXTRA:
         return EXTRA[name]
     return (BODIES / f"{name}.sse").read_bytes()
@@ -64,7 +75,9 @@ async def _serve(request: web.Request) -> web.StreamResponse:
         return web.json_response({"id": "x", "object": "chat.completion", "choices": []})
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
                                        "Cache-Control": "no-cache"})
-    data = body("complete" if name in ("stall", "reset") else name)
+    api = request.path.rsplit("/", 1)[-1]
+    data = body("complete" if name in ("stall", "reset") else name,
+                api if api in ("responses", "messages") else "chat")
     if mode == "gzip":
         resp.headers["Content-Encoding"] = "gzip"
         await resp.prepare(request)
@@ -94,6 +107,9 @@ async def _serve(request: web.Request) -> web.StreamResponse:
 def make_app() -> web.Application:
     app = web.Application()
     app.router.add_post("/{mode}/{name}/v1/chat/completions", _serve)
+    app.router.add_post("/{mode}/{name}/v1/responses", _serve)
+    app.router.add_post("/{mode}/{name}/v1/messages", _serve)
+    app.router.add_post("/{mode}/{name}/v1/events", _serve)  # an event stream of no known protocol
     return app
 
 

@@ -28,6 +28,13 @@ HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding
 END = b"0\r\n\r\n"
 
 
+#: The client's stall timeout; a slow stream pauses for half of it, a stalled one for far longer, so
+#: neither outcome depends on how a busy machine schedules the two processes.
+STALL_S = 3.0
+SLOW_S = STALL_S / 2
+SILENT_S = 20.0
+
+
 def chunk(data: bytes) -> bytes:
     return b"%x\r\n" % len(data) + data + b"\r\n"
 
@@ -46,7 +53,7 @@ def handler(sock: socket.socket, _addr: Any) -> None:
         sock.sendall(HEAD + chunk(FIRST) + chunk(REST) + END)
     elif mode == "slow":  # the first event must be seen while the rest is still on its way
         sock.sendall(HEAD + chunk(FIRST))
-        gevent.sleep(0.4)
+        gevent.sleep(SLOW_S)
         sock.sendall(chunk(REST) + END)
     elif mode == "close_delimited":
         sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
@@ -75,9 +82,9 @@ def handler(sock: socket.socket, _addr: Any) -> None:
         return
     elif mode == "stall_body":
         sock.sendall(HEAD + chunk(FIRST))
-        gevent.sleep(3)
+        gevent.sleep(SILENT_S)
     elif mode == "stall_head":
-        gevent.sleep(3)
+        gevent.sleep(SILENT_S)
     elif mode == "http500":
         body = b'{"error":{"message":"boom"}}'
         sock.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
@@ -123,10 +130,10 @@ def main() -> None:
     for mode in MODES:
         port = closed_port if mode == "refused" else server.server_port
         target = sl.Target.of(make_arm("t", f"http://127.0.0.1:{port}/v1/{mode}"))
-        http = HTTPClient.from_url(target.url, network_timeout=1.0, connection_timeout=2.0,
+        http = HTTPClient.from_url(target.url, network_timeout=STALL_S, connection_timeout=5.0,
                                    concurrency=1)
         try:
-            ex = sl.stream_once(http, target, {"messages": []}, stall_timeout=1.0, timeout=10,
+            ex = sl.stream_once(http, target, {"messages": []}, stall_timeout=STALL_S, timeout=60,
                                 connections=sl.ConnectionTracker())
             timings = ex.watch.timings()
             out[mode] = [str(ex.verdict.ending), timings["ttft_ms"], timings["duration_ms"]]

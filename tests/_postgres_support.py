@@ -14,8 +14,10 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+
+import pytest
 
 
 def find_bindir() -> Path | None:
@@ -34,6 +36,20 @@ def find_bindir() -> Path | None:
         if cand and all((Path(cand) / tool).is_file() for tool in ("initdb", "pg_ctl", "postgres")):
             return Path(cand)
     return None
+
+
+MISSING = ("no PostgreSQL server binaries (initdb, pg_ctl, postgres) found via `pg_config --bindir` "
+           "or /usr/lib/postgresql/*/bin; install Debian's `postgresql` package")
+
+
+def require_bindir(environ: Mapping[str, str], bindir: Path | None) -> Path:
+    """The server binaries, or the test's end: a skip on a developer's machine, a failure under
+    ``CI=true``, where a skip would let the PostgreSQL tests vanish unnoticed."""
+    if bindir is not None:
+        return bindir
+    if environ.get("CI", "").lower() in ("true", "1", "yes"):
+        pytest.fail(f"CI=true and {MISSING}")
+    pytest.skip(MISSING)
 
 
 def _free_port() -> int:

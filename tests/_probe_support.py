@@ -11,10 +11,10 @@ from typing import Any
 
 from aiohttp import web
 
-from sseguard.chaos import EXPECTED, Fault, Pacing
+from _expected import expected
+from sseguard.chaos import Pacing
 from sseguard.probe.config import ProbeConfig, build_config
 from sseguard.record import Record
-from sseguard.verdict import Ending
 
 #: Short streams: 12 content chunks, 1 ms apart, so hundreds of requests take a second or two.
 FAST = Pacing(ttft_ms=2.0, inter_token_ms=1.0, tokens=12)
@@ -22,10 +22,8 @@ FAST = Pacing(ttft_ms=2.0, inter_token_ms=1.0, tokens=12)
 
 def expected_of(record: Record) -> tuple[str, frozenset[str]]:
     """What a correct probe must have recorded, given what the server says it injected."""
-    if record.injected in (None, "none"):
-        return str(Ending.COMPLETE), frozenset()
-    exp = EXPECTED[Fault(str(record.injected))]
-    return str(exp.ending), frozenset(map(str, exp.findings))
+    want = expected(record.injected or "none")
+    return want.ending, want.findings
 
 
 def mismatches(records: list[Record]) -> list[str]:

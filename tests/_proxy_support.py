@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -86,12 +88,13 @@ def has_done(body: bytes) -> bool:
     return any(f.rstrip(b"\r\n") == b"data: [DONE]" for f in frames(body))
 
 
-_CREATED = re.compile(rb'"created":\d+')
+_CREATED = re.compile(rb'"created(_at)?":\d+')
 
 
 def same_second(body: bytes) -> bytes:
-    """Two chaos servers stamp ``created`` with their own clock; everything else is deterministic."""
-    return _CREATED.sub(b'"created":0', body)
+    """Two chaos servers stamp ``created`` (``created_at`` in Responses) with their own clock;
+    everything else is deterministic."""
+    return _CREATED.sub(rb'"created\1":0', body)
 
 
 def error_code(body: bytes) -> str | None:
@@ -129,9 +132,10 @@ class ScriptedUpstream:
     written: int = 0  # body bytes the handler managed to write
     disconnected: asyncio.Event = field(default_factory=asyncio.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
+    read_body: bool = True  # False: answer without reading the request body (an early refusal)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        body = await request.read()
+        body = await request.read() if self.read_body else b""
         self.requests.append({"method": request.method, "path": request.path_qs,
                               "headers": dict(request.headers), "body": body,
                               "host": request.host})
@@ -168,8 +172,8 @@ class ScriptedUpstream:
 
 
 @contextlib.asynccontextmanager
-async def scripted(script: Script) -> AsyncIterator[ScriptedUpstream]:
-    up = ScriptedUpstream(script)
+async def scripted(script: Script, *, read_body: bool = True) -> AsyncIterator[ScriptedUpstream]:
+    up = ScriptedUpstream(script, read_body=read_body)
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", up.handle)
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=0.5)
@@ -221,3 +225,38 @@ def in_thread(factory: Any) -> Iterator[Any]:
     finally:
         loop.call_soon_threadsafe(box["stop"].set)
         thread.join(10)
+
+
+# ── `sseguard proxy` as a real process ───────────────────────────────────────────────────────────
+
+
+@contextlib.contextmanager
+def proxy_process(upstream: str, store: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`sseguard proxy` on a free loopback port; yields the process and its base URL (…/v1), and
+    kills it on the way out if the test has not stopped it."""
+    proc = subprocess.Popen([sys.executable, "-c", "from sseguard.cli import main; main()", "proxy",
+                             "--upstream", upstream, "--listen", "127.0.0.1:0", "--store", store],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("sseguard proxy listening on http://127.0.0.1:"), line
+        yield proc, line.split()[4]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.contextmanager
+def scripted_proxy_in_thread(**options: Any) -> Iterator[tuple[ScriptedUpstream, RunningProxy]]:
+    """A scripted upstream and a proxy in front of it, served from a thread, for hypothesis tests
+    (each example runs its client with ``asyncio.run``; set ``upstream.script.chunks`` first)."""
+
+    @contextlib.asynccontextmanager
+    async def both() -> AsyncIterator[tuple[ScriptedUpstream, RunningProxy]]:
+        async with scripted(Script()) as up, run_proxy(proxy_config(up.url, **options)) as px:
+            yield up, px
+
+    with in_thread(both) as value:
+        yield value

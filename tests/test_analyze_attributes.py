@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from _analyze_support import build, load_sweep, mixed, no_signal, rec, routed, time_window
 from sseguard.analyze import analyze
@@ -242,3 +244,66 @@ def test_an_attribute_that_only_follows_a_stronger_one_is_no_finding_of_its_own(
     assert reuse is not None and reuse.significant  # on its own it looks like a finding…
     assert "time_window" in (reuse.explained_by, reuse.confounded_with)  # …but it only follows time
     assert not any("reuse index" in h for h in analysis.headlines)
+
+
+def test_a_reuse_index_that_was_not_measured_is_left_out_not_read_as_a_fresh_connection() -> None:
+    # Random truncations; the failing streams' connection was not seen (None). Recorded as 0, as
+    # the probe once did, "reuse index 0" would be named as the cause of every failure.
+    def one(i: int, rng: random.Random) -> dict[str, object]:
+        bad = rng.random() < 0.1
+        return {"started": i * 0.1, "ending": "truncated" if bad else "complete",
+                "reuse_index": None if bad else rng.randrange(0, 40)}
+
+    records = build(600, 33, one)
+    analysis = analyze(records)
+    reuse = analysis.attribute("reuse_index")
+    assert reuse is not None and not reuse.significant
+    assert reuse.unobserved_failures == len(failing(records)) > 0
+    assert analysis.top is None
+    assert analysis.headlines[1].startswith("no recorded attribute separates failing from healthy")
+    as_zero = analyze([r if r.reuse_index is not None else rec(r.index, ending=r.ending,
+                                                                  started=r.started_at - 1_750_000_000.0,
+                                                                  reuse_index=0)
+                       for r in records])
+    assert as_zero.top is not None and as_zero.top.key == "reuse_index"  # the artifact, for contrast
+
+
+def test_a_reuse_bucket_seen_only_at_the_failing_level_is_reported_as_following_it() -> None:
+    # A sweep: levels 1, 8, 32 one after another; connections carry more requests as a level goes
+    # on, and only level 32 has reuse 16 and up. Failures: 30 % at 32, whatever the reuse index.
+    def one(i: int, rng: random.Random) -> dict[str, object]:
+        level = (1, 8, 32)[i // 200]
+        reuse = (i % 200) // (200 // min(level, 8)) + (16 if level == 32 and i % 200 >= 100 else 0)
+        bad = level == 32 and rng.random() < 0.3
+        return {"started": i * 0.05, "concurrency": level, "reuse_index": reuse,
+                "ending": "cut_mid_frame" if bad else "complete"}
+
+    analysis = analyze(build(600, 34, one))
+    assert analysis.top is not None and analysis.top.key == "concurrency"
+    reuse = analysis.attribute("reuse_index")
+    assert reuse is not None and reuse.significant and not reuse.lead
+    assert "concurrency" in (reuse.explained_by, reuse.confounded_with)
+    named = [a.key for a in analysis.attributes if a.lead]
+    assert "reuse_index" not in named
+    if reuse.explained_by:
+        assert any(h.startswith("not causes of their own") and "reuse_index" in h
+                   for h in analysis.headlines)
+
+
+@settings(max_examples=25, deadline=None)
+@given(extra=st.lists(st.tuples(st.sampled_from(["complete", "truncated", "stalled"]),
+                                st.integers(0, 300)), max_size=40))
+def test_records_without_a_reuse_index_never_change_its_comparison(
+        extra: list[tuple[str, int]]) -> None:
+    # Streams whose connection was not seen are left out of the reuse-index search whatever their
+    # outcome: its per-value counts stay those of the measured streams, and only the count of
+    # unobserved failures grows.
+    base = routed()
+    unmeasured = [rec(1000 + i, ending=ending, started=start * 0.2, reuse_index=None)
+                  for i, (ending, start) in enumerate(extra)]
+    before = analyze(base).attribute("reuse_index")
+    after = analyze(base + unmeasured).attribute("reuse_index")
+    assert before is not None and after is not None
+    assert [(v.value, v.rate.failed, v.rate.total) for v in after.values] == [
+        (v.value, v.rate.failed, v.rate.total) for v in before.values]
+    assert after.unobserved_failures == sum(e != "complete" for e, _ in extra)

@@ -15,6 +15,7 @@ import httpx2
 import pytest
 from typer.testing import CliRunner
 
+from _workers_support import one_client_per_worker, started
 from sseguard.chaos import ChaosConfig, Dialect, Fault, LoadPattern, RoutedPattern, WindowPattern
 from sseguard.chaos.config import parse_listen
 from sseguard.cli import app
@@ -134,7 +135,8 @@ def test_chaos_serves_prints_its_url_and_stops_cleanly_on_ctrl_c() -> None:
         url = info["url"]
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
         with httpx2.Client(timeout=5) as client:
-            assert client.get(url.removesuffix("/v1") + "/healthz").json() == {"status": "ok"}
+            health = client.get(url.removesuffix("/v1") + "/healthz").json()
+            assert health == {"status": "ok", "pid": proc.pid}  # one worker: the command's own process
             r = client.post(f"{url}/chat/completions", json={
                 "model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]})
             assert r.headers["x-sseguard-fault"] == "truncated"
@@ -176,3 +178,46 @@ def test_busy_port_is_a_one_line_error() -> None:
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert time.monotonic() - start < 20
+
+
+def test_bad_workers_value_is_a_one_line_error() -> None:
+    result = runner.invoke(app, ["chaos", "--workers", "none"], env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert "--workers 'none': use a number of processes (1 or more) or auto" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def _answers(client: httpx2.Client, url: str, count: int) -> list[tuple[str, str]]:
+    """(response id, injected fault) of ``count`` streamed answers."""
+    out = []
+    for _ in range(count):
+        r = client.post(f"{url}/chat/completions", json={
+            "model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]})
+        first = json.loads(r.content.split(b"\n\n")[0].removeprefix(b"data: "))
+        out.append((first["id"], r.headers["x-sseguard-fault"]))
+    return out
+
+
+def test_two_chaos_workers_share_a_port_and_each_request_gets_the_seeded_decision_of_its_number() -> None:
+    args = ["chaos", "--listen", "127.0.0.1:0", "--json", "--seed", "11", "--fault", "truncated=0.5"]
+    # One process: the seeded sequence of (id, fault) for request numbers 0, 1, 2, …
+    with started(args) as (proc, line):
+        url = json.loads(line)["url"]
+        with httpx2.Client(timeout=30) as client:
+            sequence = _answers(client, url, 24)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    assert len(set(sequence)) == 24 and {f for _, f in sequence} == {"none", "truncated"}
+    with started([*args, "--workers", "2"]) as (proc, line):
+        info = json.loads(line)
+        assert info["workers"] == 2
+        url = info["url"]
+        with one_client_per_worker(url.removesuffix("/v1"), 2) as clients:
+            assert len(clients) == 2
+            # Worker k numbers its requests k, k + 2, k + 4, …: each gets exactly the answer the
+            # single process gave that number, whichever worker the kernel picked.
+            by_worker = [_answers(client, url, 6) for client in clients.values()]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        assert "Traceback" not in (proc.stderr.read() if proc.stderr else "")
+    assert sorted(by_worker) == sorted([sequence[0:12:2], sequence[1:12:2]])

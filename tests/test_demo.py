@@ -38,3 +38,17 @@ def test_short_demo_names_every_hidden_pattern_and_writes_the_report(tmp_path: P
     assert any((tmp_path / "demo" / "evidence").iterdir())
     text = console.export_text()
     assert "gw-" in text and str(result.report) in text
+    # The headlines name the three hidden causes, and nothing else as a cause of its own: every
+    # other attribute that separates is the same streams as one of them, or only follows them.
+    causes = {"id_prefix", "concurrency", "time_window"}
+    analysis = result.analysis
+    assert {a.key for a in analysis.attributes if a.lead} <= causes, analysis.headlines
+    for a in analysis.attributes:
+        if a.significant and a.key not in causes:
+            assert a.confounded_with in causes or (
+                a.explained_by and set(a.explained_by.split(" + ")) <= causes), (a.key, a.headline)
+    said = " ".join(analysis.headlines)
+    assert "`gw-`" in said and "concurrency 32" in said and "into the run" in said, said
+    for a in analysis.attributes:
+        if a.significant and a.explained_by and a.confounded_with is None:
+            assert f"{a.key} " in said.split("not causes of their own", 1)[1], said

@@ -16,6 +16,7 @@ from sseguard.chaos import (
     Fault,
     FaultOptions,
     LoadPattern,
+    Pacing,
     RoutedPattern,
     WindowPattern,
     run_chaos,
@@ -32,9 +33,11 @@ MIXED = {Fault.TRUNCATED: 0.08, Fault.NO_DONE: 0.05, Fault.NO_FINISH: 0.05, Faul
 
 
 async def test_counts_per_ending_equal_the_faults_the_server_injected(tmp_path: Path) -> None:
-    chaos = ChaosConfig(seed=5, pacing=FAST, faults=MIXED, options=FaultOptions(stall_ms=900))
+    # Stalls hang until the probe gives up (after 1 s): no race between two timers.
+    chaos = ChaosConfig(seed=5, pacing=FAST, faults=MIXED,
+                        options=FaultOptions(stall_then="hang", hang_max_s=60))
     async with run_chaos(chaos) as srv:
-        cfg = config(srv.url, tmp_path, count=240, concurrency="12", stall_timeout=0.3)
+        cfg = config(srv.url, tmp_path, count=240, concurrency="12", stall_timeout=1.0)
         result = await execute(cfg, live=False)
         injected_by_server = Counter(srv.stats.faults)
     records = result.records
@@ -65,13 +68,16 @@ async def test_routed_faults_make_the_id_prefix_the_top_attribute(tmp_path: Path
 
 async def test_load_dependent_faults_rise_with_the_sweeps_concurrency(tmp_path: Path) -> None:
     load = LoadPattern(Fault.CUT_MID_FRAME, ((1.0, 0.0), (8.0, 0.05), (24.0, 0.35)))
-    async with run_chaos(ChaosConfig(seed=3, pacing=FAST, patterns=(load,))) as srv:
-        cfg = config(srv.url, tmp_path, count=96, concurrency="1,8,24")
+    # The server sees the load it is sent only while streams overlap: a 150 ms first token keeps
+    # them open long enough for a level's workers to be in flight together on a busy machine too.
+    pacing = Pacing(ttft_ms=150.0, inter_token_ms=1.0, tokens=12)
+    async with run_chaos(ChaosConfig(seed=3, pacing=pacing, patterns=(load,))) as srv:
+        cfg = config(srv.url, tmp_path, count=48, concurrency="1,8,24")
         result = await execute(cfg, live=False)
     rates = {}
     for level in (1, 8, 24):
         at = [r for r in result.records if r.concurrency == level]
-        assert len(at) == 96
+        assert len(at) == 48
         rates[level] = sum(r.ending == "cut_mid_frame" for r in at) / len(at)
     assert rates[1] == 0.0 < rates[24] and rates[8] < rates[24]
     analysis = analyze(result.records, Policy())
@@ -104,8 +110,26 @@ async def test_time_window_faults_make_the_analysis_name_the_window(tmp_path: Pa
     assert failing and {r.ending for r in failing} == {"error_event"}
     start = min(r.started_at for r in result.records)
     offsets = [r.started_at - start for r in failing]
-    # Server time and probe time differ by the probe's start-up and by loop lag under load.
-    assert min(offsets) >= 0.8 and max(offsets) <= 2.3
+    # Server time and probe time differ by the probe's start-up and by loop lag under load; a
+    # request is sent before the server decides on it, never after.
+    assert min(offsets) >= 0.2 and max(offsets) <= 1.8
+
+
+async def test_random_faults_name_no_attribute(tmp_path: Path) -> None:
+    # One stream in ten truncated at random: nothing the probe records may be named as the cause.
+    # The seed fixes which requests fail; timing still moves time windows, so a "no" is a p-value
+    # and can be wrong by chance (about one run in forty with seed 21, whose failures cluster a
+    # little; none in repeated runs with this one).
+    async with run_chaos(ChaosConfig(seed=23, pacing=FAST, faults={Fault.TRUNCATED: 0.1})) as srv:
+        cfg = config(srv.url, tmp_path, count=400, concurrency="4")
+        result = await execute(cfg, live=False)
+    records = result.records
+    assert 15 <= sum(r.ending == "truncated" for r in records) <= 70
+    # Every stream's connection was seen: reuse is a measured fact, not a default.
+    assert all(r.connection is not None and r.reuse_index is not None for r in records)
+    analysis = analyze(records, Policy())
+    assert not [a.key for a in analysis.attributes if a.significant], analysis.headlines
+    assert analysis.headlines[1].startswith("no recorded attribute separates"), analysis.headlines
 
 
 async def test_one_run_judged_under_two_policies(tmp_path: Path) -> None:

@@ -12,8 +12,9 @@ from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _expected import expected
 from _probe_support import FAST, free_port, serve_app, silent_server
-from sseguard.chaos import EXPECTED, INJECT_HEADER, ChaosConfig, Fault, FaultOptions, Pacing, run_chaos
+from sseguard.chaos import INJECT_HEADER, ChaosConfig, Fault, FaultOptions, Pacing, run_chaos
 from sseguard.chaos.faults import NEEDS_TOOL_CALL
 from sseguard.policy import Policy
 from sseguard.probe.config import WorkloadSpec, make_arm
@@ -23,7 +24,7 @@ from sseguard.probe.sink import MemorySink
 from sseguard.probe.target import ConnectionTracker, Target
 from sseguard.probe.workloads import Workload
 from sseguard.redact import Redactor
-from sseguard.verdict import Ending, Verdict
+from sseguard.verdict import Verdict
 
 BODIES = Path(__file__).resolve().parent.parent / "examples" / "bodies"
 
@@ -38,7 +39,7 @@ def _body(workload: str = "small") -> dict[str, object]:
     return w.finish(w.conversation(0).next_body(), model="m")
 
 
-SETTINGS = EngineSettings(policy=Policy(), redactor=Redactor(), stall_timeout=0.4, timeout=10.0,
+SETTINGS = EngineSettings(policy=Policy(), redactor=Redactor(), stall_timeout=1.0, timeout=30.0,
                           run_id="t")
 
 
@@ -48,21 +49,22 @@ NOT_CHAT = (Fault.SEQUENCE_GAP, Fault.EVENT_ORDER, Fault.BLOCK_UNTERMINATED, Fau
 
 @pytest.mark.parametrize("fault", [f for f in Fault if f not in NOT_CHAT], ids=str)
 async def test_each_injected_fault_is_recorded_as_its_ending_and_finding(fault: Fault) -> None:
-    chaos = ChaosConfig(seed=1, pacing=FAST, options=FaultOptions(stall_ms=1500))
+    # A stall hangs until the probe leaves: "stalled" never races the server's own timer.
+    chaos = ChaosConfig(seed=1, pacing=FAST, options=FaultOptions(stall_then="hang", hang_max_s=60))
     async with run_chaos(chaos) as srv, aiohttp.ClientSession() as session:
         sink = MemorySink()
         body = _body("tools" if fault in NEEDS_TOOL_CALL else "small")
         outcome = await run_request(session, _target(srv.url, **{INJECT_HEADER: str(fault)}), body,
                                     settings=SETTINGS, sink=sink, index=7)
     record = outcome.record
-    expected = EXPECTED[fault]
+    want = expected(fault)
     assert record.injected == str(fault)
-    assert record.ending == expected.ending
-    assert set(map(str, expected.findings)) <= set(record.finding_kinds)
+    assert record.ending == want.ending
+    assert want.findings <= set(record.finding_kinds)
     assert sink.records == [record]
     assert record.passed is False
     # Evidence exists exactly for streams that did not end complete.
-    assert (record.evidence is not None) == (expected.ending is not Ending.COMPLETE)
+    assert (record.evidence is not None) == (want.ending != "complete")
 
 
 async def test_healthy_stream_is_complete_with_timings_in_order_and_no_evidence() -> None:
@@ -114,12 +116,12 @@ async def test_silent_server_is_stalled_before_headers_and_has_no_status() -> No
                                 index=0)
     assert out.record.ending == "stalled"
     assert out.record.status is None
-    assert out.record.duration_ms is not None and 350 <= out.record.duration_ms < 3000
+    assert out.record.duration_ms is not None and 950 <= out.record.duration_ms < 15_000
 
 
 async def test_a_stream_that_hangs_past_the_request_timeout_is_a_transport_error() -> None:
-    chaos = ChaosConfig(pacing=FAST, options=FaultOptions(stall_ms=5000, stall_then="hang"))
-    quick = EngineSettings(stall_timeout=5.0, timeout=0.5)
+    chaos = ChaosConfig(pacing=FAST, options=FaultOptions(stall_then="hang", hang_max_s=60))
+    quick = EngineSettings(stall_timeout=30.0, timeout=1.5)
     async with run_chaos(chaos) as srv, aiohttp.ClientSession() as session:
         out = await run_request(session, _target(srv.url, **{INJECT_HEADER: "stalled"}), _body(),
                                 settings=quick, sink=MemorySink(), index=0)

@@ -17,7 +17,7 @@ from sseguard.proxy import run_proxy
 
 # `event: error` frames (the `data:` form is covered in test_proxy_stream).
 CHAOS = ChaosConfig(seed=11, pacing=Pacing(tokens=10),
-                    options=FaultOptions(stall_ms=700, error_event_form="event"))
+                    options=FaultOptions(stall_ms=4000, error_event_form="event"))
 
 #: Every Ending but complete, and what the SDK raises for it through each --on-bad-end mode.
 BAD_ENDINGS = ["truncated", "no_done", "no_finish", "cut_mid_frame", "transport_error", "error_event",
@@ -27,8 +27,8 @@ BAD_ENDINGS = ["truncated", "no_done", "no_finish", "cut_mid_frame", "transport_
 @contextlib.asynccontextmanager
 async def _servers() -> AsyncIterator[dict[str, str]]:
     async with run_chaos(CHAOS) as direct, run_chaos(CHAOS) as upstream, \
-            run_proxy(proxy_config(upstream.url, stall_timeout=0.3)) as guarded, \
-            run_proxy(proxy_config(upstream.url, stall_timeout=0.3, on_bad_end="abort")) as aborting:
+            run_proxy(proxy_config(upstream.url, stall_timeout=1.0)) as guarded, \
+            run_proxy(proxy_config(upstream.url, stall_timeout=1.0, on_bad_end="abort")) as aborting:
         yield {"direct": direct.url, "error-event": guarded.url, "abort": aborting.url}
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anthropic
 import openai
 import pytest
 from hypothesis import given, settings
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from _proxy_support import KEY, WEATHER_TOOL, chaos_proxy, chat, raw_post
 from sseguard.chaos import ChaosConfig, Pacing, run_chaos
 from sseguard.chaos.generate import Call, render_markup
+from sseguard.contract import checker_for
 from sseguard.proxy.repair import RepairFrames
 from sseguard.sse import SSEDecoder
 from test_proxy_repair import _assemble, _run, _split, _stream
@@ -105,7 +107,7 @@ async def _generated(request: dict[str, Any]) -> tuple[list[tuple[str, Any]], st
 
 
 @pytest.mark.parametrize("mode", ["family", "auto"])
-@pytest.mark.parametrize("family", ["kimi-k2", "glm45", "glm47", "harmony", "minimax-m2"])
+@pytest.mark.parametrize("family", FAMILIES)
 async def test_the_sdk_gets_the_generated_tool_calls_from_raw_markup(family: str, mode: str) -> None:
     extra: dict[str, Any] = {"reasoning_effort": "low"} if family == "harmony" else {}
     request = chat(messages=ASK, tools=TOOLS, **extra)
@@ -142,7 +144,7 @@ async def test_the_sdk_gets_the_generated_tool_calls_from_raw_markup(family: str
 
 
 @pytest.mark.parametrize("mode", ["family", "auto"])
-@pytest.mark.parametrize("family", ["kimi-k2", "glm45", "glm47", "harmony", "minimax-m2"])
+@pytest.mark.parametrize("family", FAMILIES)
 async def test_unparseable_markup_reaches_the_sdk_as_an_error_never_as_content(family: str,
                                                                               mode: str) -> None:
     chaos = ChaosConfig(seed=SEED, raw_markup=family, pacing=Pacing(tokens=6))
@@ -155,4 +157,143 @@ async def test_unparseable_markup_reaches_the_sdk_as_an_error_never_as_content(f
                         extra_headers={"x-sseguard-inject": "malformed_closing_tag"}):
                     seen.extend(c.delta.content or "" for c in chunk.choices)
     assert info.value.code == "markup_malformed_tag"
+    assert not any(piece in "".join(seen) for piece in NEVER)
+
+
+# ── responses and messages: the same repair engine, each protocol's own writer ───────────────────
+
+RESPONSES_TOOLS: list[Any] = [{"type": "function", "name": t["function"]["name"],
+                               "parameters": t["function"]["parameters"]} for t in TOOLS]
+MESSAGES_TOOLS: list[Any] = [{"name": t["function"]["name"],
+                              "input_schema": t["function"]["parameters"]} for t in TOOLS]
+
+
+def _responses_request(family: str) -> dict[str, Any]:
+    request: dict[str, Any] = {"model": "chaos-1", "input": ASK[0]["content"], "stream": True,
+                               "tools": RESPONSES_TOOLS}
+    if family == "harmony":
+        request["reasoning"] = {"effort": "low"}
+    return request
+
+
+def _messages_request(family: str) -> dict[str, Any]:
+    request: dict[str, Any] = {"model": "chaos-1", "max_tokens": 4096, "messages": ASK,
+                               "stream": True, "tools": MESSAGES_TOOLS}
+    if family == "harmony":
+        request["thinking"] = {"type": "enabled", "budget_tokens": 1024}
+    return request
+
+
+def _events(body: bytes) -> list[dict[str, Any]]:
+    return [json.loads(e.data) for e in SSEDecoder().feed(body) if e.data != "[DONE]"]
+
+
+async def _strict_verdict(url: str, api: str, request: dict[str, Any]) -> tuple[str, list[Any]]:
+    """What the client gets from the proxy, judged by the strict checker of its protocol."""
+    got = await raw_post(url, request)
+    checker = checker_for(api, request)
+    checker.feed(got.body)
+    verdict = checker.close()
+    assert not any(piece in got.body.decode() for piece in NEVER)
+    return str(verdict.ending), list(verdict.findings)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+async def test_the_openai_sdk_gets_the_generated_function_calls_from_raw_markup_in_responses(
+        family: str) -> None:
+    request = _responses_request(family)
+    async with run_chaos(ChaosConfig(seed=SEED, pacing=Pacing(tokens=6))) as structured:
+        want = _events((await raw_post(structured.responses_url, request)).body)
+    want_calls = [(e["item"]["name"], json.loads(e["item"]["arguments"])) for e in want
+                  if e["type"] == "response.output_item.done" and e["item"]["type"] == "function_call"]
+    want_reasoning = "".join(e["delta"] for e in want
+                             if e["type"] == "response.reasoning_summary_text.delta")
+    assert [name for name, _ in want_calls] == ["get_weather", "get_time"]
+    chaos = ChaosConfig(seed=SEED, raw_markup=family, pacing=Pacing(tokens=6))
+    async with run_chaos(chaos) as direct, chaos_proxy(chaos, repair_markup="auto") as (_, px):
+        raw = _events((await raw_post(direct.responses_url, request)).body)
+        extra: dict[str, Any] = {"reasoning": request["reasoning"]} if "reasoning" in request else {}
+        async with openai.AsyncOpenAI(base_url=px.url, api_key=KEY, max_retries=0) as client, \
+                client.responses.stream(model="chaos-1", input=request["input"],
+                                        tools=RESPONSES_TOOLS, **extra) as stream:
+            final = await stream.get_final_response()
+        ending, findings = await _strict_verdict(f"{px.url}/responses", "responses", request)
+    raw_text = "".join(e["delta"] for e in raw if e["type"] == "response.output_text.delta")
+    assert MARKERS[family] in raw_text  # the upstream really left markup in output_text
+    calls = [i for i in final.output if i.type == "function_call"]
+    assert [(c.name, json.loads(c.arguments)) for c in calls] == want_calls
+    if family == "kimi-k2":
+        assert [c.call_id for c in calls] == ["functions.get_weather:0", "functions.get_time:1"]
+    assert not any(piece in final.output_text for piece in NEVER)
+    if family == "harmony":  # the analysis channel is a reasoning item, word for word
+        [reasoning] = [i for i in final.output if i.type == "reasoning"]
+        assert want_reasoning and [c.text for c in reasoning.content or []] == [want_reasoning]
+        assert final.output[0].type == "reasoning"
+    assert (ending, findings) == ("complete", [])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+async def test_the_anthropic_sdk_gets_the_generated_tool_use_blocks_from_raw_markup(
+        family: str) -> None:
+    request = _messages_request(family)
+    async with run_chaos(ChaosConfig(seed=SEED, pacing=Pacing(tokens=6))) as structured:
+        want = _events((await raw_post(structured.messages_url, request)).body)
+    starts = {e["index"]: e["content_block"] for e in want if e["type"] == "content_block_start"}
+    inputs: dict[int, str] = {}
+    thinking = []
+    for e in want:
+        if e["type"] == "content_block_delta":
+            if e["delta"]["type"] == "input_json_delta":
+                inputs[e["index"]] = inputs.get(e["index"], "") + e["delta"]["partial_json"]
+            elif e["delta"]["type"] == "thinking_delta":
+                thinking.append(e["delta"]["thinking"])
+    want_calls = [(starts[i]["name"], json.loads(inputs[i])) for i in sorted(inputs)]
+    assert [name for name, _ in want_calls] == ["get_weather", "get_time"]
+    chaos = ChaosConfig(seed=SEED, raw_markup=family, pacing=Pacing(tokens=6))
+    extra: dict[str, Any] = {"thinking": request["thinking"]} if "thinking" in request else {}
+    async with run_chaos(chaos) as direct, chaos_proxy(chaos, repair_markup="auto") as (_, px):
+        raw = _events((await raw_post(direct.messages_url, request)).body)
+        async with anthropic.AsyncAnthropic(base_url=px.url.removesuffix("/v1"), api_key=KEY,
+                                            max_retries=0) as client, \
+                client.messages.stream(model="chaos-1", max_tokens=4096, messages=ASK,  # type: ignore[arg-type]
+                                       tools=MESSAGES_TOOLS, **extra) as stream:
+            final = await stream.get_final_message()
+        ending, findings = await _strict_verdict(f"{px.url}/messages", "messages", request)
+    raw_text = "".join(e["delta"].get("text", "") for e in raw if e["type"] == "content_block_delta")
+    assert MARKERS[family] in raw_text  # the upstream really left markup in a text block
+    assert final.stop_reason == "tool_use"
+    blocks = [b for b in final.content if b.type == "tool_use"]
+    assert [(b.name, b.input) for b in blocks] == want_calls
+    if family == "kimi-k2":
+        assert [b.id for b in blocks] == ["functions.get_weather:0", "functions.get_time:1"]
+    assert not any(piece in b.text for b in final.content if b.type == "text" for piece in NEVER)
+    if family == "harmony":  # the analysis channel is a thinking block, word for word
+        assert final.content[0].type == "thinking"
+        assert [b.thinking for b in final.content if b.type == "thinking"] == ["".join(thinking)]
+    assert (ending, findings) == ("complete", [])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+async def test_unparseable_markup_reaches_the_responses_and_anthropic_sdks_as_an_error(
+        family: str) -> None:
+    chaos = ChaosConfig(seed=SEED, raw_markup=family, pacing=Pacing(tokens=6))
+    inject = {"x-sseguard-inject": "malformed_closing_tag"}
+    async with chaos_proxy(chaos, repair_markup="auto") as (_, px):
+        seen: list[str] = []
+        async with openai.AsyncOpenAI(base_url=px.url, api_key=KEY, max_retries=0) as client:
+            with pytest.raises(openai.APIError):
+                async for event in await client.responses.create(
+                        model="chaos-1", input=ASK[0]["content"], tools=RESPONSES_TOOLS,
+                        stream=True, extra_headers=inject):
+                    if event.type == "response.output_text.delta":
+                        seen.append(event.delta)
+        async with anthropic.AsyncAnthropic(base_url=px.url.removesuffix("/v1"), api_key=KEY,
+                                            max_retries=0) as aclient:
+            with pytest.raises(anthropic.APIError):
+                async for message_event in await aclient.messages.create(
+                        model="chaos-1", max_tokens=1024, messages=ASK,  # type: ignore[arg-type]
+                        tools=MESSAGES_TOOLS, stream=True, extra_headers=inject):
+                    if message_event.type == "content_block_delta" and \
+                            message_event.delta.type == "text_delta":
+                        seen.append(message_event.delta.text)
     assert not any(piece in "".join(seen) for piece in NEVER)

@@ -288,7 +288,8 @@ async def test_put_never_blocks_the_event_loop_while_the_store_hangs() -> None:
             await asyncio.sleep(0)
     elapsed = time.monotonic() - started
     task.cancel()
-    assert elapsed < 0.5 and ticks >= 20
+    # A put that waited on the stuck store would never return: any bound proves it, so a generous one.
+    assert elapsed < 10 and ticks >= 20
     # Up to one batch taken by the stuck writer, 500 queued, the rest counted, not silently lost.
     assert 2000 - 600 <= writer.dropped <= 2000 - 500
     store.gate.set()

@@ -4,28 +4,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import msgspec
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from _postgres_support import find_bindir, postgres_server
+from _postgres_support import require_bindir
 from _store_support import KEY, is_clean, record, record_strategy, records, secret_records
 from sseguard.errors import ConfigError
 from sseguard.record import Record
 from sseguard.store import BatchWriter, RecordStore, open_store
 from sseguard.store.postgres import PostgresStore
-
-
-@pytest.fixture(scope="session")
-def pg_dsn() -> Iterator[str]:
-    bindir = find_bindir()
-    if bindir is None:
-        pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl, postgres) found via `pg_config "
-                    "--bindir` or /usr/lib/postgresql/*/bin; install Debian's `postgresql` package")
-    with postgres_server(bindir) as dsn:
-        yield dsn
 
 
 @pytest.fixture
@@ -171,6 +162,14 @@ def test_a_newer_schema_is_refused(pg: PostgresStore, pg_dsn: str) -> None:
         conn.execute("UPDATE sseguard_meta SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(ConfigError, match="schema version 99"):
         open_store(pg_dsn)
+
+
+def test_missing_server_binaries_fail_under_ci_and_skip_elsewhere(tmp_path: Path) -> None:
+    with pytest.raises(pytest.fail.Exception, match="CI=true"):
+        require_bindir({"CI": "true"}, None)
+    with pytest.raises(pytest.skip.Exception):
+        require_bindir({}, None)
+    assert require_bindir({"CI": "true"}, tmp_path) == tmp_path
 
 
 def test_a_wrong_database_is_a_one_line_config_error(pg_dsn: str) -> None:

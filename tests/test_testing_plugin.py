@@ -58,7 +58,7 @@ def test_every_bad_ending_raises(sseguard_chaos, fault):
 
 
 def test_the_example_strict_client_test_passes(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_client=_STRICT_CLIENT)
+    pytester.makepyfile(test_user_client=_STRICT_CLIENT)
     result = _run(pytester)
     # One healthy test plus one per bad chat ending, written out here, not taken from the plugin.
     chat_bad = ["truncated", "no_done", "no_finish", "cut_mid_frame", "transport_error", "error_event",
@@ -69,7 +69,7 @@ def test_the_example_strict_client_test_passes(pytester: pytest.Pytester) -> Non
 
 
 def test_a_naive_loop_is_caught_silent_on_truncated(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_naive='''
+    pytester.makepyfile(test_user_naive='''
 import json, httpx2, pytest
 
 def naive_answer(base_url):
@@ -94,7 +94,7 @@ def test_naive_loop_notices_truncation(sseguard_chaos):
 
 
 def test_async_tests_use_the_same_fixture(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_async='''
+    pytester.makepyfile(test_user_async='''
 import aiohttp, httpx2, openai, pytest
 from sseguard.client import AsyncStrictTransport
 
@@ -124,7 +124,7 @@ async def test_any_http_client_reaches_it(sseguard_chaos):
 
 
 def test_requests_log_says_what_was_served_and_injected(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_log='''
+    pytester.makepyfile(test_user_log='''
 import httpx2
 
 def test_log(sseguard_chaos):
@@ -150,7 +150,7 @@ def test_log(sseguard_chaos):
 
 
 def test_each_test_gets_a_fresh_upstream(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_fresh='''
+    pytester.makepyfile(test_user_fresh='''
 import httpx2
 
 def test_first(sseguard_chaos):
@@ -169,7 +169,7 @@ def test_second(sseguard_chaos):
 
 def test_nothing_is_left_behind_after_a_failing_test(pytester: pytest.Pytester, tmp_path: Path) -> None:
     port_file = tmp_path / "port"
-    pytester.makepyfile(test_fails=f'''
+    pytester.makepyfile(test_user_fails=f'''
 import httpx2
 
 def test_fails_half_way(sseguard_chaos):
@@ -188,7 +188,7 @@ def test_fails_half_way(sseguard_chaos):
 
 
 def test_an_unknown_fault_name_lists_the_known_ones(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_typo='''
+    pytester.makepyfile(test_user_typo='''
 def test_typo(sseguard_chaos):
     sseguard_chaos.inject("truncatd")
 ''')
@@ -204,7 +204,7 @@ def test_typo(sseguard_chaos):
     ('sseguard_chaos.dialect("no_dne")', "unknown dialect 'no_dne' (known: *"),
 ])
 def test_bad_use_is_a_clear_error(pytester: pytest.Pytester, call: str, message: str) -> None:
-    pytester.makepyfile(test_bad=f'''
+    pytester.makepyfile(test_user_bad=f'''
 def test_bad(sseguard_chaos):
     {call}
 ''')
@@ -214,7 +214,7 @@ def test_bad(sseguard_chaos):
 
 
 def test_marker_and_dialect_shape_the_upstream(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_marker='''
+    pytester.makepyfile(test_user_marker='''
 import httpx2, pytest
 from sseguard.testing import check_stream
 
@@ -304,14 +304,14 @@ def test_bad(sseguard_chaos, api, fault):
 
 
 def test_every_protocols_bad_endings_are_served(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_protocols=_EVERY_PROTOCOL)
+    pytester.makepyfile(test_user_protocols=_EVERY_PROTOCOL)
     result = _run(pytester)
     # 3 healthy + the bad endings written out per protocol here: 9 chat, 8 responses, 9 messages.
     result.assert_outcomes(passed=3 + 9 + 8 + 9)
 
 
 def test_the_real_sdks_of_both_vendors_meet_the_fixture(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_sdks='''
+    pytester.makepyfile(test_user_sdks='''
 import anthropic, openai, pytest
 
 def test_openai_responses_stream(sseguard_chaos):

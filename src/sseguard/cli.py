@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperCommand
 
 from sseguard import __version__
 from sseguard.errors import ConfigError
@@ -22,9 +23,33 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 console = Console()
 err_console = Console(stderr=True)
+
+
+class _Command(TyperCommand):
+    """Help that names an argument by its metavar alone: typer appends the Python type
+    (``<str>``, ``<list[str]>``), which tells a reader nothing the metavar does not say better."""
+
+    # Typed Any: typer hands in its vendored click's Context and HelpFormatter, which it does not export.
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        args: list[tuple[str, str]] = []
+        opts: list[tuple[str, str]] = []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                name = param.metavar or (param.name or "").upper()
+                args.append((name + ("..." if param.nargs != 1 else ""), record[1]))
+            else:
+                opts.append(record)
+        for title, rows in (("Arguments", args), ("Options", opts)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
 
 
 def fail(message: str) -> NoReturn:
@@ -35,7 +60,7 @@ def fail(message: str) -> NoReturn:
 
 def version_callback(value: bool) -> None:
     if value:
-        console.print(f"sseguard {__version__}")
+        typer.echo(f"sseguard {__version__}")
         raise typer.Exit()
 
 
@@ -52,28 +77,33 @@ def _root(
 
 
 # ── check ─────────────────────────────────────────────────────────────────────────────────────────
-@app.command()
+@app.command(cls=_Command)
 def check(
     body_file: str = typer.Argument(..., metavar="BODY_FILE",
                                     help="A captured raw response body, or - for stdin."),
     request: str | None = typer.Option(None, "--request", metavar="REQUEST.json",
                                        help="The request body that produced the stream."),
-    policy: str = typer.Option("strict", "--policy", help="strict, no-finish-ok, no-done-ok, lenient."),
+    policy: str = typer.Option("strict", "--policy", metavar="POLICY",
+                               help="strict, no-finish-ok, no-done-ok, lenient."),
     tolerate: str | None = typer.Option(None, "--tolerate", metavar="ENDING,…",
                                         help="Endings or findings that do not fail the stream."),
-    status: int = typer.Option(200, "--status", help="The HTTP status the body came with."),
-    markup: str = typer.Option("all", "--markup", help="Markup family to look for in content, or all."),
-    api: str | None = typer.Option(None, "--api", metavar="chat|responses|messages",
-                                   help="The body's protocol; detected from the body when not given."),
+    status: int = typer.Option(200, "--status", metavar="STATUS", help="The HTTP status the body came with."),
+    markup: str = typer.Option("all", "--markup", metavar="FAMILY",
+                               help="Markup family to look for in content, or all."),
+    api: str | None = typer.Option(None, "--api", metavar="API",
+                                   help="The body's protocol (chat, responses, messages); detected from "
+                                        "the body when not given."),
     as_json: bool = typer.Option(False, "--json", help="Print the verdict as one JSON object."),
 ) -> None:
-    """Check one captured stream body against its protocol's streaming contract.
+    """Check one captured stream body against its protocol's contract.
 
     Exit code 0 when the policy passes it, 1 when it fails, 2 for unusable input.
 
-    Example: sseguard check examples/bodies/truncated.sse --request examples/request_tools.json
-
-    Example: sseguard check examples/bodies/messages_no_done.sse --api messages
+    \b
+    Examples:
+      sseguard check examples/bodies/truncated.sse \\
+        --request examples/request_tools.json
+      sseguard check examples/bodies/messages_no_done.sse --api messages
     """
     from sseguard import checkfile
 
@@ -90,13 +120,14 @@ def check(
 
 
 # ── chaos ─────────────────────────────────────────────────────────────────────────────────────────
-@app.command()
+@app.command(cls=_Command)
 def chaos(
     listen: str = typer.Option("127.0.0.1:9000", "--listen", metavar="HOST:PORT",
                                help="Where to listen (loopback by default; port 0 = any free port)."),
     fault: list[str] = typer.Option([], "--fault", metavar="NAME=P",
                                     help="Inject fault NAME with probability P (repeatable)."),
-    seed: int | None = typer.Option(None, "--seed", help="Seed: the same seed replays the same run."),
+    seed: int | None = typer.Option(None, "--seed", metavar="N",
+                                    help="Seed: the same seed replays the same run."),
     config: str | None = typer.Option(None, "--config", metavar="CHAOS.toml",
                                       help="TOML file with pacing, faults, dialects and patterns."),
     dialect: list[str] = typer.Option([], "--dialect", metavar="NAME",
@@ -107,31 +138,41 @@ def chaos(
                                                "of every protocol (dsml-v32, dsml-v4, dsml-v41, deepseek-v3, "
                                                "deepseek-v31, hermes, qwen3-coder, kimi-k2, glm45, "
                                                "glm47, harmony, minimax-m2)."),
-    ttft_ms: float | None = typer.Option(None, "--ttft-ms", help="Delay before the first chunk."),
-    inter_token_ms: float | None = typer.Option(None, "--inter-token-ms",
+    ttft_ms: float | None = typer.Option(None, "--ttft-ms", metavar="MS",
+                                         help="Delay before the first chunk."),
+    inter_token_ms: float | None = typer.Option(None, "--inter-token-ms", metavar="MS",
                                                 help="Delay between chunks."),
-    tokens: int | None = typer.Option(None, "--tokens", help="Content chunks per answer."),
-    stall_ms: float | None = typer.Option(None, "--stall-ms", help="Silence of a stalled stream."),
-    stall_then: str | None = typer.Option(None, "--stall-then",
+    tokens: int | None = typer.Option(None, "--tokens", metavar="N", help="Content chunks per answer."),
+    stall_ms: float | None = typer.Option(None, "--stall-ms", metavar="MS",
+                                          help="Silence of a stalled stream."),
+    stall_then: str | None = typer.Option(None, "--stall-then", metavar="finish|hang",
                                           help="After a stall: finish, or hang until the client "
                                                "leaves."),
-    model: str | None = typer.Option(None, "--model", help="Model id served on /v1/models."),
+    model: str | None = typer.Option(None, "--model", metavar="MODEL", help="Model id served on /v1/models."),
     as_json: bool = typer.Option(False, "--json", help="Print the URL and configuration as JSON."),
+    workers: str = typer.Option("1", "--workers", metavar="N|auto",
+                                help="Processes serving the port (auto = one per core)."),
 ) -> None:
-    """Run a fault-injecting upstream until Ctrl-C: POST /v1/chat/completions, /v1/responses
-    (OpenAI Responses) and /v1/messages (Anthropic Messages), streamed or not.
+    """Serve a fault-injecting upstream (chat, responses, messages).
 
-    Each response names what it injected in the x-sseguard-fault header.
+    It serves POST /v1/chat/completions, /v1/responses (OpenAI Responses) and /v1/messages (Anthropic
+    Messages), streamed or not, until Ctrl-C. Each response names what it injected in the
+    x-sseguard-fault header.
 
-    Example: sseguard chaos --listen 127.0.0.1:9000 --fault truncated=0.07 --fault cut_mid_frame=0.01
+    \b
+    Example:
+      sseguard chaos --listen 127.0.0.1:9000 --fault truncated=0.07 \\
+        --fault cut_mid_frame=0.01
     """
     import json
 
+    from sseguard._serve import Listening, parse_workers
     from sseguard.chaos import ChaosConfig
     from sseguard.chaos.config import parse_listen
-    from sseguard.chaos.server import ChaosServer, serve_blocking
+    from sseguard.chaos.server import serve_blocking
 
     try:
+        processes = parse_workers(workers)
         host, port = parse_listen(listen)
         base = ChaosConfig.from_toml(config) if config else ChaosConfig()
         cfg = base.with_overrides(seed=seed, faults=fault, dialects=dialect, raw_markup=raw_markup,
@@ -140,12 +181,12 @@ def chaos(
     except ConfigError as exc:
         fail(str(exc))
 
-    def ready(server: ChaosServer) -> None:
+    def ready(server: Listening) -> None:
         faults = {str(k): v for k, v in cfg.faults.items()}
         if as_json:
             typer.echo(json.dumps({"url": server.url, "seed": cfg.seed, "faults": faults,
                                    "dialects": sorted(cfg.dialects), "raw_markup": cfg.raw_markup,
-                                   "patterns": len(cfg.patterns)}))
+                                   "patterns": len(cfg.patterns), "workers": processes}))
             return
         typer.echo(f"sseguard chaos listening on {server.url}")
         summary = ", ".join(f"{k}={v:g}" for k, v in faults.items()) or "none"
@@ -153,9 +194,13 @@ def chaos(
         typer.echo(f"seed {cfg.seed}; faults: {summary}{extra}; Ctrl-C to stop", err=True)
 
     try:
-        serve_blocking(cfg, host, port, ready)
+        status = serve_blocking(cfg, host, port, ready, workers=processes)
+    except ConfigError as exc:
+        fail(str(exc))
     except OSError as exc:
         fail(f"cannot listen on {listen}: {exc.strerror or exc}")
+    if status:
+        raise typer.Exit(status)
 
 
 # ── probe, sweep ──────────────────────────────────────────────────────────────────────────────────
@@ -168,17 +213,21 @@ def _probe_command(sweep: bool) -> Any:
                                            "side."),
         config: str | None = typer.Option(None, "--config", metavar="PROBE.toml",
                                           help="Arms (base_url, model, headers, key_env) and settings."),
-        model: str | None = typer.Option(None, "--model", help="Model name for arms that set none."),
-        workload: str | None = typer.Option(None, "--workload", help="small, big, reuse or tools."),
+        model: str | None = typer.Option(None, "--model", metavar="MODEL",
+                                         help="Model name for arms that set none."),
+        workload: str | None = typer.Option(None, "--workload", metavar="WORKLOAD",
+                                            help="small, big, reuse or tools."),
         body: str | None = typer.Option(None, "--body", metavar="FILE",
                                         help="Your own request body (JSON with messages)."),
-        big_bytes: int | None = typer.Option(None, "--big-bytes",
+        big_bytes: int | None = typer.Option(None, "--big-bytes", metavar="BYTES",
                                              help="Prompt size of the big workload (1700000)."),
-        max_tokens: int | None = typer.Option(None, "--max-tokens"),
-        reasoning_effort: str | None = typer.Option(None, "--reasoning-effort"),
+        max_tokens: int | None = typer.Option(None, "--max-tokens", metavar="N",
+                                               help="max_tokens of every request."),
+        reasoning_effort: str | None = typer.Option(None, "--reasoning-effort", metavar="EFFORT",
+                                                     help="reasoning_effort of every request."),
         include_usage: bool | None = typer.Option(None, "--include-usage/--no-include-usage",
                                                   help="Ask for the usage chunk (default yes)."),
-        count: int | None = typer.Option(None, "--count",
+        count: int | None = typer.Option(None, "--count", metavar="N",
                                          help="Requests per arm (and per level); default 100."),
         duration: str | None = typer.Option(None, "--duration", metavar="10m",
                                             help="Time per level; with --count, whichever ends first."),
@@ -186,14 +235,15 @@ def _probe_command(sweep: bool) -> Any:
                                                help="Streams in flight per arm"
                                                     + (" at each level (1,8,16,32,60)." if sweep
                                                        else " (8); a list makes a sweep.")),
-        rate: float | None = typer.Option(None, "--rate", help="Request starts per second per arm."),
+        rate: float | None = typer.Option(None, "--rate", metavar="PER_SECOND",
+                                          help="Request starts per second per arm."),
         ramp: float | None = typer.Option(None, "--ramp", metavar="SECONDS",
                                           help="Spread the first requests (default: one stream)."),
         stall_timeout: float | None = typer.Option(None, "--stall-timeout", metavar="SECONDS",
                                                    help="No byte for this long ⇒ stalled (30)."),
         timeout: float | None = typer.Option(None, "--timeout", metavar="SECONDS",
                                              help="Whole-request limit (300)."),
-        policy: str | None = typer.Option(None, "--policy",
+        policy: str | None = typer.Option(None, "--policy", metavar="POLICY",
                                           help="strict, no-finish-ok, no-done-ok, lenient."),
         tolerate: str | None = typer.Option(None, "--tolerate", metavar="ENDING,…",
                                             help="Endings or findings that do not fail a stream."),
@@ -205,7 +255,7 @@ def _probe_command(sweep: bool) -> Any:
                                            help="Env var holding the key (never the key itself)."),
         header: list[str] = typer.Option([], "--header", metavar="'K: V'",
                                          help="Extra request header (repeatable; no secrets)."),
-        seed: int | None = typer.Option(None, "--seed", help="Seed for prompt wording."),
+        seed: int | None = typer.Option(None, "--seed", metavar="N", help="Seed for prompt wording."),
         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
         no_live: bool = typer.Option(False, "--no-live", help="No live display."),
     ) -> None:
@@ -230,22 +280,27 @@ def _probe_command(sweep: bool) -> Any:
 
 
 app.command(
-    "probe",
+    "probe", cls=_Command,
+    short_help="Send streamed requests and classify how each one ended.",
     help="Send many real streamed requests and classify how each one ended.\n\n"
          "Exit code 0 when every stream passes the policy, 1 when some failed, 2 for unusable input.\n\n"
-         "Example: DS_KEY=… sseguard probe --arm ds=https://api.deepseek.com/v1 --key-env DS_KEY "
-         "--model deepseek-chat --count 200 --concurrency 16",
+         "\b\nExample:\n"
+         "  DS_KEY=… sseguard probe --arm ds=https://api.deepseek.com/v1 \\\n"
+         "    --key-env DS_KEY --model deepseek-chat --count 200 --concurrency 16",
 )(_probe_command(sweep=False))
 app.command(
-    "sweep",
+    "sweep", cls=_Command,
+    short_help="The same workload at each concurrency level, one after another.",
     help="The same workload at each concurrency level, one after another, into one results file.\n\n"
-         "Example: sseguard sweep --arm local=http://127.0.0.1:8000/v1 --concurrency 1,8,16,32,60 "
-         "--count 100",
+         "\b\nExample:\n"
+         "  sseguard sweep --arm local=http://127.0.0.1:8000/v1 \\\n"
+         "    --concurrency 1,8,16,32,60 --count 100",
 )(_probe_command(sweep=True))
 
 
 # ── locust ────────────────────────────────────────────────────────────────────────────────────────
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(cls=_Command, short_help="Run Locust with sseguard's stream-checking user.",
+             context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def locust(
     ctx: typer.Context,
     config: str | None = typer.Option(None, "--config", metavar="PROBE.toml",
@@ -254,13 +309,15 @@ def locust(
     arm: list[str] = typer.Option([], "--arm", metavar="NAME=URL",
                                   help="A target's base URL (…/v1), repeatable: users are spread "
                                        "over the arms."),
-    model: str | None = typer.Option(None, "--model", help="Model name for arms that set none."),
+    model: str | None = typer.Option(None, "--model", metavar="MODEL",
+                                     help="Model name for arms that set none."),
     key_env: str | None = typer.Option(None, "--key-env", metavar="NAME",
                                        help="Env var holding the key (never the key itself)."),
-    workload: str | None = typer.Option(None, "--workload", help="small, big, reuse or tools."),
+    workload: str | None = typer.Option(None, "--workload", metavar="WORKLOAD",
+                                        help="small, big, reuse or tools."),
     body: str | None = typer.Option(None, "--body", metavar="FILE",
                                     help="Your own request body (JSON with messages)."),
-    policy: str | None = typer.Option(None, "--policy",
+    policy: str | None = typer.Option(None, "--policy", metavar="POLICY",
                                       help="strict, no-finish-ok, no-done-ok, lenient."),
     tolerate: str | None = typer.Option(None, "--tolerate", metavar="ENDING,…",
                                         help="Endings or findings that do not fail a stream."),
@@ -273,8 +330,8 @@ def locust(
                                         "(default sseguard-locust/<run id>)."),
     header: list[str] = typer.Option([], "--header", metavar="'K: V'",
                                      help="Extra request header (repeatable; no secrets)."),
-    seed: int | None = typer.Option(None, "--seed", help="Seed for prompt wording."),
-    run_id: str | None = typer.Option(None, "--run-id",
+    seed: int | None = typer.Option(None, "--seed", metavar="N", help="Seed for prompt wording."),
+    run_id: str | None = typer.Option(None, "--run-id", metavar="RUN_ID",
                                       help="Run id for the records (default: the master's time)."),
     master_wait: float = typer.Option(10.0, "--master-wait", metavar="SECONDS",
                                       help="How long a worker waits for its master to listen."),
@@ -286,9 +343,12 @@ def locust(
     Each stream is one Locust request named by workload, failed under its ending's name; each worker
     writes the probe's records to OUT/results-<worker>.jsonl for `sseguard analyze OUT`.
 
-    Example (one machine): sseguard locust --arm local=http://127.0.0.1:8000/v1 --out run1 --master
-    --headless -u 64 -r 8 -t 5m --expect-workers 2 --csv run1/locust, then twice:
-    sseguard locust --arm local=http://127.0.0.1:8000/v1 --out run1 --worker
+    \b
+    Example (one machine), a master:
+      sseguard locust --arm local=http://127.0.0.1:8000/v1 --out run1 --master \\
+        --headless -u 64 -r 8 -t 5m --expect-workers 2 --csv run1/locust
+    then, twice, a worker:
+      sseguard locust --arm local=http://127.0.0.1:8000/v1 --out run1 --worker
     """
     from sseguard.locust_run import Settings, run
 
@@ -305,59 +365,71 @@ def locust(
 
 
 # ── proxy ─────────────────────────────────────────────────────────────────────────────────────────
-@app.command()
+@app.command(cls=_Command, short_help="Guard an OpenAI-compatible endpoint against silent bad ends.")
 def proxy(
     upstream: str = typer.Option(..., "--upstream", metavar="BASE_URL",
-                                 help="The upstream's OpenAI base URL (…/v1); the only place the proxy "
-                                      "forwards to."),
+                                 help="The upstream's base URL as its SDK takes it (…/v1, or an "
+                                      "Anthropic base); the only place the proxy forwards to."),
     listen: str = typer.Option("127.0.0.1:8080", "--listen", metavar="HOST:PORT",
                                help="Where to listen (loopback by default; port 0 = any free port)."),
-    policy: str = typer.Option("strict", "--policy",
+    policy: str = typer.Option("strict", "--policy", metavar="POLICY",
                                help="What a bad end is: strict, no-finish-ok, no-done-ok, lenient."),
     tolerate: str | None = typer.Option(None, "--tolerate", metavar="ENDING,…",
                                         help="Endings or findings that do not fail a stream."),
-    on_bad_end: str = typer.Option("error-event", "--on-bad-end",
+    on_bad_end: str = typer.Option("error-event", "--on-bad-end", metavar="error-event|abort|pass",
                                    help="error-event (an error frame the SDKs raise on), abort "
                                         "(reset), or pass (forward as is, still recorded)."),
     complete_done: bool = typer.Option(False, "--complete-done",
-                                       help="Append data: [DONE] to a finished stream that lacks it."),
+                                       help="Append data: [DONE] (messages: message_stop) to a "
+                                            "finished stream that lacks it."),
     repair_markup: str = typer.Option("off", "--repair-markup", metavar="auto|FAMILY|off",
-                                      help="Turn tool-call markup left in content into tool_calls."),
+                                      help="Turn tool-call markup left in content into tool calls "
+                                           "(tool_calls, function_call items, tool_use blocks)."),
     stall_timeout: float = typer.Option(60.0, "--stall-timeout", metavar="SECONDS",
-                                        help="Upstream silence on an open stream that counts as "
-                                             "stalled."),
+                                        help="Upstream silence on an open stream (or a relayed "
+                                             "body) that counts as stalled."),
     timeout: float = typer.Option(600.0, "--timeout", metavar="SECONDS",
                                   help="Wait for the upstream's response headers (then 504)."),
     store: str = typer.Option("sseguard.db", "--store", metavar="PATH|URL",
                               help="Where stream records go: a SQLite file, postgresql://…, or none."),
     max_body: str = typer.Option("32MiB", "--max-body", metavar="SIZE",
-                                 help="Largest request body accepted (then 413)."),
+                                 help="Largest body of a guarded endpoint accepted (then 413); "
+                                      "other bodies stream through."),
+    workers: str = typer.Option("1", "--workers", metavar="N|auto",
+                                help="Processes serving the port (auto = one per core)."),
 ) -> None:
-    """Guard an OpenAI-compatible endpoint: no stream reaches a client as a silent, clean end.
+    """Guard an OpenAI- or Anthropic-compatible endpoint: no stream ends as a silent, clean end.
 
-    Frames are forwarded as they arrive and checked in flight; a stream that ends badly under the
-    policy ends with an error the SDK raises. Every stream is recorded (secrets removed).
+    Chat completions, Responses and Messages streams are forwarded as they arrive and checked in
+    flight; one that ends badly under the policy ends with an error the SDK raises, in its protocol.
+    Everything else is relayed verbatim. Every stream is recorded (secrets removed).
 
-    Example: sseguard proxy --upstream http://127.0.0.1:8000/v1 --listen 127.0.0.1:8080
+    \b
+    Example:
+      sseguard proxy --upstream http://127.0.0.1:8000/v1 --listen 127.0.0.1:8080
     """
     from sseguard.proxy.cli import run_proxy_command
 
     try:
-        run_proxy_command(upstream=upstream, listen=listen, policy=policy, tolerate=tolerate,
-                          on_bad_end=on_bad_end, complete_done=complete_done,
-                          repair_markup=repair_markup, stall_timeout=stall_timeout, timeout=timeout,
-                          store=store, max_body=max_body, echo=typer.echo)
+        status = run_proxy_command(
+            upstream=upstream, listen=listen, policy=policy, tolerate=tolerate,
+            on_bad_end=on_bad_end, complete_done=complete_done, repair_markup=repair_markup,
+            stall_timeout=stall_timeout, timeout=timeout, store=store, max_body=max_body,
+            echo=typer.echo, workers=workers)
     except ConfigError as exc:
         fail(str(exc))
+    if status:
+        raise typer.Exit(status)
 
 
 # ── analyze ───────────────────────────────────────────────────────────────────────────────────────
-@app.command("analyze")
+@app.command(cls=_Command, name="analyze")
 def analyze_command(
     sources: list[str] = typer.Argument(..., metavar="SOURCE",
                                         help="results .jsonl files, directories of them (merged), or "
                                              "stores (x.db, sqlite:///x.db, postgresql://…)."),
-    policy: str = typer.Option("strict", "--policy", help="strict, no-finish-ok, no-done-ok, lenient."),
+    policy: str = typer.Option("strict", "--policy", metavar="POLICY",
+                               help="strict, no-finish-ok, no-done-ok, lenient."),
     tolerate: str | None = typer.Option(None, "--tolerate", metavar="ENDING,…",
                                         help="Endings or findings that do not fail a stream."),
     html: str | None = typer.Option(None, "--html", metavar="REPORT.html",
@@ -373,7 +445,9 @@ def analyze_command(
     The records keep full verdicts, so any policy can judge them again. Exit code 0 when no stream
     failed the policy, 1 when some did, 2 for unusable input.
 
-    Example: sseguard analyze out/results.jsonl --html report.html --tolerate no_done
+    \b
+    Example:
+      sseguard analyze out/results.jsonl --html report.html --tolerate no_done
     """
     from sseguard.analyze.command import run_analyze_command
 
@@ -387,7 +461,7 @@ def analyze_command(
 
 
 # ── parse, tokenizer ──────────────────────────────────────────────────────────────────────────────
-@app.command("parse")
+@app.command(cls=_Command, short_help="Parse tool-call markup out of raw model output.", name="parse")
 def parse_command(
     file: str = typer.Argument(..., metavar="FILE", help="Raw model output (UTF-8 text)."),
     family: str = typer.Option("auto", "--family", metavar="NAME",
@@ -410,7 +484,9 @@ def parse_command(
 
     Exit code 0 when no markup error was found, 1 when one was, 2 for unusable input.
 
-    Example: sseguard parse examples/markup/dsml-v4.txt --family auto --chunk 3
+    \b
+    Example:
+      sseguard parse examples/markup/dsml-v4.txt --family auto --chunk 3
     """
     import json
 
@@ -428,7 +504,7 @@ def parse_command(
     raise typer.Exit(1 if result.errors else 0)
 
 
-@app.command("tokenizer")
+@app.command(cls=_Command, short_help="Say whether each tool-call marker is one token.", name="tokenizer")
 def tokenizer_command(
     tokenizer_json: str = typer.Argument(..., metavar="TOKENIZER_JSON",
                                          help="A Hugging Face tokenizer.json file."),
@@ -441,7 +517,9 @@ def tokenizer_command(
     A marker that is several pieces is text the model can misspell — the first suspect when markup
     leaks into content.
 
-    Example: sseguard tokenizer ~/models/DeepSeek-V3.2/tokenizer.json --family dsml-v32
+    \b
+    Example:
+      sseguard tokenizer ~/models/DeepSeek-V3.2/tokenizer.json --family dsml-v32
     """
     import json
 
@@ -459,19 +537,22 @@ def tokenizer_command(
 
 
 # ── demo ──────────────────────────────────────────────────────────────────────────────────────────
-@app.command()
+@app.command(cls=_Command, short_help="Probe a chaos upstream with three hidden faults and find them.")
 def demo(
     out: str | None = typer.Option(None, "--out", metavar="DIR",
                                    help="Where results, report.html and plots go "
                                         "(default sseguard-runs/demo-<time>)."),
-    seconds: float = typer.Option(20.0, "--seconds", help="Probing time, split over the levels."),
+    seconds: float = typer.Option(20.0, "--seconds", metavar="SECONDS",
+                                  help="Probing time, split over the levels."),
     no_live: bool = typer.Option(False, "--no-live", help="No live display."),
 ) -> None:
     """Probe an in-process chaos upstream with three hidden faults and show what the analysis finds.
 
     No network, no key; about half a minute.
 
-    Example: sseguard demo --out demo-run
+    \b
+    Example:
+      sseguard demo --out demo-run
     """
     from sseguard.probe.demo import run_demo
 

@@ -3,16 +3,25 @@
 The official SDKs end their stream loop quietly when the body simply stops, when it stops inside a
 frame, on an ``event: error`` event, and when tool-call arguments are cut off; the caller then acts on
 half an answer. These transports sit under the SDK's client and check every ``text/event-stream``
-response as the caller reads it. When the stream ends badly under the ``Policy`` they raise
-``StreamEndedBadly`` (carrying the ``Verdict``), a subclass of ``httpx2.TransportError``, which the SDK
-already turns into ``APIConnectionError``::
+response of the three streaming endpoints as the caller reads it, each with its protocol's checker,
+told from the request path (``…/chat/completions``, ``…/responses``, ``…/messages``); every other
+request passes untouched. When the stream ends badly under the ``Policy`` they raise
+``StreamEndedBadly`` (carrying the ``Verdict``), a subclass of ``httpx2.TransportError``::
 
     client = openai.OpenAI(http_client=httpx2.Client(transport=StrictTransport()))
     client = openai.AsyncOpenAI(http_client=httpx2.AsyncClient(transport=AsyncStrictTransport()))
+    client = anthropic.Anthropic(http_client=httpx2.Client(transport=StrictTransport()))
+    client = anthropic.AsyncAnthropic(http_client=httpx2.AsyncClient(transport=AsyncStrictTransport()))
 
-When the verdict is made: at ``data: [DONE]`` (the SDK stops reading there, so a stream with
-``[DONE]`` but no ``finish_reason`` must fail before it), at an error event, at the end of the body, when
-the wrapped stream raises, or after ``stall_timeout`` seconds without a byte. A stream the caller closes
+The openai SDK wraps it in ``openai.APIConnectionError`` (``__cause__`` is the ``StreamEndedBadly``);
+the anthropic SDK lets it through as it is while a stream is read (a ``StreamEndedBadly``, which is an
+``httpx2.TransportError``; its ``__cause__`` is httpx2's own error when the connection broke), so
+``except StreamEndedBadly`` works with both.
+
+When the verdict is made: at the protocol's end sentinel (``data: [DONE]``: the openai SDK stops
+reading there, so a stream with ``[DONE]`` but no ``finish_reason`` must fail before it), at an error
+event, at the end of the body, when the wrapped stream raises, or after ``stall_timeout`` seconds
+without a byte. A stream the caller closes
 before any of these is not judged: stopping early is the caller's choice. Nothing is buffered: each
 chunk goes to the caller as it came, after the checker has seen it.
 
@@ -33,7 +42,7 @@ import anyio
 import httpx2
 import msgspec
 
-from sseguard.contract import StreamChecker
+from sseguard.contract import Checker, api_for_path, checker_for
 from sseguard.errors import ConfigError, SSEGuardError
 from sseguard.policy import STRICT, Policy
 from sseguard.redact import redact_text
@@ -109,13 +118,13 @@ class _Inflater:
 
 
 class _Guard:
-    """Feeds one response's bytes to a ``StreamChecker``; raises once the stream is over and bad."""
+    """Feeds one response's bytes to its protocol's checker; raises once the stream is over and bad."""
 
-    def __init__(self, *, request_body: dict[str, Any] | None, policy: Policy,
+    def __init__(self, *, checker: Checker, policy: Policy,
                  stall_timeout: float | None, inflater: _Inflater | None,
                  error_cls: type[StreamEndedBadly], timeout_types: tuple[type[BaseException], ...],
                  request: Any) -> None:
-        self.checker = StreamChecker(request=request_body)
+        self.checker = checker
         self.policy = policy
         self.stall_timeout = stall_timeout
         self.verdict: Verdict | None = None
@@ -145,9 +154,10 @@ class _Guard:
             except zlib.error as exc:
                 self._settle(transport_error=f"undecodable compressed body: {exc}")
                 return
-        self.checker.feed(chunk)
-        # The SDKs stop reading at [DONE], and an error event ends the stream whatever follows.
-        if self.checker.saw_done or self.checker.error_message is not None:
+        events = self.checker.feed(chunk)
+        # The openai SDK stops reading at data: [DONE] (chat and responses alike), and an error event
+        # ends the stream whatever follows. Otherwise the SDKs read to the end of the body.
+        if self.checker.error_message is not None or any(e.data == "[DONE]" for e in events):
             self._settle()
 
     def end(self) -> None:
@@ -253,7 +263,10 @@ class _Options:
               timeout_types: tuple[type[BaseException], ...],
               not_read: tuple[type[BaseException], ...]) -> _Guard | None:
         """A guard for this response, or None when it is not a stream to check."""
-        if not 200 <= response.status_code < 300 or request.method == "HEAD":
+        if not 200 <= response.status_code < 300 or request.method != "POST":
+            return None
+        api = api_for_path(request.url.path)
+        if api is None:
             return None
         if not _is_event_stream(response.headers):
             return None
@@ -261,8 +274,8 @@ class _Options:
         if not readable:
             # Only a server that ignores Accept-Encoding gets here; reading garbage would be worse.
             return None
-        return _Guard(request_body=_request_json(request, not_read) if self.request_aware else None,
-                      policy=self.policy, stall_timeout=self.stall_timeout,
+        body = _request_json(request, not_read) if self.request_aware else None
+        return _Guard(checker=checker_for(api, body), policy=self.policy, stall_timeout=self.stall_timeout,
                       inflater=inflater,
                       error_cls=error_cls, timeout_types=timeout_types, request=request)
 

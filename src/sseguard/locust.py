@@ -250,6 +250,36 @@ def read_some(response: HTTPSocketPoolResponse) -> bytes:
     return out
 
 
+class _SocketWatch:
+    """Remembers the socket a client's pool handed out last.
+
+    geventhttpclient returns a socket to its pool while it parses the headers when the whole (short)
+    body came with them, so ``response._sock`` is then already None; the socket the request went out
+    on, seen here before any response byte, names the connection whatever the body's length. A user
+    has one request in flight on its client, so "last handed out" is "this request's".
+    """
+
+    __slots__ = ("_get", "last")
+
+    def __init__(self, get: Callable[[], Any]) -> None:
+        self._get = get
+        self.last: object | None = None
+
+    def __call__(self) -> Any:
+        sock = self._get()
+        self.last = sock
+        return sock
+
+
+def _socket_watch(http: HTTPClient) -> _SocketWatch:
+    pool = http._connection_pool
+    watch = pool.__dict__.get("get_socket")
+    if not isinstance(watch, _SocketWatch):
+        watch = _SocketWatch(pool.get_socket)
+        pool.get_socket = watch  # type: ignore[method-assign]  # an instance hook, this pool only
+    return watch
+
+
 def _describe(exc: BaseException) -> str:
     text = str(exc)
     name = type(exc).__name__
@@ -264,7 +294,7 @@ class Exchange:
     verdict: Verdict
     prompt_bytes: int
     connection: str | None
-    reuse_index: int
+    reuse_index: int | None
 
 
 def stream_once(http: HTTPClient, target: Target, body: dict[str, Any], *, stall_timeout: float,
@@ -283,8 +313,10 @@ def stream_once(http: HTTPClient, target: Target, body: dict[str, Any], *, stall
     stalled = False
     error_body: bytes | None = None
     label: str | None = None
-    reuse = 0
+    reuse: int | None = None
     response: HTTPSocketPoolResponse | None = None
+    sockets = _socket_watch(http)
+    sockets.last = None
     deadline = gevent.Timeout(timeout)
     deadline.start()
     try:
@@ -298,7 +330,7 @@ def stream_once(http: HTTPClient, target: Target, body: dict[str, Any], *, stall
                 transport_error = _describe(exc)
         if response is not None:
             watch.response(response.status_code, list(response.items()), clock())
-            label, reuse = connections.use(response._sock)
+            label, reuse = connections.use(sockets.last or response._sock)
             if 200 <= response.status_code < 300:
                 feed = watch.feed
                 while chunk := read_some(response):

@@ -83,7 +83,9 @@ class Record(msgspec.Struct, kw_only=True, omit_defaults=False):
     bytes: int = 0
     prompt_bytes: int = 0
     concurrency: int = 1
-    reuse_index: int = 0  # requests sent on this connection before this one
+    # Requests sent on this connection before this one, and the connection's label. None means not
+    # measured (a proxy, a refused connection): never "first request", which analysis would rank.
+    reuse_index: int | None = None
     connection: str | None = None
     finish_reasons: list[str | None] = msgspec.field(default_factory=list)
     usage: dict[str, Any] | None = None

@@ -1,9 +1,15 @@
 """The one place that removes secrets before anything is stored, logged or shown.
 
 Everything that leaves the process as a file or a log line goes through here: header maps, JSON
-bodies, raw body tails and free text. Besides the well-known secret header names and ``sk-…``-shaped
-keys, a ``Redactor`` can be told the exact secret values in use (the probe knows the keys it read from
-env vars), so a key of any shape is removed wherever it shows up.
+bodies, raw body tails and free text. Besides the well-known secret header names, ``RULES`` is one
+table of what a secret looks like in text (a named value, a cookie line, a query-string key, an
+environment line, a bearer token, a vendor's token format). A ``Redactor`` can also be told the exact
+secret values in use (the probe knows the keys it read from env vars), so a key of any shape is removed
+wherever it shows up.
+
+Cost: a body tail is redacted for every stored record, so each rule names the lower-case words it
+cannot match without ("triggers"); a rule whose triggers are all absent is skipped, which keeps
+ordinary text at a few substring searches. To add a secret format, add one ``Rule`` line.
 """
 
 from __future__ import annotations
@@ -11,30 +17,107 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 REDACTED = "[REDACTED]"
 
-#: Header (and JSON key) names whose value is always a secret, compared lower-case.
+#: JSON key names whose value is always a secret, compared lower-case.
 SECRET_NAMES = frozenset({
     "authorization", "proxy-authorization", "api-key", "x-api-key", "api_key", "apikey",
     "cookie", "set-cookie", "x-goog-api-key", "openai-api-key", "anthropic-api-key",
-    "x-auth-token", "access_token", "password",
+    "x-auth-token", "access_token", "refresh_token", "id_token", "client_secret", "password",
+    "secret_key", "private_key", "session_token", "x-amz-security-token",
 })
 
-_PATTERNS = [
-    # `Authorization: Bearer xyz`, `api-key=xyz`, `"x-api-key": "xyz"` in free text.
-    re.compile(r"(?i)\b(authorization|proxy-authorization|x-api-key|api[-_]?key|cookie|set-cookie)"
-               r"(\"?\s*[:=]\s*\"?)([^\"\r\n,;]+)"),
-    re.compile(r"(?i)\bbearer\s+[^\s\"',;]+"),
-    re.compile(r"(?i)\bbasic\s+[A-Za-z0-9+/=]{8,}"),
-    re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}"),
-]
+#: A header is secret when one of its dash/underscore-separated words is one of these (``x-api-key``,
+#: ``x-amz-security-token``), on top of ``SECRET_NAMES``. Plural words are not included on purpose:
+#: ``x-ratelimit-remaining-tokens`` is a count worth keeping.
+_SECRET_HEADER_WORDS = frozenset({
+    "authorization", "auth", "token", "secret", "password", "passwd", "cookie", "apikey", "key",
+    "credential", "signature",
+})
+_HEADER_WORD = re.compile(r"[-_]")
 
 
-# Cheap pre-check: every pattern above needs one of these words (lower-cased) to match at all, so most
-# text (a body tail, a header value) skips the regexes. Keep in step with _PATTERNS.
-_TRIGGERS = ("authorization", "api", "cookie", "bearer", "basic", "sk-")
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One shape of secret in text. The part of a match outside the ``keep`` group is replaced.
+
+    ``triggers`` are lower-case substrings at least one of which every match contains; the redactor
+    skips the rule when none is present (``tests/test_redact.py`` checks the two paths agree).
+    """
+
+    name: str
+    triggers: tuple[str, ...]
+    pattern: re.Pattern[str]
+
+    @property
+    def replacement(self) -> str:
+        return (r"\g<keep>" if "keep" in self.pattern.groupindex else "") + REDACTED
+
+
+# A value that carries a secret: it only needs to stop where the surrounding syntax resumes. Quotes
+# may come escaped (`\"`): a body tail is raw SSE, the model's text JSON-encoded inside each frame.
+_VALUE = r"[^\s\"'&,;<>]+"
+# A credential-sized token with something no ordinary word has (a digit, a sign, inner capitals),
+# so prose ("the bearer responsibilities.") keeps its words.
+_TOKENISH = r"(?=[A-Za-z0-9+/=._~-]*?(?:[0-9+/=_~-]|[a-z][A-Z]))[A-Za-z0-9+/=._~-]{8,}"
+# Last words of an environment variable name that make its value a secret (OPENAI_API_KEY, GH_TOKEN).
+_ENV_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PAT", "CREDENTIALS", "CREDENTIAL", "AUTH")
+
+RULES: tuple[Rule, ...] = (
+    # `Authorization: Bearer xyz`, `api-key=xyz`, `"x-api-key": "xyz"`: a secret-named field.
+    Rule("named field",
+         # Not a bare "api": every record says `"api": "chat"`, and the rule needs `api-key`/`apikey`.
+         ("auth", "api-key", "api_key", "apikey", "access_token", "access-token", "refresh_token",
+          "client_secret", "password"),
+         re.compile(r"(?i)(?P<keep>(?:\b(?:proxy-)?authorization|\bx-api-key|\bapi[-_]?key|"
+                    r"\baccess[-_]token|\brefresh_token|\bclient_secret|\bx-auth-token|\bpassword)"
+                    r"(?:\\?\")?\s*[:=]\s*(?:\\?\")?)[^\"\\\r\n,;&]+")),
+    # A cookie header in text: every cookie of the line goes (`a=b; c=d`), attributes too.
+    Rule("cookie line", ("cookie",),
+         re.compile(r"(?i)(?P<keep>\b(?:set-)?cookie(?:\\?\")?\s*:\s*(?:\\?\")?)[^\"\\\r\n]+")),
+    # A secret in a URL query string or a form body: `?key=AIza…`, `&access_token=…`.
+    Rule("query key", ("key=", "token=", "secret=", "password=", "passwd=", "sig=", "signature=",
+                       "credential=", "auth="),
+         re.compile(r"(?i)(?P<keep>[?&](?:[a-z0-9]+[-_.])*(?:key|api[-_]?key|apikey|token|secret|"
+                    r"password|passwd|sig|signature|credential|auth)=)" + _VALUE)),
+    # `OPENAI_API_KEY=sk-…`, `export GH_TOKEN="…"`: an environment line whose name ends in a word
+    # that makes it a key. Only `NAME=value` (shell syntax): the `=` keeps the trigger words rare.
+    Rule("environment line", tuple(f"{w.lower()}=" for w in _ENV_WORDS),
+         re.compile(r"(?P<keep>(?<![A-Za-z0-9_])(?:[A-Z0-9]+_)*(?:" + "|".join(_ENV_WORDS) +
+                    r")=(?:\\?[\"'])?)[^\s\"'\\]+")),
+    Rule("bearer token", ("bearer",), re.compile(r"\b(?i:bearer)\s+" + _TOKENISH)),
+    Rule("basic credentials", ("basic",), re.compile(r"\b(?i:basic)\s+" + _TOKENISH)),
+    # Well-known token formats, by their vendor prefixes.
+    Rule("openai/anthropic key", ("sk-",), re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{6,}")),
+    Rule("stripe key", ("k_live_", "k_test_"),
+         re.compile(r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{10,}")),
+    Rule("hugging face token", ("hf_",), re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{20,}")),
+    Rule("github token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+         re.compile(r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")),
+    Rule("gitlab token", ("glpat-",), re.compile(r"(?<![A-Za-z0-9])glpat-[A-Za-z0-9_\-]{16,}")),
+    Rule("npm token", ("npm_",), re.compile(r"(?<![A-Za-z0-9])npm_[A-Za-z0-9]{30,}")),
+    Rule("aws access key id", ("akia", "asia"), re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),
+    Rule("slack token", ("xox",), re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    Rule("google api key", ("aiza",), re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}")),
+    Rule("google oauth token", ("ya29.",), re.compile(r"\bya29\.[0-9A-Za-z_\-]{20,}")),
+    # A JWT with or without `Bearer`: header and payload are base64url JSON objects (`{"` = `eyJ`).
+    Rule("json web token", ("eyj",),
+         re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*")),
+)
+
+
+# Characters most text lacks, rarest first. A trigger holding one is searched for only when that
+# character occurs: a one-character search is a memchr, twenty times cheaper than a word search.
+_RARE = "=-_."
+_TRIGGERS = tuple({(t, next((c for c in _RARE if c in t), "")): None
+                   for rule in RULES for t in rule.triggers})
+
+
+def _is_secret_header(name: str) -> bool:
+    return name in SECRET_NAMES or any(w in _SECRET_HEADER_WORDS for w in _HEADER_WORD.split(name))
 
 
 class Redactor:
@@ -52,18 +135,18 @@ class Redactor:
             if secret in text:
                 text = text.replace(secret, REDACTED)
         lowered = text.lower()
-        if not any(t in lowered for t in _TRIGGERS):
-            return text
-        return self._scrub(text)
+        present = {t for t, gate in _TRIGGERS if (not gate or gate in lowered) and t in lowered}
+        if present:
+            for rule in RULES:
+                if not present.isdisjoint(rule.triggers):
+                    text = rule.pattern.sub(rule.replacement, text)
+        return text
 
     @staticmethod
     def _scrub(text: str) -> str:
-        """The patterns themselves (``text`` skips them when no trigger word is present)."""
-        for i, pattern in enumerate(_PATTERNS):
-            if i == 0:
-                text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
-            else:
-                text = pattern.sub(REDACTED, text)
+        """Every rule, no trigger check: what ``text`` must equal (the tests compare the two)."""
+        for rule in RULES:
+            text = rule.pattern.sub(rule.replacement, text)
         return text
 
     def bytes(self, data: bytes) -> bytes:
@@ -74,7 +157,7 @@ class Redactor:
         out: dict[str, str] = {}
         for name, value in items:
             key = name.lower()
-            out[key] = REDACTED if key in SECRET_NAMES else self.text(str(value))
+            out[key] = REDACTED if _is_secret_header(key) else self.text(str(value))
         return out
 
     def obj(self, value: Any) -> Any:

@@ -40,6 +40,8 @@ from sseguard.analyze.stats import Rate, cmh_log10_p, fisher, fisher_log10_p
 
 ALPHA = 0.05
 CONFOUNDED_JACCARD = 0.8
+#: A lead whose failing streams are at least this share inside stronger splits may be their by-product.
+CONTAINED_SHARE = 0.8
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,22 +193,45 @@ def _explained(leads: list[_Found], failed: Sequence[bool], threshold: float) ->
     """Leads that add nothing once stronger ones are held fixed, mapped to those (``"a + b"``).
 
     In a sweep the connection reuse index grows with time and load, so a window of failures and a
-    load threshold also make some reuse bucket look bad. Held fixed (a Cochran–Mantel–Haenszel test
-    within the strata of the stronger splits), the reuse bucket no longer matters: it is a by-product.
-    Only a higher-ranked lead explains a lower one; one lead alone is tried first, then all together.
+    load threshold also make some reuse bucket look bad. Two tests say "by-product", either enough:
+    held fixed (a Cochran–Mantel–Haenszel test within the strata of the stronger splits) the reuse
+    bucket no longer matters; or its failing streams are mostly ones the stronger splits already
+    hold, and among the streams no stronger split holds it separates nothing (``_residual``). Only a
+    higher-ranked lead explains a lower one; one lead alone is tried first, then all together.
     """
     out: dict[str, str] = {}
     kept: list[_Found] = []
     for b in leads:
         margin = math.log10(b.tried)
-        alone = next((a for a in kept if _given(b, [a], failed) + margin >= threshold), None)
+
+        def explains(causes: list[_Found], b: _Found = b, margin: float = margin) -> bool:
+            return (_given(b, causes, failed) + margin >= threshold
+                    or _residual(b, causes, failed) + margin >= threshold)
+
+        alone = next((a for a in kept if explains([a])), None)
         if alone is not None:
             out[b.key] = alone.key
-        elif len(kept) > 1 and _given(b, kept, failed) + margin >= threshold:
+        elif len(kept) > 1 and explains(kept):
             out[b.key] = " + ".join(a.key for a in kept)
         else:
             kept.append(b)
     return out
+
+
+def _residual(b: _Found, causes: list[_Found], failed: Sequence[bool]) -> float:
+    """log10 p of b's split among the streams none of ``causes`` selects, or 0 (nothing to say) when
+    fewer than ``CONTAINED_SHARE`` of b's failing streams are ones the causes already hold."""
+    covered = frozenset().union(*(a.members for a in causes))
+    failing = [i for i in b.members if failed[i]]
+    if not failing or sum(i in covered for i in failing) < CONTAINED_SHARE * len(failing):
+        return -math.inf
+    cell = [0, 0, 0, 0]
+    for i in b.observed - covered:
+        cell[(0 if i in b.members else 2) + (0 if failed[i] else 1)] += 1
+    f_in, h_in, f_out, h_out = cell
+    if f_in + h_in == 0 or f_out + h_out == 0 or f_in / (f_in + h_in) <= f_out / (f_out + h_out):
+        return 0.0  # no excess left where the causes are absent
+    return fisher_log10_p(f_in, h_in, f_out, h_out)
 
 
 def _given(b: _Found, fixed: list[_Found], failed: Sequence[bool]) -> float:

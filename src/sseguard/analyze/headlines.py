@@ -85,6 +85,16 @@ def attribute(res: AttributeResult, reason: str | None = None) -> str | None:
     return text
 
 
+def explained(attributes: Sequence[AttributeResult]) -> str | None:
+    """One line for the significant attributes that only follow stronger ones, so a reader sees them
+    set aside rather than missing: ``reuse_index 16–31 follows time_window``."""
+    parts = [f"{a.key} {a.best.label} follows {a.explained_by}" for a in attributes
+             if a.significant and a.explained_by and a.confounded_with is None and a.best is not None]
+    if not parts:
+        return None
+    return "not causes of their own, only following the findings above: " + "; ".join(parts)
+
+
 def no_signal(attributes: Sequence[AttributeResult]) -> str:
     closest = next((a for a in attributes if a.best is not None), None)
     if closest is None or closest.best is None:

@@ -240,7 +240,7 @@ def _evidence(analysis: Analysis, records: Sequence[Record]) -> list[str]:
             ("status", str(r.status)), ("ending", r.ending),
             ("fails because", failure_reason(r, analysis.policy) or "—"),
             ("response id", r.response_id or "—"),
-            ("concurrency / reuse", f"{r.concurrency} / {r.reuse_index}"),
+            ("concurrency / reuse", f"{r.concurrency} / {'–' if r.reuse_index is None else r.reuse_index}"),
             ("chunks / bytes", f"{r.chunks} / {r.bytes}"), ("error", r.error or "—"),
             ("evidence file", r.evidence or "—"),
         ]

@@ -109,7 +109,10 @@ def _attribute_lines(attributes: list[AttributeResult], by_reason: dict[str, lis
             continue
         said.add(key)
         lines.append(a.headline)
-    return lines[:top] or [headlines.no_signal(attributes)]
+    if not lines:
+        return [headlines.no_signal(attributes)]
+    by_product = headlines.explained(attributes)
+    return lines[:top] + ([by_product] if by_product else [])
 
 
 def _count(items: Iterable[str | None]) -> dict[str, int]:

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
+import os
 import re
-import signal
 import socket
 import struct
 import threading
@@ -32,7 +33,16 @@ import msgspec
 from aiohttp import web
 
 from sseguard import __version__
-from sseguard._serve import Listening, loop_factory, raise_open_files_limit, serve_app
+from sseguard._serve import (
+    Listening,
+    Worker,
+    loop_factory,
+    raise_open_files_limit,
+    serve_app,
+    serve_until_signalled,
+    serve_workers,
+    settle_gc,
+)
 from sseguard.chaos.config import ChaosConfig
 from sseguard.chaos.decide import applicable, decide
 from sseguard.chaos.faults import Decision, Fault
@@ -92,7 +102,10 @@ class ChaosState:
     clock: Callable[[], float]
     started: float
     stats: ChaosStats = field(default_factory=ChaosStats)
+    #: The next request's number, which seeds its decision and ids. With N worker processes, worker k
+    #: numbers its requests k, k + N, k + 2N, …: every number is drawn once, by one worker.
     counter: int = 0
+    step: int = 1
 
 
 STATE = web.AppKey("sseguard_chaos", ChaosState)
@@ -100,15 +113,17 @@ STATE = web.AppKey("sseguard_chaos", ChaosState)
 
 def make_app(config: ChaosConfig | None = None, *,
              clock: Callable[[], float] = time.monotonic,
-             setup: Callable[[web.Application], None] | None = None) -> web.Application:
+             setup: Callable[[web.Application], None] | None = None,
+             worker: int = 0, workers: int = 1) -> web.Application:
     """The chaos server as an ``aiohttp.web.Application``; ``clock`` drives time windows (tests).
 
     ``setup`` gets the app before it is frozen: the pytest plugin (``sseguard.testing``) adds the
     middleware that injects faults and the signal that logs what was served, so the server itself
-    knows nothing of tests.
+    knows nothing of tests. ``worker`` of ``workers``: this process's share of the request numbers
+    (``--workers``).
     """
     app = web.Application(client_max_size=32 * 1024 * 1024)
-    app[STATE] = ChaosState(config or ChaosConfig(), clock, clock())
+    app[STATE] = ChaosState(config or ChaosConfig(), clock, clock(), counter=worker, step=workers)
     for wire in WIRES:
         app.router.add_post(wire.path, _handler(wire))
     app.router.add_get("/v1/models", _models)
@@ -145,7 +160,7 @@ def _handler(wire: Wire) -> Callable[[web.Request], Awaitable[web.StreamResponse
         state = request.app[STATE]
         stats = state.stats
         counter = state.counter
-        state.counter += 1
+        state.counter += state.step
         stats.requests += 1
         stats.apis[str(wire.api)] += 1
         stats.inflight += 1
@@ -296,7 +311,7 @@ async def _models(request: web.Request) -> web.Response:
 
 
 async def _healthz(request: web.Request) -> web.Response:
-    return _json(200, {"status": "ok"}, {"Server": SERVER_HEADER})
+    return _json(200, {"status": "ok", "pid": os.getpid()}, {"Server": SERVER_HEADER})
 
 
 async def _stats(request: web.Request) -> web.Response:
@@ -331,10 +346,13 @@ class ChaosServer(Listening):
 async def run_chaos(config: ChaosConfig | None = None, host: str = "127.0.0.1", port: int = 0, *,
                     clock: Callable[[], float] = time.monotonic, backlog: int = 4096,
                     setup: Callable[[web.Application], None] | None = None,
-                    ) -> AsyncIterator[ChaosServer]:
-    """Serve on ``host:port`` (0 = a free port) for the duration of the block, in this event loop."""
-    app = make_app(config, clock=clock, setup=setup)
-    async with serve_app(app, host, port, backlog=backlog, shutdown_timeout=1.0) as bound:
+                    worker: Worker | None = None) -> AsyncIterator[ChaosServer]:
+    """Serve on ``host:port`` (0 = a free port) for the duration of the block, in this event loop;
+    ``worker``: one of several processes sharing the port (``serve_blocking(workers=N)``)."""
+    worker = worker or Worker(0, 1, host, port)
+    app = make_app(config, clock=clock, setup=setup, worker=worker.index, workers=worker.count)
+    async with serve_app(app, host, port, backlog=backlog, shutdown_timeout=1.0,
+                         reuse_port=worker.reuse_port) as bound:
         state = app[STATE]
         yield ChaosServer(host, bound, state.config, state.stats, app)
 
@@ -379,23 +397,27 @@ def run_chaos_in_thread(config: ChaosConfig | None = None, host: str = "127.0.0.
 
 
 async def serve(config: ChaosConfig, host: str, port: int,
-                on_ready: Callable[[ChaosServer], None]) -> None:
-    """Serve until cancelled (Ctrl-C) or SIGTERM; ``on_ready`` gets the server once it listens."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGTERM, stop.set)
-    async with run_chaos(config, host, port) as server:
-        on_ready(server)
-        await stop.wait()
+                on_ready: Callable[[ChaosServer], None], *, worker: Worker | None = None) -> None:
+    """Serve until SIGTERM or SIGINT (Ctrl-C); ``on_ready`` gets the server once it listens."""
+    await serve_until_signalled(run_chaos(config, host, port, worker=worker), on_ready)
 
 
 def serve_blocking(config: ChaosConfig, host: str, port: int,
-                   on_ready: Callable[[ChaosServer], None]) -> None:
-    """``serve`` on uvloop when installed, until Ctrl-C or SIGTERM; both end it cleanly."""
+                   on_ready: Callable[[Listening], None], *, workers: int = 1) -> int:
+    """``serve`` on uvloop when installed, in ``workers`` processes on one port, until Ctrl-C or
+    SIGTERM; both end it cleanly. Returns the exit status (``sseguard._serve.serve_workers``)."""
+    return serve_workers(workers, host, port, functools.partial(_serve_worker, config), on_ready)
+
+
+def _serve_worker(config: ChaosConfig, worker: Worker, ready: Callable[[int], None]) -> None:
     raise_open_files_limit()
+    settle_gc()
+
+    def listening(server: ChaosServer) -> None:
+        ready(server.port)
+
     with asyncio.Runner(loop_factory=loop_factory()) as runner, contextlib.suppress(KeyboardInterrupt):
-        runner.run(serve(config, host, port, on_ready))
+        runner.run(serve(config, worker.host, worker.port, listening, worker=worker))
 
 
 __all__ = ["ChaosServer", "ChaosStats", "make_app", "run_chaos",

@@ -116,7 +116,7 @@ async def run_request(session: aiohttp.ClientSession, target: Target, body: dict
     stalled = False
     error_body: bytes | None = None
     label: str | None = None
-    reuse = 0
+    reuse: int | None = None
     resp: aiohttp.ClientResponse | None = None
     watchdog: _Watchdog | None = None
     read_to_end = False
@@ -134,10 +134,11 @@ async def run_request(session: aiohttp.ClientSession, target: Target, body: dict
                 stalled = True  # connected, request sent, not one byte back
             if resp is not None:
                 watch.response(resp.status, resp.headers.items(), clock())
-                # The connection object is released as soon as a short body is fully read; the
-                # protocol, kept by the response, names the TCP connection either way.
-                protocol = getattr(resp, "_protocol", None) or (
-                    resp.connection.protocol if resp.connection is not None else None)
+                # Taken now, when the headers are in and before the body is read: aiohttp releases
+                # the connection object as soon as a short body has arrived, while the protocol the
+                # response keeps still names the TCP connection.
+                protocol = (resp.connection.protocol if resp.connection is not None else None) or \
+                    getattr(resp, "_protocol", None)
                 if connections is not None:
                     label, reuse = connections.use(protocol)
                 content = resp.content

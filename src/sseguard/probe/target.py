@@ -51,10 +51,11 @@ class ConnectionTracker:
         self._seen: weakref.WeakKeyDictionary[object, list[int]] = weakref.WeakKeyDictionary()
         self._next = 0
 
-    def use(self, protocol: object | None) -> tuple[str | None, int]:
-        """(connection label, requests carried before this one) for the connection in use."""
+    def use(self, protocol: object | None) -> tuple[str | None, int | None]:
+        """(connection label, requests carried before this one) for the connection in use; both None
+        when the caller could not see the connection (unknown is not "a fresh connection")."""
         if protocol is None:
-            return None, 0
+            return None, None
         entry = self._seen.get(protocol)
         if entry is None:
             self._next += 1

@@ -2,8 +2,9 @@
 
 One ``aiohttp.ClientSession`` to the upstream for the app's lifetime (created on startup, closed on
 cleanup): ``HTTP.md`` measured an httpx pool in this seat at a quarter of the throughput. Streamed chat
-completions go through ``StreamRelay``; everything else under ``/v1/`` is copied as it is, to the
-configured upstream only.
+completions, Responses and Messages go through ``StreamRelay`` with their protocol's checker and
+``Wire``; everything else under ``/v1/`` is relayed as it is (both bodies streamed), to the configured
+upstream only.
 
 Run it with ``run_proxy`` (or any ``AppRunner`` created with ``handler_cancellation=True``): handler
 cancellation is what lets a client's disconnect cancel the upstream request at once rather than at the
@@ -16,6 +17,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -26,8 +28,8 @@ import msgspec
 from aiohttp import web
 from yarl import URL
 
-from sseguard._serve import Listening, serve_app
-from sseguard.contract import StreamChecker
+from sseguard._serve import Listening, release_free_memory, serve_app, serve_until_signalled
+from sseguard.contract import api_for_path, checker_for
 from sseguard.policy import Policy
 from sseguard.proxy.config import ProxyConfig
 from sseguard.proxy.forward import (
@@ -39,15 +41,20 @@ from sseguard.proxy.forward import (
 )
 from sseguard.proxy.metrics import CONTENT_TYPE, ProxyMetrics
 from sseguard.proxy.repair import checker_markup, frames_for
-from sseguard.proxy.stream import StreamRelay
+from sseguard.proxy.stream import Stalled, StallWatch, StreamRelay
+from sseguard.proxy.wire import WIRES
 from sseguard.record import Record, record_from_verdict
 from sseguard.redact import DEFAULT, RedactingFilter, Redactor
-from sseguard.verdict import Verdict
+from sseguard.verdict import Api, Verdict
 
 log = logging.getLogger("sseguard.proxy")
 log.addFilter(RedactingFilter())
 
 _SECRET_REQUEST_HEADERS = ("authorization", "api-key", "x-api-key", "proxy-authorization")
+#: Upstream bytes buffered per response before reading pauses (x2); TCP holds the rest upstream.
+UPSTREAM_READ_BUFFER = 64 * 1024
+#: Seconds without a stream in flight before freed memory is handed back to the OS.
+IDLE_TRIM_DELAY_S = 1.0
 
 
 class ProxyState:
@@ -56,15 +63,14 @@ class ProxyState:
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
         self.policy: Policy = config.effective_policy
-        self.metrics = ProxyMetrics()
+        self.metrics = ProxyMetrics(shared=config.workers > 1)
         self.redactor: Redactor = DEFAULT.with_secrets(config.secrets)
         self.session: aiohttp.ClientSession | None = None
         self.store: Any = None
         self.writer: Any = None
         self.active = 0
-        self._index = itertools.count()
-        self.chat_url = config.upstream.with_path(f"{config.upstream.raw_path}/chat/completions",
-                                                  encoded=True)
+        self._index = itertools.count(config.worker, config.workers)
+        self._trim: asyncio.TimerHandle | None = None
 
     async def start(self, app: web.Application) -> None:
         if self.config.store is not None:
@@ -82,9 +88,14 @@ class ProxyState:
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.config.connect_timeout),
             # The client's own User-Agent and Accept-Encoding are forwarded; add none of ours.
             skip_auto_headers=("User-Agent", "Accept-Encoding"),
+            # aiohttp buffers up to twice this per upstream response before it stops reading the
+            # socket (256 KiB → 512 KiB by default): for a slow client that is what the proxy holds.
+            read_bufsize=UPSTREAM_READ_BUFFER,
         )
 
     async def stop(self, app: web.Application) -> None:
+        if self._trim is not None:
+            self._trim.cancel()
         if self.session is not None:
             await self.session.close()
         if self.writer is not None:
@@ -92,6 +103,19 @@ class ProxyState:
             await asyncio.to_thread(self.writer.close)
         if self.store is not None:
             await asyncio.to_thread(self.store.close)
+
+    def stream_ended(self) -> None:
+        """One stream fewer in flight; once none is left, the freed buffers go back to the OS."""
+        self.active -= 1
+        self.metrics.active.dec()
+        if self.active == 0 and self._trim is None:
+            # A moment later, so that a steady trickle of single streams does not pay a heap walk each.
+            self._trim = asyncio.get_running_loop().call_later(IDLE_TRIM_DELAY_S, self._trim_if_idle)
+
+    def _trim_if_idle(self) -> None:
+        self._trim = None
+        if self.active == 0:
+            release_free_memory()
 
     def request_redactor(self, request: web.Request) -> Redactor:
         """The app's redactor plus this client's own key, in whatever shape it has."""
@@ -173,47 +197,71 @@ async def _read_body(request: web.Request, limit: int) -> bytes:
     return bytes(buf)
 
 
-def _too_large(state: ProxyState) -> web.Response:
+def _anthropic(request: web.Request, api: Api | None) -> bool:
+    """Whether the client speaks Anthropic's API: its errors then come in Anthropic's shape."""
+    return api is Api.MESSAGES or "anthropic-version" in request.headers
+
+
+def _too_large(state: ProxyState, anthropic: bool) -> web.Response:
     state.metrics.requests.labels("rejected_413").inc()
     # Close the connection: the rest of an oversized body is not worth reading.
     return error_response(413, f"request body is larger than the proxy's limit of "
                                f"{state.config.max_body} bytes (--max-body)",
                           type_="invalid_request_error", code="request_too_large",
-                          headers=[("Connection", "close")])
+                          headers=[("Connection", "close")], anthropic=anthropic)
 
 
-async def chat_completions(request: web.Request) -> web.StreamResponse:
+async def v1(request: web.Request) -> web.StreamResponse:
+    """Every ``/v1/*`` request: the three streaming endpoints are guarded, the rest relayed as is.
+
+    Only the configured upstream is ever reached: the target is its base plus a checked path.
+    """
     state = request.app[STATE]
+    api = api_for_path(request.rel_url.raw_path) if request.method == "POST" else None
+    anthropic = _anthropic(request, api)
+    try:
+        target = upstream_url(state.config.upstream, request)
+    except PathRejected as exc:
+        state.metrics.requests.labels("rejected_path").inc()
+        return error_response(400, f"path not forwarded: {exc}", type_="invalid_request_error",
+                              code="invalid_path", anthropic=anthropic)
+    if api is None:
+        state.metrics.requests.labels("passthrough").inc()
+        return await _relay(state, request, target, None, anthropic)
+    # The body decides whether this is a stream, so it is read (bounded by --max-body) and parsed.
     try:
         body = await _read_body(request, state.config.max_body)
     except _TooLarge:
-        return _too_large(state)
+        return _too_large(state, anthropic)
     try:
         obj = msgspec.json.decode(body)
     except msgspec.DecodeError as exc:
         state.metrics.requests.labels("rejected_400").inc()
         return error_response(400, f"the request body is not valid JSON: {exc}",
-                              type_="invalid_request_error", code="invalid_json")
+                              type_="invalid_request_error", code="invalid_json",
+                              anthropic=anthropic)
     if not isinstance(obj, dict):
         state.metrics.requests.labels("rejected_400").inc()
         return error_response(400, "the request body must be a JSON object",
-                              type_="invalid_request_error", code="invalid_json")
+                              type_="invalid_request_error", code="invalid_json",
+                              anthropic=anthropic)
     if obj.get("stream") is True:
         state.metrics.requests.labels("stream").inc()
-        return await _stream(state, request, body, obj)
+        return await _stream(state, request, body, obj, api, target)
     state.metrics.requests.labels("non_stream").inc()
-    return await _forward(state, request, body, state.chat_url)
+    return await _relay(state, request, target, body, anthropic)
 
 
-async def _stream(state: ProxyState, request: web.Request, body: bytes,
-                  obj: dict[str, Any]) -> web.StreamResponse:
+async def _stream(state: ProxyState, request: web.Request, body: bytes, obj: dict[str, Any],
+                  api: Api, target: URL) -> web.StreamResponse:
     config = state.config
     redactor = state.request_redactor(request)
+    anthropic = _anthropic(request, api)
     # keep_text=False: the proxy forwards the text and records facts, so holding every answer's text
     # (1.37 GB RSS for 1,000 concurrent 1.2 MB answers) buys nothing; leaks are still found in flight.
-    checker = StreamChecker(obj, markup=checker_markup(config.repair_markup), keep_text=False)
-    relay = StreamRelay(state, request, body, obj, frames_for(config.repair_markup, obj), checker,
-                        redactor)
+    checker = checker_for(api, obj, markup=checker_markup(config.repair_markup, api), keep_text=False)
+    relay = StreamRelay(state, request, body, obj, frames_for(config.repair_markup, obj, api),
+                        checker, redactor, WIRES[api])
     assert state.session is not None
     state.active += 1
     relay.concurrency = state.active
@@ -222,26 +270,26 @@ async def _stream(state: ProxyState, request: web.Request, body: bytes,
         try:
             async with asyncio.timeout(config.timeout):
                 upstream = await state.session.post(
-                    state.chat_url, data=body, allow_redirects=False, auto_decompress=True,
+                    target, data=body, allow_redirects=False, auto_decompress=True,
                     headers=request_headers(request.headers, identity=True))
         except TimeoutError:
             state.metrics.upstream_errors.labels("timeout").inc()
             message = f"the upstream sent no response within {config.timeout:g} s (--timeout)"
             state.stream_done(relay, checker.close(transport_error=message))
-            return error_response(504, message, type_="upstream_timeout", code="upstream_timeout")
+            return error_response(504, message, type_="upstream_timeout", code="upstream_timeout",
+                                  anthropic=anthropic)
         except aiohttp.ClientError as exc:
             state.metrics.upstream_errors.labels("connect").inc()
             message = _unreachable(config.upstream, exc, redactor)
             state.stream_done(relay, checker.close(transport_error=message))
             return error_response(502, message, type_="upstream_unreachable",
-                                  code="upstream_unreachable")
+                                  code="upstream_unreachable", anthropic=anthropic)
         relay.upstream_headers = dict(upstream.headers)
         if not 200 <= upstream.status < 300:
             return await _stream_http_error(state, relay, upstream)
         return await relay.relay(upstream)
     finally:
-        state.active -= 1
-        state.metrics.active.dec()
+        state.stream_ended()
 
 
 async def _stream_http_error(state: ProxyState, relay: StreamRelay,
@@ -266,61 +314,115 @@ def _unreachable(upstream: URL, exc: BaseException, redactor: Redactor) -> str:
     return redactor.text(f"the upstream {upstream} is unreachable: {reason}")
 
 
-async def passthrough(request: web.Request) -> web.StreamResponse:
-    """Any other ``/v1/*`` request, copied both ways as it is, to the configured upstream only."""
-    state = request.app[STATE]
-    try:
-        target = upstream_url(state.config.upstream, request)
-    except PathRejected as exc:
-        state.metrics.requests.labels("rejected_path").inc()
-        return error_response(400, f"path not forwarded: {exc}", type_="invalid_request_error",
-                              code="invalid_path")
-    try:
-        body = await _read_body(request, state.config.max_body)
-    except _TooLarge:
-        return _too_large(state)
-    state.metrics.requests.labels("passthrough").inc()
-    return await _forward(state, request, body, target)
+class _Upload:
+    """The client's request body, streamed to the upstream as it arrives (never held whole).
+
+    Silence longer than ``--stall-timeout`` ends it; once it is all sent, ``--timeout`` starts again for
+    the upstream's answer, so a long upload does not eat the time the upstream has to respond.
+    """
+
+    def __init__(self, request: web.Request, stall_timeout: float, deadline: asyncio.Timeout,
+                 timeout: float) -> None:
+        self._content = request.content
+        self._stall = stall_timeout
+        self._deadline = deadline
+        self._timeout = timeout
+        self.failure: str | None = None
+        self.waiting = True  # for the upstream's headers: the deadline is still running
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                async with asyncio.timeout(self._stall):
+                    chunk = await self._content.readany()
+            except TimeoutError:
+                self.failure = f"the client sent no request body byte for {self._stall:g} s"
+                raise
+            except (aiohttp.ClientError, OSError) as exc:
+                self.failure = f"the client's request body broke off: {type(exc).__name__}"
+                raise
+            if not chunk:
+                break
+            yield chunk
+        if self.waiting:  # an upstream may answer before the upload ends; then nothing is waited on
+            self._deadline.reschedule(loop.time() + self._timeout)
 
 
-async def _forward(state: ProxyState, request: web.Request, body: bytes,
-                   target: URL) -> web.StreamResponse:
+async def _relay(state: ProxyState, request: web.Request, target: URL, body: bytes | None,
+                 anthropic: bool) -> web.StreamResponse:
+    """Copy a request to the upstream and its answer back, both bodies streamed as they come.
+
+    ``body`` is a request body already read (the guarded endpoints' non-streaming calls); otherwise
+    the client's body is streamed. Only hop-by-hop headers stay behind; length and content coding
+    are kept, so the answer arrives exactly as the upstream sent it (compressed bodies included).
+    """
     config = state.config
     assert state.session is not None
+    headers = request_headers(request.headers, identity=False)
+    deadline = asyncio.timeout(config.timeout)
+    upload: _Upload | None = None
+    data: Any = body or None
+    if body is None and request.body_exists:
+        upload = _Upload(request, config.stall_timeout, deadline, config.timeout)
+        data = upload.chunks()
+        if request.content_length is not None:
+            # Sent with the length the client declared, not re-framed as chunked: some upstreams
+            # refuse chunked uploads.
+            headers["Content-Length"] = str(request.content_length)
+    # aiohttp would add its own Content-Type to a body that has none: the upstream sees the client's.
+    skip = () if "Content-Type" in request.headers else ("Content-Type",)
     try:
-        async with asyncio.timeout(config.timeout):
+        async with deadline:
             upstream = await state.session.request(
-                request.method, target, data=body or None, allow_redirects=False,
-                headers=request_headers(request.headers, identity=False),
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=config.connect_timeout,
-                                              sock_read=config.timeout))
-    except TimeoutError:
-        state.metrics.upstream_errors.labels("timeout").inc()
-        return error_response(504, f"the upstream sent no response within {config.timeout:g} s "
-                                   "(--timeout)", type_="upstream_timeout", code="upstream_timeout")
-    except aiohttp.ClientError as exc:
+                request.method, target, data=data, allow_redirects=False, headers=headers,
+                skip_auto_headers=skip)
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        if upload is not None:
+            upload.waiting = False
+        if upload is not None and upload.failure is not None:
+            state.metrics.requests.labels("rejected_408").inc()
+            return error_response(408, upload.failure, type_="invalid_request_error",
+                                  code="request_body_incomplete", anthropic=anthropic,
+                                  headers=[("Connection", "close")])
+        if isinstance(exc, TimeoutError):
+            state.metrics.upstream_errors.labels("timeout").inc()
+            return error_response(504, f"the upstream sent no response within {config.timeout:g} s "
+                                       "(--timeout)", type_="upstream_timeout",
+                                  code="upstream_timeout", anthropic=anthropic)
         state.metrics.upstream_errors.labels("connect").inc()
         return error_response(502, _unreachable(config.upstream, exc, state.redactor),
-                              type_="upstream_unreachable", code="upstream_unreachable")
+                              type_="upstream_unreachable", code="upstream_unreachable",
+                              anthropic=anthropic)
+    if upload is not None:
+        upload.waiting = False
+    watch = StallWatch(asyncio.get_running_loop(), config.stall_timeout, upstream.content)
+    complete = False
     try:
         resp = web.StreamResponse(status=upstream.status, reason=upstream.reason,
                                   headers=response_headers(upstream.headers, keep_framing=True))
         try:
             await resp.prepare(request)
-            async for chunk in upstream.content.iter_any():
+            while chunk := await watch.read():
                 await resp.write(chunk)
         except ConnectionResetError:
             return resp  # the client left; closing the upstream response below is all there is
-        except (aiohttp.ClientError, OSError, TimeoutError):
+        except (Stalled, aiohttp.ClientError, OSError) as exc:
             # Headers are out: the only honest signal left is an incomplete body.
-            state.metrics.upstream_errors.labels("transport").inc()
+            state.metrics.upstream_errors.labels(
+                "stalled" if isinstance(exc, Stalled) else "transport").inc()
             if request.transport is not None:
                 request.transport.abort()
             return resp
         await resp.write_eof()
+        complete = True
         return resp
     finally:
-        upstream.close()
+        watch.close()
+        if complete:
+            upstream.release()  # the connection goes back to the pool
+        else:
+            upstream.close()
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -331,7 +433,8 @@ async def metrics(request: web.Request) -> web.Response:
 async def healthz(request: web.Request) -> web.Response:
     state = request.app[STATE]
     return web.json_response({"status": "ok", "active_streams": state.active,
-                              "policy": state.policy.name, "run_id": state.config.run_id})
+                              "policy": state.policy.name, "run_id": state.config.run_id,
+                              "worker": state.config.worker, "pid": os.getpid()})
 
 
 def make_proxy_app(config: ProxyConfig) -> web.Application:
@@ -341,8 +444,7 @@ def make_proxy_app(config: ProxyConfig) -> web.Application:
     app[STATE] = state
     app.on_startup.append(state.start)
     app.on_cleanup.append(state.stop)
-    app.router.add_post("/v1/chat/completions", chat_completions)
-    app.router.add_route("*", "/v1/{tail:.*}", passthrough)
+    app.router.add_route("*", "/v1/{tail:.*}", v1)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     return app
@@ -363,29 +465,28 @@ class RunningProxy(Listening):
 
 
 @contextlib.asynccontextmanager
-async def run_proxy(config: ProxyConfig, *, backlog: int = 4096) -> AsyncIterator[RunningProxy]:
+async def run_proxy(config: ProxyConfig, *, backlog: int = 4096,
+                    reuse_port: bool = False) -> AsyncIterator[RunningProxy]:
     """Serve the proxy on ``config.host:config.port`` (0 = a free port) for the block's duration.
 
     Leaving the block stops accepting, lets streams finish for a moment, closes the upstream session
-    and drains the evidence writer.
+    and drains the evidence writer. ``reuse_port``: one of several worker processes on one port.
     """
     app = make_proxy_app(config)
-    async with serve_app(app, config.host, config.port, backlog=backlog, shutdown_timeout=5.0) as bound:
+    async with serve_app(app, config.host, config.port, backlog=backlog, shutdown_timeout=5.0,
+                         reuse_port=reuse_port) as bound:
         yield RunningProxy(config.host, bound, app)
 
 
-async def serve_proxy(config: ProxyConfig, on_ready: Any = None) -> None:
-    """Serve until cancelled (Ctrl-C) or SIGTERM; ``on_ready(proxy)`` once it listens."""
-    import signal
+async def serve_proxy(config: ProxyConfig, on_ready: Any = None, *, reuse_port: bool = False) -> None:
+    """Serve until SIGTERM or SIGINT (Ctrl-C), which drain the streams and records; ``on_ready(proxy)``
+    once it listens."""
+    started = time.monotonic()
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGTERM, stop.set)
-    async with run_proxy(config) as proxy:
+    def ready(proxy: RunningProxy) -> None:
+        log.info("proxy %s listening on %s for %s", config.run_id, proxy.url, config.upstream)
         if on_ready is not None:
             on_ready(proxy)
-        started = time.monotonic()
-        log.info("proxy %s listening on %s for %s", config.run_id, proxy.url, config.upstream)
-        await stop.wait()
-        log.info("proxy %s stopping after %.0f s", config.run_id, time.monotonic() - started)
+
+    await serve_until_signalled(run_proxy(config, reuse_port=reuse_port), ready)
+    log.info("proxy %s stopped after %.0f s", config.run_id, time.monotonic() - started)

@@ -15,6 +15,7 @@ from enum import StrEnum
 
 from yarl import URL
 
+from sseguard._serve import parse_workers
 from sseguard.errors import ConfigError
 from sseguard.policy import Policy
 from sseguard.verdict import Ending
@@ -32,6 +33,8 @@ class OnBadEnd(StrEnum):
     PASS = "pass"
 
 
+#: A path segment that names an API version: v1, v4, v1beta, v2alpha1.
+_VERSION = re.compile(r"^v\d+[a-z0-9]*$", re.IGNORECASE)
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "ki": 1024,
           "m": 1000**2, "mb": 1000**2, "mib": 1024**2, "mi": 1024**2,
@@ -81,9 +84,13 @@ def parse_upstream(value: str) -> URL:
                           "(example: http://127.0.0.1:8000/v1)")
     if url.query_string or url.fragment or url.user or url.password:
         raise ConfigError(f"--upstream {value!r} must not carry a query, fragment or credentials")
-    # The proxy serves /v1/<rest> and maps it onto <base>/<rest>, like an SDK's base_url; a bare
-    # origin means the usual /v1 (a base such as Gemini's /v1beta/openai is taken as given).
-    path = url.raw_path.rstrip("/") or "/v1"
+    # The proxy serves /v1/<rest> and maps it onto <base>/<rest>. A base with a version segment is
+    # an openai-SDK base_url (…/v1, Gemini's /v1beta/openai, Zhipu's /api/paas/v4): <rest> goes
+    # right after it. A base without one is an anthropic-SDK base_url (https://api.anthropic.com, an
+    # Anthropic-compatible gateway's …/anthropic), to which that SDK appends /v1/messages: so /v1.
+    path = url.raw_path.rstrip("/")
+    if not any(_VERSION.match(segment) for segment in path.split("/")):
+        path += "/v1"
     return url.with_path(path, encoded=True)
 
 
@@ -125,6 +132,10 @@ class ProxyConfig:
     secrets: tuple[str, ...] = ()
     arm: str = ""  # the records' arm; the upstream's host:port when empty
     run_id: str = field(default_factory=lambda: f"proxy-{secrets.token_hex(4)}")
+    #: Processes serving the port (``--workers``), and which of them this one is: the records of one
+    #: run are numbered worker, worker + workers, … so that the workers never reuse an index.
+    workers: int = 1
+    worker: int = 0
 
     @classmethod
     def from_options(cls, *, upstream: str, listen: str = "127.0.0.1:8080", policy: str = "strict",
@@ -132,7 +143,8 @@ class ProxyConfig:
                      complete_done: bool = False, repair_markup: str = "off",
                      stall_timeout: float = 60.0, timeout: float = 600.0,
                      max_body: str | int = 32 * 1024 * 1024, store: str | None = "sseguard.db",
-                     secrets: tuple[str, ...] = (), arm: str = "") -> ProxyConfig:
+                     secrets: tuple[str, ...] = (), arm: str = "",
+                     workers: str | int = 1) -> ProxyConfig:
         """Check every option as a person typed it; raise ``ConfigError`` naming the bad flag."""
         host, port = parse_listen(listen)
         try:
@@ -148,6 +160,7 @@ class ProxyConfig:
             stall_timeout=_seconds(stall_timeout, "--stall-timeout"),
             timeout=_seconds(timeout, "--timeout"), max_body=parse_size(max_body),
             store=store_url, secrets=tuple(s for s in secrets if s), arm=arm,
+            workers=parse_workers(workers),
         )
 
     @property

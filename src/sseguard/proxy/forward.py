@@ -85,14 +85,22 @@ def upstream_url(base: URL, request: web.BaseRequest) -> URL:
     return URL(f"{target}?{query}" if query else target, encoded=True)
 
 
-def error_body(message: str, *, type_: str, code: str | None, param: str | None = None) -> dict[str, object]:
-    """An OpenAI-style error object, which every OpenAI client library knows how to surface."""
+def error_body(message: str, *, type_: str, code: str | None, param: str | None = None,
+               anthropic: bool = False) -> dict[str, object]:
+    """An error object in the client's API's own shape, which its SDK knows how to surface.
+
+    OpenAI: ``{"error": {"message", "type", "param", "code"}}``; Anthropic: ``{"type": "error",
+    "error": {"type", "message"}}`` (plus the same ``code``, which its SDK keeps in ``body``).
+    """
+    if anthropic:
+        return {"type": "error", "error": {"type": type_, "message": message, "code": code}}
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
 
 def error_response(status: int, message: str, *, type_: str, code: str | None,
-                   headers: Iterable[tuple[str, str]] = ()) -> web.Response:
-    resp = web.json_response(error_body(message, type_=type_, code=code), status=status)
+                   headers: Iterable[tuple[str, str]] = (), anthropic: bool = False) -> web.Response:
+    resp = web.json_response(error_body(message, type_=type_, code=code, anthropic=anthropic),
+                             status=status)
     for name, value in headers:
         resp.headers[name] = value
     return resp

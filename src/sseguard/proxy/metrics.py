@@ -3,12 +3,17 @@
 One registry per app (not the process-global default) so that two proxies in one process — tests, or an
 embedding application — never share or double-register counters. Everything here is updated once per
 stream, never per event, so it costs nothing on the hot path.
+
+With ``--workers N`` each worker process writes its values to prometheus-client's multiprocess
+directory (``PROMETHEUS_MULTIPROC_DIR``, set up by ``sseguard._serve``) and ``render`` sums every
+worker's, so whichever worker answers a scrape reports the whole proxy.
 """
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from sseguard.verdict import Verdict
 
@@ -21,13 +26,15 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 class ProxyMetrics:
     """Streams by ending, findings by kind, what the proxy did, TTFT and duration, upstream errors."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, shared: bool = False) -> None:
+        self.shared = shared  # sum the values of every worker process when rendering
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.streams = Counter("sseguard_proxy_streams", "Streamed chat completions by how they ended "
-                               "(client_disconnect when the client left first).", ["ending"], registry=r)
-        self.findings = Counter("sseguard_proxy_findings", "Findings in streams, by kind.", ["kind"],
-                                registry=r)
+        self.streams = Counter("sseguard_proxy_streams", "Guarded streams by protocol (chat, "
+                               "responses, messages) and how they ended (client_disconnect when the "
+                               "client left first).", ["api", "ending"], registry=r)
+        self.findings = Counter("sseguard_proxy_findings", "Findings in streams, by protocol and kind.",
+                                ["api", "kind"], registry=r)
         self.actions = Counter("sseguard_proxy_bad_ends", "Streams that failed the policy, by what the "
                                "client got (error-event, abort, pass, markup-error).", ["action"],
                                registry=r)
@@ -41,16 +48,22 @@ class ProxyMetrics:
         self.requests = Counter("sseguard_proxy_requests", "Requests by route kind (stream, "
                                 "non_stream, passthrough) and the proxy's own rejections.", ["kind"],
                                 registry=r)
-        self.active = Gauge("sseguard_proxy_active_streams", "Streams being relayed now.", registry=r)
+        self.active = Gauge("sseguard_proxy_active_streams", "Streams being relayed now.", registry=r,
+                            multiprocess_mode="livesum")
 
     def stream_ended(self, verdict: Verdict, *, client_gone: bool, ttft_s: float | None,
                      duration_s: float) -> None:
-        self.streams.labels("client_disconnect" if client_gone else str(verdict.ending)).inc()
+        api = str(verdict.api)
+        self.streams.labels(api, "client_disconnect" if client_gone else str(verdict.ending)).inc()
         for finding in verdict.findings:
-            self.findings.labels(str(finding.kind)).inc()
+            self.findings.labels(api, str(finding.kind)).inc()
         if ttft_s is not None:
             self.ttft.observe(ttft_s)
         self.duration.observe(duration_s)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        if not self.shared:
+            return generate_latest(self.registry)
+        summed = CollectorRegistry()
+        MultiProcessCollector(summed)  # type: ignore[no-untyped-call]  # untyped in prometheus-client
+        return generate_latest(summed)

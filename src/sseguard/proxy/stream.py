@@ -1,19 +1,20 @@
 """The streaming relay: forward each complete frame as it arrives, check it in flight, end it honestly.
 
-Per upstream read (``iter_any``-style ``readany()``, never a chunk size, which would hold small events
-back until the size fills) the bytes go through a ``StreamChecker`` and every frame they complete is
-written to the client at once, byte-identical. Two things are held back: the ``data: [DONE]`` sentinel,
-until the upstream's end shows the stream deserves it (a stream whose tool arguments are not JSON, or
-that carries a frame after ``[DONE]``, must not end cleanly), and, in repair mode, a partial markup
-marker. When the stream fails the policy the client gets what ``--on-bad-end`` says instead of a clean
-end. ``await resp.write()`` drains the socket, so a slow client slows the upstream read (TCP flow
-control does the rest) and memory stays flat.
+One engine for the three protocols; what differs (the terminal event, the error frame, …) is the
+stream's ``Wire`` table (``wire.py``). Per upstream read (``read(READ_MAX)``: what has arrived, at most
+16 KiB, never waiting for a size to fill: that holds events back) the bytes go through the protocol's
+checker and every frame they complete is written to the client at once, byte-identical. Two things are
+held back: the terminal event (``data: [DONE]``, ``response.completed``, ``message_stop``), until the
+upstream's end shows the stream deserves it (a stream whose tool arguments are not JSON, or that
+carries a frame after its end, must not end cleanly), and, in repair mode, a partial markup marker.
+When the stream fails the policy the client gets what ``--on-bad-end`` says instead of a clean end.
+``await resp.write()`` drains the socket, so a slow client slows the upstream read (TCP flow control
+does the rest) and memory stays flat.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -21,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from aiohttp import web
 
-from sseguard.contract import StreamChecker
+from sseguard.contract import Checker
 from sseguard.proxy.config import OnBadEnd
 from sseguard.proxy.forward import STREAM_HEADERS, response_headers
+from sseguard.proxy.wire import UpstreamError, Wire
 from sseguard.redact import Redactor
 from sseguard.sse import SSEEvent
 from sseguard.verdict import Ending, Finding, Verdict
@@ -31,26 +33,15 @@ from sseguard.verdict import Ending, Finding, Verdict
 if TYPE_CHECKING:
     from sseguard.proxy.app import ProxyState
 
-DONE_FRAME = b"data: [DONE]\n\n"
 #: Undelivered bytes longer than this are a frame still arriving, not a block of keep-alive comments.
 _COMMENT_SCAN = 4096
-#: After [DONE], how long the upstream may take to end its body before the proxy ends it instead.
+#: After the terminal event, how long the upstream may take to end its body before the proxy ends it.
 DONE_GRACE = 1.0
-
-_ENDING_MESSAGES = {
-    Ending.TRUNCATED: "the upstream stopped after content with neither a finish_reason nor "
-                      "data: [DONE]; the answer is incomplete",
-    Ending.NO_FINISH: "the upstream sent data: [DONE] without a finish_reason for every choice",
-    Ending.NO_DONE: "the upstream finished the answer but never sent data: [DONE]",
-    Ending.CUT_MID_FRAME: "the upstream body stopped in the middle of an event",
-    Ending.EMPTY: "the upstream sent no event at all",
-}
-
-
-def error_frame(message: str, code: str) -> bytes:
-    """The frame the openai SDKs raise ``APIError`` on (they ignore ``event: error``)."""
-    body = {"error": {"message": message, "type": "upstream_stream_error", "code": code}}
-    return b"data: " + json.dumps(body, ensure_ascii=False).encode("utf-8") + b"\n\n"
+#: The most bytes taken from the upstream per read. ``read(n)`` returns what has arrived, up to n,
+#: without waiting for n (so no event is held back); the cap bounds what one stream holds while its
+#: client is slow: a backlog is checked and written 16 KiB at a time, not as one 256 KiB+ block
+#: (token-sized events arrive far below it, so it costs nothing in the ordinary case).
+READ_MAX = 16 * 1024
 
 
 class Stalled(Exception):
@@ -76,6 +67,15 @@ class StallWatch:
         self.fired = False  # the stall ended the read (the relay may decide it was not a stall)
         self.reading = False
         self.since = loop.time()
+
+    async def read(self) -> bytes:
+        """What the upstream has sent since the last read (b"" at its end); a stall raises
+        ``Stalled``."""
+        self.start_read()
+        try:
+            return await self._reader.read(READ_MAX)
+        finally:
+            self.reading = False
 
     def start_read(self) -> None:
         self.since = self._loop.time()
@@ -131,14 +131,6 @@ class Frames:
         return {}
 
 
-def _is_error_frame(data: str) -> bool:
-    try:
-        obj = json.loads(data)
-    except ValueError:
-        return False
-    return isinstance(obj, dict) and "error" in obj and not obj.get("choices")
-
-
 @dataclass(slots=True)
 class _Outcome:
     """How the relay ended, for the record and the metrics."""
@@ -154,12 +146,14 @@ class _ClientGone(Exception):
 
 
 class StreamRelay:
-    """One streamed chat completion, from the upstream's response headers to the last byte."""
+    """One guarded stream (of the protocol ``wire`` describes), from the upstream's response headers
+    to the last byte."""
 
     def __init__(self, state: ProxyState, request: web.Request, body: bytes,
-                 request_obj: dict[str, Any], frames: Frames, checker: StreamChecker,
-                 redactor: Redactor) -> None:
+                 request_obj: dict[str, Any], frames: Frames, checker: Checker,
+                 redactor: Redactor, wire: Wire) -> None:
         self.state = state
+        self.wire = wire
         self.config = state.config
         self.request = request
         self.body = body
@@ -183,7 +177,8 @@ class StreamRelay:
         self._ahead = 0  # of those, bytes of a comment-only block already sent
         self._last_verdict: Verdict | None = None
         self.upstream_headers: dict[str, str] = {}
-        self._done_raw = b""
+        self._done_raw = b""  # the held terminal event (and its tolerated trailer)
+        self._sent = b""  # the last frames written, for the error frame's sequence number
         self._delivered = False  # the client's stream has been ended (cleanly or by a reset)
         self.concurrency = 1  # streams in flight when this one started, itself included
 
@@ -280,6 +275,10 @@ class StreamRelay:
         checker = self.checker
         frames = self.frames
         content = upstream.content
+        assert self._resp is not None
+        write = self._resp.write
+        wire = self.wire
+        terminal = wire.terminal
         after_done = False
         received = consumed = 0
         clock = time.perf_counter
@@ -288,7 +287,7 @@ class StreamRelay:
             while True:
                 watch.start_read()
                 try:
-                    chunk = await content.readany()
+                    chunk = await content.read(READ_MAX)
                 finally:
                     watch.reading = False
                 if not chunk:
@@ -328,22 +327,29 @@ class StreamRelay:
                         self._ahead -= cut
                         event = SSEEvent(event.data, event.event, event.id, event.retry, raw)
                     if after_done:
-                        continue  # frames after [DONE] are never delivered; the checker notes them
-                    if event.data == "[DONE]":
+                        # Frames after the terminal event are never delivered (the checker notes
+                        # them), but for a trailer the protocol tolerates.
+                        if wire.trailer(event):
+                            self._done_raw += raw
+                        continue
+                    if terminal(event):
+                        # As it came (a repair renumbers a Responses terminal event's items).
+                        raw = frames.transform(event)
                         if hold:
                             after_done = True
-                            self._done_raw = raw  # sent as it came, once the end is known good
-                            # An upstream that never ends its body after [DONE] is not stalled:
-                            # the answer is whole, so it gets a short grace, then the usual end.
+                            self._done_raw = raw  # sent once the end is known good
+                            # An upstream that never ends its body after its terminal event is not
+                            # stalled: the answer is whole, so it gets a short grace, then the end.
                             watch.shorten(DONE_GRACE)
                         else:
                             out.append(raw)
                         continue
                     if error_gate:
-                        if event.event == "error":
+                        what = wire.upstream_error(event)
+                        if what is UpstreamError.REPLACE:
                             stop = ("error_event", checker.error_message or "upstream error event")
                             break
-                        if b'"error"' in raw and _is_error_frame(event.data):
+                        if what is UpstreamError.FORWARD:
                             out.append(raw)  # the SDK raises on this shape itself
                             forwarded = True
                             stop = ("error_event", checker.error_message or "upstream error")
@@ -354,8 +360,16 @@ class StreamRelay:
                     if frames.failure is not None:
                         stop = frames.failure
                         break
-                if out:
-                    await self._write(b"".join(out) if len(out) > 1 else out[0])
+                data = b"".join(out) if len(out) > 1 else out[0] if out else b""
+                # While the write waits on a slow client only the bytes being sent stay alive: the
+                # read, its decoded events and the frame list would triple what a paused reader costs.
+                del chunk, events, event, out
+                if data:
+                    self._sent = data  # the error frame's sequence number continues from it
+                    try:  # self._write inlined: one coroutine fewer per read on the hot path
+                        await write(data)
+                    except ConnectionResetError:
+                        raise _ClientGone from None
                 if self.ttft is None and checker.saw_content:
                     self.ttft = clock() - self.t0
                 if stop is not None:
@@ -406,11 +420,12 @@ class StreamRelay:
         if failure is not None:
             self.outcome.action = "pass"
             out.append(self._pending_bytes()[self._ahead:])  # a cut frame goes out as it came
-        if hold and self.checker.saw_done:
-            out.append(self._done_raw or DONE_FRAME)
-        elif (self.config.complete_done and not self.checker.saw_done
+        sentinel = self.wire.sentinel
+        if hold and self._done_raw:
+            out.append(self._done_raw)
+        elif (self.config.complete_done and sentinel and not self._done_raw
               and verdict.ending is Ending.NO_DONE):
-            out.append(DONE_FRAME)
+            out.append(sentinel)
             self.outcome.action = "completed-done"
         data = b"".join(out)
         if data:
@@ -426,7 +441,7 @@ class StreamRelay:
             return
         self.outcome.action = "error-event"
         if not upstream_error_forwarded:
-            await self._write(error_frame(self.redactor.text(message), code))
+            await self._write(self.wire.error_frame(code, self.redactor.text(message), self._sent))
         await self._eof()
 
     def _reset(self) -> None:
@@ -449,11 +464,7 @@ class StreamRelay:
         transport_error: str | None = None
         try:
             while True:
-                watch.start_read()
-                try:
-                    chunk = await upstream.content.readany()
-                finally:
-                    watch.reading = False
+                chunk = await watch.read()
                 if not chunk:
                     break
                 self.checker.feed(chunk)
@@ -474,4 +485,4 @@ class StreamRelay:
             return f"the upstream sent nothing for {self.config.stall_timeout:g} s; the stream was cut"
         if verdict.ending is Ending.TRANSPORT_ERROR:
             return f"the upstream connection failed mid-stream: {verdict.error}"
-        return _ENDING_MESSAGES.get(verdict.ending, f"the upstream stream ended badly: {failure}")
+        return self.wire.messages.get(verdict.ending, f"the upstream stream ended badly: {failure}")
