@@ -1,9 +1,11 @@
-"""``--repair-markup`` for the families of MARKUP2.md, end to end with the real openai SDK.
+"""``--repair-markup`` for the families of MARKUP2.md, end to end with the real openai and anthropic
+SDKs, in chat, Responses and Messages.
 
-A chaos upstream leaves each family's markup raw in ``content``; the proxy repairs it, by the family's
-name and by ``auto``. What the SDK gets is checked against the calls the chaos server generated, seen
-through a second chaos server with the same seed that sends them structured (never against a parser's
-output), with Kimi's ids and Harmony's reasoning written out here."""
+A chaos upstream leaves each family's markup raw in the text; the proxy repairs it (chat: by the
+family's name and by ``auto``; Responses and Messages: by ``auto``), and the stream the client gets
+passes its protocol's strict checker. What the SDK gets is checked against the calls the chaos server
+generated, seen through a second chaos server with the same seed that sends them structured (never
+against a parser's output), with Kimi's ids and Harmony's reasoning written out here."""
 
 from __future__ import annotations
 
@@ -281,7 +283,7 @@ async def test_unparseable_markup_reaches_the_responses_and_anthropic_sdks_as_an
     async with chaos_proxy(chaos, repair_markup="auto") as (_, px):
         seen: list[str] = []
         async with openai.AsyncOpenAI(base_url=px.url, api_key=KEY, max_retries=0) as client:
-            with pytest.raises(openai.APIError):
+            with pytest.raises(openai.APIError) as info:
                 async for event in await client.responses.create(
                         model="chaos-1", input=ASK[0]["content"], tools=RESPONSES_TOOLS,
                         stream=True, extra_headers=inject):
@@ -289,11 +291,14 @@ async def test_unparseable_markup_reaches_the_responses_and_anthropic_sdks_as_an
                         seen.append(event.delta)
         async with anthropic.AsyncAnthropic(base_url=px.url.removesuffix("/v1"), api_key=KEY,
                                             max_retries=0) as aclient:
-            with pytest.raises(anthropic.APIError):
+            with pytest.raises(anthropic.APIError) as ainfo:
                 async for message_event in await aclient.messages.create(
                         model="chaos-1", max_tokens=1024, messages=ASK,  # type: ignore[arg-type]
                         tools=MESSAGES_TOOLS, stream=True, extra_headers=inject):
                     if message_event.type == "content_block_delta" and \
                             message_event.delta.type == "text_delta":
                         seen.append(message_event.delta.text)
+    assert info.value.code == "markup_malformed_tag"
+    body = ainfo.value.body
+    assert isinstance(body, dict) and body["error"]["message"].startswith("markup_malformed_tag:")
     assert not any(piece in "".join(seen) for piece in NEVER)
