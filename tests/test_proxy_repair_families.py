@@ -92,11 +92,16 @@ def _deltas(body: bytes) -> list[dict[str, Any]]:
             for e in SSEDecoder().feed(body) if e.data != "[DONE]"]
 
 
+async def _structured(endpoint: str, request: dict[str, Any]) -> bytes:
+    """What the chaos server sends for ``request`` at ``SEED`` when it leaves nothing raw."""
+    async with run_chaos(ChaosConfig(seed=SEED, pacing=Pacing(tokens=6))) as structured:
+        return (await raw_post(getattr(structured, endpoint), request)).body
+
+
 async def _generated(request: dict[str, Any]) -> tuple[list[tuple[str, Any]], str]:
     """The calls (name, arguments) and reasoning the chaos server makes for ``request`` at ``SEED``,
     as it sends them when it leaves nothing raw."""
-    async with run_chaos(ChaosConfig(seed=SEED, pacing=Pacing(tokens=6))) as structured:
-        body = (await raw_post(structured.chat_url, request)).body
+    body = await _structured("chat_url", request)
     calls: dict[int, list[str]] = {}
     reasoning = []
     for delta in _deltas(body):
@@ -204,8 +209,7 @@ async def _strict_verdict(url: str, api: str, request: dict[str, Any]) -> tuple[
 async def test_the_openai_sdk_gets_the_generated_function_calls_from_raw_markup_in_responses(
         family: str) -> None:
     request = _responses_request(family)
-    async with run_chaos(ChaosConfig(seed=SEED, pacing=Pacing(tokens=6))) as structured:
-        want = _events((await raw_post(structured.responses_url, request)).body)
+    want = _events(await _structured("responses_url", request))
     want_calls = [(e["item"]["name"], json.loads(e["item"]["arguments"])) for e in want
                   if e["type"] == "response.output_item.done" and e["item"]["type"] == "function_call"]
     want_reasoning = "".join(e["delta"] for e in want
@@ -238,8 +242,7 @@ async def test_the_openai_sdk_gets_the_generated_function_calls_from_raw_markup_
 async def test_the_anthropic_sdk_gets_the_generated_tool_use_blocks_from_raw_markup(
         family: str) -> None:
     request = _messages_request(family)
-    async with run_chaos(ChaosConfig(seed=SEED, pacing=Pacing(tokens=6))) as structured:
-        want = _events((await raw_post(structured.messages_url, request)).body)
+    want = _events(await _structured("messages_url", request))
     starts = {e["index"]: e["content_block"] for e in want if e["type"] == "content_block_start"}
     inputs: dict[int, str] = {}
     thinking = []
