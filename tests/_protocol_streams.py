@@ -299,7 +299,16 @@ def feed_in_sizes(checker: Any, body: bytes, sizes: list[int]) -> Verdict:
 #: Every marker of every family, as the tests spell them (not taken from the checker's own table).
 MARKERS = ["｜DSML｜", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
            "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<tool_call>", "</tool_call>", "<function=",
-           "</function>", "<parameter="]
+           "</function>", "<parameter=",
+           # MARKUP2.md: Kimi K2, gpt-oss Harmony, GLM-4.5/4.7, MiniMax-M2
+           "<|tool_calls_section_begin|>", "<|tool_call_section_begin|>", "<|tool_call_begin|>",
+           "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<|tool_calls_section_end|>",
+           "<|tool_call_section_end|>", "<|start|>", "<|channel|>", "<|message|>", "<|constrain|>",
+           "<|end|>", "<|call|>", "<|return|>", "<arg_key>", "</arg_key>", "<arg_value>",
+           "</arg_value>", "<minimax:tool_call>", "</minimax:tool_call>", '<invoke name="']
+#: What a server that strips special tokens leaves of a Kimi and a Harmony call (MARKUP2.md 11).
+STRIPPED = ['Sure.functions.get_weather:0{"city": "Paris"}',
+            'analysisNeed it.assistantcommentary to=functions.get_weather json{"city": "Paris"}']
 
 
 def split_at(text: str, cuts: list[int]) -> list[str]:

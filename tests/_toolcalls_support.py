@@ -16,6 +16,7 @@ from sseguard.toolcalls import (
     FAMILIES,
     Event,
     MarkupError,
+    Reasoning,
     Text,
     ToolArgsDelta,
     ToolCallEnd,
@@ -35,7 +36,19 @@ LEAK_MARKERS: dict[str, tuple[str, ...]] = {
     "dsml-v41": (_dsml.OPEN, _dsml.CLOSE),
     "deepseek-v3": deepseek_v3.FAMILY_MARKERS, "deepseek-v31": deepseek_v3.FAMILY_MARKERS,
     "hermes": hermes.FAMILY_MARKERS, "qwen3-coder": qwen3_coder.FAMILY_MARKERS,
+    # written out here, not taken from the parsers: the spec's markers (MARKUP2.md)
+    "kimi-k2": ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>",
+                "<|tool_call_section_begin|>", "<|tool_call_section_end|>", "<|tool_call_begin|>",
+                "<|tool_call_argument_begin|>", "<|tool_call_end|>"),
+    "harmony": ("<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>",
+                "<|return|>", "<|call|>"),
+    "glm45": ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
+    "glm47": ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
+    "minimax-m2": ("<minimax:tool_call>", "</minimax:tool_call>"),
 }
+#: Reserved outside reasoning for Kimi (decision 1): never text either, but no marker auto looks for.
+THINK_TAGS = ("<think>", "</think>")
+
 LEAK_MARKERS["auto"] = tuple(sorted({m for ms in LEAK_MARKERS.values() for m in ms}))
 
 
@@ -111,9 +124,11 @@ def check_invariants(family: str, result: Run) -> None:
     # Text runs are checked one by one: text on both sides of a call may spell a marker once the
     # call is taken out, but no marker ever went out as text in one piece.
     for ev in join_events(events):
-        if isinstance(ev, Text):
+        if isinstance(ev, Text | Reasoning):
             for marker in LEAK_MARKERS[family]:
-                assert marker not in ev.text, f"marker {marker!r} leaked into Text"
+                assert marker not in ev.text, f"marker {marker!r} leaked into {ev}"
+            if family == "kimi-k2" and result.detected is None:  # auto: text before the choice
+                assert not any(tag in ev.text for tag in THINK_TAGS)
     started: dict[int, str] = {}
     frags: dict[int, list[str]] = {}
     finished: set[int] = set()
@@ -137,6 +152,16 @@ def check_invariants(family: str, result: Run) -> None:
     assert finished == set(started), "a call neither ended nor failed"
 
 
+def parsed(family: str, text: str, tools: list[dict[str, Any]] | None = None) -> list[Event]:
+    """The joined events of ``text``, checked to be the same fed whole, by one and by three
+    characters, and to keep the invariants."""
+    whole = run(family, text, tools=tools)
+    check_invariants(family, whole)
+    for size in (1, 3):
+        assert run(family, text, tools=tools, size=size).joined == whole.joined
+    return whole.joined
+
+
 def calls_of(events: list[Event]) -> list[tuple[str, Any]]:
     """(name, decoded arguments) of every completed call, in order."""
     return [(ev.name, json.loads(ev.arguments)) for ev in events if isinstance(ev, ToolCallEnd)]
@@ -144,6 +169,10 @@ def calls_of(events: list[Event]) -> list[tuple[str, Any]]:
 
 def text_of(events: list[Event]) -> str:
     return "".join(ev.text for ev in events if isinstance(ev, Text))
+
+
+def reasoning_of(events: list[Event]) -> str:
+    return "".join(ev.text for ev in events if isinstance(ev, Reasoning))
 
 
 def errors_of(events: list[Event]) -> list[tuple[str, int | None]]:
@@ -157,6 +186,7 @@ class Doc:
     text: str
     visible: str
     calls: list[tuple[str, dict[str, Any]]]
+    reasoning: str = ""
 
 
 NAME = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyzABC_0123456789-.:"), min_size=1,
@@ -365,10 +395,25 @@ def qwen_docs(draw: Any, typed: bool = False) -> Doc:
     return Doc("".join(parts), "".join(visible), calls)
 
 
+#: Families whose answer framing (whitespace at stream start) is markup (MARKUP2.md decision 2).
+FRAMED = ("kimi-k2", "harmony", "glm45", "glm47", "minimax-m2")
+ASCII_WS = " \t\n\r\x0b\x0c"
+
+
+def framed(first: str, visible: list[str]) -> str:
+    """The visible text of a framed family: the whitespace at stream start is markup (decision 2), up
+    to the first other character; ``first`` is the visible text the stream starts with."""
+    return "".join(visible)[len(first) - len(first.lstrip(ASCII_WS)):]
+
+
+from _toolcalls_support_json import JSON_DOCS, JSON_SOUP  # noqa: E402 - uses the above
+from _toolcalls_support_markup2 import MARKUP2_DOCS, MARKUP2_SOUP  # noqa: E402 - uses the above
+
 DOCS = {
     "dsml-v32": dsml_docs("dsml-v32"), "dsml-v4": dsml_docs("dsml-v4"),
     "dsml-v41": dsml_docs("dsml-v41"), "deepseek-v3": v3_docs("deepseek-v3"),
     "deepseek-v31": v3_docs("deepseek-v31"), "hermes": hermes_docs(), "qwen3-coder": qwen_docs(),
+    **JSON_DOCS, **MARKUP2_DOCS,
 }
 assert set(DOCS) == set(FAMILIES) - {"auto"}
 
@@ -380,6 +425,7 @@ SOUP_PIECES = st.sampled_from([
     '{"a": 1}', "[1,", "NaN", "x", "é", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>",
     "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "function", "```json", "```",
     "<tool_call>", "</tool_call>", "<function=f>", "</function>", "<parameter=p>", "</parameter>",
-    '{"name": "f", "arguments": {}}', "<think>", "</think>", "\\", "null",
+    '{"name": "f", "arguments": {}}', "<think>", "</think>", "\\", "null", *JSON_SOUP,
+    *MARKUP2_SOUP,
 ])
 SOUP = st.lists(st.one_of(SOUP_PIECES, PLAIN), max_size=40).map("".join)

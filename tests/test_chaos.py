@@ -268,7 +268,8 @@ async def test_tool_calls_stream_structured_with_schema_valid_arguments(
 
 
 @pytest.mark.parametrize("family", ["dsml-v32", "dsml-v4", "dsml-v41", "deepseek-v3",
-                                    "deepseek-v31", "hermes", "qwen3-coder"])
+                                    "deepseek-v31", "hermes", "qwen3-coder", "kimi-k2", "glm45",
+                                    "glm47", "harmony", "minimax-m2"])
 async def test_raw_markup_mode_leaves_family_markup_in_content(
         family: str, client: httpx2.AsyncClient) -> None:
     async with run_chaos(ChaosConfig(pacing=FAST, raw_markup=family)) as server:
@@ -283,10 +284,68 @@ async def test_raw_markup_mode_leaves_family_markup_in_content(
     assert opener in content
 
 
+def test_the_markup2_families_are_written_exactly_as_each_writes_it() -> None:
+    calls = _two_calls()
+    assert render_markup("kimi-k2", calls) == (
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+        '<|tool_call_argument_begin|>{"location": "Hangzhou", "days": 3}<|tool_call_end|>'
+        "<|tool_call_begin|>functions.get_time:1<|tool_call_argument_begin|>"
+        '{"tz": "Asia/Shanghai"}<|tool_call_end|><|tool_calls_section_end|>')
+    assert render_markup("glm45", calls) == (
+        "\n<tool_call>get_weather\n<arg_key>location</arg_key>\n<arg_value>Hangzhou</arg_value>\n"
+        "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>"
+        "\n<tool_call>get_time\n<arg_key>tz</arg_key>\n<arg_value>Asia/Shanghai</arg_value>\n"
+        "</tool_call>")
+    assert render_markup("glm47", calls[1:]) == (
+        "<tool_call>get_time<arg_key>tz</arg_key><arg_value>Asia/Shanghai</arg_value></tool_call>")
+    assert render_markup("harmony", calls) == (
+        "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
+        '<|message|>{"location": "Hangzhou", "days": 3}<|call|>'
+        "<|start|>assistant<|channel|>commentary to=functions.get_time <|constrain|>json"
+        '<|message|>{"tz": "Asia/Shanghai"}<|call|>')
+    assert render_markup("minimax-m2", calls) == (
+        '\n<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="location">Hangzhou'
+        '</parameter>\n<parameter name="days">3</parameter>\n</invoke>\n<invoke name="get_time">\n'
+        '<parameter name="tz">Asia/Shanghai</parameter>\n</invoke>\n</minimax:tool_call>')
+
+
+def test_malformed_markup2_misspells_one_closer_of_the_first_call() -> None:
+    calls = [Call("c0", "get_weather", {"location": "Oslo", "days": 3}, '{"location": "Oslo"}')]
+    assert "}<|tool_call_ed|><|tool_calls_section_end|>" in render_markup("kimi-k2", calls,
+                                                                          malformed=True)
+    assert "<arg_value>3</arg_valu></tool_call>" in render_markup("glm47", calls, malformed=True)
+    assert '<parameter name="days">3</parametr>\n</invoke>' in render_markup(
+        "minimax-m2", calls, malformed=True)
+    assert "<|channel|>commentry to=functions.get_weather" in render_markup(
+        "harmony", calls, malformed=True)
+    bare = [Call("c0", "ping", {}, "{}")]
+    assert render_markup("glm45", bare, malformed=True) == "\n<tool_call>ping\n</arg_key></tool_call>"
+    assert "</invok>" in render_markup("minimax-m2", bare, malformed=True)
+
+
+async def test_raw_harmony_carries_reasoning_and_preface_as_messages(
+        client: httpx2.AsyncClient) -> None:
+    async with run_chaos(ChaosConfig(pacing=FAST, raw_markup="harmony")) as server:
+        out = await fetch(client, server.chat_url, chat_request(tools=[WEATHER_TOOL],
+                                                                reasoning_effort="low"))
+    message = out.verdict.message["choices"][0]["message"]
+    assert not message.get("reasoning_content")  # a server without Harmony's parser sends it all
+    content = message["content"]
+    assert content.startswith("<|channel|>analysis<|message|>")
+    analysis_end = content.index("<|end|><|start|>assistant<|channel|>commentary<|message|>")
+    preface_end = content.index("<|end|><|start|>assistant<|channel|>commentary to=functions."
+                                "get_weather <|constrain|>json<|message|>{")
+    assert 0 < analysis_end < preface_end and content.endswith("}<|call|>")
+
+
+def _two_calls() -> list[Call]:
+    return [Call("c0", "get_weather", {"location": "Hangzhou", "days": 3},
+                 '{"location": "Hangzhou", "days": 3}'),
+            Call("c1", "get_time", {"tz": "Asia/Shanghai"}, '{"tz": "Asia/Shanghai"}')]
+
+
 def test_markup_is_written_exactly_as_each_family_writes_it() -> None:
-    calls = [Call("c0", "get_weather", {"location": "Hangzhou", "days": 3},
-                  '{"location": "Hangzhou", "days": 3}'),
-             Call("c1", "get_time", {"tz": "Asia/Shanghai"}, '{"tz": "Asia/Shanghai"}')]
+    calls = _two_calls()
     m = "｜DSML｜"
     v32 = (f'\n\n<{m}function_calls>\n<{m}invoke name="get_weather">\n'
            f'<{m}parameter name="location" string="true">Hangzhou</{m}parameter>\n'
@@ -424,7 +483,7 @@ def test_every_encoded_stream_gives_the_expected_verdict(
 # ── the markup the server writes is what sseguard.toolcalls reads ─────────────────────────────────
 
 FAMILIES = ["dsml-v32", "dsml-v4", "dsml-v41", "deepseek-v3", "deepseek-v31", "hermes",
-            "qwen3-coder"]
+            "qwen3-coder", "kimi-k2", "glm45", "glm47", "harmony", "minimax-m2"]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -449,7 +508,8 @@ async def test_raw_markup_parses_back_to_the_calls_with_the_real_parser(
     assert "<" not in visible and "｜" not in visible
 
 
-@pytest.mark.parametrize("family", ["dsml-v32", "dsml-v4", "dsml-v41"])
+@pytest.mark.parametrize("family", ["dsml-v32", "dsml-v4", "dsml-v41", "kimi-k2", "glm45", "glm47",
+                                    "harmony", "minimax-m2"])
 async def test_malformed_closing_tag_is_a_malformed_tag_for_the_real_parser(
         family: str, client: httpx2.AsyncClient) -> None:
     from sseguard.toolcalls import MarkupError, ToolCallEnd, parser_for

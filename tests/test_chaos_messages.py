@@ -214,7 +214,8 @@ async def test_no_done_dialect_omits_message_stop(client: httpx2.AsyncClient) ->
     assert out.verdict.ending is Ending.NO_DONE and out.verdict.findings == ()
 
 
-@pytest.mark.parametrize("family", ["dsml-v41", "deepseek-v31", "hermes"])
+@pytest.mark.parametrize("family", ["dsml-v41", "deepseek-v31", "hermes", "kimi-k2", "glm47", "harmony",
+                                    "minimax-m2"])
 async def test_raw_markup_in_text_delta_is_a_leak(family: str,
                                                   client: httpx2.AsyncClient) -> None:
     async with run_chaos(ChaosConfig(pacing=FAST, raw_markup=family)) as server:

@@ -215,7 +215,8 @@ async def test_trailing_done_dialect_is_complete(client: httpx2.AsyncClient) -> 
     assert out.verdict.ending is Ending.COMPLETE and out.verdict.findings == ()
 
 
-@pytest.mark.parametrize("family", ["dsml-v32", "hermes", "qwen3-coder"])
+@pytest.mark.parametrize("family", ["dsml-v32", "hermes", "qwen3-coder", "kimi-k2", "glm45",
+                                    "harmony", "minimax-m2"])
 async def test_raw_markup_in_output_text_is_a_leak(family: str,
                                                    client: httpx2.AsyncClient) -> None:
     async with run_chaos(ChaosConfig(pacing=FAST, raw_markup=family)) as server:

@@ -16,7 +16,8 @@ runner = CliRunner()
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "markup"
 TOOLS = str(EXAMPLES / "tools.json")
 SAMPLES = ["dsml-v32.txt", "dsml-v4.txt", "dsml-v41.txt", "deepseek-v3.txt", "deepseek-v31.txt",
-           "hermes.txt", "qwen3-coder.txt"]
+           "hermes.txt", "qwen3-coder.txt", "kimi-k2.txt", "harmony.txt", "glm45.txt", "glm47.txt",
+           "minimax-m2.txt"]
 
 
 def parse_json(*args: str) -> tuple[int, dict]:
@@ -33,7 +34,8 @@ def test_parse_json_gives_the_final_openai_message_whatever_the_chunking(sample:
     assert whole["finish_reason"] == "tool_calls" and whole["errors"] == []
     assert message["role"] == "assistant" and message["content"]
     for call in message["tool_calls"]:
-        assert call["id"].startswith("call_") and call["type"] == "function"
+        # Kimi's own call ids are kept; the other families write none
+        assert call["id"].startswith(("call_", "functions.")) and call["type"] == "function"
         assert isinstance(json.loads(call["function"]["arguments"]), dict)
     for chunk in ("1", "3"):
         assert parse_json(path, "--tools", TOOLS, "--chunk", chunk) == (code, whole)
@@ -49,12 +51,45 @@ def test_parse_splits_reasoning_and_reports_the_detected_family() -> None:
     assert args == {"path": "src/app.py", "range": {"start": 1, "end": 40}}
 
 
+def test_parse_keeps_kimi_call_ids_and_harmony_analysis_as_reasoning() -> None:
+    code, out = parse_json(str(EXAMPLES / "kimi-k2.txt"))
+    assert (code, out["family"]) == (0, "kimi-k2")
+    assert [c["id"] for c in out["message"]["tool_calls"]] == ["functions.get_weather:0",
+                                                               "functions.get_time:1"]
+    code, out = parse_json(str(EXAMPLES / "harmony.txt"))
+    assert (code, out["family"]) == (0, "harmony")
+    assert out["message"]["reasoning_content"] == (
+        "The user wants the weather in Paris; call get_weather.")
+    assert out["message"]["content"] == "Checking the forecast."
+    assert out["message"]["tool_calls"][0]["function"] == {
+        "name": "get_weather", "arguments": '{"location": "Paris", "days": 2}'}
+
+
 def test_parse_thinking_flag_starts_inside_reasoning(tmp_path: Path) -> None:
     f = tmp_path / "t.txt"
     f.write_text("pondering</think>Hello", encoding="utf-8")
     code, out = parse_json(str(f), "--thinking")
     assert (code, out["message"]["reasoning_content"], out["message"]["content"]) == (
         0, "pondering", "Hello")
+
+
+@pytest.mark.parametrize("family", ["glm45", "glm47", "minimax-m2"])
+def test_parse_types_glm_and_minimax_values_with_tools_and_drops_the_answer_framing(
+        family: str, tmp_path: Path) -> None:
+    sample = (EXAMPLES / f"{family}.txt").read_text(encoding="utf-8")
+    f = tmp_path / "t.txt"
+    f.write_text("Weather and a file.\n</think>\n\n" + sample, encoding="utf-8")
+    code, out = parse_json(str(f), "--family", family, "--tools", TOOLS, "--thinking")
+    assert code == 0, out
+    assert out["message"]["reasoning_content"] == "Weather and a file.\n"
+    assert out["message"]["content"] == "I'll check the weather and read the file."
+    calls = [(c["function"]["name"], json.loads(c["function"]["arguments"]))
+             for c in out["message"]["tool_calls"]]
+    assert calls == [("get_weather", {"location": "Hangzhou", "days": 3}),
+                     ("read_file", {"path": "src/<app>.py", "limit": 200})]
+    _, untyped = parse_json(str(f), "--family", family, "--thinking")
+    args = json.loads(untyped["message"]["tool_calls"][0]["function"]["arguments"])
+    assert args == {"location": "Hangzhou", "days": 3 if family != "minimax-m2" else "3"}
 
 
 def test_parse_with_a_broken_call_exits_1_and_lists_the_error() -> None:
@@ -132,6 +167,40 @@ def test_tokenizer_says_how_many_pieces_a_marker_splits_into(tmp_path: Path) -> 
     table = runner.invoke(app, ["tokenizer", path, "--family", "dsml-v4"])
     assert table.exit_code == 0 and "pieces" in table.output
     assert "<｜DSML｜tool_calls>" in table.output
+
+
+def test_tokenizer_knows_the_kimi_and_harmony_markers(tmp_path: Path) -> None:
+    kimi = ["<|tool_calls_section_begin|>", "<|tool_calls_section_end|>",
+            "<|tool_call_section_begin|>", "<|tool_call_section_end|>", "<|tool_call_begin|>",
+            "<|tool_call_argument_begin|>", "<|tool_call_end|>"]
+    path = _tokenizer(tmp_path / "tokenizer.json", kimi)
+    rows = [json.loads(line) for line in runner.invoke(
+        app, ["tokenizer", path, "--family", "kimi-k2", "--json"]).output.splitlines()]
+    assert [r["marker"] for r in rows] == kimi and all(r["single_token"] for r in rows)
+    rows = [json.loads(line) for line in runner.invoke(
+        app, ["tokenizer", path, "--family", "harmony", "--json"]).output.splitlines()]
+    assert [r["marker"] for r in rows] == ["<|start|>", "<|end|>", "<|message|>", "<|channel|>",
+                                           "<|constrain|>", "<|return|>", "<|call|>"]
+    assert all(not r["single_token"] and len(r["pieces"]) > 1 for r in rows)
+def test_tokenizer_tells_glm_added_tokens_from_minimax_special_and_plain_text_tags(
+        tmp_path: Path) -> None:
+    path = tmp_path / "tokenizer.json"
+    _tokenizer(path, ["<minimax:tool_call>", "</minimax:tool_call>"])
+    tok = Tokenizer.from_file(str(path))
+    tok.add_tokens(["<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>",
+                    "</arg_value>"])
+    tok.save(str(path))
+    glm = runner.invoke(app, ["tokenizer", str(path), "--family", "glm47", "--json"])
+    rows = [json.loads(line) for line in glm.output.splitlines()]
+    assert [r["marker"] for r in rows] == ["<tool_call>", "</tool_call>", "<arg_key>",
+                                           "</arg_key>", "<arg_value>", "</arg_value>"]
+    assert all(r["single_token"] and r["added"] and not r["special"] for r in rows)
+    mm = runner.invoke(app, ["tokenizer", str(path), "--family", "minimax-m2", "--json"])
+    rows = [json.loads(line) for line in mm.output.splitlines()]
+    single = {r["marker"]: r["single_token"] and r["special"] for r in rows}
+    assert single == {"<minimax:tool_call>": True, "</minimax:tool_call>": True,
+                      '<invoke name="': False, "</invoke>": False, '<parameter name="': False,
+                      "</parameter>": False}
 
 
 def test_tokenizer_without_family_covers_every_family(tmp_path: Path) -> None:

@@ -233,6 +233,24 @@ def test_markup_leak_in_reasoning_is_found() -> None:
     assert FindingKind.MARKUP_LEAK not in checker.close().finding_kinds
 
 
+@pytest.mark.parametrize("family,content", [
+    ("glm45", "Sure.\n<tool_call>get_weather\n<arg_key>city</arg_key>"),
+    ("glm47", "Sure.<arg_value>Paris</arg_value>"),
+    ("minimax-m2", "Sure.\n<minimax:tool_call>\n"),
+    # decision 11: skip_special_tokens removed the block tokens, the plain-text invoke is left
+    ("minimax-m2", 'Sure.\n\n<invoke name="get_weather">\n<parameter name="city">Paris'),
+])
+def test_glm_and_minimax_markup_in_content_is_a_leak_for_its_family_and_for_all(
+        family: str, content: str) -> None:
+    for markup in (family, "all"):
+        checker = StreamChecker(markup=markup)
+        checker.feed(text_stream([content[:9], content[9:]]))
+        assert FindingKind.MARKUP_LEAK in checker.close().finding_kinds
+    checker = StreamChecker(markup="dsml-v4")
+    checker.feed(text_stream([content]))
+    assert FindingKind.MARKUP_LEAK not in checker.close().finding_kinds
+
+
 def test_tail_keeps_the_last_2_kib() -> None:
     body = text_stream(["x" * 100] * 100)
     v = check(body, 17)
@@ -406,3 +424,57 @@ def test_json_nested_deeper_than_python_can_read_is_a_finding_not_a_crash() -> N
     assert check(b"data: " + deep + b"\n\n").finding_kinds == {FindingKind.BAD_CHUNK_JSON}
     body = tool_stream("search", ["[" * 5000 + "]" * 5000])
     assert check(body).finding_kinds == {FindingKind.TOOL_ARGS_INVALID_JSON}
+
+
+# ── Kimi and Harmony: their markers, and the shapes stripped special tokens leave (MARKUP2.md 11) ──
+
+_STRIPPED = [
+    ("Let me check.", 'functions.get_weather:0{"city": "Paris"}'),
+    ("", 'functions.fs.read-file:12 {"path": "a"}'),
+    ("analysisNeed the weather.assistantcommentary ", 'to=functions.get_weather json{"city": "P"}'),
+    ("x", "to=functions.f{}"),
+]
+
+
+def _leaks(deltas: list[str], markup: str = "all") -> list[Finding]:
+    checker = StreamChecker(markup=markup)
+    checker.feed(text_stream(deltas))
+    return [f for f in checker.close().findings if f.kind is FindingKind.MARKUP_LEAK]
+
+
+@pytest.mark.parametrize("marker", ["<|tool_calls_section_begin|>", "<|tool_call_section_begin|>",
+                                    "<|tool_call_begin|>", "<|tool_call_argument_begin|>",
+                                    "<|tool_call_end|>", "<|start|>", "<|channel|>", "<|message|>",
+                                    "<|constrain|>", "<|end|>", "<|call|>", "<|return|>"])
+def test_kimi_and_harmony_markers_in_content_are_leaks(marker: str) -> None:
+    (leak,) = _leaks(["Sure ", marker[:4], marker[4:] + " then"])
+    assert repr(marker) in leak.detail and leak.detail.endswith(" at 5")
+
+
+@settings(max_examples=100, deadline=None)
+@given(case=st.sampled_from(_STRIPPED), cuts=st.lists(st.integers(0, 120), max_size=8))
+def test_stripped_token_shapes_are_leaks_wherever_the_deltas_split_them(
+        case: tuple[str, str], cuts: list[int]) -> None:
+    before, shape = case
+    content = before + shape + " and more text"
+    bounds = sorted({min(c, len(content)) for c in cuts} | {0, len(content)})
+    (leak,) = _leaks([content[a:b] for a, b in itertools.pairwise(bounds)])
+    pos = int(leak.detail.rsplit(" at ", 1)[1])
+    assert content.find("functions.") == pos
+
+
+@pytest.mark.parametrize("content", [
+    "The functions.py module defines helpers: {a}",      # no id counter, no to=
+    "call functions.f:x{}",                               # not a counter
+    "to=functions.f and then {",                          # text between the name and the brace
+])
+def test_text_that_only_mentions_functions_is_no_leak(content: str) -> None:
+    assert _leaks([content]) == []
+    assert _leaks(list(content)) == []
+
+
+def test_shapes_are_looked_for_only_for_the_families_that_leave_them() -> None:
+    deltas = ['functions.get_weather:0{"city": "Paris"}']
+    assert len(_leaks(deltas, markup="kimi-k2")) == 1
+    assert _leaks(deltas, markup="hermes") == []
+    assert len(_leaks(["commentary to=functions.f json{}"], markup="harmony")) == 1

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from _protocol_streams import (
     BODIES,
     MARKERS,
+    STRIPPED,
     Messages,
     assert_leak_found_where_it_is,
     cut_or_crlf,
@@ -465,6 +466,16 @@ def test_leak_is_found_wherever_the_deltas_split_it(before: str, marker: str, af
     deltas = split_at(text, cuts)
     body = Messages().start().text(deltas, kind=kind).delta().stop().body()
     assert_leak_found_where_it_is(text, run("messages", body, keep_text=keep_text))
+
+
+@pytest.mark.parametrize("text", STRIPPED)
+@pytest.mark.parametrize("kind", ["text", "thinking"])
+def test_the_shape_stripped_special_tokens_leave_is_a_leak(text: str, kind: str) -> None:
+    for size in (len(text), 3, 1):
+        deltas = [text[i:i + size] for i in range(0, len(text), size)]
+        body = Messages().start().text(deltas, kind=kind).delta().stop().body()
+        leaks = [f for f in run("messages", body).findings if f.kind is FindingKind.MARKUP_LEAK]
+        assert len(leaks) == 1 and "functions.get_weather" in leaks[0].detail
 
 
 def test_json_nested_deeper_than_python_can_read_is_a_finding_not_a_crash() -> None:

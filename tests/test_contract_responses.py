@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from _protocol_streams import (
     BODIES,
     MARKERS,
+    STRIPPED,
     Responses,
     assert_leak_found_where_it_is,
     cut_or_crlf,
@@ -559,6 +560,17 @@ def test_leak_is_found_wherever_the_deltas_split_it(before: str, marker: str, af
     r = Responses().created()
     (r.reasoning(0, deltas) if reasoning else r.message(0, deltas)).completed()
     assert_leak_found_where_it_is(text, run("responses", r.body(), keep_text=keep_text))
+
+
+@pytest.mark.parametrize("text", STRIPPED)
+@pytest.mark.parametrize("reasoning", [False, True])
+def test_the_shape_stripped_special_tokens_leave_is_a_leak(text: str, reasoning: bool) -> None:
+    for size in (len(text), 3, 1):
+        deltas = [text[i:i + size] for i in range(0, len(text), size)]
+        r = Responses().created()
+        (r.reasoning(0, deltas) if reasoning else r.message(0, deltas)).completed()
+        leaks = [f for f in run("responses", r.body()).findings if f.kind is FindingKind.MARKUP_LEAK]
+        assert len(leaks) == 1 and "functions.get_weather" in leaks[0].detail
 
 
 def test_json_nested_deeper_than_python_can_read_is_a_finding_not_a_crash() -> None:

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from sseguard.errors import UsageError
 from sseguard.reasoning import Answer, Reasoning, ThinkSplitter
-from sseguard.toolcalls import parser_for
-from sseguard.toolcalls._base import Text, ToolCallEnd
+from sseguard.toolcalls import join_events, parser_for
+from sseguard.toolcalls._base import Markup, MarkupError, Text, ToolCallEnd
 
 CALL = ('\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="f">\n</｜DSML｜invoke>\n'
         '</｜DSML｜function_calls>')
@@ -91,3 +91,57 @@ def test_any_chunking_gives_the_same_split_and_loses_nothing(text: str, start: b
         "</think>") else ""
     assert opened + reasoning + closed + answer == text  # every character accounted for
     assert "</think>" not in reasoning
+
+
+@pytest.mark.parametrize("family", ["kimi-k2", None])
+@pytest.mark.parametrize("opener", ["<|tool_calls_section_begin|>", "<|tool_call_section_begin|>",
+                                    "<|tool_call_begin|>"])
+def test_a_kimi_call_opener_ends_reasoning(family: str | None, opener: str) -> None:
+    text = f"<think>I need the weather.{opener}rest"
+    for sizes in (None, [1] * len(text)):
+        assert split(text, sizes, family=family) == ("I need the weather.", f"{opener}rest")
+
+
+def test_harmony_markers_do_not_end_think_reasoning() -> None:
+    # Harmony's reasoning is its analysis channel, read by its parser, not by the splitter
+    text = "hmm <|channel|>final<|message|>x</think>answer"
+    assert split(text, starts_in_reasoning=True, family="harmony") == (
+        "hmm <|channel|>final<|message|>x", "answer")
+# MARKUP2.md families: a call opened inside reasoning ends it (decision 10) -----------------------
+
+MINIMAX_CALL = ('\n<minimax:tool_call>\n<invoke name="f">\n<parameter name="a">1</parameter>\n'
+                "</invoke>\n</minimax:tool_call>")
+
+
+def test_a_minimax_block_inside_think_ends_reasoning_and_is_not_swallowed() -> None:
+    text = "<think>\nI need f." + MINIMAX_CALL + "\n</think>\n\n"
+    for family in ("minimax-m2", None):
+        for sizes in (None, [1] * len(text)):
+            reasoning, answer = split(text, sizes, family=family)
+            assert reasoning == "\nI need f.\n"
+            assert answer == MINIMAX_CALL[1:] + "\n</think>\n\n"
+    p = parser_for("minimax-m2")
+    events = p.feed(answer) + p.close()
+    assert [(e.name, e.arguments) for e in events if isinstance(e, ToolCallEnd)] == [
+        ("f", '{"a": "1"}')]
+    # the </think> written after the block is a stray reserved marker (decision 1), not text
+    assert [(e.kind, e.raw) for e in events if isinstance(e, MarkupError)] == [
+        ("malformed_tag", "</think>")]
+    assert "".join(e.text for e in events if isinstance(e, Text)) == "\n\n\n"  # text around it
+
+
+@pytest.mark.parametrize("family", ["glm45", "glm47", None])
+def test_a_glm_call_inside_reasoning_ends_it(family: str | None) -> None:
+    text = "hmm<tool_call>get_weather<arg_key>city</arg_key><arg_value>x</arg_value></tool_call>"
+    assert split(text, starts_in_reasoning=True, family=family) == ("hmm", text[3:])
+
+
+@pytest.mark.parametrize("family", ["glm45", "minimax-m2"])
+def test_the_answer_framing_after_think_is_markup_for_the_family_parser(family: str) -> None:
+    # decision 2: the splitter passes the answer on verbatim; the family's parser takes the
+    # whitespace that frames it as markup, not text
+    reasoning, answer = split("<think>\nhmm\n</think>\n\nThe answer.\n\nMore.", family=family)
+    assert (reasoning, answer) == ("\nhmm\n", "\n\nThe answer.\n\nMore.")
+    p = parser_for(family)
+    assert join_events(p.feed(answer) + p.close()) == [Markup("\n\n"),
+                                                       Text("The answer.\n\nMore.")]

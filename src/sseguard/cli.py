@@ -136,7 +136,8 @@ def chaos(
     raw_markup: str | None = typer.Option(None, "--raw-markup", metavar="FAMILY",
                                           help="Leave tool calls as FAMILY markup in the text "
                                                "of every protocol (dsml-v32, dsml-v4, dsml-v41, deepseek-v3, "
-                                               "deepseek-v31, hermes, qwen3-coder)."),
+                                               "deepseek-v31, hermes, qwen3-coder, kimi-k2, glm45, "
+                                               "glm47, harmony, minimax-m2)."),
     ttft_ms: float | None = typer.Option(None, "--ttft-ms", metavar="MS",
                                          help="Delay before the first chunk."),
     inter_token_ms: float | None = typer.Option(None, "--inter-token-ms", metavar="MS",
@@ -472,14 +473,17 @@ def parse_command(
     file: str = typer.Argument(..., metavar="FILE", help="Raw model output (UTF-8 text)."),
     family: str = typer.Option("auto", "--family", metavar="NAME",
                                help="dsml-v32, dsml-v4, dsml-v41, deepseek-v3, deepseek-v31, hermes, "
-                                    "qwen3-coder, or auto (detect from the first marker)."),
+                                    "qwen3-coder, kimi-k2, harmony, glm45, glm47, minimax-m2, or "
+                                    "auto (detect from the first marker)."),
     tools: str | None = typer.Option(None, "--tools", metavar="TOOLS.json",
                                      help="OpenAI tools list (or a request body with tools): "
-                                          "enables undefined_function and Qwen3-Coder value types."),
+                                          "enables undefined_function and the schema types of "
+                                          "Qwen3-Coder, GLM and MiniMax values."),
     chunk: int = typer.Option(0, "--chunk", metavar="N",
                               help="Feed N characters at a time (0: the whole file at once)."),
     thinking: bool = typer.Option(False, "--thinking",
-                                  help="The text starts inside reasoning (DeepSeek thinking mode)."),
+                                  help="The text starts inside reasoning (DeepSeek thinking mode, "
+                                       "MiniMax-M2)."),
     as_json: bool = typer.Option(False, "--json",
                                  help="Print the final message as OpenAI JSON, with the errors."),
 ) -> None:

@@ -131,7 +131,7 @@ def final_message(result: ParseResult) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": content or None}
     if reasoning:
         message["reasoning_content"] = reasoning
-    calls = [{"id": f"call_{call.index}", "type": "function",
+    calls = [{"id": call.id or f"call_{call.index}", "type": "function",
               "function": {"name": call.name, "arguments": call.arguments}}
              for call in result.calls]
     if calls:
@@ -162,7 +162,8 @@ def print_events(result: ParseResult, console: Console) -> None:
         elif isinstance(ev, Markup):
             row = ("[dim]Markup[/]", "", _short(ev.raw))
         elif isinstance(ev, ToolCallStart):
-            row = ("[cyan]ToolCallStart[/]", str(ev.index), escape(ev.name))
+            ident = f" (id {escape(ev.id)})" if ev.id is not None else ""
+            row = ("[cyan]ToolCallStart[/]", str(ev.index), escape(ev.name) + ident)
         elif isinstance(ev, ToolArgsDelta):
             row = ("[cyan]ToolArgsDelta[/]", str(ev.index), _short(ev.fragment))
         elif isinstance(ev, ToolCallEnd):

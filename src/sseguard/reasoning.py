@@ -16,17 +16,10 @@ from dataclasses import dataclass
 
 from sseguard.errors import UsageError
 from sseguard.toolcalls import FAMILIES
-from sseguard.toolcalls._base import MIN_PARTIAL, Markers
+from sseguard.toolcalls._base import MIN_PARTIAL, Markers, Reasoning
 
 THINK = "<think>"
 END_THINK = "</think>"
-
-
-@dataclass(frozen=True, slots=True)
-class Reasoning:
-    """Reasoning text, verbatim (the think tags removed)."""
-
-    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +29,8 @@ class Answer:
     text: str
 
 
+#: ``Reasoning`` is the tool-call parsers' event type too (Harmony emits its analysis channel as
+#: one), so that a consumer handles reasoning from either source alike.
 ReasoningEvent = Reasoning | Answer
 
 _START, _REASONING, _ANSWER = range(3)
@@ -112,3 +107,6 @@ class ThinkSplitter:
         if len(rest) >= MIN_PARTIAL and any(lit.startswith(rest) for lit in self._exits):
             return [Answer(rest)]
         return [Reasoning(rest)]
+
+
+__all__ = ["END_THINK", "THINK", "Answer", "Reasoning", "ReasoningEvent", "ThinkSplitter"]

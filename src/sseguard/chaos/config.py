@@ -18,12 +18,16 @@ from typing import Any
 from sseguard.chaos.faults import Dialect, Fault
 from sseguard.errors import ConfigError
 
-#: Tool-call markup families (names as in MARKUP.md) the server can leave raw in ``content``.
 #: The protocols an ``ApiPattern`` can single out (``sseguard.verdict.Api`` values).
 API_NAMES = ("chat", "responses", "messages")
+#: Tool-call markup families (names as in MARKUP.md and MARKUP2.md) the server can leave raw in
+#: ``content``.
 MARKUP_FAMILIES = ("dsml-v32", "dsml-v4", "dsml-v41", "deepseek-v3", "deepseek-v31", "hermes",
-                   "qwen3-coder")
+                   "qwen3-coder", "kimi-k2", "glm45", "glm47", "harmony", "minimax-m2")
 DSML_FAMILIES = ("dsml-v32", "dsml-v4", "dsml-v41")
+#: The families whose markup the ``malformed_closing_tag`` fault can break in their own format; the
+#: others get a DSML V3.2 block with the misspelled closer instead.
+MALFORMABLE = (*DSML_FAMILIES, "kimi-k2", "glm45", "glm47", "harmony", "minimax-m2")
 #: The error endings a Responses stream can get (``FaultOptions.responses_error_form``).
 RESPONSES_ERROR_FORMS = ("flat", "nested", "failed", "any")
 

@@ -3,7 +3,7 @@
 The same seed and request give the same answer, byte for byte, so a failing run can be replayed. Tool
 calls come out either structured (``tool_calls`` deltas) or, in raw-markup mode, as the markup a model
 writes (``MARKUP.md`` formats, exactly), left in ``content`` as a server without a tool parser does.
-Content faults (``markup_leak``, broken arguments, a misspelled DSML closer, …) are applied here.
+Content faults (``markup_leak``, broken arguments, a misspelled closer, …) are applied here.
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-from sseguard.chaos.config import DSML_FAMILIES, ChaosConfig
+from sseguard.chaos.config import DSML_FAMILIES, MALFORMABLE, ChaosConfig
 from sseguard.chaos.faults import NEEDS_TEXT, NEEDS_TOOL_CALL, Fault
 from sseguard.chaos.request import ChatRequest, Tool
 
@@ -40,6 +42,7 @@ BUILTIN_TOOL = Tool("get_weather", {
     "required": ["location"],
 })
 MARKER = "｜DSML｜"
+HARMONY_START = "<|start|>assistant"
 
 
 @dataclass(slots=True)
@@ -98,15 +101,34 @@ def make_answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None,
     calls = _calls(rng, req, fault)
     preface = _words(rng, rng.randint(2, 5), WORDS) if config.raw_markup or rng.random() < 0.3 else []
     if fault is Fault.MALFORMED_CLOSING_TAG:
-        family = config.raw_markup if config.raw_markup in DSML_FAMILIES else "dsml-v32"
+        family = config.raw_markup if config.raw_markup in MALFORMABLE else "dsml-v32"
         markup = render_markup(family, calls, malformed=True)
-        return Answer(reasoning, preface + _split(rng, markup), [], "stop")
+        return _raw_answer(rng, family, reasoning, preface, markup)
     if config.raw_markup and fault not in NEEDS_TOOL_CALL:
         markup = render_markup(config.raw_markup, calls)
-        return Answer(reasoning, preface + _split(rng, markup), [], "stop")
+        return _raw_answer(rng, config.raw_markup, reasoning, preface, markup)
     for call in calls:
         call.pieces = _split(rng, call.arguments, minimum=2)
     return Answer(reasoning, preface, calls, "tool_calls")
+
+
+def _raw_answer(rng: random.Random, family: str, reasoning: list[str], preface: list[str],
+                markup: str) -> Answer:
+    """An answer whose calls are left as markup in the content, after the preface.
+
+    A Harmony completion is nothing but messages: a server without its parser sends the ``analysis``
+    message (the reasoning) and the preface's ``commentary`` message as content too, markers and all.
+    """
+    if family != "harmony":
+        return Answer(reasoning, preface + _split(rng, markup), [], "stop")
+    messages = []
+    if reasoning:
+        messages.append(f"<|channel|>analysis<|message|>{''.join(reasoning)}<|end|>")
+    if preface:
+        messages.append(f"<|channel|>commentary<|message|>{''.join(preface)}<|end|>")
+    # the completion's first message has no <|start|>assistant: that ended the prompt
+    text = "<|start|>assistant".join(messages) + markup
+    return Answer([], _split(rng, text.removeprefix(HARMONY_START)), [], "stop")
 
 
 def _words(rng: random.Random, count: int, vocabulary: tuple[str, ...]) -> list[str]:
@@ -246,11 +268,13 @@ def _dsml(family: str, calls: list[Call], malformed: bool) -> str:
 def render_markup(family: str, calls: list[Call], *, malformed: bool = False) -> str:
     """The markup a model of ``family`` writes for ``calls``, including the separator before it.
 
-    ``malformed`` (DSML families only) misspells one closing tag, the way a model under load or a
-    re-serializing gateway does.
+    ``malformed`` (``MALFORMABLE`` families) misspells one closing tag (Harmony: the first call's
+    channel), the way a model under load or a re-serializing gateway does.
     """
     if family in DSML_FAMILIES:
         return _dsml(family, calls, malformed)
+    if family in _MARKUP2:
+        return _MARKUP2[family](calls, malformed)
     if family == "deepseek-v3":
         body = "\n".join(
             f"<｜tool▁call▁begin｜>function<｜tool▁sep｜>{c.name}\n```json\n{c.arguments}\n```"
@@ -275,3 +299,70 @@ def render_markup(family: str, calls: list[Call], *, malformed: bool = False) ->
             parts.append(f"{sep}<tool_call>\n<function={c.name}>\n{params}</function>\n</tool_call>")
         return "".join(parts)
     raise ValueError(f"unknown markup family {family!r}")
+
+
+# ── the families of MARKUP2.md ───────────────────────────────────────────────────────────────────
+
+
+def _typed_text(value: Any) -> str:
+    """A GLM/MiniMax value: strings raw (the tool's schema types them), anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _values(call: Call, broken: bool, closer: str, misspelt: str) -> Iterator[tuple[str, str, str]]:
+    """(key, value text, closer) per value of a tag-per-value family; ``broken`` misspells the last
+    value's closer, so that the value runs on into the call's closer (MARKUP2.md decision 6)."""
+    for j, (key, value) in enumerate(call.values.items(), 1):
+        yield key, _typed_text(value), misspelt if broken and j == len(call.values) else closer
+
+
+def _kimi(calls: list[Call], malformed: bool) -> str:
+    """Kimi K2: the header is the model's own call id, ``functions.NAME:IDX``."""
+    out = ["<|tool_calls_section_begin|>"]
+    for i, call in enumerate(calls):
+        end = "<|tool_call_ed|>" if malformed and i == 0 else "<|tool_call_end|>"
+        out.append(f"<|tool_call_begin|>functions.{call.name}:{i}<|tool_call_argument_begin|>"
+                   f"{call.arguments}{end}")
+    out.append("<|tool_calls_section_end|>")
+    return "".join(out)
+
+
+def _glm(spaced: bool, calls: list[Call], malformed: bool) -> str:
+    """GLM-4.5 (``spaced``: a newline after the name and after every tag) or GLM-4.7 (none)."""
+    nl = "\n" if spaced else ""
+    out = []
+    for i, call in enumerate(calls):
+        out.append(f"{nl}<tool_call>{call.name}{nl}")
+        broken = malformed and i == 0
+        out.extend(f"<arg_key>{key}</arg_key>{nl}<arg_value>{text}{closer}{nl}"
+                   for key, text, closer in _values(call, broken, "</arg_value>", "</arg_valu>"))
+        # no value to break: a stray closer where the call should end
+        out.append("</arg_key></tool_call>" if broken and not call.values else "</tool_call>")
+    return "".join(out)
+
+
+def _harmony(calls: list[Call], malformed: bool) -> str:
+    """gpt-oss Harmony: one ``commentary`` message to ``functions.NAME`` per call, ended by the
+    ``<|call|>`` stop token (a server cuts it only at the end of a completion)."""
+    return "".join(
+        f"{HARMONY_START}<|channel|>{'commentry' if malformed and i == 0 else 'commentary'} "
+        f"to=functions.{c.name} <|constrain|>json<|message|>{c.arguments}<|call|>"
+        for i, c in enumerate(calls))
+
+
+def _minimax(calls: list[Call], malformed: bool) -> str:
+    out = ["\n<minimax:tool_call>\n"]
+    for i, call in enumerate(calls):
+        out.append(f'<invoke name="{call.name}">\n')
+        broken = malformed and i == 0
+        out.extend(f'<parameter name="{key}">{text}{closer}\n'
+                   for key, text, closer in _values(call, broken, "</parameter>", "</parametr>"))
+        out.append("</invok>\n" if broken and not call.values else "</invoke>\n")
+    out.append("</minimax:tool_call>")
+    return "".join(out)
+
+
+_MARKUP2: dict[str, Callable[[list[Call], bool], str]] = {
+    "kimi-k2": _kimi, "glm45": partial(_glm, True), "glm47": partial(_glm, False),
+    "harmony": _harmony, "minimax-m2": _minimax,
+}

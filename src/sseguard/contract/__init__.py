@@ -13,7 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sseguard.contract._base import JSON_ERRORS, LEAK_MARKERS, TAIL_BYTES, decode_json, leak_markers
+from sseguard.contract._base import (
+    JSON_ERRORS,
+    LEAK_MARKERS,
+    TAIL_BYTES,
+    decode_json,
+    leak_markers,
+    leak_shapes,
+)
 from sseguard.contract._base import CheckerBase as Checker
 from sseguard.contract.chat import StreamChecker
 from sseguard.contract.messages import MessagesAssembler, MessagesChecker
@@ -24,7 +31,7 @@ from sseguard.verdict import Api
 
 __all__ = ["LEAK_MARKERS", "TAIL_BYTES", "Api", "Checker", "MessagesAssembler", "MessagesChecker",
            "ResponsesAssembler", "ResponsesChecker", "StreamChecker", "api_for_path", "checker_for",
-           "detect_api", "leak_markers"]
+           "detect_api", "leak_markers", "leak_shapes"]
 
 _CHECKERS: dict[Api, type[StreamChecker] | type[ResponsesChecker] | type[MessagesChecker]] = {
     Api.CHAT: StreamChecker,

@@ -3,9 +3,13 @@
 Servers without (or with the wrong) tool parser stream a model's raw markup — DeepSeek DSML, Hermes
 ``<tool_call>``, … — as visible text; agents then see no call and show the markup to the user. The
 repair runs each choice's content through one ``sseguard.toolcalls`` parser for the stream: ``Text``
-goes out as content, calls as ``tool_calls`` deltas (id ``call_…``, name, then argument fragments as
-they arrive), and the choice's ``finish_reason`` becomes ``tool_calls``. Markup that cannot be parsed
-is never shown as content: the stream ends with an error frame naming the ``MarkupError`` kind.
+goes out as content, calls as ``tool_calls`` deltas (id ``call_…``, or the model's own where its markup
+writes one — Kimi's ``functions.NAME:IDX``, which the client must send back; name, then argument
+fragments as they arrive), and the choice's ``finish_reason`` becomes ``tool_calls``. Reasoning a
+family writes in its own markup (Harmony's ``analysis`` channel) goes out as reasoning
+(``reasoning_content``; a ``thinking`` block or a ``reasoning`` item in the other protocols).
+Markup that cannot be parsed is never shown as content: the stream ends with an error frame naming the
+``MarkupError`` kind.
 
 Frames without markup go out byte-identical; the only thing held back is a possible marker prefix at
 the end of a delta (the parser's own hold-back), released as soon as the next delta settles it.
@@ -27,6 +31,7 @@ from sseguard.toolcalls import (
     MarkupError,
     MarkupErrorKind,
     Parser,
+    Reasoning,
     Text,
     ToolArgsDelta,
     ToolCallEnd,
@@ -104,8 +109,9 @@ class _ChoiceRepair:
     seen_tail: str = ""  # the end of what went out as text, to find markers split across deltas
 
 
-#: What the driver makes of parser events, for a protocol's writer: runs of text, and calls as they open
-#: (``("call", n, name)``), stream their arguments (``("args", n, fragment)``) and close (``("end", n)``);
+#: What the driver makes of parser events, for a protocol's writer: runs of text (``("text", s)``) and
+#: of reasoning (``("reasoning", s)``), and calls as they open (``("call", n, name, id)``, ``id`` the
+#: model's own or None), stream their arguments (``("args", n, fragment)``) and close (``("end", n)``);
 #: ``n`` is the parser's own call number.
 Out = tuple[Any, ...]
 
@@ -160,13 +166,14 @@ class _Repair(Frames):
         """Parser events → ``Out`` items; sets ``failure`` (and returns []) on unparseable markup."""
         outs: list[Out] = []
         for ev in events:
-            if isinstance(ev, Text):
-                if outs and outs[-1][0] == "text":
-                    outs[-1] = ("text", outs[-1][1] + ev.text)
+            if isinstance(ev, Text | Reasoning):  # Harmony's analysis channel: reasoning, never dropped
+                kind = "text" if isinstance(ev, Text) else "reasoning"
+                if outs and outs[-1][0] == kind:
+                    outs[-1] = (kind, outs[-1][1] + ev.text)
                 else:
-                    outs.append(("text", ev.text))
+                    outs.append((kind, ev.text))
             elif isinstance(ev, ToolCallStart):
-                outs.append(("call", ev.index, ev.name))
+                outs.append(("call", ev.index, ev.name, ev.id))
             elif isinstance(ev, ToolArgsDelta):
                 outs.append(("args", ev.index, ev.fragment))
             elif isinstance(ev, ToolCallEnd):
@@ -188,6 +195,8 @@ class _Repair(Frames):
         for out in outs:
             if out[0] == "text":
                 self._scan(state, out[1], "content")
+            elif out[0] == "reasoning":
+                self._scan(None, out[1], "reasoning")
         return outs
 
     def _scan(self, state: _ChoiceRepair | None, text: str, where: str) -> None:
@@ -316,10 +325,14 @@ class RepairFrames(_Repair):
             if out[0] == "text":
                 flush_calls()
                 deltas.append({"content": out[1]})
+            elif out[0] == "reasoning":
+                flush_calls()
+                deltas.append({"reasoning_content": out[1]})
             elif out[0] == "call":
                 if state.offset is None:
                     state.offset = state.upstream_calls
-                call_id = state.ids[out[1]] = new_call_id()
+                # the model's own id (Kimi's functions.NAME:IDX) is the one it expects back
+                call_id = state.ids[out[1]] = out[3] or new_call_id()
                 calls.append({"index": state.offset + out[1], "id": call_id, "type": "function",
                               "function": {"name": out[2], "arguments": ""}})
             elif out[0] == "args":
@@ -397,6 +410,7 @@ class MessagesRepairFrames(_Repair):
         self._held: SSEEvent | None = None  # its content_block_start, until its first text
         self._open: int | None = None  # the output index of the text block open now
         self._blocks: dict[int, int] = {}  # the parser's call number → its tool_use block's index
+        self._thinking: int | None = None  # the output index of a thinking block the repair opened
 
     def transform(self, event: SSEEvent) -> bytes:
         name = event.event
@@ -436,7 +450,7 @@ class MessagesRepairFrames(_Repair):
         if self._text is None:
             return b""
         state, self._text = self._text, None
-        return self._emit(state, state.parser.close())
+        return self._emit(state, state.parser.close()) + self._close_thinking()
 
     def _start(self, event: SSEEvent, obj: dict[str, Any], index: int) -> bytes:
         block = obj.get("content_block")
@@ -458,7 +472,7 @@ class MessagesRepairFrames(_Repair):
         return self._reindexed(event, obj, out)
 
     def _stop(self, event: SSEEvent, obj: dict[str, Any], state: _ChoiceRepair) -> bytes:
-        out = self._emit(state, state.parser.close())
+        out = self._emit(state, state.parser.close()) + self._close_thinking()
         if self.failure is not None:
             return b""
         if self._open is None and self._held is not None:
@@ -485,7 +499,11 @@ class MessagesRepairFrames(_Repair):
         outs = self.drive(state, events, "text block")
         parts: list[bytes] = []
         for out in outs:
-            if out[0] == "text":
+            if out[0] != "reasoning":
+                parts.append(self._close_thinking())
+            if out[0] == "reasoning":
+                parts.append(self._thinking_delta(out[1]))
+            elif out[0] == "text":
                 parts.append(self._open_text())
                 parts.append(_sse("content_block_delta", {
                     "type": "content_block_delta", "index": self._open,
@@ -500,8 +518,8 @@ class MessagesRepairFrames(_Repair):
                 self._next += 1
                 parts.append(_sse("content_block_start", {
                     "type": "content_block_start", "index": block,
-                    "content_block": {"type": "tool_use", "id": new_tool_use_id(), "name": out[2],
-                                      "input": {}}}))
+                    "content_block": {"type": "tool_use", "id": out[3] or new_tool_use_id(),
+                                      "name": out[2], "input": {}}}))
             elif out[0] == "args":
                 parts.append(_sse("content_block_delta", {
                     "type": "content_block_delta", "index": self._blocks[out[1]],
@@ -510,6 +528,30 @@ class MessagesRepairFrames(_Repair):
                 parts.append(_sse("content_block_stop", {"type": "content_block_stop",
                                                          "index": self._blocks[out[1]]}))
         return b"".join(parts)
+
+    def _thinking_delta(self, text: str) -> bytes:
+        """Reasoning the family wrote in its markup: a ``thinking`` block of its own (the open text
+        block ends first), kept open while reasoning follows."""
+        out = b""
+        if self._thinking is None:
+            self._held = None  # reasoning before any text: the upstream's opener is not needed
+            if self._open is not None:
+                out += _sse("content_block_stop", {"type": "content_block_stop", "index": self._open})
+                self._open = None
+            self._thinking = self._next
+            self._next += 1
+            out += _sse("content_block_start", {
+                "type": "content_block_start", "index": self._thinking,
+                "content_block": {"type": "thinking", "thinking": "", "signature": ""}})
+        return out + _sse("content_block_delta", {
+            "type": "content_block_delta", "index": self._thinking,
+            "delta": {"type": "thinking_delta", "thinking": text}})
+
+    def _close_thinking(self) -> bytes:
+        if self._thinking is None:
+            return b""
+        index, self._thinking = self._thinking, None
+        return _sse("content_block_stop", {"type": "content_block_stop", "index": index})
 
     def _reindexed(self, event: SSEEvent, obj: dict[str, Any] | None, index: int | None) -> bytes:
         """The event as it came when its block keeps its index; renumbered otherwise."""
@@ -574,6 +616,7 @@ class ResponsesRepairFrames(_Repair):
         self._held: list[SSEEvent] = []  # its output_item.added and content_part.added, until text
         self._segment: _Segment | None = None
         self._calls: dict[int, _Call] = {}  # the parser's call number → its item
+        self._reasoning: _Segment | None = None  # a reasoning item the repair opened
 
     def transform(self, event: SSEEvent) -> bytes:
         if self.failure is not None or event.data == "[DONE]":
@@ -615,7 +658,7 @@ class ResponsesRepairFrames(_Repair):
         if self._state is None:
             return b""
         state, self._state = self._state, None
-        return self._emit(state, state.parser.close())
+        return self._emit(state, state.parser.close()) + self._end_reasoning()
 
     # ── the message being repaired ─────────────────────────────────────────────────────────────
     def _in_message(self, event: SSEEvent, obj: dict[str, Any], kind: Any,
@@ -635,7 +678,7 @@ class ResponsesRepairFrames(_Repair):
             return opened + self._out(event, obj, output_index=self._segment.index,
                                       item_id=self._segment.id)
         if kind == "response.output_text.done":
-            out = self._emit(state, state.parser.close())
+            out = self._emit(state, state.parser.close()) + self._end_reasoning()
             if self.failure is not None:
                 return b""
             if self._segment is None and self._held and not state.calls:
@@ -676,7 +719,11 @@ class ResponsesRepairFrames(_Repair):
     def _emit(self, state: _ChoiceRepair, events: list[Any]) -> bytes:
         parts: list[bytes] = []
         for out in self.drive(state, events, "message item"):
-            if out[0] == "text":
+            if out[0] != "reasoning":
+                parts.append(self._end_reasoning())
+            if out[0] == "reasoning":
+                parts.append(self._reasoning_delta(out[1]))
+            elif out[0] == "text":
                 parts.append(self._open())
                 assert self._segment is not None
                 self._segment.text.append(out[1])
@@ -687,8 +734,8 @@ class ResponsesRepairFrames(_Repair):
                 parts.append(self._close())
                 self._held = []  # a call before any text: the upstream's openers are not needed
                 item = {"id": "fc_" + secrets.token_hex(12), "type": "function_call",
-                        "status": "in_progress", "arguments": "", "call_id": new_call_id(),
-                        "name": out[2]}
+                        "status": "in_progress", "arguments": "",
+                        "call_id": out[3] or new_call_id(), "name": out[2]}
                 call = self._calls[out[1]] = _Call(self._next, item)
                 self._next += 1
                 parts.append(self._new("response.output_item.added", output_index=call.index,
@@ -730,6 +777,35 @@ class ResponsesRepairFrames(_Repair):
                 + self._new("response.content_part.added", item_id=segment.id, output_index=index,
                             content_index=0, part={"type": "output_text", "text": "",
                                                    "annotations": []}))
+
+    def _reasoning_delta(self, text: str) -> bytes:
+        """Reasoning the family wrote in its markup: a ``reasoning`` item of its own with the text as
+        ``reasoning_text`` (the open message item ends first), kept open while reasoning follows."""
+        out = b""
+        if self._reasoning is None:
+            out += self._close()
+            self._held = []  # reasoning before any text: the upstream's openers are not needed
+            segment = self._reasoning = _Segment(self._next, "rs_" + secrets.token_hex(12))
+            self._next += 1
+            out += self._new("response.output_item.added", output_index=segment.index, item={
+                "id": segment.id, "type": "reasoning", "summary": [],
+                "content": [{"type": "reasoning_text", "text": ""}]})
+        segment = self._reasoning
+        segment.text.append(text)
+        return out + self._new("response.reasoning_text.delta", item_id=segment.id,
+                               output_index=segment.index, content_index=0, delta=text)
+
+    def _end_reasoning(self) -> bytes:
+        segment, self._reasoning = self._reasoning, None
+        if segment is None:
+            return b""
+        text = "".join(segment.text)
+        item = self._items[segment.index] = {
+            "id": segment.id, "type": "reasoning", "summary": [],
+            "content": [{"type": "reasoning_text", "text": text}]}
+        return (self._new("response.reasoning_text.done", item_id=segment.id,
+                          output_index=segment.index, content_index=0, text=text)
+                + self._new("response.output_item.done", output_index=segment.index, item=item))
 
     def _close(self) -> bytes:
         """End the open message item with the text it got (a call comes next)."""

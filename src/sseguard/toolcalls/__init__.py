@@ -13,13 +13,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from sseguard.errors import UsageError
-from sseguard.toolcalls import _dsml, auto, deepseek_v3, hermes, qwen3_coder
+from sseguard.toolcalls import (
+    _dsml,
+    auto,
+    deepseek_v3,
+    glm,
+    harmony,
+    hermes,
+    kimi_k2,
+    minimax_m2,
+    qwen3_coder,
+)
 from sseguard.toolcalls._base import (
     Event,
     Markup,
     MarkupError,
     MarkupErrorKind,
     Parser,
+    Reasoning,
     Text,
     ToolArgsDelta,
     ToolCallEnd,
@@ -46,6 +57,11 @@ def _dsml_family(name: str) -> Family:
                   tuple(_dsml.family_markers(name)), _dsml.REASONING_EXITS)
 
 
+def _glm_family(name: str) -> Family:
+    return Family(name, lambda tools: glm.GLMParser(name, tools), glm.FAMILY_MARKERS,
+                  glm.REASONING_EXITS)
+
+
 def _v3_family(name: str) -> Family:
     return Family(name, lambda tools: deepseek_v3.DeepSeekV3Parser(name, tools),
                   deepseek_v3.FAMILY_MARKERS, deepseek_v3.REASONING_EXITS)
@@ -62,6 +78,14 @@ FAMILIES: dict[str, Family] = {
                      hermes.REASONING_EXITS),
     "qwen3-coder": Family("qwen3-coder", qwen3_coder.Qwen3CoderParser,
                           qwen3_coder.FAMILY_MARKERS, qwen3_coder.REASONING_EXITS),
+    "kimi-k2": Family("kimi-k2", kimi_k2.KimiK2Parser, kimi_k2.FAMILY_MARKERS,
+                      kimi_k2.REASONING_EXITS),
+    "harmony": Family("harmony", harmony.HarmonyParser, harmony.FAMILY_MARKERS,
+                      harmony.REASONING_EXITS),
+    "glm45": _glm_family("glm45"),
+    "glm47": _glm_family("glm47"),
+    "minimax-m2": Family("minimax-m2", minimax_m2.MiniMaxM2Parser, minimax_m2.TOKENIZER_MARKERS,
+                         minimax_m2.REASONING_EXITS),
     "auto": Family("auto", auto.AutoParser, (), auto.REASONING_EXITS),
 }
 
@@ -85,6 +109,7 @@ __all__ = [
     "MarkupError",
     "MarkupErrorKind",
     "Parser",
+    "Reasoning",
     "Text",
     "ToolArgsDelta",
     "ToolCallEnd",

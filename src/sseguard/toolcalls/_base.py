@@ -8,7 +8,8 @@ here so that no family re-invents them:
 * **coalesce per call** — adjacent ``Text`` (or ``ToolArgsDelta``, or ``Markup``) pieces produced by one
   ``feed()`` go out as one event, so event count follows chunk count, not character count;
 * **account for every character** — each input character ends up in exactly one of ``Text.text``,
-  ``Markup.raw``, ``ToolCallEnd.raw`` or ``MarkupError.raw`` (see :func:`consumed_text`).
+  ``Reasoning.text``, ``Markup.raw``, ``ToolCallEnd.raw`` or ``MarkupError.raw`` (see
+  :func:`consumed_text`).
 
 The steps that are the same logic in every family live here too, so that a family module only says
 what its own markers mean: visible content and the separator before an opener (``BaseParser``),
@@ -51,6 +52,14 @@ class Text:
 
 
 @dataclass(frozen=True, slots=True)
+class Reasoning:
+    """Reasoning text, verbatim: from ``ThinkSplitter`` (``<think>`` removed), or from a family whose
+    reasoning is part of its own markup (Harmony's ``analysis`` channel)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class Markup:
     """Tool-call structure that belongs to no single call: block openers and closers, the separator
     the encoder writes before a block, whitespace between calls.
@@ -64,10 +73,15 @@ class Markup:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallStart:
-    """A call opened: its index (0, 1, … in stream order, void calls included) and tool name."""
+    """A call opened: its index (0, 1, … in stream order, void calls included) and tool name.
+
+    ``id`` is the call id the model wrote itself, verbatim (Kimi's ``functions.NAME:IDX``); ``None``
+    for families that write none.
+    """
 
     index: int
     name: str
+    id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +104,7 @@ class ToolCallEnd:
     name: str
     arguments: str
     raw: str = field(default="", compare=False, repr=False)
+    id: str | None = None  # as on the call's ToolCallStart
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +121,7 @@ class MarkupError:
     index: int | None = None
 
 
-Event = Text | Markup | ToolCallStart | ToolArgsDelta | ToolCallEnd | MarkupError
+Event = Text | Reasoning | Markup | ToolCallStart | ToolArgsDelta | ToolCallEnd | MarkupError
 
 
 class Parser(Protocol):
@@ -131,7 +146,7 @@ def consumed_text(events: list[Event]) -> str:
     """
     parts: list[str] = []
     for ev in events:
-        if isinstance(ev, Text):
+        if isinstance(ev, Text | Reasoning):
             parts.append(ev.text)
         elif isinstance(ev, Markup | ToolCallEnd):
             parts.append(ev.raw)
@@ -144,6 +159,8 @@ def _piece(ev: Event) -> tuple[object, str] | None:
     """(merge key, text) of a mergeable event; None for the others."""
     if isinstance(ev, Text):
         return Text, ev.text
+    if isinstance(ev, Reasoning):
+        return Reasoning, ev.text
     if isinstance(ev, Markup):
         return Markup, ev.raw
     if isinstance(ev, ToolArgsDelta):
@@ -154,6 +171,8 @@ def _piece(ev: Event) -> tuple[object, str] | None:
 def _rebuilt(head: Event, text: str) -> Event:
     if isinstance(head, Text):
         return Text(text)
+    if isinstance(head, Reasoning):
+        return Reasoning(text)
     if isinstance(head, Markup):
         return Markup(text)
     assert isinstance(head, ToolArgsDelta)
@@ -161,7 +180,7 @@ def _rebuilt(head: Event, text: str) -> Event:
 
 
 def join_events(events: list[Event]) -> list[Event]:
-    """Merge adjacent ``Text``, ``Markup`` and same-call ``ToolArgsDelta`` events.
+    """Merge adjacent ``Text``, ``Reasoning``, ``Markup`` and same-call ``ToolArgsDelta`` events.
 
     Two chunkings of the same input give equal joined event lists (the chunking-invariance guarantee).
     Each run is joined once, so this is linear however many pieces a run has.
@@ -192,15 +211,18 @@ def event_to_dict(ev: Event) -> dict[str, Any]:
     """A JSON-able dict for one event (``type`` is the class name)."""
     if isinstance(ev, Text):
         return {"type": "Text", "text": ev.text}
+    if isinstance(ev, Reasoning):
+        return {"type": "Reasoning", "text": ev.text}
     if isinstance(ev, Markup):
         return {"type": "Markup", "raw": ev.raw}
+    ident = {} if isinstance(ev, ToolArgsDelta | MarkupError) or ev.id is None else {"id": ev.id}
     if isinstance(ev, ToolCallStart):
-        return {"type": "ToolCallStart", "index": ev.index, "name": ev.name}
+        return {"type": "ToolCallStart", "index": ev.index, "name": ev.name, **ident}
     if isinstance(ev, ToolArgsDelta):
         return {"type": "ToolArgsDelta", "index": ev.index, "fragment": ev.fragment}
     if isinstance(ev, ToolCallEnd):
         return {"type": "ToolCallEnd", "index": ev.index, "name": ev.name,
-                "arguments": ev.arguments, "raw": ev.raw}
+                "arguments": ev.arguments, "raw": ev.raw, **ident}
     return {"type": "MarkupError", "kind": str(ev.kind), "raw": ev.raw, "index": ev.index}
 
 
@@ -264,12 +286,60 @@ def json_string_body(text: str) -> str:
 # ── tools ─────────────────────────────────────────────────────────────────────────────────────────
 
 
+#: JSON Schema's type names; anything else in a schema's ``type`` says nothing a parser can use.
+JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "object", "array", "null"})
+_JSON_VALUE_TYPES = frozenset({"integer", "number", "boolean", "object", "array"})
+
+
+def _type_of(value: Any) -> str:
+    """The JSON Schema type name of a decoded JSON value (an integral float is a number)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def declared_types(schema: Any) -> frozenset[str]:
+    """The types a parameter's schema allows (MARKUP2.md decision 5): its ``type`` (a name or a list),
+    the types of its ``enum`` values, and those of its ``anyOf``/``oneOf`` members. Empty: untyped."""
+    if not isinstance(schema, dict):
+        return frozenset()
+    found: set[str] = set()
+    declared = schema.get("type")
+    for name in declared if isinstance(declared, list) else [declared]:
+        if name in JSON_TYPES:
+            found.add(name)
+    enum = schema.get("enum")
+    if isinstance(enum, list):
+        found.update(_type_of(value) for value in enum)
+    for key in ("anyOf", "oneOf"):
+        members = schema.get(key)
+        if isinstance(members, list):
+            for member in members:
+                found |= declared_types(member)
+    return frozenset(found)
+
+
+def type_allows(types: frozenset[str], value: Any) -> bool:
+    """Whether a decoded JSON value has one of ``types`` (``number`` takes integers too)."""
+    kind = _type_of(value)
+    return kind in types or (kind == "integer" and "number" in types)
+
+
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
-    """The offered tools, reduced to what parsers need: the names and each parameter's JSON type."""
+    """The offered tools, reduced to what parsers need: the names and the types each parameter's
+    schema allows (``declared_types``; empty when the schema says nothing usable)."""
 
     names: frozenset[str]
-    param_types: dict[str, dict[str, Any]] = field(default_factory=dict)
+    param_types: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
 
     @classmethod
     def from_openai(cls, tools: list[dict[str, Any]] | None) -> ToolSpec | None:
@@ -279,7 +349,7 @@ class ToolSpec:
         if not isinstance(tools, list):
             raise UsageError("tools must be a list of OpenAI tool objects")
         names: set[str] = set()
-        types: dict[str, dict[str, Any]] = {}
+        types: dict[str, dict[str, frozenset[str]]] = {}
         for tool in tools:
             fn = tool.get("function") if isinstance(tool, dict) else None
             name = fn.get("name") if isinstance(fn, dict) else None
@@ -292,16 +362,76 @@ class ToolSpec:
             types[name] = {}
             if isinstance(props, dict):
                 for pname, schema in props.items():
-                    types[name][pname] = schema.get("type") if isinstance(schema, dict) else None
+                    types[name][pname] = declared_types(schema)
         return cls(frozenset(names), types)
+
+    def types_of(self, function: str, param: str) -> frozenset[str]:
+        """The types the schema allows for one parameter; empty when untyped or unknown."""
+        return self.param_types.get(function, {}).get(param, frozenset())
 
     def json_typed(self, function: str, param: str) -> bool:
         """True when the schema says the value is JSON (integer, number, boolean, object, array)."""
-        declared = self.param_types.get(function, {}).get(param)
-        kinds = declared if isinstance(declared, list) else [declared]
-        kinds = [k for k in kinds if k != "null"]
-        return bool(kinds) and all(
-            k in ("integer", "number", "boolean", "object", "array") for k in kinds)
+        kinds = self.types_of(function, param) - {"null"}
+        return bool(kinds) and kinds <= _JSON_VALUE_TYPES
+
+
+@dataclass(frozen=True, slots=True)
+class ValueTyping:
+    """How one untagged parameter value becomes JSON (MARKUP2.md decision 5).
+
+    ``accept``: the types a strictly parsed (trimmed) value may have to be taken as JSON; ``raw``:
+    whether the raw text, byte-exact, is the fallback string (else a failure is ``bad_param_json``);
+    ``null_literal``: a value that is exactly ``null`` is null whatever the types (MiniMax).
+    """
+
+    accept: frozenset[str]
+    raw: bool
+    null_literal: bool = False
+
+    @classmethod
+    def of(cls, types: frozenset[str], untyped: ValueTyping, null_literal: bool) -> ValueTyping:
+        """The typing for a parameter with declared ``types`` (``untyped`` when there are none)."""
+        if not types:
+            return untyped
+        if "string" not in types:
+            return cls(types, False, null_literal)
+        return cls(types - {"string"}, True, null_literal)
+
+    @property
+    def plain_string(self) -> bool:
+        """True when the value is surely the raw string: it can stream as it arrives."""
+        return self.raw and not self.accept and not self.null_literal
+
+    def may_be_json(self, first: str) -> bool:
+        """Whether a value whose first non-blank character is ``first`` could be taken as JSON."""
+        if self.null_literal and first == "n":
+            return True
+        return any(first in _JSON_STARTS[t] for t in self.accept)
+
+    def encode(self, raw: str) -> str:
+        """The value's JSON text; ``JSONProblem`` when it is not of an accepted type and no string
+        may stand in for it."""
+        if self.null_literal and raw == "null":
+            return raw
+        if self.accept:
+            text = raw.strip(ASCII_WS)
+            try:
+                if type_allows(self.accept, strict_json(text)):
+                    return text
+            except JSONProblem:
+                pass
+        if not self.raw:
+            raise JSONProblem(MarkupErrorKind.BAD_PARAM_JSON)
+        return f'"{json_string_body(raw)}"'
+
+
+#: The characters a JSON value of each type can start with.
+_JSON_STARTS = {"string": '"', "integer": "-0123456789", "number": "-0123456789",
+                "boolean": "tf", "null": "n", "object": "{", "array": "["}
+
+#: Any JSON value is accepted (the untyped GLM rule, and DSML's ``string="false"``).
+ANY_JSON = frozenset(JSON_TYPES)
+STRICT_JSON = ValueTyping(ANY_JSON, False)
 
 
 # ── markers ───────────────────────────────────────────────────────────────────────────────────────
@@ -315,6 +445,7 @@ MIN_PARTIAL = 2
 TAG_CAP = 4096
 
 _NONWS = re.compile(r"\S")
+_NOT_ASCII_WS = re.compile(f"[^{re.escape(ASCII_WS)}]")
 
 
 def first_non_ws(data: str, pos: int, end: int) -> int:
@@ -341,6 +472,11 @@ class Markers:
         """The first complete marker at or after ``pos``: (start, literal), or (-1, "")."""
         m = self._re.search(data, pos)
         return (m.start(), m.group()) if m else (-1, "")
+
+    def match(self, data: str, pos: int) -> str:
+        """The complete marker starting exactly at ``pos``, or ""."""
+        m = self._re.match(data, pos)
+        return m.group() if m else ""
 
     def hold(self, data: str, pos: int) -> int:
         """Where the suffix that could still become a marker starts (``len(data)`` if none)."""
@@ -371,20 +507,26 @@ def split_partial_opener(rest: str, separator: str) -> tuple[str, str]:
 
 # ── shared parser machinery ───────────────────────────────────────────────────────────────────────
 
-_NONE, _TEXT, _DELTA, _MARKUP = 0, 1, 2, 3
+_NONE, _TEXT, _DELTA, _MARKUP, _REASON = 0, 1, 2, 3, 4
 
 #: Every family's first state: visible text outside any markup.
 CONTENT = 0
+
+#: The reasoning tags, reserved in the families of MARKUP2.md (decision 1): outside a call they are
+#: stray markers, never visible text.
+THINK_TAGS = ("<think>", "</think>")
 
 
 class Call:
     """One call (or one void stretch of markup) being parsed: its raw text and emitted arguments."""
 
-    __slots__ = ("error", "frags", "in_block", "index", "keys", "name", "nemit", "raw", "spaced")
+    __slots__ = ("error", "frags", "id", "in_block", "index", "keys", "name", "nemit", "raw",
+                 "spaced")
 
     def __init__(self, index: int | None, name: str, in_block: bool, spaced: bool = False) -> None:
         self.index = index
         self.name = name
+        self.id: str | None = None
         self.raw: list[str] = []
         self.frags: list[str] = []
         self.keys: set[str] = set()
@@ -418,6 +560,10 @@ class BaseParser(ABC):
     family = "base"
     _BLOCK = -1  # state inside a block, between calls (-1: the family has no blocks)
     _SKIP = -1  # state swallowing a void call up to where parsing can resume (-1: none)
+    # State in which text without "<" is the body of a JSON string value, streamed as it comes (-1:
+    # none). Every marker of every family holds "<", so a chunk without one is one escape and one
+    # delta: the hot path in the middle of a long string value.
+    _STRING = -1
     # the family's marker search, bound in its __init__:
     _find: Callable[[str, int], tuple[int, str]]  # first marker at or after pos: (start, text), or -1
     _hold: Callable[[str, int], int]  # start of a suffix that could still become a marker
@@ -435,6 +581,9 @@ class BaseParser(ABC):
         self._state = CONTENT
         self._handlers: tuple[Callable[[str, int], int], ...] = ()
         self._sep = ""  # what the encoder writes before an opener; removed from the text (decision 8)
+        # MARKUP2.md decision 2: in its families the whitespace that frames the answer at stream start
+        # (right after </think>) is markup, not text; such a family sets this in its __init__.
+        self._frame = False
         # Arguments streamed as the model wrote them (_stream_args): whether their first
         # non-whitespace character went out, and trailing characters held until we know they are
         # not padding (a list: a long run of spaces inside a string must not be copied per chunk).
@@ -446,6 +595,8 @@ class BaseParser(ABC):
     def _flush(self) -> None:
         if self._pk == _TEXT:
             self._out.append(Text("".join(self._pp)))
+        elif self._pk == _REASON:
+            self._out.append(Reasoning("".join(self._pp)))
         elif self._pk == _MARKUP:
             self._out.append(Markup("".join(self._pp)))
         elif self._pk == _DELTA:
@@ -454,29 +605,38 @@ class BaseParser(ABC):
         self._pk = _NONE
         self._pp = []
 
-    def _text(self, s: str) -> None:
+    def _framing(self, data: str, pos: int) -> int:
+        """Whitespace at stream start is markup; the first other character ends the framing."""
+        q = _NOT_ASCII_WS.search(data, pos)
+        end = q.start() if q else len(data)
+        self._markup(data[pos:end])
+        if q is not None:
+            self._frame = False
+        return end
+
+    def _put(self, kind: int, s: str) -> None:
+        """Add ``s`` to the pending piece of ``kind`` (one event per run of one kind)."""
         if s:
-            if self._pk != _TEXT:
+            if self._pk != kind:
                 self._flush()
-                self._pk = _TEXT
+                self._pk = kind
             self._pp.append(s)
 
+    def _text(self, s: str) -> None:
+        self._put(_TEXT, s)
+
+    def _reasoning(self, s: str) -> None:
+        self._put(_REASON, s)
+
     def _markup(self, s: str) -> None:
-        if s:
-            if self._pk != _MARKUP:
-                self._flush()
-                self._pk = _MARKUP
-            self._pp.append(s)
+        self._put(_MARKUP, s)
 
     def _delta(self, s: str) -> None:
         """Append to the current call's arguments, as a delta and to its record."""
         if s:
             assert self._call is not None
             self._call.frags.append(s)
-            if self._pk != _DELTA:
-                self._flush()
-                self._pk = _DELTA
-            self._pp.append(s)
+            self._put(_DELTA, s)
 
     def _event(self, ev: Event) -> None:
         self._flush()
@@ -487,6 +647,11 @@ class BaseParser(ABC):
         out, self._out = self._out, []
         return out
 
+    def mid_stream(self) -> None:
+        """This parser starts after the stream's start (``auto`` replays from the first marker,
+        after text went out): no answer framing is left to remove (MARKUP2.md decision 2)."""
+        self._frame = False
+
     # calls ----------------------------------------------------------------------------------------
 
     def _new_unit(self, raw: str, in_block: bool, spaced: bool = False) -> Call:
@@ -496,13 +661,14 @@ class BaseParser(ABC):
         self._call = call
         return call
 
-    def _name_call(self, name: str) -> Call:
-        """The unit is a call: give it the next index and announce it."""
+    def _name_call(self, name: str, call_id: str | None = None) -> Call:
+        """The unit is a call: give it the next index and announce it (with the model's own call id,
+        for families that write one)."""
         call = self._call
         assert call is not None
-        call.index, call.name = self._next_index, name
+        call.index, call.name, call.id = self._next_index, name, call_id
         self._next_index += 1
-        self._event(ToolCallStart(call.index, name))
+        self._event(ToolCallStart(call.index, name, call_id))
         if self._tools is not None and name not in self._tools.names:
             # decision 4's exception: the call is kept; dispatch policy belongs to the client
             self._event(MarkupError(MarkupErrorKind.UNDEFINED_FUNCTION, name, call.index))
@@ -524,7 +690,8 @@ class BaseParser(ABC):
         assert call is not None and call.index is not None
         if close_object:
             self._delta(call.closing())
-        self._event(ToolCallEnd(call.index, call.name, "".join(call.frags), "".join(call.raw)))
+        self._event(ToolCallEnd(call.index, call.name, "".join(call.frags), "".join(call.raw),
+                                call.id))
         self._call = None
 
     def _fail_call(self, kind: MarkupErrorKind | None = None) -> None:
@@ -593,6 +760,10 @@ class BaseParser(ABC):
         """State ``CONTENT``: what is surely visible text goes out; a marker with nothing but the
         separator before it is the family's ``_opener`` to read — the separator goes with the tag
         once the family knows what the tag is (decision 8)."""
+        if self._frame:
+            pos = self._framing(data, pos)
+            if pos == len(data):
+                return pos
         m, lit = self._find(data, pos)
         if m == -1:
             k = self._hold(data, pos)
@@ -646,6 +817,13 @@ class BaseParser(ABC):
             raise UsageError("feed() after close()")
         if not text:
             return []
+        call = self._call
+        if (self._state == self._STRING and not self._pend and "<" not in text
+                and call is not None and call.index is not None):
+            call.raw.append(text)
+            frag = json_string_body(text)
+            call.frags.append(frag)
+            return [ToolArgsDelta(call.index, frag)]
         data = self._pend + text if self._pend else text
         self._pend = ""
         self._run(data)
@@ -738,6 +916,42 @@ class BlockParser(BaseParser):
         end = self._block_marker(data, pos, lit)
         return self._junk(pos) if end is None else end
 
+    def _call_opener(self, data: str, m: int, tend: int, name: str | None,
+                     state: int) -> int | None:
+        """The call-opening tag at ``m``, read up to ``tend`` (-1 while incomplete) with its ``name``
+        (None: malformed), between calls: the call starts in ``state``. Returns what
+        ``_block_marker`` does."""
+        if tend < 0:
+            return ~m
+        if name is None:
+            return None
+        self._start_call(name, data[m:tend], in_block=True)
+        self._state = state
+        return tend
+
+    def _add_key(self, key: str) -> bool:
+        """A parameter's name is read: a repeated one voids the call (``duplicate_parameter``).
+        Returns whether the name is new."""
+        call = self._call
+        assert call is not None
+        if key in call.keys:
+            self._void(MarkupErrorKind.DUPLICATE_PARAMETER)
+            return False
+        call.keys.add(key)
+        return True
+
+    def _tag_in_call(self, data: str, pos: int) -> tuple[int, str | None]:
+        """Inside a call, between its tags: whitespace joins the call's raw text; other text voids
+        the call (only whitespace may stand between tags). Returns (where to go on, None), or
+        (``pos``, the marker there) for the family to judge."""
+        call = self._call
+        assert call is not None
+        r, lit = self._gather_ws(data, pos, call.raw.append)
+        if lit is None:
+            self._void(MarkupErrorKind.MALFORMED_TAG)
+            return r, None
+        return (r, None) if r != pos else (pos, lit)
+
     @abstractmethod
     def _block_marker(self, data: str, m: int, lit: str) -> int | None:
         """At the marker ``lit`` at ``m``, between calls: open the next call or close the block and
@@ -768,13 +982,13 @@ class BlockParser(BaseParser):
         """At the marker ``lit`` at ``m`` inside a void call: (end of its tag, -1 while incomplete;
         ``RESUME``, ``SWALLOW`` or ``END``)."""
 
-    def _json_param(self, key: str, buf: list[str], then: int) -> None:
-        """A JSON-typed parameter's value is complete: trimmed of ASCII whitespace, strict JSON of
-        any type goes into the arguments and parsing goes on in state ``then`` (decision 2);
-        anything else voids the call."""
-        value = "".join(buf).strip(ASCII_WS)
+    def _json_param(self, key: str, buf: list[str], then: int,
+                    typing: ValueTyping | None = None) -> None:
+        """A buffered parameter's value is complete: by default trimmed of ASCII whitespace, strict
+        JSON of any type (decision 2), else as ``typing`` says; it goes into the arguments and parsing
+        goes on in state ``then``. A value that fails voids the call."""
         try:
-            strict_json(value)
+            value = (typing or STRICT_JSON).encode("".join(buf))
         except JSONProblem:  # any failure of a value, duplicate keys included
             self._void(MarkupErrorKind.BAD_PARAM_JSON)
             return
@@ -801,3 +1015,167 @@ class BlockParser(BaseParser):
                 self._delta(args)
             self._end_call(close_object=False)
         self._after_call(call.in_block)
+
+
+# ── JSON arguments written by the model (Hermes, Kimi, Harmony) ────────────────────────────────────
+
+_OUTSIDE_STRING = re.compile(r'["<]')  # outside a JSON string only a quote or a marker matters
+_INSIDE_STRING = re.compile(r'["\\]')  # inside one, its end or an escape
+
+
+class JSONStrings:
+    """Where the strings of a JSON text are, followed across chunks, so that a marker inside a string
+    value is string text (a file's contents may well hold ``</tool_call>`` or ``<|call|>``).
+
+    The text need not be valid JSON: quotes and escapes are followed as they come.
+    """
+
+    __slots__ = ("escape", "inside")
+
+    def __init__(self) -> None:
+        self.inside = False
+        self.escape = False  # the last character read was a backslash inside a string
+
+    def next_lt(self, data: str, i: int, n: int) -> int:
+        """Index of the first ``<`` at or after ``i`` that stands outside any string, or ``n``; the
+        state follows ``data[i:result]``."""
+        while i < n:
+            if self.escape:
+                self.escape = False
+                i += 1
+                continue
+            hit = (_INSIDE_STRING if self.inside else _OUTSIDE_STRING).search(data, i, n)
+            if hit is None:
+                return n
+            i, char = hit.start(), hit.group()
+            if char == "<":
+                return i
+            if char == "\\":
+                self.escape = True
+            else:
+                self.inside = not self.inside
+            i += 1
+        return n
+
+
+class JSONArgsParser(BlockParser):
+    """A family whose call arguments are one JSON object the model writes itself, ended by a marker
+    (Kimi, Harmony): the arguments stream verbatim as they arrive (leading whitespace dropped,
+    trailing whitespace held until more follows), and a marker counts only outside JSON strings
+    (MARKUP2.md decision 4).
+
+    The family's arguments state is ``_ARGS`` (handler ``_args``); it says which markers end the
+    arguments (``_ARGS_ENDS``, part of the call) and which end them because the next thing begins
+    (``_ARGS_BREAKS``, left to the next state); any other marker voids the call.
+    """
+
+    _ARGS = -1
+    _ARGS_ENDS: frozenset[str] = frozenset()
+    _ARGS_BREAKS: frozenset[str] = frozenset()
+    _markers: Markers
+
+    def __init__(self, tools: ToolSpec | None = None) -> None:
+        super().__init__(tools)
+        self._strings = JSONStrings()
+        self._head: list[str] = []  # the call's header (Kimi's call id, a Harmony header)
+        self._head_size = 0
+
+    def _begin_head(self, first: str = "") -> None:
+        self._head, self._head_size = [first] if first else [], 0
+
+    def _collect_head(self, seg: str) -> None:
+        self._head.append(seg)
+        self._head_size += len(seg)
+
+    def _header(self, data: str, pos: int) -> int:
+        """The header state: its text up to the next marker joins the unit's raw text and
+        ``_head``, and the family's ``_head_marker`` reads the marker. A header longer than
+        ``TAG_CAP`` is none (no call id or message header is that long): the unit is void."""
+        call = self._call
+        assert call is not None
+        r, lit = self._gather(data, pos, self._collect_head)
+        if self._head_size > TAG_CAP:
+            self._void(MarkupErrorKind.MALFORMED_TAG)
+            return r
+        if r != pos:
+            return r
+        return self._head_marker(pos, lit, call)
+
+    @abstractmethod
+    def _head_marker(self, m: int, lit: str, call: Call) -> int:
+        """At the marker ``lit`` at ``m`` in the header of ``call``: where to go on."""
+
+    def _begin_json_args(self) -> None:
+        self._state, self._started, self._tail = self._ARGS, False, []
+        self._strings = JSONStrings()
+
+    def feed(self, text: str) -> list[Event]:
+        """Parse more text; return the events it completes."""
+        call = self._call
+        if (self._state != self._ARGS or self._pend or not text or self._closed or call is None
+                or call.index is None):
+            return super().feed(text)
+        # The hot path: the middle of the arguments, where only a "<" outside a string can end
+        # them. What comes before it is arguments text, taken here without the state dispatch.
+        n = len(text)
+        j = self._strings.next_lt(text, 0, n)
+        if j:
+            seg = text[:j] if j < n else text
+            call.raw.append(seg)
+            if self._strings.inside and self._started:  # inside a string nothing is padding
+                frag = "".join(self._tail) + seg if self._tail else seg
+                self._tail = []
+                call.frags.append(frag)
+                return [ToolArgsDelta(call.index, frag)]
+            self._stream_args(seg, ASCII_WS)
+        if j < n:
+            self._run(text[j:])
+        return self._take()
+
+    def _json_args(self, data: str, pos: int) -> tuple[int, str]:
+        """Stream the arguments from ``pos`` to the first marker outside a string: (its start, the
+        marker), the text before it consumed; or (``~k``, "") to hold ``data[k:]``."""
+        call = self._call
+        assert call is not None
+        i, n = pos, len(data)
+        markers = self._markers
+        while True:
+            j = self._strings.next_lt(data, i, n)
+            lit = markers.match(data, j) if j < n else ""
+            if lit or (j < n and markers.hold(data, j) == j):
+                end = j
+            elif j < n:
+                i = j + 1  # a "<" that is no marker: the JSON check at the end judges it
+                continue
+            else:
+                end = n
+            if end > pos:
+                seg = data[pos:end]
+                call.raw.append(seg)
+                self._stream_args(seg, ASCII_WS)
+            return (j, lit) if lit else (~end, "")
+
+    def _args(self, data: str, pos: int) -> int:
+        r, lit = self._json_args(data, pos)
+        if not lit:
+            return r
+        if lit in self._ARGS_BREAKS:
+            self._end_json_args()
+            return r
+        if lit not in self._ARGS_ENDS:  # the markers are reserved outside JSON strings
+            self._void(MarkupErrorKind.MALFORMED_TAG)
+            return r
+        assert self._call is not None
+        self._call.raw.append(lit)
+        self._end_json_args()
+        return r + len(lit)
+
+    def _end_json_args(self) -> None:
+        """The arguments are complete: one strict JSON object ends the call, whitespace only is
+        ``{}``, anything else voids it (decision 4)."""
+        call = self._call
+        assert call is not None
+        if self._started:
+            self._end_object_call("".join(call.frags), emit=False)
+        else:
+            self._end_object_call("{}", emit=True)

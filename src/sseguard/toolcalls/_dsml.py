@@ -5,7 +5,8 @@ The three families differ only in their native block name (``function_calls``, `
 unspaced ones (MARKUP.md decision 6). The block opener picks the dialect for everything inside it.
 
 Why the hot path is cheap: inside a ``string="true"`` value the only thing that can matter is a ``<``,
-so a chunk without one is escaped and emitted as it is — one ``in`` test and one C-level escape.
+so a chunk without one is escaped and emitted as it is — one ``in`` test and one C-level escape
+(``BaseParser._STRING``).
 """
 
 from __future__ import annotations
@@ -21,10 +22,8 @@ from sseguard.toolcalls._base import (
     SWALLOW,
     BlockParser,
     Call,
-    Event,
     MarkupError,
     MarkupErrorKind,
-    ToolArgsDelta,
     ToolSpec,
     json_string_body,
 )
@@ -138,7 +137,7 @@ CONTENT, IN_BLOCK, IN_INVOKE, STRING_VALUE, JSON_VALUE, JSON_BODY, SKIP = range(
 class DSMLParser(BlockParser):
     """Incremental parser for the DSML families; see MARKUP.md for the format and the decisions."""
 
-    _BLOCK, _SKIP = IN_BLOCK, SKIP
+    _BLOCK, _SKIP, _STRING = IN_BLOCK, SKIP, STRING_VALUE
 
     def __init__(self, family: str = "dsml-v32", tools: ToolSpec | None = None) -> None:
         super().__init__(tools)
@@ -152,18 +151,6 @@ class DSMLParser(BlockParser):
         self._find, self._hold = find_marker, hold_start
         self._handlers = (self._content, self._between_calls, self._in_invoke, self._string_value,
                           self._json_value, self._json_body, self._skip)
-
-    def feed(self, text: str) -> list[Event]:
-        """Parse more text; return the events it completes."""
-        call = self._call
-        if (self._state == STRING_VALUE and not self._pend and "<" not in text and text
-                and not self._closed and call is not None and call.index is not None):
-            # The hot path: the middle of a long string value.
-            call.raw.append(text)
-            frag = json_string_body(text)
-            call.frags.append(frag)
-            return [ToolArgsDelta(call.index, frag)]
-        return super().feed(text)
 
     # tags -----------------------------------------------------------------------------------------
 
@@ -235,10 +222,7 @@ class DSMLParser(BlockParser):
                 call.raw.append(text)
                 if tag.flag not in ("true", "false"):
                     self._void(MarkupErrorKind.INVALID_STRING_FLAG)
-                elif tag.name in call.keys:
-                    self._void(MarkupErrorKind.DUPLICATE_PARAMETER)
-                else:
-                    call.keys.add(tag.name)
+                elif self._add_key(tag.name):
                     if tag.flag == "true":
                         self._delta(call.key_prefix(tag.name) + '"')
                         self._state = STRING_VALUE

@@ -2,16 +2,29 @@
 
 Text before the first marker goes out as it comes; from the first marker (and the newlines that may be
 its separator) the input is held until the family is certain — at most one tag's worth — and then
-replayed into a fresh parser of that family. Markers of other families after that point are text for
-the chosen family, as they would be had it been named.
+replayed into a fresh parser of that family. Whitespace at the very start is held too: for the
+families of MARKUP2.md it frames the answer and is not text (decision 2), which only the family can
+say. Markers of other families after that point are text for the chosen family, as they would be had
+it been named.
 """
 
 from __future__ import annotations
 
 from sseguard.errors import UsageError
-from sseguard.toolcalls import _dsml, deepseek_v3, hermes, qwen3_coder
+from sseguard.toolcalls import (
+    _dsml,
+    deepseek_v3,
+    glm,
+    harmony,
+    hermes,
+    kimi_k2,
+    minimax_m2,
+    qwen3_coder,
+)
 from sseguard.toolcalls._base import (
+    ASCII_WS,
     TAG_CAP,
+    BaseParser,
     Event,
     Markers,
     Parser,
@@ -20,16 +33,51 @@ from sseguard.toolcalls._base import (
     first_non_ws,
 )
 
+_GLM_ARGS = glm.FAMILY_MARKERS[2:]  # <arg_key> and the other arg tags: GLM's alone
 MARKERS = Markers((_dsml.OPEN, _dsml.CLOSE, *deepseek_v3.FAMILY_MARKERS,
-                   *qwen3_coder.FAMILY_MARKERS))
-REASONING_EXITS = (_dsml.OPEN, *deepseek_v3.REASONING_EXITS, *qwen3_coder.REASONING_EXITS)
+                   *qwen3_coder.FAMILY_MARKERS, *kimi_k2.FAMILY_MARKERS, *harmony.FAMILY_MARKERS,
+                   *_GLM_ARGS, *minimax_m2.FAMILY_MARKERS))
+REASONING_EXITS = (_dsml.OPEN, *deepseek_v3.REASONING_EXITS, *qwen3_coder.REASONING_EXITS,
+                   *kimi_k2.REASONING_EXITS, *minimax_m2.REASONING_EXITS)
 
 _V3_HEAD = "function" + deepseek_v3.SEP
 #: For a partial marker at end of stream: which family each marker belongs to, DSML first.
 _OWNERS = ((_dsml.OPEN, "dsml-v4"), (_dsml.CLOSE, "dsml-v4"),
            *((lit, "deepseek-v3") for lit in deepseek_v3.FAMILY_MARKERS),
            *((lit, "hermes") for lit in hermes.FAMILY_MARKERS),
-           *((lit, "qwen3-coder") for lit in qwen3_coder.FAMILY_MARKERS))
+           *((lit, "qwen3-coder") for lit in qwen3_coder.FAMILY_MARKERS),
+           *((lit, "kimi-k2") for lit in kimi_k2.FAMILY_MARKERS),
+           *((lit, "harmony") for lit in harmony.FAMILY_MARKERS),
+           *((lit, "glm45") for lit in _GLM_ARGS),
+           *((lit, "minimax-m2") for lit in minimax_m2.FAMILY_MARKERS))
+_KIMI_OPENERS = (kimi_k2.SECTION_BEGIN, kimi_k2.SECTION_BEGIN_1, kimi_k2.CALL_BEGIN)
+_HARMONY_HEADS = (harmony.START, harmony.CHANNEL)
+
+
+def _tool_call_family(held: str, final: bool) -> str | None:
+    """Whose ``<tool_call>`` starts ``held``: Hermes writes a JSON object after it (``{``, maybe
+    after whitespace), Qwen3-Coder ``<function=``, GLM a bare name — ended by a newline in GLM-4.5
+    and by the next tag in GLM-4.7."""
+    q = first_non_ws(held, len(hermes.TOOL_CALL), len(held))
+    if q == -1:
+        return "hermes" if final else None
+    if held[q] == "{":
+        return "hermes"
+    if held[q] == "<":  # a tag right away: a GLM call without a name, or Qwen3-Coder's function
+        after = held[q:]
+        if not any(after.startswith(t) or t.startswith(after) for t in _GLM_ARGS):
+            return "qwen3-coder"
+        if not final and not after.startswith(_GLM_ARGS):
+            return None
+        return "glm45" if "\n" in held[len(hermes.TOOL_CALL):q] else "glm47"
+    end = len(held)
+    for stop in ("\n", "<"):
+        k = held.find(stop, q)
+        if k != -1:
+            end = min(end, k)
+    if end == len(held):
+        return "glm45" if final else None
+    return "glm45" if held[end] == "\n" else "glm47"
 
 
 def detect(held: str, final: bool) -> str | None:
@@ -61,11 +109,12 @@ def detect(held: str, final: bool) -> str | None:
         if _V3_HEAD.startswith(after):
             return "deepseek-v3" if final else None
         return "deepseek-v31"
+    if held.startswith(_KIMI_OPENERS):
+        return "kimi-k2"
+    if held.startswith(_HARMONY_HEADS):
+        return "harmony"
     if held.startswith(hermes.TOOL_CALL):
-        q = first_non_ws(held, len(hermes.TOOL_CALL), len(held))
-        if q == -1:
-            return "hermes" if final else None
-        return "qwen3-coder" if held[q] == "<" else "hermes"
+        return _tool_call_family(held, final)
     for lit, family in _OWNERS:
         if held.startswith(lit) or (final and lit.startswith(held)):
             return family
@@ -83,13 +132,16 @@ class AutoParser:
         self._pend = ""
         self._closed = False
         self.detected: str | None = None  # the family chosen, once a marker was seen
+        self._spoke = False  # text went out before the family was known
 
     def _become(self, family: str) -> Parser:
         from sseguard.toolcalls import FAMILIES  # the registry imports this module
 
         self.detected = family
-        self._inner = FAMILIES[family].make(self._tools)
-        return self._inner
+        self._inner = inner = FAMILIES[family].make(self._tools)
+        if self._spoke and isinstance(inner, BaseParser):
+            inner.mid_stream()
+        return inner
 
     def feed(self, text: str) -> list[Event]:
         """Parse more text; return the events it completes."""
@@ -104,8 +156,11 @@ class AutoParser:
         start = cut
         while start > 0 and cut - start < 2 and data[start - 1] == "\n":
             start -= 1  # newlines right before a marker may be its separator: the family decides
+        if start and not self._spoke and harmony.may_open_header(data[:start].lstrip(ASCII_WS)):
+            start = 0  # framing whitespace, or Harmony's first recipient: the family decides
         if start:
             out.append(Text(data[:start]))
+            self._spoke = True
         if m == -1:
             self._pend = data[start:]
             return out

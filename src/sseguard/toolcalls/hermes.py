@@ -19,6 +19,7 @@ from sseguard.toolcalls._base import (
     ASCII_WS,
     BaseParser,
     JSONProblem,
+    JSONStrings,
     Markers,
     MarkupError,
     MarkupErrorKind,
@@ -35,8 +36,6 @@ SEPARATOR = "\n"
 
 _HEAD = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"(arguments|parameters)"\s*:')
 HEAD_CAP = 1024  # past this many characters without the usual head, the block is read whole
-_OUTSIDE = re.compile(r'["<]')  # outside a JSON string only a quote or a marker matters
-_INSIDE = re.compile(r'["\\]')  # inside one, its end or an escape
 
 CONTENT, BODY = range(2)
 
@@ -51,8 +50,7 @@ class HermesParser(BaseParser):
         self._sep = SEPARATOR
         self._buf: list[str] = []
         self._size = 0  # characters in _buf
-        self._in_string = False
-        self._escape = False
+        self._strings = JSONStrings()
         self._streaming = False  # the head matched: the arguments stream as they arrive
         self._args_key = ""
         self._find, self._hold = MARKERS.find, MARKERS.hold
@@ -65,7 +63,7 @@ class HermesParser(BaseParser):
             return m + len(lit)
         self._markup(data[pos:m])
         self._new_unit(lit, in_block=False)
-        self._buf, self._size, self._in_string, self._escape = [], 0, False, False
+        self._buf, self._size, self._strings = [], 0, JSONStrings()
         self._streaming, self._started, self._tail = False, False, []
         self._state = BODY
         return m + len(lit)
@@ -74,31 +72,10 @@ class HermesParser(BaseParser):
         call = self._call
         assert call is not None
         i, n = pos, len(data)
-        while i < n:
-            if self._in_string:
-                if self._escape:
-                    self._escape = False
-                    i += 1
-                    continue
-                hit = _INSIDE.search(data, i)
-                if hit is None:
-                    i = n
-                    break
-                i = hit.end()
-                if hit.group() == "\\":
-                    self._escape = True
-                else:
-                    self._in_string = False
-                continue
-            hit = _OUTSIDE.search(data, i)
-            if hit is None:
-                i = n
+        while True:
+            j = self._strings.next_lt(data, i, n)
+            if j == n:
                 break
-            j = hit.start()
-            if hit.group() == '"':
-                self._in_string = True
-                i = j + 1
-                continue
             if data.startswith(TOOL_CALL_END, j):
                 self._take_body(data, pos, j)
                 call.raw.append(TOOL_CALL_END)

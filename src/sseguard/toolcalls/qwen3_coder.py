@@ -95,24 +95,16 @@ class Qwen3CoderParser(BlockParser):
     def _block_marker(self, data: str, m: int, lit: str) -> int | None:
         if lit == FUNCTION:
             tend, name = self._named_tag(data, m, lit)
-            if tend < 0:
-                return ~m
-            if name is not None:
-                self._start_call(name, data[m:tend], in_block=True)
-                self._state = FUNC
-                return tend
-        elif lit == TOOL_CALL_END:
+            return self._call_opener(data, m, tend, name, FUNC)
+        if lit == TOOL_CALL_END:
             return self._close_block(lit, m + len(lit))
         return None
 
     def _function(self, data: str, pos: int) -> int:
         call = self._call
         assert call is not None
-        r, lit = self._gather_ws(data, pos, call.raw.append)
-        if lit is None:  # text between tags has no place
-            self._void(MarkupErrorKind.MALFORMED_TAG)
-            return r
-        if r != pos:
+        r, lit = self._tag_in_call(data, pos)
+        if lit is None:
             return r
         if lit == PARAMETER:
             tend, key = self._named_tag(data, pos, lit)
@@ -120,10 +112,8 @@ class Qwen3CoderParser(BlockParser):
                 return ~pos
             if key is not None:
                 call.raw.append(data[pos:tend])
-                if key in call.keys:
-                    self._void(MarkupErrorKind.DUPLICATE_PARAMETER)
+                if not self._add_key(key):
                     return tend
-                call.keys.add(key)
                 self._fresh, self._newline = True, False
                 if self._tools is not None and self._tools.json_typed(call.name, key):
                     self._key, self._buf = key, []

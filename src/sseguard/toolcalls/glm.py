@@ -1,0 +1,180 @@
+"""GLM-4.5/4.6 (``glm45``) and GLM-4.7/GLM-5.x (``glm47``) tool calls: one state machine, two families.
+
+```
+glm45:  text\\n<tool_call>NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>\\n</tool_call>
+glm47:  text<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>
+```
+
+The tags are added tokens that are *not* special, so they survive ``skip_special_tokens`` and are the
+GLM text users find in content. The two families differ only in spacing: GLM-4.5 writes a newline
+after the name and one before each ``<tool_call>`` (its separator, removed from the visible text);
+GLM-4.7 writes neither. Both parsers read both spacings (a name ends at the first newline,
+``<arg_key>`` or ``</tool_call>``, MARKUP2.md decision 3), so the family only decides which newline is
+the template's and which is the model's text.
+
+Values carry no type flag: the offered tool's schema types them (``_typed``); without a schema a value
+is strict JSON if it parses, else the raw string.
+"""
+
+from __future__ import annotations
+
+from sseguard.errors import UsageError
+from sseguard.toolcalls._base import (
+    ANY_JSON,
+    ASCII_WS,
+    END,
+    RESUME,
+    SWALLOW,
+    THINK_TAGS,
+    Call,
+    Markers,
+    MarkupError,
+    MarkupErrorKind,
+    ToolSpec,
+    ValueTyping,
+)
+from sseguard.toolcalls._typed import TypedValueParser
+
+TOOL_CALL = "<tool_call>"
+TOOL_CALL_END = "</tool_call>"
+ARG_KEY = "<arg_key>"
+ARG_KEY_END = "</arg_key>"
+ARG_VALUE = "<arg_value>"
+ARG_VALUE_END = "</arg_value>"
+FAMILY_MARKERS = (TOOL_CALL, TOOL_CALL_END, ARG_KEY, ARG_KEY_END, ARG_VALUE, ARG_VALUE_END)
+MARKERS = Markers((*FAMILY_MARKERS, *THINK_TAGS))
+REASONING_EXITS = (TOOL_CALL,)
+#: family → the separator its template writes before each ``<tool_call>`` (decision 2)
+SEPARATORS = {"glm45": "\n", "glm47": ""}
+
+CONTENT, NAME, CALL, KEY, AFTER_KEY, VALUE, STRING, SKIP = range(8)
+
+
+class GLMParser(TypedValueParser):
+    """Incremental parser for ``glm45`` and ``glm47``; see MARKUP2.md for the format and decisions."""
+
+    _SKIP, _VALUE, _STRING = SKIP, VALUE, STRING
+    _VALUE_END, _VALUE_BREAKS, _AFTER_VALUE = ARG_VALUE_END, (TOOL_CALL_END,), CALL
+    _UNTYPED = ValueTyping(ANY_JSON, True)  # strict JSON if it parses, else the raw string
+
+    def __init__(self, family: str = "glm45", tools: ToolSpec | None = None) -> None:
+        super().__init__(tools)
+        if family not in SEPARATORS:
+            raise UsageError(f"not a GLM family: {family}")
+        self.family = family
+        self._sep = SEPARATORS[family]
+        self._part: list[str] = []  # the name or key being read
+        self._frame = True  # decision 2: the whitespace that frames the answer is not text
+        self._find, self._hold = MARKERS.find, MARKERS.hold
+        self._handlers = (self._content, self._name, self._between_tags, self._key_text,
+                          self._after_key, self._value, self._value, self._skip)
+
+    def _opener(self, data: str, pos: int, m: int, lit: str) -> int:
+        if lit == TOOL_CALL:
+            self._markup(data[pos:m])
+            self._new_unit(lit, in_block=False)
+            self._part = []
+            self._state = NAME
+            return m + len(lit)
+        # decisions 1 and 9: a reserved marker outside a call (arg tags without <tool_call>, a
+        # stray closer, a think tag) is reported; the text around it stays visible
+        self._text(data[pos:m])
+        self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, lit))
+        return m + len(lit)
+
+    def _block_marker(self, data: str, m: int, lit: str) -> int | None:
+        """GLM calls stand alone: there is no block, so no state between calls of one."""
+        return None
+
+    def _name(self, data: str, pos: int) -> int:
+        """State ``NAME``: from ``<tool_call>`` to the first newline, ``<arg_key>`` or
+        ``</tool_call>``, trimmed (decision 3); another marker there is malformed (decision 7)."""
+        call = self._call
+        assert call is not None
+        m, lit = self._find(data, pos)
+        end = m if m != -1 else self._hold(data, pos)
+        nl = data.find("\n", pos, end)
+        if nl != -1:
+            call.raw.append(data[pos:nl + 1])
+            self._part.append(data[pos:nl])
+            self._named()
+            return nl + 1
+        if end > pos:
+            call.raw.append(data[pos:end])
+            self._part.append(data[pos:end])
+            return end if m != -1 else ~end
+        if m == -1:
+            return ~pos
+        if lit in (ARG_KEY, TOOL_CALL_END):  # the name ends here; the tag is the next state's
+            self._named()
+        else:
+            self._void(MarkupErrorKind.MALFORMED_TAG)
+        return pos
+
+    def _named(self) -> None:
+        name = "".join(self._part).strip(ASCII_WS)
+        if name:
+            self._name_call(name)
+            self._state = CALL
+        else:
+            self._void(MarkupErrorKind.MALFORMED_TAG)
+
+    def _between_tags(self, data: str, pos: int) -> int:
+        """State ``CALL``: whitespace, then the next ``<arg_key>`` or the call's closer."""
+        call = self._call
+        assert call is not None
+        r, lit = self._tag_in_call(data, pos)  # decision 7: only whitespace between tags
+        if lit is None:
+            return r
+        if lit == ARG_KEY:
+            call.raw.append(lit)
+            self._part = []
+            self._state = KEY
+            return pos + len(lit)
+        if lit == TOOL_CALL_END:
+            call.raw.append(lit)
+            self._end_call()
+            self._after_call(False)
+            return pos + len(lit)
+        self._void(MarkupErrorKind.MALFORMED_TAG)
+        return pos
+
+    def _key_text(self, data: str, pos: int) -> int:
+        """State ``KEY``: the key's text up to ``</arg_key>``, trimmed; no marker inside."""
+        call = self._call
+        assert call is not None
+        r, lit = self._gather(data, pos, self._part.append)
+        if r != pos:
+            return r
+        if lit != ARG_KEY_END:
+            self._void(MarkupErrorKind.MALFORMED_TAG)
+            return pos
+        call.raw.append(lit)
+        key = "".join(self._part).strip(ASCII_WS)
+        if not key:
+            self._void(MarkupErrorKind.MALFORMED_TAG)
+        elif self._add_key(key):
+            self._key = key
+            self._state = AFTER_KEY
+        return pos + len(lit)
+
+    def _after_key(self, data: str, pos: int) -> int:
+        """State ``AFTER_KEY``: whitespace, then the key's ``<arg_value>``."""
+        call = self._call
+        assert call is not None
+        r, lit = self._tag_in_call(data, pos)
+        if lit is None:
+            return r
+        if lit == ARG_VALUE:
+            call.raw.append(lit)
+            self._open_value(self._key)
+            return pos + len(lit)
+        self._void(MarkupErrorKind.MALFORMED_TAG)
+        return pos
+
+    def _skip_marker(self, data: str, m: int, lit: str, call: Call) -> tuple[int, int]:
+        """A void call is swallowed up to its ``</tool_call>``, or up to the next ``<tool_call>``
+        when it never closed."""
+        if lit == TOOL_CALL:
+            return m + len(lit), RESUME
+        return m + len(lit), END if lit == TOOL_CALL_END else SWALLOW

@@ -1,0 +1,82 @@
+"""Reading the offered tools' schemas into the types a parameter allows (MARKUP2.md decision 5), and
+turning an untagged value into JSON by them — the rules GLM and MiniMax-M2 values follow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sseguard.toolcalls._base import JSONProblem, ToolSpec, ValueTyping, declared_types
+
+
+@pytest.mark.parametrize("schema,types", [
+    ({"type": "string"}, {"string"}),
+    ({"type": ["integer", "null"]}, {"integer", "null"}),
+    ({"enum": ["a", 1, 2.5, None, True]}, {"string", "integer", "number", "null", "boolean"}),
+    ({"anyOf": [{"type": "string"}, {"oneOf": [{"type": "array"}, {"enum": [{}]}]}]},
+     {"string", "array", "object"}),
+    ({"type": "string", "enum": [1]}, {"string", "integer"}),
+    ({"type": "datetime"}, set()), ({"description": "no type"}, set()), ("string", set()),
+    (None, set()),
+])
+def test_declared_types_come_from_type_enum_any_of_and_one_of(schema: Any,
+                                                              types: set[str]) -> None:
+    assert declared_types(schema) == types
+
+
+def test_tool_spec_keeps_each_parameters_types_and_qwen_json_typing_follows_them() -> None:
+    spec = ToolSpec.from_openai([{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"n": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+                                         "s": {"enum": ["x", "y"]}, "m": {"type": ["string", "integer"]}}}}}])
+    assert spec is not None
+    assert spec.types_of("f", "n") == {"integer", "null"}
+    assert spec.types_of("f", "zzz") == spec.types_of("g", "n") == frozenset()
+    assert spec.json_typed("f", "n") and not spec.json_typed("f", "s")
+    assert not spec.json_typed("f", "m")
+
+
+GLM_UNTYPED = ValueTyping(frozenset({"string", "integer", "number", "boolean", "null", "object",
+                                     "array"}), True)
+MINIMAX_UNTYPED = ValueTyping(frozenset(), True, null_literal=True)
+
+
+@pytest.mark.parametrize("types,raw,json_text", [
+    ({"string"}, " 12 ", '" 12 "'),
+    ({"integer"}, " 12\n", "12"),
+    ({"number"}, "12", "12"),
+    ({"number"}, "1e3", "1e3"),
+    ({"integer", "null"}, "null", "null"),
+    ({"string", "integer"}, "12", "12"),
+    ({"string", "integer"}, "12 apples", '"12 apples"'),
+    ({"string", "null"}, " null ", "null"),
+    ({"string", "boolean"}, "True", '"True"'),
+])
+def test_glm_typing(types: set[str], raw: str, json_text: str) -> None:
+    assert ValueTyping.of(frozenset(types), GLM_UNTYPED, False).encode(raw) == json_text
+
+
+@pytest.mark.parametrize("types,raw", [({"integer"}, "1.5"), ({"integer"}, "true"),
+                                       ({"boolean"}, "True"), ({"object"}, "[]"),
+                                       ({"integer"}, "null"), ({"number"}, "Infinity")])
+def test_glm_typing_failures_are_bad_param_json(types: set[str], raw: str) -> None:
+    with pytest.raises(JSONProblem) as problem:
+        ValueTyping.of(frozenset(types), GLM_UNTYPED, False).encode(raw)
+    assert problem.value.kind == "bad_param_json"
+
+
+@pytest.mark.parametrize("typing,raw,json_text", [
+    (GLM_UNTYPED, ' {"a": 1} ', '{"a": 1}'), (GLM_UNTYPED, '"q"', '"q"'),
+    (GLM_UNTYPED, "Paris", '"Paris"'), (GLM_UNTYPED, '{"a": 1, "a": 2}', '"{\\"a\\": 1, \\"a\\": 2}"'),
+    (MINIMAX_UNTYPED, "12", '"12"'), (MINIMAX_UNTYPED, "null", "null"),
+    (MINIMAX_UNTYPED, "null ", '"null "'), (MINIMAX_UNTYPED, "None", '"None"'),
+])
+def test_untyped_values(typing: ValueTyping, raw: str, json_text: str) -> None:
+    assert typing.encode(raw) == json_text
+
+
+def test_minimax_exact_null_is_null_even_where_null_is_not_declared() -> None:
+    typing = ValueTyping.of(frozenset({"integer"}), MINIMAX_UNTYPED, True)
+    assert typing.encode("null") == "null"
+    with pytest.raises(JSONProblem):
+        typing.encode(" null ")
