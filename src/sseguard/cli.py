@@ -544,7 +544,7 @@ def tokenizer_command(
 
 
 # ── demo ──────────────────────────────────────────────────────────────────────────────────────────
-@app.command(cls=_Command, short_help="Probe a chaos upstream with three hidden faults and find them.")
+@app.command(cls=_Command, short_help="Probe a chaos upstream with four hidden faults and find them.")
 def demo(
     out: str | None = typer.Option(None, "--out", metavar="DIR",
                                    help="Where results, report.html and plots go "
