@@ -45,7 +45,7 @@ WEATHER: dict[str, Any] = {"name": "get_weather", "description": "Weather.", "in
 
 E, F = Ending, FindingKind
 #: What a strict Messages checker must report for each fault the server carries on this protocol —
-#: written here, not taken from ``sseguard.chaos.EXPECTED``.
+#: written here, not taken from the chaos package's own fault table.
 TABLE: dict[Fault, tuple[Ending, frozenset[FindingKind]]] = {
     Fault.TRUNCATED: (E.TRUNCATED, frozenset()),
     Fault.NO_DONE: (E.NO_DONE, frozenset()),

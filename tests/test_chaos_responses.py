@@ -43,7 +43,7 @@ WEATHER: dict[str, Any] = {"type": "function", "name": "get_weather", "descripti
 
 E, F = Ending, FindingKind
 #: What a strict Responses checker must report for each fault the server carries on this protocol —
-#: written here, not taken from ``sseguard.chaos.EXPECTED``.
+#: written here, not taken from the chaos package's own fault table.
 TABLE: dict[Fault, tuple[Ending, frozenset[FindingKind]]] = {
     Fault.TRUNCATED: (E.TRUNCATED, frozenset()),
     Fault.NO_FINISH: (E.NO_FINISH, frozenset()),
