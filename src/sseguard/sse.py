@@ -12,14 +12,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+import msgspec
+
 from sseguard.errors import UsageError
 
 _BOM = b"\xef\xbb\xbf"
 
 
-@dataclass(frozen=True, slots=True)
-class SSEEvent:
-    """One dispatched event. ``raw`` is the exact bytes since the previous event, blank line included."""
+class SSEEvent(msgspec.Struct, frozen=True):
+    """One dispatched event. ``raw`` is the exact bytes since the previous event, blank line included.
+
+    A frozen ``msgspec.Struct`` rather than a frozen dataclass: one is made per event on every hot
+    path, and a frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field) cost ~0.8 µs of
+    the checker's ~5 µs per event; the Struct is built in C, immutable, hashable and compares equal
+    by value all the same.
+    """
 
     data: str
     event: str = "message"
@@ -91,6 +98,21 @@ class SSEDecoder:
                 eol = buf.find(b"\n", pos)
                 if eol == -1:
                     break
+                if (not self._data and buf[eol + 1:eol + 2] == b"\n"
+                        and buf.startswith(b"data:", pos)):
+                    # The common frame: its only data line, then the blank line. Dispatched here in
+                    # one step, exactly as ``_line`` would over the two lines (test_sse compares).
+                    vstart = pos + 5
+                    if vstart < eol and buf[vstart] == 0x20:
+                        vstart += 1
+                    pos = eol + 2
+                    events.append(SSEEvent(buf[vstart:eol].decode("utf-8", "replace"),
+                                           self._event_type or "message", self._last_id,
+                                           self._retry, bytes(buf[self._frame_start:pos])))
+                    self._frame_start = pos
+                    self._event_type = ""
+                    self._fields_pending = False
+                    continue
                 self._line(buf, pos, eol, eol + 1, events)
                 pos = eol + 1
         else:
