@@ -77,11 +77,17 @@ class SSEDecoder:
             raise UsageError("SSEDecoder.feed() after close()")
         if not data:
             return []
-        buf = self._buf
-        buf += data
+        buf: bytes | bytearray = self._buf
+        if buf:
+            buf += data
+        else:
+            # Nothing carried over (a read that ended on a frame boundary, the common case): work on
+            # the bytes as given, so no copy into the buffer and none out of it for each ``raw``.
+            buf = data
         pos = self._pos
         if not self._bom_checked:
             if len(buf) < 3 and _BOM.startswith(bytes(buf)):
+                self._buf = bytearray(buf)
                 return []
             self._bom_checked = True
             if buf.startswith(_BOM):
@@ -98,7 +104,7 @@ class SSEDecoder:
                 eol = buf.find(b"\n", pos)
                 if eol == -1:
                     break
-                if (not self._data and buf[eol + 1:eol + 2] == b"\n"
+                if (not self._data and eol + 1 < end and buf[eol + 1] == 0x0A
                         and buf.startswith(b"data:", pos)):
                     # The common frame: its only data line, then the blank line. Dispatched here in
                     # one step, exactly as ``_line`` would over the two lines (test_sse compares).
@@ -135,14 +141,18 @@ class SSEDecoder:
                 pos = nxt
         # Drop what is dispatched, once per feed (not per event: that would be quadratic).
         cut = self._frame_start
-        if cut:
+        if buf is not self._buf:
+            self._buf = bytearray(buf[cut:]) if cut < end else bytearray()
+            pos -= cut
+            self._frame_start = 0
+        elif cut:
             del buf[:cut]
             pos -= cut
             self._frame_start = 0
         self._pos = pos
         return events
 
-    def _line(self, buf: bytearray, start: int, eol: int, after: int,
+    def _line(self, buf: bytes | bytearray, start: int, eol: int, after: int,
               events: list[SSEEvent]) -> None:
         if start == eol:
             # Blank line: dispatch, if there is data (WHATWG: an event without data is dropped).
