@@ -78,7 +78,7 @@ class SSEDecoder:
         if not data:
             return []
         buf: bytes | bytearray = self._buf
-        if buf:
+        if buf or type(data) is not bytes:
             buf += data
         else:
             # Nothing carried over (a read that ended on a frame boundary, the common case): work on
@@ -142,7 +142,8 @@ class SSEDecoder:
         # Drop what is dispatched, once per feed (not per event: that would be quadratic).
         cut = self._frame_start
         if buf is not self._buf:
-            self._buf = bytearray(buf[cut:]) if cut < end else bytearray()
+            if cut < end:
+                self._buf += buf[cut:]  # the buffer is empty: only the unfinished frame is kept
             pos -= cut
             self._frame_start = 0
         elif cut:

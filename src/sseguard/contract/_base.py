@@ -177,6 +177,9 @@ class Joined:
         return self._digest is not None and self._digest.digest() == other.digest()
 
 
+_NO_CARRY = ("", 0)
+
+
 class LeakScanner:
     """Finds tool-call markers in text deltas as they arrive, also across delta boundaries.
 
@@ -200,17 +203,20 @@ class LeakScanner:
         key = (index, where)
         if key in self._reported or not self._markers:
             return
-        carry, start = self._carry.get(key, ("", 0))
+        carry, start = self._carry.get(key, _NO_CARRY)
         window = carry + text if carry else text
-        # Every marker of every family holds '<' or '｜': most deltas are done after two `in` tests.
-        if "<" in window or "｜" in window:
-            for marker in self._markers:
-                pos = window.find(marker)
-                if pos != -1:
-                    self._reported.add(key)
-                    self._carry.pop(key, None)
-                    self._report(marker, index, where, start + pos)
-                    return
+        # Every marker of every family holds '<' or '｜': most deltas are done after two `in` tests,
+        # and a window without either leaves no tail that could start a marker.
+        if "<" not in window and "｜" not in window:
+            self._carry[key] = ("", start + len(window))
+            return
+        for marker in self._markers:
+            pos = window.find(marker)
+            if pos != -1:
+                self._reported.add(key)
+                self._carry.pop(key, None)
+                self._report(marker, index, where, start + pos)
+                return
         end = start + len(window)
         tail = window[-self._keep:] if self._keep else ""
         # A marker that spans the boundary starts in the tail, with its '<' or '｜'.
@@ -294,9 +300,15 @@ class CheckerBase(ABC):
             raise UsageError(f"{type(self).__name__}.feed() after close()")
         if not data:
             return []
-        self._bytes += len(data)
-        self._keep_tail(data)
+        size = len(data)
+        self._bytes += size
+        # The tail, inline (this runs for every read of every stream): ``_keep_tail`` trims it.
+        self._tail_parts.append(data)
+        self._tail_len += size
+        if self._tail_len > 4 * TAIL_BYTES:
+            self._keep_tail(b"")
         events = self._decoder.feed(data)
+        on_event = self._on_event
         for event in events:
             self._frames += 1
             # Where a finding happened is the end of its frame in the body: the same however the
@@ -306,7 +318,7 @@ class CheckerBase(ABC):
             raw = event.raw
             self._frame_end += len(raw)
             self._frame_cut = 1 if raw.endswith(b"\r\n") else 0
-            self._on_event(event)
+            on_event(event)
         return events
 
     def _keep_tail(self, data: bytes) -> None:
