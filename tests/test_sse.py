@@ -153,3 +153,8 @@ def test_one_step_frame_dispatch_equals_line_by_line(lines: list[bytes], tail: b
     fast = decode_all(body)
     slow = decode_all(body, one_byte_at_a_time(body))
     assert fast == slow
+    # The same lines ended by CRLF take the general path (any CR in the buffer does): the same events.
+    crlf = decode_all(body.replace(b"\n", b"\r\n"))
+    assert [(e.data, e.event, e.id, e.retry) for e in crlf[0]] == \
+        [(e.data, e.event, e.id, e.retry) for e in fast[0]]
+    assert crlf[1] == fast[1]

@@ -119,6 +119,15 @@ class SSEDecoder:
                     self._event_type = ""
                     self._fields_pending = False
                     continue
+                if buf.startswith(b"event:", pos):
+                    # Responses and Messages name every frame: the line before that common frame.
+                    vstart = pos + 6
+                    if vstart < eol and buf[vstart] == 0x20:
+                        vstart += 1
+                    self._event_type = buf[vstart:eol].decode("utf-8", "replace")
+                    self._fields_pending = True
+                    pos = eol + 1
+                    continue
                 self._line(buf, pos, eol, eol + 1, events)
                 pos = eol + 1
         else:
