@@ -120,7 +120,8 @@ class SSEDecoder:
                     self._fields_pending = False
                     continue
                 if buf.startswith(b"event:", pos):
-                    # Responses and Messages name every frame: the line before that common frame.
+                    # Responses and Messages name every frame: the line before that common frame
+                    # (after a CR, ``_line`` reads it by the general field rules below).
                     vstart = pos + 6
                     if vstart < eol and buf[vstart] == 0x20:
                         vstart += 1
@@ -187,14 +188,6 @@ class SSEDecoder:
             self._fields_pending = True
             return
         if buf[start] == 0x3A:  # ':' comment
-            return
-        if buf.startswith(b"event:", start):
-            # Responses and Messages name every event: the second most common line after data.
-            vstart = start + 6
-            if vstart < eol and buf[vstart] == 0x20:
-                vstart += 1
-            self._event_type = buf[vstart:eol].decode("utf-8", "replace")
-            self._fields_pending = True
             return
         line = bytes(buf[start:eol])
         colon = line.find(b":")
