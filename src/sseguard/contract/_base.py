@@ -177,9 +177,6 @@ class Joined:
         return self._digest is not None and self._digest.digest() == other.digest()
 
 
-_NO_CARRY = ("", 0)
-
-
 class LeakScanner:
     """Finds tool-call markers in text deltas as they arrive, also across delta boundaries.
 
@@ -203,20 +200,17 @@ class LeakScanner:
         key = (index, where)
         if key in self._reported or not self._markers:
             return
-        carry, start = self._carry.get(key, _NO_CARRY)
+        carry, start = self._carry.get(key, ("", 0))
         window = carry + text if carry else text
-        # Every marker of every family holds '<' or '｜': most deltas are done after two `in` tests,
-        # and a window without either leaves no tail that could start a marker.
-        if "<" not in window and "｜" not in window:
-            self._carry[key] = ("", start + len(window))
-            return
-        for marker in self._markers:
-            pos = window.find(marker)
-            if pos != -1:
-                self._reported.add(key)
-                self._carry.pop(key, None)
-                self._report(marker, index, where, start + pos)
-                return
+        # Every marker of every family holds '<' or '｜': most deltas are done after two `in` tests.
+        if "<" in window or "｜" in window:
+            for marker in self._markers:
+                pos = window.find(marker)
+                if pos != -1:
+                    self._reported.add(key)
+                    self._carry.pop(key, None)
+                    self._report(marker, index, where, start + pos)
+                    return
         end = start + len(window)
         tail = window[-self._keep:] if self._keep else ""
         # A marker that spans the boundary starts in the tail, with its '<' or '｜'.
