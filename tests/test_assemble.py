@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from sseguard.assemble import MessageAssembler
+from typing import Any
+
+import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sseguard.assemble import ChatChunk, MessageAssembler
 
 
 def test_content_reasoning_and_metadata_fold() -> None:
@@ -57,3 +63,72 @@ def test_wrong_types_are_reported_not_raised() -> None:
     assert problems == ["id is not a string", "usage is not an object", "choice index is not an integer",
                         "choice is not an object", "delta is not an object", "content is not a string",
                         "tool_calls is not a list", "finish_reason is not a string"]
+
+
+# Values of every JSON type (and the absent key), so chunks are sometimes of the common shape and
+# sometimes not; a field is left out when its strategy draws ``_ABSENT``.
+_ABSENT = object()
+_scalar = st.one_of(st.none(), st.booleans(), st.integers(-2, 3), st.floats(allow_nan=False),
+                    st.sampled_from(["", "a", "<tool_call>", "stop", "tool_calls", "x1", "x2"]))
+_any = st.recursive(_scalar, lambda inner: st.one_of(
+    st.lists(inner, max_size=2), st.dictionaries(st.sampled_from(["index", "id", "name", "k"]),
+                                                inner, max_size=2)), max_leaves=4)
+
+
+def _maybe(values: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    # Mostly the right type, so that many chunks (and their choices) are of the common shape.
+    return st.integers(0, 9).flatmap(
+        lambda roll: st.just(_ABSENT) if roll < 3 else values if roll < 9 else _any)
+
+
+def _obj(**fields: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries({k: _maybe(v) for k, v in fields.items()}).map(
+        lambda d: {k: v for k, v in d.items() if v is not _ABSENT})
+
+
+_text = st.sampled_from(["", "Hi", " there", "<tool_call>", None])
+_tool_call = _obj(index=st.integers(0, 2), id=st.sampled_from(["c1", "c2", ""]),
+                  type=st.just("function"),
+                  function=_obj(name=st.sampled_from(["f", "g"]), arguments=st.sampled_from(["{", "}"])))
+_delta = _obj(role=st.sampled_from(["assistant", None]), content=_text, reasoning_content=_text,
+              reasoning=_text, tool_calls=st.lists(_tool_call, max_size=2))
+_choice = _obj(index=st.integers(0, 2), delta=_delta, message=_delta,
+               finish_reason=st.sampled_from(["stop", "", None, "tool_calls"]), logprobs=st.none())
+_chunk = _obj(id=st.sampled_from(["x1", "x2", None]), model=st.sampled_from(["m", ""]),
+              system_fingerprint=st.sampled_from(["fp", None]),
+              usage=st.just({"total_tokens": 3}), choices=st.lists(_choice, max_size=2),
+              obfuscation=st.just("pad"), error=st.just({"message": "boom"}))
+
+
+@settings(max_examples=400, deadline=None)
+@given(chunks=st.lists(_chunk, max_size=6), keep_text=st.booleans())
+def test_typed_fold_equals_the_generic_fold(chunks: list[dict[str, Any]], keep_text: bool) -> None:
+    """Chunks that decode into ``ChatChunk`` fold through ``add_typed`` exactly as through ``add``
+    (text, tool calls, ids, problems, every text delta seen); the others do not decode."""
+    seen: dict[str, list[tuple[int, str, str]]] = {"generic": [], "typed": []}
+    generic = MessageAssembler(keep_text=keep_text,
+                               on_text=lambda *a: seen["generic"].append(a))
+    typed = MessageAssembler(keep_text=keep_text, on_text=lambda *a: seen["typed"].append(a))
+    decoder = msgspec.json.Decoder(ChatChunk)
+    for chunk in chunks:
+        body = msgspec.json.encode(chunk)
+        expected = generic.add(msgspec.json.decode(body))
+        try:
+            got = typed.add_typed(decoder.decode(body))
+        except msgspec.ValidationError:
+            got = typed.add(msgspec.json.decode(body))
+        assert got == expected
+    assert seen["typed"] == seen["generic"]
+    assert typed.to_openai() == generic.to_openai()
+    assert (typed.first_id, typed.last_id, typed.ids_changed, typed.saw_token) == \
+        (generic.first_id, generic.last_id, generic.ids_changed, generic.saw_token)
+
+
+def test_well_formed_chunks_decode_into_the_typed_shape() -> None:
+    """The common content chunk takes the typed path (else the fast path would never run)."""
+    body = (b'{"id":"x1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,'
+            b'"delta":{"content":"Hi"},"logprobs":null,"finish_reason":null}],"obfuscation":"p"}')
+    chunk = msgspec.json.Decoder(ChatChunk).decode(body)
+    asm = MessageAssembler()
+    assert asm.add_typed(chunk) == []
+    assert asm.to_openai()["choices"][0]["message"] == {"role": "assistant", "content": "Hi"}

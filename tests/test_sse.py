@@ -132,3 +132,29 @@ def test_any_split_gives_the_same_events_and_accounts_for_every_byte(
             [(e.data, e.event, e.id, e.retry) for e in expected[0]]
         assert got[1] == expected[1]
         assert b"".join(e.raw for e in got[0]) + got[2] == whole
+
+
+# LF-only bodies: the decoder dispatches a frame whose only data line is followed by its blank line in
+# one step when both are in the buffer (fed whole), and line by line when they are not (one byte at a
+# time never has the blank line's LF in the buffer while it handles the data line). Both must agree.
+_lf_line = st.one_of(
+    st.builds(lambda s: b"data:" + s.encode(), st.text(alphabet=st.characters(
+        blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=8)),
+    st.builds(lambda s: b"event:" + s.encode(), st.sampled_from(["", " ", " x", "error", " ü"])),
+    st.sampled_from([b"", b": c", b"id: 7", b"id:", b"retry: 5", b"data", b"event", b"x: y",
+                     b"data:\xff\xfe", b"data: \xe4\xbd"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=st.lists(_lf_line, max_size=14), tail=st.sampled_from([b"", b"\n", b"data: x", b"\n\n"]))
+def test_one_step_frame_dispatch_equals_line_by_line(lines: list[bytes], tail: bytes) -> None:
+    body = b"".join(line + b"\n" for line in lines) + tail
+    fast = decode_all(body)
+    slow = decode_all(body, one_byte_at_a_time(body))
+    assert fast == slow
+    # The same lines ended by CRLF take the general path (any CR in the buffer does): the same events.
+    crlf = decode_all(body.replace(b"\n", b"\r\n"))
+    assert [(e.data, e.event, e.id, e.retry) for e in crlf[0]] == \
+        [(e.data, e.event, e.id, e.retry) for e in fast[0]]
+    assert crlf[1] == fast[1]

@@ -342,9 +342,15 @@ class CheckerBase(ABC):
             raise UsageError(f"{type(self).__name__}.feed() after close()")
         if not data:
             return []
-        self._bytes += len(data)
-        self._keep_tail(data)
+        size = len(data)
+        self._bytes += size
+        # The tail, inline (this runs for every read of every stream): ``_keep_tail`` trims it.
+        self._tail_parts.append(data)
+        self._tail_len += size
+        if self._tail_len > 4 * TAIL_BYTES:
+            self._keep_tail(b"")
         events = self._decoder.feed(data)
+        on_event = self._on_event
         for event in events:
             self._frames += 1
             # Where a finding happened is the end of its frame in the body: the same however the
@@ -354,7 +360,7 @@ class CheckerBase(ABC):
             raw = event.raw
             self._frame_end += len(raw)
             self._frame_cut = 1 if raw.endswith(b"\r\n") else 0
-            self._on_event(event)
+            on_event(event)
         return events
 
     def _keep_tail(self, data: bytes) -> None:

@@ -15,7 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sseguard.assemble import MessageAssembler
+import msgspec
+
+from sseguard.assemble import ChatChunk, MessageAssembler
 from sseguard.contract._base import (
     FINISHED,
     JSON_ERRORS,
@@ -29,6 +31,11 @@ from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
 
 __all__ = ["LEAK_MARKERS", "TAIL_BYTES", "StreamChecker", "leak_markers"]
+
+#: Chunks of the common shape decode straight into typed structs (no dict lookups to fold them);
+#: anything else — bad JSON, other types, too deep — falls back to the generic decode and ``add``.
+_decode_chunk = msgspec.json.Decoder(ChatChunk).decode
+_TYPED_MISS = (msgspec.ValidationError, *JSON_ERRORS)
 
 
 class StreamChecker(CheckerBase):
@@ -79,6 +86,16 @@ class StreamChecker(CheckerBase):
             return
         if event.event != "message":
             return  # named events other than `error` carry no chat chunks (pings, vendor metadata)
+        try:
+            chunk = _decode_chunk(data)
+        except _TYPED_MISS:
+            pass  # not the common shape: the generic path below says what is wrong with it
+        else:
+            if chunk.error is msgspec.UNSET:
+                self._chunks += 1
+                for problem in self._assembler.add_typed(chunk):
+                    self._find(FindingKind.CHUNK_SCHEMA, problem)
+                return
         try:
             obj = decode_json(data)
         except JSON_ERRORS:
