@@ -1,0 +1,424 @@
+"""The Gemini ``streamGenerateContent`` streaming contract, checked over raw body bytes, both framings.
+
+A Gemini stream is a sequence of ``GenerateContentResponse`` records, each a slice of the answer:
+``candidates[i].content.parts`` (text parts are deltas, ``"thought": true`` parts are reasoning, a
+``functionCall`` part arrives whole), and the record that ends a candidate carries its
+``finishReason``. With ``?alt=sse`` (what the SDKs and Gemini CLI ask for) each record is one
+``data:`` frame and there is **no sentinel**; without it the body is one JSON array streamed element by
+element (``jsonarray.py``). The same records give the same verdict in both.
+
+Endings (``PROTOCOLS.md``, "The fourth protocol"): ``complete`` when every candidate got a
+``finishReason`` (``STOP``, ``MAX_TOKENS``, and the safety stops, which the policy may fail) or the
+prompt was blocked (``promptFeedback.blockReason``, no candidates) and the body then ended cleanly;
+``truncated`` when it ended cleanly before that; ``no_done`` cannot happen. A top-level ``error`` record,
+or a ``finishReason`` that says the model failed (``MALFORMED_FUNCTION_CALL``, ``UNEXPECTED_TOOL_CALL``,
+``OTHER``, ``FINISH_REASON_UNSPECIFIED``), is ``error_event``. A JSON array that is never closed by its
+``]`` is ``cut_mid_frame``: the array is one JSON document, and a body without its end is a cut one.
+
+``GeminiAssembler`` folds the records into the final ``GenerateContentResponse`` as a client joining
+the chunks would (google-genai yields the records and leaves the joining to its caller; ADK's
+aggregator joins them like this): text joined, thoughts apart, function calls whole, the last usage.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sseguard.contract._base import (
+    FINISHED,
+    JSON_ERRORS,
+    CheckerBase,
+    FrameTail,
+    IdWatch,
+    Joined,
+    ToolFacts,
+    decode_json,
+    is_int,
+)
+from sseguard.jsonarray import JsonArrayDecoder, JsonElement
+from sseguard.sse import SSEDecoder, SSEEvent
+from sseguard.verdict import Api, Ending, FindingKind
+
+__all__ = ["ERROR_FINISH_REASONS", "GeminiAssembler", "GeminiChecker", "GeminiFrames",
+           "looks_like_gemini"]
+
+#: Finish reasons that say the model failed, not that the answer ended: the stream is an error.
+ERROR_FINISH_REASONS = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "OTHER",
+                                  "FINISH_REASON_UNSPECIFIED"})
+#: Candidate fields the assembler does not fold itself: the last value given wins.
+_FOLDED = frozenset({"content", "index", "finishReason"})
+_BOM = b"\xef\xbb\xbf"
+_WHITESPACE = b" \t\r\n"
+
+
+class GeminiFrames:
+    """Both framings behind the engine's decoder surface: the body's first byte tells which.
+
+    ``[`` (or a bare ``{``) is the JSON-array framing, anything else SSE. Each array element comes out
+    as an ``SSEEvent`` whose ``data`` is the element, so one checker serves both.
+    """
+
+    __slots__ = ("_array", "_head", "_sse")
+
+    def __init__(self) -> None:
+        self._sse: SSEDecoder | None = None
+        self._array: JsonArrayDecoder | None = None
+        self._head = b""  # whitespace (and a byte-order mark) before the first telling byte
+
+    @property
+    def framing(self) -> str | None:
+        """``"sse"``, ``"array"``, or None while no telling byte has arrived."""
+        return "sse" if self._sse is not None else "array" if self._array is not None else None
+
+    def feed(self, data: bytes) -> list[SSEEvent]:
+        if self._sse is not None:
+            return self._sse.feed(data)
+        if self._array is not None:
+            return _events(self._array.feed(data))
+        head = self._head + data
+        rest = head[len(_BOM):] if head.startswith(_BOM) else head
+        rest = rest.lstrip(_WHITESPACE)
+        if not rest or (len(head) < len(_BOM) and _BOM.startswith(head)):
+            self._head = head
+            return []
+        self._head = b""
+        if rest[0] in b"[{":
+            self._array = JsonArrayDecoder()
+            return _events(self._array.feed(head))
+        self._sse = SSEDecoder()
+        return self._sse.feed(head)
+
+    def close(self) -> FrameTail:
+        if self._sse is not None:
+            return self._sse.close()
+        if self._array is None:
+            self._array = JsonArrayDecoder()  # only whitespace came: nothing, or a cut byte-order mark
+            self._array.feed(self._head)
+        return self._array.close()
+
+
+def _events(elements: list[JsonElement]) -> list[SSEEvent]:
+    return [SSEEvent(e.text, raw=e.raw) for e in elements]
+
+
+def looks_like_gemini(obj: Any) -> bool:
+    """A decoded record is a ``GenerateContentResponse``: candidates, or a prompt's feedback, with
+    the response's own fields (``responseId``, ``modelVersion``, ``usageMetadata``)."""
+    return isinstance(obj, dict) and (isinstance(obj.get("candidates"), list)
+                                      or isinstance(obj.get("promptFeedback"), dict)) \
+        and ("responseId" in obj or "modelVersion" in obj or "usageMetadata" in obj)
+
+
+def _declarations(tools: Any) -> list[dict[str, Any]] | None:
+    """The function declarations of a request's ``tools`` (None when it offered no tools at all)."""
+    if not isinstance(tools, list):
+        return None
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        if isinstance(tool, dict):
+            decls = tool.get("functionDeclarations", tool.get("function_declarations"))
+            if isinstance(decls, list):
+                out.extend(d for d in decls if isinstance(d, dict))
+    return out
+
+
+def _json_schema(schema: Any) -> Any:
+    """Gemini's OpenAPI-subset ``Schema`` as JSON Schema: ``"OBJECT"`` → ``"object"``, ``nullable``
+    → a ``"null"`` type. Everything else is spelt alike."""
+    if isinstance(schema, list):
+        return [_json_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "type" and isinstance(value, str):
+            if value.upper() != "TYPE_UNSPECIFIED":
+                out["type"] = value.lower()
+        elif key == "properties" and isinstance(value, dict):
+            out[key] = {name: _json_schema(sub) for name, sub in value.items()}
+        elif key in ("items", "anyOf"):
+            out[key] = _json_schema(value)
+        elif key != "nullable":
+            out[key] = value
+    if schema.get("nullable") is True and isinstance(out.get("type"), str):
+        out["type"] = [out["type"], "null"]
+    return out
+
+
+@dataclass(slots=True)
+class _Candidate:
+    """One candidate while it streams: its parts so far (text parts joined), its finish, the rest."""
+
+    index: int
+    parts: list[dict[str, Any]] = field(default_factory=list)
+    texts: dict[int, Joined] = field(default_factory=dict)  # part position → its joined text
+    joining: bool | None = None  # the last part is a text part still joining: is it a thought?
+    role: str = "model"
+    finish: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class GeminiAssembler:
+    """Folds ``GenerateContentResponse`` records into the final one, as a client joining chunks would.
+
+    Adjacent text parts of the same kind (answer or thought) are joined into one part; a function call
+    and any other part (inline data, code) is kept whole in its place. ``finishReason``, the candidate's
+    other fields, ``usageMetadata``, ``modelVersion`` and ``promptFeedback`` are the last given.
+    ``keep_text=False`` keeps no text.
+    """
+
+    __slots__ = ("answered", "candidates", "ids", "keep_text", "response", "saw_token")
+
+    def __init__(self, *, keep_text: bool = True) -> None:
+        self.keep_text = keep_text
+        self.candidates: dict[int, _Candidate] = {}
+        self.response: dict[str, Any] = {}  # the record-level fields, last wins
+        self.ids = IdWatch()
+        self.saw_token = False  # any text, thought or function call
+        self.answered = False  # answer text, a function call or another part (not only thoughts)
+
+    def candidate(self, index: int) -> _Candidate:
+        cand = self.candidates.get(index)
+        if cand is None:
+            cand = self.candidates[index] = _Candidate(index)
+        return cand
+
+    def add_text(self, cand: _Candidate, text: str, thought: bool, signature: Any) -> None:
+        if cand.joining is not thought or (signature is not None
+                                           and "thoughtSignature" in cand.parts[-1]):
+            part: dict[str, Any] = {"text": ""}
+            if thought:
+                part["thought"] = True
+            cand.parts.append(part)
+            cand.texts[len(cand.parts) - 1] = Joined(self.keep_text)
+            cand.joining = thought
+        cand.texts[len(cand.parts) - 1].add(text)
+        if signature is not None:
+            cand.parts[-1]["thoughtSignature"] = signature
+        if text:
+            self.saw_token = True
+            self.answered = self.answered or not thought
+
+    def add_part(self, cand: _Candidate, part: dict[str, Any]) -> None:
+        cand.parts.append(dict(part))
+        cand.joining = None
+        self.saw_token = self.answered = True
+
+    def to_response(self) -> dict[str, Any]:
+        """The final ``GenerateContentResponse`` (an empty dict when no record came)."""
+        if not self.candidates and not self.response:
+            return {}
+        out: dict[str, Any] = {}
+        if self.candidates:
+            out["candidates"] = [self._candidate(self.candidates[i]) for i in sorted(self.candidates)]
+        out.update(self.response)
+        return out
+
+    @staticmethod
+    def _candidate(cand: _Candidate) -> dict[str, Any]:
+        parts = [dict(part, text=cand.texts[i].text) if i in cand.texts else part
+                 for i, part in enumerate(cand.parts)]
+        out: dict[str, Any] = {"content": {"parts": parts, "role": cand.role}}
+        if cand.finish is not None:
+            out["finishReason"] = cand.finish
+        out["index"] = cand.index
+        out.update(cand.extra)
+        return out
+
+
+class GeminiChecker(CheckerBase):
+    """Feed it one ``streamGenerateContent`` body, either framing; ``close()`` returns the ``Verdict``.
+
+    ``request`` is the request body (``tools[].functionDeclarations`` enable the tool checks);
+    ``markup`` names the tool-call markup families looked for in text and thought parts.
+    """
+
+    api = Api.GEMINI
+    _leak_place = "candidate"
+
+    def __init__(self, request: dict[str, Any] | None = None, *,
+                 markup: str | Iterable[str] | None = "all", keep_text: bool = True) -> None:
+        super().__init__(request, markup=markup, keep_text=keep_text)
+        self._tools = ToolFacts(_declarations(self._request.get("tools")), self._tool_entry)
+        self._frames_in = GeminiFrames()
+        self._decoder = self._frames_in
+        self._asm = GeminiAssembler(keep_text=keep_text)
+        self._blocked: str | None = None  # promptFeedback.blockReason
+        self._last_usage: Any = None  # the usageMetadata of the last record
+
+    @staticmethod
+    def _tool_entry(tool: dict[str, Any]) -> tuple[Any, Any]:
+        """A function declaration: ``parametersJsonSchema`` as it is, or ``parameters`` (Gemini's
+        OpenAPI subset) translated."""
+        schema = tool.get("parametersJsonSchema")
+        return tool.get("name"), schema if isinstance(schema, dict) else _json_schema(
+            tool.get("parameters"))
+
+    @property
+    def framing(self) -> str | None:
+        """Which framing the body used: ``"sse"`` (``?alt=sse``), ``"array"``, or None yet."""
+        return self._frames_in.framing
+
+    @property
+    def saw_content(self) -> bool:
+        return self._asm.saw_token
+
+    @property
+    def saw_done(self) -> bool:
+        """Every candidate got its ``finishReason`` (or the prompt was blocked)."""
+        return self._finished()
+
+    # ── folding ───────────────────────────────────────────────────────────────────────────────
+    def _on_event(self, event: SSEEvent) -> None:
+        data = event.data
+        if data == "[DONE]" and event.event == "message":
+            return  # chat's sentinel, appended by a gateway: neither content nor an ending
+        self._events += 1
+        if event.event == "error":
+            self._on_error(data)
+            return
+        if event.event != "message":
+            return  # Gemini names no events; another name is a vendor's keep-alive or metadata
+        try:
+            obj = decode_json(data)
+        except JSON_ERRORS:
+            self._find(FindingKind.BAD_CHUNK_JSON, f"not JSON: {data[:120]!r}")
+            return
+        if not isinstance(obj, dict):
+            self._find(FindingKind.CHUNK_SCHEMA, f"record is a {type(obj).__name__}, not an object")
+            return
+        if "error" in obj:
+            self._on_error(data, obj)
+            return
+        self._chunks += 1
+        self._record(obj)
+
+    def _record(self, obj: dict[str, Any]) -> None:
+        asm = self._asm
+        usage = obj.get("usageMetadata")
+        if usage is not None and not isinstance(usage, dict):
+            self._find(FindingKind.CHUNK_SCHEMA, "usageMetadata is not an object")
+        self._last_usage = usage
+        for key, value in obj.items():
+            if key != "candidates":
+                asm.response[key] = value
+        asm.ids.see(obj.get("responseId"))
+        feedback = obj.get("promptFeedback")
+        if isinstance(feedback, dict) and isinstance(feedback.get("blockReason"), str):
+            self._blocked = feedback["blockReason"]
+        candidates = obj.get("candidates")
+        if candidates is None:
+            return
+        if not isinstance(candidates, list):
+            self._find(FindingKind.CHUNK_SCHEMA, "candidates is not a list")
+            return
+        for cand in candidates:
+            if not isinstance(cand, dict):
+                self._find(FindingKind.CHUNK_SCHEMA, "a candidate is not an object")
+                continue
+            # Protocol-buffer JSON leaves out a zero: candidate 0 often comes without its index.
+            index = cand.get("index", 0)
+            if not is_int(index):
+                self._find(FindingKind.CHUNK_SCHEMA, "candidate index is not an integer")
+                continue
+            self._candidate(asm.candidate(index), cand)
+
+    def _candidate(self, state: _Candidate, cand: dict[str, Any]) -> None:
+        content = cand.get("content")
+        parts: Any = None
+        if isinstance(content, dict):
+            parts = content.get("parts")
+            if isinstance(content.get("role"), str):
+                state.role = content["role"]
+            if parts is not None and not isinstance(parts, list):
+                self._find(FindingKind.CHUNK_SCHEMA, f"candidate {state.index}: parts is not a list")
+                parts = None
+        elif content is not None:
+            self._find(FindingKind.CHUNK_SCHEMA, f"candidate {state.index}: content is not an object")
+        if parts:
+            if state.finish is not None:
+                if any(not (isinstance(p, dict) and p.get("text") == "") for p in parts):
+                    self._once(f"late#{state.index}", FindingKind.EVENT_ORDER,
+                               f"content for candidate {state.index} after its finishReason "
+                               f"{state.finish}")
+            else:
+                for part in parts:
+                    self._part(state, part)
+        for key, value in cand.items():
+            if key not in _FOLDED:
+                state.extra[key] = value
+        finish = cand.get("finishReason")
+        if finish is None:
+            return
+        if not isinstance(finish, str):
+            self._find(FindingKind.CHUNK_SCHEMA, f"candidate {state.index}: finishReason is not a "
+                                                 "string")
+            return
+        if state.finish is None:
+            state.finish = finish
+        if finish in ERROR_FINISH_REASONS and self._error is None:
+            message = cand.get("finishMessage")
+            self._error = f"finishReason {finish}" + (f": {message}" if isinstance(message, str)
+                                                       and message else "")
+
+    def _part(self, state: _Candidate, part: Any) -> None:
+        if not isinstance(part, dict):
+            self._find(FindingKind.CHUNK_SCHEMA, f"candidate {state.index}: a part is not an object")
+            return
+        text = part.get("text")
+        if text is not None:
+            if not isinstance(text, str):
+                self._find(FindingKind.CHUNK_SCHEMA, f"candidate {state.index}: text is not a string")
+                return
+            thought = part.get("thought") is True
+            self._asm.add_text(state, text, thought, part.get("thoughtSignature"))
+            if text:
+                self._leaks.scan(state.index, "thought" if thought else "text", text)
+            return
+        call = part.get("functionCall")
+        if call is not None:
+            self._function_call(state, call)
+        self._asm.add_part(state, part)
+
+    def _function_call(self, state: _Candidate, call: Any) -> None:
+        """A function call arrives whole: its name and arguments are checked where it came."""
+        where = f"candidate {state.index}"
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            self._find(FindingKind.CHUNK_SCHEMA, f"{where}: functionCall without a name")
+            return
+        args = call.get("args", {})
+        if not isinstance(args, dict):
+            self._find(FindingKind.CHUNK_SCHEMA, f"{where}: functionCall args is not an object")
+            return
+        name = call["name"]
+        self._check_call(f"{where} function call {name!r}", name, json.dumps(args), cut_off=False)
+
+    # ── the verdict ───────────────────────────────────────────────────────────────────────────
+    def _finished(self) -> bool:
+        cands = self._asm.candidates
+        if not cands:
+            return self._blocked is not None
+        return all(c.finish is not None for c in cands.values())
+
+    def _clean_ending(self) -> Ending:
+        return Ending.COMPLETE if self._finished() else Ending.TRUNCATED
+
+    def _final_findings(self, ending: Ending) -> None:
+        if ending not in FINISHED:
+            return
+        usage = self._last_usage
+        if not isinstance(usage, dict):
+            self._find(FindingKind.MISSING_USAGE, "the final record carries no usageMetadata")
+        elif "candidatesTokenCount" not in usage and self._asm.answered:
+            # Protocol-buffer JSON leaves a zero out: no count is only wrong after an answer.
+            self._find(FindingKind.MISSING_USAGE,
+                       "the final record's usageMetadata has no candidatesTokenCount")
+
+    def _ids(self) -> tuple[str | None, str | None, bool]:
+        return self._asm.ids.facts()
+
+    def _message(self) -> dict[str, Any]:
+        return self._asm.to_response()
