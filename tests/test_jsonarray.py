@@ -63,6 +63,8 @@ def test_an_element_is_given_as_soon_as_its_bracket_closes() -> None:
     (b" \r\n ", [], ArrayEnd.NOTHING),
     (b"[]", [], ArrayEnd.CLOSED),
     (b"\xef\xbb\xbf[ ]\n", [], ArrayEnd.CLOSED),
+    (b"\xef\xbb\xbf\n", [], ArrayEnd.NOTHING),
+    (b"\xef\xbb", [], ArrayEnd.INSIDE),
     (b"[", [], ArrayEnd.UNCLOSED),
     (b'[{"a":1}', ['{"a":1}'], ArrayEnd.UNCLOSED),
     (b'[{"a":1},', ['{"a":1}'], ArrayEnd.UNCLOSED),

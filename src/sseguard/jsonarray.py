@@ -245,7 +245,7 @@ class JsonArrayDecoder:
             return ArrayTail(ArrayEnd.UNCLOSED, raw)
         if phase is _Phase.END:
             return ArrayTail(ArrayEnd.CLOSED, raw)
-        if raw.strip(b" \t\r\n"):
-            # Only a part of a byte-order mark arrived: bytes that are no array, cut short.
+        if self._pos < len(self._buf):
+            # Scanning stopped at a part of a byte-order mark: bytes that are no array, cut short.
             return ArrayTail(ArrayEnd.INSIDE, raw)
         return ArrayTail(ArrayEnd.NOTHING, raw)
