@@ -89,6 +89,13 @@ def test_ending_table(body: bytes, elements: list[str], end: ArrayEnd) -> None:
         assert b"".join(e.raw for e in got) + tail.raw == body
 
 
+def test_elements_nested_deeper_than_any_server_writes_still_come_out_whole() -> None:
+    deep = b'{"a": ' * 40 + b'"}"' + b"}" * 40
+    for sizes in ([1000], [1], [3, 7]):
+        got, tail = decode(b"[" + deep + b", " + deep + b"]", sizes)
+        assert (texts(got), tail.kind) == ([deep.decode()] * 2, ArrayEnd.CLOSED)
+
+
 def test_invalid_utf8_is_replaced_and_multibyte_text_survives_any_split() -> None:
     body = '[{"t": "日本語 ✓"}, "\xff"]'.encode().replace("\xff".encode(), b"\xff")
     for size in (1, 2, 5):

@@ -33,6 +33,20 @@ _WS = re.compile(rb"[ \t\r\n]*+")
 # complete strings on the way consumed in one step (possessive: no backtracking, linear).
 _RUN = re.compile(rb'(?:[^"{}\[\]]++|"(?:[^"\\]++|\\.)*+")*+', re.DOTALL)
 _STRING_STOP = re.compile(rb'["\\]')
+_STRING = rb'"(?:[^"\\]++|\\.)*+"'
+_NESTING = 12
+
+
+def _balanced(depth: int) -> bytes:
+    """A pattern for one bracketed value nested at most ``depth`` deep (strings consumed whole;
+    bracket kinds not matched against each other, exactly as ``_scan_element`` counts them)."""
+    inner = rb"(?!)" if depth == 1 else _balanced(depth - 1)
+    return rb'[\[{](?:[^"{}\[\]]++|' + _STRING + rb"|" + inner + rb")*+[\]}]"
+
+
+# A whole element in one match, when it is all there and not nested deeper than _NESTING (the
+# common case: a server writes a record at a time); otherwise the state machine reads it.
+_ELEMENT = re.compile(_balanced(_NESTING), re.DOTALL)
 # A bare scalar element (number, literal, or bytes that are no JSON) ends at a delimiter.
 _SCALAR = re.compile(rb'[^ \t\r\n,\[\]{}"]*+')
 
@@ -139,7 +153,12 @@ class JsonArrayDecoder:
                     pos += 1
                 else:
                     self._begin(byte, pos)
-                    pos += 0 if self._scalar else 1
+                    whole = _ELEMENT.match(buf, pos) if self._depth else None
+                    if whole is not None:
+                        pos = whole.end()
+                        self._emit(buf, pos, out)
+                    else:
+                        pos += 0 if self._scalar else 1
             elif phase is _Phase.START:
                 pos = self._skip_bom(buf, pos)
                 pos = _skip(_WS, buf, pos)

@@ -27,6 +27,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+from msgspec import UNSET, UnsetType
+
 from sseguard.contract._base import (
     FINISHED,
     JSON_ERRORS,
@@ -52,6 +55,39 @@ ERROR_FINISH_REASONS = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CA
 _FOLDED = frozenset({"content", "index", "finishReason"})
 _BOM = b"\xef\xbb\xbf"
 _WHITESPACE = b" \t\r\n"
+
+
+class _Part(msgspec.Struct, forbid_unknown_fields=True):
+    text: str
+    thought: bool | UnsetType = UNSET
+    thoughtSignature: Any = UNSET
+
+
+class _Content(msgspec.Struct, forbid_unknown_fields=True):
+    parts: list[_Part]
+    role: str | UnsetType = UNSET
+
+
+class _Candidate0(msgspec.Struct, forbid_unknown_fields=True):
+    content: _Content
+    index: int = 0
+    finishReason: str | UnsetType = UNSET
+
+
+class _Record(msgspec.Struct, forbid_unknown_fields=True):
+    """The common record: text parts only, no finish, nothing else (every other record, and any
+    that is not quite this, takes the generic path, which says what is wrong with it)."""
+
+    candidates: list[_Candidate0]
+    usageMetadata: dict[str, Any] | UnsetType = UNSET
+    modelVersion: Any = UNSET
+    responseId: Any = UNSET
+    createTime: Any = UNSET
+
+
+#: Records of the common shape decode straight into structs: no dict lookups to fold them.
+_decode_record = msgspec.json.Decoder(_Record).decode
+_TYPED_MISS = (msgspec.ValidationError, *JSON_ERRORS)
 
 
 class GeminiFrames:
@@ -283,6 +319,14 @@ class GeminiChecker(CheckerBase):
         if event.event != "message":
             return  # Gemini names no events; another name is a vendor's keep-alive or metadata
         try:
+            record = _decode_record(data)
+        except _TYPED_MISS:
+            pass  # not the common shape: the generic path below folds it or says what is wrong
+        else:
+            if self._typed(record):
+                self._chunks += 1
+                return
+        try:
             obj = decode_json(data)
         except JSON_ERRORS:
             self._find(FindingKind.BAD_CHUNK_JSON, f"not JSON: {data[:120]!r}")
@@ -295,6 +339,42 @@ class GeminiChecker(CheckerBase):
             return
         self._chunks += 1
         self._record(obj)
+
+    def _typed(self, record: _Record) -> bool:
+        """Fold a record of the common shape as ``_record`` would; False (nothing folded) when one
+        of its candidates finishes or has finished: those records take the generic path."""
+        asm = self._asm
+        states = asm.candidates
+        for cand in record.candidates:
+            state = states.get(cand.index)
+            if cand.finishReason is not UNSET or (state is not None and state.finish is not None):
+                return False
+        response = asm.response
+        usage = record.usageMetadata
+        if usage is UNSET:
+            self._last_usage = None
+        else:
+            self._last_usage = response["usageMetadata"] = usage
+        if record.modelVersion is not UNSET:
+            response["modelVersion"] = record.modelVersion
+        if record.responseId is not UNSET:
+            response["responseId"] = record.responseId
+            asm.ids.see(record.responseId)
+        if record.createTime is not UNSET:
+            response["createTime"] = record.createTime
+        scan = self._leaks.scan
+        for cand in record.candidates:
+            state = states.get(cand.index) or asm.candidate(cand.index)
+            content = cand.content
+            if content.role is not UNSET:
+                state.role = content.role
+            for part in content.parts:
+                signature = part.thoughtSignature
+                thought = part.thought is True
+                asm.add_text(state, part.text, thought, None if signature is UNSET else signature)
+                if part.text:
+                    scan(state.index, "thought" if thought else "text", part.text)
+        return True
 
     def _record(self, obj: dict[str, Any]) -> None:
         asm = self._asm
