@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -35,12 +34,11 @@ from sseguard.contract._base import (
     JSON_ERRORS,
     CheckerBase,
     FrameTail,
-    IdWatch,
-    Joined,
     ToolFacts,
     decode_json,
     is_int,
 )
+from sseguard.contract.gemini_assembler import CandidateState, GeminiAssembler
 from sseguard.jsonarray import JsonArrayDecoder, JsonElement
 from sseguard.sse import SSEDecoder, SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
@@ -51,7 +49,7 @@ __all__ = ["ERROR_FINISH_REASONS", "GeminiAssembler", "GeminiChecker", "GeminiFr
 #: Finish reasons that say the model failed, not that the answer ended: the stream is an error.
 ERROR_FINISH_REASONS = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "OTHER",
                                   "FINISH_REASON_UNSPECIFIED"})
-#: Candidate fields the assembler does not fold itself: the last value given wins.
+#: Candidate fields folded by the checker itself; the others are kept as given, the last one wins.
 _FOLDED = frozenset({"content", "index", "finishReason"})
 _BOM = b"\xef\xbb\xbf"
 _WHITESPACE = b" \t\r\n"
@@ -68,7 +66,7 @@ class _Content(msgspec.Struct, forbid_unknown_fields=True):
     role: str | UnsetType = UNSET
 
 
-class _Candidate0(msgspec.Struct, forbid_unknown_fields=True):
+class _TypedCandidate(msgspec.Struct, forbid_unknown_fields=True):
     content: _Content
     index: int = 0
     finishReason: str | UnsetType = UNSET
@@ -78,7 +76,7 @@ class _Record(msgspec.Struct, forbid_unknown_fields=True):
     """The common record: text parts only, no finish, nothing else (every other record, and any
     that is not quite this, takes the generic path, which says what is wrong with it)."""
 
-    candidates: list[_Candidate0]
+    candidates: list[_TypedCandidate]
     usageMetadata: dict[str, Any] | UnsetType = UNSET
     modelVersion: Any = UNSET
     responseId: Any = UNSET
@@ -182,87 +180,6 @@ def _json_schema(schema: Any) -> Any:
     if schema.get("nullable") is True and isinstance(out.get("type"), str):
         out["type"] = [out["type"], "null"]
     return out
-
-
-@dataclass(slots=True)
-class _Candidate:
-    """One candidate while it streams: its parts so far (text parts joined), its finish, the rest."""
-
-    index: int
-    parts: list[dict[str, Any]] = field(default_factory=list)
-    texts: dict[int, Joined] = field(default_factory=dict)  # part position → its joined text
-    joining: bool | None = None  # the last part is a text part still joining: is it a thought?
-    role: str = "model"
-    finish: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-class GeminiAssembler:
-    """Folds ``GenerateContentResponse`` records into the final one, as a client joining chunks would.
-
-    Adjacent text parts of the same kind (answer or thought) are joined into one part; a function call
-    and any other part (inline data, code) is kept whole in its place. ``finishReason``, the candidate's
-    other fields, ``usageMetadata``, ``modelVersion`` and ``promptFeedback`` are the last given.
-    ``keep_text=False`` keeps no text.
-    """
-
-    __slots__ = ("answered", "candidates", "ids", "keep_text", "response", "saw_token")
-
-    def __init__(self, *, keep_text: bool = True) -> None:
-        self.keep_text = keep_text
-        self.candidates: dict[int, _Candidate] = {}
-        self.response: dict[str, Any] = {}  # the record-level fields, last wins
-        self.ids = IdWatch()
-        self.saw_token = False  # any text, thought or function call
-        self.answered = False  # answer text, a function call or another part (not only thoughts)
-
-    def candidate(self, index: int) -> _Candidate:
-        cand = self.candidates.get(index)
-        if cand is None:
-            cand = self.candidates[index] = _Candidate(index)
-        return cand
-
-    def add_text(self, cand: _Candidate, text: str, thought: bool, signature: Any) -> None:
-        if cand.joining is not thought or (signature is not None
-                                           and "thoughtSignature" in cand.parts[-1]):
-            part: dict[str, Any] = {"text": ""}
-            if thought:
-                part["thought"] = True
-            cand.parts.append(part)
-            cand.texts[len(cand.parts) - 1] = Joined(self.keep_text)
-            cand.joining = thought
-        cand.texts[len(cand.parts) - 1].add(text)
-        if signature is not None:
-            cand.parts[-1]["thoughtSignature"] = signature
-        if text:
-            self.saw_token = True
-            self.answered = self.answered or not thought
-
-    def add_part(self, cand: _Candidate, part: dict[str, Any]) -> None:
-        cand.parts.append(dict(part))
-        cand.joining = None
-        self.saw_token = self.answered = True
-
-    def to_response(self) -> dict[str, Any]:
-        """The final ``GenerateContentResponse`` (an empty dict when no record came)."""
-        if not self.candidates and not self.response:
-            return {}
-        out: dict[str, Any] = {}
-        if self.candidates:
-            out["candidates"] = [self._candidate(self.candidates[i]) for i in sorted(self.candidates)]
-        out.update(self.response)
-        return out
-
-    @staticmethod
-    def _candidate(cand: _Candidate) -> dict[str, Any]:
-        parts = [dict(part, text=cand.texts[i].text) if i in cand.texts else part
-                 for i, part in enumerate(cand.parts)]
-        out: dict[str, Any] = {"content": {"parts": parts, "role": cand.role}}
-        if cand.finish is not None:
-            out["finishReason"] = cand.finish
-        out["index"] = cand.index
-        out.update(cand.extra)
-        return out
 
 
 class GeminiChecker(CheckerBase):
@@ -406,7 +323,7 @@ class GeminiChecker(CheckerBase):
                 continue
             self._candidate(asm.candidate(index), cand)
 
-    def _candidate(self, state: _Candidate, cand: dict[str, Any]) -> None:
+    def _candidate(self, state: CandidateState, cand: dict[str, Any]) -> None:
         content = cand.get("content")
         parts: Any = None
         if isinstance(content, dict):
@@ -444,7 +361,7 @@ class GeminiChecker(CheckerBase):
             self._error = f"finishReason {finish}" + (f": {message}" if isinstance(message, str)
                                                        and message else "")
 
-    def _part(self, state: _Candidate, part: Any) -> None:
+    def _part(self, state: CandidateState, part: Any) -> None:
         if not isinstance(part, dict):
             self._find(FindingKind.CHUNK_SCHEMA, f"candidate {state.index}: a part is not an object")
             return
@@ -463,7 +380,7 @@ class GeminiChecker(CheckerBase):
             self._function_call(state, call)
         self._asm.add_part(state, part)
 
-    def _function_call(self, state: _Candidate, call: Any) -> None:
+    def _function_call(self, state: CandidateState, call: Any) -> None:
         """A function call arrives whole: its name and arguments are checked where it came."""
         where = f"candidate {state.index}"
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
