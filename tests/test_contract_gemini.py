@@ -238,6 +238,17 @@ def test_an_array_never_closed_is_cut_even_after_every_record() -> None:
     assert check(data + b"\r\n").ending is E.COMPLETE
 
 
+def test_every_byte_of_an_array_body_comes_out_in_an_event_for_a_relay_to_forward() -> None:
+    data = body(text(["Hi", "!"]), "array")
+    for size in (1, 5, len(data)):
+        checker = GeminiChecker()
+        events = [e for i in range(0, len(data), size) for e in checker.feed(data[i:i + size])]
+        assert b"".join(e.raw for e in events) == data
+        assert [e.event for e in events] == ["message", "message", "]"]
+        v = checker.close()
+        assert (v.ending, v.chunks) == (E.COMPLETE, 2)
+
+
 def test_a_trailing_done_sentinel_from_a_gateway_is_ignored() -> None:
     v = check(body(text(["Hi"]), "sse") + b"data: [DONE]\n\n")
     assert (v.ending, v.findings) == (E.COMPLETE, ())

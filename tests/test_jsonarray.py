@@ -13,9 +13,10 @@ from sseguard.errors import UsageError
 from sseguard.jsonarray import ArrayEnd, JsonArrayDecoder, JsonElement
 
 
-def decode(body: bytes, sizes: list[int] | None = None) -> tuple[list[JsonElement], Any]:
+def decode(body: bytes, sizes: list[int] | None = None, *,
+           closes: bool = False) -> tuple[list[JsonElement], Any]:
     """Feed ``body`` in pieces of the given sizes (cycled; whole by default): elements and tail."""
-    decoder = JsonArrayDecoder()
+    decoder = JsonArrayDecoder(closes=closes)
     out: list[JsonElement] = []
     pos = 0
     steps = sizes or [max(len(body), 1)]
@@ -96,6 +97,13 @@ def test_elements_nested_deeper_than_any_server_writes_still_come_out_whole() ->
         assert (texts(got), tail.kind) == ([deep.decode()] * 2, ArrayEnd.CLOSED)
 
 
+def test_a_relay_can_have_the_closing_bracket_as_it_arrives() -> None:
+    got, tail = decode(b'[{"a":1}\n] \n', closes=True)
+    assert [(e.text, e.raw, e.closes) for e in got] == [('{"a":1}', b'[{"a":1}', False),
+                                                        ("]", b"\n]", True)]
+    assert (tail.kind, tail.raw) == (ArrayEnd.CLOSED, b" \n")
+
+
 def test_invalid_utf8_is_replaced_and_multibyte_text_survives_any_split() -> None:
     body = '[{"t": "日本語 ✓"}, "\xff"]'.encode().replace("\xff".encode(), b"\xff")
     for size in (1, 2, 5):
@@ -150,6 +158,9 @@ def test_any_split_gives_the_same_elements_and_they_are_the_values(
        st.lists(st.integers(1, 9), min_size=1, max_size=6))
 def test_arbitrary_bytes_never_raise_and_every_byte_is_accounted_for(
         body: bytes, sizes: list[int]) -> None:
+    with_closes, tail = decode(body, closes=True)
+    assert b"".join(e.raw for e in with_closes) + tail.raw == body
+    assert decode(body, sizes, closes=True) == (with_closes, tail)
     whole, tail = decode(body)
     assert b"".join(e.raw for e in whole) + tail.raw == body
     for e in whole:

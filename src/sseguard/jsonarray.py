@@ -64,12 +64,14 @@ def _skip(pattern: re.Pattern[bytes], buf: bytearray, pos: int) -> int:
 class JsonElement(msgspec.Struct, frozen=True):
     """One complete top-level element. ``text`` is its JSON text (invalid UTF-8 replaced), ``start``
     and ``end`` its byte offsets in the body; ``raw`` the exact bytes since the previous element ended
-    (the ``[``, separators and whitespace before it, then the element)."""
+    (the ``[``, separators and whitespace before it, then the element). With ``closes`` it is no
+    element but the array's closing ``]`` (given only to a decoder made with ``closes=True``)."""
 
     text: str
     start: int
     end: int
     raw: bytes
+    closes: bool = False
 
 
 class ArrayEnd(StrEnum):
@@ -110,10 +112,13 @@ class JsonArrayDecoder:
     shows in ``close()`` or in elements that are not JSON, never as an exception.
     """
 
-    __slots__ = ("_buf", "_closed", "_depth", "_elem_start", "_escape", "_in_string", "_offset",
-                 "_phase", "_pos", "_raw_start", "_scalar")
+    __slots__ = ("_buf", "_closed", "_closes", "_depth", "_elem_start", "_escape", "_in_string",
+                 "_offset", "_phase", "_pos", "_raw_start", "_scalar")
 
-    def __init__(self) -> None:
+    def __init__(self, *, closes: bool = False) -> None:
+        """``closes``: give the closing ``]`` too, as an element with ``closes`` set (a relay that
+        forwards elements as they complete must forward the array's end as well)."""
+        self._closes = closes
         self._buf = bytearray()
         self._offset = 0  # body offset of _buf[0]
         self._pos = 0  # first byte of _buf not yet scanned
@@ -149,8 +154,11 @@ class JsonArrayDecoder:
                 if byte == 0x2C:  # ','
                     pos += 1
                 elif byte == 0x5D:  # ']'
-                    self._phase = _Phase.END
                     pos += 1
+                    if self._closes:
+                        self._elem_start = pos - 1
+                        self._emit(buf, pos, out, closes=True)
+                    self._phase = _Phase.END
                 else:
                     self._begin(byte, pos)
                     whole = _ELEMENT.match(buf, pos) if self._depth else None
@@ -243,11 +251,12 @@ class JsonArrayDecoder:
                     self._emit(buf, pos, out)
                     return pos
 
-    def _emit(self, buf: bytearray, stop: int, out: list[JsonElement]) -> None:
+    def _emit(self, buf: bytearray, stop: int, out: list[JsonElement], *,
+              closes: bool = False) -> None:
         start = self._elem_start
         out.append(JsonElement(bytes(buf[start:stop]).decode("utf-8", "replace"),
                                self._offset + start, self._offset + stop,
-                               bytes(buf[self._raw_start:stop])))
+                               bytes(buf[self._raw_start:stop]), closes))
         self._raw_start = stop
         self._phase = _Phase.BETWEEN
 

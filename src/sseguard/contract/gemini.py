@@ -43,7 +43,7 @@ from sseguard.jsonarray import JsonArrayDecoder, JsonElement
 from sseguard.sse import SSEDecoder, SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
 
-__all__ = ["ERROR_FINISH_REASONS", "GeminiAssembler", "GeminiChecker", "GeminiFrames",
+__all__ = ["ARRAY_CLOSE", "ERROR_FINISH_REASONS", "GeminiAssembler", "GeminiChecker", "GeminiFrames",
            "looks_like_gemini"]
 
 #: Finish reasons that say the model failed, not that the answer ended: the stream is an error.
@@ -120,7 +120,7 @@ class GeminiFrames:
             return []
         self._head = b""
         if rest[0] in b"[{":
-            self._array = JsonArrayDecoder()
+            self._array = JsonArrayDecoder(closes=True)
             return _events(self._array.feed(head))
         self._sse = SSEDecoder()
         return self._sse.feed(head)
@@ -134,8 +134,12 @@ class GeminiFrames:
         return self._array.close()
 
 
+#: The event name of the JSON array's closing ``]``: no record, but bytes a relay must forward.
+ARRAY_CLOSE = "]"
+
+
 def _events(elements: list[JsonElement]) -> list[SSEEvent]:
-    return [SSEEvent(e.text, raw=e.raw) for e in elements]
+    return [SSEEvent(e.text, ARRAY_CLOSE if e.closes else "message", raw=e.raw) for e in elements]
 
 
 def looks_like_gemini(obj: Any) -> bool:
@@ -227,6 +231,9 @@ class GeminiChecker(CheckerBase):
     # ── folding ───────────────────────────────────────────────────────────────────────────────
     def _on_event(self, event: SSEEvent) -> None:
         data = event.data
+        if event.event == ARRAY_CLOSE:
+            self._frames -= 1  # the array's end is no record: frames count records, as in SSE
+            return
         if data == "[DONE]" and event.event == "message":
             return  # chat's sentinel, appended by a gateway: neither content nor an ending
         self._events += 1
