@@ -39,6 +39,7 @@ from sseguard.contract._base import (
     is_int,
 )
 from sseguard.contract.gemini_assembler import CandidateState, GeminiAssembler
+from sseguard.contract.gemini_request import function_declarations, json_schema
 from sseguard.jsonarray import JsonArrayDecoder, JsonElement
 from sseguard.sse import SSEDecoder, SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
@@ -150,42 +151,6 @@ def looks_like_gemini(obj: Any) -> bool:
         and ("responseId" in obj or "modelVersion" in obj or "usageMetadata" in obj)
 
 
-def _declarations(tools: Any) -> list[dict[str, Any]] | None:
-    """The function declarations of a request's ``tools`` (None when it offered no tools at all)."""
-    if not isinstance(tools, list):
-        return None
-    out: list[dict[str, Any]] = []
-    for tool in tools:
-        if isinstance(tool, dict):
-            decls = tool.get("functionDeclarations", tool.get("function_declarations"))
-            if isinstance(decls, list):
-                out.extend(d for d in decls if isinstance(d, dict))
-    return out
-
-
-def _json_schema(schema: Any) -> Any:
-    """Gemini's OpenAPI-subset ``Schema`` as JSON Schema: ``"OBJECT"`` → ``"object"``, ``nullable``
-    → a ``"null"`` type. Everything else is spelt alike."""
-    if isinstance(schema, list):
-        return [_json_schema(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key == "type" and isinstance(value, str):
-            if value.upper() != "TYPE_UNSPECIFIED":
-                out["type"] = value.lower()
-        elif key == "properties" and isinstance(value, dict):
-            out[key] = {name: _json_schema(sub) for name, sub in value.items()}
-        elif key in ("items", "anyOf"):
-            out[key] = _json_schema(value)
-        elif key != "nullable":
-            out[key] = value
-    if schema.get("nullable") is True and isinstance(out.get("type"), str):
-        out["type"] = [out["type"], "null"]
-    return out
-
-
 class GeminiChecker(CheckerBase):
     """Feed it one ``streamGenerateContent`` body, either framing; ``close()`` returns the ``Verdict``.
 
@@ -199,7 +164,7 @@ class GeminiChecker(CheckerBase):
     def __init__(self, request: dict[str, Any] | None = None, *,
                  markup: str | Iterable[str] | None = "all", keep_text: bool = True) -> None:
         super().__init__(request, markup=markup, keep_text=keep_text)
-        self._tools = ToolFacts(_declarations(self._request.get("tools")), self._tool_entry)
+        self._tools = ToolFacts(function_declarations(self._request.get("tools")), self._tool_entry)
         self._frames_in = GeminiFrames()
         self._decoder = self._frames_in
         self._asm = GeminiAssembler(keep_text=keep_text)
@@ -211,7 +176,7 @@ class GeminiChecker(CheckerBase):
         """A function declaration: ``parametersJsonSchema`` as it is, or ``parameters`` (Gemini's
         OpenAPI subset) translated."""
         schema = tool.get("parametersJsonSchema")
-        return tool.get("name"), schema if isinstance(schema, dict) else _json_schema(
+        return tool.get("name"), schema if isinstance(schema, dict) else json_schema(
             tool.get("parameters"))
 
     @property
