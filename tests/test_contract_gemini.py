@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _protocol_streams import MARKERS, assert_leak_found_where_it_is, feed_in_sizes, split_at
-from sseguard.contract.gemini import GeminiChecker
+from sseguard.contract.gemini import GeminiChecker, looks_like_gemini
 from sseguard.errors import UsageError
 from sseguard.verdict import Ending, FindingKind, Verdict
 
@@ -406,6 +406,19 @@ def test_a_record_that_is_not_json_is_bad_chunk_json(framing: str) -> None:
     v = run([rec([{"text": "Hi"}]), "{'candidates': []}", *text(["!"])], framing)
     assert [(f.kind, f.detail) for f in v.findings] == [
         (F.BAD_CHUNK_JSON, "not JSON: \"{'candidates': []}\"")]
+
+
+@pytest.mark.parametrize(("obj", "claimed"), [
+    (rec([{"text": "Hi"}]), True),
+    ({"promptFeedback": {"blockReason": "SAFETY"}, "responseId": "r1"}, True),
+    ({"candidates": [], "usageMetadata": usage()}, True),
+    ({"candidates": [{"content": {}}]}, False),  # none of the response's own fields
+    ({"error": {"code": 500, "message": "x", "status": "INTERNAL"}}, False),
+    ({"object": "chat.completion.chunk", "choices": [], "id": "c"}, False),
+    ({"type": "message_start", "message": {"id": "msg_1"}}, False),
+])
+def test_a_record_is_told_apart_from_the_other_protocols(obj: Any, claimed: bool) -> None:
+    assert looks_like_gemini(obj) is claimed
 
 
 def test_misuse_raises_usage_error() -> None:
