@@ -75,3 +75,64 @@ def seconds(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) or value <= 0:
         raise ConfigError(f"{where} must be a number of seconds above 0, not {value!r}")
     return float(value)
+
+
+# Values that may be absent (None: not given, the next source decides) and may come as text.
+def opt_string(value: Any, name: str) -> str | None:
+    """A string, or None when not given."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"{name} must be a string")
+    return value
+
+
+def opt_int(value: Any, name: str) -> int | None:
+    """A whole number (text is read as one: flags and hand-written TOML), or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ConfigError(f"{name} must be a whole number")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} {value!r} is not a whole number") from None
+
+
+def positive_int(value: Any, name: str) -> int | None:
+    """A whole number ≥ 1, or None."""
+    out = opt_int(value, name)
+    if out is not None and out < 1:
+        raise ConfigError(f"{name} must be at least 1")
+    return out
+
+
+def opt_float(value: Any, name: str) -> float | None:
+    """A finite number (text is read as one), or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ConfigError(f"{name} must be a number")
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} {value!r} is not a number") from None
+    if not math.isfinite(out):
+        raise ConfigError(f"{name} must be finite")
+    return out
+
+
+def positive_float(value: Any, name: str) -> float | None:
+    """A number above 0, or None."""
+    out = opt_float(value, name)
+    if out is not None and out <= 0:
+        raise ConfigError(f"{name} must be positive")
+    return out
+
+
+def nonneg_float(value: Any, name: str) -> float | None:
+    """A number ≥ 0, or None."""
+    out = opt_float(value, name)
+    if out is not None and out < 0:
+        raise ConfigError(f"{name} must not be negative")
+    return out
