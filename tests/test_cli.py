@@ -145,3 +145,13 @@ def test_chaos_and_proxy_read_listen_addresses_alike(spec: str, expected: tuple[
     assert parse_listen(spec) == expected
     proxy = ProxyConfig.from_options(upstream="http://127.0.0.1:9/v1", listen=spec, store="none")
     assert (proxy.host, proxy.port) == expected
+
+
+def test_the_command_line_loads_no_server_load_or_statistics_library_until_a_command_runs() -> None:
+    # `sseguard --help` stays quick, and Locust's gevent monkey-patching never reaches another command.
+    code = ("import sys, sseguard.cli\n"
+            "print(sorted(m for m in ('aiohttp', 'locust', 'gevent', 'scipy', 'matplotlib', 'duckdb')"
+            " if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

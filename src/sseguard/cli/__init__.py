@@ -3,7 +3,8 @@
 One module per command, each registering itself on the shared typer app (``_app.py``) when imported
 here, in the order of the tour in README.md. Probe, sweep and locust share the ``LOAD`` option group
 (``_options.py``); every protocol and family name a command shows or accepts comes from the registries
-(``_names.py``). The console script is ``sseguard = "sseguard.cli:main"``.
+(``_names.py``). A command imports its library (aiohttp, Locust, scipy) only when it runs, so
+``sseguard --help`` stays quick. The console script is ``sseguard = "sseguard.cli:main"``.
 """
 
 from __future__ import annotations

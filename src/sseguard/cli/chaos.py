@@ -11,7 +11,6 @@ import json
 import typer
 
 from sseguard._config import parse_listen
-from sseguard.chaos.faults import Dialect
 from sseguard.cli._app import Command, app, fail
 from sseguard.cli._names import families
 from sseguard.errors import ConfigError
@@ -28,7 +27,8 @@ def chaos(
     config: str | None = typer.Option(None, "--config", metavar="CHAOS.toml",
                                       help="TOML file with pacing, faults, dialects and patterns."),
     dialect: list[str] = typer.Option([], "--dialect", metavar="NAME",
-                                      help=f"{', '.join(Dialect)} (repeatable)."),
+                                      help="no_finish_reason, no_done, empty_finish_reason, "
+                                           "usage_choices_null, trailing_done (repeatable)."),
     raw_markup: str | None = typer.Option(None, "--raw-markup", metavar="FAMILY",
                                           help="Leave tool calls as FAMILY markup in the text "
                                                f"of every protocol ({', '.join(families())})."),
