@@ -25,8 +25,8 @@ FORBIDDEN = ["aiohttp", "httpx", "httpx2", "asyncio", "sqlite3", "psycopg", "url
 
 #: The sans-IO core (DESIGN.md "Layers"), by module or package prefix: layer 0.
 CORE_PREFIXES = ("sseguard.sse", "sseguard.jsonarray", "sseguard.assemble", "sseguard.contract",
-                 "sseguard.verdict", "sseguard.policy", "sseguard.record", "sseguard.redact", "sseguard.errors",
-                 "sseguard.toolcalls", "sseguard.reasoning")
+                 "sseguard.verdict", "sseguard.policy", "sseguard.record", "sseguard.redact",
+                 "sseguard.errors", "sseguard.toolcalls", "sseguard.reasoning")
 #: The command line: layer 2. Everything else (chaos, probe, analyze, proxy, store, client, locust,
 #: testing, the pytest plugin, the shared ``_serve``/``_config`` helpers) is an adapter: layer 1. The
 #: package root ranks with the adapters: it is the public face and re-exports ``StreamEndedBadly``
