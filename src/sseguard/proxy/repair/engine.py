@@ -7,7 +7,7 @@ is scanned for leaked markup with the contract's ``LeakScanner``, the same scan 
 stripped-token shapes of MARKUP2.md decision 11) the checker runs on an unrepaired stream: the repair
 turns the checker's content scan off, so it must not see less than the checker would have.
 
-Pure: no aiohttp, no app state (``tests/test_proxy_repair_layers.py`` imports it with aiohttp blocked).
+Pure: no aiohttp, no app state (``tests/test_proxy_layers.py`` imports it with aiohttp blocked).
 """
 
 from __future__ import annotations
