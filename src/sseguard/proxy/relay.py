@@ -341,8 +341,11 @@ class StreamRelay:
         sentinel = self.wire.sentinel
         if hold and self._done_raw:
             out.append(self._done_raw)
-        elif (self.config.complete_done and sentinel and not self._done_raw
-              and verdict.ending is Ending.NO_DONE):
+        elif (self.policy.complete and (hold or self.config.complete_done) and sentinel
+              and not self._done_raw and verdict.ending is Ending.NO_DONE):
+            # A finished answer that only lacks its sentinel: the client gets the end it expects,
+            # the record keeps the ending (no_done) and says it was completed (the action).
+            # ``--on-bad-end pass`` forwards as it came unless --complete-done asks for it.
             out.append(sentinel)
             self.outcome.action = "completed-done"
         data = b"".join(out)
