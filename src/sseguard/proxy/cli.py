@@ -22,12 +22,13 @@ from sseguard._serve import (
     settle_gc,
 )
 from sseguard.errors import ConfigError
+from sseguard.policy import GUARD_DEFAULT
 from sseguard.proxy.app import RunningProxy, serve_proxy
 from sseguard.proxy.config import ProxyConfig
 
 
-def run_proxy_command(*, upstream: str, listen: str, policy: str, tolerate: str | None,
-                      on_bad_end: str, complete_done: bool, repair_markup: str,
+def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT,
+                      tolerate: str | None, on_bad_end: str, complete_done: bool, repair_markup: str,
                       stall_timeout: float, timeout: float, store: str, max_body: str,
                       echo: Callable[..., None], workers: str = "1") -> int:
     """Serve with the given flags until interrupted (uvloop when installed); returns the exit status."""
