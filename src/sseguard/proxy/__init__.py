@@ -29,6 +29,7 @@ _HOME = {"OnBadEnd": "config", "ProxyConfig": "config", "RunningProxy": "app",
 
 
 def __getattr__(name: str) -> Any:
+    """The public names, imported from their module on first use (PEP 562)."""
     home = _HOME.get(name)
     if home is None:
         raise AttributeError(f"module 'sseguard.proxy' has no attribute {name!r}")

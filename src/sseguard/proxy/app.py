@@ -103,11 +103,13 @@ async def v1(request: web.Request) -> web.StreamResponse:
 
 
 async def metrics(request: web.Request) -> web.Response:
+    """``GET /metrics``: the app's Prometheus registry as text."""
     state = request.app[STATE]
     return web.Response(body=state.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
 
 async def healthz(request: web.Request) -> web.Response:
+    """``GET /healthz``: alive, streams in flight, the policy acted on, which run and worker."""
     state = request.app[STATE]
     return web.json_response({"status": "ok", "active_streams": state.active,
                               "policy": state.policy.name, "run_id": state.config.run_id,

@@ -31,7 +31,8 @@ from sseguard.verdict import Api
 
 
 async def guard_stream(state: ProxyState, request: web.Request, body: bytes, obj: dict[str, Any],
-                  api: Api, target: URL) -> web.StreamResponse:
+                       api: Api, target: URL) -> web.StreamResponse:
+    """Send the stream request ``obj`` (read as ``body``) to ``target`` and guard its answer."""
     config = state.config
     redactor = state.request_redactor(request)
     anthropic = speaks_anthropic(request, api)
