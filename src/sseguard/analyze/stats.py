@@ -12,6 +12,7 @@ more likely than the observed one) computed in log space, vectorised, without un
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +20,7 @@ import numpy as np
 from sseguard.analyze.rates import Z95, Rate, pct, wilson
 
 __all__ = ["Z95", "FisherResult", "Rate", "cmh_log10_p", "fisher", "fisher_log10_p", "fmt_p", "pct",
-           "wilson"]
+           "ranked", "wilson"]
 
 _LN10 = math.log(10.0)
 # Tables whose probability equals the observed one up to rounding count as "as extreme" (scipy's rule).
@@ -95,6 +96,11 @@ def _log_choose(n: int, k: np.ndarray | int) -> np.ndarray:
     from scipy.special import gammaln
 
     return np.asarray(gammaln(n + 1) - gammaln(np.asarray(k) + 1) - gammaln(n - np.asarray(k) + 1))
+
+
+def ranked(counts: Mapping[str, int]) -> dict[str, int]:
+    """Counts largest first, ties by name: the same order however the records were counted."""
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def fmt_p(p: float, log10_p: float | None = None) -> str:
