@@ -13,6 +13,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
+from urllib.parse import quote
 
 from sseguard.analyze.facts import Dialect
 from sseguard.analyze.sources import FileSource, Source, StoreSource, spark_schema
@@ -53,7 +54,7 @@ class DuckDBEngine:
                  progress: Callable[[float], None] | None = None) -> None:
         import duckdb
 
-        self.source = source
+        self.source: Source = source
         self._progress = progress
         self._con = duckdb.connect(":memory:")
         self._con.execute(f"SET memory_limit = '{DUCKDB_MEMORY}'")
@@ -98,9 +99,9 @@ class SQLiteEngine:
     dialect = Dialect("sqlite")
 
     def __init__(self, source: StoreSource) -> None:
-        self.source = source
+        self.source: Source = source
         try:
-            self._con = sqlite3.connect(f"file:{source.target}?mode=ro", uri=True, timeout=30.0)
+            self._con = sqlite3.connect(f"file:{quote(source.target)}?mode=ro", uri=True, timeout=30.0)
             self._con.create_function("sseguard_id_prefix", 1, id_prefix, deterministic=True)
             self._check()
         except sqlite3.Error as exc:
@@ -135,7 +136,7 @@ class PostgresEngine:
 
         from sseguard.store._base import TABLE
 
-        self.source = source
+        self.source: Source = source
         try:
             self._con = psycopg.connect(source.target, connect_timeout=10, autocommit=True)
             found = self._con.execute(
@@ -168,7 +169,7 @@ class SparkEngine:
     dialect = Dialect("spark")
 
     def __init__(self, source: FileSource, session: Any = None) -> None:
-        self.source = source
+        self.source: Source = source
         self._spark = session if session is not None else spark_session()
         reader = self._spark.read
         try:
@@ -178,7 +179,9 @@ class SparkEngine:
                 frame = reader.schema(spark_schema()).option("mode", "FAILFAST").json(list(source.files))
         except Exception as exc:  # pyspark's AnalysisException and friends
             raise EngineError(f"cannot read {source.label}: {one_line(exc)}") from None
-        frame.createOrReplaceTempView("sseguard_src")
+        # Every count reads the source again: parse the files once and keep the rows in Spark's cache.
+        frame.cache().createOrReplaceTempView("sseguard_src")
+        self._frame = frame
 
     def rows(self, sql: str) -> list[Row]:
         try:
@@ -188,6 +191,7 @@ class SparkEngine:
 
     def close(self) -> None:
         self._spark.catalog.dropTempView("sseguard_src")
+        self._frame.unpersist()
 
 
 def spark_session(master: str = "local[2]") -> Any:

@@ -34,8 +34,11 @@ def quote(value: str) -> str:
 
 
 def double(value: float) -> str:
-    """A double literal that every engine parses to exactly ``value`` (a decimal literal may not)."""
-    return f"CAST({quote(repr(float(value)))} AS DOUBLE PRECISION)"
+    """A float literal every engine reads as exactly ``value``: the shortest round-trip digits in
+    scientific notation (a double in DuckDB, Spark and SQLite; in PostgreSQL a numeric that converts
+    to the same double). The type names differ between engines; this notation does not."""
+    text = repr(float(value))
+    return text if "e" in text else f"{text}e0"
 
 
 @dataclass(frozen=True, slots=True)

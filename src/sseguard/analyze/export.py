@@ -1,0 +1,94 @@
+"""``sseguard export SOURCE --parquet OUT``: records as Parquet, partitioned by day, for a data team.
+
+The Parquet columns are the record's fields (``sources.RECORD_COLUMNS``: scalars typed, ``headers`` a
+string map, ``findings``/``usage``/``extra``/``finish_reasons`` JSON text) plus ``weight``, in files
+under ``OUT/day=YYYY-MM-DD/`` (UTC day of ``started_at``), the layout Spark, DuckDB, Trino and pandas
+read as one partitioned table; ``sseguard analyze OUT`` reads it back. DuckDB writes it from JSONL or
+Parquet directly; a store's rows are streamed page by page into a temporary JSONL file first, so
+neither path holds the records in memory.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from sseguard.analyze.engines import DuckDBEngine, EngineError
+from sseguard.analyze.facts import Filter, quote
+from sseguard.analyze.sources import RECORD_COLUMNS, FileSource, StoreSource, resolve
+from sseguard.errors import ConfigError
+
+#: Store rows fetched per round trip while exporting.
+PAGE = 5000
+
+
+def export_parquet(sources: Sequence[str], out: str | Path, flt: Filter | None = None) -> int:
+    """Write every record of ``sources`` (in ``flt``) under ``out``; returns how many were written."""
+    target = Path(out)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise ConfigError(f"--parquet {out}: exists and is not an empty directory")
+    resolved = resolve(sources)
+    with tempfile.TemporaryDirectory(prefix="sseguard-export-") as tmp:
+        files: list[str] = []
+        kinds: set[str] = set()
+        for source in resolved:
+            if isinstance(source, StoreSource):
+                files.append(_dump_store(source, Path(tmp) / f"store{len(files)}.jsonl"))
+                kinds.add("jsonl")
+            else:
+                files.extend(source.files)
+                kinds.add(source.kind)
+        if len(kinds) > 1:
+            raise ConfigError("export reads JSONL and stores, or Parquet, not both in one go")
+        engine = DuckDBEngine(FileSource(kinds.pop(), tuple(files)))
+        try:
+            where = (flt or Filter()).where()
+            columns = ", ".join(f'"{name}"' for name, _ in RECORD_COLUMNS)
+            relation = engine.source.relation("duckdb")  # type: ignore[union-attr]
+            select = (f"SELECT {columns}, strftime(to_timestamp(COALESCE(started_at, 0)), '%Y-%m-%d') "
+                      f"AS day FROM {relation} WHERE {where}")
+            target.mkdir(parents=True, exist_ok=True)
+            engine.rows(f"COPY ({select}) TO {quote(str(target))} (FORMAT parquet, PARTITION_BY (day), "
+                        "OVERWRITE_OR_IGNORE true)")
+            written = quote(str(target / "**" / "*.parquet"))
+            (count,) = engine.rows(f"SELECT COUNT(*) FROM read_parquet({written})")[0]
+        finally:
+            engine.close()
+    return int(count)
+
+
+def _dump_store(source: StoreSource, path: Path) -> str:
+    """The store's rows as JSONL with each row's ``weight`` in the document, page by page."""
+    from sseguard.store._base import TABLE
+
+    if source.kind == "sqlite":
+        import sqlite3
+
+        conn = sqlite3.connect(f"file:{source.target}?mode=ro", uri=True)
+        query = f"SELECT seq, record, weight FROM {TABLE} WHERE seq > ? ORDER BY seq LIMIT {PAGE}"
+        fetch = lambda last: conn.execute(query, (last,)).fetchall()  # noqa: E731
+    else:
+        import psycopg
+
+        try:
+            conn = psycopg.connect(source.target, connect_timeout=10, autocommit=True)  # type: ignore[assignment]
+        except psycopg.Error as exc:
+            raise EngineError(f"cannot read store {source.label}: {' '.join(str(exc).split())}") from None
+        query = f"SELECT seq, record::text, weight FROM {TABLE} WHERE seq > %s ORDER BY seq LIMIT {PAGE}"
+        fetch = lambda last: conn.execute(query, (last,)).fetchall()  # noqa: E731
+    try:
+        with path.open("w", encoding="utf-8") as out:
+            last = 0
+            while True:
+                rows = fetch(last)
+                for seq, text, weight in rows:
+                    out.write(f'{str(text).rstrip()[:-1]},"weight":{int(weight)}}}\n')
+                    last = int(seq)
+                if len(rows) < PAGE:
+                    break
+    except Exception as exc:
+        raise EngineError(f"cannot read store {source.label}: {' '.join(str(exc).split())}") from None
+    finally:
+        conn.close()
+    return str(path)
