@@ -13,6 +13,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from sseguard.analyze.engines import DuckDBEngine, EngineError
 from sseguard.analyze.facts import Filter, quote
@@ -62,33 +63,31 @@ def _dump_store(source: StoreSource, path: Path) -> str:
     """The store's rows as JSONL with each row's ``weight`` in the document, page by page."""
     from sseguard.store._base import TABLE
 
-    if source.kind == "sqlite":
-        import sqlite3
-
-        conn = sqlite3.connect(f"file:{source.target}?mode=ro", uri=True)
-        query = f"SELECT seq, record, weight FROM {TABLE} WHERE seq > ? ORDER BY seq LIMIT {PAGE}"
-        fetch = lambda last: conn.execute(query, (last,)).fetchall()  # noqa: E731
-    else:
-        import psycopg
-
-        try:
-            conn = psycopg.connect(source.target, connect_timeout=10, autocommit=True)  # type: ignore[assignment]
-        except psycopg.Error as exc:
-            raise EngineError(f"cannot read store {source.label}: {' '.join(str(exc).split())}") from None
-        query = f"SELECT seq, record::text, weight FROM {TABLE} WHERE seq > %s ORDER BY seq LIMIT {PAGE}"
-        fetch = lambda last: conn.execute(query, (last,)).fetchall()  # noqa: E731
+    mark = "?" if source.kind == "sqlite" else "%s"
+    text = "record" if source.kind == "sqlite" else "record::text"
+    query = f"SELECT seq, {text}, weight FROM {TABLE} WHERE seq > {mark} ORDER BY seq LIMIT {PAGE}"
+    conn: Any
     try:
-        with path.open("w", encoding="utf-8") as out:
-            last = 0
-            while True:
-                rows = fetch(last)
-                for seq, text, weight in rows:
-                    out.write(f'{str(text).rstrip()[:-1]},"weight":{int(weight)}}}\n')
-                    last = int(seq)
-                if len(rows) < PAGE:
-                    break
-    except Exception as exc:
+        if source.kind == "sqlite":
+            import sqlite3
+
+            conn = sqlite3.connect(f"file:{source.target}?mode=ro", uri=True)
+        else:
+            import psycopg
+
+            conn = psycopg.connect(source.target, connect_timeout=10, autocommit=True)
+        try:
+            with path.open("w", encoding="utf-8") as out:
+                last = 0
+                while True:
+                    rows = conn.execute(query, (last,)).fetchall()
+                    for seq, doc, weight in rows:
+                        out.write(f'{str(doc).rstrip()[:-1]},"weight":{int(weight)}}}\n')
+                        last = int(seq)
+                    if len(rows) < PAGE:
+                        break
+        finally:
+            conn.close()
+    except Exception as exc:  # the driver's own error types: one line, never a traceback
         raise EngineError(f"cannot read store {source.label}: {' '.join(str(exc).split())}") from None
-    finally:
-        conn.close()
     return str(path)

@@ -20,7 +20,7 @@ import msgspec
 from sseguard.analyze import headlines
 from sseguard.analyze.attributes import search
 from sseguard.analyze.columns import columns
-from sseguard.analyze.counts import Cell, Reader
+from sseguard.analyze.counts import Cell, CellSet, Reader
 from sseguard.analyze.facts import Filter
 from sseguard.analyze.model import (
     Analysis,
@@ -84,10 +84,12 @@ def analyze_sources(sources: Sequence[str], policy: Policy = STRICT, *, top: int
         return analyze_counts(reader, policy, top=top, flt=flt or Filter())
 
 
-def analyze_counts(reader: Reader, policy: Policy, *, top: int = 5, flt: Filter | None = None) -> Analysis:
-    """The analysis from an open ``Reader``: one count of the filter, one more per api searched alone."""
+def analyze_counts(reader: Reader, policy: Policy, *, top: int = 5, flt: Filter | None = None,
+                   counted: CellSet | None = None) -> Analysis:
+    """The analysis from an open ``Reader``: one count of the filter (unless ``counted`` holds it
+    already), one more per api searched alone."""
     flt = flt or Filter()
-    cs = reader.cells(flt)
+    cs = counted if counted is not None else reader.cells(flt)
     cells = cs.cells
     weights = [c.weight for c in cells]
     reasons = [reason_of(c.ending, c.kinds, policy) for c in cells]
@@ -129,9 +131,8 @@ def analyze_counts(reader: Reader, policy: Policy, *, top: int = 5, flt: Filter 
     )
 
 
-def failing_facts(reader: Reader, policy: Policy, flt: Filter | None = None) -> list[tuple[str, str]]:
+def failing_facts(cs: CellSet, policy: Policy) -> list[tuple[str, str]]:
     """The (ending, finding kinds) pairs that fail under ``policy``: what the evidence query selects."""
-    cs = reader.cells(flt or Filter())
     return sorted({(c.ending, ",".join(c.kinds)) for c in cs.cells
                    if reason_of(c.ending, c.kinds, policy) is not None})
 
