@@ -29,12 +29,14 @@ from sseguard.proxy.config import ProxyConfig
 def run_proxy_command(*, upstream: str, listen: str, policy: str, tolerate: str | None,
                       on_bad_end: str, complete_done: bool, repair_markup: str,
                       stall_timeout: float, timeout: float, store: str, max_body: str,
-                      echo: Callable[..., None], workers: str = "1") -> int:
+                      echo: Callable[..., None], workers: str = "1", retain: str | None = None,
+                      retain_healthy: str | None = None, sample_healthy: float | None = None) -> int:
     """Serve with the given flags until interrupted (uvloop when installed); returns the exit status."""
     config = ProxyConfig.from_options(
         upstream=upstream, listen=listen, policy=policy, tolerate=tolerate, on_bad_end=on_bad_end,
         complete_done=complete_done, repair_markup=repair_markup, stall_timeout=stall_timeout,
-        timeout=timeout, max_body=max_body, store=store, workers=workers)
+        timeout=timeout, max_body=max_body, store=store, workers=workers, retain=retain,
+        retain_healthy=retain_healthy, sample_healthy=sample_healthy)
     if config.store is not None:
         from sseguard.store import open_store
 
