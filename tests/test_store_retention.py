@@ -118,3 +118,14 @@ def test_a_sampled_runs_rates_match_the_full_runs_within_their_intervals(tmp_pat
                         *zip((g.rate for g in estimate.arms), (g.rate for g in whole.arms), strict=True)]:
         assert mine.low <= truth.value <= mine.high
         assert truth.low <= mine.value <= truth.high
+
+
+def test_the_proxy_takes_retention_and_sampling_flags() -> None:
+    from sseguard.proxy.config import ProxyConfig
+
+    config = ProxyConfig.from_options(upstream="http://127.0.0.1:9/v1", retain="14d", retain_healthy="2d",
+                                      sample_healthy=0.1)
+    assert config.retention == Retention(14 * DAY, 2 * DAY, 0.1)
+    assert ProxyConfig.from_options(upstream="http://127.0.0.1:9/v1").retention == Retention()
+    with pytest.raises(ConfigError, match="--retain "):
+        ProxyConfig.from_options(upstream="http://127.0.0.1:9/v1", retain="soon")
