@@ -93,12 +93,14 @@ class Reader:
     spark: Any = None
     progress: Callable[[float], None] | None = None
     _engines: list[Engine] = field(default_factory=list)
+    _facts: list[str] = field(default_factory=list)  # each engine's facts relation, read once
 
     def __enter__(self) -> Reader:
         try:
             for source in self.sources:
-                self._engines.append(open_engine(source, engine=self.engine, spark=self.spark,
-                                                 progress=self.progress))
+                eng = open_engine(source, engine=self.engine, spark=self.spark, progress=self.progress)
+                self._engines.append(eng)
+                self._facts.append(_materialize(eng))
         except BaseException:
             self.close()
             raise
@@ -108,13 +110,13 @@ class Reader:
         self.close()
 
     def close(self) -> None:
+        self._facts.clear()
         while self._engines:
             self._engines.pop().close()
 
     def cells(self, flt: Filter) -> CellSet:
         runs: dict[str, list[Any]] = {}
-        for eng in self._engines:
-            facts = eng.source.facts(eng.dialect.name)
+        for eng, facts in zip(self._engines, self._facts, strict=True):
             for run, n, w, schema, first, last in eng.rows(profile_query(facts, flt)):
                 if schema is not None and int(schema) > SCHEMA_VERSION:
                     raise ConfigError(f"{eng.source.label} holds records of schema {int(schema)}; this "
@@ -132,8 +134,7 @@ class Reader:
         width = bucket_width(span)
         names = self._header_names(flt)
         merged: dict[tuple[Any, ...], int] = {}
-        for eng in self._engines:
-            facts = eng.source.facts(eng.dialect.name)
+        for eng, facts in zip(self._engines, self._facts, strict=True):
             sql = cells_query(facts, flt, eng.dialect, firsts=firsts, width=width, headers=names)
             for row in eng.rows(sql):
                 key = tuple(row[:-1])
@@ -144,8 +145,7 @@ class Reader:
 
     def _header_names(self, flt: Filter) -> list[str]:
         stats: dict[str, list[int]] = {}
-        for eng in self._engines:
-            facts = eng.source.facts(eng.dialect.name)
+        for eng, facts in zip(self._engines, self._facts, strict=True):
             for name, distinct, present in eng.rows(header_query(facts, flt, eng.dialect)):
                 cell = stats.setdefault(str(name), [0, 0])
                 cell[0] += int(distinct)  # several sources: an upper bound, which only drops more
@@ -168,12 +168,23 @@ class Reader:
         return found[:limit]
 
 
+def _materialize(eng: Engine) -> str:
+    """Read the source once: its facts (a few narrow columns) into a temporary table of the engine, so
+    the profile, header and cell queries (and one set per api) do not parse the JSON again each."""
+    facts = eng.source.facts(eng.dialect.name)
+    if eng.dialect.name == "spark":
+        eng.rows(f"CACHE TABLE sseguard_facts AS {facts}")
+    else:
+        eng.rows(f"CREATE TEMP TABLE sseguard_facts AS {facts}")
+    return "SELECT * FROM sseguard_facts"
+
+
 def _evidence(eng: Engine, flt: Filter, failing: Sequence[tuple[str, str]], limit: int) -> list[Record]:
     if not failing:
         return []
     source = eng.source
     if isinstance(source, StoreSource):
-        sql = evidence_query(source.facts(eng.dialect.name), flt, failing, limit, "doc")
+        sql = evidence_query(source.facts(eng.dialect.name, doc=True), flt, failing, limit, "doc")
         texts = [row[0] if isinstance(row[0], str | bytes) else msgspec.json.encode(row[0])
                  for row in eng.rows(sql)]
         return [msgspec.json.decode(t, type=Record) for t in texts]

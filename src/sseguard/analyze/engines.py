@@ -155,7 +155,8 @@ class PostgresEngine:
         import psycopg
 
         try:  # no parameters: psycopg sends the text as it is (a `%` in a literal stays a `%`)
-            return list(self._con.execute(sql.encode()).fetchall())
+            cursor = self._con.execute(sql.encode())
+            return list(cursor.fetchall()) if cursor.description is not None else []
         except psycopg.Error as exc:
             raise EngineError(f"cannot read store {self.source.label}: {one_line(exc)}") from None
 
@@ -179,9 +180,7 @@ class SparkEngine:
                 frame = reader.schema(spark_schema()).option("mode", "FAILFAST").json(list(source.files))
         except Exception as exc:  # pyspark's AnalysisException and friends
             raise EngineError(f"cannot read {source.label}: {one_line(exc)}") from None
-        # Every count reads the source again: parse the files once and keep the rows in Spark's cache.
-        frame.cache().createOrReplaceTempView("sseguard_src")
-        self._frame = frame
+        frame.createOrReplaceTempView("sseguard_src")
 
     def rows(self, sql: str) -> list[Row]:
         try:
@@ -190,8 +189,9 @@ class SparkEngine:
             raise EngineError(f"cannot read {self.source.label}: {one_line(exc)}") from None
 
     def close(self) -> None:
+        self._spark.sql("UNCACHE TABLE IF EXISTS sseguard_facts")
+        self._spark.catalog.dropTempView("sseguard_facts")
         self._spark.catalog.dropTempView("sseguard_src")
-        self._frame.unpersist()
 
 
 def spark_session(master: str = "local[2]") -> Any:

@@ -103,7 +103,8 @@ class StoreSource:
     def label(self) -> str:
         return shown(self.target)
 
-    def facts(self, dialect: str) -> str:
+    def facts(self, dialect: str, *, doc: bool = False) -> str:
+        """The facts of the store's rows; ``doc``: with the record's JSON (for the evidence only)."""
         from sseguard.store._base import TABLE
 
         if self.kind == "sqlite":
@@ -127,7 +128,7 @@ class StoreSource:
             f"{kinds} AS kinds, {field('id_prefix')} AS id_prefix, "
             f"{field('response_id')} AS response_id, CAST({field('reuse_index')} AS {cast}) AS reuse_index, "
             f"CAST(COALESCE({field('prompt_bytes')}, '0') AS {cast}) AS prompt_bytes, {headers} AS headers, "
-            f"weight, record AS doc FROM {TABLE}"
+            f"weight{', record AS doc' if doc else ''} FROM {TABLE}"
         )
 
 
