@@ -10,7 +10,21 @@ shows) costs no numpy, scipy or DuckDB import, and matplotlib loads only when a 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the same names, eagerly, for the type checker only
+    from sseguard.analyze.facts import Filter
+    from sseguard.analyze.load import load_records
+    from sseguard.analyze.model import (
+        Analysis,
+        ArmComparison,
+        AttributeResult,
+        GroupRow,
+        Split,
+        ValueRow,
+    )
+    from sseguard.analyze.report import print_summary, write_html, write_pngs
+    from sseguard.analyze.summary import analyze, analyze_sources, failure_reason
 
 _WHERE = {
     "Analysis": "model", "ArmComparison": "model", "AttributeResult": "model", "GroupRow": "model",
@@ -18,7 +32,9 @@ _WHERE = {
     "failure_reason": "summary", "load_records": "load", "print_summary": "report",
     "write_html": "report", "write_pngs": "report", "Filter": "facts",
 }
-__all__ = sorted(_WHERE)
+__all__ = ["Analysis", "ArmComparison", "AttributeResult", "Filter", "GroupRow", "Split", "ValueRow",
+           "analyze", "analyze_sources", "failure_reason", "load_records", "print_summary",
+           "write_html", "write_pngs"]
 
 
 def __getattr__(name: str) -> Any:

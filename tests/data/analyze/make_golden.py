@@ -1,8 +1,12 @@
 """Golden analyses from the in-memory path (run once on the commit before the engine landed)."""
-import json, sys, shutil
+import json
+import shutil
+import sys
 from pathlib import Path
+
 sys.path.insert(0, "tests")
 import msgspec
+
 from _analyze_support import every_kind
 from sseguard.analyze import analyze, load_records
 from sseguard.policy import Policy
