@@ -9,6 +9,7 @@ pyspark. A driver's own error becomes one line (``EngineError``), never a traceb
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -73,7 +74,7 @@ class DuckDBEngine:
         try:
             return list(self._con.execute(sql).fetchall())
         except duckdb.Error as exc:
-            raise EngineError(f"cannot read {self.source.label}: {one_line(exc)}") from None
+            raise EngineError(_duckdb_message(exc, self.source.label)) from None
         finally:
             done.set()
             if watcher is not None:
@@ -91,6 +92,44 @@ class DuckDBEngine:
 
     def close(self) -> None:
         self._con.close()
+
+
+_BAD_LINE = re.compile(r'in file "(?P<file>[^"]+)", at byte \d+ in line (?P<line>\d+): (?P<why>[^\n]*)')
+
+
+def _duckdb_message(exc: BaseException, label: str) -> str:
+    """A line a person can act on: ``file:line: not a valid record: why`` for malformed JSON (the
+    line found again by reading the file here: DuckDB's line numbers are not the editor's)."""
+    m = _BAD_LINE.search(str(exc))
+    if m:
+        found = _first_bad_line(m["file"])
+        if found is not None:
+            return found
+        return f"{m['file']}: not a valid record: {m['why'].strip()}"
+    return f"cannot read {label}: {one_line(exc)}"
+
+
+def _first_bad_line(path: str) -> str | None:
+    """``path:N: not a valid record: why`` for the first line that is not a record (streamed)."""
+    import msgspec
+
+    from sseguard.record import Record
+
+    decode = msgspec.json.Decoder(Record).decode
+    try:
+        with open(path, "rb") as f:
+            for number, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    decode(line)
+                except msgspec.DecodeError as exc:
+                    hint = ("" if line.endswith(b"\n") else
+                            " (the last line is incomplete: was the writer killed mid-line?)")
+                    return f"{path}:{number}: not a valid record: {one_line(exc)}{hint}"
+    except OSError:
+        return None
+    return None
 
 
 class SQLiteEngine:
