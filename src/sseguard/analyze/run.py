@@ -9,6 +9,9 @@ report quotes come back.
 from __future__ import annotations
 
 import json
+import shutil
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -87,6 +90,19 @@ def progress_bar(console: Console | None, what: str) -> Iterator[Callable[[float
         yield lambda share: bar.update(task, completed=share)
 
 
+@contextmanager
+def stdin_spooled(sources: Sequence[str]) -> Iterator[list[str]]:
+    """``-`` (records piped in) as a temporary JSONL file: the engines read files, not pipes."""
+    if "-" not in sources:
+        yield list(sources)
+        return
+    with tempfile.TemporaryDirectory(prefix="sseguard-stdin-") as tmp:
+        path = Path(tmp) / "stdin.jsonl"
+        with path.open("wb") as out:
+            shutil.copyfileobj(sys.stdin.buffer, out)
+        yield [str(path) if s == "-" else s for s in sources]
+
+
 def run_analyze(sources: Sequence[str], *, policy: str = "strict", tolerate: str | None = None,
                 html: str | None = None, png: str | None = None, as_json: bool = False, top: int = 5,
                 since: str | None = None, until: str | None = None, where: str | None = None,
@@ -106,9 +122,8 @@ def run_analyze(sources: Sequence[str], *, policy: str = "strict", tolerate: str
     if engine not in ("auto", "duckdb", "spark"):
         raise ConfigError(f"--engine {engine!r}: use duckdb or spark (stores count in their database)")
     flt = make_filter(since, until, where)
-    resolved = resolve(sources)
-    with progress_bar(err_console, "counting") as progress, \
-            Reader(resolved, engine=engine, spark=spark, progress=progress) as reader:
+    with stdin_spooled(sources) as named, progress_bar(err_console, "counting") as progress, \
+            Reader(resolve(named), engine=engine, spark=spark, progress=progress) as reader:
         cells = reader.cells(flt)
         result = analyze_counts(reader, judge, top=top, flt=flt, counted=cells)
         evidence = reader.evidence(flt, failing_facts(cells, judge), EVIDENCE_COUNT) if html else []
