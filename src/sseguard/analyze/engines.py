@@ -10,7 +10,9 @@ pyspark. A driver's own error becomes one line (``EngineError``), never a traceb
 from __future__ import annotations
 
 import re
+import shutil
 import sqlite3
+import tempfile
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -58,6 +60,10 @@ class DuckDBEngine:
         self.source: Source = source
         self._progress = progress
         self._con = duckdb.connect(":memory:")
+        # Past the memory limit DuckDB spills to disk: to a temporary directory of ours, not `.tmp` in
+        # whatever directory the user ran sseguard from.
+        self._spill = tempfile.mkdtemp(prefix="sseguard-duckdb-")
+        self._con.execute(f"SET temp_directory = '{self._spill}'")
         self._con.execute(f"SET memory_limit = '{DUCKDB_MEMORY}'")
         self._con.execute("SET preserve_insertion_order = false")
         if threads is not None:
@@ -92,6 +98,7 @@ class DuckDBEngine:
 
     def close(self) -> None:
         self._con.close()
+        shutil.rmtree(self._spill, ignore_errors=True)
 
 
 _BAD_LINE = re.compile(r'in file "(?P<file>[^"]+)", at byte \d+ in line (?P<line>\d+): (?P<why>[^\n]*)')
