@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import sqlite3
 import subprocess
 import sys
@@ -105,8 +104,17 @@ def child(kind: str, source: str) -> None:
         result = analyze_sources([source])
     seconds = time.perf_counter() - t0
     top = result.top.key if result.top else None
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    peak = _vm_hwm_mb()
     print(json.dumps({"seconds": seconds, "records": result.requests, "top": top, "peak_rss_mb": peak}))
+
+
+def _vm_hwm_mb() -> float:
+    """This process's peak RSS since its exec (``VmHWM``; ``ru_maxrss`` would carry the parent's
+    peak across fork and exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def measure(kind: str, source: str) -> dict[str, object]:
@@ -123,6 +131,7 @@ def main() -> None:
     parser.add_argument("n", nargs="?", type=int, default=1_000_000)
     parser.add_argument("--kinds", default="jsonl,parquet,sqlite")
     parser.add_argument("--dir", default=None)
+    parser.add_argument("--keep", action="store_true", help="keep the generated sources in --dir")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "SOURCE"))
     args = parser.parse_args()
     if args.child:
