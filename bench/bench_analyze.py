@@ -131,7 +131,6 @@ def main() -> None:
     parser.add_argument("n", nargs="?", type=int, default=1_000_000)
     parser.add_argument("--kinds", default="jsonl,parquet,sqlite")
     parser.add_argument("--dir", default=None)
-    parser.add_argument("--keep", action="store_true", help="keep the generated sources in --dir")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "SOURCE"))
     args = parser.parse_args()
     if args.child:
