@@ -404,6 +404,13 @@ def proxy(
                                       "other bodies stream through."),
     workers: str = typer.Option("1", "--workers", metavar="N|auto",
                                 help="Processes serving the port (auto = one per core)."),
+    retain: str | None = typer.Option(None, "--retain", metavar="AGE",
+                                      help="Delete stored records older than this (e.g. 14d)."),
+    retain_healthy: str | None = typer.Option(None, "--retain-healthy", metavar="AGE",
+                                              help="Delete healthy streams' records sooner (e.g. 2d)."),
+    sample_healthy: float | None = typer.Option(None, "--sample-healthy", metavar="FRACTION",
+                                                help="Store this share of healthy streams, weighted so "
+                                                     "`analyze` rates stay unbiased (e.g. 0.1)."),
 ) -> None:
     """Guard an OpenAI- or Anthropic-compatible endpoint: no stream ends as a silent, clean end.
 
@@ -422,23 +429,34 @@ def proxy(
             upstream=upstream, listen=listen, policy=policy, tolerate=tolerate,
             on_bad_end=on_bad_end, complete_done=complete_done, repair_markup=repair_markup,
             stall_timeout=stall_timeout, timeout=timeout, store=store, max_body=max_body,
-            echo=typer.echo, workers=workers)
+            echo=typer.echo, workers=workers, retain=retain, retain_healthy=retain_healthy,
+            sample_healthy=sample_healthy)
     except ConfigError as exc:
         fail(str(exc))
     if status:
         raise typer.Exit(status)
 
 
-# ── analyze ───────────────────────────────────────────────────────────────────────────────────────
+# ── analyze, export ───────────────────────────────────────────────────────────────────────────────
 @app.command(cls=_Command, name="analyze")
 def analyze_command(
     sources: list[str] = typer.Argument(..., metavar="SOURCE",
-                                        help="results .jsonl files, directories of them (merged), or "
-                                             "stores (x.db, sqlite:///x.db, postgresql://…)."),
+                                        help="results .jsonl files, globs or run directories, Parquet "
+                                             "(a file or directory), or stores (x.db, sqlite:///x.db, "
+                                             "postgresql://…); several are one run."),
     policy: str = typer.Option("strict", "--policy", metavar="POLICY",
                                help="strict, no-finish-ok, no-done-ok, lenient."),
     tolerate: str | None = typer.Option(None, "--tolerate", metavar="ENDING,…",
                                         help="Endings or findings that do not fail a stream."),
+    since: str | None = typer.Option(None, "--since", metavar="AGE|ISO",
+                                     help="Only streams started since then: 24h, 7d, or an ISO time (UTC)."),
+    until: str | None = typer.Option(None, "--until", metavar="AGE|ISO",
+                                     help="Only streams started before then."),
+    where: str | None = typer.Option(None, "--where", metavar="COL=VALUE,…",
+                                     help="Only these streams: arm, api, workload, run, concurrency, "
+                                          "ending (e.g. arm=gw,api=messages)."),
+    engine: str = typer.Option("duckdb", "--engine", metavar="duckdb|spark",
+                               help="Who counts JSONL and Parquet (stores count in their database)."),
     html: str | None = typer.Option(None, "--html", metavar="REPORT.html",
                                     help="Write one self-contained HTML report (plots embedded)."),
     png: str | None = typer.Option(None, "--png", metavar="DIR", help="Write the plots as PNG files."),
@@ -447,24 +465,55 @@ def analyze_command(
 ) -> None:
     """Find what the failing streams of a run have in common.
 
-    Rates per arm and concurrency level (Wilson 95 % intervals), arm vs arm (Fisher's exact test),
-    and the recorded attributes ranked by how completely they separate failing from healthy streams.
-    The records keep full verdicts, so any policy can judge them again. Exit code 0 when no stream
-    failed the policy, 1 when some did, 2 for unusable input.
+    The records are counted where they are (DuckDB for files, the store's own database, or Spark);
+    only the counts reach Python. Rates per arm and concurrency level (Wilson 95 % intervals), arm
+    vs arm (Fisher's exact test), and the recorded attributes ranked by how completely they separate
+    failing from healthy streams. The records keep full verdicts, so any policy can judge them again.
+    Exit code 0 when no stream failed the policy, 1 when some did, 2 for unusable input.
 
     \b
     Example:
       sseguard analyze out/results.jsonl --html report.html --tolerate no_done
+      sseguard analyze sseguard.db --since 24h --where api=messages
     """
-    from sseguard.analyze.command import run_analyze_command
+    from sseguard.analyze.run import run_analyze
 
     try:
-        result = run_analyze_command(sources, policy=policy, tolerate=tolerate, html=html, png=png,
-                                     as_json=as_json, top=top, console=console, err_console=err_console,
-                                     echo=typer.echo)
+        result = run_analyze(sources, policy=policy, tolerate=tolerate, html=html, png=png,
+                             as_json=as_json, top=top, since=since, until=until, where=where,
+                             engine=engine, console=console, err_console=err_console, echo=typer.echo)
     except ConfigError as exc:
         fail(str(exc))
     raise typer.Exit(1 if result.total.failed else 0)
+
+
+@app.command(cls=_Command, name="export", short_help="Write records as Parquet, partitioned by day.")
+def export_command(
+    sources: list[str] = typer.Argument(..., metavar="SOURCE",
+                                        help="results .jsonl files or run directories, Parquet, or "
+                                             "stores (x.db, sqlite:///x.db, postgresql://…)."),
+    parquet: str = typer.Option(..., "--parquet", metavar="OUT",
+                                help="A new (or empty) directory: OUT/day=YYYY-MM-DD/*.parquet."),
+    since: str | None = typer.Option(None, "--since", metavar="AGE|ISO",
+                                     help="Only streams started since then: 24h, 7d, or an ISO time (UTC)."),
+    until: str | None = typer.Option(None, "--until", metavar="AGE|ISO",
+                                     help="Only streams started before then."),
+    where: str | None = typer.Option(None, "--where", metavar="COL=VALUE,…",
+                                     help="Only these streams (e.g. arm=gw,api=messages)."),
+) -> None:
+    """Write records as Parquet, partitioned by the UTC day they started: the form a data team loads
+    into Spark, Trino, DuckDB or pandas, and that `sseguard analyze OUT` reads back.
+
+    \b
+    Example:
+      sseguard export sseguard.db --parquet lake/sseguard --since 7d
+    """
+    from sseguard.analyze.run import run_export
+
+    try:
+        run_export(sources, parquet, since=since, until=until, where=where, err_console=err_console)
+    except ConfigError as exc:
+        fail(str(exc))
 
 
 # ── parse, tokenizer ──────────────────────────────────────────────────────────────────────────────
