@@ -65,6 +65,9 @@ class DuckDBEngine:
         self._spill = tempfile.mkdtemp(prefix="sseguard-duckdb-")
         self._con.execute(f"SET temp_directory = '{self._spill}'")
         self._con.execute(f"SET memory_limit = '{DUCKDB_MEMORY}'")
+        # Track progress for our own bar (``query_progress``), never print DuckDB's on stdout.
+        self._con.execute("SET enable_progress_bar = true")
+        self._con.execute("SET enable_progress_bar_print = false")
         self._con.execute("SET preserve_insertion_order = false")
         if threads is not None:
             self._con.execute(f"SET threads = {int(threads)}")
