@@ -7,6 +7,7 @@ DuckDB itself (seconds for millions), then each source kind is analyzed in a fre
 that its peak RSS is its own:
 
     .venv/bin/python bench/bench_analyze.py [N] [--kinds jsonl,parquet,sqlite,spark] [--dir DIR]
+                                            [--legacy OLD_CHECKOUT/src]
 
 Prints one line per kind: seconds for the analysis (counting in the engine plus the statistics),
 peak RSS of the analyzing process, and the load average when it ended.
@@ -94,7 +95,11 @@ def child(kind: str, source: str) -> None:
     from sseguard.analyze.summary import analyze_sources
 
     t0 = time.perf_counter()
-    if kind == "spark":
+    if kind == "legacy":  # the in-memory path of an older checkout (see --legacy)
+        from sseguard.analyze import analyze, load_records
+
+        result = analyze(load_records([source]))
+    elif kind == "spark":
         from sseguard.analyze.engines import spark_session
 
         spark = spark_session("local[2]")
@@ -117,9 +122,10 @@ def _vm_hwm_mb() -> float:
     return float("nan")
 
 
-def measure(kind: str, source: str) -> dict[str, object]:
+def measure(kind: str, source: str, legacy: str | None = None) -> dict[str, object]:
+    env = dict(os.environ, PYTHONPATH=legacy) if kind == "legacy" and legacy else None
     out = subprocess.run([sys.executable, __file__, "--child", kind, source], capture_output=True,
-                         text=True, check=True)
+                         text=True, check=True, env=env)
     # The analyzing process's own peak (DuckDB and SQLite run inside it; Spark's JVM does not).
     got: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
     got["load"] = os.getloadavg()[0]
@@ -132,6 +138,8 @@ def main() -> None:
     parser.add_argument("--kinds", default="jsonl,parquet,sqlite")
     parser.add_argument("--dir", default=None)
     parser.add_argument("--child", nargs=2, metavar=("KIND", "SOURCE"))
+    parser.add_argument("--legacy", metavar="SRC", help="also time the in-memory path of an older "
+                        "checkout's src/ (e.g. a worktree of 2390d50) on the same JSONL")
     args = parser.parse_args()
     if args.child:
         child(*args.child)
@@ -144,7 +152,9 @@ def main() -> None:
         print(f"generated {args.n:,} records ({jsonl.stat().st_size / 1e6:.0f} MB of JSONL) in "
               f"{time.perf_counter() - t0:.1f} s; nproc={os.cpu_count()}")
         kinds = args.kinds.split(",")
-        sources = {"jsonl": str(jsonl), "spark": str(jsonl)}
+        sources = {"jsonl": str(jsonl), "spark": str(jsonl), "legacy": str(jsonl)}
+        if args.legacy:
+            kinds.append("legacy")
         if "parquet" in kinds:
             t0 = time.perf_counter()
             to_parquet(jsonl, root / "pq")
@@ -156,7 +166,7 @@ def main() -> None:
             print(f"filled the SQLite store in {time.perf_counter() - t0:.1f} s")
             sources["sqlite"] = str(root / "s.db")
         for kind in kinds:
-            got = measure(kind, sources[kind])
+            got = measure(kind, sources[kind], args.legacy)
             print(f"{kind:8} {got['seconds']:7.1f} s  peak RSS {got['peak_rss_mb']:6.0f} MB  "
                   f"load {got['load']:.1f}  top={got['top']} records={got['records']}")
 
