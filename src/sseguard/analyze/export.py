@@ -50,8 +50,11 @@ def export_parquet(sources: Sequence[str], out: str | Path, flt: Filter | None =
             select = (f"SELECT {columns}, strftime(to_timestamp(COALESCE(started_at, 0)), '%Y-%m-%d') "
                       f"AS day FROM {relation} WHERE {where}")
             target.mkdir(parents=True, exist_ok=True)
+            # A partitioned write buffers rows per partition before it flushes (524,288 by default:
+            # ~500 MB of record-sized rows, past the engine's memory limit); flush in small row groups.
+            engine.rows("SET partitioned_write_flush_threshold = 32768")
             engine.rows(f"COPY ({select}) TO {quote(str(target))} (FORMAT parquet, PARTITION_BY (day), "
-                        "OVERWRITE_OR_IGNORE true)")
+                        "ROW_GROUP_SIZE 16384, OVERWRITE_OR_IGNORE true)")
             written = quote(str(target / "**" / "*.parquet"))
             (count,) = engine.rows(f"SELECT COUNT(*) FROM read_parquet({written})")[0]
         finally:
