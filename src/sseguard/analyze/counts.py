@@ -22,8 +22,9 @@ from sseguard.analyze.facts import (
     evidence_query,
     header_query,
     profile_query,
+    quote,
 )
-from sseguard.analyze.sources import FileSource, Source, StoreSource
+from sseguard.analyze.sources import RECORD_COLUMNS, FileSource, Source, StoreSource
 from sseguard.errors import ConfigError
 from sseguard.record import SCHEMA_VERSION, Record
 
@@ -199,14 +200,8 @@ def _evidence(eng: Engine, flt: Filter, failing: Sequence[tuple[str, str]], limi
     index = "`index`" if name == "spark" else '"index"'
     match = " OR ".join(f"(run_id = {_lit(r)} AND {index} = {int(i)})" for r, i in keys)
     rows = eng.rows(f"SELECT * FROM {raw} WHERE {match}")
-    columns = [c for c, _ in _columns(name)]
+    columns = [c for c, _ in RECORD_COLUMNS]  # the raw relation's columns, in this order
     return [_record(dict(zip(columns, row, strict=False))) for row in rows]
-
-
-def _columns(dialect: str) -> tuple[tuple[str, str], ...]:
-    from sseguard.analyze.sources import RECORD_COLUMNS
-
-    return RECORD_COLUMNS
 
 
 def _record(row: dict[str, Any]) -> Record:
@@ -220,8 +215,6 @@ def _record(row: dict[str, Any]) -> Record:
 
 
 def _lit(value: object) -> str:
-    from sseguard.analyze.facts import quote
-
     return quote(str(value))
 
 
