@@ -1,4 +1,7 @@
-"""Golden analyses from the in-memory path (run once on the commit before the engine landed)."""
+"""Golden analyses from the in-memory path, run once on a checkout of 2390d50 (before the engines),
+with one change applied there: counts of equal size listed by name (``stats.ranked``), where the old
+code listed them in record order, which counts from an engine cannot reproduce. Run from the repository
+root with that checkout's ``src`` first on PYTHONPATH, and a demo run directory as the argument."""
 import json
 import shutil
 import sys
