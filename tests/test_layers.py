@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-CORE = ["sseguard", "sseguard.sse", "sseguard.assemble", "sseguard.contract", "sseguard.verdict",
-        "sseguard.policy", "sseguard.record", "sseguard.redact", "sseguard.errors",
+CORE = ["sseguard", "sseguard.sse", "sseguard.contract", "sseguard.contract.chat_assembler",
+        "sseguard.verdict", "sseguard.policy", "sseguard.record", "sseguard.redact", "sseguard.errors",
         "sseguard.toolcalls", "sseguard.reasoning"]
 FORBIDDEN = ["aiohttp", "httpx", "httpx2", "asyncio", "sqlite3", "psycopg", "urllib.request",
              "locust", "gevent", "sseguard.chaos", "sseguard.probe", "sseguard.proxy", "sseguard.store",

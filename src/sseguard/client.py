@@ -3,9 +3,9 @@
 The official SDKs end their stream loop quietly when the body simply stops, when it stops inside a
 frame, on an ``event: error`` event, and when tool-call arguments are cut off; the caller then acts on
 half an answer. These transports sit under the SDK's client and check every ``text/event-stream``
-response of the three streaming endpoints as the caller reads it, each with its protocol's checker,
-told from the request path (``…/chat/completions``, ``…/responses``, ``…/messages``); every other
-request passes untouched. When the stream ends badly under the ``Policy`` they raise
+response of every registered protocol's streaming endpoints as the caller reads it, each with its
+protocol's checker, told from the request path (``api_for_path``, by the protocols' routes); every
+other request passes untouched. When the stream ends badly under the ``Policy`` they raise
 ``StreamEndedBadly`` (carrying the ``Verdict``), a subclass of ``httpx2.TransportError``::
 
     client = openai.OpenAI(http_client=httpx2.Client(transport=StrictTransport()))
