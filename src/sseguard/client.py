@@ -42,7 +42,7 @@ import anyio
 import httpx2
 import msgspec
 
-from sseguard.contract import Checker, api_for_path, checker_for
+from sseguard.contract import Checker, Protocol, checker_for, protocol_for_path
 from sseguard.errors import ConfigError, SSEGuardError
 from sseguard.policy import STRICT, Policy
 from sseguard.redact import redact_text
@@ -192,9 +192,11 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _is_event_stream(headers: Any) -> bool:
+def _is_stream(headers: Any, proto: Protocol, path: str) -> bool:
+    """Whether the response is framed as one of the protocol's streams (``Protocol.framings``)."""
     media = str(headers.get("content-type", "")).split(";", 1)[0].strip().lower()
-    return media == "text/event-stream"
+    route = proto.route_for(path)
+    return any(media == f.media_type and f.is_stream(route) for f in proto.framings)
 
 
 def _request_json(request: Any, not_read: tuple[type[BaseException], ...]) -> dict[str, Any] | None:
@@ -265,18 +267,18 @@ class _Options:
         """A guard for this response, or None when it is not a stream to check."""
         if not 200 <= response.status_code < 300 or request.method != "POST":
             return None
-        api = api_for_path(request.url.path)
-        if api is None:
+        proto = protocol_for_path(request.url.path)
+        if proto is None:
             return None
-        if not _is_event_stream(response.headers):
+        if not _is_stream(response.headers, proto, request.url.path):
             return None
         readable, inflater = _inflater_for(response.headers)
         if not readable:
             # Only a server that ignores Accept-Encoding gets here; reading garbage would be worse.
             return None
         body = _request_json(request, not_read) if self.request_aware else None
-        return _Guard(checker=checker_for(api, body), policy=self.policy, stall_timeout=self.stall_timeout,
-                      inflater=inflater,
+        return _Guard(checker=checker_for(proto.api, body), policy=self.policy,
+                      stall_timeout=self.stall_timeout, inflater=inflater,
                       error_cls=error_cls, timeout_types=timeout_types, request=request)
 
 

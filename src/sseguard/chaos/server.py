@@ -25,8 +25,8 @@ import struct
 import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgspec
@@ -49,9 +49,9 @@ from sseguard.chaos.faults import Decision, Fault
 from sseguard.chaos.frames import End, Plan, ResponseIds, completion_plan
 from sseguard.chaos.generate import make_answer
 from sseguard.chaos.registry import writers
-from sseguard.chaos.request import BadRequest
+from sseguard.chaos.request import BadRequest, ChatRequest
 from sseguard.chaos.writer import Writer
-from sseguard.contract import Protocol, protocol
+from sseguard.contract import Protocol, Route, protocol
 from sseguard.verdict import Api
 
 SERVER_HEADER = f"sseguard-chaos/{__version__}"
@@ -129,8 +129,9 @@ def make_app(config: ChaosConfig | None = None, *,
     app[STATE] = ChaosState(config or ChaosConfig(), clock, clock(), counter=worker, step=workers)
     for writer in writers():
         proto = protocol(writer.api)
-        for path in proto.served_paths():
-            app.router.add_post(path, _handler(writer, proto))
+        for route in proto.routes:
+            for mount in proto.mounts:
+                app.router.add_post(f"{mount}{route.path}", _handler(writer, proto, route))
     app.router.add_get("/v1/models", _models)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/chaos/stats", _stats)
@@ -160,7 +161,8 @@ def _json(status: int, obj: Any, headers: dict[str, str] | None = None) -> web.R
                         content_type="application/json", headers=headers)
 
 
-def _handler(writer: Writer, proto: Protocol) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+def _handler(writer: Writer, proto: Protocol, route: Route
+             ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def handle(request: web.Request) -> web.StreamResponse:
         state = request.app[STATE]
         stats = state.stats
@@ -172,21 +174,21 @@ def _handler(writer: Writer, proto: Protocol) -> Callable[[web.Request], Awaitab
         inflight = stats.inflight
         stats.max_inflight = max(stats.max_inflight, inflight)
         try:
-            return await _serve(request, writer, proto, state, counter, inflight)
+            return await _serve(request, writer, proto, route, state, counter, inflight)
         finally:
             stats.inflight -= 1
 
     return handle
 
 
-async def _serve(request: web.Request, writer: Writer, proto: Protocol, state: ChaosState,
-                 counter: int, inflight: int) -> web.StreamResponse:
+async def _serve(request: web.Request, writer: Writer, proto: Protocol, route: Route,
+                 state: ChaosState, counter: int, inflight: int) -> web.StreamResponse:
     config, stats = state.config, state.stats
     body = await request.read()
     forced_raw = request.headers.get(INJECT_HEADER)
     try:
         forced = _forced_fault(forced_raw)
-        req = writer.parse(body)
+        req = _from_route(writer.parse(body), route, request.match_info)
     except BadRequest as exc:
         stats.bad_requests += 1
         stats.statuses[400] += 1
@@ -232,6 +234,14 @@ async def _serve(request: web.Request, writer: Writer, proto: Protocol, state: C
     response.content_type = "application/json"
     response.content_length = len(payload)
     return await _play(request, response, plan, state)
+
+
+def _from_route(req: ChatRequest, route: Route, params: Mapping[str, str]) -> ChatRequest:
+    """What the path says wins over the body: streaming chosen by the route, the model in the path."""
+    if route.streams is not None and route.streams != req.stream:
+        req = replace(req, stream=route.streams)
+    model = params.get("model")
+    return replace(req, model=model) if model is not None and model != req.model else req
 
 
 def _forced_fault(raw: str | None) -> Fault | None:

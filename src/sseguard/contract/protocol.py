@@ -39,6 +39,16 @@ class Framing(StrEnum):
     SSE = "sse"  # ``data:`` events (``event:`` names optional)
     JSON_ARRAY = "json_array"  # one JSON array, streamed element by element (Gemini without alt=sse)
 
+    @property
+    def media_type(self) -> str:
+        """The ``Content-Type`` (without parameters) a body in this framing comes with."""
+        return "text/event-stream" if self is Framing.SSE else "application/json"
+
+    def is_stream(self, route: Route | None) -> bool:
+        """Whether a body in this framing is a stream to check: SSE always is; a JSON body only on a
+        route that streams by its path (elsewhere it is a whole, non-streamed answer)."""
+        return self is Framing.SSE or (route is not None and route.streams is True)
+
 
 class UpstreamError(StrEnum):
     """What the relay does with an error frame the upstream sent."""
