@@ -152,3 +152,22 @@ def test_check_body_detects_the_protocol_and_judges_the_whole_body() -> None:
 def test_check_body_refuses_text() -> None:
     with pytest.raises(UsageError, match="bytes, not str"):
         check_body("data: {}\n\n")  # type: ignore[arg-type]  # the misuse under test
+
+
+def test_the_plugins_parametrization_is_the_promised_one() -> None:
+    # The public promise of sseguard.testing, written out: a descriptor that dropped a name fails here.
+    from sseguard.testing import BAD_ENDINGS, DIALECTS
+
+    assert dict(BAD_ENDINGS) == {
+        "chat": ("truncated", "no_done", "no_finish", "cut_mid_frame", "transport_error", "error_event",
+                 "http_error", "empty", "tool_call_unterminated"),
+        "responses": ("truncated", "no_finish", "cut_mid_frame", "transport_error", "error_event",
+                      "http_error", "empty", "tool_call_unterminated"),
+        "messages": ("truncated", "no_done", "no_finish", "cut_mid_frame", "transport_error",
+                     "error_event", "http_error", "empty", "tool_call_unterminated"),
+    }
+    assert dict(DIALECTS) == {
+        "chat": ("no_finish_reason", "no_done", "empty_finish_reason", "usage_choices_null"),
+        "responses": ("trailing_done",),
+        "messages": ("no_done",),
+    }

@@ -72,12 +72,16 @@ class Route:
 
     path: str
     streams: bool | None = None
+    _pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        body = _PARAM.sub(lambda m: f"(?P<{m.group(1)}>[^/]+)", re.escape(self.path.lstrip("/")))
+        object.__setattr__(self, "_pattern", re.compile(rf"(?:^|/){body}$"))
 
     @property
     def pattern(self) -> re.Pattern[str]:
         """Matches a request path that ends in this route (any base prefix before it)."""
-        body = _PARAM.sub(lambda m: f"(?P<{m.group(1)}>[^/]+)", re.escape(self.path.lstrip("/")))
-        return re.compile(rf"(?:^|/){body}$")
+        return self._pattern
 
     def fill(self, **params: str) -> str:
         """The path with its parameters filled in (``model=...``)."""

@@ -23,9 +23,13 @@ _PROTOCOLS: MappingProxyType[Api, Protocol] = MappingProxyType({p.api: p for p i
 )})
 
 
+#: A protocol without a descriptor fails here, at import, not at its first request.
+_ORDERED: tuple[Protocol, ...] = tuple(_PROTOCOLS[api] for api in Api)
+
+
 def protocols() -> tuple[Protocol, ...]:
     """Every protocol, in the order of the ``Api`` enum."""
-    return tuple(_PROTOCOLS[api] for api in Api)
+    return _ORDERED
 
 
 def protocol(api: str | Api) -> Protocol:
