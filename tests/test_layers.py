@@ -38,9 +38,6 @@ LAYER_NAMES = ("core", "adapter", "cli")
 #: another change is restructuring belong here; that change removes them, and then this entry (the
 #: test below fails on an entry whose edge is gone, so the list cannot go stale).
 KNOWN_CIRCLE_EDGES: dict[tuple[str, str], str] = {
-    ("sseguard.proxy.stream", "sseguard.proxy.app"):
-        "ProxyState under TYPE_CHECKING closes app → stream → app and app → repair → stream → app; "
-        "the proxy restructuring (frames.py seam, relay without app state) removes it",
     ("sseguard.toolcalls.auto", "sseguard.toolcalls"):
         "auto reads the family registry and the event names from the package that imports it; "
         "the family-descriptor change (one Family module each, families()) removes it",
