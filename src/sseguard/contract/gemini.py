@@ -23,7 +23,7 @@ aggregator joins them like this): text joined, thoughts apart, function calls wh
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -39,13 +39,37 @@ from sseguard.contract._base import (
     is_int,
 )
 from sseguard.contract.gemini_assembler import CandidateState, GeminiAssembler
-from sseguard.contract.gemini_request import function_declarations, json_schema
+from sseguard.contract.gemini_request import (
+    GeminiFormat,
+    error_body,
+    function_declarations,
+    json_schema,
+    status_error,
+)
+from sseguard.contract.protocol import (
+    Auth,
+    Framing,
+    Protocol,
+    Relay,
+    Route,
+    UpstreamError,
+    dumps,
+    never,
+)
 from sseguard.jsonarray import JsonArrayDecoder, JsonElement
 from sseguard.sse import SSEDecoder, SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
 
-__all__ = ["ARRAY_CLOSE", "ERROR_FINISH_REASONS", "GeminiAssembler", "GeminiChecker", "GeminiFrames",
-           "looks_like_gemini"]
+__all__ = [
+    "ARRAY_CLOSE",
+    "ERROR_FINISH_REASONS",
+    "GEMINI",
+    "GeminiAssembler",
+    "GeminiChecker",
+    "GeminiFormat",
+    "GeminiFrames",
+    "looks_like_gemini",
+]
 
 #: Finish reasons that say the model failed, not that the answer ended: the stream is an error.
 ERROR_FINISH_REASONS = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "OTHER",
@@ -391,3 +415,83 @@ class GeminiChecker(CheckerBase):
 
     def _message(self) -> dict[str, Any]:
         return self._asm.to_response()
+
+
+# ── the protocol's other facts: requests, relay, errors, sniffing, the descriptor ─────────────────
+
+def _in_array(sent: bytes) -> bool:
+    """Whether what the guard last sent was an element of the JSON-array framing (not SSE)."""
+    return sent.lstrip(b" \t\r\n\xef\xbb\xbf")[:1] in (b"[", b",", b"{")
+
+
+def gemini_error_frame(code: str, message: str, sent: bytes = b"") -> bytes:
+    """The error google-genai raises ``ServerError`` on (any chunk whose JSON begins ``{"error":``):
+    an SSE ``data:`` frame, or, in the JSON-array framing, the array's last element and its ``]``."""
+    body = dumps({"error": {"code": 502, "message": f"{code}: {message}", "status": "UNAVAILABLE"}})
+    if _in_array(sent):
+        return b"\n,\r\n" + body + b"\n]"
+    return b"data: " + body + b"\r\n\r\n"
+
+
+def _upstream_error(event: SSEEvent) -> UpstreamError | None:
+    if b'"error"' not in event.raw:
+        return None
+    try:
+        obj = json.loads(event.data)
+    except ValueError:
+        return None
+    return UpstreamError.FORWARD if isinstance(obj, dict) and "error" in obj else None
+
+
+def _array_close(event: SSEEvent) -> bool:
+    return event.event == ARRAY_CLOSE
+
+
+def finish_of(message: Mapping[str, Any]) -> list[str | None]:
+    """One ``finishReason`` per candidate; a blocked prompt's ``blockReason`` when none came."""
+    candidates = message.get("candidates")
+    if isinstance(candidates, list) and candidates:
+        return [c.get("finishReason") if isinstance(c, dict) else None for c in candidates]
+    feedback = message.get("promptFeedback")
+    reason = feedback.get("blockReason") if isinstance(feedback, dict) else None
+    return [reason if isinstance(reason, str) else None]
+
+
+GEMINI = Protocol(
+    api=Api.GEMINI,
+    title="Gemini generateContent",
+    routes=(Route("/models/{model}:streamGenerateContent", streams=True),
+            Route("/models/{model}:generateContent", streams=False),
+            Route("/projects/{project}/locations/{location}/publishers/google/models/{model}"
+                  ":streamGenerateContent", streams=True),
+            Route("/projects/{project}/locations/{location}/publishers/google/models/{model}"
+                  ":generateContent", streams=False)),
+    mounts=("/v1beta", "/v1"),
+    auth=Auth("x-goog-api-key", query="key"),
+    claims=looks_like_gemini,
+    format=GeminiFormat(),
+    checker=GeminiChecker,
+    assembler=GeminiAssembler,
+    relay=Relay(
+        # No terminal event to hold: the end of the body is the end, and the guard decides it.
+        terminal=never, upstream_error=_upstream_error, error_frame=gemini_error_frame,
+        sentinel=b"", trailer=_array_close,
+        messages={
+            Ending.TRUNCATED: "the upstream stopped after content without a finishReason; the "
+                              "answer is incomplete",
+            Ending.CUT_MID_FRAME: "the upstream body stopped in the middle of a record",
+            Ending.EMPTY: "the upstream sent no record at all",
+        }),
+    error_body=error_body,
+    status_error=status_error,
+    finish_reasons=frozenset({"STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "LANGUAGE", "BLOCKLIST",
+                              "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}),
+    finish_of=finish_of,
+    terminal_events=frozenset({"finishReason"}),
+    bad_endings=("truncated", "cut_mid_frame", "transport_error", "error_event", "http_error",
+                 "empty"),
+    dialects=(),
+    stream_field=None,
+    model_field=None,
+    framings=(Framing.SSE, Framing.JSON_ARRAY),
+)
