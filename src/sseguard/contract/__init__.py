@@ -13,16 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sseguard.contract._base import (
-    JSON_ERRORS,
-    LEAK_MARKERS,
-    TAIL_BYTES,
-    decode_json,
-    leak_markers,
-    leak_shapes,
-)
+from sseguard.contract._base import JSON_ERRORS, TAIL_BYTES, decode_json
 from sseguard.contract._base import CheckerBase as Checker
 from sseguard.contract.chat import StreamChecker
+from sseguard.contract.leaks import LEAK_MARKERS, leak_markers, leak_shapes
 from sseguard.contract.messages import MessagesAssembler, MessagesChecker
 from sseguard.contract.responses import ResponsesAssembler, ResponsesChecker
 from sseguard.errors import UsageError

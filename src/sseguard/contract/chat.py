@@ -18,15 +18,8 @@ from typing import Any
 import msgspec
 
 from sseguard.assemble import ChatChunk, MessageAssembler
-from sseguard.contract._base import (
-    FINISHED,
-    JSON_ERRORS,
-    LEAK_MARKERS,
-    TAIL_BYTES,
-    CheckerBase,
-    decode_json,
-    leak_markers,
-)
+from sseguard.contract._base import FINISHED, JSON_ERRORS, TAIL_BYTES, CheckerBase, decode_json
+from sseguard.contract.leaks import LEAK_MARKERS, leak_markers
 from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from json.encoder import encode_basestring  # the C escaper json.dumps itself uses
 
 from sseguard.errors import UsageError
-from sseguard.toolcalls._json import ASCII_WS, encode_basestring, json_string_body
+from sseguard.toolcalls._json import ASCII_WS, json_string_body
 from sseguard.toolcalls._markers import TAG_CAP, first_non_ws, split_partial_opener
 from sseguard.toolcalls.events import (
     Event,
