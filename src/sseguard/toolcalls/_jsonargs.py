@@ -82,7 +82,7 @@ class JSONArgsParser(BlockParser):
                 self._tail = []
                 call.frags.append(frag)
                 return [ToolArgsDelta(call.index, frag)]
-            self._stream_args(seg, ASCII_WS)
+            self._stream_json(seg)
         if j < n:
             self._run(text[j:])
         return self._take()
@@ -107,8 +107,20 @@ class JSONArgsParser(BlockParser):
             if end > pos:
                 seg = data[pos:end]
                 call.raw.append(seg)
-                self._stream_args(seg, ASCII_WS)
+                self._stream_json(seg)
             return (j, lit) if lit else (~end, "")
+
+    def _stream_json(self, seg: str) -> None:
+        """Stream the next piece of the arguments (``_stream_args``). Whitespace at its end is held
+        only while it may be padding after the JSON: if the piece ends inside a string it is string
+        text and goes out now. So what is held when the stream ends depends only on the text, never
+        on where it was cut (issue 29: an unterminated call's trailing whitespace went out when the
+        input came in pieces, and was held when it came whole). ``feed``'s hot path is the same
+        rule for a piece with no marker."""
+        self._stream_args(seg, ASCII_WS)
+        if self._strings.inside and self._tail:
+            self._delta("".join(self._tail))
+            self._tail = []
 
     def _args(self, data: str, pos: int) -> int:
         r, lit = self._json_args(data, pos)
