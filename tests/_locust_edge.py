@@ -17,7 +17,7 @@ import gevent
 from gevent.server import StreamServer
 from geventhttpclient.client import HTTPClient
 
-import sseguard.locust as sl
+import sseguard.locust.user as sl
 from sseguard.probe.config import make_arm
 
 FIRST = (b'data: {"id":"x-1","object":"chat.completion.chunk","choices":[{"index":0,'

@@ -5,13 +5,16 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from sseguard import __version__
+from sseguard._config import parse_listen
 from sseguard.cli import app
 
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 COMMANDS = ["check", "chaos", "probe", "sweep", "locust", "proxy", "analyze", "parse", "tokenizer",
             "demo"]
 #: What a metavar must never be: the parser's type name instead of what goes in.
@@ -65,3 +68,90 @@ def test_version_is_one_line_with_its_newline() -> None:
                             text=True, timeout=60)
     assert result.returncode == 0
     assert result.stdout == f"sseguard {__version__}\n"
+
+
+# ── one example per command, names from the registries, one shared option group ─────────────────
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_commands_help_shows_an_example_that_runs_sseguard(command: str) -> None:
+    text = _help(command)
+    assert "Example" in text, text
+    example = text.split("Example", 1)[1]
+    assert "sseguard " + command in example, example
+
+
+#: Every unknown protocol or family name, on every command that takes one: (args, words the one line
+#: must hold). The known names are written out here, not read from the registries.
+UNKNOWN_NAMES = [
+    (["check", str(EXAMPLES / "bodies" / "complete.sse"), "--markup", "hermse"],
+     ["'hermse'", "hermes", "qwen3-coder", "minimax-m2", "dsml-v32"]),
+    (["check", str(EXAMPLES / "bodies" / "complete.sse"), "--api", "soap"],
+     ["'soap'", "chat", "responses", "messages"]),
+    (["parse", str(EXAMPLES / "markup" / "hermes.txt"), "--family", "hermse"],
+     ["'hermse'", "hermes", "kimi-k2"]),
+    (["tokenizer", "tokenizer.json", "--family", "hermse"], ["'hermse'", "hermes", "glm47"]),
+    (["chaos", "--raw-markup", "hermse"], ["'hermse'", "hermes", "harmony"]),
+    (["proxy", "--upstream", "http://127.0.0.1:9/v1", "--repair-markup", "hermse"],
+     ["'hermse'", "hermes", "deepseek-v31"]),
+    (["probe", "--arm", "a=http://127.0.0.1:9/v1", "--api", "soap"], ["'soap'", "chat", "messages"]),
+    (["sweep", "--arm", "a=http://127.0.0.1:9/v1", "--api", "soap"], ["'soap'", "chat", "messages"]),
+    (["locust", "--arm", "a=http://127.0.0.1:9/v1", "--api", "soap"], ["'soap'", "chat", "messages"]),
+]
+
+
+@pytest.mark.parametrize(("args", "words"), UNKNOWN_NAMES, ids=[f"{a[0]} {a[-2]}" for a, _ in UNKNOWN_NAMES])
+def test_an_unknown_protocol_or_family_is_one_line_with_the_known_names_and_exit_2(
+        args: list[str], words: list[str]) -> None:
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    assert "Traceback" not in result.output
+
+
+def test_help_texts_name_every_protocol_and_family() -> None:
+    check = " ".join(_help("check").split())
+    for name in ("chat", "responses", "messages", "dsml-v41", "deepseek-v3", "glm45", "minimax-m2"):
+        assert name in check, name
+    probe = " ".join(_help("probe").split())
+    assert "chat (default), responses or messages" in probe
+    for command in ("parse", "tokenizer", "chaos", "proxy"):
+        assert "kimi-k2" in " ".join(_help(command).split()), command
+
+
+def test_the_proxy_says_it_guards_openai_and_anthropic_apis() -> None:
+    assert "OpenAI or Anthropic" in _help()
+    assert "OpenAI- or Anthropic-compatible" in " ".join(_help("proxy").split())
+    assert "OpenAI-compatible" not in _help().replace("OpenAI- and Anthropic-compatible", "")
+
+
+@pytest.mark.parametrize("command", ["probe", "sweep", "locust"])
+def test_probe_sweep_and_locust_take_the_same_load_options(command: str) -> None:
+    text = _help(command)
+    for option in ("--arm", "--config", "--model", "--api", "--key-env", "--workload", "--body",
+                   "--policy", "--tolerate", "--stall-timeout", "--timeout", "--header", "--seed",
+                   "--out"):
+        assert f"  {option} " in text, (command, option)
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ("127.0.0.1:9000", ("127.0.0.1", 9000)), (":9000", ("127.0.0.1", 9000)),
+    ("9000", ("127.0.0.1", 9000)), ("0.0.0.0:0", ("0.0.0.0", 0)), ("[::1]:8080", ("::1", 8080)),
+])
+def test_chaos_and_proxy_read_listen_addresses_alike(spec: str, expected: tuple[str, int]) -> None:
+    from sseguard.proxy.config import ProxyConfig
+
+    assert parse_listen(spec) == expected
+    proxy = ProxyConfig.from_options(upstream="http://127.0.0.1:9/v1", listen=spec, store="none")
+    assert (proxy.host, proxy.port) == expected
+
+
+def test_the_command_line_loads_no_server_load_or_statistics_library_until_a_command_runs() -> None:
+    # `sseguard --help` stays quick, and Locust's gevent monkey-patching never reaches another command.
+    code = ("import sys, sseguard.cli\n"
+            "print(sorted(m for m in ('aiohttp', 'locust', 'gevent', 'scipy', 'matplotlib', 'duckdb')"
+            " if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

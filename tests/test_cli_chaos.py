@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from _workers_support import one_client_per_worker, started
+from sseguard._config import parse_listen
 from sseguard.chaos import ChaosConfig, Dialect, Fault, LoadPattern, RoutedPattern, WindowPattern
-from sseguard.chaos.config import parse_listen
 from sseguard.cli import app
 from sseguard.errors import ConfigError
 
@@ -99,7 +99,7 @@ def test_bad_toml_is_a_one_line_config_error(tmp_path: Path, text: str, message:
     (["--fault", "truncated=0.6", "--fault", "no_done=0.6"], "add up to 1.2"),
     (["--dialect", "nope"], "unknown dialect 'nope'"),
     (["--raw-markup", "xml"], "unknown markup family"),
-    (["--listen", "localhost"], "the port must be a number"),
+    (["--listen", "localhost"], "is not HOST:PORT, :PORT or PORT"),
     (["--listen", "127.0.0.1:99999"], "the port must be a number"),
     (["--tokens", "0"], "--tokens must be ≥ 1"),
     (["--stall-then", "never"], "must be one of finish, hang"),

@@ -29,7 +29,7 @@ UP = ["--upstream", "http://127.0.0.1:9/v1"]
 @pytest.mark.parametrize("args, message", [
     (["--upstream", "ftp://h/v1"], "--upstream 'ftp://h/v1' must be an http:// or https://"),
     ([*UP, "--listen", "nowhere"], "--listen 'nowhere' is not HOST:PORT"),
-    ([*UP, "--listen", "127.0.0.1:70000"], "the port must be 0-65535"),
+    ([*UP, "--listen", "127.0.0.1:70000"], "the port must be a number from 0 to 65535"),
     ([*UP, "--on-bad-end", "explode"], "--on-bad-end 'explode': use error-event, abort, pass"),
     ([*UP, "--repair-markup", "klingon"], "--repair-markup 'klingon': use off, auto or a family"),
     ([*UP, "--policy", "loose"], "unknown policy 'loose'"),

@@ -18,7 +18,7 @@ import pytest
 from _expected import expected
 from _locust_support import base_env, chaos_server, free_port, run_cli, run_distributed, start, stop
 from sseguard.analyze import analyze, load_records
-from sseguard.locust_run import LOCUSTFILE, SETTINGS_ENV, Settings, locust_argv, master_address, role
+from sseguard.locust.launch import LOCUSTFILE, SETTINGS_ENV, Settings, locust_argv, master_address, role
 from sseguard.policy import STRICT
 from sseguard.record import Record, decode_record
 from sseguard.verdict import Ending
@@ -324,7 +324,7 @@ def test_locust_argument_handling() -> None:
 
 
 def test_importing_the_user_module_loads_no_asyncio_code() -> None:
-    code = ("import sys, sseguard.locust\n"
+    code = ("import sys, sseguard.locust.user\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('aiohttp', 'asyncio', 'uvloop'))\n"
             "print(bad)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30,
@@ -336,8 +336,8 @@ def test_importing_the_user_module_loads_no_asyncio_code() -> None:
 def test_missing_locust_package_is_a_one_line_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
 
-    from sseguard import locust_run
     from sseguard.errors import ConfigError
+    from sseguard.locust import launch as locust_run
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

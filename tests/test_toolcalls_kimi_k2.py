@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from _toolcalls_support import calls_of, errors_of, parsed, text_of
-from sseguard.parsefile import parse_text
+from sseguard.cli.parse import parse_text
 from sseguard.toolcalls import (
     Markup,
     MarkupError,

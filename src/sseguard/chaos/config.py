@@ -8,13 +8,16 @@ as is. The TOML layout is documented in ``docs/chaos.md`` and ``examples/chaos.t
 from __future__ import annotations
 
 import bisect
-import math
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, overload
 
+from sseguard._config import integer as _integer
+from sseguard._config import number as _number
+from sseguard._config import probability as _probability
+from sseguard._config import string as _string
 from sseguard.chaos.faults import Dialect, Fault
 from sseguard.errors import ConfigError
 from sseguard.toolcalls import Family, families
@@ -76,54 +79,6 @@ def parse_family(name: str) -> str:
     if name not in families():
         raise ConfigError(f"unknown markup family {name!r} (known: {_known(families())})")
     return name
-
-
-def _probability(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{where} must be a number between 0 and 1, not {value!r}")
-    p = float(value)
-    if not 0.0 <= p <= 1.0 or math.isnan(p):
-        raise ConfigError(f"{where} must be between 0 and 1, not {value!r}")
-    return p
-
-
-def _number(value: Any, where: str, *, minimum: float = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        raise ConfigError(f"{where} must be a number, not {value!r}")
-    if value < minimum:
-        raise ConfigError(f"{where} must be ≥ {minimum:g}, not {value!r}")
-    return float(value)
-
-
-def _integer(value: Any, where: str, *, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{where} must be an integer, not {value!r}")
-    if value < minimum:
-        raise ConfigError(f"{where} must be ≥ {minimum}, not {value!r}")
-    return value
-
-
-def _string(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise ConfigError(f"{where} must be a string, not {value!r}")
-    return value
-
-
-def parse_listen(spec: str) -> tuple[str, int]:
-    """``127.0.0.1:9000``, ``[::1]:9000``, ``:9000`` or ``9000`` → (host, port); loopback by default."""
-    text = spec.strip()
-    host, port_text = "127.0.0.1", text
-    if text.startswith("["):
-        end = text.find("]")
-        if end == -1 or not text[end + 1:].startswith(":"):
-            raise ConfigError(f"--listen {spec!r}: expected [IPv6]:PORT")
-        host, port_text = text[1:end], text[end + 2:]
-    elif ":" in text:
-        head, _, port_text = text.rpartition(":")
-        host = head or host
-    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise ConfigError(f"--listen {spec!r}: the port must be a number from 0 to 65535")
-    return host, int(port_text)
 
 
 def parse_fault_spec(spec: str) -> tuple[Fault, float]:

@@ -18,6 +18,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from sseguard._config import nonneg_float as _nonneg_float
+from sseguard._config import opt_int as _int
+from sseguard._config import opt_string as _opt_str
+from sseguard._config import positive_float as _positive_float
+from sseguard._config import positive_int as _positive_int
 from sseguard.errors import ConfigError
 from sseguard.policy import Policy
 from sseguard.probe.formats import check_body, load_body_file, thinking_budget
@@ -486,57 +491,3 @@ def _check_workload_fits(workload: WorkloadSpec, arms: Sequence[Arm]) -> None:
             check_body(load_body_file(path), arm.protocol, path=path, arm=arm.name)
     if workload.reasoning_effort is not None and any(a.protocol is Api.MESSAGES for a in arms):
         thinking_budget(workload.reasoning_effort)
-
-
-def _opt_str(value: Any, name: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise ConfigError(f"{name} must be a string")
-    return value
-
-
-def _int(value: Any, name: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise ConfigError(f"{name} must be a whole number")
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name} {value!r} is not a whole number") from None
-
-
-def _positive_int(value: Any, name: str) -> int | None:
-    out = _int(value, name)
-    if out is not None and out < 1:
-        raise ConfigError(f"{name} must be at least 1")
-    return out
-
-
-def _float(value: Any, name: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise ConfigError(f"{name} must be a number")
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name} {value!r} is not a number") from None
-    if not math.isfinite(out):
-        raise ConfigError(f"{name} must be finite")
-    return out
-
-
-def _positive_float(value: Any, name: str) -> float | None:
-    out = _float(value, name)
-    if out is not None and out <= 0:
-        raise ConfigError(f"{name} must be positive")
-    return out
-
-
-def _nonneg_float(value: Any, name: str) -> float | None:
-    out = _float(value, name)
-    if out is not None and out < 0:
-        raise ConfigError(f"{name} must not be negative")
-    return out

@@ -7,7 +7,6 @@ and nowhere else, so a client can never turn it into an open relay.
 
 from __future__ import annotations
 
-import math
 import re
 import secrets
 from dataclasses import dataclass, field
@@ -15,6 +14,8 @@ from enum import StrEnum
 
 from yarl import URL
 
+from sseguard._config import parse_listen
+from sseguard._config import seconds as _seconds
 from sseguard._serve import parse_workers
 from sseguard.errors import ConfigError
 from sseguard.policy import Policy
@@ -55,24 +56,6 @@ def parse_size(value: str | int, flag: str = "--max-body") -> int:
     return size
 
 
-def parse_listen(value: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``[::1]:PORT`` or a bare ``PORT`` (loopback) → (host, port)."""
-    text = value.strip()
-    if text.isdigit():
-        host, port_text = "127.0.0.1", text
-    elif text.startswith("["):
-        host, sep, port_text = text[1:].partition("]:")
-        if not sep:
-            raise ConfigError(f"--listen {value!r} is not [IPv6]:PORT")
-    else:
-        host, sep, port_text = text.rpartition(":")
-        if not sep or not host:
-            raise ConfigError(f"--listen {value!r} is not HOST:PORT (example: 127.0.0.1:8080)")
-    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise ConfigError(f"--listen {value!r}: the port must be 0-65535")
-    return host, int(port_text)
-
-
 def parse_upstream(value: str) -> URL:
     """The upstream base URL (``http://host:port/v1``), without a trailing slash."""
     try:
@@ -92,12 +75,6 @@ def parse_upstream(value: str) -> URL:
     if not any(_VERSION.match(segment) for segment in path.split("/")):
         path += "/v1"
     return url.with_path(path, encoded=True)
-
-
-def _seconds(value: float, flag: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) or value <= 0:
-        raise ConfigError(f"{flag} must be a number of seconds above 0, not {value!r}")
-    return float(value)
 
 
 def _repair(value: str) -> str:

@@ -12,10 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from sseguard.cli._app import Command, app, console, fail
+from sseguard.cli._names import families
 from sseguard.errors import ConfigError, UsageError
 from sseguard.reasoning import Answer, Reasoning, ThinkSplitter
 from sseguard.toolcalls import (
@@ -176,3 +179,41 @@ def print_events(result: ParseResult, console: Console) -> None:
     console.print(table)
     summary = f"{len(result.calls)} call(s), {len(result.errors)} markup error(s)"
     console.print(summary, highlight=False)
+
+
+@app.command(cls=Command, short_help="Parse tool-call markup out of raw model output.", name="parse")
+def parse_command(
+    file: str = typer.Argument(..., metavar="FILE", help="Raw model output (UTF-8 text)."),
+    family: str = typer.Option("auto", "--family", metavar="NAME",
+                               help=f"{', '.join(families())}, or auto (detect from the first "
+                                    "marker)."),
+    tools: str | None = typer.Option(None, "--tools", metavar="TOOLS.json",
+                                     help="OpenAI tools list (or a request body with tools): "
+                                          "enables undefined_function and the schema types of "
+                                          "Qwen3-Coder, GLM and MiniMax values."),
+    chunk: int = typer.Option(0, "--chunk", metavar="N",
+                              help="Feed N characters at a time (0: the whole file at once)."),
+    thinking: bool = typer.Option(False, "--thinking",
+                                  help="The text starts inside reasoning (DeepSeek thinking mode, "
+                                       "MiniMax-M2)."),
+    as_json: bool = typer.Option(False, "--json",
+                                 help="Print the final message as OpenAI JSON, with the errors."),
+) -> None:
+    """Parse tool-call markup out of raw model output, as a streaming server should.
+
+    Exit code 0 when no markup error was found, 1 when one was, 2 for unusable input.
+
+    \b
+    Example:
+      sseguard parse examples/markup/dsml-v4.txt --family auto --chunk 3
+    """
+    try:
+        result = parse_file(file, family, tools_path=tools, chunk=chunk,
+                            starts_in_reasoning=thinking)
+    except ConfigError as exc:
+        fail(str(exc))
+    if as_json:
+        typer.echo(json.dumps(final_message(result), ensure_ascii=False, indent=2))
+    else:
+        print_events(result, console)
+    raise typer.Exit(1 if result.errors else 0)

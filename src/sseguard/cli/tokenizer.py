@@ -7,14 +7,18 @@ write ``｜DSML`` with the wrong bar, drop a piece under sampling, or produce it
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from sseguard.cli._app import Command, app, console, fail
+from sseguard.cli._names import families
 from sseguard.errors import ConfigError
 from sseguard.toolcalls import FAMILIES
 
@@ -94,3 +98,32 @@ def print_reports(reports: list[MarkerReport], console: Console) -> None:
             detail = " ".join(escape(repr(p)) for p in r.pieces)
         table.add_row(r.family, escape(r.marker), verdict, detail)
     console.print(table)
+
+
+@app.command(cls=Command, short_help="Say whether each tool-call marker is one token.", name="tokenizer")
+def tokenizer_command(
+    tokenizer_json: str = typer.Argument(..., metavar="TOKENIZER_JSON",
+                                         help="A Hugging Face tokenizer.json file."),
+    family: str | None = typer.Option(None, "--family", metavar="NAME",
+                                      help=f"One markup family ({', '.join(families())}); "
+                                           "default: all of them."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object per marker."),
+) -> None:
+    """Say for each tool-call marker whether it is one token (and its id) or splits into pieces.
+
+    A marker that is several pieces is text the model can misspell — the first suspect when markup
+    leaks into content.
+
+    \b
+    Example:
+      sseguard tokenizer ~/models/DeepSeek-V3.2/tokenizer.json --family dsml-v32
+    """
+    try:
+        reports = check_tokenizer(tokenizer_json, family)
+    except ConfigError as exc:
+        fail(str(exc))
+    if as_json:
+        for report in reports:
+            typer.echo(json.dumps(report.to_dict(), ensure_ascii=False))
+    else:
+        print_reports(reports, console)

@@ -1,7 +1,7 @@
 """``sseguard locust``: resolve the settings once, check them, then hand the process over to Locust.
 
-Kept apart from ``sseguard.locust`` on purpose: importing Locust monkey-patches the whole process for
-gevent, which the CLI (and anything else importing this module) must not suffer. This module only
+Kept apart from ``sseguard.locust.user`` on purpose: importing Locust monkey-patches the whole process
+for gevent, which the CLI (and anything else importing this module) must not suffer. This module only
 parses, validates and builds the command line.
 
 The settings travel to the Locust process in one environment variable (:data:`SETTINGS_ENV`) holding
@@ -40,7 +40,7 @@ SETTINGS_ENV = "SSEGUARD_LOCUST_SETTINGS"
 #: A TOML file (the probe's format) for a plain ``locust -f …`` run without the wrapper.
 CONFIG_ENV = "SSEGUARD_LOCUST_CONFIG"
 #: The locustfile shipped in the package (it only imports the user class).
-LOCUSTFILE = str(Path(__file__).with_name("_locustfile.py"))
+LOCUSTFILE = str(Path(__file__).with_name("locustfile.py"))
 DEFAULT_MASTER_PORT = 5557
 #: Without ``--out`` (or ``out`` in the file) each run writes to ``sseguard-locust/<run id>``: the run
 #: id comes from the master, so every worker of one run lands in the same directory.

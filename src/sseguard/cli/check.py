@@ -1,6 +1,7 @@
 """``sseguard check``: judge one captured body file and show the verdict to a person or a script.
 
-An adapter over the sans-IO checker: it reads files, the checker never does.
+An adapter over the sans-IO checker: it reads files, the checker never does. The command registers
+itself on the app when ``sseguard.cli`` imports this module.
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import typer
 from rich.console import Console
 from rich.table import Table
 
+from sseguard.cli._app import Command, app, console, fail
+from sseguard.cli._names import check_family, families, protocols
 from sseguard.contract import checker_for, detect_api
 from sseguard.errors import ConfigError
 from sseguard.policy import Policy
@@ -172,3 +176,45 @@ def _text(value: Any) -> str:
 def _shown(value: Any) -> str:
     """A peer's status-like value for a person: itself when a string, else only what it is."""
     return value if isinstance(value, str) else "null" if value is None else type(value).__name__
+
+
+@app.command(cls=Command)
+def check(
+    body_file: str = typer.Argument(..., metavar="BODY_FILE",
+                                    help="A captured raw response body, or - for stdin."),
+    request: str | None = typer.Option(None, "--request", metavar="REQUEST.json",
+                                       help="The request body that produced the stream."),
+    policy: str = typer.Option("strict", "--policy", metavar="POLICY",
+                               help="strict, no-finish-ok, no-done-ok, lenient."),
+    tolerate: str | None = typer.Option(None, "--tolerate", metavar="ENDING,…",
+                                        help="Endings or findings that do not fail the stream."),
+    status: int = typer.Option(200, "--status", metavar="STATUS", help="The HTTP status the body came with."),
+    markup: str = typer.Option("all", "--markup", metavar="FAMILY",
+                               help=f"Markup family to look for in content ({', '.join(families())}), "
+                                    "or all."),
+    api: str | None = typer.Option(None, "--api", metavar="API",
+                                   help=f"The body's protocol ({', '.join(protocols())}); detected "
+                                        "from the body when not given."),
+    as_json: bool = typer.Option(False, "--json", help="Print the verdict as one JSON object."),
+) -> None:
+    """Check one captured stream body against its protocol's contract.
+
+    Exit code 0 when the policy passes it, 1 when it fails, 2 for unusable input.
+
+    \b
+    Examples:
+      sseguard check examples/bodies/truncated.sse \\
+        --request examples/request_tools.json
+      sseguard check examples/bodies/messages_no_done.sse --api messages
+    """
+    try:
+        check_family(markup, "--markup", also=("all", "auto"))
+        outcome = check_file(body_file, request_path=request, policy=policy, tolerate=tolerate,
+                             status=status, markup=markup, api=api)
+    except ConfigError as exc:
+        fail(str(exc))
+    if as_json:
+        typer.echo(verdict_json(outcome))
+    else:
+        print_verdict(outcome, console)
+    raise typer.Exit(0 if outcome.passed else 1)

@@ -42,7 +42,7 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from sseguard.errors import ConfigError
-from sseguard.locust_run import DEFAULT_OUT_ROOT, Settings
+from sseguard.locust.launch import DEFAULT_OUT_ROOT, Settings
 from sseguard.policy import Policy
 from sseguard.probe.config import ProbeConfig
 from sseguard.probe.measure import StreamWatch, evidence_document, request_summary

@@ -1,0 +1,53 @@
+"""Protocol and markup-family names as the command line shows and checks them, read from the registries.
+
+No command keeps a list of its own: help texts and choice checks derive from ``sseguard.verdict.Api``
+(the protocols) and ``sseguard.toolcalls.FAMILIES`` (the markup families), so a new protocol or family
+appears in every ``--help`` and is accepted by every flag without an edit here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sseguard.errors import ConfigError
+from sseguard.toolcalls import FAMILIES
+from sseguard.verdict import Api
+
+#: What ``auto`` means wherever a family is asked for.
+AUTO = "auto"
+
+
+def protocols() -> list[str]:
+    """Every protocol name, in the registry's order (the first is the default)."""
+    return [api.value for api in Api]
+
+
+def families() -> list[str]:
+    """Every concrete markup family (``auto`` is a detector, not a family)."""
+    return [name for name in FAMILIES if name != AUTO]
+
+
+def listed(names: Sequence[str], last: str = "or") -> str:
+    """``a, b or c``: a choice list for a help text."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {last} {names[-1]}"
+
+
+def check_protocol(value: str | None, flag: str = "--api") -> str | None:
+    """``value`` when it names a protocol (None passes: not given); else one line, exit 2."""
+    if value is None or value in protocols():
+        return value
+    raise ConfigError(f"{flag} {value!r}: unknown protocol; known: {', '.join(protocols())}")
+
+
+def check_family(value: str | None, flag: str, *, also: Sequence[str] = ()) -> str | None:
+    """``value`` when it names a family (or one of ``also``: auto, all, off); else one line, exit 2."""
+    known = [*families(), *also]
+    if value is None or value in known:
+        return value
+    raise ConfigError(f"{flag} {value!r}: unknown markup family; known: {', '.join(known)}")
+
+
+def protocol_help(subject: str) -> str:
+    """``Protocol of …: chat (default), responses or messages.``"""
+    names = protocols()
+    return f"Protocol of {subject}: {listed([f'{names[0]} (default)', *names[1:]])}."

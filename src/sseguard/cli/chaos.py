@@ -1,0 +1,94 @@
+"""``sseguard chaos``: serve a seeded, fault-injecting upstream of every protocol until Ctrl-C.
+
+Flags override the TOML file (``ChaosConfig.with_overrides``); the server itself is
+``sseguard.chaos.server``. Registers itself on the app when ``sseguard.cli`` imports it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from sseguard._config import parse_listen
+from sseguard.cli._app import Command, app, fail
+from sseguard.cli._names import families
+from sseguard.errors import ConfigError
+
+
+@app.command(cls=Command)
+def chaos(
+    listen: str = typer.Option("127.0.0.1:9000", "--listen", metavar="HOST:PORT",
+                               help="Where to listen (loopback by default; port 0 = any free port)."),
+    fault: list[str] = typer.Option([], "--fault", metavar="NAME=P",
+                                    help="Inject fault NAME with probability P (repeatable)."),
+    seed: int | None = typer.Option(None, "--seed", metavar="N",
+                                    help="Seed: the same seed replays the same run."),
+    config: str | None = typer.Option(None, "--config", metavar="CHAOS.toml",
+                                      help="TOML file with pacing, faults, dialects and patterns."),
+    dialect: list[str] = typer.Option([], "--dialect", metavar="NAME",
+                                      help="no_finish_reason, no_done, empty_finish_reason, "
+                                           "usage_choices_null, trailing_done (repeatable)."),
+    raw_markup: str | None = typer.Option(None, "--raw-markup", metavar="FAMILY",
+                                          help="Leave tool calls as FAMILY markup in the text "
+                                               f"of every protocol ({', '.join(families())})."),
+    ttft_ms: float | None = typer.Option(None, "--ttft-ms", metavar="MS",
+                                         help="Delay before the first chunk."),
+    inter_token_ms: float | None = typer.Option(None, "--inter-token-ms", metavar="MS",
+                                                help="Delay between chunks."),
+    tokens: int | None = typer.Option(None, "--tokens", metavar="N", help="Content chunks per answer."),
+    stall_ms: float | None = typer.Option(None, "--stall-ms", metavar="MS",
+                                          help="Silence of a stalled stream."),
+    stall_then: str | None = typer.Option(None, "--stall-then", metavar="finish|hang",
+                                          help="After a stall: finish, or hang until the client "
+                                               "leaves."),
+    model: str | None = typer.Option(None, "--model", metavar="MODEL", help="Model id served on /v1/models."),
+    as_json: bool = typer.Option(False, "--json", help="Print the URL and configuration as JSON."),
+    workers: str = typer.Option("1", "--workers", metavar="N|auto",
+                                help="Processes serving the port (auto = one per core)."),
+) -> None:
+    """Serve a fault-injecting upstream of every protocol.
+
+    It serves POST /v1/chat/completions, /v1/responses (OpenAI Responses) and /v1/messages (Anthropic
+    Messages), streamed or not, until Ctrl-C. Each response names what it injected in the
+    x-sseguard-fault header.
+
+    \b
+    Example:
+      sseguard chaos --listen 127.0.0.1:9000 --fault truncated=0.07 \\
+        --fault cut_mid_frame=0.01
+    """
+    from sseguard._serve import Listening, parse_workers
+    from sseguard.chaos import ChaosConfig
+    from sseguard.chaos.server import serve_blocking
+
+    try:
+        processes = parse_workers(workers)
+        host, port = parse_listen(listen)
+        base = ChaosConfig.from_toml(config) if config else ChaosConfig()
+        cfg = base.with_overrides(seed=seed, faults=fault, dialects=dialect, raw_markup=raw_markup,
+                                  ttft_ms=ttft_ms, inter_token_ms=inter_token_ms, tokens=tokens,
+                                  stall_ms=stall_ms, stall_then=stall_then, model=model)
+    except ConfigError as exc:
+        fail(str(exc))
+
+    def ready(server: Listening) -> None:
+        faults = {str(k): v for k, v in cfg.faults.items()}
+        if as_json:
+            typer.echo(json.dumps({"url": server.url, "seed": cfg.seed, "faults": faults,
+                                   "dialects": sorted(cfg.dialects), "raw_markup": cfg.raw_markup,
+                                   "patterns": len(cfg.patterns), "workers": processes}))
+            return
+        typer.echo(f"sseguard chaos listening on {server.url}")
+        summary = ", ".join(f"{k}={v:g}" for k, v in faults.items()) or "none"
+        extra = f"; {len(cfg.patterns)} pattern(s)" if cfg.patterns else ""
+        typer.echo(f"seed {cfg.seed}; faults: {summary}{extra}; Ctrl-C to stop", err=True)
+
+    try:
+        status = serve_blocking(cfg, host, port, ready, workers=processes)
+    except ConfigError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot listen on {listen}: {exc.strerror or exc}")
+    if status:
+        raise typer.Exit(status)

@@ -1,0 +1,39 @@
+"""``sseguard demo``: probe an in-process chaos upstream with hidden faults and show what analysis finds.
+
+Registers itself on the app when ``sseguard.cli`` imports it; ``sseguard.probe.demo`` does the work.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from sseguard.cli._app import Command, app, console, err_console, fail
+from sseguard.errors import ConfigError
+
+
+@app.command(cls=Command, short_help="Probe a chaos upstream with four hidden faults and find them.")
+def demo(
+    out: str | None = typer.Option(None, "--out", metavar="DIR",
+                                   help="Where results, report.html and plots go "
+                                        "(default sseguard-runs/demo-<time>)."),
+    seconds: float = typer.Option(20.0, "--seconds", metavar="SECONDS",
+                                  help="Probing time, split over the levels."),
+    no_live: bool = typer.Option(False, "--no-live", help="No live display."),
+) -> None:
+    """Probe an in-process chaos upstream over chat, responses and messages side by side, with four
+    hidden faults, and show what the analysis finds.
+
+    No network, no key; about half a minute.
+
+    \b
+    Example:
+      sseguard demo --out demo-run
+    """
+    from sseguard.probe.demo import run_demo
+
+    try:
+        result = run_demo(out, seconds=seconds, console=console, err_console=err_console,
+                          live=False if no_live else None)
+    except ConfigError as exc:
+        fail(str(exc))
+    raise typer.Exit(0 if all(result.named.values()) else 1)

@@ -1,0 +1,115 @@
+"""``sseguard proxy``: build the config, serve until Ctrl-C or SIGTERM.
+
+The flags become a ``ProxyConfig``; each worker process runs ``sseguard.proxy.worker.serve_worker``.
+Every unusable value surfaces as a ``ConfigError`` (one line, exit 2). Registers itself on the app
+when ``sseguard.cli`` imports it.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import typer
+
+from sseguard.cli._app import Command, app, fail
+from sseguard.cli._names import families
+from sseguard.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sseguard._serve import Listening
+
+
+def run_proxy_command(*, upstream: str, listen: str, policy: str, tolerate: str | None,
+                      on_bad_end: str, complete_done: bool, repair_markup: str,
+                      stall_timeout: float, timeout: float, store: str, max_body: str,
+                      echo: Callable[..., None], workers: str = "1") -> int:
+    """Serve with the given flags until interrupted (uvloop when installed); returns the exit status."""
+    from sseguard._serve import serve_workers
+    from sseguard.proxy.config import ProxyConfig
+    from sseguard.proxy.worker import serve_worker
+
+    config = ProxyConfig.from_options(
+        upstream=upstream, listen=listen, policy=policy, tolerate=tolerate, on_bad_end=on_bad_end,
+        complete_done=complete_done, repair_markup=repair_markup, stall_timeout=stall_timeout,
+        timeout=timeout, max_body=max_body, store=store, workers=workers)
+    if config.store is not None:
+        from sseguard.store import open_store
+
+        # Fail on an unusable store now, with one line, rather than at the first stream. This also
+        # creates a SQLite file (in WAL mode) before several workers open it at once.
+        open_store(config.store).close()
+
+    def ready(where: Listening) -> None:
+        echo(f"sseguard proxy listening on {where.url} → {config.upstream}")
+        evidence = config.store or "nowhere (--store none)"
+        processes = f"{config.workers} workers; " if config.workers > 1 else ""
+        echo(f"{processes}policy {config.effective_policy.name}; on bad end: {config.on_bad_end}; "
+             f"repair: {config.repair_markup}; records → {evidence}; run {config.run_id}; "
+             "Ctrl-C to stop", err=True)
+
+    try:
+        return serve_workers(config.workers, config.host, config.port,
+                             functools.partial(serve_worker, config), ready)
+    except OSError as exc:
+        if exc.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
+            raise ConfigError(f"cannot listen on {listen}: {exc.strerror or exc}") from None
+        raise
+
+
+@app.command(cls=Command, short_help="Guard an OpenAI or Anthropic API against silent bad ends.")
+def proxy(
+    upstream: str = typer.Option(..., "--upstream", metavar="BASE_URL",
+                                 help="The upstream's base URL as its SDK takes it (…/v1, or an "
+                                      "Anthropic base); the only place the proxy forwards to."),
+    listen: str = typer.Option("127.0.0.1:8080", "--listen", metavar="HOST:PORT",
+                               help="Where to listen (loopback by default; port 0 = any free port)."),
+    policy: str = typer.Option("strict", "--policy", metavar="POLICY",
+                               help="What a bad end is: strict, no-finish-ok, no-done-ok, lenient."),
+    tolerate: str | None = typer.Option(None, "--tolerate", metavar="ENDING,…",
+                                        help="Endings or findings that do not fail a stream."),
+    on_bad_end: str = typer.Option("error-event", "--on-bad-end", metavar="error-event|abort|pass",
+                                   help="error-event (an error frame the SDKs raise on), abort "
+                                        "(reset), or pass (forward as is, still recorded)."),
+    complete_done: bool = typer.Option(False, "--complete-done",
+                                       help="Append data: [DONE] (messages: message_stop) to a "
+                                            "finished stream that lacks it."),
+    repair_markup: str = typer.Option("off", "--repair-markup", metavar="auto|FAMILY|off",
+                                      help="Turn tool-call markup left in content into tool calls "
+                                           "(tool_calls, function_call items, tool_use blocks); "
+                                           f"FAMILY is one of {', '.join(families())}."),
+    stall_timeout: float = typer.Option(60.0, "--stall-timeout", metavar="SECONDS",
+                                        help="Upstream silence on an open stream (or a relayed "
+                                             "body) that counts as stalled."),
+    timeout: float = typer.Option(600.0, "--timeout", metavar="SECONDS",
+                                  help="Wait for the upstream's response headers (then 504)."),
+    store: str = typer.Option("sseguard.db", "--store", metavar="PATH|URL",
+                              help="Where stream records go: a SQLite file, postgresql://…, or none."),
+    max_body: str = typer.Option("32MiB", "--max-body", metavar="SIZE",
+                                 help="Largest body of a guarded endpoint accepted (then 413); "
+                                      "other bodies stream through."),
+    workers: str = typer.Option("1", "--workers", metavar="N|auto",
+                                help="Processes serving the port (auto = one per core)."),
+) -> None:
+    """Guard an OpenAI- or Anthropic-compatible endpoint: no stream ends as a silent, clean end.
+
+    Chat completions, Responses and Messages streams are forwarded as they arrive and checked in
+    flight; one that ends badly under the policy ends with an error the SDK raises, in its protocol.
+    Everything else is relayed verbatim. Every stream is recorded (secrets removed).
+
+    \b
+    Example:
+      sseguard proxy --upstream http://127.0.0.1:8000/v1 --listen 127.0.0.1:8080
+    """
+    try:
+        status = run_proxy_command(
+            upstream=upstream, listen=listen, policy=policy, tolerate=tolerate,
+            on_bad_end=on_bad_end, complete_done=complete_done, repair_markup=repair_markup,
+            stall_timeout=stall_timeout, timeout=timeout, store=store, max_body=max_body,
+            echo=typer.echo, workers=workers)
+    except ConfigError as exc:
+        fail(str(exc))
+    if status:
+        raise typer.Exit(status)
