@@ -41,9 +41,6 @@ KNOWN_CIRCLE_EDGES: dict[tuple[str, str], str] = {
     ("sseguard.proxy.stream", "sseguard.proxy.app"):
         "ProxyState under TYPE_CHECKING closes app → stream → app and app → repair → stream → app; "
         "the proxy restructuring (frames.py seam, relay without app state) removes it",
-    ("sseguard.toolcalls.auto", "sseguard.toolcalls"):
-        "auto reads the family registry and the event names from the package that imports it; "
-        "the family-descriptor change (one Family module each, families()) removes it",
 }
 
 
