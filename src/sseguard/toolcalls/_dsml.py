@@ -19,19 +19,12 @@ from functools import partial
 from typing import Any
 
 from sseguard.errors import UsageError
-from sseguard.toolcalls._base import (
-    ASCII_WS,
-    END,
-    RESUME,
-    SWALLOW,
-    BlockParser,
-    Call,
-    MarkupError,
-    MarkupErrorKind,
-    ToolSpec,
-    json_string_body,
-)
+from sseguard.toolcalls._block import END, RESUME, SWALLOW, BlockParser
+from sseguard.toolcalls._engine import Call
+from sseguard.toolcalls._json import ASCII_WS, json_string_body
+from sseguard.toolcalls.events import MarkupError, MarkupErrorKind
 from sseguard.toolcalls.family import CallLike, Claim, Family
+from sseguard.toolcalls.schema import ToolSpec
 
 MARK = "｜DSML｜"
 OPEN = "<｜DSML｜"

@@ -12,20 +12,13 @@ from collections.abc import Sequence
 from functools import partial
 
 from sseguard.errors import UsageError
-from sseguard.toolcalls._base import (
-    ASCII_WS,
-    END,
-    RESUME,
-    SWALLOW,
-    BlockParser,
-    Call,
-    Markers,
-    MarkupError,
-    MarkupErrorKind,
-    ToolSpec,
-    first_non_ws,
-)
+from sseguard.toolcalls._block import END, RESUME, SWALLOW, BlockParser
+from sseguard.toolcalls._engine import Call
+from sseguard.toolcalls._json import ASCII_WS
+from sseguard.toolcalls._markers import Markers, first_non_ws
+from sseguard.toolcalls.events import MarkupError, MarkupErrorKind
 from sseguard.toolcalls.family import CallLike, Claim, Family, Render
+from sseguard.toolcalls.schema import ToolSpec
 
 CALLS_BEGIN = "<｜tool▁calls▁begin｜>"
 CALL_BEGIN = "<｜tool▁call▁begin｜>"

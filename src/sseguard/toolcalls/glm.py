@@ -22,24 +22,15 @@ from collections.abc import Sequence
 from functools import partial
 
 from sseguard.errors import UsageError
-from sseguard.toolcalls._base import (
-    ANY_JSON,
-    ASCII_WS,
-    END,
-    RESUME,
-    SWALLOW,
-    THINK_TAGS,
-    Call,
-    Markers,
-    MarkupError,
-    MarkupErrorKind,
-    ToolSpec,
-    ValueTyping,
-    first_non_ws,
-)
+from sseguard.toolcalls._block import END, RESUME, SWALLOW
+from sseguard.toolcalls._engine import Call
+from sseguard.toolcalls._json import ASCII_WS
+from sseguard.toolcalls._markers import THINK_TAGS, Markers, first_non_ws
 from sseguard.toolcalls._render import tag_values
 from sseguard.toolcalls._typed import TypedValueParser
+from sseguard.toolcalls.events import MarkupError, MarkupErrorKind
 from sseguard.toolcalls.family import CallLike, Claim, Family
+from sseguard.toolcalls.schema import ANY_JSON, ToolSpec, ValueTyping
 
 TOOL_CALL = "<tool_call>"
 TOOL_CALL_END = "</tool_call>"

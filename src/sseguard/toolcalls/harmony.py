@@ -18,22 +18,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from sseguard.toolcalls._base import (
-    END,
-    RESUME,
-    SWALLOW,
-    TAG_CAP,
-    Call,
-    JSONArgsParser,
-    JSONProblem,
-    Markers,
-    MarkupError,
-    MarkupErrorKind,
-    ToolSpec,
-    split_partial_opener,
-    strict_json,
-)
+from sseguard.toolcalls._block import END, RESUME, SWALLOW
+from sseguard.toolcalls._engine import Call
+from sseguard.toolcalls._json import JSONProblem, strict_json
+from sseguard.toolcalls._jsonargs import JSONArgsParser
+from sseguard.toolcalls._markers import TAG_CAP, Markers, split_partial_opener
+from sseguard.toolcalls.events import MarkupError, MarkupErrorKind
 from sseguard.toolcalls.family import CallLike, Family, claim_openers
+from sseguard.toolcalls.schema import ToolSpec
 
 START = "<|start|>"
 MESSAGE_END = "<|end|>"

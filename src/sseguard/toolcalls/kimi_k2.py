@@ -16,19 +16,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from sseguard.toolcalls._base import (
-    ASCII_WS,
-    END,
-    RESUME,
-    SWALLOW,
-    Call,
-    JSONArgsParser,
-    Markers,
-    MarkupError,
-    MarkupErrorKind,
-    ToolSpec,
-)
+from sseguard.toolcalls._block import END, RESUME, SWALLOW
+from sseguard.toolcalls._engine import Call
+from sseguard.toolcalls._json import ASCII_WS
+from sseguard.toolcalls._jsonargs import JSONArgsParser
+from sseguard.toolcalls._markers import Markers
+from sseguard.toolcalls.events import MarkupError, MarkupErrorKind
 from sseguard.toolcalls.family import CallLike, Family, claim_openers
+from sseguard.toolcalls.schema import ToolSpec
 
 SECTION_BEGIN = "<|tool_calls_section_begin|>"
 SECTION_END = "<|tool_calls_section_end|>"

@@ -24,20 +24,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from sseguard.toolcalls._base import (
-    RESUME,
-    SWALLOW,
-    THINK_TAGS,
-    Call,
-    Markers,
-    MarkupError,
-    MarkupErrorKind,
-    ToolSpec,
-    ValueTyping,
-)
+from sseguard.toolcalls._block import RESUME, SWALLOW
+from sseguard.toolcalls._engine import Call
+from sseguard.toolcalls._markers import THINK_TAGS, Markers
 from sseguard.toolcalls._render import tag_values
 from sseguard.toolcalls._typed import TypedValueParser
+from sseguard.toolcalls.events import MarkupError, MarkupErrorKind
 from sseguard.toolcalls.family import CallLike, Family, claim_openers
+from sseguard.toolcalls.schema import ToolSpec, ValueTyping
 
 BLOCK = "<minimax:tool_call>"
 BLOCK_END = "</minimax:tool_call>"

@@ -15,20 +15,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 
-from sseguard.toolcalls._base import (
-    END,
-    RESUME,
-    SWALLOW,
-    BlockParser,
-    Call,
-    Markers,
-    MarkupError,
-    MarkupErrorKind,
-    ToolSpec,
-    first_non_ws,
-    json_string_body,
-)
+from sseguard.toolcalls._block import END, RESUME, SWALLOW, BlockParser
+from sseguard.toolcalls._engine import Call
+from sseguard.toolcalls._json import json_string_body
+from sseguard.toolcalls._markers import Markers, first_non_ws
+from sseguard.toolcalls.events import MarkupError, MarkupErrorKind
 from sseguard.toolcalls.family import CallLike, Claim, Family
+from sseguard.toolcalls.schema import ToolSpec
 
 TOOL_CALL = "<tool_call>"
 TOOL_CALL_END = "</tool_call>"
