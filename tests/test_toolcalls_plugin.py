@@ -213,3 +213,49 @@ def test_a_broken_plugin_is_one_warning_line_and_everything_else_works(toy: Path
     assert "'hermse'" in check.stderr and "unknown markup family" in check.stderr
     assert "known: dsml-v32, dsml-v4" in check.stderr and ", toy, " in check.stderr
     assert "Traceback" not in check.stderr
+
+
+def test_sseguard_proxy_repairs_the_plugin_markup_into_tool_calls_for_the_openai_sdk(
+        toy: Path, tmp_path: Path) -> None:
+    import openai
+
+    cli = [sys.executable, "-c", "from sseguard.cli import main; main()"]
+    chaos = subprocess.Popen([*cli, "chaos", "--listen", "127.0.0.1:0", "--json", "--raw-markup", "toy",
+                              "--seed", "7"], env=_env(toy), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    procs = [chaos]
+    try:
+        assert chaos.stdout is not None
+        upstream = json.loads(chaos.stdout.readline())["url"]
+        proxy = subprocess.Popen([*cli, "proxy", "--upstream", upstream, "--listen", "127.0.0.1:0",
+                                  "--repair-markup", "toy", "--store", str(tmp_path / "p.db")],
+                                 env=_env(toy), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
+        procs.append(proxy)
+        assert proxy.stdout is not None
+        line = proxy.stdout.readline()
+        assert line.startswith("sseguard proxy listening on http://127.0.0.1:"), line
+        tool = {"type": "function", "function": {"name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}}}}}
+        client = openai.OpenAI(base_url=line.split()[4], api_key="sk-test", max_retries=0)
+        stream = client.chat.completions.create(
+            model="m", stream=True, tools=[tool],
+            messages=[{"role": "user", "content": "Call get_weather."}])
+        content, names, arguments = "", "", ""
+        for chunk in stream:
+            delta = chunk.choices[0].delta if chunk.choices else None
+            content += (delta.content or "") if delta else ""
+            for call in (delta.tool_calls or []) if delta else []:
+                names += (call.function.name or "") if call.function else ""
+                arguments += (call.function.arguments or "") if call.function else ""
+        assert names == "get_weather"
+        assert isinstance(json.loads(arguments)["city"], str)
+        assert "<<call>>" not in content and "<</call>>" not in content
+    finally:
+        for proc in reversed(procs):
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
