@@ -37,11 +37,7 @@ LAYER_NAMES = ("core", "adapter", "cli")
 #: Import edges known to close a circle, each named with why it is still here. Only edges in code
 #: another change is restructuring belong here; that change removes them, and then this entry (the
 #: test below fails on an entry whose edge is gone, so the list cannot go stale).
-KNOWN_CIRCLE_EDGES: dict[tuple[str, str], str] = {
-    ("sseguard.proxy.stream", "sseguard.proxy.app"):
-        "ProxyState under TYPE_CHECKING closes app → stream → app and app → repair → stream → app; "
-        "the proxy restructuring (frames.py seam, relay without app state) removes it",
-}
+KNOWN_CIRCLE_EDGES: dict[tuple[str, str], str] = {}
 
 
 def _modules() -> dict[str, Path]:

@@ -6,7 +6,10 @@ half an answer. These transports sit under the SDK's client and check every ``te
 response of the three streaming endpoints as the caller reads it, each with its protocol's checker,
 told from the request path (``…/chat/completions``, ``…/responses``, ``…/messages``); every other
 request passes untouched. When the stream ends badly under the ``Policy`` they raise
-``StreamEndedBadly`` (carrying the ``Verdict``), a subclass of ``httpx2.TransportError``::
+``StreamEndedBadly`` (carrying the ``Verdict``), a subclass of ``httpx2.TransportError``. The policy is
+``agents`` unless given: a finished answer (every choice has its ``finish_reason``; messages: a
+``stop_reason``) that only lacks its sentinel (``no_done``) does not raise, as the SDKs themselves take
+it; ``policy="strict"`` raises on it too::
 
     client = openai.OpenAI(http_client=httpx2.Client(transport=StrictTransport()))
     client = openai.AsyncOpenAI(http_client=httpx2.AsyncClient(transport=AsyncStrictTransport()))
@@ -44,7 +47,7 @@ import msgspec
 
 from sseguard.contract import Checker, api_for_path, checker_for
 from sseguard.errors import ConfigError, SSEGuardError
-from sseguard.policy import STRICT, Policy
+from sseguard.policy import AGENTS, STRICT, Policy
 from sseguard.redact import redact_text
 from sseguard.verdict import Verdict
 
@@ -352,13 +355,14 @@ class StrictTransport(httpx2.BaseTransport):
     """An httpx2 transport that raises ``StreamEndedBadly`` instead of letting a stream end quietly.
 
     ``wrapped`` does the HTTP (default ``httpx2.HTTPTransport()``). ``policy`` (a ``Policy`` or a
-    preset name) decides which endings and findings fail. ``stall_timeout`` seconds without a byte
+    preset name; ``agents`` by default, ``"strict"`` to fail a missing sentinel too) decides which
+    endings and findings fail. ``stall_timeout`` seconds without a byte
     ends the stream as ``stalled`` (it also caps the read timeout, so the wait for the headers).
     ``request_aware`` lets the checker read the JSON request body (offered tools and their schemas,
     ``stream_options.include_usage``, ``n``).
     """
 
-    def __init__(self, wrapped: httpx2.BaseTransport | None = None, *, policy: Policy | str = STRICT,
+    def __init__(self, wrapped: httpx2.BaseTransport | None = None, *, policy: Policy | str = AGENTS,
                  stall_timeout: float | None = None, request_aware: bool = True) -> None:
         self.wrapped = wrapped if wrapped is not None else httpx2.HTTPTransport()
         self._options = _Options(policy, stall_timeout, request_aware)
@@ -385,7 +389,7 @@ class AsyncStrictTransport(httpx2.AsyncBaseTransport):
     """The async twin of ``StrictTransport`` (default wrapped: ``httpx2.AsyncHTTPTransport()``)."""
 
     def __init__(self, wrapped: httpx2.AsyncBaseTransport | None = None, *,
-                 policy: Policy | str = STRICT, stall_timeout: float | None = None,
+                 policy: Policy | str = AGENTS, stall_timeout: float | None = None,
                  request_aware: bool = True) -> None:
         self.wrapped = wrapped if wrapped is not None else httpx2.AsyncHTTPTransport()
         self._options = _Options(policy, stall_timeout, request_aware)
@@ -452,7 +456,7 @@ def _legacy() -> dict[str, Any]:
     async def aclose(self: Any) -> None:
         await self.wrapped.aclose()
 
-    def init(self: Any, wrapped: Any = None, *, policy: Policy | str = STRICT,
+    def init(self: Any, wrapped: Any = None, *, policy: Policy | str = AGENTS,
              stall_timeout: float | None = None, request_aware: bool = True) -> None:
         if wrapped is None:
             is_async = isinstance(self, httpx.AsyncBaseTransport)
@@ -470,7 +474,7 @@ def _legacy() -> dict[str, Any]:
     return {"httpx": httpx, "error": error, "sync": sync_transport, "async": async_transport}
 
 
-def httpx_transport(wrapped: Any = None, *, policy: Policy | str = STRICT,
+def httpx_transport(wrapped: Any = None, *, policy: Policy | str = AGENTS,
                     stall_timeout: float | None = None, request_aware: bool = True) -> Any:
     """``StrictTransport`` for legacy ``httpx`` (litellm, openai 2.x): an ``httpx.BaseTransport``.
 
@@ -480,7 +484,7 @@ def httpx_transport(wrapped: Any = None, *, policy: Policy | str = STRICT,
                              request_aware=request_aware)
 
 
-def async_httpx_transport(wrapped: Any = None, *, policy: Policy | str = STRICT,
+def async_httpx_transport(wrapped: Any = None, *, policy: Policy | str = AGENTS,
                           stall_timeout: float | None = None, request_aware: bool = True) -> Any:
     """``AsyncStrictTransport`` for legacy ``httpx``: an ``httpx.AsyncBaseTransport``."""
     return _legacy()["async"](wrapped, policy=policy, stall_timeout=stall_timeout,

@@ -17,13 +17,14 @@ import typer
 from sseguard.cli._app import Command, app, fail
 from sseguard.cli._names import families
 from sseguard.errors import ConfigError
+from sseguard.policy import GUARD_DEFAULT
 
 if TYPE_CHECKING:
     from sseguard._serve import Listening
 
 
-def run_proxy_command(*, upstream: str, listen: str, policy: str, tolerate: str | None,
-                      on_bad_end: str, complete_done: bool, repair_markup: str,
+def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT,
+                      tolerate: str | None, on_bad_end: str, complete_done: bool, repair_markup: str,
                       stall_timeout: float, timeout: float, store: str, max_body: str,
                       echo: Callable[..., None], workers: str = "1") -> int:
     """Serve with the given flags until interrupted (uvloop when installed); returns the exit status."""
@@ -66,8 +67,10 @@ def proxy(
                                       "Anthropic base); the only place the proxy forwards to."),
     listen: str = typer.Option("127.0.0.1:8080", "--listen", metavar="HOST:PORT",
                                help="Where to listen (loopback by default; port 0 = any free port)."),
-    policy: str = typer.Option("strict", "--policy", metavar="POLICY",
-                               help="What a bad end is: strict, no-finish-ok, no-done-ok, lenient."),
+    policy: str = typer.Option(GUARD_DEFAULT, "--policy", metavar="POLICY",
+                               help="What a bad end is: agents (a finished answer that only lacks "
+                                    "its [DONE]/message_stop is completed), strict, no-finish-ok, "
+                                    "no-done-ok, lenient."),
     tolerate: str | None = typer.Option(None, "--tolerate", metavar="ENDING,…",
                                         help="Endings or findings that do not fail a stream."),
     on_bad_end: str = typer.Option("error-event", "--on-bad-end", metavar="error-event|abort|pass",

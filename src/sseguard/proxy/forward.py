@@ -14,6 +14,9 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
+from sseguard.redact import Redactor
+from sseguard.verdict import Api
+
 #: RFC 9110 §7.6.1 connection-specific headers, plus the legacy ones proxies still see.
 HOP_BY_HOP = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
@@ -104,3 +107,14 @@ def error_response(status: int, message: str, *, type_: str, code: str | None,
     for name, value in headers:
         resp.headers[name] = value
     return resp
+
+
+def unreachable(upstream: URL, exc: BaseException, redactor: Redactor) -> str:
+    """Why the upstream could not be reached, in one line without secrets."""
+    reason = str(exc) or type(exc).__name__
+    return redactor.text(f"the upstream {upstream} is unreachable: {reason}")
+
+
+def speaks_anthropic(request: web.BaseRequest, api: Api | None) -> bool:
+    """Whether the client speaks Anthropic's API: its errors then come in Anthropic's shape."""
+    return api is Api.MESSAGES or "anthropic-version" in request.headers
