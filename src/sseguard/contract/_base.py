@@ -19,10 +19,7 @@ from typing import Any, ClassVar, TypeGuard
 
 import msgspec
 
-# ``LeakScanner`` re-exported explicitly: proxy/repair/engine.py imports it from here until it
-# imports from contract/leaks.py, its new home.
-from sseguard.contract.leaks import LeakScanner as LeakScanner
-from sseguard.contract.leaks import leak_markers, leak_shapes
+from sseguard.contract.leaks import LeakScanner, leak_markers, leak_shapes
 from sseguard.errors import UsageError
 from sseguard.sse import SSEDecoder, SSEEvent
 from sseguard.verdict import Api, Ending, Finding, FindingKind, Verdict
