@@ -125,14 +125,14 @@ async def test_healthy_streams_arrive_intact_async(server: str, name: str) -> No
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_bad_endings_raise_through_the_sdk(server: str, name: str) -> None:
     with pytest.raises(openai.APIConnectionError) as info:
-        _stream_sync(server, name, StrictTransport())
+        _stream_sync(server, name, StrictTransport(policy="strict"))
     _assert_guarded(info, name)
 
 
 @pytest.mark.parametrize("name", sorted(BAD))
 async def test_bad_endings_raise_through_the_async_sdk(server: str, name: str) -> None:
     with pytest.raises(openai.APIConnectionError) as info:
-        await _stream_async(server, name, AsyncStrictTransport())
+        await _stream_async(server, name, AsyncStrictTransport(policy="strict"))
     _assert_guarded(info, name)
 
 
@@ -157,6 +157,23 @@ def test_chunking_and_compression_do_not_change_the_outcome(server: str, name: s
     with pytest.raises(openai.APIConnectionError) as info:
         _stream_sync(server, name, StrictTransport(), mode)
     assert isinstance(info.value.__cause__, StreamEndedBadly)
+
+
+def test_by_default_a_finished_answer_without_done_does_not_raise(server: str) -> None:
+    chunks = _stream_sync(server, "no_done", StrictTransport())
+    assert chunks == _stream_sync(server, "no_done", None)
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    with pytest.raises(openai.APIConnectionError) as info:
+        _stream_sync(server, "no_done", StrictTransport(policy="strict"))
+    assert _assert_guarded(info, "no_done").verdict.ending is Ending.NO_DONE
+
+
+async def test_by_default_a_finished_answer_without_done_does_not_raise_async(server: str) -> None:
+    chunks = await _stream_async(server, "no_done", AsyncStrictTransport())
+    assert chunks == await _stream_async(server, "no_done", None)
+    with pytest.raises(openai.APIConnectionError) as info:
+        await _stream_async(server, "no_done", AsyncStrictTransport(policy="strict"))
+    assert _assert_guarded(info, "no_done").verdict.ending is Ending.NO_DONE
 
 
 @pytest.mark.parametrize("policy", [Policy.from_spec(tolerate="no_done"), "no-done-ok"])
@@ -296,7 +313,8 @@ def test_every_chaos_fault_is_raised_or_passed_as_the_policy_says() -> None:
     config = ChaosConfig(seed=3, options=FaultOptions(stall_then="hang", hang_max_s=60))
     with run_chaos_in_thread(config) as chaos, \
             openai.OpenAI(base_url=chaos.url, api_key="sk-test", max_retries=0, timeout=10,
-                          http_client=httpx2.Client(transport=StrictTransport(stall_timeout=1.0))) as client:
+                          http_client=httpx2.Client(transport=StrictTransport(
+                              stall_timeout=1.0, policy="strict"))) as client:
         for fault in Fault:
             if fault in (Fault.SEQUENCE_GAP, Fault.EVENT_ORDER, Fault.BLOCK_UNTERMINATED,
                          Fault.DONE_MISMATCH):

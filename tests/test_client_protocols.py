@@ -201,20 +201,20 @@ async def test_every_bad_responses_ending_raises_async(server: str, name: str) -
 @pytest.mark.parametrize("name", sorted(MESSAGES_BAD))
 def test_every_bad_messages_ending_raises(server: str, name: str) -> None:
     with pytest.raises(StreamEndedBadly) as info:
-        messages_create(server, name, StrictTransport())
+        messages_create(server, name, StrictTransport(policy="strict"))
     assert info.value.verdict.ending is MESSAGES_BAD[name] and info.value.verdict.api == "messages"
     with pytest.raises(StreamEndedBadly) as info:
-        messages_helper(server, name, StrictTransport())
+        messages_helper(server, name, StrictTransport(policy="strict"))
     assert info.value.verdict.ending is MESSAGES_BAD[name]
 
 
 @pytest.mark.parametrize("name", sorted(MESSAGES_BAD))
 async def test_every_bad_messages_ending_raises_async(server: str, name: str) -> None:
     with pytest.raises(StreamEndedBadly) as info:
-        await messages_create_async(server, name, AsyncStrictTransport())
+        await messages_create_async(server, name, AsyncStrictTransport(policy="strict"))
     assert info.value.verdict.ending is MESSAGES_BAD[name]
     with pytest.raises(StreamEndedBadly) as info:
-        await messages_helper_async(server, name, AsyncStrictTransport())
+        await messages_helper_async(server, name, AsyncStrictTransport(policy="strict"))
     assert info.value.verdict.ending is MESSAGES_BAD[name]
 
 
@@ -225,6 +225,17 @@ def test_without_the_transport_the_sdks_end_these_quietly(server: str) -> None:
     for name in ("truncated", "no_finish", "no_done", "cut_mid_frame"):
         assert messages_create(server, name, None)
         assert messages_helper(server, name, None) == TEXT
+
+
+def test_by_default_a_missing_message_stop_after_a_stop_reason_does_not_raise(server: str) -> None:
+    assert messages_helper(server, "no_done", StrictTransport()) == TEXT
+    with pytest.raises(StreamEndedBadly, match="no_done"):
+        messages_helper(server, "no_done", StrictTransport(policy="strict"))
+
+
+async def test_by_default_a_missing_message_stop_does_not_raise_async(server: str) -> None:
+    events = await messages_create_async(server, "no_done", AsyncStrictTransport())
+    assert events == await messages_create_async(server, "no_done", None)
 
 
 @pytest.mark.parametrize("policy", ["no-done-ok", Policy.from_spec("strict", "no_done")])
@@ -289,7 +300,7 @@ def test_every_chaos_responses_ending_raises_through_the_transport(chaos: Any, f
 @pytest.mark.parametrize("fault", sorted(CHAOS_MESSAGES_BAD))
 async def test_every_chaos_messages_ending_raises_through_the_async_transport(chaos: Any,
                                                                             fault: str) -> None:
-    transport = AsyncStrictTransport(stall_timeout=1.0)
+    transport = AsyncStrictTransport(stall_timeout=1.0, policy="strict")
     async with anthropic.AsyncAnthropic(base_url=chaos.url.removesuffix("/v1"), api_key="sk-test",
                                         max_retries=0, timeout=20,
                                         http_client=httpx2.AsyncClient(transport=transport)) as client:

@@ -41,8 +41,9 @@ def test_tolerate_list_adds_endings_and_findings() -> None:
 
 def test_the_verdict_is_the_same_under_every_policy() -> None:
     v = verdict(Ending.NO_DONE)
-    judged = [Policy.from_spec(name).passes(v) for name in PRESETS]
-    assert judged == [False, False, True, True]
+    judged = {name: Policy.from_spec(name).passes(v) for name in PRESETS}
+    assert judged == {"strict": False, "no-finish-ok": False, "no-done-ok": True, "lenient": True,
+                      "agents": True}
     assert v == verdict(Ending.NO_DONE)
 
 
@@ -57,3 +58,16 @@ def test_facts_are_judged_like_verdicts() -> None:
 def test_unknown_names_are_a_config_error(policy: str, tolerate: str | None) -> None:
     with pytest.raises(ConfigError):
         Policy.from_spec(policy, tolerate)
+
+
+def test_agents_passes_a_finished_answer_without_its_sentinel_and_completes_it() -> None:
+    agents = Policy.from_spec("agents")
+    assert agents.passes(verdict(Ending.NO_DONE)) and agents.complete
+    for ending in (Ending.TRUNCATED, Ending.NO_FINISH, Ending.CUT_MID_FRAME, Ending.STALLED,
+                   Ending.TRANSPORT_ERROR, Ending.EMPTY, Ending.ERROR_EVENT):
+        assert agents.failure(verdict(ending)) == ending
+    assert agents.failure(verdict(Ending.NO_DONE, FindingKind.MARKUP_LEAK)) == "markup_leak"
+    with_usage = Policy.from_spec("agents", "missing_usage")
+    assert with_usage.name == "agents+missing_usage" and with_usage.complete
+    assert not any(Policy.from_spec(name).complete
+                   for name in ("strict", "no-finish-ok", "no-done-ok", "lenient"))

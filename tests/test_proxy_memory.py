@@ -112,7 +112,7 @@ async def test_per_stream_memory_does_not_grow_with_the_answer_length_for_paused
 
 async def test_the_proxy_hands_freed_memory_back_once_no_stream_is_left(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import sseguard.proxy.app as proxy_app
+    import sseguard.proxy.state as proxy_state
 
     trimmed = asyncio.Event()
     calls: list[int] = []
@@ -122,8 +122,8 @@ async def test_the_proxy_hands_freed_memory_back_once_no_stream_is_left(
         trimmed.set()
         return True
 
-    monkeypatch.setattr(proxy_app, "release_free_memory", release)
-    monkeypatch.setattr(proxy_app, "IDLE_TRIM_DELAY_S", 0.05)
+    monkeypatch.setattr(proxy_state, "release_free_memory", release)
+    monkeypatch.setattr(proxy_state, "IDLE_TRIM_DELAY_S", 0.05)
     async with long_answers(256 * 1024) as upstream, run_proxy(proxy_config(upstream)) as proxy:
         state = proxy.state
         async with aiohttp.ClientSession() as session:

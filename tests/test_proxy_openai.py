@@ -27,9 +27,12 @@ BAD_ENDINGS = ["truncated", "no_done", "no_finish", "cut_mid_frame", "transport_
 @contextlib.asynccontextmanager
 async def _servers() -> AsyncIterator[dict[str, str]]:
     async with run_chaos(CHAOS) as direct, run_chaos(CHAOS) as upstream, \
-            run_proxy(proxy_config(upstream.url, stall_timeout=1.0)) as guarded, \
-            run_proxy(proxy_config(upstream.url, stall_timeout=1.0, on_bad_end="abort")) as aborting:
-        yield {"direct": direct.url, "error-event": guarded.url, "abort": aborting.url}
+            run_proxy(proxy_config(upstream.url, stall_timeout=1.0, policy="strict")) as guarded, \
+            run_proxy(proxy_config(upstream.url, stall_timeout=1.0, policy="strict",
+                                   on_bad_end="abort")) as aborting, \
+            run_proxy(proxy_config(upstream.url, stall_timeout=1.0)) as default:
+        yield {"direct": direct.url, "error-event": guarded.url, "abort": aborting.url,
+               "default": default.url}
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +119,56 @@ async def test_async_sdk_raises_on_every_bad_ending(urls: dict[str, str], fault:
                 pass
     if mode == "error-event" and fault != "http_error":
         assert isinstance(info.value, openai.APIError) and info.value.code == fault
+
+
+# ── the default policy (agents): a finished answer that only lacks [DONE] is whole ──────────────
+
+
+@contextlib.asynccontextmanager
+async def _fresh_pair() -> AsyncIterator[dict[str, str]]:
+    """Two identical chaos servers that have served nothing yet (their request counter seeds what
+    they send), one direct and one behind a proxy with the default policy."""
+    async with run_chaos(CHAOS) as direct, run_chaos(CHAOS) as upstream, \
+            run_proxy(proxy_config(upstream.url)) as default:
+        yield {"direct": direct.url, "default": default.url}
+
+
+def test_sync_sdk_gets_a_finished_answer_without_done_whole_by_default_and_raises_under_strict(
+        urls: dict[str, str]) -> None:
+    with in_thread(_fresh_pair) as fresh, _sync(fresh["direct"]) as direct, \
+            _sync(fresh["default"]) as guarded:
+        want = list(direct.chat.completions.create(**_create("no_done")))
+        got = list(guarded.chat.completions.create(**_create("no_done")))
+    assert _comparable(got) == _comparable(want)
+    assert [c.choices[0].finish_reason for c in got if c.choices][-1] == "stop"
+    with _sync(urls["error-event"]) as strict, pytest.raises(openai.APIError) as info:
+        for _ in strict.chat.completions.create(**_create("no_done")):
+            pass
+    assert info.value.code == "no_done"
+
+
+async def test_async_sdk_gets_a_finished_answer_without_done_whole_by_default_and_raises_under_strict(
+        urls: dict[str, str]) -> None:
+    async with _fresh_pair() as fresh, _async(fresh["direct"]) as direct, \
+            _async(fresh["default"]) as guarded:
+        want = [c async for c in await direct.chat.completions.create(**_create("no_done"))]
+        got = [c async for c in await guarded.chat.completions.create(**_create("no_done"))]
+    assert _comparable(got) == _comparable(want)
+    assert [c.choices[0].finish_reason for c in got if c.choices][-1] == "stop"
+    async with _async(urls["error-event"]) as strict:
+        with pytest.raises(openai.APIError) as info:
+            async for _ in await strict.chat.completions.create(**_create("no_done")):
+                pass
+    assert info.value.code == "no_done"
+
+
+@pytest.mark.parametrize("fault", ["truncated", "no_finish", "cut_mid_frame", "empty"])
+def test_by_default_the_sdk_still_raises_on_an_unfinished_answer(urls: dict[str, str],
+                                                                  fault: str) -> None:
+    with _sync(urls["default"]) as client, pytest.raises(openai.APIError) as info:
+        for _ in client.chat.completions.create(**_create(fault)):
+            pass
+    assert info.value.code == fault
 
 
 @pytest.mark.parametrize("fault", BAD_ENDINGS)

@@ -183,7 +183,7 @@ MESSAGES_BAD = {"truncated": "truncated", "cut_mid_frame": "cut_mid_frame", "no_
 @pytest.mark.parametrize("end", sorted(MESSAGES_BAD))
 async def test_a_bad_messages_ending_becomes_a_messages_error_event(end: str) -> None:
     body = messages_body(TEXTS, end)
-    got = await post("messages", body)
+    got = await post("messages", body, policy="strict")
     assert got.status == 200 and got.error is None
     message = messages_error(got.body)
     assert message.startswith(MESSAGES_BAD[end] + ": ")
@@ -210,7 +210,14 @@ async def test_complete_done_appends_message_stop_to_a_finished_messages_stream(
     assert got.body == body + MESSAGE_STOP
 
 
-@pytest.mark.parametrize("options", [{"policy": "no-done-ok"}, {"tolerate": "no_done"}])
+async def test_by_default_a_finished_messages_stream_gets_its_message_stop() -> None:
+    body = messages_body(TEXTS, "no_done")
+    got = await post("messages", body)
+    assert got.body == body + MESSAGE_STOP
+
+
+@pytest.mark.parametrize("options", [{"policy": "no-done-ok"},
+                                     {"policy": "strict", "tolerate": "no_done"}])
 async def test_a_tolerated_missing_message_stop_passes_unchanged(options: dict[str, str]) -> None:
     body = messages_body(TEXTS, "no_done")
     got = await post("messages", body, **options)

@@ -1,7 +1,8 @@
 """The real ``openai`` and ``anthropic`` SDKs, sync and async, on the Responses and Messages protocols,
 through the proxy to the chaos upstream: healthy streams arrive whole and byte-identical, every bad
-ending reaches the SDK as an exception (never a normal end), ``no_done`` on Messages fails ``strict``
-and passes ``no-done-ok``. (Chat through the same proxy: ``test_proxy_openai``.)"""
+ending reaches the SDK as an exception (never a normal end), ``no_done`` on Messages fails ``strict``,
+passes ``no-done-ok`` and, by default (``agents``), reaches the SDK completed with its
+``message_stop``. (Chat through the same proxy: ``test_proxy_openai``.)"""
 
 from __future__ import annotations
 
@@ -37,13 +38,15 @@ MESSAGES_BAD = ["truncated", "no_done", "no_finish", "cut_mid_frame", "transport
 
 @contextlib.asynccontextmanager
 async def _servers() -> AsyncIterator[dict[str, str]]:
+    strict = {"policy": "strict", "stall_timeout": STALL}
     async with run_chaos(CHAOS) as upstream, \
-            run_proxy(proxy_config(upstream.url, stall_timeout=STALL)) as guarded, \
-            run_proxy(proxy_config(upstream.url, stall_timeout=STALL, on_bad_end="abort")) as abort, \
+            run_proxy(proxy_config(upstream.url, **strict)) as guarded, \
+            run_proxy(proxy_config(upstream.url, on_bad_end="abort", **strict)) as abort, \
             run_proxy(proxy_config(upstream.url, policy="no-done-ok")) as lenient, \
-            run_proxy(proxy_config(upstream.url, complete_done=True)) as completing:
+            run_proxy(proxy_config(upstream.url, policy="strict", complete_done=True)) as completing, \
+            run_proxy(proxy_config(upstream.url, stall_timeout=STALL)) as default:
         yield {"direct": upstream.url, "error-event": guarded.url, "abort": abort.url,
-               "no-done-ok": lenient.url, "complete-done": completing.url}
+               "no-done-ok": lenient.url, "complete-done": completing.url, "default": default.url}
 
 
 @pytest.fixture(scope="module")
@@ -251,6 +254,31 @@ def test_no_done_fails_strict_and_passes_no_done_ok(urls: dict[str, str], way: s
 async def test_no_done_passes_no_done_ok_async(urls: dict[str, str]) -> None:
     got = await messages_stream_async(urls["no-done-ok"], "no_done")
     assert got == await messages_stream_async(urls["direct"], "no_done") and got[1] == "end_turn"
+
+
+@pytest.mark.parametrize("way", ["messages create", "messages stream"])
+def test_by_default_a_finished_answer_without_message_stop_is_whole(urls: dict[str, str],
+                                                                   way: str) -> None:
+    got = SYNC[way](urls["default"], "no_done")
+    if way == "messages create":
+        assert got == [*messages_create(urls["direct"], "no_done"), "message_stop"]
+    else:
+        assert got == SYNC[way](urls["direct"], "no_done") and got[1] == "end_turn"
+
+
+async def test_by_default_a_finished_answer_without_message_stop_is_whole_async(
+        urls: dict[str, str]) -> None:
+    got = await messages_stream_async(urls["default"], "no_done")
+    assert got == await messages_stream_async(urls["direct"], "no_done") and got[1] == "end_turn"
+    types = await messages_create_async(urls["default"], "no_done")
+    assert types[-2:] == ["message_delta", "message_stop"]
+
+
+@pytest.mark.parametrize("fault", ["truncated", "no_finish", "cut_mid_frame"])
+def test_by_default_the_anthropic_sdk_still_raises_on_an_unfinished_answer(
+        urls: dict[str, str], fault: str) -> None:
+    with pytest.raises(anthropic.APIStatusError, match=f"{fault}: "):
+        messages_stream(urls["default"], fault)
 
 
 def test_complete_done_gives_the_sdk_its_message_stop(urls: dict[str, str]) -> None:

@@ -111,8 +111,35 @@ async def test_complete_done_appends_the_missing_done_to_a_finished_stream() -> 
 
 async def test_without_complete_done_a_missing_done_fails_strict() -> None:
     chaos = ChaosConfig(seed=5, dialects=frozenset({Dialect.NO_DONE}))
-    _, got = await _direct_and_proxied("none", chat(), chaos)
+    _, got = await _direct_and_proxied("none", chat(), chaos, policy="strict")
     assert error_code(got.body) == "no_done"
+
+
+async def test_by_default_a_finished_stream_without_done_is_completed_and_recorded(
+        tmp_path: Path) -> None:
+    chaos = ChaosConfig(seed=5, dialects=frozenset({Dialect.NO_DONE}))
+    db = tmp_path / "default.db"
+    want, got = await _direct_and_proxied("none", chat(**USAGE), chaos, store=str(db))
+    assert b"[DONE]" not in want
+    assert same_second(got.body) == want + b"data: [DONE]\n\n"
+    store = open_store(str(db))
+    try:
+        [record] = list(store.read())
+    finally:
+        store.close()
+    assert (record.ending, record.passed, record.policy) == ("no_done", True, "agents")
+    assert record.extra["action"] == "completed-done"
+
+
+async def test_by_default_a_stream_cut_before_its_finish_still_fails() -> None:
+    _, got = await _direct_and_proxied("truncated", chat(**USAGE))
+    assert error_code(got.body) == "truncated" and not has_done(got.body)
+
+
+async def test_under_pass_a_finished_stream_without_done_goes_out_as_it_came() -> None:
+    chaos = ChaosConfig(seed=5, dialects=frozenset({Dialect.NO_DONE}))
+    want, got = await _direct_and_proxied("none", chat(**USAGE), chaos, on_bad_end="pass")
+    assert same_second(got.body) == want and b"[DONE]" not in want
 
 
 async def test_a_tolerated_dialect_passes_unchanged() -> None:
@@ -135,7 +162,7 @@ BAD = {
 @pytest.mark.parametrize("fault", sorted(BAD))
 async def test_a_bad_ending_becomes_an_error_frame_and_never_done(fault: str) -> None:
     want, got = await _direct_and_proxied(fault, chat(tools=[WEATHER_TOOL], **USAGE),
-                                          stall_timeout=1.0)
+                                          stall_timeout=1.0, policy="strict")
     assert got.status == 200 and got.error is None
     assert error_code(got.body) == BAD[fault]
     assert not has_done(got.body)

@@ -34,7 +34,7 @@ MESSAGES = [{"role": "user", "content": "hi"}]
 
 def strict_client(base_url):
     return openai.OpenAI(base_url=base_url, api_key="test", max_retries=0, timeout=30,
-                         http_client=httpx2.Client(transport=StrictTransport()))
+                         http_client=httpx2.Client(transport=StrictTransport(policy="strict")))
 
 def test_healthy_stream_arrives_whole(sseguard_chaos):
     chunks = list(strict_client(sseguard_chaos.base_url).chat.completions.create(

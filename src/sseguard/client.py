@@ -3,10 +3,13 @@
 The official SDKs end their stream loop quietly when the body simply stops, when it stops inside a
 frame, on an ``event: error`` event, and when tool-call arguments are cut off; the caller then acts on
 half an answer. These transports sit under the SDK's client and check every ``text/event-stream``
-response of the three streaming endpoints as the caller reads it, each with its protocol's checker,
-told from the request path (``…/chat/completions``, ``…/responses``, ``…/messages``); every other
-request passes untouched. When the stream ends badly under the ``Policy`` they raise
-``StreamEndedBadly`` (carrying the ``Verdict``), a subclass of ``httpx2.TransportError``::
+response of every registered protocol's streaming endpoints as the caller reads it, each with its
+protocol's checker, told from the request path (``api_for_path``, by the protocols' routes); every
+other request passes untouched. When the stream ends badly under the ``Policy`` they raise
+``StreamEndedBadly`` (carrying the ``Verdict``), a subclass of ``httpx2.TransportError``. The policy is
+``agents`` unless given: a finished answer (every choice has its ``finish_reason``; messages: a
+``stop_reason``) that only lacks its sentinel (``no_done``) does not raise, as the SDKs themselves take
+it; ``policy="strict"`` raises on it too::
 
     client = openai.OpenAI(http_client=httpx2.Client(transport=StrictTransport()))
     client = openai.AsyncOpenAI(http_client=httpx2.AsyncClient(transport=AsyncStrictTransport()))
@@ -42,9 +45,9 @@ import anyio
 import httpx2
 import msgspec
 
-from sseguard.contract import Checker, api_for_path, checker_for
+from sseguard.contract import Checker, Protocol, checker_for, protocol_for_path
 from sseguard.errors import ConfigError, SSEGuardError
-from sseguard.policy import STRICT, Policy
+from sseguard.policy import AGENTS, STRICT, Policy
 from sseguard.redact import redact_text
 from sseguard.verdict import Verdict
 
@@ -192,9 +195,11 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _is_event_stream(headers: Any) -> bool:
+def _is_stream(headers: Any, proto: Protocol, path: str) -> bool:
+    """Whether the response is framed as one of the protocol's streams (``Protocol.framings``)."""
     media = str(headers.get("content-type", "")).split(";", 1)[0].strip().lower()
-    return media == "text/event-stream"
+    route = proto.route_for(path)
+    return any(media == f.media_type and f.is_stream(route) for f in proto.framings)
 
 
 def _request_json(request: Any, not_read: tuple[type[BaseException], ...]) -> dict[str, Any] | None:
@@ -265,18 +270,18 @@ class _Options:
         """A guard for this response, or None when it is not a stream to check."""
         if not 200 <= response.status_code < 300 or request.method != "POST":
             return None
-        api = api_for_path(request.url.path)
-        if api is None:
+        proto = protocol_for_path(request.url.path)
+        if proto is None:
             return None
-        if not _is_event_stream(response.headers):
+        if not _is_stream(response.headers, proto, request.url.path):
             return None
         readable, inflater = _inflater_for(response.headers)
         if not readable:
             # Only a server that ignores Accept-Encoding gets here; reading garbage would be worse.
             return None
         body = _request_json(request, not_read) if self.request_aware else None
-        return _Guard(checker=checker_for(api, body), policy=self.policy, stall_timeout=self.stall_timeout,
-                      inflater=inflater,
+        return _Guard(checker=checker_for(proto.api, body), policy=self.policy,
+                      stall_timeout=self.stall_timeout, inflater=inflater,
                       error_cls=error_cls, timeout_types=timeout_types, request=request)
 
 
@@ -352,13 +357,14 @@ class StrictTransport(httpx2.BaseTransport):
     """An httpx2 transport that raises ``StreamEndedBadly`` instead of letting a stream end quietly.
 
     ``wrapped`` does the HTTP (default ``httpx2.HTTPTransport()``). ``policy`` (a ``Policy`` or a
-    preset name) decides which endings and findings fail. ``stall_timeout`` seconds without a byte
+    preset name; ``agents`` by default, ``"strict"`` to fail a missing sentinel too) decides which
+    endings and findings fail. ``stall_timeout`` seconds without a byte
     ends the stream as ``stalled`` (it also caps the read timeout, so the wait for the headers).
     ``request_aware`` lets the checker read the JSON request body (offered tools and their schemas,
     ``stream_options.include_usage``, ``n``).
     """
 
-    def __init__(self, wrapped: httpx2.BaseTransport | None = None, *, policy: Policy | str = STRICT,
+    def __init__(self, wrapped: httpx2.BaseTransport | None = None, *, policy: Policy | str = AGENTS,
                  stall_timeout: float | None = None, request_aware: bool = True) -> None:
         self.wrapped = wrapped if wrapped is not None else httpx2.HTTPTransport()
         self._options = _Options(policy, stall_timeout, request_aware)
@@ -385,7 +391,7 @@ class AsyncStrictTransport(httpx2.AsyncBaseTransport):
     """The async twin of ``StrictTransport`` (default wrapped: ``httpx2.AsyncHTTPTransport()``)."""
 
     def __init__(self, wrapped: httpx2.AsyncBaseTransport | None = None, *,
-                 policy: Policy | str = STRICT, stall_timeout: float | None = None,
+                 policy: Policy | str = AGENTS, stall_timeout: float | None = None,
                  request_aware: bool = True) -> None:
         self.wrapped = wrapped if wrapped is not None else httpx2.AsyncHTTPTransport()
         self._options = _Options(policy, stall_timeout, request_aware)
@@ -452,7 +458,7 @@ def _legacy() -> dict[str, Any]:
     async def aclose(self: Any) -> None:
         await self.wrapped.aclose()
 
-    def init(self: Any, wrapped: Any = None, *, policy: Policy | str = STRICT,
+    def init(self: Any, wrapped: Any = None, *, policy: Policy | str = AGENTS,
              stall_timeout: float | None = None, request_aware: bool = True) -> None:
         if wrapped is None:
             is_async = isinstance(self, httpx.AsyncBaseTransport)
@@ -470,7 +476,7 @@ def _legacy() -> dict[str, Any]:
     return {"httpx": httpx, "error": error, "sync": sync_transport, "async": async_transport}
 
 
-def httpx_transport(wrapped: Any = None, *, policy: Policy | str = STRICT,
+def httpx_transport(wrapped: Any = None, *, policy: Policy | str = AGENTS,
                     stall_timeout: float | None = None, request_aware: bool = True) -> Any:
     """``StrictTransport`` for legacy ``httpx`` (litellm, openai 2.x): an ``httpx.BaseTransport``.
 
@@ -480,7 +486,7 @@ def httpx_transport(wrapped: Any = None, *, policy: Policy | str = STRICT,
                              request_aware=request_aware)
 
 
-def async_httpx_transport(wrapped: Any = None, *, policy: Policy | str = STRICT,
+def async_httpx_transport(wrapped: Any = None, *, policy: Policy | str = AGENTS,
                           stall_timeout: float | None = None, request_aware: bool = True) -> Any:
     """``AsyncStrictTransport`` for legacy ``httpx``: an ``httpx.AsyncBaseTransport``."""
     return _legacy()["async"](wrapped, policy=policy, stall_timeout=stall_timeout,

@@ -5,6 +5,11 @@ servers have dialects (Ollama and some vLLM builds omit ``finish_reason`` on com
 gateways omit ``[DONE]`` after a proper finish). Strict checkers that flagged those as errors caused
 false alarms and retry loops until people switched checking off, so a dialect is tolerated by name
 instead, and the verdict stays the same whatever the policy says.
+
+The guards in a stream's path (``sseguard proxy``, the strict transports of ``sseguard.client``) judge
+by ``agents`` unless told otherwise: the coding agents people run (opencode, Claude Code) take a
+finished answer that lacks only its sentinel as the whole answer it is, so failing it turned a good
+answer into an error (issue 29). ``strict`` keeps every ending but ``complete`` a failure.
 """
 
 from __future__ import annotations
@@ -24,7 +29,18 @@ PRESETS: dict[str, frozenset[str]] = {
     "no-done-ok": frozenset({Ending.NO_DONE}),
     # Either dialect; a clean EOF after content (truncated) still fails.
     "lenient": frozenset({Ending.NO_FINISH, Ending.NO_DONE, FindingKind.MISSING_USAGE}),
+    # The guards' default: a finished answer (every choice has its finish_reason; messages: a
+    # stop_reason) that only lacks its sentinel passes, and a guard in the stream's path supplies the
+    # sentinel (COMPLETING below). Truncated, cut and stalled streams still fail.
+    "agents": frozenset({Ending.NO_DONE}),
 }
+
+
+#: The presets under which a guard in the stream's path appends the missing sentinel (``data: [DONE]``,
+#: ``message_stop``) to a finished answer it passes, so the client sees the end it expects.
+COMPLETING = frozenset({"agents"})
+#: The policy of the proxy and the strict transports when none is given.
+GUARD_DEFAULT = "agents"
 
 
 def _parse_names(names: str | Iterable[str] | None) -> frozenset[Ending | FindingKind]:
@@ -52,6 +68,8 @@ class Policy:
 
     name: str = "strict"
     tolerate: frozenset[Ending | FindingKind] = frozenset()
+    #: A guard in the stream's path completes a passing ``no_done`` stream with its sentinel.
+    complete: bool = False
 
     @classmethod
     def from_spec(cls, policy: str = "strict",
@@ -62,7 +80,7 @@ class Policy:
         extra = _parse_names(tolerate)
         base = _parse_names(PRESETS[policy])
         name = policy if not extra else f"{policy}+{','.join(sorted(map(str, extra)))}"
-        return cls(name=name, tolerate=base | extra)
+        return cls(name=name, tolerate=base | extra, complete=policy in COMPLETING)
 
     def failure(self, verdict: Verdict) -> str | None:
         """Why the verdict fails under this policy (the ending, or the first untolerated finding)."""
@@ -84,3 +102,5 @@ class Policy:
 
 
 STRICT = Policy()
+#: The guards' default (``GUARD_DEFAULT``): a finished answer without its sentinel passes, completed.
+AGENTS = Policy.from_spec(GUARD_DEFAULT)

@@ -17,15 +17,17 @@ import typer
 from sseguard.cli._app import Command, app, fail
 from sseguard.cli._names import families
 from sseguard.errors import ConfigError
+from sseguard.policy import GUARD_DEFAULT
 
 if TYPE_CHECKING:
     from sseguard._serve import Listening
 
 
-def run_proxy_command(*, upstream: str, listen: str, policy: str, tolerate: str | None,
-                      on_bad_end: str, complete_done: bool, repair_markup: str,
+def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT,
+                      tolerate: str | None, on_bad_end: str, complete_done: bool, repair_markup: str,
                       stall_timeout: float, timeout: float, store: str, max_body: str,
-                      echo: Callable[..., None], workers: str = "1") -> int:
+                      echo: Callable[..., None], workers: str = "1", retain: str | None = None,
+                      retain_healthy: str | None = None, sample_healthy: float | None = None) -> int:
     """Serve with the given flags until interrupted (uvloop when installed); returns the exit status."""
     from sseguard._serve import serve_workers
     from sseguard.proxy.config import ProxyConfig
@@ -34,7 +36,8 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str, tolerate: str 
     config = ProxyConfig.from_options(
         upstream=upstream, listen=listen, policy=policy, tolerate=tolerate, on_bad_end=on_bad_end,
         complete_done=complete_done, repair_markup=repair_markup, stall_timeout=stall_timeout,
-        timeout=timeout, max_body=max_body, store=store, workers=workers)
+        timeout=timeout, max_body=max_body, store=store, workers=workers, retain=retain,
+        retain_healthy=retain_healthy, sample_healthy=sample_healthy)
     if config.store is not None:
         from sseguard.store import open_store
 
@@ -66,8 +69,10 @@ def proxy(
                                       "Anthropic base); the only place the proxy forwards to."),
     listen: str = typer.Option("127.0.0.1:8080", "--listen", metavar="HOST:PORT",
                                help="Where to listen (loopback by default; port 0 = any free port)."),
-    policy: str = typer.Option("strict", "--policy", metavar="POLICY",
-                               help="What a bad end is: strict, no-finish-ok, no-done-ok, lenient."),
+    policy: str = typer.Option(GUARD_DEFAULT, "--policy", metavar="POLICY",
+                               help="What a bad end is: agents (a finished answer that only lacks "
+                                    "its [DONE]/message_stop is completed), strict, no-finish-ok, "
+                                    "no-done-ok, lenient."),
     tolerate: str | None = typer.Option(None, "--tolerate", metavar="ENDING,…",
                                         help="Endings or findings that do not fail a stream."),
     on_bad_end: str = typer.Option("error-event", "--on-bad-end", metavar="error-event|abort|pass",
@@ -92,6 +97,13 @@ def proxy(
                                       "other bodies stream through."),
     workers: str = typer.Option("1", "--workers", metavar="N|auto",
                                 help="Processes serving the port (auto = one per core)."),
+    retain: str | None = typer.Option(None, "--retain", metavar="AGE",
+                                      help="Delete stored records older than this (e.g. 14d)."),
+    retain_healthy: str | None = typer.Option(None, "--retain-healthy", metavar="AGE",
+                                              help="Delete healthy streams' records sooner (e.g. 2d)."),
+    sample_healthy: float | None = typer.Option(None, "--sample-healthy", metavar="FRACTION",
+                                                help="Store this share of healthy streams, weighted so "
+                                                     "`analyze` rates stay unbiased (e.g. 0.1)."),
 ) -> None:
     """Guard an OpenAI- or Anthropic-compatible endpoint: no stream ends as a silent, clean end.
 
@@ -108,7 +120,8 @@ def proxy(
             upstream=upstream, listen=listen, policy=policy, tolerate=tolerate,
             on_bad_end=on_bad_end, complete_done=complete_done, repair_markup=repair_markup,
             stall_timeout=stall_timeout, timeout=timeout, store=store, max_body=max_body,
-            echo=typer.echo, workers=workers)
+            echo=typer.echo, workers=workers, retain=retain, retain_healthy=retain_healthy,
+            sample_healthy=sample_healthy)
     except ConfigError as exc:
         fail(str(exc))
     if status:

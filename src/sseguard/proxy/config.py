@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from yarl import URL
@@ -18,7 +18,8 @@ from sseguard._config import parse_listen
 from sseguard._config import seconds as _seconds
 from sseguard._serve import parse_workers
 from sseguard.errors import ConfigError
-from sseguard.policy import Policy
+from sseguard.policy import AGENTS, GUARD_DEFAULT, Policy
+from sseguard.store.retention import Retention
 from sseguard.verdict import Ending
 
 
@@ -96,8 +97,10 @@ class ProxyConfig:
     upstream: URL
     host: str = "127.0.0.1"
     port: int = 8080
-    policy: Policy = field(default_factory=Policy)
+    #: ``agents`` by default: a finished answer that only lacks its sentinel is completed, not failed.
+    policy: Policy = AGENTS
     on_bad_end: OnBadEnd = OnBadEnd.ERROR_EVENT
+    #: ``--complete-done``: complete such a stream under any policy (``agents`` always does).
     complete_done: bool = False
     repair_markup: str = "off"
     stall_timeout: float = 60.0  # silence on an open stream before it counts as stalled
@@ -113,15 +116,20 @@ class ProxyConfig:
     #: run are numbered worker, worker + workers, … so that the workers never reuse an index.
     workers: int = 1
     worker: int = 0
+    #: Store retention and sampling of healthy streams (``--retain``, ``--retain-healthy``,
+    #: ``--sample-healthy``); see ``sseguard.store.retention``.
+    retention: Retention = field(default_factory=Retention)
 
     @classmethod
-    def from_options(cls, *, upstream: str, listen: str = "127.0.0.1:8080", policy: str = "strict",
+    def from_options(cls, *, upstream: str, listen: str = "127.0.0.1:8080", policy: str = GUARD_DEFAULT,
                      tolerate: str | None = None, on_bad_end: str = "error-event",
                      complete_done: bool = False, repair_markup: str = "off",
                      stall_timeout: float = 60.0, timeout: float = 600.0,
                      max_body: str | int = 32 * 1024 * 1024, store: str | None = "sseguard.db",
                      secrets: tuple[str, ...] = (), arm: str = "",
-                     workers: str | int = 1) -> ProxyConfig:
+                     workers: str | int = 1, retain: str | None = None,
+                     retain_healthy: str | None = None,
+                     sample_healthy: float | None = None) -> ProxyConfig:
         """Check every option as a person typed it; raise ``ConfigError`` naming the bad flag."""
         host, port = parse_listen(listen)
         try:
@@ -138,15 +146,23 @@ class ProxyConfig:
             timeout=_seconds(timeout, "--timeout"), max_body=parse_size(max_body),
             store=store_url, secrets=tuple(s for s in secrets if s), arm=arm,
             workers=parse_workers(workers),
+            retention=Retention.from_options(retain, retain_healthy, sample_healthy),
         )
 
     @property
     def effective_policy(self) -> Policy:
-        """The policy the proxy acts on: ``--complete-done`` makes a missing ``[DONE]`` repairable."""
-        if not self.complete_done or Ending.NO_DONE in self.policy.tolerate:
-            return self.policy
-        return Policy(name=f"{self.policy.name}+complete-done",
-                      tolerate=self.policy.tolerate | {Ending.NO_DONE})
+        """The policy the proxy acts on: ``--complete-done`` makes a missing ``[DONE]`` repairable.
+
+        Its ``complete`` says whether a passing ``no_done`` stream gets its sentinel: under ``agents``
+        (the default) and with ``--complete-done``.
+        """
+        policy = self.policy
+        if not self.complete_done or policy.complete:
+            return policy
+        if Ending.NO_DONE in policy.tolerate:
+            return replace(policy, complete=True)
+        return Policy(name=f"{policy.name}+complete-done", tolerate=policy.tolerate | {Ending.NO_DONE},
+                      complete=True)
 
     @property
     def arm_name(self) -> str:

@@ -14,6 +14,10 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
+from sseguard.contract import protocol
+from sseguard.redact import Redactor
+from sseguard.verdict import Api
+
 #: RFC 9110 §7.6.1 connection-specific headers, plus the legacy ones proxies still see.
 HOP_BY_HOP = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
@@ -89,12 +93,11 @@ def error_body(message: str, *, type_: str, code: str | None, param: str | None 
                anthropic: bool = False) -> dict[str, object]:
     """An error object in the client's API's own shape, which its SDK knows how to surface.
 
-    OpenAI: ``{"error": {"message", "type", "param", "code"}}``; Anthropic: ``{"type": "error",
-    "error": {"type", "message"}}`` (plus the same ``code``, which its SDK keeps in ``body``).
+    The shapes are the protocols' own (``Protocol.error_body``): OpenAI's for every OpenAI-compatible
+    path, Anthropic's (``anthropic``) for a client that speaks Anthropic's API.
     """
-    if anthropic:
-        return {"type": "error", "error": {"type": type_, "message": message, "code": code}}
-    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+    return protocol(Api.MESSAGES if anthropic else Api.CHAT).error_body(
+        message, type_=type_, code=code, param=param)
 
 
 def error_response(status: int, message: str, *, type_: str, code: str | None,
@@ -104,3 +107,14 @@ def error_response(status: int, message: str, *, type_: str, code: str | None,
     for name, value in headers:
         resp.headers[name] = value
     return resp
+
+
+def unreachable(upstream: URL, exc: BaseException, redactor: Redactor) -> str:
+    """Why the upstream could not be reached, in one line without secrets."""
+    reason = str(exc) or type(exc).__name__
+    return redactor.text(f"the upstream {upstream} is unreachable: {reason}")
+
+
+def speaks_anthropic(request: web.BaseRequest, api: Api | None) -> bool:
+    """Whether the client speaks Anthropic's API: its errors then come in Anthropic's shape."""
+    return api is Api.MESSAGES or "anthropic-version" in request.headers

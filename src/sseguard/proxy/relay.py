@@ -1,134 +1,47 @@
-"""The streaming relay: forward each complete frame as it arrives, check it in flight, end it honestly.
+"""The guarded relay: forward each complete frame as it arrives, check it in flight, end it honestly.
 
 One engine for the three protocols; what differs (the terminal event, the error frame, …) is the
 stream's ``Wire`` table (``wire.py``). Per upstream read (``read(READ_MAX)``: what has arrived, at most
 16 KiB, never waiting for a size to fill: that holds events back) the bytes go through the protocol's
-checker and every frame they complete is written to the client at once, byte-identical. Two things are
-held back: the terminal event (``data: [DONE]``, ``response.completed``, ``message_stop``), until the
-upstream's end shows the stream deserves it (a stream whose tool arguments are not JSON, or that
-carries a frame after its end, must not end cleanly), and, in repair mode, a partial markup marker.
-When the stream fails the policy the client gets what ``--on-bad-end`` says instead of a clean end.
-``await resp.write()`` drains the socket, so a slow client slows the upstream read (TCP flow control
-does the rest) and memory stays flat.
+checker and every frame they complete goes through the stream's ``Frames`` (``frames.py``: unchanged,
+or the markup repair) and is written to the client at once. Two things are held back: the terminal
+event (``data: [DONE]``, ``response.completed``, ``message_stop``), until the upstream's end shows the
+stream deserves it (a stream whose tool arguments are not JSON, or that carries a frame after its end,
+must not end cleanly), and, in repair mode, a partial markup marker. When the stream fails the policy
+the client gets what ``--on-bad-end`` says instead of a clean end. ``await resp.write()`` drains the
+socket, so a slow client slows the upstream read (TCP flow control does the rest) and memory stays
+flat.
+
+The relay knows its config, its policy and whom to tell when a stream is done (``done``: metrics and
+the record, in ``state.py``); it holds no app state.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 from sseguard.contract import Checker
-from sseguard.proxy.config import OnBadEnd
+from sseguard.policy import Policy
+from sseguard.proxy.config import OnBadEnd, ProxyConfig
 from sseguard.proxy.forward import STREAM_HEADERS, response_headers
+from sseguard.proxy.frames import Failure, Frames
+from sseguard.proxy.stall import READ_MAX, Stalled, StallWatch
 from sseguard.proxy.wire import UpstreamError, Wire
 from sseguard.redact import Redactor
 from sseguard.sse import SSEEvent
-from sseguard.verdict import Ending, Finding, Verdict
-
-if TYPE_CHECKING:
-    from sseguard.proxy.app import ProxyState
+from sseguard.verdict import Ending, Verdict
 
 #: Undelivered bytes longer than this are a frame still arriving, not a block of keep-alive comments.
 _COMMENT_SCAN = 4096
 #: After the terminal event, how long the upstream may take to end its body before the proxy ends it.
 DONE_GRACE = 1.0
-#: The most bytes taken from the upstream per read. ``read(n)`` returns what has arrived, up to n,
-#: without waiting for n (so no event is held back); the cap bounds what one stream holds while its
-#: client is slow: a backlog is checked and written 16 KiB at a time, not as one 256 KiB+ block
-#: (token-sized events arrive far below it, so it costs nothing in the ordinary case).
-READ_MAX = 16 * 1024
-
-
-class Stalled(Exception):
-    """Set on the upstream body reader when it has been silent for the stall timeout."""
-
-
-class StallWatch:
-    """A lazy stall timer: one timer per stall period, not one per chunk.
-
-    Only time spent *waiting on the upstream* counts: while the relay is blocked writing to a slow
-    client, buffered upstream bytes are not silence. On a stall the reader gets a ``Stalled``
-    exception, which ends the pending read at once.
-    """
-
-    __slots__ = ("_handle", "_loop", "_reader", "_timeout", "fired", "reading", "since")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float,
-                 reader: aiohttp.StreamReader) -> None:
-        self._loop = loop
-        self._timeout = timeout
-        self._reader = reader
-        self._handle: asyncio.TimerHandle | None = None
-        self.fired = False  # the stall ended the read (the relay may decide it was not a stall)
-        self.reading = False
-        self.since = loop.time()
-
-    async def read(self) -> bytes:
-        """What the upstream has sent since the last read (b"" at its end); a stall raises
-        ``Stalled``."""
-        self.start_read()
-        try:
-            return await self._reader.read(READ_MAX)
-        finally:
-            self.reading = False
-
-    def start_read(self) -> None:
-        self.since = self._loop.time()
-        self.reading = True
-        if self._handle is None:
-            self._handle = self._loop.call_at(self.since + self._timeout, self._check)
-
-    def _check(self) -> None:
-        self._handle = None
-        if not self.reading:
-            return  # the next start_read() arms it again
-        due = self.since + self._timeout
-        if self._loop.time() >= due:
-            self.fired = True
-            self._reader.set_exception(Stalled(f"no byte for {self._timeout:g} s"))
-        else:
-            self._handle = self._loop.call_at(due, self._check)
-
-    def shorten(self, timeout: float) -> None:
-        """Use a shorter timeout from now on (it only ever shrinks)."""
-        self._timeout = min(self._timeout, timeout)
-        if self._handle is not None:  # armed for the longer timeout: re-arm on the next read
-            self._handle.cancel()
-            self._handle = None
-
-    def close(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
-
-
-class Frames:
-    """Turns one upstream frame into what the client gets. This one forwards it unchanged.
-
-    The markup repair (``sseguard.proxy.repair``) is the other implementation: it rewrites content
-    deltas and can fail mid-stream (``failure``), which ends the stream with an error frame.
-    """
-
-    failure: tuple[str, str] | None = None  # (code, message) of a repair that cannot go on
-
-    def transform(self, event: SSEEvent) -> bytes:
-        return event.raw
-
-    def flush(self) -> bytes:
-        """What is still held back when the upstream ended well (sent before ``[DONE]``)."""
-        return b""
-
-    def findings(self) -> list[Finding]:
-        """Findings about the stream the client got that the upstream checker cannot see."""
-        return []
-
-    def facts(self) -> dict[str, Any]:
-        return {}
 
 
 @dataclass(slots=True)
@@ -145,16 +58,21 @@ class _ClientGone(Exception):
     """The client closed its connection; nothing more can be sent."""
 
 
+#: Told once per stream, when it is over: the relay (its timings, outcome, frames) and the verdict.
+StreamDone = Callable[["StreamRelay", Verdict], None]
+
+
 class StreamRelay:
     """One guarded stream (of the protocol ``wire`` describes), from the upstream's response headers
     to the last byte."""
 
-    def __init__(self, state: ProxyState, request: web.Request, body: bytes,
-                 request_obj: dict[str, Any], frames: Frames, checker: Checker,
-                 redactor: Redactor, wire: Wire) -> None:
-        self.state = state
+    def __init__(self, config: ProxyConfig, policy: Policy, done: StreamDone,
+                 request: web.Request, body: bytes, request_obj: dict[str, Any], frames: Frames,
+                 checker: Checker, redactor: Redactor, wire: Wire) -> None:
+        self.config = config
+        self.policy = policy
+        self._done = done
         self.wire = wire
-        self.config = state.config
         self.request = request
         self.body = body
         self.request_obj = request_obj
@@ -221,14 +139,14 @@ class StreamRelay:
             self._client_left(upstream, watch)
             raise
         watch.close()
-        self.state.stream_done(self, verdict)
+        self._done(self, verdict)
         return resp
 
     async def _conclude(self, transport_error: str | None, stalled: bool) -> Verdict:
         """The upstream ended by itself: judge it and end the client's stream accordingly."""
         flushed = self.frames.flush()  # before the verdict: what it finds counts
         verdict = self._verdict(transport_error, stalled)
-        failure = self.state.policy.failure(verdict)
+        failure = self.policy.failure(verdict)
         passing = self.config.on_bad_end is OnBadEnd.PASS
         if failure is not None and failure == str(verdict.ending) and not passing:
             await self._end_with_error((failure, self._message(verdict, failure)),
@@ -262,10 +180,10 @@ class StreamRelay:
         reason = ("the proxy stopped reading after the client's stream had ended" if self._delivered
                   else "client disconnected")
         verdict = self._last_verdict or self._verdict(reason, False)
-        self.state.stream_done(self, verdict)
+        self._done(self, verdict)
 
     async def _pump(self, upstream: aiohttp.ClientResponse,
-                    watch: StallWatch) -> tuple[str | None, tuple[str, str] | None, bool]:
+                    watch: StallWatch) -> tuple[str | None, Failure | None, bool]:
         """Forward frames until the upstream ends or must be cut off.
 
         Returns the transport error (if the upstream connection failed), the error that stopped the
@@ -316,7 +234,7 @@ class StreamRelay:
                         await self._send_comments()
                     continue
                 out: list[bytes] = []
-                stop: tuple[str, str] | None = None
+                stop: Failure | None = None
                 forwarded = False
                 error_gate = hold and checker.error_message is not None
                 for event in events:
@@ -423,8 +341,11 @@ class StreamRelay:
         sentinel = self.wire.sentinel
         if hold and self._done_raw:
             out.append(self._done_raw)
-        elif (self.config.complete_done and sentinel and not self._done_raw
-              and verdict.ending is Ending.NO_DONE):
+        elif (self.policy.complete and (hold or self.config.complete_done) and sentinel
+              and not self._done_raw and verdict.ending is Ending.NO_DONE):
+            # A finished answer that only lacks its sentinel: the client gets the end it expects,
+            # the record keeps the ending (no_done) and says it was completed (the action).
+            # ``--on-bad-end pass`` forwards as it came unless --complete-done asks for it.
             out.append(sentinel)
             self.outcome.action = "completed-done"
         data = b"".join(out)
@@ -432,7 +353,7 @@ class StreamRelay:
             await self._write(data)
         await self._eof()
 
-    async def _end_with_error(self, stop: tuple[str, str], *, upstream_error_forwarded: bool) -> None:
+    async def _end_with_error(self, stop: Failure, *, upstream_error_forwarded: bool) -> None:
         code, message = stop
         self.outcome.code = code
         if self.config.on_bad_end is OnBadEnd.ABORT:
@@ -479,7 +400,7 @@ class StreamRelay:
     def _message(self, verdict: Verdict, failure: str) -> str:
         if failure != str(verdict.ending):
             detail = next((f.detail for f in verdict.findings if str(f.kind) == failure), "")
-            return f"the stream failed the {self.state.policy.name} policy: {failure}" + (
+            return f"the stream failed the {self.policy.name} policy: {failure}" + (
                 f": {detail}" if detail else "")
         if verdict.ending is Ending.STALLED:
             return f"the upstream sent nothing for {self.config.stall_timeout:g} s; the stream was cut"

@@ -1,0 +1,80 @@
+"""Upstream silence: a lazy stall timer for an aiohttp body reader, shared by both relays.
+
+The guarded relay (``relay.py``) and the verbatim one (``passthrough.py``) both cut an upstream that
+stops sending for ``--stall-timeout``; only time spent waiting on the upstream counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+
+#: The most bytes taken from the upstream per read. ``read(n)`` returns what has arrived, up to n,
+#: without waiting for n (so no event is held back); the cap bounds what one stream holds while its
+#: client is slow: a backlog is checked and written 16 KiB at a time, not as one 256 KiB+ block
+#: (token-sized events arrive far below it, so it costs nothing in the ordinary case).
+READ_MAX = 16 * 1024
+
+
+class Stalled(Exception):
+    """Set on the upstream body reader when it has been silent for the stall timeout."""
+
+
+class StallWatch:
+    """A lazy stall timer: one timer per stall period, not one per chunk.
+
+    Only time spent *waiting on the upstream* counts: while the relay is blocked writing to a slow
+    client, buffered upstream bytes are not silence. On a stall the reader gets a ``Stalled``
+    exception, which ends the pending read at once.
+    """
+
+    __slots__ = ("_handle", "_loop", "_reader", "_timeout", "fired", "reading", "since")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float,
+                 reader: aiohttp.StreamReader) -> None:
+        self._loop = loop
+        self._timeout = timeout
+        self._reader = reader
+        self._handle: asyncio.TimerHandle | None = None
+        self.fired = False  # the stall ended the read (the relay may decide it was not a stall)
+        self.reading = False
+        self.since = loop.time()
+
+    async def read(self) -> bytes:
+        """What the upstream has sent since the last read (b"" at its end); a stall raises
+        ``Stalled``."""
+        self.start_read()
+        try:
+            return await self._reader.read(READ_MAX)
+        finally:
+            self.reading = False
+
+    def start_read(self) -> None:
+        self.since = self._loop.time()
+        self.reading = True
+        if self._handle is None:
+            self._handle = self._loop.call_at(self.since + self._timeout, self._check)
+
+    def _check(self) -> None:
+        self._handle = None
+        if not self.reading:
+            return  # the next start_read() arms it again
+        due = self.since + self._timeout
+        if self._loop.time() >= due:
+            self.fired = True
+            self._reader.set_exception(Stalled(f"no byte for {self._timeout:g} s"))
+        else:
+            self._handle = self._loop.call_at(due, self._check)
+
+    def shorten(self, timeout: float) -> None:
+        """Use a shorter timeout from now on (it only ever shrinks)."""
+        self._timeout = min(self._timeout, timeout)
+        if self._handle is not None:  # armed for the longer timeout: re-arm on the next read
+            self._handle.cancel()
+            self._handle = None
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None

@@ -1,0 +1,165 @@
+"""What the guard proxy's handlers share, and what happens when a guarded stream is over.
+
+``ProxyState`` owns the app's long-lived things: the config, the policy the proxy acts on, one
+``aiohttp.ClientSession`` to the upstream for the app's lifetime (``HTTP.md`` measured an httpx pool in
+this seat at a quarter of the throughput), the evidence writer and the metrics. ``stream_done`` is the
+done-callback each ``StreamRelay`` is given: metrics and the stream's record, never blocking the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from sseguard._serve import release_free_memory
+from sseguard.policy import Policy
+from sseguard.proxy.config import ProxyConfig
+from sseguard.proxy.metrics import ProxyMetrics
+from sseguard.proxy.relay import StreamRelay
+from sseguard.record import Record, record_from_verdict
+from sseguard.redact import DEFAULT, RedactingFilter, Redactor
+from sseguard.verdict import Verdict
+
+log = logging.getLogger("sseguard.proxy")
+log.addFilter(RedactingFilter())
+
+_SECRET_REQUEST_HEADERS = ("authorization", "api-key", "x-api-key", "proxy-authorization")
+#: Upstream bytes buffered per response before reading pauses (x2); TCP holds the rest upstream.
+UPSTREAM_READ_BUFFER = 64 * 1024
+#: Seconds without a stream in flight before freed memory is handed back to the OS.
+IDLE_TRIM_DELAY_S = 1.0
+
+
+class ProxyState:
+    """Everything the handlers share: config, the upstream session, the evidence writer, metrics."""
+
+    def __init__(self, config: ProxyConfig) -> None:
+        self.config = config
+        self.policy: Policy = config.effective_policy
+        self.metrics = ProxyMetrics(shared=config.workers > 1)
+        self.redactor: Redactor = DEFAULT.with_secrets(config.secrets)
+        self.session: aiohttp.ClientSession | None = None
+        self.store: Any = None
+        self.writer: Any = None
+        self.pruner: Any = None
+        self.active = 0
+        self._index = itertools.count(config.worker, config.workers)
+        self._trim: asyncio.TimerHandle | None = None
+
+    async def start(self, app: web.Application) -> None:
+        if self.config.store is not None:
+            from sseguard.store import BatchWriter, open_store
+
+            # Opening a SQLite file or connecting to PostgreSQL is blocking: keep it off the loop.
+            from sseguard.store.retention import RetentionThread, SampledStore
+
+            self.store = await asyncio.to_thread(open_store, self.config.store)
+            retention = self.config.retention
+            if retention.sample_healthy is not None:
+                self.store = SampledStore(self.store, retention.sample_healthy)
+            self.writer = BatchWriter(self.store)
+            if retention.prunes and self.config.worker == 0:  # one pruner per store, not per worker
+                self.pruner = RetentionThread(self.config.store, retention).start()
+        # Idle upstream connections are dropped after 4 s, below uvicorn's 5 s keep-alive (vLLM,
+        # SGLang): reusing a connection the server is closing at that moment would be a spurious 502.
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300,
+                                         keepalive_timeout=4.0)
+        self.session = aiohttp.ClientSession(
+            connector=connector, auto_decompress=False, trust_env=False,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.config.connect_timeout),
+            # The client's own User-Agent and Accept-Encoding are forwarded; add none of ours.
+            skip_auto_headers=("User-Agent", "Accept-Encoding"),
+            # aiohttp buffers up to twice this per upstream response before it stops reading the
+            # socket (256 KiB → 512 KiB by default): for a slow client that is what the proxy holds.
+            read_bufsize=UPSTREAM_READ_BUFFER,
+        )
+
+    async def stop(self, app: web.Application) -> None:
+        if self._trim is not None:
+            self._trim.cancel()
+        if self.session is not None:
+            await self.session.close()
+        if self.writer is not None:
+            # Drain every queued record: a clean shutdown loses no evidence.
+            await asyncio.to_thread(self.writer.close)
+        if self.pruner is not None:
+            await asyncio.to_thread(self.pruner.stop)
+        if self.store is not None:
+            await asyncio.to_thread(self.store.close)
+
+    def stream_ended(self) -> None:
+        """One stream fewer in flight; once none is left, the freed buffers go back to the OS."""
+        self.active -= 1
+        self.metrics.active.dec()
+        if self.active == 0 and self._trim is None:
+            # A moment later, so that a steady trickle of single streams does not pay a heap walk each.
+            self._trim = asyncio.get_running_loop().call_later(IDLE_TRIM_DELAY_S, self._trim_if_idle)
+
+    def _trim_if_idle(self) -> None:
+        self._trim = None
+        if self.active == 0:
+            release_free_memory()
+
+    def request_redactor(self, request: web.Request) -> Redactor:
+        """The app's redactor plus this client's own key, in whatever shape it has."""
+        values: list[str] = []
+        for name in _SECRET_REQUEST_HEADERS:
+            for value in request.headers.getall(name, ()):
+                values.append(value)
+                scheme, _, token = value.partition(" ")
+                if token and scheme.lower() in ("bearer", "basic", "token"):
+                    values.append(token.strip())
+        return self.redactor.with_secrets(values) if values else self.redactor
+
+    def stream_done(self, relay: StreamRelay, verdict: Verdict) -> None:
+        """Metrics and the evidence record of one finished stream (never blocks the loop)."""
+        now = time.perf_counter()
+        duration = now - relay.t0
+        outcome = relay.outcome
+        self.metrics.stream_ended(verdict, client_gone=outcome.client_gone, ttft_s=relay.ttft,
+                                  duration_s=duration)
+        if outcome.code is not None or outcome.action == "pass":
+            self.metrics.actions.labels(outcome.action).inc()
+        if verdict.ending == "stalled":
+            self.metrics.upstream_errors.labels("stalled").inc()
+        elif (verdict.ending == "transport_error" and not outcome.client_gone
+              and relay.ttfb is not None):  # before the headers it was counted as connect/timeout
+            self.metrics.upstream_errors.labels("transport").inc()
+        if self.writer is None:
+            return
+        try:
+            record = self._record(relay, verdict, duration)
+        except Exception:  # evidence must never take the proxy down
+            log.exception("could not build the record of a stream")
+            return
+        self.writer.put(record)
+
+    def _record(self, relay: StreamRelay, verdict: Verdict, duration: float) -> Record:
+        outcome = relay.outcome
+        extra: dict[str, Any] = {"action": outcome.action, **relay.frames.facts(), **outcome.extra}
+        if outcome.code is not None:
+            extra["error_code"] = outcome.code
+        if outcome.client_gone:
+            extra["client_disconnected"] = True
+        record = record_from_verdict(
+            verdict, policy=self.policy, headers=relay.upstream_headers, redactor=relay.redactor,
+            source="proxy", run_id=self.config.run_id, arm=self.config.arm_name,
+            index=next(self._index), workload="proxy", started_at=relay.started_at,
+            method=relay.request.method, path=relay.request.path, stream=True,
+            ttfb_ms=None if relay.ttfb is None else relay.ttfb * 1000,
+            ttft_ms=None if relay.ttft is None else relay.ttft * 1000,
+            duration_ms=duration * 1000, max_gap_ms=relay.max_gap * 1000,
+            prompt_bytes=len(relay.body), concurrency=relay.concurrency,
+            extra=relay.redactor.obj(extra),
+        )
+        if record.model is None and isinstance(relay.request_obj.get("model"), str):
+            record.model = relay.redactor.text(relay.request_obj["model"])
+        if outcome.client_gone:
+            record.status = None if relay.ttfb is None else record.status
+        return record
