@@ -67,8 +67,14 @@ def gemini_request(*, tools: bool = False, thoughts: bool = False,
     return req
 
 
-def stream_url(base: str, mount: str = "/v1beta") -> str:
-    return f"{base}{mount}/models/chaos-1:streamGenerateContent?alt=sse"
+def stream_url(base: str, mount: str = "/v1beta", *, sse: bool = True) -> str:
+    query = "?alt=sse" if sse else ""
+    return f"{base}{mount}/models/chaos-1:streamGenerateContent{query}"
+
+
+#: How each framing's body begins, and its Content-Type (literal: what Google's server sends).
+FRAMINGS = {"sse": (True, b"data: {", "text/event-stream"),
+            "array": (False, b"[{", "application/json")}
 
 
 @pytest.fixture
@@ -85,13 +91,15 @@ def test_the_table_covers_every_fault() -> None:
     assert set(TABLE) | set(SKIPPED) == set(Fault)
 
 
+@pytest.mark.parametrize("framing", list(FRAMINGS))
 @pytest.mark.parametrize("fault", list(TABLE))
 async def test_each_fault_gives_exactly_its_verdict_whole_and_byte_by_byte(
-        fault: Fault, client: httpx2.AsyncClient) -> None:
+        fault: Fault, framing: str, client: httpx2.AsyncClient) -> None:
+    sse, head, media = FRAMINGS[framing]
     config = ChaosConfig(seed=11, pacing=FAST, options=OPTIONS, faults={fault: 1.0})
     request = gemini_request(tools=fault in NEEDS_TOOLS, thoughts=True)
     async with run_chaos(config) as server:
-        out = await fetch(client, stream_url(root(server.url)), request, api=API,
+        out = await fetch(client, stream_url(root(server.url), sse=sse), request, api=API,
                           read_timeout=STALL_READ_TIMEOUT)
         assert out.headers["x-sseguard-fault"] == str(fault)
         assert server.stats.injected(fault) == 1 and server.stats.apis == {"gemini": 1}
@@ -100,6 +108,19 @@ async def test_each_fault_gives_exactly_its_verdict_whole_and_byte_by_byte(
         assert verdict.api == API
         assert verdict.ending is ending, out.body[-600:]
         assert verdict.finding_kinds == findings, verdict.findings
+    if out.body and fault is not Fault.HTTP_ERROR:
+        assert out.body.startswith(head)
+        assert out.headers["content-type"].startswith(media)
+
+
+async def test_a_healthy_array_body_is_one_json_array_of_records(client: httpx2.AsyncClient) -> None:
+    async with run_chaos(ChaosConfig(seed=3, pacing=FAST)) as server:
+        out = await fetch(client, stream_url(root(server.url), sse=False), gemini_request(), api=API)
+    records = json.loads(out.body)
+    assert out.body.endswith(b"\r\n]") and out.verdict.ending is Ending.COMPLETE
+    assert [r["candidates"][0].get("finishReason") for r in records][-1] == "STOP"
+    assert all(r["candidates"][0].get("finishReason") is None for r in records[:-1])
+    assert {r["responseId"] for r in records} == {records[0]["responseId"]}
 
 
 @pytest.mark.parametrize("fault", SKIPPED)

@@ -4,9 +4,12 @@ The request is read the way Gemini's API reads it (``contents`` of ``user``/``mo
 parts, ``systemInstruction``, ``tools[].functionDeclarations``, ``toolConfig``, ``generationConfig``;
 a malformed one is a 400 ``INVALID_ARGUMENT`` in Google's error shape) into the ``ChatRequest`` every
 protocol's answer is generated from; the model is in the path and the path chooses streaming, both of
-which the server applies from the route. The answer is rendered as ``GenerateContentResponse`` records,
-``?alt=sse`` style (``data: …\\r\\n\\r\\n``, no sentinel): thought parts, text parts, each function
-call whole in one record, then the record with ``finishReason`` and the usage.
+which the server applies from the route. The answer is rendered as ``GenerateContentResponse`` records
+(thought parts, text parts, each function call whole in one record, then the record with
+``finishReason`` and the usage) in the framing the query string asked for (``ChatRequest.framing``):
+``?alt=sse`` gets ``data: …\\r\\n\\r\\n`` frames and no sentinel; without it the records are the
+elements of one JSON array, ``[{…},\\r\\n{…}\\r\\n]``, streamed element by element, closed by ``]``
+whenever the body ends cleanly (a truncated array is closed too: only its finishReason is missing).
 """
 
 from __future__ import annotations
@@ -18,12 +21,21 @@ import msgspec
 
 from sseguard.chaos.config import ChaosConfig
 from sseguard.chaos.faults import Decision, Fault
-from sseguard.chaos.frames import Plan, ResponseIds, position, schedule, tokens_from_tags
+from sseguard.chaos.frames import (
+    End,
+    Plan,
+    ResponseIds,
+    Write,
+    position,
+    schedule,
+    tokens_from_tags,
+)
 from sseguard.chaos.generate import Answer
 from sseguard.chaos.request import BadRequest, ChatRequest, Tool, decode_object, int_field, text_of
 from sseguard.chaos.writer import Writer
 from sseguard.contract.gemini import GEMINI
 from sseguard.contract.gemini_request import function_declarations, json_schema
+from sseguard.contract.protocol import Framing
 
 _enc = msgspec.json.encode
 #: What a Gemini stream cannot carry: function calls arrive whole with their arguments as an object
@@ -168,6 +180,27 @@ def frame(record: dict[str, Any] | bytes) -> bytes:
     return b"data: " + data + b"\r\n\r\n"
 
 
+#: What closes the JSON-array framing once the body ends cleanly.
+ARRAY_CLOSE = b"\r\n]"
+
+
+def _framed(framing: Framing, records: list[dict[str, Any] | bytes], first: int) -> list[bytes]:
+    """``records`` in ``framing``; ``first`` is how many records of the body come before them (an
+    array's first element opens it with ``[``, every later one follows a ``,``)."""
+    if framing is Framing.SSE:
+        return [frame(r) for r in records]
+    return [(b"[" if first + i == 0 else b",\r\n") + (r if isinstance(r, bytes) else _enc(r))
+            for i, r in enumerate(records)]
+
+
+def _close_array(plan: Plan, fault: Fault | None) -> Plan:
+    """Close the array of a body that ends cleanly; a cut, reset, hang or empty body stays open."""
+    if plan.end is End.EOF and plan.writes and fault is not Fault.CUT_MID_FRAME:
+        last = plan.writes[-1]
+        plan.writes[-1] = Write(last.at, last.data + ARRAY_CLOSE, last.frames)
+    return plan
+
+
 def _parts_of(answer: Answer, signature: str) -> list[dict[str, Any]]:
     """The parts of an answer, one per streamed piece; a call whole, the first one signed."""
     parts: list[dict[str, Any]] = [{"text": piece, "thought": True} for piece in answer.reasoning]
@@ -211,24 +244,31 @@ def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: 
         pos = position(decision.at, 0, len(records) - 1)
         if fault is Fault.BAD_CHUNK_JSON:
             whole = _enc(records[pos])
-            records.insert(pos + 1, whole[: len(whole) // 2])
+            # SSE: half a record. An array element must stay balanced (or the array is lost), so
+            # there the record loses its first colon instead: still bracketed, no longer JSON.
+            records.insert(pos + 1, whole[: len(whole) // 2] if req.framing is Framing.SSE
+                           else whole.replace(b":", b"", 1))
         else:
             records.insert(pos + 1, enc.record(0, [{"text": 42}]))
     last_id = ids.response_id + "b" if fault is Fault.ID_CHANGED else None
     usage = usage_of(req, answers) if fault is not Fault.MISSING_USAGE else None
-    trailer = [frame(enc.record(index, [{"text": ""}], _FINISH[answer.finish_reason], usage,
-                                last_id)) for index, answer in enumerate(answers)]
+    ends: list[dict[str, Any] | bytes] = [
+        enc.record(index, [{"text": ""}], _FINISH[answer.finish_reason], usage, last_id)
+        for index, answer in enumerate(answers)]
     if fault is Fault.EVENT_ORDER:
-        trailer.append(frame(enc.record(0, [{"text": " and one more thing."}], None, usage,
-                                        last_id)))
-    frames = [frame(r) for r in records]
+        ends.append(enc.record(0, [{"text": " and one more thing."}], None, usage, last_id))
+    framing = req.framing
+    frames = _framed(framing, records, 0)
+    trailer = _framed(framing, ends, len(frames))
     toks = tokens_from_tags(frames, [""] * len(frames), 0)
 
-    def error_frames(_k: int) -> list[bytes]:
+    def error_frames(k: int) -> list[bytes]:
         # What Gemini sends when the backend fails after the 200: an error record, then the end.
-        return [frame(GEMINI.status_error(500, "An internal error has occurred. Please retry."))]
+        error = GEMINI.status_error(500, "An internal error has occurred. Please retry.")
+        return _framed(framing, [error], k)
 
-    return schedule(config, decision, toks, trailer, error_frames)
+    plan = schedule(config, decision, toks, trailer, error_frames)
+    return plan if framing is Framing.SSE else _close_array(plan, fault)
 
 
 def response_body(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: ResponseIds,

@@ -14,6 +14,8 @@ from typing import Any
 
 import msgspec
 
+from sseguard.contract.protocol import Framing
+
 #: reasoning_effort values the server knows, with how many reasoning chunks each asks for, relative to
 #: ``Pacing.reasoning_tokens``. ``none`` (and no value) means no reasoning at all.
 REASONING_SCALE = {"none": 0.0, "minimal": 0.25, "low": 0.5, "medium": 1.0, "high": 2.0,
@@ -57,6 +59,9 @@ class ChatRequest:
     last_text: str  # the text of the last message (for tool-name mentions)
     prompt_words: int
     fingerprint: bytes  # stable digest of model + messages: same request, same text
+    #: How a streamed answer is framed: what the request's URL asked for (``Protocol.framing_for``),
+    #: set by the server from the query string, as the model and streaming are from the route.
+    framing: Framing = Framing.SSE
 
     @property
     def tools_offered(self) -> bool:

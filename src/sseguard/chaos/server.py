@@ -51,7 +51,7 @@ from sseguard.chaos.generate import make_answer
 from sseguard.chaos.registry import writers
 from sseguard.chaos.request import BadRequest, ChatRequest
 from sseguard.chaos.writer import Writer
-from sseguard.contract import Protocol, Route, protocol
+from sseguard.contract import Framing, Protocol, Route, protocol
 from sseguard.verdict import Api
 
 SERVER_HEADER = f"sseguard-chaos/{__version__}"
@@ -60,6 +60,7 @@ ROUTE_HEADER = "x-sseguard-route"
 INFLIGHT_HEADER = "x-sseguard-inflight"
 INJECT_HEADER = "x-sseguard-inject"
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
+_JSON_TYPE = "application/json; charset=UTF-8"
 _SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
                 "X-Accel-Buffering": "no"}
 _HTTP_ERROR_MESSAGES = {
@@ -188,7 +189,8 @@ async def _serve(request: web.Request, writer: Writer, proto: Protocol, route: R
     forced_raw = request.headers.get(INJECT_HEADER)
     try:
         forced = _forced_fault(forced_raw)
-        req = _from_route(writer.parse(body), route, request.match_info)
+        req = _from_route(writer.parse(body), route, request.match_info,
+                          proto.framing_for(request.query))
     except BadRequest as exc:
         stats.bad_requests += 1
         stats.statuses[400] += 1
@@ -224,7 +226,9 @@ async def _serve(request: web.Request, writer: Writer, proto: Protocol, route: R
     if req.stream:
         stats.streams += 1
         plan = writer.stream_plan(config, req, decision, ids, answers)
-        response = web.StreamResponse(status=200, headers={**headers, **_SSE_HEADERS})
+        framed = {**_SSE_HEADERS, "Content-Type": _JSON_TYPE} \
+            if req.framing is not Framing.SSE else _SSE_HEADERS
+        response = web.StreamResponse(status=200, headers={**headers, **framed})
         await response.prepare(request)
         return await _play(request, response, plan, state)
     payload = writer.body(config, req, decision, ids, answers)
@@ -236,8 +240,12 @@ async def _serve(request: web.Request, writer: Writer, proto: Protocol, route: R
     return await _play(request, response, plan, state)
 
 
-def _from_route(req: ChatRequest, route: Route, params: Mapping[str, str]) -> ChatRequest:
-    """What the path says wins over the body: streaming chosen by the route, the model in the path."""
+def _from_route(req: ChatRequest, route: Route, params: Mapping[str, str], framing: Framing
+                ) -> ChatRequest:
+    """What the URL says wins over the body: streaming chosen by the route, the model in the path,
+    the framing asked by the query string (``?alt=sse``)."""
+    if framing is not req.framing:
+        req = replace(req, framing=framing)
     if route.streams is not None and route.streams != req.stream:
         req = replace(req, stream=route.streams)
     model = params.get("model")

@@ -494,4 +494,5 @@ GEMINI = Protocol(
     stream_field=None,
     model_field=None,
     framings=(Framing.SSE, Framing.JSON_ARRAY),
+    sse_query=("alt", "sse"),
 )

@@ -161,6 +161,19 @@ class Protocol:
     #: The body field naming the model; None when the model is in the path.
     model_field: str | None = "model"
     framings: tuple[Framing, ...] = (Framing.SSE,)
+    #: The query parameter (name, value) that asks for the SSE framing where a protocol has two
+    #: (Gemini's ``alt=sse``); without it such a request gets its other framing. None: one framing.
+    sse_query: tuple[str, str] | None = None
+
+    def framing_for(self, query: Mapping[str, str]) -> Framing:
+        """The framing a request with this query string is answered in (``framings[0]`` when the
+        protocol has one; the SSE framing if ``sse_query`` asks for it, else the other one)."""
+        if self.sse_query is None or len(self.framings) == 1:
+            return self.framings[0]
+        name, value = self.sse_query
+        if query.get(name) == value:
+            return Framing.SSE
+        return next(f for f in self.framings if f is not Framing.SSE)
 
     @property
     def path(self) -> str:
