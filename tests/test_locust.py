@@ -376,7 +376,8 @@ prefix = "gw-"
 
 @pytest.fixture(scope="module")
 def protocol_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    """Master + 2 workers, users spread over a responses arm and a messages arm, keyed Anthropic-style."""
+    """Master + 2 workers, users spread over a responses, a messages and a gemini arm, each keyed in
+    its own protocol's header."""
     work = tmp_path_factory.mktemp("locust-apis")
     with chaos_server(PROTOCOL_CHAOS, work) as url:
         config = work / "probe.toml"
@@ -384,9 +385,12 @@ def protocol_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
                           f'[[arm]]\nname = "oai"\nbase_url = "{url}"\napi = "responses"\n'
                           f'key_env = "{KEY_ENV}"\n'
                           f'[[arm]]\nname = "claude"\nbase_url = "{url}"\napi = "messages"\n'
+                          f'key_env = "{KEY_ENV}"\n'
+                          f'[[arm]]\nname = "gem"\nbase_url = "{url}"\napi = "gemini"\n'
                           f'key_env = "{KEY_ENV}"\n', "utf-8")
         return run_distributed(["locust", "--config", str(config)], work,
-                               master_args=["--json-file", "run/stats", "--csv", "run/locust"],
+                               master_args=["--json-file", "run/stats", "--csv", "run/locust",
+                                            "-u", "6", "-r", "6"],  # two users per arm
                                worker_env={KEY_ENV: SECRET})
 
 
@@ -398,23 +402,28 @@ def test_workers_record_each_protocols_endings_as_the_server_injected_them(proto
     files = sorted((work / "run").glob("results-*.jsonl"))
     assert len(files) == 2
     records = load_records([str(work / "run")])
-    assert {r.arm: r.api for r in records} == {"oai": "responses", "claude": "messages"}
+    assert {r.arm: r.api for r in records} == {"oai": "responses", "claude": "messages",
+                                               "gem": "gemini"}
     assert {r.worker for r in records if r.arm == "oai"} == {r.worker for r in records} and \
         len({r.worker for r in records}) == 2
     wrong = [(r.arm, r.injected, r.ending) for r in records
              if r.ending != PROTOCOL_ENDINGS[str(r.injected)]]
     assert wrong == []
-    for arm in ("oai", "claude"):
+    for arm in ("oai", "claude", "gem"):
         mine = [r for r in records if r.arm == arm]
         assert len(mine) >= 20
         assert Counter(r.ending for r in mine) == Counter(PROTOCOL_ENDINGS[str(r.injected)]
                                                           for r in mine)
     # Only the messages path has the api-pattern fault; the routed truncation hits both.
     assert {r.ending for r in records if r.arm == "claude"} >= {"no_finish", "truncated", "complete"}
-    assert "no_finish" not in {r.ending for r in records if r.arm == "oai"}
-    assert "truncated" in {r.ending for r in records if r.arm == "oai"}
+    for arm in ("oai", "gem"):
+        assert "no_finish" not in {r.ending for r in records if r.arm == arm}
+        assert "truncated" in {r.ending for r in records if r.arm == arm}
+    # The Gemini arm asked for the SSE framing at the path with the model in it.
+    assert {r.path for r in records if r.arm == "gem"} == {
+        "/v1/models/sseguard-probe:streamGenerateContent"}
     # The tools workload held multi-turn conversations: tool results made some prompts longer.
-    for arm in ("oai", "claude"):
+    for arm in ("oai", "claude", "gem"):
         assert len({r.prompt_bytes for r in records if r.arm == arm}) >= 2
 
 
@@ -423,8 +432,8 @@ def test_locust_names_failures_by_ending_per_arm_and_no_key_reaches_disk(protoco
     records = load_records([str(work / "run")])
     final = json.loads((work / "run" / "stats.json").read_text())
     by_name = {e["name"]: e for e in final}
-    assert set(by_name) == {"oai:tools", "claude:tools"}
-    for arm in ("oai", "claude"):
+    assert set(by_name) == {"oai:tools", "claude:tools", "gem:tools"}
+    for arm in ("oai", "claude", "gem"):
         mine = [r for r in records if r.arm == arm]
         entry = by_name[f"{arm}:tools"]
         assert entry["num_requests"] == len(mine)

@@ -219,31 +219,40 @@ CANNOT_CARRY = {
     "chat": {"sequence_gap", "event_order", "block_unterminated"},
     "responses": {"no_done"},
     "messages": {"sequence_gap"},
+    "gemini": {"no_done", "no_finish", "sequence_gap", "block_unterminated"},
 }
+#: The stream path each protocol's arm records (the probe's default model in Gemini's path).
+PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages",
+         "gemini": "/v1/models/sseguard-probe:streamGenerateContent"}
+GEMINI_KEY = "AIzaSy-gemini2-probe-key-never-on-disk-0042"
 PROTOCOL_MIX = {Fault(name): 0.05 for name in INJECTED_TO_RECORDED if name not in ("none", "stalled")}
 PROTOCOL_MIX[Fault.STALLED] = 0.03
 APIS = ("chat", "responses", "messages")
 
 
-def three_arms(url: str, out: Path, **options: object) -> ProbeConfig:
-    """One arm per protocol (named for it) on the same upstream, from a probe.toml."""
+def three_arms(url: str, out: Path, apis: tuple[str, ...] = APIS, **options: object) -> ProbeConfig:
+    """One arm per protocol (named for it) on the same upstream, from a probe.toml (the Gemini arm
+    with its key from ``GEMINI_KEY_ENV``)."""
     toml = out.parent / f"{out.name}.toml"
     toml.write_text("".join(f'[[arm]]\nname = "{api}"\nbase_url = "{url}"\napi = "{api}"\n'
-                            for api in APIS))
+                            + ('key_env = "GEMINI_KEY_ENV"\n' if api == "gemini" else "")
+                            for api in apis))
     opts = {"out": str(out), "stall_timeout": 2.0, "timeout": 20.0, "ramp": 0.0, **options}
-    return build_config(opts, config_path=str(toml))
+    return build_config(opts, config_path=str(toml), environ={"GEMINI_KEY_ENV": GEMINI_KEY})
 
 
 async def test_arms_of_each_protocol_record_exactly_what_the_server_injected(tmp_path: Path) -> None:
     # A stall hangs until the probe gives up after its (1 s) stall timeout: no race of two timers.
     chaos = ChaosConfig(seed=9, pacing=FAST, faults=PROTOCOL_MIX,
                         options=FaultOptions(stall_ms=1000, stall_then="hang"))
+    four = (*APIS, "gemini")
     async with run_chaos(chaos) as srv:
-        cfg = three_arms(srv.url, tmp_path / "out", count=160, concurrency="8", stall_timeout=1.0)
-        result = await execute(cfg, live=False)
+        cfg = three_arms(srv.url, tmp_path / "out", four, count=160, concurrency="8",
+                         stall_timeout=1.0)
+        result = await execute(cfg, live=False, environ={"GEMINI_KEY_ENV": GEMINI_KEY})
         injected_by_server = Counter(srv.stats.faults)
         per_api_requests = Counter(srv.stats.apis)
-    assert per_api_requests == {"chat": 160, "responses": 160, "messages": 160}
+    assert per_api_requests == {"chat": 160, "responses": 160, "messages": 160, "gemini": 160}
     records = result.records
     wrong = []
     for r in records:
@@ -253,10 +262,10 @@ async def test_arms_of_each_protocol_record_exactly_what_the_server_injected(tmp
                          f"{r.finding_kinds}")
     assert wrong == []
     assert Counter(r.injected for r in records) == injected_by_server
-    for api in APIS:
+    for api in four:
         mine = [r for r in records if r.arm == api]
         assert len(mine) == 160 and {r.api for r in mine} == {api}
-        assert {r.path for r in mine} == {f"/v1/{'chat/completions' if api == 'chat' else api}"}
+        assert {r.path for r in mine} == {PATHS[api]}
         # Counts per ending of the arm equal the counts the server's headers imply.
         assert Counter(r.ending for r in mine) == Counter(
             INJECTED_TO_RECORDED[str(r.injected)][0] for r in mine)
@@ -266,6 +275,8 @@ async def test_arms_of_each_protocol_record_exactly_what_the_server_injected(tmp
     assert len(evidence) == sum(r.ending != "complete" for r in records)
     doc = json.loads(next((tmp_path / "out" / "evidence").glob("messages-*.json")).read_text())
     assert doc["request"]["api"] == "messages" and doc["request"]["path"] == "/v1/messages"
+    files = [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
+    assert not [p for p in files if GEMINI_KEY.encode() in p.read_bytes()]
 
 
 async def test_analyze_names_the_api_when_one_protocols_path_is_the_one_that_fails(
@@ -287,7 +298,7 @@ async def test_analyze_names_the_api_when_one_protocols_path_is_the_one_that_fai
     assert set(top.also) == {"id_prefix", "arm"}
 
 
-@pytest.mark.parametrize("api", ["responses", "messages"])
+@pytest.mark.parametrize("api", ["responses", "messages", "gemini"])
 async def test_tools_and_reuse_hold_real_multi_turn_conversations_in_each_protocol(
         tmp_path: Path, api: str) -> None:
     async with run_chaos(ChaosConfig(pacing=FAST)) as srv:
@@ -305,7 +316,7 @@ async def test_tools_and_reuse_hold_real_multi_turn_conversations_in_each_protoc
     assert all(r.ending == "complete" for r in reuse.records)
 
 
-@pytest.mark.parametrize("api", ["responses", "messages"])
+@pytest.mark.parametrize("api", ["responses", "messages", "gemini"])
 async def test_big_prompts_are_unique_and_of_the_asked_size_in_each_protocol(tmp_path: Path,
                                                                              api: str) -> None:
     async with run_chaos(ChaosConfig(pacing=FAST)) as srv:
@@ -314,6 +325,53 @@ async def test_big_prompts_are_unique_and_of_the_asked_size_in_each_protocol(tmp
     assert all(200_000 < r.prompt_bytes < 201_000 for r in result.records)
     assert all(r.ending == "complete" and r.api == api for r in result.records)
     assert len({r.response_id for r in result.records}) == 3
+
+
+async def test_a_gemini_arm_renders_its_workload_and_sends_its_key_in_a_header(tmp_path: Path) -> None:
+    seen: list[tuple[str, str | None, str, dict[str, object]]] = []
+
+    async def gemini(request: web.Request) -> web.StreamResponse:
+        """A Gemini path: the first turn gets a whole function call; later ones echo the key in a
+        header, a cookie and the text, then end without a finishReason (truncated)."""
+        body = await request.json()
+        seen.append((request.match_info["model"], request.headers.get("x-goog-api-key"),
+                     request.query_string, body))
+        first = len(seen) == 1
+        resp = web.StreamResponse(headers={"content-type": "text/event-stream", "x-echo": GEMINI_KEY,
+                                           "set-cookie": f"session={GEMINI_KEY}"})
+        await resp.prepare(request)
+        part = {"functionCall": {"name": "get_weather", "args": {"city": "Oslo"}}} if first \
+            else {"text": f"your key is {GEMINI_KEY}"}
+        record: dict[str, object] = {
+            "candidates": [{"content": {"role": "model", "parts": [part]}, "index": 0,
+                            **({"finishReason": "STOP"} if first else {})}],
+            "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 1},
+            "modelVersion": "gem-1", "responseId": f"r{len(seen)}"}
+        await resp.write(f"data: {json.dumps(record)}\r\n\r\n".encode())
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1beta/models/{model}:streamGenerateContent", gemini)
+    async with serve_app(app) as url:
+        cfg = config(f"gem={url}beta", tmp_path, count=2, concurrency="1", api="gemini",
+                     model="gem-1", workload="tools", key_env="GEMINI_KEY_ENV",
+                     environ={"GEMINI_KEY_ENV": GEMINI_KEY})
+        result = await execute(cfg, live=False, environ={"GEMINI_KEY_ENV": GEMINI_KEY})
+    assert [(m, k, q) for m, k, q, _ in seen] == [("gem-1", GEMINI_KEY, "alt=sse")] * 2
+    first, second = (body for *_, body in seen)
+    assert "model" not in first and "stream" not in first
+    assert first["contents"][0]["role"] == "user"  # type: ignore[index]
+    names = [d["name"] for d in first["tools"][0]["functionDeclarations"]]  # type: ignore[index]
+    assert "get_weather" in names
+    call, answer = second["contents"][-2:]  # type: ignore[misc]
+    assert call["role"] == "model" and call["parts"][0]["functionCall"]["name"] == "get_weather"
+    assert answer["role"] == "user" and answer["parts"][0]["functionResponse"]["name"] == "get_weather"
+    assert [(r.api, r.ending) for r in sorted(result.records, key=lambda r: r.index)] == [
+        ("gemini", "complete"), ("gemini", "truncated")]
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(files) >= 3
+    for path in files:
+        assert GEMINI_KEY not in path.read_text("utf-8", errors="replace"), path
 
 
 async def test_a_messages_arm_sends_its_key_anthropic_style_and_no_file_keeps_it(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from sseguard._config import nonneg_float as _nonneg_float
 from sseguard._config import opt_int as _int
@@ -26,7 +26,13 @@ from sseguard._config import positive_int as _positive_int
 from sseguard.contract import api_names, protocol
 from sseguard.errors import ConfigError, UsageError
 from sseguard.policy import Policy
-from sseguard.probe.formats import Settings, check_body, format_for, load_body_file
+from sseguard.probe.formats import (
+    DEFAULT_MODEL,
+    Settings,
+    check_body,
+    format_for,
+    load_body_file,
+)
 from sseguard.redact import SECRET_NAMES
 from sseguard.verdict import Api
 
@@ -75,10 +81,20 @@ class Arm:
     @property
     def url(self) -> str:
         """The stream URL: the base URL plus the protocol's stream path (``Protocol.routes``, the
-        model filled in where the path holds it) unless it already ends so."""
-        base = self.base_url.rstrip("/")
-        path = protocol(self.protocol).routes[0].fill(model=self.model or "")
-        return base if base.endswith(path) else f"{base}{path}"
+        model filled in where the path holds it) unless it already ends so; a query the base URL
+        carries stays the query, and a protocol with two framings asks for its SSE one
+        (``Protocol.sse_query``: Gemini's ``alt=sse``, as its SDKs do)."""
+        proto = protocol(self.protocol)
+        parts = urlsplit(self.base_url)
+        base = parts.path.rstrip("/")
+        path = proto.routes[0].fill(model=self.model or DEFAULT_MODEL)
+        query = [q for q in parts.query.split("&") if q]
+        if proto.sse_query is not None:
+            name, value = proto.sse_query
+            if not any(q.split("=", 1)[0] == name for q in query):
+                query.append(f"{name}={value}")
+        return urlunsplit(parts._replace(path=base if base.endswith(path) else f"{base}{path}",
+                                         query="&".join(query)))
 
     @property
     def key_header_name(self) -> str:

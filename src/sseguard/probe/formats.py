@@ -18,6 +18,9 @@ from sseguard.contract.request import Answer, Call, Format, Settings, Tool, Turn
 from sseguard.errors import ConfigError, UsageError
 from sseguard.verdict import Api
 
+#: The model a request names when neither the arm nor the run names one.
+DEFAULT_MODEL = "sseguard-probe"
+
 __all__ = ["Answer", "Call", "Format", "Settings", "Tool", "Turn", "check_body", "format_for",
            "load_body_file", "thinking_budget"]
 

@@ -27,6 +27,7 @@ import msgspec
 
 from sseguard.probe.config import Arm, WorkloadSpec
 from sseguard.probe.formats import (
+    DEFAULT_MODEL,
     Answer,
     Call,
     Format,
@@ -38,7 +39,6 @@ from sseguard.probe.formats import (
 )
 from sseguard.verdict import Api, Ending, Verdict
 
-DEFAULT_MODEL = "sseguard-probe"
 #: Endings after which the assistant's answer is whole (the dialect endings lose only a terminator).
 WHOLE_ANSWER = frozenset({Ending.COMPLETE, Ending.NO_DONE, Ending.NO_FINISH})
 
