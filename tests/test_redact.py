@@ -123,6 +123,16 @@ def test_query_keys_keep_the_url_around_them() -> None:
     assert redact_text(url) == f"https://api.example.com/v1?alt=sse&api_key={REDACTED}&page=2"
 
 
+def test_geminis_key_goes_from_the_query_and_from_its_header_whatever_its_shape() -> None:
+    path = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?key=plain-0042&alt=sse"
+    assert redact_text(path) == \
+        f"/v1beta/models/gemini-2.5-flash:streamGenerateContent?key={REDACTED}&alt=sse"
+    assert redact_text("GET /v1/models/m:generateContent?alt=sse&key=plain-0042 HTTP/1.1") == \
+        f"GET /v1/models/m:generateContent?alt=sse&key={REDACTED} HTTP/1.1"
+    assert redact_headers({"X-Goog-Api-Key": "plain-0042", "x-goog-api-client": "genai-py/3"}) == \
+        {"x-goog-api-key": REDACTED, "x-goog-api-client": "genai-py/3"}
+
+
 def test_environment_lines_keep_their_name() -> None:
     assert redact_text("OPENCODE_GO_API_KEY=oc_sk-9fK2mQ7xL4vB1nR8tY3wE6zA0cD5hJ") == \
         f"OPENCODE_GO_API_KEY={REDACTED}"

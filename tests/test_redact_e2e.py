@@ -5,10 +5,12 @@ PostgreSQL rows are searched for each. The corpus is ``_secrets.SECRET_SAMPLES``
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import httpx2
 import psycopg
+import pytest
 from aiohttp import web
 from typer.testing import CliRunner
 
@@ -114,3 +116,42 @@ def test_proxy_to_postgresql_then_analyze_reads_it_back_without_a_secret(pg_dsn:
     assert doc["total"] == 2 * N and doc["failed"] == 2 * N
     assert set(doc["endings"]) == {"truncated", "http_error"}
     assert not leaks(result.stdout.encode())
+
+
+GOOGLE_KEY = "AIzaSyQueryKey-gemini2-0123456789abcdef"
+
+
+async def test_a_key_in_the_query_string_reaches_no_record_evidence_or_log_line(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Gemini takes its key as ``?key=`` too: an arm whose base URL carries one sends it (the upstream
+    sees it), and no record, evidence file, run document or log line keeps it."""
+    seen: list[str] = []
+
+    async def gemini(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        seen.append(request.query.get("key", ""))
+        resp = web.StreamResponse(headers={"content-type": "text/event-stream",
+                                           "x-upstream-url": str(request.url)})
+        await resp.prepare(request)
+        record = {"candidates": [{"content": {"role": "model", "parts": [
+            {"text": f"you called {request.url}"}]}, "index": 0}],
+            "modelVersion": "g", "responseId": "r1"}
+        await resp.write(f"data: {json.dumps(record)}\r\n\r\n".encode())
+        return resp  # no finishReason, then a clean EOF: truncated, so evidence is written
+
+    application = web.Application()
+    application.router.add_post("/v1beta/models/{model}:streamGenerateContent", gemini)
+    caplog.set_level(logging.DEBUG)
+    async with serve_app(application) as url:
+        cfg = config(f"gem={url}beta?key={GOOGLE_KEY}", tmp_path, count=4, concurrency="2",
+                     api="gemini", model="g-1")
+        result = await execute(cfg, live=False)
+    assert seen == [GOOGLE_KEY] * 4  # it was really sent
+    assert {r.ending for r in result.records} == {"truncated"}
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len([p for p in files if "evidence" in p.parts]) == 4
+    for path in files:
+        assert GOOGLE_KEY.encode() not in path.read_bytes(), path
+    assert GOOGLE_KEY not in caplog.text
+    blob = b"".join(p.read_bytes() for p in files)
+    assert b"key=[REDACTED]" in blob  # the URL was kept, only the key went
