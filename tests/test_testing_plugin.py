@@ -342,3 +342,48 @@ async def test_anthropic_async_healthy(sseguard_chaos):
     result = _run(pytester)
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*test_anthropic_naive_loop_is_silent_on_truncated*"])
+
+
+def test_google_genai_with_the_strict_transports_raises_on_every_gemini_bad_ending(
+        pytester: pytest.Pytester) -> None:
+    """``BAD_ENDINGS["gemini"]`` end to end: the real google-genai SDK (sync and async), pointed at the
+    fixture with sseguard's strict transports, raises on each bad ending; a healthy stream is read."""
+    pytester.makepyfile(test_user_genai='''
+import pytest
+from google import genai
+from google.genai import errors, types
+from sseguard.client import AsyncStrictTransport, StreamEndedBadly, StrictTransport
+from sseguard.testing import BAD_ENDINGS
+
+def client(chaos):
+    return genai.Client(api_key="t", http_options=types.HttpOptions(
+        base_url=chaos.root_url, retry_options=types.HttpRetryOptions(attempts=1),
+        client_args={"transport": StrictTransport()},
+        async_client_args={"transport": AsyncStrictTransport()}))
+
+def read(sdk):
+    return "".join(c.text or "" for c in sdk.models.generate_content_stream(model="m", contents="hi"))
+
+def test_healthy(sseguard_chaos):
+    assert read(client(sseguard_chaos))
+    assert sseguard_chaos.requests[-1].api == "gemini"
+
+@pytest.mark.parametrize("fault", BAD_ENDINGS["gemini"])
+def test_bad(sseguard_chaos, fault):
+    sseguard_chaos.inject(fault, api="gemini")
+    with pytest.raises((StreamEndedBadly, errors.APIError)):
+        read(client(sseguard_chaos))
+    assert [r.fault for r in sseguard_chaos.requests] == [fault]
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("fault", ["truncated", "error_event"])
+async def test_bad_async(sseguard_chaos, fault):
+    sseguard_chaos.inject(fault, api="gemini")
+    stream = await client(sseguard_chaos).aio.models.generate_content_stream(model="m", contents="hi")
+    with pytest.raises(StreamEndedBadly):
+        async for _ in stream:
+            pass
+''')
+    result = _run(pytester)
+    # 1 healthy + the 6 bad endings written out per protocol above for gemini + 2 async.
+    result.assert_outcomes(passed=1 + 6 + 2)
