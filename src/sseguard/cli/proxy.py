@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT,
                       tolerate: str | None, on_bad_end: str, complete_done: bool, repair_markup: str,
                       stall_timeout: float, timeout: float, store: str, max_body: str,
-                      echo: Callable[..., None], workers: str = "1") -> int:
+                      echo: Callable[..., None], workers: str = "1", retry: int = 2,
+                      retry_max_wait: float = 10.0) -> int:
     """Serve with the given flags until interrupted (uvloop when installed); returns the exit status."""
     from sseguard._serve import serve_workers
     from sseguard.proxy.config import ProxyConfig
@@ -35,7 +36,8 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT
     config = ProxyConfig.from_options(
         upstream=upstream, listen=listen, policy=policy, tolerate=tolerate, on_bad_end=on_bad_end,
         complete_done=complete_done, repair_markup=repair_markup, stall_timeout=stall_timeout,
-        timeout=timeout, max_body=max_body, store=store, workers=workers)
+        timeout=timeout, max_body=max_body, store=store, workers=workers, retry=retry,
+        retry_max_wait=retry_max_wait)
     if config.store is not None:
         from sseguard.store import open_store
 
@@ -48,8 +50,8 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT
         evidence = config.store or "nowhere (--store none)"
         processes = f"{config.workers} workers; " if config.workers > 1 else ""
         echo(f"{processes}policy {config.effective_policy.name}; on bad end: {config.on_bad_end}; "
-             f"repair: {config.repair_markup}; records → {evidence}; run {config.run_id}; "
-             "Ctrl-C to stop", err=True)
+             f"repair: {config.repair_markup}; retry: {config.retry}; records → {evidence}; "
+             f"run {config.run_id}; Ctrl-C to stop", err=True)
 
     try:
         return serve_workers(config.workers, config.host, config.port,
@@ -95,6 +97,13 @@ def proxy(
                                       "other bodies stream through."),
     workers: str = typer.Option("1", "--workers", metavar="N|auto",
                                 help="Processes serving the port (auto = one per core)."),
+    retry: int = typer.Option(2, "--retry", metavar="N",
+                              help="Ask the upstream again, up to N times, when it fails before the "
+                                   "client got a byte (connect error, reset, 429/5xx, empty 200, "
+                                   "stall or error before the first event); 0 = never."),
+    retry_max_wait: float = typer.Option(10.0, "--retry-max-wait", metavar="SECONDS",
+                                         help="Longest wait before a retry; a Retry-After beyond it "
+                                              "goes to the client at once."),
 ) -> None:
     """Guard an OpenAI- or Anthropic-compatible endpoint: no stream ends as a silent, clean end.
 
@@ -111,7 +120,7 @@ def proxy(
             upstream=upstream, listen=listen, policy=policy, tolerate=tolerate,
             on_bad_end=on_bad_end, complete_done=complete_done, repair_markup=repair_markup,
             stall_timeout=stall_timeout, timeout=timeout, store=store, max_body=max_body,
-            echo=typer.echo, workers=workers)
+            echo=typer.echo, workers=workers, retry=retry, retry_max_wait=retry_max_wait)
     except ConfigError as exc:
         fail(str(exc))
     if status:

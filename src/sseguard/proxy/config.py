@@ -115,6 +115,10 @@ class ProxyConfig:
     #: run are numbered worker, worker + workers, … so that the workers never reuse an index.
     workers: int = 1
     worker: int = 0
+    #: ``--retry``: upstream attempts after the first while no body byte has reached the client.
+    retry: int = 2
+    #: ``--retry-max-wait``: the longest wait before a retry; a ``Retry-After`` beyond it is not waited.
+    retry_max_wait: float = 10.0
 
     @classmethod
     def from_options(cls, *, upstream: str, listen: str = "127.0.0.1:8080", policy: str = GUARD_DEFAULT,
@@ -123,7 +127,8 @@ class ProxyConfig:
                      stall_timeout: float = 60.0, timeout: float = 600.0,
                      max_body: str | int = 32 * 1024 * 1024, store: str | None = "sseguard.db",
                      secrets: tuple[str, ...] = (), arm: str = "",
-                     workers: str | int = 1) -> ProxyConfig:
+                     workers: str | int = 1, retry: int = 2,
+                     retry_max_wait: float = 10.0) -> ProxyConfig:
         """Check every option as a person typed it; raise ``ConfigError`` naming the bad flag."""
         host, port = parse_listen(listen)
         try:
@@ -131,6 +136,8 @@ class ProxyConfig:
         except ValueError:
             raise ConfigError(f"--on-bad-end {on_bad_end!r}: use "
                               f"{', '.join(m.value for m in OnBadEnd)}") from None
+        if isinstance(retry, bool) or not isinstance(retry, int) or not 0 <= retry <= 20:
+            raise ConfigError(f"--retry {retry!r}: use a whole number from 0 to 20")
         store_url = None if store is None or store.strip().lower() in ("", "none", "off") else store
         return cls(
             upstream=parse_upstream(upstream), host=host, port=port,
@@ -139,7 +146,8 @@ class ProxyConfig:
             stall_timeout=_seconds(stall_timeout, "--stall-timeout"),
             timeout=_seconds(timeout, "--timeout"), max_body=parse_size(max_body),
             store=store_url, secrets=tuple(s for s in secrets if s), arm=arm,
-            workers=parse_workers(workers),
+            workers=parse_workers(workers), retry=retry,
+            retry_max_wait=_seconds(retry_max_wait, "--retry-max-wait"),
         )
 
     @property

@@ -99,11 +99,23 @@ class StreamRelay:
         self._sent = b""  # the last frames written, for the error frame's sequence number
         self._delivered = False  # the client's stream has been ended (cleanly or by a reset)
         self.concurrency = 1  # streams in flight when this one started, itself included
+        # Healing (``guarded.py``): the record index this stream's record takes (None: the next one),
+        # the client stream an upstream attempt was made for, and what healing this stream needed.
+        self.index: int | None = None
+        self.heal_of: int | None = None
+        self.healed: str | None = None  # retry | resume | none; None when healing is off
+        self.heal_attempts = 0
+        self.heal_tokens = 0
 
     # ── the relay ──────────────────────────────────────────────────────────────────────────────
-    async def relay(self, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
-        """Stream ``upstream`` (a 2xx) to the client; always closes ``upstream``."""
-        self.ttfb = time.perf_counter() - self.t0
+    async def relay(self, upstream: aiohttp.ClientResponse, first: bytes = b"") -> web.StreamResponse:
+        """Stream ``upstream`` (a 2xx) to the client; always closes ``upstream``.
+
+        ``first``: body bytes already read from ``upstream`` (to see its first event before the client
+        got anything); they are relayed before the rest.
+        """
+        if self.ttfb is None:
+            self.ttfb = time.perf_counter() - self.t0
         config = self.config
         headers = response_headers(upstream.headers, keep_framing=False)
         headers.update(STREAM_HEADERS)
@@ -115,7 +127,7 @@ class StreamRelay:
                 await resp.prepare(self.request)
             except ConnectionResetError:
                 raise _ClientGone from None
-            transport_error, stop, forwarded = await self._pump(upstream, watch)
+            transport_error, stop, forwarded = await self._pump(upstream, watch, first)
             if stop is not None and stop[0] != "error_event":
                 # A repair failure: the client's stream ends now; the upstream is still read to its
                 # end so that the record says how the upstream itself ended.
@@ -182,8 +194,8 @@ class StreamRelay:
         verdict = self._last_verdict or self._verdict(reason, False)
         self._done(self, verdict)
 
-    async def _pump(self, upstream: aiohttp.ClientResponse,
-                    watch: StallWatch) -> tuple[str | None, Failure | None, bool]:
+    async def _pump(self, upstream: aiohttp.ClientResponse, watch: StallWatch,
+                    first: bytes) -> tuple[str | None, Failure | None, bool]:
         """Forward frames until the upstream ends or must be cut off.
 
         Returns the transport error (if the upstream connection failed), the error that stopped the
@@ -203,11 +215,14 @@ class StreamRelay:
         last = clock()
         try:
             while True:
-                watch.start_read()
-                try:
-                    chunk = await content.read(READ_MAX)
-                finally:
-                    watch.reading = False
+                if first:
+                    chunk, first = first, b""
+                else:
+                    watch.start_read()
+                    try:
+                        chunk = await content.read(READ_MAX)
+                    finally:
+                        watch.reading = False
                 if not chunk:
                     return None, None, False
                 now = clock()
