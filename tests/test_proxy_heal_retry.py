@@ -169,7 +169,7 @@ async def test_a_failure_before_the_first_byte_is_retried_and_the_client_sees_on
 
 async def test_a_stall_before_the_first_event_is_retried() -> None:
     async with heal_proxy([Step(b"", end="hang"), Step()], stall_timeout=1.0) as (
-            up, px, waits, records):
+            up, px, _, records):
         got = await raw_post(f"{px.url}/chat/completions", chat())
         await _settled(records, 2)
     assert got.body == GOOD and len(up.paths) == 2
