@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -235,3 +236,50 @@ async def test_retry_zero_relays_the_first_failure() -> None:
     assert len(up.paths) == 1 and waits == [] and got.status == 200
     assert b'"code": "empty"' in got.body or b'"code":"empty"' in got.body
     assert [(r.ending, r.healed) for r in records.items] == [("empty", None)]
+
+
+async def test_an_unreachable_upstream_is_asked_n_plus_one_times_then_a_502() -> None:
+    with socket.socket() as sock:  # a port where nothing listens
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    records = Records()
+    async with run_proxy(proxy_config(f"http://127.0.0.1:{port}/v1", retry=2)) as px:
+        px.state.sleep, px.state.writer = sleep, records
+        for body in (chat(), chat(stream=False)):
+            got = await raw_post(f"{px.url}/chat/completions", body)
+            assert got.status == 502 and b"unreachable" in got.body
+        await _settled(records, 3)
+        text = px.state.metrics.render().decode()
+    assert len(waits) == 4  # two per request
+    assert 'sseguard_proxy_upstream_errors_total{kind="connect"} 6.0' in text
+    client = next(r for r in records.items if r.heal_of is None)
+    assert client.ending == "transport_error" and client.heal_attempts == 2
+
+
+async def test_an_overloaded_error_as_the_first_messages_event_is_retried() -> None:
+    overloaded = (b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error",'
+                  b'"message":"Overloaded"}}\n\n')
+    good = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":'
+            b'"message","role":"assistant","model":"m","content":[],"stop_reason":null,'
+            b'"usage":{"input_tokens":1,"output_tokens":0}}}\n\n'
+            b'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+            b'"content_block":{"type":"text","text":""}}\n\n'
+            b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+            b'"delta":{"type":"text_delta","text":"Hi"}}\n\n'
+            b'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n'
+            b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":'
+            b'"end_turn"},"usage":{"output_tokens":1}}\n\n'
+            b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+    request = {"model": "m", "max_tokens": 10, "stream": True,
+               "messages": [{"role": "user", "content": "hi"}]}
+    async with heal_proxy([Step(overloaded), Step(good)]) as (up, px, _, records):
+        got = await raw_post(f"{px.url}/messages", request,
+                             headers={"anthropic-version": "2023-06-01"})
+        await _settled(records, 2)
+    assert got.status == 200 and got.body == good and len(up.paths) == 2
+    assert sorted(r.ending for r in records.items) == ["complete", "error_event"]
