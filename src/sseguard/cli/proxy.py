@@ -27,7 +27,7 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT
                       tolerate: str | None, on_bad_end: str, complete_done: bool, repair_markup: str,
                       stall_timeout: float, timeout: float, store: str, max_body: str,
                       echo: Callable[..., None], workers: str = "1", retry: int = 2,
-                      retry_max_wait: float = 10.0) -> int:
+                      retry_max_wait: float = 10.0, resume: str = "off", resume_max: int = 2) -> int:
     """Serve with the given flags until interrupted (uvloop when installed); returns the exit status."""
     from sseguard._serve import serve_workers
     from sseguard.proxy.config import ProxyConfig
@@ -37,7 +37,7 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT
         upstream=upstream, listen=listen, policy=policy, tolerate=tolerate, on_bad_end=on_bad_end,
         complete_done=complete_done, repair_markup=repair_markup, stall_timeout=stall_timeout,
         timeout=timeout, max_body=max_body, store=store, workers=workers, retry=retry,
-        retry_max_wait=retry_max_wait)
+        retry_max_wait=retry_max_wait, resume=resume, resume_max=resume_max)
     if config.store is not None:
         from sseguard.store import open_store
 
@@ -50,7 +50,8 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT
         evidence = config.store or "nowhere (--store none)"
         processes = f"{config.workers} workers; " if config.workers > 1 else ""
         echo(f"{processes}policy {config.effective_policy.name}; on bad end: {config.on_bad_end}; "
-             f"repair: {config.repair_markup}; retry: {config.retry}; records → {evidence}; "
+             f"repair: {config.repair_markup}; retry: {config.retry}; "
+             f"resume: {config.resume or 'off'}; records → {evidence}; "
              f"run {config.run_id}; Ctrl-C to stop", err=True)
 
     try:
@@ -104,6 +105,12 @@ def proxy(
     retry_max_wait: float = typer.Option(10.0, "--retry-max-wait", metavar="SECONDS",
                                          help="Longest wait before a retry; a Retry-After beyond it "
                                               "goes to the client at once."),
+    resume: str = typer.Option("off", "--resume", metavar="vllm|off",
+                               help="Continue a chat stream that broke after content: ask the "
+                                    "upstream (vLLM/SGLang continue_final_message) for the rest and "
+                                    "splice it into the client's stream."),
+    resume_max: int = typer.Option(2, "--resume-max", metavar="K",
+                                   help="Continuations per stream at most."),
 ) -> None:
     """Guard an OpenAI- or Anthropic-compatible endpoint: no stream ends as a silent, clean end.
 
@@ -120,7 +127,8 @@ def proxy(
             upstream=upstream, listen=listen, policy=policy, tolerate=tolerate,
             on_bad_end=on_bad_end, complete_done=complete_done, repair_markup=repair_markup,
             stall_timeout=stall_timeout, timeout=timeout, store=store, max_body=max_body,
-            echo=typer.echo, workers=workers, retry=retry, retry_max_wait=retry_max_wait)
+            echo=typer.echo, workers=workers, retry=retry, retry_max_wait=retry_max_wait,
+            resume=resume, resume_max=resume_max)
     except ConfigError as exc:
         fail(str(exc))
     if status:

@@ -89,6 +89,20 @@ def _repair(value: str) -> str:
     return name
 
 
+def _resume(value: str | None, repair_markup: str) -> str | None:
+    name = (value or "off").strip()
+    if name in ("", "off", "none"):
+        return None
+    from sseguard.proxy.resume import DIALECTS
+
+    if name not in DIALECTS:
+        raise ConfigError(f"--resume {value!r}: use off or {', '.join(DIALECTS)}")
+    if repair_markup.strip() != "off":
+        raise ConfigError("--resume cannot be combined with --repair-markup: a repaired stream "
+                          "is not the text the upstream would continue")
+    return name
+
+
 @dataclass(frozen=True, slots=True)
 class ProxyConfig:
     """Everything one proxy instance needs; build it with :meth:`from_options` to get checked values."""
@@ -119,6 +133,9 @@ class ProxyConfig:
     retry: int = 2
     #: ``--retry-max-wait``: the longest wait before a retry; a ``Retry-After`` beyond it is not waited.
     retry_max_wait: float = 10.0
+    #: ``--resume``: the continuation dialect of the upstream (None: off), and continuations per stream.
+    resume: str | None = None
+    resume_max: int = 2
 
     @classmethod
     def from_options(cls, *, upstream: str, listen: str = "127.0.0.1:8080", policy: str = GUARD_DEFAULT,
@@ -128,7 +145,8 @@ class ProxyConfig:
                      max_body: str | int = 32 * 1024 * 1024, store: str | None = "sseguard.db",
                      secrets: tuple[str, ...] = (), arm: str = "",
                      workers: str | int = 1, retry: int = 2,
-                     retry_max_wait: float = 10.0) -> ProxyConfig:
+                     retry_max_wait: float = 10.0, resume: str | None = None,
+                     resume_max: int = 2) -> ProxyConfig:
         """Check every option as a person typed it; raise ``ConfigError`` naming the bad flag."""
         host, port = parse_listen(listen)
         try:
@@ -138,6 +156,9 @@ class ProxyConfig:
                               f"{', '.join(m.value for m in OnBadEnd)}") from None
         if isinstance(retry, bool) or not isinstance(retry, int) or not 0 <= retry <= 20:
             raise ConfigError(f"--retry {retry!r}: use a whole number from 0 to 20")
+        if isinstance(resume_max, bool) or not isinstance(resume_max, int) or not 0 <= resume_max <= 20:
+            raise ConfigError(f"--resume-max {resume_max!r}: use a whole number from 0 to 20")
+        dialect = _resume(resume, repair_markup)
         store_url = None if store is None or store.strip().lower() in ("", "none", "off") else store
         return cls(
             upstream=parse_upstream(upstream), host=host, port=port,
@@ -147,7 +168,8 @@ class ProxyConfig:
             timeout=_seconds(timeout, "--timeout"), max_body=parse_size(max_body),
             store=store_url, secrets=tuple(s for s in secrets if s), arm=arm,
             workers=parse_workers(workers), retry=retry,
-            retry_max_wait=_seconds(retry_max_wait, "--retry-max-wait"),
+            retry_max_wait=_seconds(retry_max_wait, "--retry-max-wait"), resume=dialect,
+            resume_max=resume_max,
         )
 
     @property

@@ -12,6 +12,7 @@ last attempt is relayed exactly as it would be without retries.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from typing import Any
 
@@ -28,9 +29,11 @@ from sseguard.proxy.forward import (
     speaks_anthropic,
     unreachable,
 )
+from sseguard.proxy.heal import ChatResumer
 from sseguard.proxy.relay import StreamRelay
 from sseguard.proxy.repair import checker_markup, frames_for
-from sseguard.proxy.retry import retry_after, retryable_status, wait_before_retry
+from sseguard.proxy.resume import ChatResume
+from sseguard.proxy.retry import completion_tokens, retry_after, retryable_status, wait_before_retry
 from sseguard.proxy.stall import Stalled, StallWatch
 from sseguard.proxy.state import ProxyState
 from sseguard.proxy.wire import WIRES
@@ -47,7 +50,7 @@ async def guard_stream(state: ProxyState, request: web.Request, body: bytes, obj
     stream by ``heal_of``.
     """
     redactor = state.request_redactor(request)
-    attempts = _Attempts(state, request, body, obj, api, redactor)
+    attempts = _Attempts(state, request, body, obj, api, redactor, target)
     state.active += 1
     state.metrics.active.inc()
     try:
@@ -69,8 +72,9 @@ class _Attempts:
     """The upstream attempts made for one client stream: their relays, and when to stop asking."""
 
     def __init__(self, state: ProxyState, request: web.Request, body: bytes, obj: dict[str, Any],
-                 api: Api, redactor: Redactor) -> None:
+                 api: Api, redactor: Redactor, target: URL) -> None:
         self.state = state
+        self.target = target
         self.request = request
         self.body = body
         self.obj = obj
@@ -100,9 +104,12 @@ class _Attempts:
         self.made += 1
         # The client's stream is the one record that counts its whole time, retries included.
         relay.index, relay.t0, relay.started_at = self.index, self.t0, self.started_at
-        if config.retry:
+        if config.retry or config.resume:
             relay.healed = "retry" if self.made > 1 else "none"
             relay.heal_attempts, relay.heal_tokens = self.made - 1, self.tokens
+        if config.resume and self.api == "chat":
+            relay.resume = ChatResumer(ChatResume(self.obj, config.resume_max),
+                                       functools.partial(_ask, self.state, self.request, self.target))
         return relay
 
     def failed(self, relay: StreamRelay, verdict: Verdict, upstream: _Failed) -> float | None:
@@ -234,11 +241,20 @@ def _as_is(failed: _Failed) -> web.Response:
     return web.Response(status=failed.status, reason=failed.reason, body=failed.body, headers=headers)
 
 
-def completion_tokens(verdict: Verdict) -> int:
-    """The completion tokens an attempt's usage reports (chat ``completion_tokens``, Responses and
-    Messages ``output_tokens``); 0 when it reported none."""
-    usage = verdict.message.get("usage")
-    if not isinstance(usage, dict):
-        return 0
-    value = usage.get("completion_tokens", usage.get("output_tokens"))
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+async def _ask(state: ProxyState, request: web.Request, target: URL,
+               body: bytes) -> aiohttp.ClientResponse | None:
+    """A continuation request (``--resume``), with the client's headers: its 2xx answer, or None."""
+    assert state.session is not None
+    try:
+        async with asyncio.timeout(state.config.timeout):
+            upstream = await state.session.post(
+                target, data=body, allow_redirects=False, auto_decompress=True,
+                headers=request_headers(request.headers, identity=True))
+    except (TimeoutError, aiohttp.ClientError):
+        state.metrics.upstream_errors.labels("resume").inc()
+        return None
+    if not 200 <= upstream.status < 300:
+        state.metrics.upstream_errors.labels(f"http_{upstream.status}").inc()
+        upstream.close()
+        return None
+    return upstream

@@ -17,6 +17,8 @@ import email.utils
 import random
 from collections.abc import Awaitable, Callable, Mapping
 
+from sseguard.verdict import Verdict
+
 #: How a retry waits; ``ProxyState.sleep`` (tests replace it, so no test waits a real second).
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -66,3 +68,13 @@ def wait_before_retry(attempt: int, asked: float | None, cap: float,
     if asked > cap:
         return None
     return asked
+
+
+def completion_tokens(verdict: Verdict) -> int:
+    """The completion tokens an attempt's usage reports (chat ``completion_tokens``, Responses and
+    Messages ``output_tokens``); 0 when it reported none."""
+    usage = verdict.message.get("usage")
+    if not isinstance(usage, dict):
+        return 0
+    value = usage.get("completion_tokens", usage.get("output_tokens"))
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
