@@ -134,3 +134,56 @@ def routed_within_messages(seed: int = 7, n: int = 600) -> list[Record]:
         return {"api": api, "arm": api, "rid": rid, "started": i * 0.1,
                 "ending": "cut_mid_frame" if bad else "complete"}
     return build(n, seed, one)
+
+
+def every_kind(seed: int = 8, n: int = 1200) -> list[Record]:
+    """Two runs over all three apis and two arms each, with every attribute kind the analyzer derives:
+    id prefixes (a `gw-` route, numeric ids, none on refused streams), a categorical header, a small
+    numeric header, a numeric header with many values (log buckets), a per-request header (left out),
+    the chaos ground-truth header (never a column), streams without headers, prompt sizes across
+    buckets, reuse indexes (None on some), concurrency levels, time windows, two workloads, findings
+    (several per stream), and failures placed by route, window and load."""
+    rng = random.Random(seed)
+    out: list[Record] = []
+    for i in range(n):
+        run = "run-a" if i < n // 2 else "run-b"
+        j = i if run == "run-a" else i - n // 2
+        api = APIS[i % 3]
+        arm = f"{api}-{'x' if (i // 3) % 2 else 'y'}"
+        level = (1, 8, 32)[(j * 3) // (n // 2)]
+        started = j * 0.5 + (1000.0 if run == "run-b" else 0.0)
+        gw = rng.random() < 0.25
+        refused = rng.random() < 0.03
+        rid: str | None = (None if refused else f"gw-{i}" if gw else
+                           str(7_000_000 + i) if api == "chat" else f"{api[:4]}_{i:06x}")
+        ending = "complete"
+        findings: tuple[str, ...] = ()
+        if refused:
+            ending = "http_error"
+        elif gw and rng.random() < 0.5:
+            ending = "truncated"
+        elif 100 <= j * 0.5 < 130 and rng.random() < 0.6:
+            ending = "error_event"
+        elif rng.random() < {1: 0.0, 8: 0.04, 32: 0.2}[level]:
+            ending = "cut_mid_frame"
+        elif api == "messages" and rng.random() < 0.3:
+            findings = ("finish_reason_mismatch",)
+        elif rng.random() < 0.05:
+            findings = ("markup_leak", "missing_usage")
+        headers: dict[str, str] = {} if refused else {
+            "server": rng.choice(["edge-1", "edge-2", "edge-3"]),
+            "x-queue": str(rng.randrange(0, 6)),
+            "x-inflight": str(rng.randrange(1, 200)),
+            "x-request-id": f"req-{i}",
+            "x-sseguard-fault": ending,
+        }
+        if not refused and rng.random() < 0.2:
+            del headers["server"]
+        out.append(rec(
+            i, ending=ending, rid=rid, started=started, findings=findings, run_id=run, api=api,
+            arm=arm, workload=rng.choice(["small", "tools"]), concurrency=level, headers=headers,
+            prompt_bytes=rng.choice([0, 300, 2000, 9000, 70_000, 300_000]),
+            reuse_index=None if rng.random() < 0.1 else rng.randrange(0, 40),
+            status=503 if refused else 200,
+        ))
+    return out

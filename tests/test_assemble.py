@@ -8,7 +8,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sseguard.assemble import ChatChunk, MessageAssembler
+from sseguard.contract.chat_assembler import ChatChunk, MessageAssembler
 
 
 def test_content_reasoning_and_metadata_fold() -> None:

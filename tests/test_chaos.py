@@ -26,11 +26,11 @@ from sseguard.chaos import (
     Pacing,
     run_chaos,
 )
+from sseguard.chaos.chat import parse_request, stream_plan
 from sseguard.chaos.decide import decide
 from sseguard.chaos.faults import NEEDS_TOOL_CALL
-from sseguard.chaos.frames import ResponseIds, stream_plan
+from sseguard.chaos.frames import ResponseIds
 from sseguard.chaos.generate import Call, make_answer, render_markup
-from sseguard.chaos.request import parse_request
 from sseguard.contract import StreamChecker
 from sseguard.verdict import Ending, FindingKind
 

@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 from _proxy_bodies import MESSAGE as MESSAGE_OBJ
 from _proxy_bodies import MESSAGE_STOP, Responses, event
 from _proxy_support import KEY, MESSAGES, WEATHER_TOOL, chaos_proxy, chat, raw_post, same_second
-from sseguard.assemble import MessageAssembler
 from sseguard.chaos import ChaosConfig, Pacing, run_chaos
 from sseguard.chaos.generate import Call, render_markup
 from sseguard.contract import checker_for
+from sseguard.contract.chat_assembler import MessageAssembler
 from sseguard.proxy.repair import (
     MessagesRepairFrames,
     RepairFrames,

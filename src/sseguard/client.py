@@ -3,9 +3,9 @@
 The official SDKs end their stream loop quietly when the body simply stops, when it stops inside a
 frame, on an ``event: error`` event, and when tool-call arguments are cut off; the caller then acts on
 half an answer. These transports sit under the SDK's client and check every ``text/event-stream``
-response of the three streaming endpoints as the caller reads it, each with its protocol's checker,
-told from the request path (``…/chat/completions``, ``…/responses``, ``…/messages``); every other
-request passes untouched. When the stream ends badly under the ``Policy`` they raise
+response of every registered protocol's streaming endpoints as the caller reads it, each with its
+protocol's checker, told from the request path (``api_for_path``, by the protocols' routes); every
+other request passes untouched. When the stream ends badly under the ``Policy`` they raise
 ``StreamEndedBadly`` (carrying the ``Verdict``), a subclass of ``httpx2.TransportError``. The policy is
 ``agents`` unless given: a finished answer (every choice has its ``finish_reason``; messages: a
 ``stop_reason``) that only lacks its sentinel (``no_done``) does not raise, as the SDKs themselves take
@@ -45,7 +45,7 @@ import anyio
 import httpx2
 import msgspec
 
-from sseguard.contract import Checker, api_for_path, checker_for
+from sseguard.contract import Checker, Protocol, checker_for, protocol_for_path
 from sseguard.errors import ConfigError, SSEGuardError
 from sseguard.policy import AGENTS, STRICT, Policy
 from sseguard.redact import redact_text
@@ -195,9 +195,11 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _is_event_stream(headers: Any) -> bool:
+def _is_stream(headers: Any, proto: Protocol, path: str) -> bool:
+    """Whether the response is framed as one of the protocol's streams (``Protocol.framings``)."""
     media = str(headers.get("content-type", "")).split(";", 1)[0].strip().lower()
-    return media == "text/event-stream"
+    route = proto.route_for(path)
+    return any(media == f.media_type and f.is_stream(route) for f in proto.framings)
 
 
 def _request_json(request: Any, not_read: tuple[type[BaseException], ...]) -> dict[str, Any] | None:
@@ -268,18 +270,18 @@ class _Options:
         """A guard for this response, or None when it is not a stream to check."""
         if not 200 <= response.status_code < 300 or request.method != "POST":
             return None
-        api = api_for_path(request.url.path)
-        if api is None:
+        proto = protocol_for_path(request.url.path)
+        if proto is None:
             return None
-        if not _is_event_stream(response.headers):
+        if not _is_stream(response.headers, proto, request.url.path):
             return None
         readable, inflater = _inflater_for(response.headers)
         if not readable:
             # Only a server that ignores Accept-Encoding gets here; reading garbage would be worse.
             return None
         body = _request_json(request, not_read) if self.request_aware else None
-        return _Guard(checker=checker_for(api, body), policy=self.policy, stall_timeout=self.stall_timeout,
-                      inflater=inflater,
+        return _Guard(checker=checker_for(proto.api, body), policy=self.policy,
+                      stall_timeout=self.stall_timeout, inflater=inflater,
                       error_cls=error_cls, timeout_types=timeout_types, request=request)
 
 

@@ -13,9 +13,10 @@ from typing import Any
 
 import msgspec
 
+from sseguard.contract import protocol
 from sseguard.policy import Policy
 from sseguard.redact import DEFAULT, Redactor
-from sseguard.verdict import Verdict
+from sseguard.verdict import Api, Verdict
 
 SCHEMA_VERSION = 1
 TAIL_BYTES = 2048
@@ -53,7 +54,7 @@ class Record(msgspec.Struct, kw_only=True, omit_defaults=False):
 
     schema: int = SCHEMA_VERSION
     source: str = "probe"  # probe | proxy | locust
-    api: str = "chat"  # chat | responses | messages; records written before it existed are chat
+    api: str = Api.CHAT.value  # an ``Api`` value; records written before it existed are chat
     run_id: str = ""
     arm: str = "default"
     index: int = 0
@@ -61,7 +62,7 @@ class Record(msgspec.Struct, kw_only=True, omit_defaults=False):
     workload: str = "small"
     started_at: float = 0.0
     method: str = "POST"
-    path: str = "/v1/chat/completions"
+    path: str = protocol(Api.CHAT).served_paths()[0]
     model: str | None = None
     stream: bool = True
     status: int | None = None
@@ -137,26 +138,12 @@ def record_from_verdict(verdict: Verdict, *, policy: Policy, headers: dict[str, 
 
 
 def finish_reasons(verdict: Verdict) -> list[str | None]:
-    """Why the answer stopped, in the verdict's own protocol: one entry per chat choice; for Responses
-    the terminal status, or the ``incomplete_details.reason`` of an incomplete one; for Messages the
-    ``stop_reason``. None where the stream never said (the answer was cut short)."""
-    message = verdict.message
-    if verdict.api == "responses":
-        status = message.get("status")
-        if status == "incomplete":
-            details = message.get("incomplete_details")
-            reason = details.get("reason") if isinstance(details, dict) else None
-            return [reason if isinstance(reason, str) else "incomplete"]
-        return [status if isinstance(status, str) and status not in _UNFINISHED else None]
-    if verdict.api == "messages":
-        stop = message.get("stop_reason")
-        return [stop if isinstance(stop, str) else None]
-    choices = message.get("choices") or []
-    return [c.get("finish_reason") for c in choices if isinstance(c, dict)]
+    """Why the answer stopped, in the verdict's own protocol (``Protocol.finish_of``): one entry per
+    chat choice; for Responses the terminal status, or the ``incomplete_details.reason`` of an
+    incomplete one; for Messages the ``stop_reason``. None where the stream never said."""
+    return protocol(verdict.api).finish_of(verdict.message)
 
 
-# Statuses of a response object that has not ended.
-_UNFINISHED = frozenset({"in_progress", "queued"})
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Record)
 

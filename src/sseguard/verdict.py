@@ -1,7 +1,7 @@
 """The vocabulary every checker speaks: how a stream ended, what was wrong in it, and the verdict.
 
-A second wire protocol (OpenAI Responses, Anthropic Messages) is a second checker module that produces
-these same values, so probe, proxy, store and analyzer never learn which protocol they watched.
+Every wire protocol's checker (``contract/<protocol>.py``) produces these same values, so probe, proxy,
+store and analyzer never learn which protocol they watched.
 """
 
 from __future__ import annotations
@@ -14,7 +14,10 @@ from typing import Any
 
 
 class Api(StrEnum):
-    """The wire protocol a stream was spoken in (``PROTOCOLS.md``)."""
+    """The wire protocol a stream was spoken in (``PROTOCOLS.md``): the one list of their names.
+
+    Everything else about a protocol is its ``Protocol`` descriptor (``contract/<protocol>.py``).
+    """
 
     CHAT = "chat"  # POST …/chat/completions
     RESPONSES = "responses"  # POST …/responses (OpenAI Responses API)
@@ -90,7 +93,7 @@ class Verdict:
     tail: builtins.bytes = b""  # the last 2 KiB of the body, as received
     error: str | None = None  # the error message of an error event, HTTP body or transport error
     http_status: int = 200
-    api: str = "chat"  # which protocol's contract produced it (an ``Api`` value)
+    api: str = Api.CHAT.value  # which protocol's contract produced it (an ``Api`` value)
 
     @property
     def finding_kinds(self) -> frozenset[FindingKind]:
@@ -134,5 +137,5 @@ class Verdict:
             tail=tail,
             error=data.get("error"),
             http_status=int(data.get("http_status", 200)),
-            api=str(data.get("api", "chat")),
+            api=str(data.get("api", Api.CHAT.value)),
         )

@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 
 from sseguard.analyze.columns import Column
 from sseguard.analyze.model import AttributeResult, Split, ValueRow
-from sseguard.analyze.stats import Rate, cmh_log10_p, fisher, fisher_log10_p
+from sseguard.analyze.stats import Rate, cmh_log10_p, fisher, fisher_log10_p, ranked
 
 ALPHA = 0.05
 CONFOUNDED_JACCARD = 0.8
@@ -48,9 +48,10 @@ CONTAINED_SHARE = 0.8
 @dataclass(frozen=True, slots=True)
 class _Found:
     result: AttributeResult
-    members: frozenset[int]  # records inside the best split
-    observed: frozenset[int]  # records with a value for the attribute
+    members: frozenset[int]  # cells inside the best split
+    observed: frozenset[int]  # cells with a value for the attribute
     priority: int
+    weights: Sequence[int]  # records per cell
 
     @property
     def key(self) -> str:
@@ -61,25 +62,27 @@ class _Found:
         return self.result.best.tried if self.result.best else 1
 
 
-def search(cols: Sequence[Column], reasons: Sequence[str | None]) -> list[AttributeResult]:
-    """Every column compared and ranked; ``reasons[i]`` is why record i failed, None if it passed."""
-    found = [f for f in (_search_one(col, reasons) for col in cols) if f is not None]
+def search(cols: Sequence[Column], reasons: Sequence[str | None],
+           weights: Sequence[int]) -> list[AttributeResult]:
+    """Every column compared and ranked; ``reasons[i]`` is why the records of cell i failed (None if
+    they passed), ``weights[i]`` how many records the cell holds."""
+    found = [f for f in (_search_one(col, reasons, weights) for col in cols) if f is not None]
     return _rank(found, [r is not None for r in reasons])
 
 
-def _search_one(col: Column, reasons: Sequence[str | None]) -> _Found | None:
+def _search_one(col: Column, reasons: Sequence[str | None], weights: Sequence[int]) -> _Found | None:
     n_v: Counter[str] = Counter()
     f_v: Counter[str] = Counter()
     why: dict[str, Counter[str]] = {}
     unobserved_failures = 0
-    for label, reason in zip(col.labels, reasons, strict=True):
+    for label, reason, w in zip(col.labels, reasons, weights, strict=True):
         if label is None:
-            unobserved_failures += reason is not None
+            unobserved_failures += w if reason is not None else 0
             continue
-        n_v[label] += 1
+        n_v[label] += w
         if reason is not None:
-            f_v[label] += 1
-            why.setdefault(label, Counter())[reason] += 1
+            f_v[label] += w
+            why.setdefault(label, Counter())[reason] += w
     values = [v for v in col.order if n_v[v] > 0]
     if len(values) < 2:
         return None
@@ -89,7 +92,7 @@ def _search_one(col: Column, reasons: Sequence[str | None]) -> _Found | None:
         a, n = f_v[v], n_v[v]
         test = fisher(a, n - a, f_all - a, (n_all - n) - (f_all - a))
         rows.append(ValueRow(v, Rate.of(a, n), a / f_all if f_all else 0.0, test.p, test.log10_p,
-                             dict(why.get(v, Counter()).most_common())))
+                             ranked(why.get(v, Counter()))))
     candidates = _candidates(col.ordered, values, n_v, f_v)
     best: tuple[float, float, int, tuple[str, ...]] | None = None
     if 0 < f_all < n_all:
@@ -115,7 +118,7 @@ def _search_one(col: Column, reasons: Sequence[str | None]) -> _Found | None:
                              unobserved_failures=unobserved_failures, values=tuple(rows), best=split,
                              significant=False)
     observed = frozenset(i for i, label in enumerate(col.labels) if label is not None)
-    return _Found(result, members, observed, col.priority)
+    return _Found(result, members, observed, col.priority, weights)
 
 
 def _candidates(ordered: bool, values: list[str], n_v: Counter[str],
@@ -147,7 +150,7 @@ def _split(col: Column, values: tuple[str, ...], rest: tuple[str, ...], n_v: Cou
     return Split(values=values, rest=rest, inside=inside, outside=outside,
                  coverage=f_in / f_all, separation=inside.value - outside.value, p=test.p,
                  log10_p=test.log10_p, log10_p_adj=min(0.0, test.log10_p + math.log10(tried)),
-                 tried=tried, failures_in=dict(reasons.most_common()), label=col.label(values),
+                 tried=tried, failures_in=ranked(reasons), label=col.label(values),
                  phrase_in=col.had(values),
                  phrase_out=col.noun(rest))
 
@@ -170,7 +173,7 @@ def _rank(found: list[_Found], failed: Sequence[bool]) -> list[AttributeResult]:
     groups: list[list[_Found]] = []
     for f in (f for f in ordered if f.result.significant):
         for group in groups:
-            if _jaccard(group[0].members, f.members) >= CONFOUNDED_JACCARD:
+            if _jaccard(group[0].members, f.members, f.weights) >= CONFOUNDED_JACCARD:
                 group.append(f)
                 break
         else:
@@ -227,12 +230,14 @@ def _residual(b: _Found, causes: list[_Found], failed: Sequence[bool]) -> float:
     """log10 p of b's split among the streams none of ``causes`` selects, or 0 (nothing to say) when
     fewer than ``CONTAINED_SHARE`` of b's failing streams are ones the causes already hold."""
     covered = frozenset().union(*(a.members for a in causes))
+    w = b.weights
     failing = [i for i in b.members if failed[i]]
-    if not failing or sum(i in covered for i in failing) < CONTAINED_SHARE * len(failing):
+    inside = sum(w[i] for i in failing if i in covered)
+    if not failing or inside < CONTAINED_SHARE * sum(w[i] for i in failing):
         return -math.inf
     cell = [0, 0, 0, 0]
     for i in b.observed - covered:
-        cell[(0 if i in b.members else 2) + (0 if failed[i] else 1)] += 1
+        cell[(0 if i in b.members else 2) + (0 if failed[i] else 1)] += w[i]
     f_in, h_in, f_out, h_out = cell
     if f_in + h_in == 0 or f_out + h_out == 0 or f_in / (f_in + h_in) <= f_out / (f_out + h_out):
         return 0.0  # no excess left where the causes are absent
@@ -245,10 +250,10 @@ def _given(b: _Found, fixed: list[_Found], failed: Sequence[bool]) -> float:
     for i in b.observed:
         stratum = tuple(2 if i not in a.observed else int(i in a.members) for a in fixed)
         cell = cells.setdefault(stratum, [0, 0, 0, 0])
-        cell[(0 if i in b.members else 2) + (0 if failed[i] else 1)] += 1
+        cell[(0 if i in b.members else 2) + (0 if failed[i] else 1)] += b.weights[i]
     return cmh_log10_p([(t[0], t[1], t[2], t[3]) for t in cells.values()])
 
 
-def _jaccard(a: frozenset[int], b: frozenset[int]) -> float:
-    union = len(a | b)
-    return len(a & b) / union if union else 0.0
+def _jaccard(a: frozenset[int], b: frozenset[int], weights: Sequence[int]) -> float:
+    union = sum(weights[i] for i in a | b)
+    return sum(weights[i] for i in a & b) / union if union else 0.0

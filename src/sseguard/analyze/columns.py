@@ -17,22 +17,14 @@ would top every ranking.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from sseguard.record import Record, id_prefix
+from sseguard.analyze.counts import Cell, CellSet
+from sseguard.analyze.facts import PROMPT_BUCKETS, REUSE_BUCKETS, log_bucket
 
-#: Headers that carry ground truth (what the chaos server injected), not evidence.
-GROUND_TRUTH_HEADERS = frozenset({"x-sseguard-fault"})
-#: More distinct values than this and a header is an id or a timing, not a route.
-MAX_CATEGORIES = 50
-#: A header whose distinct values reach this share of its records is per-request (x-request-id, trace ids).
-UNIQUE_SHARE = 0.5
 ABSENT = "(absent)"
-_NICE_WIDTHS = (0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600,
-                43200, 86400)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +72,7 @@ class Words:
 
 @dataclass(frozen=True, slots=True)
 class Column:
-    """One attribute: a label per record (None = not observed) and its values in display order."""
+    """One attribute: a label per cell (None = not observed) and its values in display order."""
 
     key: str
     ordered: bool  # values have an order (time, load, size): contiguous ranges are searched
@@ -112,22 +104,23 @@ PRIORITY = ("api", "id_prefix", "concurrency", "time_window", "arm", "workload",
             "reuse_index")
 
 
-def columns(records: Sequence[Record]) -> list[Column]:
+def columns(cs: CellSet) -> list[Column]:
     """Every attribute with at least two observed values; constant ones explain nothing."""
-    offsets, width = time_offsets(records)
+    cells = cs.cells
+    weights = [c.weight for c in cells]
     built = [
-        _id_prefix(records),
-        _concurrency(records),
-        _time_window(offsets, width),
-        _categorical("api", [r.api for r in records],
+        _id_prefix(cells),
+        _concurrency(cells),
+        _time_window(cells, cs.width),
+        _categorical("api", [c.api for c in cells], weights,
                      Words("came over {}", "{} streams", "without an api", item=str)),
-        _categorical("arm", [r.arm for r in records],
+        _categorical("arm", [c.arm for c in cells], weights,
                      Words("ran on arm {}", "streams on arm {}", "without an arm")),
-        _categorical("workload", [r.workload for r in records],
+        _categorical("workload", [c.workload for c in cells], weights,
                      Words("ran workload {}", "streams of workload {}", "without a workload")),
-        _prompt_size(records),
-        _reuse_index(records),
-        *_headers(records),
+        _prompt_size(cells),
+        _reuse_index(cells),
+        *_headers(cs),
     ]
     rank = {key: i for i, key in enumerate(PRIORITY)}
     out = []
@@ -136,33 +129,6 @@ def columns(records: Sequence[Record]) -> list[Column]:
             out.append(Column(col.key, col.ordered, col.labels, col.order, col.words,
                               rank.get(col.key, len(PRIORITY))))
     return out
-
-
-def time_offsets(records: Sequence[Record]) -> tuple[list[float | None], float | None]:
-    """Seconds since the start of each record's run, and the time-window width that suits the run."""
-    first: dict[str, float] = {}
-    for r in records:
-        if r.started_at > 0:
-            first[r.run_id] = min(first.get(r.run_id, r.started_at), r.started_at)
-    offsets = [r.started_at - first[r.run_id] if r.started_at > 0 else None for r in records]
-    span = max((o for o in offsets if o is not None), default=0.0)
-    return offsets, bucket_width(span)
-
-
-def bucket_width(span: float) -> float | None:
-    """Minute windows; finer for a short run, wider for a long one: at most 24 windows either way.
-
-    Faults that come in bursts last seconds in a demo and minutes in production; a window much wider
-    than the burst dilutes it, and then a finer proxy of time (the connection reuse index grows with
-    it) would explain the failures better than time itself.
-    """
-    if span <= 0:
-        return None
-    if span < 180:
-        return float(next(w for w in _NICE_WIDTHS if span / w <= 24))
-    if span <= 24 * 60:
-        return 60.0
-    return float(next((w for w in _NICE_WIDTHS if w >= 60 and span / w <= 24), _NICE_WIDTHS[-1]))
 
 
 def clock(seconds: float) -> str:
@@ -188,24 +154,24 @@ def join_or(parts: Sequence[str]) -> str:
     return f"{', '.join(parts[:-1])} or {parts[-1]}"
 
 
-def _by_count(labels: Sequence[str | None]) -> list[str]:
-    counts = Counter(v for v in labels if v is not None)
+def _by_count(labels: Sequence[str | None], weights: Sequence[int]) -> list[str]:
+    counts: Counter[str] = Counter()
+    for v, w in zip(labels, weights, strict=True):
+        if v is not None:
+            counts[v] += w
     return sorted(counts, key=lambda v: (-counts[v], v))
 
 
-def _categorical(key: str, labels: list[str | None], words: Words) -> Column:
-    return Column(key, False, labels, _by_count(labels), words)
+def _categorical(key: str, labels: list[str | None], weights: Sequence[int], words: Words) -> Column:
+    return Column(key, False, labels, _by_count(labels, weights), words)
 
 
-def _id_prefix(records: Sequence[Record]) -> Column:
-    labels: list[str | None] = []
+def _id_prefix(cells: Sequence[Cell]) -> Column:
+    labels: list[str | None] = [c.pfx for c in cells]
     shown: dict[str, str] = {}
-    for r in records:
-        prefix = r.id_prefix or id_prefix(r.response_id)
-        labels.append(prefix)
-        rid = r.response_id or ""
-        if prefix and prefix not in shown and rid.startswith(prefix) and len(rid) > len(prefix):
-            shown[prefix] = rid[: len(prefix) + 1]  # keep the separator: `gw-`, `resp_`
+    for c in cells:
+        if c.pfx and c.sep and c.pfx not in shown:
+            shown[c.pfx] = c.pfx + c.sep  # keep the separator: `gw-`, `resp_`
 
     def item(value: str) -> str:
         if value == "numeric":
@@ -214,35 +180,31 @@ def _id_prefix(records: Sequence[Record]) -> Column:
 
     words = Words("had {}", "{}", "without a response id", item,
                   short=lambda v: v if v == "numeric" else shown.get(v, v))
-    return _categorical("id_prefix", labels, words)
+    return _categorical("id_prefix", labels, [c.weight for c in cells], words)
 
 
-def _concurrency(records: Sequence[Record]) -> Column:
-    labels: list[str | None] = [str(r.concurrency) for r in records]
+def _concurrency(cells: Sequence[Cell]) -> Column:
+    labels: list[str | None] = [str(c.concurrency) for c in cells]
     order = sorted({v for v in labels if v is not None}, key=int)
     words = Words("ran at concurrency {}", "streams at concurrency {}", "without a concurrency level",
                   item=str)
     return Column("concurrency", True, labels, order, words)
 
 
-def _time_window(offsets: list[float | None], width: float | None) -> Column | None:
+def _time_window(cells: Sequence[Cell], width: float | None) -> Column | None:
     if width is None:
         return None
     labels: list[str | None] = []
     spans: dict[str, tuple[float, float | None]] = {}
     index: dict[str, int] = {}
-    by_bucket: dict[int, str] = {}
-    for offset in offsets:
-        if offset is None:
+    for c in cells:
+        if c.win is None:
             labels.append(None)
             continue
-        b = int(offset // width)
-        label = by_bucket.get(b)
-        if label is None:
-            lo, hi = b * width, (b + 1) * width
-            label = by_bucket[b] = f"{clock(lo)}–{clock(hi)}"
-            spans[label] = (lo, hi)
-            index[label] = b
+        lo, hi = c.win * width, (c.win + 1) * width
+        label = f"{clock(lo)}–{clock(hi)}"
+        spans[label] = (lo, hi)
+        index[label] = c.win
         labels.append(label)
     order = sorted(spans, key=lambda v: index[v])
 
@@ -254,27 +216,23 @@ def _time_window(offsets: list[float | None], width: float | None) -> Column | N
     return Column("time_window", True, labels, order, words)
 
 
-def _log_buckets(values: Sequence[int | None], base: int, start: int, key: str,
+def _log_buckets(buckets: Sequence[int | None], base: int, start: int, key: str,
                  fmt: Callable[[float, float | None], str], words: tuple[str, str, str]) -> Column:
-    """Buckets growing by ``base`` from ``start`` up: a 2x change matters at 3 requests, not at 3,000."""
+    """Buckets growing by ``base`` from ``start`` up: a 2x change matters at 3 requests, not at 3,000.
+
+    ``buckets`` are bucket numbers (``facts.log_bucket``), counted by the engine."""
     labels: list[str | None] = []
     spans: dict[str, tuple[float, float | None]] = {}
     index: dict[str, int] = {}
-    seen: dict[int, str] = {}
-    for value in values:
-        if value is None:
+    for b in buckets:
+        if b is None:
             labels.append(None)
             continue
-        if value in seen:
-            labels.append(seen[value])
-            continue
-        if value < start:
-            b, lo, hi = 0, 0, start - 1
+        if b == 0:
+            lo, hi = 0, start - 1
         else:
-            b = math.floor(math.log(value / start, base) + 1e-9) + 1
-            lo = start * base ** (b - 1)
-            hi = start * base**b - 1
-        label = seen[value] = fmt(lo, hi)
+            lo, hi = start * base ** (b - 1), start * base**b - 1
+        label = fmt(lo, hi)
         spans[label] = (lo, hi)
         index[label] = b
         labels.append(label)
@@ -282,37 +240,34 @@ def _log_buckets(values: Sequence[int | None], base: int, start: int, key: str,
     return Column(key, True, labels, order, Words(*words, spans=spans, fmt_span=fmt))
 
 
-def _reuse_index(records: Sequence[Record]) -> Column:
+def _reuse_index(cells: Sequence[Cell]) -> Column:
     def fmt(lo: float, hi: float | None) -> str:
         if hi is None:
             return f"≥{lo:g}"
         return f"{lo:g}" if lo == hi else f"{lo:g}–{hi:g}"
 
-    return _log_buckets([r.reuse_index for r in records], 2, 1, "reuse_index", fmt,
+    return _log_buckets([c.reuse for c in cells], *REUSE_BUCKETS, "reuse_index", fmt,
                         ("had connection reuse index {}", "streams with connection reuse index {}",
                          "without a reuse index"))
 
 
-def _prompt_size(records: Sequence[Record]) -> Column:
+def _prompt_size(cells: Sequence[Cell]) -> Column:
     def fmt(lo: float, hi: float | None) -> str:
         if lo == 0:
             return f"<{size((hi or 0) + 1)}"
         return f"{size(lo)}–{size((hi or lo) + 1)}"
 
-    return _log_buckets([r.prompt_bytes or None for r in records], 4, 1024, "prompt_size", fmt,
+    return _log_buckets([c.prompt for c in cells], *PROMPT_BUCKETS, "prompt_size", fmt,
                         ("had prompts of {}", "streams with prompts of {}", "without a prompt size"))
 
 
-def _headers(records: Sequence[Record]) -> list[Column]:
-    names = sorted({name for r in records for name in r.headers} - GROUND_TRUTH_HEADERS)
+def _headers(cs: CellSet) -> list[Column]:
+    """The headers the engine kept (see ``counts``): few values, shared by many streams."""
     out: list[Column] = []
-    for name in names:
-        labels: list[str | None] = [(r.headers.get(name, ABSENT) if r.headers else None) for r in records]
+    weights = [c.weight for c in cs.cells]
+    for i, name in enumerate(cs.header_names):
+        labels: list[str | None] = [c.headers[i] for c in cs.cells]
         present = [v for v in labels if v is not None and v != ABSENT]
-        distinct = len(set(present))
-        if distinct > MAX_CATEGORIES or (distinct > 3 and distinct >= UNIQUE_SHARE * len(present)):
-            continue  # per-request ids and timings: every value unique, nothing to share
-
         numeric = _numeric_header(name, labels, present)
         if numeric is not None:
             out.append(numeric)
@@ -322,7 +277,7 @@ def _headers(records: Sequence[Record]) -> list[Column]:
             return f"no `{name}` header" if value == ABSENT else f"`{name}: {value}`"
 
         words = Words("had {}", "streams with {}", "without response headers", item)
-        out.append(_categorical(f"header:{name}", labels, words))
+        out.append(_categorical(f"header:{name}", labels, weights, words))
     return out
 
 
@@ -338,7 +293,8 @@ def _numeric_header(name: str, labels: list[str | None], present: list[str]) -> 
         def fmt(lo: float, hi: float | None) -> str:
             return f"{lo:g}" if lo == hi else f"{lo:g}–{hi:g}"
 
-        return _log_buckets(values, 2, 1, key, fmt, texts)
+        return _log_buckets([None if v is None else log_bucket(v, 2, 1) for v in values], 2, 1, key,
+                            fmt, texts)
     shown: list[str | None] = [str(v) if v is not None else None for v in values]
     order = sorted({v for v in shown if v is not None}, key=int)
     return Column(key, True, shown, order, Words(*texts, item=str))

@@ -266,7 +266,7 @@ def _evidence(analysis: Analysis, records: Sequence[Record]) -> list[str]:
     if not failing:
         return ["<p>No stream failed under this policy.</p>"]
     failing.sort(key=lambda r: (r.started_at, r.arm, r.index))
-    out = [f"<p>The first {min(EVIDENCE_COUNT, len(failing))} of {len(failing)} failing streams, by "
+    out = [f"<p>The first {min(EVIDENCE_COUNT, len(failing))} of {analysis.total.failed} failing streams, by "
            "start time. Secrets are redacted.</p>"]
     for r in failing[:EVIDENCE_COUNT]:
         facts = [

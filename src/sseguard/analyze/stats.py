@@ -12,60 +12,19 @@ more likely than the observed one) computed in log space, vectorised, without un
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaln, logsumexp
-from scipy.stats import fisher_exact, norm
 
-#: The 97.5th percentile of the standard normal distribution: a two-sided 95 % interval.
-Z95 = 1.959963984540054
+from sseguard.analyze.rates import Z95, Rate, pct, wilson
+
+__all__ = ["Z95", "FisherResult", "Rate", "cmh_log10_p", "fisher", "fisher_log10_p", "fmt_p", "pct",
+           "ranked", "wilson"]
+
 _LN10 = math.log(10.0)
 # Tables whose probability equals the observed one up to rounding count as "as extreme" (scipy's rule).
 _TIE = 1e-7
-
-
-def wilson(successes: int, trials: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval for ``successes / trials``; ``(0, 1)`` when there are no trials."""
-    if trials < 0 or not 0 <= successes <= trials:
-        raise ValueError(f"need 0 <= successes <= trials, got {successes}/{trials}")
-    if trials == 0:
-        return 0.0, 1.0
-    p = successes / trials
-    z2 = z * z
-    denom = 1.0 + z2 / trials
-    centre = (p + z2 / (2 * trials)) / denom
-    half = z * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials)) / denom
-    # Clamp the rounding noise at the ends: 0/n must give exactly 0 as its lower bound.
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == trials else min(1.0, centre + half)
-    return low, high
-
-
-@dataclass(frozen=True, slots=True)
-class Rate:
-    """``failed`` of ``total`` with its Wilson 95 % interval."""
-
-    failed: int
-    total: int
-    low: float
-    high: float
-
-    @classmethod
-    def of(cls, failed: int, total: int) -> Rate:
-        low, high = wilson(failed, total)
-        return cls(failed, total, low, high)
-
-    @property
-    def value(self) -> float:
-        return self.failed / self.total if self.total else 0.0
-
-    def __str__(self) -> str:
-        return f"{pct(self.value)} [{pct(self.low)}–{pct(self.high)}]"
-
-    def to_dict(self) -> dict[str, float | int]:
-        return {"failed": self.failed, "total": self.total, "rate": self.value,
-                "ci_low": self.low, "ci_high": self.high}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +42,8 @@ class FisherResult:
 
 def fisher(a: int, b: int, c: int, d: int) -> FisherResult:
     """Fisher's exact test (two-sided) on the table ``[[a, b], [c, d]]`` via scipy."""
+    from scipy.stats import fisher_exact  # scipy loads on the first test, not on import
+
     result = fisher_exact([[a, b], [c, d]], alternative="two-sided")
     odds = float(result.statistic)
     p = float(result.pvalue)
@@ -99,6 +60,8 @@ def fisher_log10_p(a: int, b: int, c: int, d: int) -> float:
     low, high = max(0, col1 - row2), min(col1, row1)
     if low == high:
         return 0.0
+    from scipy.special import logsumexp
+
     x = np.arange(low, high + 1, dtype=np.float64)
     log_pmf = (_log_choose(row1, x) + _log_choose(row2, col1 - x)) - float(_log_choose(total, col1))
     observed = log_pmf[a - low]
@@ -123,23 +86,21 @@ def cmh_log10_p(tables: list[tuple[int, int, int, int]]) -> float:
         variance += row * (c + d) * col * (b + d) / (n * n * (n - 1))
     if variance <= 0.0:
         return 0.0
+    from scipy.stats import norm
+
     z = (excess - 0.5) / math.sqrt(variance)
     return min(0.0, float(norm.logsf(z)) / _LN10)
 
 
 def _log_choose(n: int, k: np.ndarray | int) -> np.ndarray:
+    from scipy.special import gammaln
+
     return np.asarray(gammaln(n + 1) - gammaln(np.asarray(k) + 1) - gammaln(n - np.asarray(k) + 1))
 
 
-def pct(value: float) -> str:
-    """A rate as a short percentage: ``0 %`` and ``100 %`` exact, otherwise one decimal."""
-    if value <= 0.0:
-        return "0%"
-    if value >= 1.0:
-        return "100%"
-    if value < 0.001:
-        return "<0.1%"
-    return f"{value * 100:.1f}%"
+def ranked(counts: Mapping[str, int]) -> dict[str, int]:
+    """Counts largest first, ties by name: the same order however the records were counted."""
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def fmt_p(p: float, log10_p: float | None = None) -> str:

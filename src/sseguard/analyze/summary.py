@@ -8,13 +8,20 @@ run can be judged again here under another policy (a gateway that never sends ``
 from __future__ import annotations
 
 import itertools
+import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import msgspec
 
 from sseguard.analyze import headlines
 from sseguard.analyze.attributes import search
-from sseguard.analyze.columns import columns, time_offsets
+from sseguard.analyze.columns import columns
+from sseguard.analyze.counts import Cell, CellSet, Reader
+from sseguard.analyze.facts import Filter
 from sseguard.analyze.model import (
     Analysis,
     ApiRow,
@@ -23,7 +30,8 @@ from sseguard.analyze.model import (
     GroupRow,
     TimeBucket,
 )
-from sseguard.analyze.stats import Rate, fisher
+from sseguard.analyze.sources import resolve
+from sseguard.analyze.stats import Rate, fisher, ranked
 from sseguard.errors import ConfigError
 from sseguard.policy import STRICT, Policy
 from sseguard.record import Record
@@ -40,37 +48,67 @@ def failure_reason(record: Record, policy: Policy) -> str | None:
 
     None when it passes.
     """
-    if not record.failed_under(policy):
+    return reason_of(record.ending, record.finding_kinds, policy)
+
+
+def reason_of(ending: str, kinds: Sequence[str], policy: Policy) -> str | None:
+    """``failure_reason`` from the two facts it reads (what a cell of records shares)."""
+    if policy.passes_facts(ending, list(kinds)):
         return None
-    if record.ending != Ending.COMPLETE and record.ending not in policy.tolerate:
-        return record.ending
-    return next((k for k in record.finding_kinds if k not in policy.tolerate), record.ending)
+    if ending != Ending.COMPLETE and ending not in policy.tolerate:
+        return ending
+    return next((k for k in kinds if k not in policy.tolerate), ending)
 
 
 def analyze(records: Sequence[Record], policy: Policy = STRICT, *, top: int = 5) -> Analysis:
-    """The whole analysis of ``records`` under ``policy``; ``top`` bounds the attribute headlines."""
+    """The whole analysis of records held in memory (a demo, a test): counted by DuckDB like a file."""
     if not records:
         raise ConfigError("no records to analyze")
+    with tempfile.TemporaryDirectory(prefix="sseguard-analyze-") as tmp:
+        path = Path(tmp) / "records.jsonl"
+        encode = msgspec.json.Encoder().encode
+        with path.open("wb") as out:
+            for r in records:
+                out.write(encode(r) + b"\n")
+        return analyze_sources([str(path)], policy, top=top)
+
+
+def analyze_sources(sources: Sequence[str], policy: Policy = STRICT, *, top: int = 5,
+                    flt: Filter | None = None, engine: str = "auto", spark: Any = None,
+                    progress: Callable[[float], None] | None = None) -> Analysis:
+    """The whole analysis of the records of ``sources`` (see ``sources.resolve``), counted where they
+    are; only the counts come back to Python."""
     if top < 1:
         raise ConfigError(f"--top must be at least 1, got {top}")
-    reasons = [failure_reason(r, policy) for r in records]
-    arms = _groups(records, reasons, lambda r: (r.arm, None))
-    levels = _groups(records, reasons, lambda r: (r.arm, r.concurrency))
-    cols = columns(records)
-    attributes = [_with_headline(a) for a in search(cols, reasons)]
-    failures = _count(reasons)
+    with Reader(resolve(sources), engine=engine, spark=spark, progress=progress) as reader:
+        return analyze_counts(reader, policy, top=top, flt=flt or Filter())
+
+
+def analyze_counts(reader: Reader, policy: Policy, *, top: int = 5, flt: Filter | None = None,
+                   counted: CellSet | None = None) -> Analysis:
+    """The analysis from an open ``Reader``: one count of the filter (unless ``counted`` holds it
+    already), one more per api searched alone."""
+    flt = flt or Filter()
+    cs = counted if counted is not None else reader.cells(flt)
+    cells = cs.cells
+    weights = [c.weight for c in cells]
+    reasons = [reason_of(c.ending, c.kinds, policy) for c in cells]
+    arms = _groups(cells, reasons, lambda c: (c.arm, None))
+    levels = _groups(cells, reasons, lambda c: (c.arm, c.concurrency))
+    cols = columns(cs)
+    attributes = [_with_headline(a) for a in search(cols, reasons, weights)]
+    failures = _count(reasons, weights)
     by_reason: dict[str, list[AttributeResult]] = {}
     if len(failures) > 1:
         for reason, count in failures.items():
             if count >= MIN_REASON_FAILURES:
                 alone = [r if r == reason else None for r in reasons]
-                by_reason[reason] = [_with_headline(a, reason) for a in search(cols, alone)]
-    offsets, width = time_offsets(records)
+                by_reason[reason] = [_with_headline(a, reason) for a in search(cols, alone, weights)]
     comparisons = _comparisons([(g.arm, g.rate) for g in arms])
-    apis = _api_rows(records, reasons)
+    apis = _api_rows(cells, reasons)
     api_comparisons = _comparisons([(a.api, a.rate) for a in apis], kind="api")
-    within_api = _within_api(records, reasons, apis)
-    total = Rate.of(sum(r is not None for r in reasons), len(records))
+    within_api = _within_api(reader, flt, policy, apis)
+    total = Rate.of(sum(w for r, w in zip(reasons, weights, strict=True) if r is not None), sum(weights))
     lines = [headlines.overall(total, failures, policy.name)]
     lines.extend(_attribute_lines(attributes, by_reason, total, top))
     lines.extend(_within_api_lines(within_api, attributes, by_reason))
@@ -83,15 +121,20 @@ def analyze(records: Sequence[Record], policy: Policy = STRICT, *, top: int = 5)
         lines.extend(headlines.comparison(c) for c in api_comparisons)
     return Analysis(
         policy=policy, total=total,
-        endings=_count(r.ending for r in records),
-        findings=_count(k for r in records for k in set(r.finding_kinds)),
+        endings=_count((c.ending for c in cells), weights),
+        findings=_count_kinds(cells, range(len(cells))),
         failures=failures, arms=arms, levels=levels, comparisons=comparisons,
         attributes=attributes, by_reason=by_reason, apis=apis, api_comparisons=api_comparisons,
         within_api=within_api,
-        timeline=_timeline(records, reasons, offsets, width), bucket_s=width,
-        span_s=max((o for o in offsets if o is not None), default=0.0),
-        runs=sorted({r.run_id for r in records}), headlines=lines,
+        timeline=_timeline(cells, reasons, cs.width), bucket_s=cs.width,
+        span_s=cs.span, runs=cs.runs, headlines=lines,
     )
+
+
+def failing_facts(cs: CellSet, policy: Policy) -> list[tuple[str, str]]:
+    """The (ending, finding kinds) pairs that fail under ``policy``: what the evidence query selects."""
+    return sorted({(c.ending, ",".join(c.kinds)) for c in cs.cells
+                   if reason_of(c.ending, c.kinds, policy) is not None})
 
 
 def _with_headline(res: AttributeResult, reason: str | None = None) -> AttributeResult:
@@ -130,25 +173,37 @@ def _attribute_lines(attributes: list[AttributeResult], by_reason: dict[str, lis
     return lines[:top] + ([by_product] if by_product else [])
 
 
-def _count(items: Iterable[str | None]) -> dict[str, int]:
-    counts: Counter[str] = Counter(i for i in items if i is not None)
-    return dict(counts.most_common())
+def _count(items: Iterable[str | None], weights: Sequence[int]) -> dict[str, int]:
+    counts: Counter[str] = Counter()
+    for item, w in zip(items, weights, strict=True):
+        if item is not None:
+            counts[item] += w
+    return ranked(counts)
 
 
-def _groups(records: Sequence[Record], reasons: Sequence[str | None],
-            key: Callable[[Record], tuple[str, int | None]]) -> list[GroupRow]:
+def _count_kinds(cells: Sequence[Cell], idx: Iterable[int]) -> dict[str, int]:
+    """Streams carrying each finding kind (a stream with two findings of a kind counts once)."""
+    counts: Counter[str] = Counter()
+    for i in idx:
+        for kind in set(cells[i].kinds):
+            counts[kind] += cells[i].weight
+    return ranked(counts)
+
+
+def _groups(cells: Sequence[Cell], reasons: Sequence[str | None],
+            key: Callable[[Cell], tuple[str, int | None]]) -> list[GroupRow]:
     by: dict[tuple[str, int | None], list[int]] = defaultdict(list)
-    for i, r in enumerate(records):
-        by[key(r)].append(i)
+    for i, c in enumerate(cells):
+        by[key(c)].append(i)
     rows = []
     for (arm, level), idx in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+        w = [cells[i].weight for i in idx]
         rows.append(GroupRow(
-            arm=arm, concurrency=level, api=",".join(sorted({records[i].api for i in idx})),
-            rate=Rate.of(sum(reasons[i] is not None for i in idx), len(idx)),
-            endings=_count(records[i].ending for i in idx),
-            findings=_count(k for i in idx if records[i].findings
-                            for k in set(records[i].finding_kinds)),
-            failures=_count(reasons[i] for i in idx),
+            arm=arm, concurrency=level, api=",".join(sorted({cells[i].api for i in idx})),
+            rate=Rate.of(sum(cells[i].weight for i in idx if reasons[i] is not None), sum(w)),
+            endings=_count((cells[i].ending for i in idx), w),
+            findings=_count_kinds(cells, idx),
+            failures=_count((reasons[i] for i in idx), w),
         ))
     return rows
 
@@ -169,31 +224,35 @@ def _comparisons(groups: list[tuple[str, Rate]], kind: str = "arm") -> list[ArmC
     return out
 
 
-def _api_rows(records: Sequence[Record], reasons: Sequence[str | None]) -> list[ApiRow]:
+def _api_rows(cells: Sequence[Cell], reasons: Sequence[str | None]) -> list[ApiRow]:
     """Rates per protocol, when the run spoke more than one (otherwise the arm rows say it all)."""
     by: dict[str, list[int]] = defaultdict(list)
-    for i, r in enumerate(records):
-        by[r.api].append(i)
+    for i, c in enumerate(cells):
+        by[c.api].append(i)
     if len(by) < 2:
         return []
-    return [ApiRow(api=api, arms=tuple(sorted({records[i].arm for i in idx})),
-                   rate=Rate.of(sum(reasons[i] is not None for i in idx), len(idx)),
-                   endings=_count(records[i].ending for i in idx),
-                   failures=_count(reasons[i] for i in idx))
-            for api, idx in sorted(by.items())]
+    out = []
+    for api, idx in sorted(by.items()):
+        w = [cells[i].weight for i in idx]
+        out.append(ApiRow(api=api, arms=tuple(sorted({cells[i].arm for i in idx})),
+                          rate=Rate.of(sum(cells[i].weight for i in idx if reasons[i] is not None), sum(w)),
+                          endings=_count((cells[i].ending for i in idx), w),
+                          failures=_count((reasons[i] for i in idx), w)))
+    return out
 
 
-def _within_api(records: Sequence[Record], reasons: Sequence[str | None],
+def _within_api(reader: Reader, flt: Filter, policy: Policy,
                 apis: list[ApiRow]) -> dict[str, list[AttributeResult]]:
     """The attribute search on each protocol's own streams: a route that breaks only on the messages
-    path is plain there, while pooled with healthy chat streams it is diluted."""
+    path is plain there, while pooled with healthy chat streams it is diluted. Each api is counted
+    again on its own, because its time windows and headers are its own."""
     out: dict[str, list[AttributeResult]] = {}
     for row in apis:
         if row.rate.failed < MIN_REASON_FAILURES:
             continue
-        idx = [i for i, r in enumerate(records) if r.api == row.api]
-        subset = [records[i] for i in idx]
-        found = search(columns(subset), [reasons[i] for i in idx])
+        cs = reader.cells(flt.narrowed("api", row.api))
+        reasons = [reason_of(c.ending, c.kinds, policy) for c in cs.cells]
+        found = search(columns(cs), reasons, [c.weight for c in cs.cells])
         out[row.api] = [_within_headline(a, row.api) for a in found]
     return out
 
@@ -216,16 +275,15 @@ def _within_api_lines(within_api: dict[str, list[AttributeResult]], pooled: list
     return lines
 
 
-def _timeline(records: Sequence[Record], reasons: Sequence[str | None], offsets: list[float | None],
-              width: float | None) -> list[TimeBucket]:
+def _timeline(cells: Sequence[Cell], reasons: Sequence[str | None], width: float | None) -> list[TimeBucket]:
     if width is None:
         return []
-    cells: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0])
-    for r, reason, offset in zip(records, reasons, offsets, strict=True):
-        if offset is None:
+    buckets: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0])
+    for c, reason in zip(cells, reasons, strict=True):
+        if c.win is None:
             continue
-        cell = cells[(r.arm, int(offset // width))]
-        cell[0] += 1
-        cell[1] += reason is not None
+        bucket = buckets[(c.arm, c.win)]
+        bucket[0] += c.weight
+        bucket[1] += c.weight if reason is not None else 0
     return [TimeBucket(arm, b * width, (b + 1) * width, n, f)
-            for (arm, b), (n, f) in sorted(cells.items())]
+            for (arm, b), (n, f) in sorted(buckets.items())]

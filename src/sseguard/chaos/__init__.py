@@ -1,6 +1,6 @@
-"""``sseguard.chaos``: a fault-injecting upstream for tests, demos and benchmarks, speaking chat
-completions, OpenAI Responses and Anthropic Messages (``/v1/chat/completions``, ``/v1/responses``,
-``/v1/messages``).
+"""``sseguard.chaos``: a fault-injecting upstream for tests, demos and benchmarks, speaking every
+registered protocol at its routes (``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages``, …):
+each protocol's writer is ``chaos/<protocol>.py``, listed in ``chaos/registry.py``.
 
     async with run_chaos(ChaosConfig(faults={Fault.TRUNCATED: 0.1}, seed=7)) as server:
         ...  # point any client at server.url; server.stats counts what was injected

@@ -19,10 +19,11 @@ from sseguard._config import number as _number
 from sseguard._config import probability as _probability
 from sseguard._config import string as _string
 from sseguard.chaos.faults import Dialect, Fault
+from sseguard.contract import protocols
 from sseguard.errors import ConfigError
 
-#: The protocols an ``ApiPattern`` can single out (``sseguard.verdict.Api`` values).
-API_NAMES = ("chat", "responses", "messages")
+#: The protocols an ``ApiPattern`` can single out (the protocol registry's names).
+API_NAMES = tuple(str(p.api) for p in protocols())
 #: Tool-call markup families (names as in MARKUP.md and MARKUP2.md) the server can leave raw in
 #: ``content``.
 MARKUP_FAMILIES = ("dsml-v32", "dsml-v4", "dsml-v41", "deepseek-v3", "deepseek-v31", "hermes",

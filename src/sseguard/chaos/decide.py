@@ -11,10 +11,11 @@ from dataclasses import replace
 
 from sseguard.chaos.config import ApiPattern, ChaosConfig, LoadPattern, RoutedPattern, WindowPattern
 from sseguard.chaos.faults import STREAM_ONLY, Decision, Fault, request_rng
+from sseguard.verdict import Api
 
 
 def decide(config: ChaosConfig, counter: int, *, inflight: int = 1, elapsed_s: float = 0.0,
-           forced: Fault | None = None, force: bool = False, api: str = "chat") -> Decision:
+           forced: Fault | None = None, force: bool = False, api: str = Api.CHAT.value) -> Decision:
     """Route and fault for request ``counter``. Patterns are tried in order, then the base faults.
 
     ``force`` (with ``forced`` a fault or None for "none") overrides the fault draw; the route is

@@ -4,6 +4,11 @@ Every fault names the ``Ending`` and the ``Finding`` a correct checker reports f
 ``demo``) can compare "what was injected" (the ``x-sseguard-fault`` header) with "what was found". The
 decision for request *n* uses its own ``random.Random`` seeded from ``(seed, n)``: a run with the same
 seed and the same arrival order injects the same faults at the same places, whatever the timing.
+
+The names are protocol-neutral: each protocol's writer (``chaos/<protocol>.py``) renders a fault in its
+own frames (chat's ``[DONE]``, Responses' terminal event, Messages' ``message_stop``) and lists the ones
+it cannot carry (``Writer.unsupported``); a request drawing one of those is served healthy and counted
+as skipped. The comments below give the chat form; ``docs/chaos.md`` has every protocol's.
 """
 
 from __future__ import annotations
@@ -19,17 +24,17 @@ class Fault(StrEnum):
     """One way to break a response. The value is the name used in flags, TOML and headers."""
 
     # How the stream ends.
-    TRUNCATED = "truncated"  # content, then a clean EOF: no finish_reason, no [DONE]
-    NO_DONE = "no_done"  # finish_reason (and usage), then EOF without [DONE]
-    NO_FINISH = "no_finish"  # [DONE] without any finish_reason
+    TRUNCATED = "truncated"  # content, then a clean EOF: no finish, no terminal event
+    NO_DONE = "no_done"  # the finish (and usage), then EOF without the sentinel ([DONE])
+    NO_FINISH = "no_finish"  # the sentinel / terminal event without any finish reason
     CUT_MID_FRAME = "cut_mid_frame"  # EOF inside an event
     TRANSPORT_ERROR = "transport_error"  # TCP reset mid-body
-    ERROR_EVENT = "error_event"  # `data: {"error": …}` (then [DONE]) or `event: error`
-    HTTP_ERROR = "http_error"  # 429 / 500 / 503 with an OpenAI-style JSON error body
+    ERROR_EVENT = "error_event"  # the protocol's error event mid-stream (chat: `data: {"error": …}`)
+    HTTP_ERROR = "http_error"  # 429 / 500 / 503 with the API's own JSON error body
     STALLED = "stalled"  # silence longer than a client's stall timeout
     EMPTY = "empty"  # 200 and headers, then EOF without a single event
     # What the stream carries.
-    MARKUP_LEAK = "markup_leak"  # tool-call markup (DSML) left in content
+    MARKUP_LEAK = "markup_leak"  # raw tool-call markup (of the configured family) left in text
     TOOL_ARGS_INVALID_JSON = "tool_args_invalid_json"
     TOOL_UNDEFINED_FUNCTION = "tool_undefined_function"  # a name not among the offered tools
     TOOL_ARGS_SCHEMA_MISMATCH = "tool_args_schema_mismatch"  # JSON, but against the tool's schema
@@ -37,11 +42,11 @@ class Fault(StrEnum):
     MALFORMED_CLOSING_TAG = "malformed_closing_tag"  # raw DSML with a misspelled closer
     BAD_CHUNK_JSON = "bad_chunk_json"  # one data frame that is not JSON
     CHUNK_SCHEMA = "chunk_schema"  # one chunk with a value of the wrong type
-    FINISH_REASON_MISMATCH = "finish_reason_mismatch"  # "tool_calls" on a text answer
-    MISSING_USAGE = "missing_usage"  # include_usage asked, no usage chunk sent
+    FINISH_REASON_MISMATCH = "finish_reason_mismatch"  # chat: "tool_calls" on a text answer
+    MISSING_USAGE = "missing_usage"  # usage asked (or always sent by the API), none sent
     ID_CHANGED = "id_changed"  # the response id changes half-way
-    FRAME_AFTER_DONE = "frame_after_done"  # a chunk after data: [DONE]
-    # Responses and Messages only (PROTOCOLS.md); a chat request drawing one gets none.
+    FRAME_AFTER_DONE = "frame_after_done"  # chat: a chunk after data: [DONE]
+    # Protocols with typed events only (PROTOCOLS.md); chat's writer cannot carry them.
     SEQUENCE_GAP = "sequence_gap"  # responses: one sequence_number skipped
     EVENT_ORDER = "event_order"  # a delta for an output item / content block never opened
     BLOCK_UNTERMINATED = "block_unterminated"  # the text item / block never closed, then the end
@@ -144,7 +149,7 @@ class Decision:
     id_prefix: str = "chatcmpl-"
     at: float = 0.5
     variant: int = 0
-    source: str = "none"  # none | base | load | routed | window | forced
+    source: str = "none"  # none | base | load | routed | window | api | forced
     drawn: Fault | None = None  # the fault drawn before applicability; differs when skipped
 
     @property

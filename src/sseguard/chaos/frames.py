@@ -1,8 +1,9 @@
-"""Turn answers into the exact bytes a response sends, with the fault and the dialects applied.
+"""What every protocol's chaos writer shares: timed writes, and the faults that only cut, stall or end.
 
 Everything is encoded before the first byte goes out (a ``Plan``: timed writes plus how the body ends),
-so the serving loop only sleeps and writes. Content chunks are spliced from a per-response prefix and
-the JSON-encoded text instead of serializing a dict per chunk: most of a chunk is the same every time.
+so the serving loop only sleeps and writes. A protocol's writer (``chaos/<protocol>.py``) turns the
+answers into its own frames and tags what each does to a tool call (``tokens_from_tags``); ``schedule``
+then paces them and applies the cut, stall, error and empty faults the same way for every protocol.
 """
 
 from __future__ import annotations
@@ -10,17 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
-
-import msgspec
 
 from sseguard.chaos.config import ChaosConfig
-from sseguard.chaos.faults import Decision, Dialect, Fault
-from sseguard.chaos.generate import Answer
-from sseguard.chaos.request import ChatRequest
-
-_enc = msgspec.json.encode
-DONE = b"data: [DONE]\n\n"
+from sseguard.chaos.faults import Decision, Fault
 
 
 class End(StrEnum):
@@ -57,52 +50,6 @@ class ResponseIds:
     trace_id: str
     span_id: str
     created: int
-
-
-class ChunkEncoder:
-    """Pre-encoded pieces of a ``chat.completion.chunk`` for one response id."""
-
-    __slots__ = ("_base", "_head", "_null")
-
-    def __init__(self, response_id: str, created: int, model: str, *, empty_finish: bool) -> None:
-        self._base = (b'data: {"id":' + _enc(response_id)
-                      + b',"object":"chat.completion.chunk","created":' + str(created).encode()
-                      + b',"model":' + _enc(model) + b',"system_fingerprint":"fp_sseguard_chaos"')
-        self._head = self._base + b',"choices":[{"index":'
-        self._null = b',"logprobs":null,"finish_reason":""}]}\n\n' if empty_finish else \
-            b',"logprobs":null,"finish_reason":null}]}\n\n'
-
-    def delta(self, index: int, delta: bytes) -> bytes:
-        return b"".join((self._head, str(index).encode(), b',"delta":', delta, self._null))
-
-    def text(self, index: int, key: bytes, text: str) -> bytes:
-        return b"".join((self._head, str(index).encode(), b',"delta":{"', key, b'":', _enc(text),
-                         b"}", self._null))
-
-    def finish(self, index: int, reason: str | None) -> bytes:
-        value = b"null" if reason is None else _enc(reason)
-        return b"".join((self._head, str(index).encode(),
-                         b',"delta":{},"logprobs":null,"finish_reason":', value, b"}]}\n\n"))
-
-    def usage(self, usage: dict[str, Any], *, choices_null: bool) -> bytes:
-        choices = b',"choices":null' if choices_null else b',"choices":[]'
-        return b"".join((self._base, choices, b',"usage":', _enc(usage), b"}\n\n"))
-
-
-def usage_of(req: ChatRequest, answers: list[Answer]) -> dict[str, Any]:
-    completion = sum(a.completion_tokens for a in answers)
-    reasoning = sum(len(a.reasoning) for a in answers)
-    return {"prompt_tokens": req.prompt_words, "completion_tokens": completion,
-            "total_tokens": req.prompt_words + completion,
-            "completion_tokens_details": {"reasoning_tokens": reasoning}}
-
-
-def error_object(status: int, message: str) -> dict[str, Any]:
-    """An OpenAI-style error body; ``type``/``code`` as the status suggests."""
-    kind = {429: ("rate_limit_error", "rate_limit_exceeded"),
-            503: ("server_error", "service_unavailable")}.get(status, ("server_error", None))
-    return {"error": {"message": message, "type": kind[0], "param": None,
-                      "code": kind[1] if kind[1] is not None else status}}
 
 
 @dataclass(slots=True)
@@ -148,82 +95,7 @@ def tokens_from_tags(frames: list[bytes], tags: list[str], roles: int,
     return out
 
 
-def _token_frames(enc: ChunkEncoder, answers: list[Answer]) -> Tokens:
-    per_choice: list[list[tuple[bytes, str]]] = []
-    for index, answer in enumerate(answers):
-        frames: list[tuple[bytes, str]] = []  # (frame, what it does to the call being sent)
-        frames.append((enc.delta(index, b'{"role":"assistant","content":""}'), ""))
-        for piece in answer.reasoning:
-            frames.append((enc.text(index, b"reasoning_content", piece), ""))
-        for piece in answer.content:
-            frames.append((enc.text(index, b"content", piece), ""))
-        for ci, call in enumerate(answer.calls):
-            opener = {"tool_calls": [{"index": ci, "id": call.id, "type": "function",
-                                      "function": {"name": call.name, "arguments": ""}}]}
-            frames.append((enc.delta(index, _enc(opener)), "open" if call.pieces else ""))
-            for pi, piece in enumerate(call.pieces):
-                delta = {"tool_calls": [{"index": ci, "function": {"arguments": piece}}]}
-                # A chat call has no closing frame: its last argument piece closes it.
-                tags = ("first " if pi == 0 else "") + (
-                    "last close" if pi == len(call.pieces) - 1 else "")
-                frames.append((enc.delta(index, _enc(delta)), tags))
-        per_choice.append(frames)
-    interleaved = [frames[step] for step in range(max(len(f) for f in per_choice))
-                   for frames in per_choice if step < len(frames)]
-    return tokens_from_tags([f for f, _ in interleaved], [t for _, t in interleaved],
-                            len(answers))
-
-
-def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: ResponseIds,
-                answers: list[Answer]) -> Plan:
-    """The writes of a streamed response: token frames paced, the trailer sent at once."""
-    dialects = config.dialects
-    fault = decision.fault
-    model = req.model or config.model
-    enc = ChunkEncoder(ids.response_id, ids.created, model,
-                       empty_finish=Dialect.EMPTY_FINISH_REASON in dialects)
-    toks = _token_frames(enc, answers)
-    tokens = toks.frames
-    if fault is Fault.ID_CHANGED:
-        # The second half comes from "another backend": same shape, another id.
-        other = ChunkEncoder(ids.response_id + "b", ids.created, model,
-                             empty_finish=Dialect.EMPTY_FINISH_REASON in dialects)
-        half = max(toks.roles + 1, len(tokens) // 2)
-        tokens[half:] = _token_frames(other, answers).frames[half:]
-        enc = other
-    finish_frames = []
-    if fault is not Fault.NO_FINISH:
-        for index, answer in enumerate(answers):
-            reason = None if Dialect.NO_FINISH_REASON in dialects else answer.finish_reason
-            finish_frames.append(enc.finish(index, reason))
-    trailer = list(finish_frames)
-    if req.include_usage and fault is not Fault.MISSING_USAGE:
-        trailer.append(enc.usage(usage_of(req, answers),
-                                 choices_null=Dialect.USAGE_CHOICES_NULL in dialects))
-    if fault is not Fault.NO_DONE and Dialect.NO_DONE not in dialects:
-        trailer.append(DONE)
-    if fault is Fault.FRAME_AFTER_DONE:
-        trailer.append(enc.delta(0, b"{}"))
-    if fault is Fault.BAD_CHUNK_JSON:
-        pos = _position(decision.at, 1, len(tokens) - 1)
-        body = tokens[pos][len(b"data: "):-2]
-        tokens.insert(pos + 1, b"data: " + body[: len(body) // 2] + b"\n\n")
-    elif fault is Fault.CHUNK_SCHEMA:
-        pos = _position(decision.at, 1, len(tokens) - 1)
-        tokens.insert(pos + 1, enc.delta(0, b'{"content":42}'))
-    def error_frames(k: int) -> list[bytes]:
-        form = config.options.error_event_form
-        if form == "both":
-            form = "event" if decision.variant % 2 else "data"
-        payload = _enc(error_object(500, "upstream model worker failed mid-stream"))
-        if form == "event":
-            return [b"event: error\ndata: " + payload + b"\n\n"]
-        return [b"data: " + payload + b"\n\n", DONE]
-
-    return schedule(config, decision, toks, trailer, error_frames)
-
-
-def _position(at: float, low: int, high: int) -> int:
+def position(at: float, low: int, high: int) -> int:
     """An index in [low, high] picked by the decision's ``at``."""
     if high <= low:
         return low
@@ -285,31 +157,6 @@ def schedule(config: ChaosConfig, decision: Decision, toks: Tokens, trailer: lis
     if fault is Fault.TRANSPORT_ERROR:
         plan.end = End.ABORT
     return plan
-
-
-def completion_body(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: ResponseIds,
-                    answers: list[Answer]) -> bytes:
-    """A non-streamed ``chat.completion`` with the content faults applied."""
-    choices = []
-    for index, answer in enumerate(answers):
-        message: dict[str, Any] = {"role": "assistant",
-                                   "content": "".join(answer.content) or None}
-        if answer.reasoning:
-            message["reasoning_content"] = "".join(answer.reasoning)
-        if answer.calls:
-            message["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name,
-                                                               "arguments": c.arguments}}
-                for c in answer.calls]
-        reason = None if Dialect.NO_FINISH_REASON in config.dialects else answer.finish_reason
-        choices.append({"index": index, "message": message, "logprobs": None,
-                        "finish_reason": reason})
-    body: dict[str, Any] = {"id": ids.response_id, "object": "chat.completion",
-                            "created": ids.created, "model": req.model or config.model,
-                            "system_fingerprint": "fp_sseguard_chaos", "choices": choices}
-    if decision.fault is not Fault.MISSING_USAGE:
-        body["usage"] = usage_of(req, answers)
-    return _enc(body)
 
 
 def completion_plan(config: ChaosConfig, decision: Decision, body: bytes, tokens: int) -> Plan:

@@ -21,6 +21,8 @@ from sseguard.chaos.faults import Decision, Dialect, Fault
 from sseguard.chaos.frames import Plan, ResponseIds
 from sseguard.chaos.generate import Answer, Call
 from sseguard.chaos.request import BadRequest, ChatRequest, Tool, decode_object, int_field, text_of
+from sseguard.chaos.writer import Writer
+from sseguard.contract.messages import MESSAGES
 
 #: What a Messages stream cannot carry: no sequence numbers, no ``*.done`` text to contradict, one
 #: message id sent once, no ``finish_reason`` enum of chat's kind, and content after ``message_stop``
@@ -33,20 +35,11 @@ ID_PREFIX = "msg_"
 #: The thinking budget that counts as reasoning effort "medium" (``Pacing.reasoning_tokens``).
 MEDIUM_BUDGET = 2048
 _STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
-_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
-                403: "permission_error", 404: "not_found_error", 413: "request_too_large",
-                429: "rate_limit_error", 503: "overloaded_error", 529: "overloaded_error"}
-
-
-def error_body(status: int, message: str) -> dict[str, Any]:
-    """Anthropic's error shape; its ``type`` as the status suggests (``api_error`` for the rest)."""
-    return {"type": "error", "error": {"type": _ERROR_TYPES.get(status, "api_error"),
-                                       "message": message}}
 
 
 def bad_request_body(exc: BadRequest) -> dict[str, Any]:
-    """The 400 body: Anthropic names no ``param``, the message says which field."""
-    return error_body(400, str(exc))
+    """The 400 body in Anthropic's shape: it names no ``param``, the message says which field."""
+    return MESSAGES.status_error(400, str(exc))
 
 
 def parse_request(body: bytes) -> ChatRequest:
@@ -264,3 +257,8 @@ def message_body(config: ChaosConfig, req: ChatRequest, decision: Decision, ids:
     if decision.fault is Fault.MISSING_USAGE:
         del body["usage"]
     return msgspec.json.encode(body)
+
+
+WRITER = Writer(MESSAGES.api, parse_request, stream_plan, message_body, bad_request_body,
+                id_prefix=ID_PREFIX, unsupported=UNSUPPORTED,
+                unsupported_unstreamed=UNSUPPORTED_UNSTREAMED)

@@ -1,13 +1,14 @@
-"""Read a ``/v1/chat/completions`` request body the way an OpenAI-compatible server does.
+"""A request as the chaos upstream reads it, whatever its protocol: the answer is generated from this.
 
-Only what shapes the answer is kept. Malformed requests are a ``BadRequest`` the server answers with
-400 and an OpenAI-style error object, as vLLM and SGLang do: a chaos server that accepted anything would
-hide client bugs the real upstream will not.
+Each protocol's writer (``chaos/<protocol>.py``) validates its own request shape into a ``ChatRequest``
+(the name is historical: it carries Responses and Messages requests too) and answers a malformed one
+with a ``BadRequest`` its server turns into a 400 in that API's error shape, as real servers do: a chaos
+server that accepted anything would hide client bugs the real upstream will not. The helpers here are
+the validation every protocol shares.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,22 +108,6 @@ def int_field(body: dict[str, Any], name: str, *, minimum: int, maximum: int | N
     return value
 
 
-def _tools(raw: Any) -> tuple[Tool, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise BadRequest("tools must be a list", "tools")
-    tools = []
-    for i, tool in enumerate(raw):
-        fn = tool.get("function") if isinstance(tool, dict) else None
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
-            raise BadRequest(f"tools[{i}] must be {{'type': 'function', 'function': {{'name': …}}}}",
-                             f"tools[{i}]")
-        params = fn.get("parameters")
-        tools.append(Tool(fn["name"], params if isinstance(params, dict) else {}))
-    return tuple(tools)
-
-
 def decode_object(body: bytes) -> dict[str, Any]:
     """The request body as a JSON object, or the ``BadRequest`` every protocol answers alike."""
     try:
@@ -132,62 +117,3 @@ def decode_object(body: bytes) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise BadRequest("the request body must be a JSON object")
     return data
-
-
-def parse_request(body: bytes) -> ChatRequest:
-    """Decode and validate a request body; raises ``BadRequest`` with a client-facing message."""
-    data = decode_object(body)
-    messages = data.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise BadRequest("messages must be a non-empty list", "messages")
-    words = 0
-    for i, msg in enumerate(messages):
-        if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
-            raise BadRequest(f"messages[{i}] must be an object with a role", f"messages[{i}]")
-        words += len(text_of(msg.get("content")).split()) + 4
-    stream = data.get("stream", False)
-    if not isinstance(stream, bool):
-        raise BadRequest("stream must be a boolean", "stream")
-    opts = data.get("stream_options")
-    if opts is not None and not isinstance(opts, dict):
-        raise BadRequest("stream_options must be an object", "stream_options")
-    model = data.get("model")
-    if model is not None and not isinstance(model, str):
-        raise BadRequest("model must be a string", "model")
-    effort = data.get("reasoning_effort")
-    if effort is not None and effort not in REASONING_SCALE:
-        raise BadRequest(f"reasoning_effort must be one of {', '.join(REASONING_SCALE)}",
-                         "reasoning_effort")
-    max_tokens = int_field(data, "max_completion_tokens", minimum=1)
-    if max_tokens is None:
-        max_tokens = int_field(data, "max_tokens", minimum=1)
-    tools = _tools(data.get("tools"))
-    tool_choice = data.get("tool_choice", "auto")
-    fn = tool_choice.get("function") if isinstance(tool_choice, dict) else None
-    forced = fn.get("name") if isinstance(fn, dict) else None
-    if forced is not None and forced not in {t.name for t in tools}:
-        raise BadRequest(f"tool_choice names {forced!r}, which is not among the tools",
-                         "tool_choice")
-    last = messages[-1]
-    digest = hashlib.blake2b(msgspec.json.encode([model, messages]), digest_size=16).digest()
-    return ChatRequest(
-        model=model,
-        stream=stream,
-        include_usage=bool(opts and opts.get("include_usage")),
-        tools=tools,
-        tool_choice=tool_choice,
-        parallel_tool_calls=data.get("parallel_tool_calls", True) is not False,
-        max_tokens=max_tokens,
-        n=int_field(data, "n", minimum=1, maximum=MAX_N) or 1,
-        reasoning=REASONING_SCALE[effort] if effort is not None else 0.0,
-        last_role=str(last["role"]),
-        last_text=text_of(last.get("content")),
-        prompt_words=words,
-        fingerprint=digest,
-    )
-
-
-def openai_bad_request(exc: BadRequest) -> dict[str, Any]:
-    """OpenAI's 400 body (chat and Responses): ``invalid_request_error`` naming the field."""
-    return {"error": {"message": str(exc), "type": "invalid_request_error", "param": exc.param,
-                      "code": None}}

@@ -15,10 +15,11 @@ from typing import Any
 
 import msgspec
 
+from sseguard.chaos.chat import openai_bad_request
 from sseguard.chaos.config import RESPONSES_ERROR_FORMS, ChaosConfig
 from sseguard.chaos.events import Breakers, Ev, frame, insert_broken, plan_events
 from sseguard.chaos.faults import Decision, Dialect, Fault
-from sseguard.chaos.frames import DONE, Plan, ResponseIds
+from sseguard.chaos.frames import Plan, ResponseIds
 from sseguard.chaos.generate import Answer, Call
 from sseguard.chaos.request import (
     REASONING_SCALE,
@@ -29,6 +30,9 @@ from sseguard.chaos.request import (
     int_field,
     text_of,
 )
+from sseguard.chaos.writer import Writer
+from sseguard.contract.chat import DONE_FRAME as DONE
+from sseguard.contract.responses import RESPONSES
 
 #: What a Responses stream cannot carry: it has no ``[DONE]`` to omit, no ``finish_reason`` to
 #: contradict, and content after the terminal event is ``event_order`` here.
@@ -306,3 +310,7 @@ def response_body(config: ChaosConfig, req: ChatRequest, decision: Decision, ids
     return msgspec.json.encode(_response(
         ids, req, config, status="incomplete" if incomplete else "completed",
         output=_output(ids, answer), usage=usage, incomplete=incomplete))
+
+
+WRITER = Writer(RESPONSES.api, parse_request, stream_plan, response_body, openai_bad_request,
+                id_prefix=ID_PREFIX, unsupported=UNSUPPORTED)

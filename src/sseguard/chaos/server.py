@@ -1,4 +1,4 @@
-"""The chaos upstream on aiohttp.web: chat completions, Responses and Messages that break on demand.
+"""The chaos upstream on aiohttp.web: every registered protocol, breaking on demand.
 
 aiohttp.web because it is the fastest server measured on this machine kind for many concurrent
 streams (``HTTP.md``): the chaos server must never be what a probe or proxy benchmark measures. The
@@ -25,8 +25,8 @@ import struct
 import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgspec
@@ -48,8 +48,11 @@ from sseguard.chaos.decide import applicable, decide
 from sseguard.chaos.faults import Decision, Fault
 from sseguard.chaos.frames import End, Plan, ResponseIds, completion_plan
 from sseguard.chaos.generate import make_answer
-from sseguard.chaos.request import BadRequest
-from sseguard.chaos.wires import WIRES, Wire
+from sseguard.chaos.registry import writers
+from sseguard.chaos.request import BadRequest, ChatRequest
+from sseguard.chaos.writer import Writer
+from sseguard.contract import Protocol, Route, protocol
+from sseguard.verdict import Api
 
 SERVER_HEADER = f"sseguard-chaos/{__version__}"
 FAULT_HEADER = "x-sseguard-fault"
@@ -124,8 +127,11 @@ def make_app(config: ChaosConfig | None = None, *,
     """
     app = web.Application(client_max_size=32 * 1024 * 1024)
     app[STATE] = ChaosState(config or ChaosConfig(), clock, clock(), counter=worker, step=workers)
-    for wire in WIRES:
-        app.router.add_post(wire.path, _handler(wire))
+    for writer in writers():
+        proto = protocol(writer.api)
+        for route in proto.routes:
+            for mount in proto.mounts:
+                app.router.add_post(f"{mount}{route.path}", _handler(writer, proto, route))
     app.router.add_get("/v1/models", _models)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/chaos/stats", _stats)
@@ -155,44 +161,45 @@ def _json(status: int, obj: Any, headers: dict[str, str] | None = None) -> web.R
                         content_type="application/json", headers=headers)
 
 
-def _handler(wire: Wire) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+def _handler(writer: Writer, proto: Protocol, route: Route
+             ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def handle(request: web.Request) -> web.StreamResponse:
         state = request.app[STATE]
         stats = state.stats
         counter = state.counter
         state.counter += state.step
         stats.requests += 1
-        stats.apis[str(wire.api)] += 1
+        stats.apis[str(writer.api)] += 1
         stats.inflight += 1
         inflight = stats.inflight
         stats.max_inflight = max(stats.max_inflight, inflight)
         try:
-            return await _serve(request, wire, state, counter, inflight)
+            return await _serve(request, writer, proto, route, state, counter, inflight)
         finally:
             stats.inflight -= 1
 
     return handle
 
 
-async def _serve(request: web.Request, wire: Wire, state: ChaosState, counter: int,
-                 inflight: int) -> web.StreamResponse:
+async def _serve(request: web.Request, writer: Writer, proto: Protocol, route: Route,
+                 state: ChaosState, counter: int, inflight: int) -> web.StreamResponse:
     config, stats = state.config, state.stats
     body = await request.read()
     forced_raw = request.headers.get(INJECT_HEADER)
     try:
         forced = _forced_fault(forced_raw)
-        req = wire.parse(body)
+        req = _from_route(writer.parse(body), route, request.match_info)
     except BadRequest as exc:
         stats.bad_requests += 1
         stats.statuses[400] += 1
-        ids = _ids(config.seed, counter, wire.id_prefix or config.id_prefix,
+        ids = _ids(config.seed, counter, writer.id_prefix or config.id_prefix,
                    request.headers.get("traceparent"))
-        return _json(400, wire.bad_request_body(exc), _headers(ids, Decision(None), inflight))
+        return _json(400, writer.bad_request_body(exc), _headers(ids, Decision(None), inflight))
     drawn = decide(config, counter, inflight=inflight, elapsed_s=state.clock() - state.started,
-                   forced=forced, force=forced_raw is not None, api=str(wire.api))
+                   forced=forced, force=forced_raw is not None, api=str(writer.api))
     decision = applicable(drawn, stream=req.stream, tools_offered=req.tools_offered,
                           typed_tool=req.typed_tool, include_usage=req.include_usage,
-                          unsupported=wire.cannot_carry(stream=req.stream))
+                          unsupported=writer.cannot_carry(stream=req.stream))
     if decision.fault is None and drawn.fault is not None:
         stats.skipped[str(drawn.fault)] += 1
     stats.faults[decision.header] += 1
@@ -200,8 +207,8 @@ async def _serve(request: web.Request, wire: Wire, state: ChaosState, counter: i
     stats.routes[decision.route] += 1
     # A routed prefix shows in every protocol's ids; the default route keeps the protocol's own.
     prefix = decision.id_prefix
-    if decision.route == "default" and wire.id_prefix is not None:
-        prefix = wire.id_prefix
+    if decision.route == "default" and writer.id_prefix is not None:
+        prefix = writer.id_prefix
     ids = _ids(config.seed, counter, prefix, request.headers.get("traceparent"))
     headers = _headers(ids, decision, inflight)
     if decision.fault is Fault.HTTP_ERROR:
@@ -211,22 +218,30 @@ async def _serve(request: web.Request, wire: Wire, state: ChaosState, counter: i
             headers["Retry-After"] = "1"
         stats.statuses[status] += 1
         message = _HTTP_ERROR_MESSAGES.get(status, f"upstream error {status}")
-        return _json(status, wire.error_body(status, message), headers)
+        return _json(status, proto.status_error(status, message), headers)
     stats.statuses[200] += 1
     answers = [make_answer(config, req, decision.fault, i) for i in range(req.n)]
     if req.stream:
         stats.streams += 1
-        plan = wire.stream_plan(config, req, decision, ids, answers)
+        plan = writer.stream_plan(config, req, decision, ids, answers)
         response = web.StreamResponse(status=200, headers={**headers, **_SSE_HEADERS})
         await response.prepare(request)
         return await _play(request, response, plan, state)
-    payload = wire.body(config, req, decision, ids, answers)
+    payload = writer.body(config, req, decision, ids, answers)
     tokens = max(a.completion_tokens for a in answers)
     plan = completion_plan(config, decision, payload, tokens)
     response = web.StreamResponse(status=200, headers=headers)
     response.content_type = "application/json"
     response.content_length = len(payload)
     return await _play(request, response, plan, state)
+
+
+def _from_route(req: ChatRequest, route: Route, params: Mapping[str, str]) -> ChatRequest:
+    """What the path says wins over the body: streaming chosen by the route, the model in the path."""
+    if route.streams is not None and route.streams != req.stream:
+        req = replace(req, stream=route.streams)
+    model = params.get("model")
+    return replace(req, model=model) if model is not None and model != req.model else req
 
 
 def _forced_fault(raw: str | None) -> Fault | None:
@@ -329,17 +344,22 @@ class ChaosServer(Listening):
     stats: ChaosStats
     app: web.Application
 
+    def url_for(self, api: str | Api, *, model: str | None = None) -> str:
+        """The stream URL of one protocol (its first route, the model filled in where it is in the
+        path)."""
+        return f"{self.url}{protocol(api).routes[0].fill(model=model or self.config.model)}"
+
     @property
     def chat_url(self) -> str:
-        return f"{self.url}/chat/completions"
+        return self.url_for(Api.CHAT)
 
     @property
     def responses_url(self) -> str:
-        return f"{self.url}/responses"
+        return self.url_for(Api.RESPONSES)
 
     @property
     def messages_url(self) -> str:
-        return f"{self.url}/messages"
+        return self.url_for(Api.MESSAGES)
 
 
 @contextlib.asynccontextmanager

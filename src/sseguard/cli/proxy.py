@@ -26,8 +26,10 @@ if TYPE_CHECKING:
 def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT,
                       tolerate: str | None, on_bad_end: str, complete_done: bool, repair_markup: str,
                       stall_timeout: float, timeout: float, store: str, max_body: str,
-                      echo: Callable[..., None], workers: str = "1", retry: int = 2,
-                      retry_max_wait: float = 10.0, resume: str = "off", resume_max: int = 2) -> int:
+                      echo: Callable[..., None], workers: str = "1", retain: str | None = None,
+                      retain_healthy: str | None = None, sample_healthy: float | None = None,
+                      retry: int = 2, retry_max_wait: float = 10.0, resume: str = "off",
+                      resume_max: int = 2) -> int:
     """Serve with the given flags until interrupted (uvloop when installed); returns the exit status."""
     from sseguard._serve import serve_workers
     from sseguard.proxy.config import ProxyConfig
@@ -36,7 +38,8 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT
     config = ProxyConfig.from_options(
         upstream=upstream, listen=listen, policy=policy, tolerate=tolerate, on_bad_end=on_bad_end,
         complete_done=complete_done, repair_markup=repair_markup, stall_timeout=stall_timeout,
-        timeout=timeout, max_body=max_body, store=store, workers=workers, retry=retry,
+        timeout=timeout, max_body=max_body, store=store, workers=workers, retain=retain,
+        retain_healthy=retain_healthy, sample_healthy=sample_healthy, retry=retry,
         retry_max_wait=retry_max_wait, resume=resume, resume_max=resume_max)
     if config.store is not None:
         from sseguard.store import open_store
@@ -111,6 +114,13 @@ def proxy(
                                     "splice it into the client's stream."),
     resume_max: int = typer.Option(2, "--resume-max", metavar="K",
                                    help="Continuations per stream at most."),
+    retain: str | None = typer.Option(None, "--retain", metavar="AGE",
+                                      help="Delete stored records older than this (e.g. 14d)."),
+    retain_healthy: str | None = typer.Option(None, "--retain-healthy", metavar="AGE",
+                                              help="Delete healthy streams' records sooner (e.g. 2d)."),
+    sample_healthy: float | None = typer.Option(None, "--sample-healthy", metavar="FRACTION",
+                                                help="Store this share of healthy streams, weighted so "
+                                                     "`analyze` rates stay unbiased (e.g. 0.1)."),
 ) -> None:
     """Guard an OpenAI- or Anthropic-compatible endpoint: no stream ends as a silent, clean end.
 
@@ -127,7 +137,8 @@ def proxy(
             upstream=upstream, listen=listen, policy=policy, tolerate=tolerate,
             on_bad_end=on_bad_end, complete_done=complete_done, repair_markup=repair_markup,
             stall_timeout=stall_timeout, timeout=timeout, store=store, max_body=max_body,
-            echo=typer.echo, workers=workers, retry=retry, retry_max_wait=retry_max_wait,
+            echo=typer.echo, workers=workers, retain=retain, retain_healthy=retain_healthy,
+            sample_healthy=sample_healthy, retry=retry, retry_max_wait=retry_max_wait,
             resume=resume, resume_max=resume_max)
     except ConfigError as exc:
         fail(str(exc))

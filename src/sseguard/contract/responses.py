@@ -15,141 +15,51 @@ openai-python's ``ResponseStreamManager`` does; ``ResponsesChecker`` adds the co
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from sseguard.contract._base import (
     FINISHED,
     Block,
     CheckerBase,
-    IdWatch,
-    Joined,
     is_int,
+)
+from sseguard.contract.chat import error_body, status_error
+from sseguard.contract.protocol import Auth, Protocol, Relay, Route, UpstreamError, data_type, dumps
+from sseguard.contract.request import (
+    Answer,
+    Call,
+    Format,
+    Settings,
+    Tool,
+    Turn,
+    blocks_of,
+    json_arguments,
+)
+from sseguard.contract.responses_assembler import (
+    ARGUMENTS,
+    CONTENT_PART,
+    OUTPUT_TEXT,
+    OUTPUT_TEXT_DELTA,
+    PARTS,
+    TEXT_STREAMS,
+    Part,
+    ResponsesAssembler,
+    TextStream,
 )
 from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
 
-__all__ = ["ResponsesAssembler", "ResponsesChecker"]
+__all__ = ["RESPONSES", "ResponsesAssembler", "ResponsesChecker", "ResponsesFormat"]
 
 #: Events that carry the response object itself.
 _LIFECYCLE = frozenset({"response.created", "response.queued", "response.in_progress"})
-#: A legitimate end: ``incomplete`` is a stop like chat's ``length`` (its reason is the finish).
-_TERMINAL = frozenset({"response.completed", "response.incomplete"})
+#: A legitimate end (the one place these are spelt): ``incomplete`` is a stop like chat's
+#: ``length`` (its reason is the finish).
+TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete"})
 #: Markers a few servers send after (or instead of) the terminal event; neither ends a response.
 _DONE_MARKERS = frozenset({"[DONE]", "response.done"})
-
-
-@dataclass(frozen=True, slots=True)
-class _TextStream:
-    """One kind of streamed text: its ``.delta`` events are joined, its ``.done`` repeats it whole."""
-
-    done_field: str  # where the ``.done`` event holds the full text
-    part_index: str | None  # the field naming the part within the item, if any
-    item_type: str  # the only output item type it may stream into
-    needs_part: bool  # a ``content_part`` must be open first (the SDK indexes into it)
-    leak_field: str | None  # where leaked markup is looked for (None: not visible text)
-
-
-#: The text streams, by event-type prefix: one engine, this table (STYLE.md item 3).
-_TEXT: dict[str, _TextStream] = {
-    "response.output_text": _TextStream("text", "content_index", "message", True, "output_text"),
-    "response.refusal": _TextStream("refusal", "content_index", "message", True, None),
-    "response.reasoning_text": _TextStream("text", "content_index", "reasoning", False, "reasoning"),
-    "response.reasoning_summary_text": _TextStream("text", "summary_index", "reasoning", False,
-                                                   "reasoning"),
-    "response.function_call_arguments": _TextStream("arguments", None, "function_call", False, None),
-    "response.custom_tool_call_input": _TextStream("input", None, "custom_tool_call", False, None),
-    "response.mcp_call_arguments": _TextStream("arguments", None, "mcp_call", False, None),
-}
-#: Parts of an item, opened by ``.added`` and closed by ``.done``: prefix → (index field, item field).
-_PARTS: dict[str, tuple[str, str]] = {
-    "response.content_part": ("content_index", "content"),
-    "response.reasoning_summary_part": ("summary_index", "summary"),
-}
-#: Which text streams fill which part kind, and the field of the part they fill.
-_PART_TEXT: dict[str, dict[str, str]] = {
-    "response.content_part": {"response.output_text": "text", "response.refusal": "refusal",
-                              "response.reasoning_text": "text"},
-    "response.reasoning_summary_part": {"response.reasoning_summary_text": "text"},
-}
-_ARGUMENTS = "response.function_call_arguments"
-_OUTPUT_TEXT = "response.output_text"
-_OUTPUT_TEXT_DELTA = "response.output_text.delta"
-_CONTENT_PART = "response.content_part"
-
-
-@dataclass(slots=True)
-class _Part:
-    snapshot: dict[str, Any]
-    open: bool = True
-
-
-class ResponsesAssembler:
-    """Folds Responses events into the final ``response`` object, as openai-python accumulates it.
-
-    The last response object a lifecycle or terminal event carried is the base; when that carries no
-    ``output`` (or the stream never ended), the output items come from the stream itself: an item as
-    its ``output_item.done`` gave it, else as it was opened, with the streamed text and arguments
-    filled in. ``keep_text=False`` keeps no text (arguments are always kept: they are checked).
-    """
-
-    __slots__ = ("ids", "items", "keep_text", "parts", "response", "saw_token", "texts")
-
-    def __init__(self, *, keep_text: bool = True) -> None:
-        self.keep_text = keep_text
-        self.response: dict[str, Any] | None = None  # the last response object seen
-        self.items: dict[int, Block] = {}
-        self.parts: dict[tuple[int, str, int], _Part] = {}
-        self.texts: dict[tuple[int, str, int], Joined] = {}
-        self.ids = IdWatch()
-        self.saw_token = False
-
-    def note_response(self, response: dict[str, Any]) -> None:
-        self.response = response
-        self.ids.see(response.get("id"))
-
-    def text(self, key: tuple[int, str, int]) -> Joined:
-        joined = self.texts.get(key)
-        if joined is None:
-            joined = self.texts[key] = Joined(self.keep_text or key[1] == _ARGUMENTS)
-        return joined
-
-    def output(self) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        for index in sorted(self.items):
-            block = self.items[index]
-            if not block.open:
-                out.append(block.snapshot)
-                continue
-            item = dict(block.snapshot)
-            if block.is_tool:
-                item["arguments"] = "".join(block.arguments)
-            for prefix, (_, field) in _PARTS.items():
-                parts = sorted((k[2], p) for k, p in self.parts.items()
-                               if k[0] == index and k[1] == prefix)
-                if parts:
-                    item[field] = [self._filled(index, prefix, sub, part) for sub, part in parts]
-            out.append(item)
-        return out
-
-    def _filled(self, index: int, kind: str, sub: int, part: _Part) -> dict[str, Any]:
-        if not part.open:
-            return part.snapshot
-        snapshot = dict(part.snapshot)
-        for prefix, field in _PART_TEXT[kind].items():
-            joined = self.texts.get((index, prefix, sub))
-            if joined is not None and field in snapshot:
-                snapshot[field] = joined.text
-        return snapshot
-
-    def to_response(self) -> dict[str, Any]:
-        """The final ``response`` object (an empty dict when no response object came)."""
-        out = dict(self.response) if self.response is not None else {}
-        streaming = out.get("status") in (None, "in_progress", "queued")
-        if (out.get("output") is None or streaming) and (self.items or self.response is not None):
-            out["output"] = self.output()
-        return out
 
 
 class ResponsesChecker(CheckerBase):
@@ -180,10 +90,10 @@ class ResponsesChecker(CheckerBase):
             "response.output_item.added": self._on_item_added,
             "response.output_item.done": self._on_item_done,
         }
-        for prefix in _PARTS:
+        for prefix in PARTS:
             self._handlers[prefix + ".added"] = self._on_part_added
             self._handlers[prefix + ".done"] = self._on_part_done
-        for prefix in _TEXT:
+        for prefix in TEXT_STREAMS:
             self._handlers[prefix + ".delta"] = self._on_delta
             self._handlers[prefix + ".done"] = self._on_text_done
 
@@ -311,7 +221,7 @@ class ResponsesChecker(CheckerBase):
             args = item.get("arguments")
             if isinstance(args, str) and args:
                 block.arguments.append(args)
-                self._asm.text((index, _ARGUMENTS, 0)).add(args)
+                self._asm.text((index, ARGUMENTS, 0)).add(args)
 
     def _on_item_done(self, etype: str, obj: dict[str, Any]) -> None:
         block = self._open_item(etype, obj)
@@ -337,7 +247,7 @@ class ResponsesChecker(CheckerBase):
         """(output index, part kind, part index) of a part event, when its item is open."""
         prefix = etype.rpartition(".")[0]
         block = self._open_item(etype, obj)
-        sub = None if block is None else self._int_field(etype, obj, _PARTS[prefix][0])
+        sub = None if block is None else self._int_field(etype, obj, PARTS[prefix][0])
         return None if block is None or sub is None else (block.index, prefix, sub)
 
     def _on_part_added(self, etype: str, obj: dict[str, Any]) -> None:
@@ -349,7 +259,7 @@ class ResponsesChecker(CheckerBase):
                                                 f"opened twice")
             return
         part = obj.get("part")
-        self._asm.parts[key] = _Part(dict(part) if isinstance(part, dict) else {})
+        self._asm.parts[key] = Part(dict(part) if isinstance(part, dict) else {})
 
     def _on_part_done(self, etype: str, obj: dict[str, Any]) -> None:
         key = self._part_key(etype, obj)
@@ -366,9 +276,9 @@ class ResponsesChecker(CheckerBase):
             part.snapshot = done
 
     def _text_key(self, etype: str, obj: dict[str, Any],
-                  ) -> tuple[Block, _TextStream, tuple[int, str, int]] | None:
+                  ) -> tuple[Block, TextStream, tuple[int, str, int]] | None:
         prefix = etype.rpartition(".")[0]
-        spec = _TEXT[prefix]
+        spec = TEXT_STREAMS[prefix]
         block = self._open_item(etype, obj)
         if block is None:
             return None
@@ -383,7 +293,7 @@ class ResponsesChecker(CheckerBase):
                 return None
             sub = got
             if spec.needs_part:
-                part = self._asm.parts.get((block.index, _CONTENT_PART, sub))
+                part = self._asm.parts.get((block.index, CONTENT_PART, sub))
                 if part is None or not part.open:
                     self._once(f"{etype}#{block.index}#{sub}", FindingKind.EVENT_ORDER,
                                f"{etype} for part {sub} of output item {block.index}, which is "
@@ -394,15 +304,15 @@ class ResponsesChecker(CheckerBase):
     def _on_delta(self, etype: str, obj: dict[str, Any]) -> None:
         # Fast path for nearly every event of a long answer: text into an open part of an open
         # message; anything unusual takes the checked way below.
-        if etype == _OUTPUT_TEXT_DELTA:
+        if etype == OUTPUT_TEXT_DELTA:
             index, sub, delta = obj.get("output_index"), obj.get("content_index"), obj.get("delta")
             if type(index) is int and type(sub) is int and type(delta) is str:
                 block = self._asm.items.get(index)
-                part = self._asm.parts.get((index, _CONTENT_PART, sub))
+                part = self._asm.parts.get((index, CONTENT_PART, sub))
                 if (block is not None and block.open and block.type == "message"
                         and part is not None and part.open):
                     if delta:
-                        self._asm.text((index, _OUTPUT_TEXT, sub)).add(delta)
+                        self._asm.text((index, OUTPUT_TEXT, sub)).add(delta)
                         self._asm.saw_token = True
                         self._leaks.scan(index, "output_text", delta)
                     return
@@ -455,3 +365,165 @@ class ResponsesChecker(CheckerBase):
 
     def _message(self) -> dict[str, Any]:
         return self._asm.to_response()
+
+
+# ── the protocol's other facts: requests, relay, errors, sniffing, the descriptor ─────────────────
+
+
+class ResponsesFormat(Format):
+    """OpenAI Responses: ``input`` items; calls are ``function_call`` items, results
+    ``function_call_output`` items; the system prompt is ``instructions``."""
+
+    api = Api.RESPONSES
+    expected = "a Responses body (a JSON object with 'input': a string or a list of items)"
+    turns_field = "input"
+    max_tokens_field = "max_output_tokens"
+    setting_fields = ("reasoning",)
+
+    def render(self, system: str, turns: Sequence[Turn], tools: Sequence[Tool]) -> dict[str, Any]:
+        items: list[dict[str, Any]] = []
+        for turn in turns:
+            if turn.role == "tool":
+                items.extend({"type": "function_call_output", "call_id": call.id, "output": text}
+                             for call, text in turn.results)
+                continue
+            if turn.text or not turn.calls:
+                items.append({"role": turn.role, "content": turn.text or ""})
+            items.extend({"type": "function_call", "call_id": c.id, "name": c.name,
+                          "arguments": c.arguments} for c in turn.calls)
+        body: dict[str, Any] = {"instructions": system, "input": items}
+        if tools:
+            body["tools"] = [{"type": "function", "name": t.name, "description": t.description,
+                              "parameters": dict(t.parameters)} for t in tools]
+            body["tool_choice"] = "auto"
+        return body
+
+    def finish(self, body: dict[str, Any], *, model: str, settings: Settings) -> dict[str, Any]:
+        # Usage always comes in the terminal response: the Responses API has no option for it.
+        body["model"] = model
+        body["stream"] = True
+        if settings.max_tokens is not None:
+            body["max_output_tokens"] = settings.max_tokens
+        if settings.reasoning_effort is not None:
+            reasoning = body.get("reasoning")
+            body["reasoning"] = {**(reasoning if isinstance(reasoning, dict) else {}),
+                                 "effort": settings.reasoning_effort}
+        return body
+
+    def answer(self, message: Mapping[str, Any]) -> Answer | None:
+        output = message.get("output")  # the assembled response object
+        if not isinstance(output, list):
+            return None
+        texts: list[str] = []
+        calls: list[Call] = []
+        for item in output:
+            if not isinstance(item, dict):
+                continue
+            if item.get("type") == "function_call":
+                calls.append(Call(str(item.get("call_id") or item.get("id") or f"call_{len(calls)}"),
+                                  str(item.get("name") or ""), json_arguments(item.get("arguments"))))
+            elif item.get("type") == "message":
+                texts.extend(str(part.get("text") or "") for part in blocks_of(item)
+                             if part.get("type") == "output_text")
+        return Answer("".join(texts), tuple(calls))
+
+    def misfit(self, body: Mapping[str, Any]) -> str | None:
+        if "messages" in body:
+            return "it has 'messages' (a Chat Completions or Anthropic Messages body)"
+        if not isinstance(body.get("input"), str | list):
+            return "it has no 'input'"
+        return None
+
+
+#: The error events of a Responses stream (flat or nested ``error``, and ``response.failed``).
+ERROR_EVENTS = frozenset({"error", "response.failed"})
+_SEQUENCE = re.compile(rb'"sequence_number"\s*:\s*(\d+)')
+
+
+def next_sequence_number(sent: bytes) -> int:
+    """One past the last ``sequence_number`` in what was last sent (0 when there is none)."""
+    # The key cannot occur inside a JSON string unescaped, so the last match is the last event's.
+    at = sent.rfind(b'"sequence_number"')
+    match = _SEQUENCE.match(sent, at) if at >= 0 else None
+    return int(match.group(1)) + 1 if match else 0
+
+
+def responses_error_frame(code: str, message: str, sent: bytes = b"") -> bytes:
+    """A valid Responses ``error`` event that openai-python also raises ``APIError`` on."""
+    body = {"type": "error", "code": code, "message": message, "param": None,
+            "sequence_number": next_sequence_number(sent),
+            "error": {"type": "upstream_stream_error", "code": code, "message": message}}
+    return b"event: error\ndata: " + dumps(body) + b"\n\n"
+
+
+def _terminal(event: SSEEvent) -> bool:
+    # data: [DONE] too: openai-python stops reading at it, so one that came without
+    # response.completed (no_finish) must still be replaceable by an error.
+    if event.event in TERMINAL_EVENTS or event.data == "[DONE]":
+        return True
+    return event.event == "message" and data_type(event, TERMINAL_EVENTS) is not None
+
+
+def _upstream_error(event: SSEEvent) -> UpstreamError | None:
+    # A nested error object would make openai-python raise too, but a flat one or response.failed
+    # would not: one shape for all of them, with the code the client can act on.
+    if event.event in ERROR_EVENTS:
+        return UpstreamError.REPLACE
+    if event.event == "message" and data_type(event, ERROR_EVENTS) is not None:
+        return UpstreamError.REPLACE
+    return None
+
+
+def _trailer(event: SSEEvent) -> bool:
+    return event.data == "[DONE]"  # tolerated after the terminal event, never required
+
+
+#: Statuses of a response object that has not ended.
+_UNFINISHED = frozenset({"in_progress", "queued"})
+
+
+def finish_of(message: Mapping[str, Any]) -> list[str | None]:
+    """The terminal status, or the ``incomplete_details.reason`` of an incomplete response."""
+    status = message.get("status")
+    if status == "incomplete":
+        details = message.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
+        return [reason if isinstance(reason, str) else "incomplete"]
+    return [status if isinstance(status, str) and status not in _UNFINISHED else None]
+
+
+def _claims(obj: Mapping[str, Any]) -> bool:
+    etype = obj.get("type")
+    return isinstance(etype, str) and etype.startswith("response.") and "sequence_number" in obj
+
+
+RESPONSES = Protocol(
+    api=Api.RESPONSES,
+    title="OpenAI Responses",
+    routes=(Route("/responses"),),
+    auth=Auth("authorization", scheme="Bearer"),
+    claims=_claims,
+    format=ResponsesFormat(),
+    checker=ResponsesChecker,
+    assembler=ResponsesAssembler,
+    relay=Relay(
+        terminal=_terminal, upstream_error=_upstream_error, error_frame=responses_error_frame,
+        sentinel=b"", trailer=_trailer,
+        messages={
+            Ending.TRUNCATED: "the upstream stopped after content without response.completed or "
+                              "response.incomplete; the answer is incomplete",
+            Ending.NO_FINISH: "the upstream ended the stream (data: [DONE] or response.done) without "
+                              "response.completed or response.incomplete",
+            Ending.CUT_MID_FRAME: "the upstream body stopped in the middle of an event",
+            Ending.EMPTY: "the upstream sent no event at all",
+        }),
+    error_body=error_body,
+    status_error=status_error,
+    # A completed response has no finish field; an incomplete one says why in incomplete_details.
+    finish_reasons=frozenset({"completed", "max_output_tokens", "content_filter"}),
+    finish_of=finish_of,
+    terminal_events=TERMINAL_EVENTS,
+    bad_endings=("truncated", "no_finish", "cut_mid_frame", "transport_error", "error_event",
+                 "http_error", "empty", "tool_call_unterminated"),
+    dialects=("trailing_done",),
+)

@@ -23,9 +23,10 @@ from sseguard._config import opt_int as _int
 from sseguard._config import opt_string as _opt_str
 from sseguard._config import positive_float as _positive_float
 from sseguard._config import positive_int as _positive_int
-from sseguard.errors import ConfigError
+from sseguard.contract import api_names, protocol
+from sseguard.errors import ConfigError, UsageError
 from sseguard.policy import Policy
-from sseguard.probe.formats import check_body, load_body_file, thinking_budget
+from sseguard.probe.formats import Settings, check_body, format_for, load_body_file
 from sseguard.redact import SECRET_NAMES
 from sseguard.verdict import Api
 
@@ -33,22 +34,17 @@ WORKLOADS = ("small", "big", "reuse", "tools")
 DEFAULT_BIG_BYTES = 1_700_000
 DEFAULT_COUNT = 100
 DEFAULT_LEVELS = (1, 8, 16, 32, 60)
-#: The path each protocol's stream is requested at, appended to an arm's base URL (PROTOCOLS.md).
-API_PATHS = {Api.CHAT: "/chat/completions", Api.RESPONSES: "/responses", Api.MESSAGES: "/messages"}
-#: Anthropic's API refuses a request without a version; this is the one its SDKs send.
-ANTHROPIC_VERSION = "2023-06-01"
 _ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 
 
 def parse_api(value: Any, where: str) -> Api:
-    """``chat``, ``responses`` or ``messages``; anything else is a one-line ``ConfigError``."""
+    """A protocol's name (``Api``); anything else is a one-line ``ConfigError`` listing the names."""
     try:
-        return Api(value)
-    except ValueError:
-        raise ConfigError(f"{where}: unknown api {value!r} "
-                          f"(known: {', '.join(a.value for a in Api)})") from None
+        return protocol(value).api
+    except UsageError:
+        raise ConfigError(f"{where}: unknown api {value!r} (known: {api_names()})") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +52,9 @@ class Arm:
     """One target endpoint. ``key_env`` is the *name* of the env var holding its key, never the key.
 
     ``api`` is the protocol the arm speaks; None until ``build_config`` fills in the run's ``--api``
-    (chat by default). ``key_header`` None means the protocol's own: ``Authorization: Bearer`` for the
-    OpenAI protocols, ``x-api-key`` for Anthropic Messages. ``body_file`` is the arm's own request body
+    (chat by default). ``key_header`` None means the protocol's own (``Protocol.auth``):
+    ``Authorization: Bearer`` for the OpenAI protocols, ``x-api-key`` for Anthropic Messages.
+    ``body_file`` is the arm's own request body
     (in its protocol's format), for arms of several protocols side by side; it replaces the run's
     workload for this arm.
     """
@@ -77,17 +74,17 @@ class Arm:
 
     @property
     def url(self) -> str:
-        """The stream URL: the base URL plus the protocol's path (``/chat/completions``,
-        ``/responses``, ``/messages``) unless it already ends so."""
+        """The stream URL: the base URL plus the protocol's stream path (``Protocol.routes``, the
+        model filled in where the path holds it) unless it already ends so."""
         base = self.base_url.rstrip("/")
-        path = API_PATHS[self.protocol]
+        path = protocol(self.protocol).routes[0].fill(model=self.model or "")
         return base if base.endswith(path) else f"{base}{path}"
 
     @property
     def key_header_name(self) -> str:
         if self.key_header:
             return self.key_header
-        return "x-api-key" if self.protocol is Api.MESSAGES else "authorization"
+        return protocol(self.protocol).auth.header
 
     @property
     def path(self) -> str:
@@ -107,8 +104,9 @@ class Arm:
     def request_headers(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         """Headers to send: the arm's own plus the key header built from ``key_env``."""
         headers = dict(self.headers)
-        if self.protocol is Api.MESSAGES and not any(k.lower() == "anthropic-version" for k in headers):
-            headers["anthropic-version"] = ANTHROPIC_VERSION
+        given = {k.lower() for k in headers}
+        # The protocol's fixed headers (Anthropic refuses a request without ``anthropic-version``).
+        headers.update((k, v) for k, v in protocol(self.protocol).headers.items() if k.lower() not in given)
         key = self.key(environ)
         if key is not None:
             name = self.key_header_name
@@ -483,11 +481,12 @@ def _workload(merged: Mapping[str, Any]) -> WorkloadSpec:
 
 
 def _check_workload_fits(workload: WorkloadSpec, arms: Sequence[Arm]) -> None:
-    """A ``--body`` (or an arm's own ``body``) must be in the arm's own format; a thinking budget must
-    be one Messages takes."""
+    """A ``--body`` (or an arm's own ``body``) must be in the arm's own format; the reasoning effort
+    one every arm's format can express (a Messages thinking budget)."""
     for arm in arms:
         path = arm.body_file or workload.body_file
         if path is not None:
             check_body(load_body_file(path), arm.protocol, path=path, arm=arm.name)
-    if workload.reasoning_effort is not None and any(a.protocol is Api.MESSAGES for a in arms):
-        thinking_budget(workload.reasoning_effort)
+    if workload.reasoning_effort is not None:
+        for fmt in {format_for(a.protocol) for a in arms}:
+            fmt.check_settings(Settings(reasoning_effort=workload.reasoning_effort))

@@ -6,7 +6,6 @@ second from it, so a thousand streams cost the display nothing measurable.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -16,22 +15,12 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from sseguard.analyze.rates import wilson
 from sseguard.policy import Policy
 from sseguard.record import Record
 from sseguard.verdict import Ending
 
 ENDING_ORDER = [str(e) for e in Ending]
-
-
-def wilson(failed: int, total: int, z: float = 1.959964) -> tuple[float, float]:
-    """Wilson score 95 % interval for a failure rate (sensible at 0 and at small counts)."""
-    if total <= 0:
-        return 0.0, 1.0
-    p = failed / total
-    denom = 1 + z * z / total
-    centre = (p + z * z / (2 * total)) / denom
-    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def rate_text(failed: int, total: int) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sseguard.contract import TAIL_BYTES, checker_for
+from sseguard.contract import TAIL_BYTES, checker_for, protocol
 from sseguard.policy import Policy
 from sseguard.record import Record, record_from_verdict
 from sseguard.redact import Redactor
@@ -28,7 +28,7 @@ class StreamWatch:
 
     ``sent_at`` is when the request left (monotonic seconds); ``started_at`` the wall-clock epoch time
     of the same moment (records keep it for time-window analysis). ``api`` picks the contract
-    (``checker_for``): chat completions, responses or messages.
+    (``checker_for``), by protocol name.
     """
 
     __slots__ = ("api", "checker", "done_at", "first_chunk_at", "first_token_at", "headers",
@@ -126,20 +126,21 @@ def request_summary(body: Mapping[str, Any], *, url_path: str, prompt_bytes: int
                     api: str | Api = Api.CHAT) -> dict[str, Any]:
     """A small description of the request for evidence files (never the whole 1.7 MB prompt).
 
-    The turns are ``messages`` (chat, messages) or ``input`` items (responses); the limits and the
-    reasoning settings are named as the protocol names them.
+    The turns, the token limit and the reasoning settings are read from the fields the protocol's
+    request format names (``Format.turns_field`` and the rest).
     """
-    turns = body.get("messages", body.get("input"))
+    fmt = protocol(api).format
+    turns = body.get(fmt.turns_field)
     summary = {
         "api": str(api),
         "path": url_path,
         "model": body.get("model"),
         "messages": len(turns) if isinstance(turns, list) else (1 if isinstance(turns, str) else None),
         "tools": len(body["tools"]) if isinstance(body.get("tools"), list) else 0,
-        "max_tokens": body.get("max_tokens", body.get("max_output_tokens")),
+        "max_tokens": body.get(fmt.max_tokens_field),
         "prompt_bytes": prompt_bytes,
     }
-    for key in ("reasoning_effort", "stream_options", "reasoning", "thinking"):
+    for key in fmt.setting_fields:
         if key in body:
             summary[key] = body[key]
     return summary

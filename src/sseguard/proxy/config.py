@@ -19,6 +19,7 @@ from sseguard._config import seconds as _seconds
 from sseguard._serve import parse_workers
 from sseguard.errors import ConfigError
 from sseguard.policy import AGENTS, GUARD_DEFAULT, Policy
+from sseguard.store.retention import Retention
 from sseguard.verdict import Ending
 
 
@@ -136,6 +137,9 @@ class ProxyConfig:
     #: ``--resume``: the continuation dialect of the upstream (None: off), and continuations per stream.
     resume: str | None = None
     resume_max: int = 2
+    #: Store retention and sampling of healthy streams (``--retain``, ``--retain-healthy``,
+    #: ``--sample-healthy``); see ``sseguard.store.retention``.
+    retention: Retention = field(default_factory=Retention)
 
     @classmethod
     def from_options(cls, *, upstream: str, listen: str = "127.0.0.1:8080", policy: str = GUARD_DEFAULT,
@@ -144,7 +148,9 @@ class ProxyConfig:
                      stall_timeout: float = 60.0, timeout: float = 600.0,
                      max_body: str | int = 32 * 1024 * 1024, store: str | None = "sseguard.db",
                      secrets: tuple[str, ...] = (), arm: str = "",
-                     workers: str | int = 1, retry: int = 2,
+                     workers: str | int = 1, retain: str | None = None,
+                     retain_healthy: str | None = None,
+                     sample_healthy: float | None = None, retry: int = 2,
                      retry_max_wait: float = 10.0, resume: str | None = None,
                      resume_max: int = 2) -> ProxyConfig:
         """Check every option as a person typed it; raise ``ConfigError`` naming the bad flag."""
@@ -167,7 +173,8 @@ class ProxyConfig:
             stall_timeout=_seconds(stall_timeout, "--stall-timeout"),
             timeout=_seconds(timeout, "--timeout"), max_body=parse_size(max_body),
             store=store_url, secrets=tuple(s for s in secrets if s), arm=arm,
-            workers=parse_workers(workers), retry=retry,
+            workers=parse_workers(workers),
+            retention=Retention.from_options(retain, retain_healthy, sample_healthy), retry=retry,
             retry_max_wait=_seconds(retry_max_wait, "--retry-max-wait"), resume=dialect,
             resume_max=resume_max,
         )

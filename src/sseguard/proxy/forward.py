@@ -14,6 +14,7 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
+from sseguard.contract import protocol
 from sseguard.redact import Redactor
 from sseguard.verdict import Api
 
@@ -92,12 +93,11 @@ def error_body(message: str, *, type_: str, code: str | None, param: str | None 
                anthropic: bool = False) -> dict[str, object]:
     """An error object in the client's API's own shape, which its SDK knows how to surface.
 
-    OpenAI: ``{"error": {"message", "type", "param", "code"}}``; Anthropic: ``{"type": "error",
-    "error": {"type", "message"}}`` (plus the same ``code``, which its SDK keeps in ``body``).
+    The shapes are the protocols' own (``Protocol.error_body``): OpenAI's for every OpenAI-compatible
+    path, Anthropic's (``anthropic``) for a client that speaks Anthropic's API.
     """
-    if anthropic:
-        return {"type": "error", "error": {"type": type_, "message": message, "code": code}}
-    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+    return protocol(Api.MESSAGES if anthropic else Api.CHAT).error_body(
+        message, type_=type_, code=code, param=param)
 
 
 def error_response(status: int, message: str, *, type_: str, code: str | None,

@@ -49,6 +49,7 @@ class ProxyState:
         self.session: aiohttp.ClientSession | None = None
         self.store: Any = None
         self.writer: Any = None
+        self.pruner: Any = None
         self.active = 0
         self._index = itertools.count(config.worker, config.workers)
         self._trim: asyncio.TimerHandle | None = None
@@ -65,8 +66,15 @@ class ProxyState:
             from sseguard.store import BatchWriter, open_store
 
             # Opening a SQLite file or connecting to PostgreSQL is blocking: keep it off the loop.
+            from sseguard.store.retention import RetentionThread, SampledStore
+
             self.store = await asyncio.to_thread(open_store, self.config.store)
+            retention = self.config.retention
+            if retention.sample_healthy is not None:
+                self.store = SampledStore(self.store, retention.sample_healthy)
             self.writer = BatchWriter(self.store)
+            if retention.prunes and self.config.worker == 0:  # one pruner per store, not per worker
+                self.pruner = RetentionThread(self.config.store, retention).start()
         # Idle upstream connections are dropped after 4 s, below uvicorn's 5 s keep-alive (vLLM,
         # SGLang): reusing a connection the server is closing at that moment would be a spurious 502.
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300,
@@ -89,6 +97,8 @@ class ProxyState:
         if self.writer is not None:
             # Drain every queued record: a clean shutdown loses no evidence.
             await asyncio.to_thread(self.writer.close)
+        if self.pruner is not None:
+            await asyncio.to_thread(self.pruner.stop)
         if self.store is not None:
             await asyncio.to_thread(self.store.close)
 

@@ -35,8 +35,9 @@ _decoder = msgspec.json.Decoder(Record)
 class RecordStore(Protocol):
     """Where records go. Writes are synchronous: call them from a thread (see ``BatchWriter``)."""
 
-    def write(self, records: Sequence[Record]) -> None:
-        """Store a batch in one transaction: all of it or none of it."""
+    def write(self, records: Sequence[Record], weights: Sequence[int] | None = None) -> None:
+        """Store a batch in one transaction: all of it or none of it. ``weights[i]``: how many
+        streams record i stands for (see ``retention.SampledStore``); 1 each when omitted."""
 
     def read(self, run_id: str | None = None, since: float | None = None) -> Iterator[Record]:
         """Records in the order they were written, optionally of one run and started at or after ``since``."""

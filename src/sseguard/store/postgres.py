@@ -40,8 +40,11 @@ _SCHEMA = [
         ending TEXT NOT NULL,
         started_at DOUBLE PRECISION NOT NULL,
         id_prefix TEXT,
-        record JSONB NOT NULL
+        record JSONB NOT NULL,
+        weight BIGINT NOT NULL DEFAULT 1
     )""",
+    # Stores from before sampling get the column; every record they hold counts once.
+    f"ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS weight BIGINT NOT NULL DEFAULT 1",
     f"CREATE INDEX IF NOT EXISTS {TABLE}_run_id ON {TABLE} (run_id)",
     f"CREATE INDEX IF NOT EXISTS {TABLE}_arm ON {TABLE} (arm)",
     f"CREATE INDEX IF NOT EXISTS {TABLE}_ending ON {TABLE} (ending)",
@@ -52,8 +55,8 @@ _SCHEMA = [
     "ON CONFLICT (key) DO NOTHING",
 ]
 
-_INSERT = (f"INSERT INTO {TABLE} (run_id, arm, ending, started_at, id_prefix, record) "
-           "VALUES (%s, %s, %s, %s, %s, %s::jsonb)")
+_INSERT = (f"INSERT INTO {TABLE} (run_id, arm, ending, started_at, id_prefix, record, weight) "
+           "VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s)")
 
 # jsonb refuses the NUL character (`\u0000`), which a cut binary body tail can contain. An escape is
 # only real when preceded by an even number of backslashes.
@@ -105,11 +108,12 @@ class PostgresStore:
             raise UsageError("the PostgreSQL store is closed")
         return self._conn
 
-    def write(self, records: Sequence[Record]) -> None:
+    def write(self, records: Sequence[Record], weights: Sequence[int] | None = None) -> None:
         if not records:
             return
         rows = [(_text_safe(r.run_id), _text_safe(r.arm), _text_safe(r.ending), r.started_at,
-                 _opt_text_safe(r.id_prefix), _jsonb_safe(encode_for_store(r))) for r in records]
+                 _opt_text_safe(r.id_prefix), _jsonb_safe(encode_for_store(r)), w)
+                for r, w in zip(records, weights or [1] * len(records), strict=True)]
         with self._lock:
             conn = self._connection()
             with conn.transaction(), conn.cursor() as cur:

@@ -33,7 +33,8 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
     ending TEXT NOT NULL,
     started_at REAL NOT NULL,
     id_prefix TEXT,
-    record TEXT NOT NULL
+    record TEXT NOT NULL,
+    weight INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS {TABLE}_run_id ON {TABLE} (run_id);
 CREATE INDEX IF NOT EXISTS {TABLE}_arm ON {TABLE} (arm);
@@ -44,8 +45,8 @@ CREATE TABLE IF NOT EXISTS {META} (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 INSERT OR IGNORE INTO {META} (key, value) VALUES ('schema_version', '{STORE_SCHEMA_VERSION}');
 """
 
-_INSERT = (f"INSERT INTO {TABLE} (run_id, arm, ending, started_at, id_prefix, record) "
-           "VALUES (?, ?, ?, ?, ?, ?)")
+_INSERT = (f"INSERT INTO {TABLE} (run_id, arm, ending, started_at, id_prefix, record, weight) "
+           "VALUES (?, ?, ?, ?, ?, ?, ?)")
 
 BUSY_TIMEOUT_S = 30.0
 
@@ -68,6 +69,13 @@ class SQLiteStore:
                 raise ConfigError(f"SQLite store {path!r} cannot use WAL mode (got {mode!r})")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
+            columns = {row[1] for row in conn.execute(f"PRAGMA table_info({TABLE})")}
+            if "weight" not in columns:  # a store from before sampling: every record counted once
+                conn.execute("BEGIN IMMEDIATE")
+                columns = {row[1] for row in conn.execute(f"PRAGMA table_info({TABLE})")}
+                if "weight" not in columns:  # checked again under the lock: another process may have
+                    conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN weight INTEGER NOT NULL DEFAULT 1")
+                conn.execute("COMMIT")
             row = conn.execute(f"SELECT value FROM {META} WHERE key = 'schema_version'").fetchone()
         except sqlite3.Error as exc:
             conn.close()
@@ -88,11 +96,11 @@ class SQLiteStore:
             raise UsageError("the SQLite store is closed")
         return self._conn
 
-    def write(self, records: Sequence[Record]) -> None:
+    def write(self, records: Sequence[Record], weights: Sequence[int] | None = None) -> None:
         if not records:
             return
-        rows = [(r.run_id, r.arm, r.ending, r.started_at, r.id_prefix, encode_for_store(r))
-                for r in records]
+        rows = [(r.run_id, r.arm, r.ending, r.started_at, r.id_prefix, encode_for_store(r), w)
+                for r, w in zip(records, weights or [1] * len(records), strict=True)]
         with self._lock:
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sseguard.contract import checker_for, detect_api
+from sseguard.contract import check_body
 from sseguard.errors import UsageError
 from sseguard.verdict import Verdict
 
@@ -17,7 +17,4 @@ def check_stream(body: bytes, api: str | None = None, *, request: dict[str, Any]
     """
     if not isinstance(body, bytes | bytearray | memoryview):
         raise UsageError(f"check_stream takes the body as bytes, not {type(body).__name__}")
-    which = api if api is not None else detect_api(bytes(body))
-    checker = checker_for(which or "chat", request)
-    checker.feed(bytes(body))
-    return checker.close(http_status=http_status)
+    return check_body(bytes(body), api, request=request, http_status=http_status)

@@ -30,7 +30,7 @@ from sseguard.chaos.server import (
     ChaosStats,
     run_chaos_in_thread,
 )
-from sseguard.contract import api_for_path
+from sseguard.contract import api_for_path, protocol, protocol_for_path
 from sseguard.errors import UsageError
 from sseguard.verdict import Api
 
@@ -43,14 +43,21 @@ class ServedRequest:
 
     method: str
     path: str
-    api: str | None  # chat | responses | messages, or None for any other path
+    api: str | None  # the protocol (an ``Api`` value), or None for any other path
     status: int
     fault: str | None  # the injected fault's name (x-sseguard-fault), None when it served a healthy answer
     body: Any  # the JSON request body (None when there was none or it was not JSON)
 
     @property
     def stream(self) -> bool:
-        return isinstance(self.body, dict) and self.body.get("stream") is True
+        """Whether a stream was asked for: by the path where the protocol's route decides, else by
+        the body's stream field."""
+        proto = protocol_for_path(self.path)
+        route = proto.route_for(self.path) if proto is not None else None
+        if route is not None and route.streams is not None:
+            return route.streams
+        field = proto.stream_field if proto is not None else "stream"
+        return isinstance(self.body, dict) and field is not None and self.body.get(field) is True
 
 
 @dataclass(slots=True)
@@ -182,9 +189,4 @@ class ChaosUpstream:
 
 
 def _parse_api(api: str | None) -> Api | None:
-    if api is None:
-        return None
-    try:
-        return Api(api)
-    except ValueError:
-        raise UsageError(f"unknown api {api!r} (known: {', '.join(a.value for a in Api)})") from None
+    return None if api is None else protocol(api).api

@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from sseguard.contract.responses import TERMINAL_EVENTS
 from sseguard.proxy.repair.engine import (
     BlockRepair,
     ChoiceRepair,
@@ -32,7 +33,8 @@ from sseguard.toolcalls import ToolArgsDelta, ToolCallEnd, ToolCallStart
 _encode = msgspec.json.encode
 
 
-_RESPONSES_TERMINAL = frozenset({"response.completed", "response.incomplete"})
+#: The terminal events are the protocol's own (spelt once, in ``contract/responses.py``).
+_RESPONSES_TERMINAL = TERMINAL_EVENTS
 _REASONING_DELTAS = frozenset({"response.reasoning_summary_text.delta",
                                "response.reasoning_text.delta"})
 

@@ -1,0 +1,264 @@
+"""The engines that run the counting queries where the records are.
+
+DuckDB reads JSONL and Parquet files (embedded, multi-threaded, spilling to disk past its memory limit),
+SQLite and PostgreSQL stores answer in their own database, and Spark (``engine="spark"``) reads the
+same files on a cluster or in local mode. Each engine only runs SQL text and returns rows; the queries
+come from ``facts``. Drivers import when their engine opens, so reading JSONL never loads psycopg or
+pyspark. A driver's own error becomes one line (``EngineError``), never a traceback.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sqlite3
+import tempfile
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+from urllib.parse import quote
+
+from sseguard.analyze.facts import Dialect
+from sseguard.analyze.sources import FileSource, Source, StoreSource, spark_schema
+from sseguard.errors import ConfigError
+from sseguard.record import id_prefix
+
+Row = tuple[Any, ...]
+#: DuckDB's working memory; past it, large aggregations spill to a temporary directory.
+DUCKDB_MEMORY = "600MB"
+
+
+class EngineError(ConfigError):
+    """A source an engine cannot read: refused connection, a file that is not records, bad SQL."""
+
+
+class Engine(Protocol):
+    dialect: Dialect
+    source: Source
+
+    def rows(self, sql: str) -> list[Row]:
+        """All rows of ``sql``."""
+
+    def close(self) -> None:
+        """Release the connection."""
+
+
+def one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split("\n")[0].split())
+    return text or type(exc).__name__
+
+
+class DuckDBEngine:
+    """JSONL and Parquet files in an in-process DuckDB."""
+
+    dialect = Dialect("duckdb")
+
+    def __init__(self, source: FileSource, *, threads: int | None = None,
+                 progress: Callable[[float], None] | None = None) -> None:
+        import duckdb
+
+        self.source: Source = source
+        self._progress = progress
+        self._con = duckdb.connect(":memory:")
+        # Past the memory limit DuckDB spills to disk: to a temporary directory of ours, not `.tmp` in
+        # whatever directory the user ran sseguard from.
+        self._spill = tempfile.mkdtemp(prefix="sseguard-duckdb-")
+        self._con.execute(f"SET temp_directory = '{self._spill}'")
+        self._con.execute(f"SET memory_limit = '{DUCKDB_MEMORY}'")
+        # Track progress for our own bar (``query_progress``), never print DuckDB's on stdout.
+        self._con.execute("SET enable_progress_bar = true")
+        self._con.execute("SET enable_progress_bar_print = false")
+        self._con.execute("SET preserve_insertion_order = false")
+        if threads is not None:
+            self._con.execute(f"SET threads = {int(threads)}")
+
+    def rows(self, sql: str) -> list[Row]:
+        import duckdb
+
+        done = threading.Event()
+        watcher = None
+        if self._progress is not None:
+            watcher = threading.Thread(target=self._watch, args=(done,), daemon=True)
+            watcher.start()
+        try:
+            return list(self._con.execute(sql).fetchall())
+        except duckdb.Error as exc:
+            raise EngineError(_duckdb_message(exc, self.source.label)) from None
+        finally:
+            done.set()
+            if watcher is not None:
+                watcher.join()
+
+    def _watch(self, done: threading.Event) -> None:
+        assert self._progress is not None
+        while not done.wait(0.2):
+            try:
+                share = float(self._con.query_progress())
+            except Exception:  # the query may end between the check and the call
+                return
+            if share >= 0:
+                self._progress(min(1.0, share / 100.0))
+
+    def close(self) -> None:
+        self._con.close()
+        shutil.rmtree(self._spill, ignore_errors=True)
+
+
+_BAD_LINE = re.compile(r'in file "(?P<file>[^"]+)", at byte \d+ in line (?P<line>\d+): (?P<why>[^\n]*)')
+
+
+def _duckdb_message(exc: BaseException, label: str) -> str:
+    """A line a person can act on: ``file:line: not a valid record: why`` for malformed JSON (the
+    line found again by reading the file here: DuckDB's line numbers are not the editor's)."""
+    m = _BAD_LINE.search(str(exc))
+    if m:
+        found = _first_bad_line(m["file"])
+        if found is not None:
+            return found
+        return f"{m['file']}: not a valid record: {m['why'].strip()}"
+    return f"cannot read {label}: {one_line(exc)}"
+
+
+def _first_bad_line(path: str) -> str | None:
+    """``path:N: not a valid record: why`` for the first line that is not a record (streamed)."""
+    import msgspec
+
+    from sseguard.record import Record
+
+    decode = msgspec.json.Decoder(Record).decode
+    try:
+        with open(path, "rb") as f:
+            for number, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    decode(line)
+                except msgspec.DecodeError as exc:
+                    hint = ("" if line.endswith(b"\n") else
+                            " (the last line is incomplete: was the writer killed mid-line?)")
+                    return f"{path}:{number}: not a valid record: {one_line(exc)}{hint}"
+    except OSError:
+        return None
+    return None
+
+
+class SQLiteEngine:
+    """A SQLite store, read in its own file (read-only: the analyzer never writes a store)."""
+
+    dialect = Dialect("sqlite")
+
+    def __init__(self, source: StoreSource) -> None:
+        self.source: Source = source
+        try:
+            self._con = sqlite3.connect(f"file:{quote(source.target)}?mode=ro", uri=True, timeout=30.0)
+            self._con.create_function("sseguard_id_prefix", 1, id_prefix, deterministic=True)
+            self._check()
+        except sqlite3.Error as exc:
+            raise EngineError(f"cannot read store {source.label}: {one_line(exc)}") from None
+
+    def _check(self) -> None:
+        from sseguard.store._base import TABLE
+
+        columns = {row[1] for row in self._con.execute(f"PRAGMA table_info({TABLE})")}
+        if not columns:
+            raise EngineError(f"{self.source.label} is not an sseguard store (no {TABLE} table)")
+        if "weight" not in columns:  # a store written before weights existed: every record counts once
+            self._con.execute(f"CREATE TEMP VIEW {TABLE} AS SELECT *, 1 AS weight FROM main.{TABLE}")
+
+    def rows(self, sql: str) -> list[Row]:
+        try:
+            return list(self._con.execute(sql).fetchall())
+        except sqlite3.Error as exc:
+            raise EngineError(f"cannot read store {self.source.label}: {one_line(exc)}") from None
+
+    def close(self) -> None:
+        self._con.close()
+
+
+class PostgresEngine:
+    """A PostgreSQL store: the server counts, only the cells cross the wire."""
+
+    dialect = Dialect("postgresql")
+
+    def __init__(self, source: StoreSource) -> None:
+        import psycopg
+
+        from sseguard.store._base import TABLE
+
+        self.source: Source = source
+        try:
+            self._con = psycopg.connect(source.target, connect_timeout=10, autocommit=True)
+            found = self._con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = %s",
+                (TABLE,)).fetchall()
+        except psycopg.Error as exc:
+            raise EngineError(f"cannot read store {source.label}: {one_line(exc)}") from None
+        columns = {str(r[0]) for r in found}
+        if not columns:
+            self._con.close()
+            raise EngineError(f"{source.label} is not an sseguard store (no {TABLE} table)")
+        if "weight" not in columns:
+            self._con.execute(f"CREATE TEMP VIEW {TABLE} AS SELECT *, 1 AS weight FROM public.{TABLE}")
+
+    def rows(self, sql: str) -> list[Row]:
+        import psycopg
+
+        try:  # no parameters: psycopg sends the text as it is (a `%` in a literal stays a `%`)
+            cursor = self._con.execute(sql.encode())
+            return list(cursor.fetchall()) if cursor.description is not None else []
+        except psycopg.Error as exc:
+            raise EngineError(f"cannot read store {self.source.label}: {one_line(exc)}") from None
+
+    def close(self) -> None:
+        self._con.close()
+
+
+class SparkEngine:
+    """JSONL or Parquet files in Spark: ``local[2]`` by default, or the session the caller passes."""
+
+    dialect = Dialect("spark")
+
+    def __init__(self, source: FileSource, session: Any = None) -> None:
+        self.source: Source = source
+        self._spark = session if session is not None else spark_session()
+        reader = self._spark.read
+        try:
+            if source.kind == "parquet":
+                frame = reader.parquet(*source.files)
+            else:
+                frame = reader.schema(spark_schema()).option("mode", "FAILFAST").json(list(source.files))
+        except Exception as exc:  # pyspark's AnalysisException and friends
+            raise EngineError(f"cannot read {source.label}: {one_line(exc)}") from None
+        frame.createOrReplaceTempView("sseguard_src")
+
+    def rows(self, sql: str) -> list[Row]:
+        try:
+            return [tuple(r) for r in self._spark.sql(sql).collect()]
+        except Exception as exc:
+            raise EngineError(f"cannot read {self.source.label}: {one_line(exc)}") from None
+
+    def close(self) -> None:
+        self._spark.sql("UNCACHE TABLE IF EXISTS sseguard_facts")
+        self._spark.catalog.dropTempView("sseguard_facts")
+        self._spark.catalog.dropTempView("sseguard_src")
+
+
+def spark_session(master: str = "local[2]") -> Any:
+    """A SparkSession (the active one if any): UTC, no UI, few shuffle partitions for local mode."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:
+        raise ConfigError(f"the Spark engine needs pyspark ({exc})") from None
+    return (SparkSession.builder.master(master).appName("sseguard-analyze")
+            .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
+            .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+
+
+def open_engine(source: Source, *, engine: str = "auto", spark: Any = None,
+                progress: Callable[[float], None] | None = None) -> Engine:
+    """The engine that reads ``source``: DuckDB for files (Spark when asked), the store's own database."""
+    if isinstance(source, StoreSource):
+        return SQLiteEngine(source) if source.kind == "sqlite" else PostgresEngine(source)
+    if engine == "spark":
+        return SparkEngine(source, spark)
+    return DuckDBEngine(source, progress=progress)

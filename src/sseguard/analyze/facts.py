@@ -1,0 +1,227 @@
+"""The counts the analysis needs, defined once as SQL over the record schema, for every engine.
+
+The statistics work on counts per combination of attribute labels (a *cell*: arm, api, workload,
+concurrency, ending, finding kinds, id prefix, time window, reuse and prompt-size buckets, the values
+of the headers worth comparing), weighted by each record's ``weight``. This module writes the queries
+that compute those cells where the records are: ``Dialect`` holds the few expressions that differ
+between DuckDB, SQLite, PostgreSQL and Spark SQL (JSON and map access, ``floor``, the response-id
+prefix), and every query is built from the same definitions here, so four engines cannot drift apart.
+
+Each source presents a *facts* relation with the columns of ``FACTS`` (see ``sources``); the queries
+below read only those. Bucket edges are computed in Python with the very formula the labels use and
+written into the SQL as literal comparisons, so an engine's ``ln`` or rounding never moves a record
+into another bucket.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: The columns every source's facts relation has (see ``sources``).
+FACTS = ("schema", "run_id", "idx", "started_at", "arm", "api", "workload", "concurrency", "ending",
+         "kinds", "id_prefix", "response_id", "reuse_index", "prompt_bytes", "headers", "weight")
+#: Log buckets: (key, base, start). Prompt sizes grow by 4 from 1 KiB, reuse indexes by 2 from 1.
+PROMPT_BUCKETS = (4, 1024)
+REUSE_BUCKETS = (2, 1)
+_MAX_VALUE = 2**63 - 1
+
+
+def quote(value: str) -> str:
+    """A SQL string literal (standard quoting: every dialect here doubles the single quote)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def double(value: float) -> str:
+    """A float literal every engine reads as exactly ``value``: the shortest round-trip digits in
+    scientific notation (a double in DuckDB, Spark and SQLite; in PostgreSQL a numeric that converts
+    to the same double). The type names differ between engines; this notation does not."""
+    text = repr(float(value))
+    return text if "e" in text else f"{text}e0"
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """The expressions that differ between engines; everything else in the queries is shared SQL."""
+
+    name: str
+
+    def floor(self, expr: str) -> str:
+        # SQLite has floor() only when built with the math functions; the argument is never negative.
+        return f"CAST({expr} AS INTEGER)" if self.name == "sqlite" else f"CAST(FLOOR({expr}) AS BIGINT)"
+
+    def header(self, name: str) -> str:
+        """The value of response header ``name`` of a record (NULL when it has none)."""
+        if self.name == "duckdb":
+            return f"headers[{quote(name)}]"
+        if self.name == "spark":
+            return f"try_element_at(headers, {quote(name)})"
+        if self.name == "sqlite":
+            return f"json_extract(headers, {quote(chr(36) + '.' + _json_key(name))})"
+        return f"(headers ->> {quote(name)})"
+
+    def has_headers(self) -> str:
+        if self.name in ("duckdb", "spark"):
+            return "(headers IS NOT NULL AND cardinality(headers) > 0)"
+        if self.name == "sqlite":
+            return "(headers IS NOT NULL AND headers <> '{}')"
+        return "(headers IS NOT NULL AND headers <> '{}'::jsonb)"
+
+    def header_pairs(self) -> str:
+        """FROM-less tail that turns facts ``f`` into (name, value) rows, one per header of a record."""
+        if self.name == "duckdb":
+            return "SELECT unnest(map_keys(headers)) AS name, unnest(map_values(headers)) AS value FROM f"
+        if self.name == "spark":
+            return "SELECT explode(headers) AS (name, value) FROM f"
+        if self.name == "sqlite":
+            return "SELECT h.key AS name, h.value AS value FROM f, json_each(f.headers) AS h"
+        return "SELECT h.key AS name, h.value AS value FROM f, jsonb_each_text(f.headers) AS h"
+
+    def id_prefix(self) -> str:
+        """``sseguard.record.id_prefix`` of ``response_id``: the leading letters, ``numeric``, ``other``."""
+        if self.name == "sqlite":
+            return "sseguard_id_prefix(response_id)"  # the Python function itself, registered by the engine
+        if self.name == "postgresql":
+            digits, letters = "response_id ~ '^[0-9]+$'", "substring(response_id from '^[A-Za-z]+')"
+        else:  # DuckDB and Spark share regexp_extract
+            digits = ("regexp_matches(response_id, '^[0-9]+$')" if self.name == "duckdb"
+                      else "response_id RLIKE '^[0-9]+$'")
+            letters = "NULLIF(regexp_extract(response_id, '^[A-Za-z]+', 0), '')"
+        return (f"CASE WHEN response_id IS NULL OR response_id = '' THEN NULL WHEN {digits} THEN 'numeric' "
+                f"ELSE COALESCE({letters}, 'other') END")
+
+    def length(self, expr: str) -> str:
+        return f"char_length({expr})" if self.name == "postgresql" else f"length({expr})"
+
+
+def _json_key(name: str) -> str:
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """Which records the analysis reads: a time range (epoch seconds) and column = value sets."""
+
+    since: float | None = None
+    until: float | None = None
+    equals: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def where(self) -> str:
+        parts = ["1 = 1"]
+        if self.since is not None:
+            parts.append(f"started_at >= {double(self.since)}")
+        if self.until is not None:
+            parts.append(f"started_at < {double(self.until)}")
+        for column, values in self.equals:
+            if column not in FILTERABLE:
+                raise ValueError(f"cannot filter on {column!r}")
+            if column == "concurrency":
+                listed = ", ".join(str(int(v)) for v in values)
+            else:
+                listed = ", ".join(quote(v) for v in values)
+            parts.append(f"{column} IN ({listed})")
+        return " AND ".join(parts)
+
+    def narrowed(self, column: str, value: str) -> Filter:
+        return Filter(self.since, self.until, (*self.equals, (column, (value,))))
+
+
+#: Columns ``--where`` accepts (``run`` is an alias of ``run_id``).
+FILTERABLE = ("arm", "api", "workload", "run_id", "concurrency", "ending")
+
+
+def facts_cte(facts: str, flt: Filter) -> str:
+    return f"WITH f AS (SELECT * FROM ({facts}) AS src WHERE {flt.where()})"
+
+
+def profile_query(facts: str, flt: Filter) -> str:
+    """Per run: records, weighted records, newest schema, first and last start time (of started ones)."""
+    return (f"{facts_cte(facts, flt)} SELECT run_id, COUNT(*), SUM(weight), MAX(schema), "
+            "MIN(CASE WHEN started_at > 0 THEN started_at END), "
+            "MAX(CASE WHEN started_at > 0 THEN started_at END) FROM f GROUP BY run_id")
+
+
+def header_query(facts: str, flt: Filter, dialect: Dialect) -> str:
+    """Per header name: distinct values and records carrying it (to drop per-request ids)."""
+    return (f"{facts_cte(facts, flt)} SELECT name, COUNT(DISTINCT value), COUNT(*) "
+            f"FROM ({dialect.header_pairs()}) AS p GROUP BY name")
+
+
+def log_bucket(value: int, base: int, start: int) -> int:
+    """The bucket of ``value`` exactly as the labels define it (0 below ``start``)."""
+    if value < start:
+        return 0
+    return math.floor(math.log(value / start, base) + 1e-9) + 1
+
+
+def bucket_edges(base: int, start: int) -> list[int]:
+    """The smallest value of each bucket from 1 up, found with ``log_bucket`` itself (bisection), so
+    the SQL ladder agrees with the formula even where floating point puts an edge off a power."""
+    edges: list[int] = []
+    b = 1
+    while True:
+        lo, hi = max(start, start * base ** (b - 1) // 2), min(_MAX_VALUE, start * base ** (b - 1) * 2)
+        if log_bucket(hi, base, start) < b:
+            return edges
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if log_bucket(mid, base, start) >= b:
+                hi = mid
+            else:
+                lo = mid + 1
+        edges.append(lo)
+        if hi >= _MAX_VALUE:
+            return edges
+        b += 1
+
+
+def ladder(expr: str, base: int, start: int) -> str:
+    """``log_bucket(expr)`` as portable SQL: a CASE over the bucket edges; NULL stays NULL."""
+    whens = [f"WHEN {expr} < {edge} THEN {b}" for b, edge in enumerate(bucket_edges(base, start))]
+    return f"CASE WHEN {expr} IS NULL THEN NULL {' '.join(whens)} ELSE {len(whens)} END"
+
+
+#: The cell columns ``cells_query`` returns before the headers, in order.
+CELL_KEYS = ("arm", "api", "workload", "concurrency", "ending", "kinds", "pfx", "sep", "win", "reuse",
+             "prompt")
+
+
+def cells_query(facts: str, flt: Filter, dialect: Dialect, *, firsts: dict[str, float],
+                width: float | None, headers: Sequence[str]) -> str:
+    """Weighted record counts per cell: one row per distinct combination of every label."""
+    if width is not None and firsts:
+        first = " ".join(f"WHEN {quote(run)} THEN {double(t)}" for run, t in sorted(firsts.items()))
+        offset = f"(started_at - CASE run_id {first} END)"
+        win = f"CASE WHEN started_at > 0 THEN {dialect.floor(f'{offset} / {double(width)}')} END"
+    else:
+        win = "CAST(NULL AS BIGINT)"
+    pfx = f"COALESCE(NULLIF(id_prefix, ''), {dialect.id_prefix()})"
+    has = dialect.has_headers()
+    heads = [f"CASE WHEN {has} THEN COALESCE({dialect.header(h)}, '(absent)') END AS h{i}"
+             for i, h in enumerate(headers)]
+    prompt = ladder("NULLIF(prompt_bytes, 0)", PROMPT_BUCKETS[0], PROMPT_BUCKETS[1])
+    labelled = ", ".join([
+        "arm", "api", "workload", "concurrency", "ending", "COALESCE(kinds, '') AS kinds",
+        "pfx",
+        # The character after the prefix (`gw-`, `resp_`): how the report writes the prefix.
+        f"CASE WHEN {dialect.length('response_id')} > {dialect.length('pfx')} "
+        f"AND substr(response_id, 1, {dialect.length('pfx')}) = pfx "
+        f"THEN substr(response_id, {dialect.length('pfx')} + 1, 1) END AS sep",
+        f"{win} AS win", f"{ladder('reuse_index', REUSE_BUCKETS[0], REUSE_BUCKETS[1])} AS reuse",
+        f"{prompt} AS prompt", *heads, "weight"])
+    keys = [*CELL_KEYS, *(f"h{i}" for i in range(len(headers)))]
+    grouped = ", ".join(keys)
+    return (f"{facts_cte(facts, flt)}, g AS (SELECT *, {pfx} AS pfx FROM f) "
+            f"SELECT {grouped}, SUM(weight) AS w FROM (SELECT {labelled} FROM g) AS t GROUP BY {grouped}")
+
+
+def evidence_query(facts: str, flt: Filter, failing: Sequence[tuple[str, str]], limit: int,
+                   record: str) -> str:
+    """The first ``limit`` failing records by start time (``failing``: their (ending, kinds) pairs),
+    as the record documents ``record`` names in the source."""
+    if not failing:
+        return ""
+    match = " OR ".join(f"(ending = {quote(e)} AND COALESCE(kinds, '') = {quote(k)})" for e, k in failing)
+    return (f"{facts_cte(facts, flt)} SELECT {record} FROM f WHERE {match} "
+            f"ORDER BY started_at, arm, idx LIMIT {int(limit)}")

@@ -1,0 +1,38 @@
+"""What a protocol's chaos writer gives the server's one handler.
+
+The server decides the fault, generates the answer (protocol-independent) and asks the request's
+``Writer`` to parse the request, plan the stream or encode the whole body, and shape a 400. Where the
+protocol is served, and its HTTP error bodies, are the protocol's own descriptor's
+(``Protocol.routes``/``mounts``, ``Protocol.status_error``): the writer holds only what chaos adds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sseguard.chaos.config import ChaosConfig
+from sseguard.chaos.faults import Decision, Fault
+from sseguard.chaos.frames import Plan, ResponseIds
+from sseguard.chaos.generate import Answer
+from sseguard.chaos.request import BadRequest, ChatRequest
+from sseguard.verdict import Api
+
+
+@dataclass(frozen=True, slots=True)
+class Writer:
+    """One protocol as the chaos upstream speaks it."""
+
+    api: Api
+    parse: Callable[[bytes], ChatRequest]
+    stream_plan: Callable[[ChaosConfig, ChatRequest, Decision, ResponseIds, list[Answer]], Plan]
+    body: Callable[[ChaosConfig, ChatRequest, Decision, ResponseIds, list[Answer]], bytes]
+    bad_request_body: Callable[[BadRequest], dict[str, Any]]
+    id_prefix: str | None  # the default route's id prefix; None: the configured ``id_prefix``
+    unsupported: frozenset[Fault]  # faults this protocol cannot carry (skipped, as inapplicable)
+    unsupported_unstreamed: frozenset[Fault] = frozenset()
+
+    def cannot_carry(self, *, stream: bool) -> frozenset[Fault]:
+        """The faults a request of this protocol cannot carry, streamed or not."""
+        return self.unsupported if stream else self.unsupported | self.unsupported_unstreamed

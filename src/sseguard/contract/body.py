@@ -1,0 +1,66 @@
+"""Judge a whole captured body in one call, and tell which protocol it speaks from the body itself.
+
+``check_body`` serves ``sseguard check`` and ``sseguard.testing.check_stream``: one way to judge a body,
+whoever holds it. Sniffing asks each protocol's descriptor whether a record could only be its own
+(``Protocol.claims``), so a new protocol is recognised without an edit here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from sseguard.contract._base import JSON_ERRORS, decode_json
+from sseguard.contract.registry import protocol, protocols
+from sseguard.errors import UsageError
+from sseguard.sse import SSEDecoder
+from sseguard.verdict import Api, Verdict
+
+#: How much of a body ``detect_api`` looks at: the first typed record decides, it comes early.
+SNIFF_BYTES = 65536
+
+
+def _records(body: bytes) -> Iterator[Mapping[str, Any]]:
+    """The JSON objects a body's SSE events carry, in order (sentinels, comments and garbage skipped)."""
+    for event in SSEDecoder().feed(body[:SNIFF_BYTES]):
+        if event.data == "[DONE]":
+            continue
+        try:
+            obj = decode_json(event.data)
+        except JSON_ERRORS:
+            continue
+        if isinstance(obj, dict):
+            yield obj
+
+
+def detect_api(body: bytes) -> Api | None:
+    """Which protocol a captured stream body speaks, from its first recognisable record, or None.
+
+    Each protocol's descriptor says which records only it sends (``chat.completion.chunk`` objects;
+    ``response.*`` types numbered by ``sequence_number``; ``message_start`` and the other Messages
+    event types). Error frames, pings, comments and garbage say nothing, so a body of only those is
+    None.
+    """
+    known = protocols()
+    for obj in _records(body):
+        for proto in known:
+            if proto.claims(obj):
+                return proto.api
+    return None
+
+
+def check_body(body: bytes, api: str | Api | None = None, *, request: dict[str, Any] | None = None,
+               markup: str | Iterable[str] | None = "all", http_status: int = 200,
+               default: Api = Api.CHAT) -> Verdict:
+    """The verdict on one whole response body: ``api`` told from the body when not given.
+
+    A body no protocol claims (only errors, pings, garbage) is judged as ``default``. ``request`` is
+    the request body that produced it (tools, usage asked), in that API's format.
+    """
+    if not isinstance(body, bytes | bytearray | memoryview):
+        raise UsageError(f"the body must be bytes, not {type(body).__name__}")
+    raw = bytes(body)
+    which = protocol(api if api is not None else (detect_api(raw) or default))
+    checker = which.checker(request, markup=markup, keep_text=True)
+    checker.feed(raw)
+    return checker.close(http_status=http_status)

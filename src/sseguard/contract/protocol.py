@@ -1,0 +1,206 @@
+"""What a wire protocol is, as data: the ``Protocol`` descriptor every consumer reads.
+
+Each ``contract/<protocol>.py`` exports one ``Protocol`` that owns every fact about its protocol, and
+``contract/registry.py`` lists them one line each. Checker selection, ``check``, chaos, the proxy, the
+strict transports, the probe, Locust and the pytest plugin read these fields and keep no table of their
+own, so a fourth protocol is one descriptor (plus its chaos writer), never an edit to each consumer.
+
+The fields are chosen so that protocols unlike the first three fit without a new consumer branch:
+
+- ``Route.path`` is a template, and ``{model}`` in it says the model sits in the path, not the body;
+  ``Route.streams`` says whether the path itself decides streaming (Gemini's ``:streamGenerateContent``
+  against ``:generateContent``) or the body's ``stream`` field does (``None``);
+- ``mounts`` lists every prefix a route is served under (``/v1``; Gemini adds ``/v1beta``), and a route
+  may carry its own longer prefix (a Vertex path);
+- ``Auth`` names the key header and its scheme, and a query parameter for APIs that take the key there
+  (``?key=``, a secret to redact);
+- ``framings`` says how records are framed on the wire: SSE, or one JSON array streamed element by
+  element.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from sseguard.contract._base import CheckerBase
+from sseguard.contract.request import Format
+from sseguard.sse import SSEEvent
+from sseguard.verdict import Api, Ending
+
+
+class Framing(StrEnum):
+    """How a protocol's records travel in a response body."""
+
+    SSE = "sse"  # ``data:`` events (``event:`` names optional)
+    JSON_ARRAY = "json_array"  # one JSON array, streamed element by element (Gemini without alt=sse)
+
+    @property
+    def media_type(self) -> str:
+        """The ``Content-Type`` (without parameters) a body in this framing comes with."""
+        return "text/event-stream" if self is Framing.SSE else "application/json"
+
+    def is_stream(self, route: Route | None) -> bool:
+        """Whether a body in this framing is a stream to check: SSE always is; a JSON body only on a
+        route that streams by its path (elsewhere it is a whole, non-streamed answer)."""
+        return self is Framing.SSE or (route is not None and route.streams is True)
+
+
+class UpstreamError(StrEnum):
+    """What the relay does with an error frame the upstream sent."""
+
+    #: The client's SDK raises on it as it is: forward it, byte-identical, and end the stream.
+    FORWARD = "forward"
+    #: The client's SDK would not raise on it (or not for every client): send the guard's own frame.
+    REPLACE = "replace"
+
+
+_PARAM = re.compile(r"\\\{(\w+)\\\}")
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One request path a protocol answers at, relative to a mount (``/chat/completions``).
+
+    ``{name}`` segments are parameters (``{model}``: the model is in the path). ``streams`` None means
+    the body's stream field decides; True or False means the path alone does.
+    """
+
+    path: str
+    streams: bool | None = None
+    _pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        body = _PARAM.sub(lambda m: f"(?P<{m.group(1)}>[^/]+)", re.escape(self.path.lstrip("/")))
+        object.__setattr__(self, "_pattern", re.compile(rf"(?:^|/){body}$"))
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        """Matches a request path that ends in this route (any base prefix before it)."""
+        return self._pattern
+
+    def fill(self, **params: str) -> str:
+        """The path with its parameters filled in (``model=...``)."""
+        return self.path.format(**params)
+
+
+@dataclass(frozen=True, slots=True)
+class Auth:
+    """How a request carries its key: a header (with a scheme such as ``Bearer``) or a query field."""
+
+    header: str
+    scheme: str | None = None  # "Bearer": the header's value is "Bearer <key>"
+    query: str | None = None  # a query parameter that may carry the key instead (a secret)
+
+    def value(self, key: str) -> str:
+        """The header value for ``key``."""
+        return f"{self.scheme} {key}" if self.scheme else key
+
+
+@dataclass(frozen=True, slots=True)
+class Relay:
+    """What a guarding relay needs of a protocol (one engine in ``proxy/``, one table per protocol)."""
+
+    #: The event that ends a good stream; held until the upstream ends its body.
+    terminal: Callable[[SSEEvent], bool]
+    #: Whether an event is an upstream error frame, and what to do with it (None: not an error).
+    upstream_error: Callable[[SSEEvent], UpstreamError | None]
+    #: ``(code, message, what was last sent) -> frame``: the error the client's SDK raises on.
+    error_frame: Callable[[str, str, bytes], bytes]
+    #: What ``--complete-done`` appends to a finished stream that only lacks it (b"": no such thing).
+    sentinel: bytes
+    #: Why a stream with this ending failed, in this protocol's words.
+    messages: Mapping[Ending, str]
+    #: Frames after the terminal event that are delivered with it (a tolerated trailer).
+    trailer: Callable[[SSEEvent], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Protocol:
+    """Every fact about one wire protocol (``PROTOCOLS.md``), in one place."""
+
+    api: Api
+    title: str  # how a person names it: "OpenAI Chat Completions"
+    routes: tuple[Route, ...]  # the first is where a client asks for a stream
+    auth: Auth
+    #: Whether one decoded record (an SSE event's JSON data) could only come from this protocol.
+    claims: Callable[[Mapping[str, Any]], bool]
+    #: How requests, tools and answers are written (the probe and Locust render through it).
+    format: Format
+    #: The checker class: ``checker(request, markup=..., keep_text=...)``.
+    checker: type[CheckerBase]
+    #: The assembler class that folds the stream into the final message, as a client does.
+    assembler: type[Any]
+    relay: Relay
+    #: ``error_body(message, type_=..., code=..., param=...)``: an HTTP error in this API's shape.
+    error_body: Callable[..., dict[str, Any]]
+    #: ``(status, message) -> body``: the error body a server of this API sends for an HTTP status.
+    status_error: Callable[[int, str], dict[str, Any]]
+    #: The finish (stop) reasons of a legitimate end.
+    finish_reasons: frozenset[str]
+    #: Why the answer stopped, read from the assembled message: one entry per choice (None where the
+    #: stream never said), in the protocol's own words.
+    finish_of: Callable[[Mapping[str, Any]], list[str | None]]
+    #: The events (``type``s, or the ``[DONE]`` sentinel) that end a good stream.
+    terminal_events: frozenset[str]
+    #: The faults that end a stream badly without a client-side timeout (what the pytest plugin
+    #: parametrizes over): every name must make a strict client raise.
+    bad_endings: tuple[str, ...]
+    #: Shapes of good streams real servers send that naive checkers misread (chaos dialect names).
+    dialects: tuple[str, ...]
+    #: Where the routes are served (the chaos server, the proxy's guarded paths).
+    mounts: tuple[str, ...] = ("/v1",)
+    #: Headers every request of this protocol carries (``anthropic-version``).
+    headers: Mapping[str, str] = field(default_factory=dict)
+    #: The body field that asks for a stream; None when the route decides (``Route.streams``).
+    stream_field: str | None = "stream"
+    #: The body field naming the model; None when the model is in the path.
+    model_field: str | None = "model"
+    framings: tuple[Framing, ...] = (Framing.SSE,)
+
+    @property
+    def path(self) -> str:
+        """The path a client asks for a stream at, relative to the base URL (``/chat/completions``)."""
+        return self.routes[0].path
+
+    def route_for(self, path: str) -> Route | None:
+        """The route a request path (any base prefix, any query) asks for, or None."""
+        path = path.split("?", 1)[0].rstrip("/")
+        for route in self.routes:
+            if route.pattern.search(path):
+                return route
+        return None
+
+    def served_paths(self) -> tuple[str, ...]:
+        """Every absolute path the routes are served at, one per mount and route."""
+        return tuple(f"{mount}{route.path}" for route in self.routes for mount in self.mounts)
+
+
+# ── helpers the protocols' relay tables share ───────────────────────────────────────────────────────
+
+
+def dumps(obj: object) -> bytes:
+    """JSON for a frame the guard writes (non-ASCII kept as it is, as the vendors send it)."""
+    return json.dumps(obj, ensure_ascii=False).encode("utf-8")
+
+
+def never(event: SSEEvent) -> bool:
+    """A relay predicate that holds for no event (no trailer, say)."""
+    return False
+
+
+def data_type(event: SSEEvent, wanted: frozenset[str]) -> str | None:
+    """The ``type`` of an event's JSON data, when it is one of ``wanted`` (cheap pre-check first)."""
+    data = event.data
+    if not any(name in data for name in wanted):
+        return None
+    try:
+        obj = json.loads(data)
+    except ValueError:
+        return None
+    kind = obj.get("type") if isinstance(obj, dict) else None
+    return kind if isinstance(kind, str) and kind in wanted else None
