@@ -57,7 +57,7 @@ async def guard_stream(state: ProxyState, request: web.Request, body: bytes, obj
         while True:
             relay = attempts.new_relay()
             relay.concurrency = state.active
-            failed = await _attempt(state, relay, target, last=attempts.last)
+            failed = await _attempt(state, relay, target, api, last=attempts.last)
             if isinstance(failed, web.StreamResponse):
                 return failed
             wait = attempts.failed(relay, *failed)
@@ -143,14 +143,14 @@ class _Failed:
         self.body = body
 
 
-async def _attempt(state: ProxyState, relay: StreamRelay, target: URL, *,
+async def _attempt(state: ProxyState, relay: StreamRelay, target: URL, api: Api, *,
                    last: bool) -> web.StreamResponse | tuple[Verdict, _Failed]:
     """One upstream attempt: the client's response, or (on a retryable failure, ``last`` false) the
     attempt's verdict and what it left."""
     config = state.config
     checker = relay.checker
     request = relay.request
-    anthropic = speaks_anthropic(request, relay.wire.api)
+    anthropic = speaks_anthropic(request, api)
     assert state.session is not None
     try:
         async with asyncio.timeout(config.timeout):
@@ -179,19 +179,20 @@ async def _attempt(state: ProxyState, relay: StreamRelay, target: URL, *,
         return await _http_error(state, relay, upstream, last=last)
     if last or not config.retry:
         return await relay.relay(upstream)
-    first, failure = await _first_event(relay, upstream)
+    first, failure = await _first_event(relay, upstream, api)
     if failure is None:
         return await relay.relay(upstream, first)
     upstream.close()
     return failure, _Failed()
 
 
-async def _first_event(relay: StreamRelay, upstream: aiohttp.ClientResponse) -> tuple[bytes, Verdict | None]:
+async def _first_event(relay: StreamRelay, upstream: aiohttp.ClientResponse,
+                       api: Api) -> tuple[bytes, Verdict | None]:
     """Read until the upstream's first event (keep-alive comments do not count); the bytes read, and
     the attempt's verdict when that beginning is a failure worth retrying (an empty body, a stall, a
     reset, an error event)."""
     # A checker of its own: the relay's checker sees these bytes again when they are relayed.
-    probe = checker_for(relay.wire.api, relay.request_obj, keep_text=False)
+    probe = checker_for(api, relay.request_obj, keep_text=False)
     watch = StallWatch(relay.loop, relay.config.stall_timeout, upstream.content)
     read: list[bytes] = []
     try:

@@ -21,6 +21,7 @@ from sseguard.proxy.relay import StreamRelay
 from sseguard.proxy.resume import RESUMABLE, ChatResume, Splice
 from sseguard.proxy.retry import completion_tokens
 from sseguard.proxy.stall import Body, StallWatch
+from sseguard.verdict import Api
 
 #: Sends a continuation request body upstream: its 2xx response, or None (unreachable, refused).
 Ask = Callable[[bytes], Awaitable[aiohttp.ClientResponse | None]]
@@ -75,7 +76,7 @@ class ChatResumer:
             return None
         relay.record_attempt(verdict, completion_tokens(verdict))
         relay.upstream_headers = dict(continuation.headers)
-        relay.restart(checker_for(relay.wire.api, relay.request_obj, keep_text=False),
+        relay.restart(checker_for(Api.CHAT, relay.request_obj, keep_text=False),
                       b"".join(self.state.forwarded))
         body = SplicedBody(continuation.content, self.state.splice())
         return continuation, StallWatch(relay.loop, relay.config.stall_timeout,
