@@ -50,9 +50,10 @@ class Upstream:
     steps: list[Step]
     url: str = ""
     paths: list[str] = field(default_factory=list)
+    bodies: list[bytes] = field(default_factory=list)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        await request.read()
+        self.bodies.append(await request.read())
         step = self.steps[min(len(self.paths), len(self.steps) - 1)]
         self.paths.append(request.path)
         if step.reset_at_once:
