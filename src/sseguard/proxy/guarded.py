@@ -32,7 +32,7 @@ from sseguard.proxy.forward import (
 from sseguard.proxy.heal import ChatResumer
 from sseguard.proxy.relay import StreamRelay
 from sseguard.proxy.repair import checker_markup, frames_for
-from sseguard.proxy.resume import ChatResume
+from sseguard.proxy.resume import ChatResume, HeldToolCalls
 from sseguard.proxy.retry import completion_tokens, retry_after, retryable_status, wait_before_retry
 from sseguard.proxy.stall import Stalled, StallWatch
 from sseguard.proxy.state import ProxyState
@@ -98,16 +98,17 @@ class _Attempts:
         # in flight.
         checker = checker_for(self.api, self.obj, markup=checker_markup(config.repair_markup, self.api),
                               keep_text=False)
+        resume = bool(config.resume) and self.api == "chat"
+        frames = HeldToolCalls() if resume else frames_for(config.repair_markup, self.obj, self.api)
         relay = StreamRelay(config, self.state.policy, self.state.stream_done, self.request,
-                            self.body, self.obj, frames_for(config.repair_markup, self.obj, self.api),
-                            checker, self.redactor, WIRES[self.api])
+                            self.body, self.obj, frames, checker, self.redactor, WIRES[self.api])
         self.made += 1
         # The client's stream is the one record that counts its whole time, retries included.
         relay.index, relay.t0, relay.started_at = self.index, self.t0, self.started_at
         if config.retry or config.resume:
             relay.healed = "retry" if self.made > 1 else "none"
             relay.heal_attempts, relay.heal_tokens = self.made - 1, self.tokens
-        if config.resume and self.api == "chat":
+        if resume:
             relay.resume = ChatResumer(ChatResume(self.obj, config.resume_max),
                                        functools.partial(_ask, self.state, self.request, self.target))
         return relay
@@ -244,18 +245,35 @@ def _as_is(failed: _Failed) -> web.Response:
 
 async def _ask(state: ProxyState, request: web.Request, target: URL,
                body: bytes) -> aiohttp.ClientResponse | None:
-    """A continuation request (``--resume``), with the client's headers: its 2xx answer, or None."""
+    """A continuation request (``--resume``), with the client's headers: its 2xx answer, or None.
+
+    Nothing of the continuation has reached the client yet, so it is retried like the first
+    request (``--retry``) when it cannot connect or gets ``429``/``5xx``.
+    """
+    config = state.config
     assert state.session is not None
-    try:
-        async with asyncio.timeout(state.config.timeout):
-            upstream = await state.session.post(
-                target, data=body, allow_redirects=False, auto_decompress=True,
-                headers=request_headers(request.headers, identity=True))
-    except (TimeoutError, aiohttp.ClientError):
-        state.metrics.upstream_errors.labels("resume").inc()
-        return None
-    if not 200 <= upstream.status < 300:
-        state.metrics.upstream_errors.labels(f"http_{upstream.status}").inc()
-        upstream.close()
-        return None
-    return upstream
+    for attempt in range(config.retry + 1):
+        asked: float | None = None
+        try:
+            async with asyncio.timeout(config.timeout):
+                upstream = await state.session.post(
+                    target, data=body, allow_redirects=False, auto_decompress=True,
+                    headers=request_headers(request.headers, identity=True))
+        except TimeoutError:
+            state.metrics.upstream_errors.labels("timeout").inc()
+            return None
+        except aiohttp.ClientError:
+            state.metrics.upstream_errors.labels("connect").inc()
+        else:
+            if 200 <= upstream.status < 300:
+                return upstream
+            state.metrics.upstream_errors.labels(f"http_{upstream.status}").inc()
+            upstream.close()
+            if not retryable_status(upstream.status):
+                return None
+            asked = retry_after(upstream.headers, time.time())
+        wait = wait_before_retry(attempt, asked, config.retry_max_wait, state.rng)
+        if wait is None or attempt == config.retry:
+            return None
+        await state.sleep(wait)
+    return None

@@ -18,7 +18,7 @@ import aiohttp
 from sseguard.contract import checker_for
 from sseguard.proxy.frames import Failure
 from sseguard.proxy.relay import StreamRelay
-from sseguard.proxy.resume import RESUMABLE, ChatResume, Splice
+from sseguard.proxy.resume import RESUMABLE, ChatResume, HeldToolCalls, Splice
 from sseguard.proxy.retry import completion_tokens
 from sseguard.proxy.stall import Body, StallWatch
 from sseguard.verdict import Api
@@ -78,6 +78,7 @@ class ChatResumer:
         relay.upstream_headers = dict(continuation.headers)
         relay.restart(checker_for(Api.CHAT, relay.request_obj, keep_text=False),
                       b"".join(self.state.forwarded))
+        relay.frames = HeldToolCalls()  # what the broken answer held back is not the client's
         body = SplicedBody(continuation.content, self.state.splice())
         return continuation, StallWatch(relay.loop, relay.config.stall_timeout,
                                         continuation.content), body

@@ -22,6 +22,9 @@ from typing import Any
 
 import msgspec
 
+from sseguard.proxy.frames import Frames
+from sseguard.sse import SSEEvent
+
 #: Endings a continuation can cure: the answer stopped, but what was sent is sound.
 RESUMABLE = frozenset({"truncated", "cut_mid_frame", "transport_error", "stalled", "no_finish"})
 #: The dialects ``--resume`` knows (only vLLM/SGLang chat continuation is built).
@@ -34,6 +37,44 @@ def _data_lines(frame: bytes) -> bytes | None:
     """The data of one SSE frame (its ``data:`` lines joined), or None for a comment-only frame."""
     parts = [line[5:].removeprefix(b" ") for line in frame.split(b"\n") if line.startswith(b"data:")]
     return b"\n".join(parts) if parts else None
+
+
+class HeldToolCalls(Frames):
+    """With ``--resume``, a chat answer's tool calls reach the client only with the answer's end.
+
+    No API continues an answer inside or after a tool call, so a call the client had started to
+    receive would make a break uncurable. Held from the first tool-call delta until the choice's
+    ``finish_reason`` (or the end of the stream), a cut inside that stretch forwarded nothing of it:
+    the continuation restarts from the text before it and brings the calls whole. Agents act on a call
+    only once it is complete, so they lose nothing by the wait.
+    """
+
+    def __init__(self) -> None:
+        self.held: list[bytes] = []
+
+    def transform(self, event: SSEEvent) -> bytes:
+        data = event.data
+        if not self.held and "tool_calls" not in data:
+            return event.raw
+        if data == "[DONE]":
+            return self.flush() + event.raw
+        try:
+            obj = _decode.decode(data)
+        except msgspec.DecodeError:
+            obj = None
+        choices = obj.get("choices") if isinstance(obj, dict) else None
+        choices = choices if isinstance(choices, list) else []
+        if not self.held and not any(isinstance(c, dict) and isinstance(c.get("delta"), dict)
+                                     and c["delta"].get("tool_calls") for c in choices):
+            return event.raw
+        self.held.append(event.raw)
+        if any(isinstance(c, dict) and c.get("finish_reason") is not None for c in choices):
+            return self.flush()
+        return b""
+
+    def flush(self) -> bytes:
+        held, self.held = self.held, []
+        return b"".join(held)
 
 
 class ChatResume:
