@@ -284,3 +284,21 @@ async def test_an_overloaded_error_as_the_first_messages_event_is_retried() -> N
         await _settled(records, 2)
     assert got.status == 200 and got.body == good and len(up.paths) == 2
     assert sorted(r.ending for r in records.items) == ["complete", "error_event"]
+
+
+async def test_a_client_that_leaves_while_its_headers_wait_cancels_the_upstream_request() -> None:
+    async with heal_proxy([Step(b"", end="hang")], stall_timeout=30.0) as (up, px, _, records):
+        task = asyncio.create_task(raw_post(f"{px.url}/chat/completions", chat()))
+        for _ in range(500):  # the upstream has sent its headers and nothing else
+            if up.paths:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await _settled(records, 1)
+        text = px.state.metrics.render().decode()
+    assert len(up.paths) == 1
+    assert [(r.extra.get("client_disconnected"), r.heal_of) for r in records.items] == [(True, None)]
+    assert 'sseguard_proxy_streams_total{api="chat",ending="client_disconnect"} 1.0' in text

@@ -180,7 +180,15 @@ async def _attempt(state: ProxyState, relay: StreamRelay, target: URL, api: Api,
         return await _http_error(state, relay, upstream, last=last)
     if last or not config.retry:
         return await relay.relay(upstream)
-    first, failure = await _first_event(relay, upstream, api)
+    try:
+        first, failure = await _first_event(relay, upstream, api)
+    except asyncio.CancelledError:
+        # The client left while its headers waited on the first event: the upstream request ends
+        # now (engines abort a generation when its connection closes), and the stream is recorded.
+        upstream.close()
+        relay.outcome.client_gone = True
+        state.stream_done(relay, relay.checker.close(transport_error="client disconnected"))
+        raise
     if failure is None:
         return await relay.relay(upstream, first)
     upstream.close()
