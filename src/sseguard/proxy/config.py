@@ -91,17 +91,20 @@ def _repair(value: str) -> str:
 
 
 def _resume(value: str | None, repair_markup: str) -> str | None:
-    name = (value or "off").strip()
-    if name in ("", "off", "none"):
+    """``vllm``, ``anthropic`` or both (``vllm,anthropic``: one per protocol), normalised; None: off."""
+    names = [n.strip() for n in (value or "off").split(",") if n.strip()]
+    if not names or names == ["off"] or names == ["none"]:
         return None
     from sseguard.proxy.resume import DIALECTS
 
-    if name not in DIALECTS:
-        raise ConfigError(f"--resume {value!r}: use off or {', '.join(DIALECTS)}")
+    for name in names:
+        if name not in DIALECTS:
+            raise ConfigError(f"--resume {value!r}: use off, or one or more of "
+                              f"{', '.join(DIALECTS)} (comma-separated)")
     if repair_markup.strip() != "off":
         raise ConfigError("--resume cannot be combined with --repair-markup: a repaired stream "
                           "is not the text the upstream would continue")
-    return name
+    return ",".join(dict.fromkeys(names))
 
 
 @dataclass(frozen=True, slots=True)

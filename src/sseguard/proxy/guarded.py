@@ -29,10 +29,9 @@ from sseguard.proxy.forward import (
     speaks_anthropic,
     unreachable,
 )
-from sseguard.proxy.heal import ChatResumer
+from sseguard.proxy.heal import resumer_for
 from sseguard.proxy.relay import StreamRelay
 from sseguard.proxy.repair import checker_markup, frames_for
-from sseguard.proxy.resume import ChatResume, HeldToolCalls
 from sseguard.proxy.retry import completion_tokens, retry_after, retryable_status, wait_before_retry
 from sseguard.proxy.stall import Stalled, StallWatch
 from sseguard.proxy.state import ProxyState
@@ -98,8 +97,9 @@ class _Attempts:
         # in flight.
         checker = checker_for(self.api, self.obj, markup=checker_markup(config.repair_markup, self.api),
                               keep_text=False)
-        resume = bool(config.resume) and self.api == "chat"
-        frames = HeldToolCalls() if resume else frames_for(config.repair_markup, self.obj, self.api)
+        resume = resumer_for(config.resume, self.api, self.obj, config.resume_max,
+                             functools.partial(_ask, self.state, self.request, self.target))
+        frames = resume[1] if resume else frames_for(config.repair_markup, self.obj, self.api)
         relay = StreamRelay(config, self.state.policy, self.state.stream_done, self.request,
                             self.body, self.obj, frames, checker, self.redactor, WIRES[self.api])
         self.made += 1
@@ -109,8 +109,7 @@ class _Attempts:
             relay.healed = "retry" if self.made > 1 else "none"
             relay.heal_attempts, relay.heal_tokens = self.made - 1, self.tokens
         if resume:
-            relay.resume = ChatResumer(ChatResume(self.obj, config.resume_max),
-                                       functools.partial(_ask, self.state, self.request, self.target))
+            relay.resume = resume[0]
         return relay
 
     def failed(self, relay: StreamRelay, verdict: Verdict, upstream: _Failed) -> float | None:

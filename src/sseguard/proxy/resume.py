@@ -27,8 +27,8 @@ from sseguard.sse import SSEEvent
 
 #: Endings a continuation can cure: the answer stopped, but what was sent is sound.
 RESUMABLE = frozenset({"truncated", "cut_mid_frame", "transport_error", "stalled", "no_finish"})
-#: The dialects ``--resume`` knows (only vLLM/SGLang chat continuation is built).
-DIALECTS = ("vllm",)
+#: The dialects ``--resume`` knows, and the protocol each continues (``deepseek`` is not built).
+DIALECTS = {"vllm": "chat", "anthropic": "messages"}
 
 _decode = msgspec.json.Decoder()
 
