@@ -149,7 +149,7 @@ UP = ["--upstream", "http://127.0.0.1:9/v1"]
 @pytest.mark.parametrize("args, message", [
     ([*UP, "--retry", "-1"], "--retry -1: use a whole number from 0 to 20"),
     ([*UP, "--retry-max-wait", "0"], "--retry-max-wait must be a number of seconds above 0"),
-    ([*UP, "--resume", "gemini"], "--resume 'gemini': use off or vllm"),
+    ([*UP, "--resume", "gemini"], "--resume 'gemini': use off, or one or more of vllm, anthropic"),
     ([*UP, "--resume", "vllm", "--repair-markup", "auto"],
      "--resume cannot be combined with --repair-markup"),
     ([*UP, "--resume-max", "99"], "--resume-max 99: use a whole number from 0 to 20"),

@@ -108,10 +108,11 @@ def proxy(
     retry_max_wait: float = typer.Option(10.0, "--retry-max-wait", metavar="SECONDS",
                                          help="Longest wait before a retry; a Retry-After beyond it "
                                               "goes to the client at once."),
-    resume: str = typer.Option("off", "--resume", metavar="vllm|off",
-                               help="Continue a chat stream that broke after content: ask the "
-                                    "upstream (vLLM/SGLang continue_final_message) for the rest and "
-                                    "splice it into the client's stream."),
+    resume: str = typer.Option("off", "--resume", metavar="vllm|anthropic|off",
+                               help="Continue a stream that broke after content: ask the upstream "
+                                    "for the rest (vllm: chat continue_final_message; anthropic: "
+                                    "Messages prefill; both: vllm,anthropic) and splice it into the "
+                                    "client's stream."),
     resume_max: int = typer.Option(2, "--resume-max", metavar="K",
                                    help="Continuations per stream at most."),
     retain: str | None = typer.Option(None, "--retain", metavar="AGE",
