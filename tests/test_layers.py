@@ -37,11 +37,7 @@ LAYER_NAMES = ("core", "adapter", "cli")
 #: Import edges known to close a circle, each named with why it is still here. Only edges in code
 #: another change is restructuring belong here; that change removes them, and then this entry (the
 #: test below fails on an entry whose edge is gone, so the list cannot go stale).
-KNOWN_CIRCLE_EDGES: dict[tuple[str, str], str] = {
-    ("sseguard.toolcalls.auto", "sseguard.toolcalls"):
-        "auto reads the family registry and the event names from the package that imports it; "
-        "the family-descriptor change (one Family module each, families()) removes it",
-}
+KNOWN_CIRCLE_EDGES: dict[tuple[str, str], str] = {}
 
 
 def _modules() -> dict[str, Path]:

@@ -13,6 +13,7 @@ from sseguard.reasoning import ThinkSplitter
 from sseguard.toolcalls import (
     Markup,
     MarkupError,
+    MarkupErrorKind,
     Reasoning,
     Text,
     ToolArgsDelta,
@@ -226,3 +227,50 @@ def test_the_think_splitter_leaves_harmony_to_its_parser() -> None:
     text = "<|channel|>analysis<|message|>hmm<|end|><|start|>assistant<|channel|>final<|message|>x"
     assert "".join(e.text for e in s.feed(text) + s.close()) == text
     assert s.ended_by is None
+
+
+# ── issue 29: what is held back at a call's end does not depend on where the input was cut ──────────
+
+
+def _joined(family: str, pieces: list[str]) -> list:
+    p = parser_for(family)
+    events = []
+    for piece in pieces:
+        events += p.feed(piece)
+    return join_events(events + p.close())
+
+
+@pytest.mark.parametrize("family", ["harmony", "auto"])
+def test_trailing_whitespace_inside_an_unterminated_string_is_streamed_however_the_input_is_cut(
+        family: str) -> None:
+    whole = ('<|channel|>commentary to=functions.write_file <|constrain|>json<|message|>'
+             '{"path":"m.txt","content":"<|call> |call|> ')
+    pieces = ['<|channel|>comme', 'ntary to=functio', 'ns.write_file <|', 'constrain|>json<', '|m',
+              'ess', 'age', '|>{"', 'pat', 'h":', '"', 'm.txt","content"', ':', '"<|call> |call|>', ' ']
+    assert "".join(pieces) == whole
+    expected = [
+        ToolCallStart(0, "write_file"),
+        ToolArgsDelta(0, '{"path":"m.txt","content":"<|call> |call|> '),  # the space is string text
+        MarkupError(MarkupErrorKind.UNTERMINATED, whole, 0),
+    ]
+    assert _joined(family, [whole]) == expected
+    assert _joined(family, pieces) == expected
+    assert _joined(family, list(whole)) == expected
+
+
+@pytest.mark.parametrize("family", ["harmony", "auto"])
+def test_an_unterminated_second_call_ending_in_a_newline_inside_a_string_is_cut_invariant(
+        family: str) -> None:
+    first = '<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}<|call|>'
+    second = ('<|start|>assistant<|channel|>commentary to=functions.g json<|message|>'
+              '{"x":"parmeter>\n</｜DSML｜invoke>\n')
+    whole = first + second
+    expected = [
+        ToolCallStart(0, "f"), ToolArgsDelta(0, "{}"), ToolCallEnd(0, "f", "{}"),
+        ToolCallStart(1, "g"),
+        ToolArgsDelta(1, '{"x":"parmeter>\n</｜DSML｜invoke>\n'),  # the last newline included
+        MarkupError(MarkupErrorKind.UNTERMINATED, second, 1),
+    ]
+    assert _joined(family, [whole]) == expected
+    for cut in range(1, len(whole)):
+        assert _joined(family, [whole[:cut], whole[cut:]]) == expected, cut

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import bisect
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from sseguard._config import integer as _integer
 from sseguard._config import number as _number
@@ -21,17 +21,11 @@ from sseguard._config import string as _string
 from sseguard.chaos.faults import Dialect, Fault
 from sseguard.contract import protocols
 from sseguard.errors import ConfigError
+from sseguard.toolcalls import Family, families
 
 #: The protocols an ``ApiPattern`` can single out (the protocol registry's names).
 API_NAMES = tuple(str(p.api) for p in protocols())
-#: Tool-call markup families (names as in MARKUP.md and MARKUP2.md) the server can leave raw in
-#: ``content``.
-MARKUP_FAMILIES = ("dsml-v32", "dsml-v4", "dsml-v41", "deepseek-v3", "deepseek-v31", "hermes",
-                   "qwen3-coder", "kimi-k2", "glm45", "glm47", "harmony", "minimax-m2")
-DSML_FAMILIES = ("dsml-v32", "dsml-v4", "dsml-v41")
-#: The families whose markup the ``malformed_closing_tag`` fault can break in their own format; the
-#: others get a DSML V3.2 block with the misspelled closer instead.
-MALFORMABLE = (*DSML_FAMILIES, "kimi-k2", "glm45", "glm47", "harmony", "minimax-m2")
+
 #: The error endings a Responses stream can get (``FaultOptions.responses_error_form``).
 RESPONSES_ERROR_FORMS = ("flat", "nested", "failed", "any")
 
@@ -54,9 +48,37 @@ def parse_dialect(name: str) -> Dialect:
         raise ConfigError(f"unknown dialect {name.strip()!r} (known: {_known(Dialect)})") from None
 
 
+class _FamilyNames(Sequence[str]):
+    """Names of the registered markup families (``sseguard.toolcalls.families()``, plugins included)
+    that ``keep`` selects, read from the registry when first used."""
+
+    def __init__(self, keep: Callable[[Family], bool]) -> None:
+        self._keep = keep
+
+    def _names(self) -> list[str]:
+        return [name for name, fam in families().items() if self._keep(fam)]
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        return self._names()[index]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+
+#: Tool-call markup families the server can leave raw in ``content``: every registered one.
+MARKUP_FAMILIES: Sequence[str] = _FamilyNames(lambda fam: True)
+#: The families whose markup the ``malformed_closing_tag`` fault can break in their own format; the
+#: others get a DSML V3.2 block with the misspelled closer instead.
+MALFORMABLE: Sequence[str] = _FamilyNames(lambda fam: fam.malformable)
+
+
 def parse_family(name: str) -> str:
-    if name not in MARKUP_FAMILIES:
-        raise ConfigError(f"unknown markup family {name!r} (known: {_known(MARKUP_FAMILIES)})")
+    if name not in families():
+        raise ConfigError(f"unknown markup family {name!r} (known: {_known(families())})")
     return name
 
 

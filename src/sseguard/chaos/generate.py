@@ -11,14 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
-from sseguard.chaos.config import DSML_FAMILIES, MALFORMABLE, ChaosConfig
+from sseguard.chaos.config import MALFORMABLE, ChaosConfig
 from sseguard.chaos.faults import NEEDS_TEXT, NEEDS_TOOL_CALL, Fault
 from sseguard.chaos.request import ChatRequest, Tool
+from sseguard.toolcalls import family as registered
 
 _WORDS_TEXT = """
 stream token chunk answer model server client request response event frame delta content reason
@@ -41,8 +40,8 @@ BUILTIN_TOOL = Tool("get_weather", {
     "properties": {"location": {"type": "string"}, "days": {"type": "integer"}},
     "required": ["location"],
 })
-MARKER = "｜DSML｜"
-HARMONY_START = "<|start|>assistant"
+#: The family a content fault writes its markup in when the server is not in raw-markup mode.
+DEFAULT_FAMILY = "dsml-v32"
 
 
 @dataclass(slots=True)
@@ -112,7 +111,7 @@ def _answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None, choice: 
             count, finish = req.max_tokens, "length"
         content = _words(rng, count, WORDS)
         if fault is Fault.MARKUP_LEAK:
-            family = config.raw_markup if config.raw_markup in DSML_FAMILIES else "dsml-v32"
+            family = config.raw_markup or DEFAULT_FAMILY
             leaked = _calls(rng, req, fault)
             content.extend(_split(rng, render_markup(family, leaked)))
         if fault is Fault.FINISH_REASON_MISMATCH:
@@ -121,7 +120,8 @@ def _answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None, choice: 
     calls = _calls(rng, req, fault)
     preface = _words(rng, rng.randint(2, 5), WORDS) if config.raw_markup or rng.random() < 0.3 else []
     if fault is Fault.MALFORMED_CLOSING_TAG:
-        family = config.raw_markup if config.raw_markup in MALFORMABLE else "dsml-v32"
+        raw = config.raw_markup
+        family = raw if raw is not None and raw in MALFORMABLE else DEFAULT_FAMILY
         markup = render_markup(family, calls, malformed=True)
         return _raw_answer(rng, family, reasoning, preface, markup)
     if config.raw_markup and fault not in NEEDS_TOOL_CALL:
@@ -136,19 +136,13 @@ def _raw_answer(rng: random.Random, family: str, reasoning: list[str], preface: 
                 markup: str) -> Answer:
     """An answer whose calls are left as markup in the content, after the preface.
 
-    A Harmony completion is nothing but messages: a server without its parser sends the ``analysis``
-    message (the reasoning) and the preface's ``commentary`` message as content too, markers and all.
+    A family whose completion is nothing but messages (Harmony) writes the whole content itself: a
+    server without its parser sends the reasoning and the preface as messages too, markers and all.
     """
-    if family != "harmony":
+    whole = registered(family).render_answer
+    if whole is None:
         return Answer(reasoning, preface + _split(rng, markup), [], "stop")
-    messages = []
-    if reasoning:
-        messages.append(f"<|channel|>analysis<|message|>{''.join(reasoning)}<|end|>")
-    if preface:
-        messages.append(f"<|channel|>commentary<|message|>{''.join(preface)}<|end|>")
-    # the completion's first message has no <|start|>assistant: that ended the prompt
-    text = "<|start|>assistant".join(messages) + markup
-    return Answer([], _split(rng, text.removeprefix(HARMONY_START)), [], "stop")
+    return Answer([], _split(rng, whole("".join(reasoning), "".join(preface), markup)), [], "stop")
 
 
 def _words(rng: random.Random, count: int, vocabulary: tuple[str, ...]) -> list[str]:
@@ -255,134 +249,14 @@ def schema_value(rng: random.Random, schema: Any, depth: int, name: str = "") ->
     return " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 3)))
 
 
-# ── markup, per family of MARKUP.md ──────────────────────────────────────────────────────────────
-
-
-def _dsml_value(value: Any) -> tuple[str, str]:
-    """(string flag, text): strings verbatim with no escaping; anything else as JSON."""
-    if isinstance(value, str):
-        return "true", value
-    return "false", json.dumps(value, ensure_ascii=False)
-
-
-def _dsml(family: str, calls: list[Call], malformed: bool) -> str:
-    sp = " " if family == "dsml-v41" else ""
-    block = {"dsml-v32": "function_calls", "dsml-v4": "tool_calls", "dsml-v41": "calls"}[family]
-    # The misspelled closer: the first string parameter's, else the first invoke's.
-    target = next(((i, k) for i, c in enumerate(calls) for k, v in c.values.items()
-                   if isinstance(v, str)), None)
-    bad_invoke = malformed and target is None
-    out = [f"\n\n<{MARKER}{sp}{block}>\n"]
-    for i, call in enumerate(calls):
-        out.append(f'<{MARKER}{sp}invoke name="{call.name}">\n')
-        for key, value in call.values.items():
-            flag, text = _dsml_value(value)
-            closer = "parametr" if malformed and target == (i, key) else "parameter"
-            out.append(f'<{MARKER}{sp}parameter name="{key}" string="{flag}">{text}'
-                       f"</{MARKER}{sp}{closer}>\n")
-        out.append(f"</{MARKER}{sp}{'invok' if bad_invoke and i == 0 else 'invoke'}>\n")
-    out.append(f"</{MARKER}{sp}{block}>")
-    return "".join(out)
+# ── markup ───────────────────────────────────────────────────────────────────────────────────────
 
 
 def render_markup(family: str, calls: list[Call], *, malformed: bool = False) -> str:
-    """The markup a model of ``family`` writes for ``calls``, including the separator before it.
+    """The markup a model of ``family`` writes for ``calls``, including the separator before it: the
+    family's own ``render`` (``sseguard.toolcalls``, plugins included).
 
     ``malformed`` (``MALFORMABLE`` families) misspells one closing tag (Harmony: the first call's
     channel), the way a model under load or a re-serializing gateway does.
     """
-    if family in DSML_FAMILIES:
-        return _dsml(family, calls, malformed)
-    if family in _MARKUP2:
-        return _MARKUP2[family](calls, malformed)
-    if family == "deepseek-v3":
-        body = "\n".join(
-            f"<｜tool▁call▁begin｜>function<｜tool▁sep｜>{c.name}\n```json\n{c.arguments}\n```"
-            "<｜tool▁call▁end｜>" for c in calls)
-        return f"<｜tool▁calls▁begin｜>{body}<｜tool▁calls▁end｜>"
-    if family == "deepseek-v31":
-        body = "".join(f"<｜tool▁call▁begin｜>{c.name}<｜tool▁sep｜>{c.arguments}<｜tool▁call▁end｜>"
-                       for c in calls)
-        return f"<｜tool▁calls▁begin｜>{body}<｜tool▁calls▁end｜>"
-    if family == "hermes":
-        return "".join(
-            "\n<tool_call>\n"
-            + json.dumps({"name": c.name, "arguments": c.values}, ensure_ascii=False)
-            + "\n</tool_call>" for c in calls)
-    if family == "qwen3-coder":
-        parts = []
-        for i, c in enumerate(calls):
-            params = "".join(
-                f"<parameter={k}>\n{v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}"
-                "\n</parameter>\n" for k, v in c.values.items())
-            sep = "\n\n" if i == 0 else "\n"
-            parts.append(f"{sep}<tool_call>\n<function={c.name}>\n{params}</function>\n</tool_call>")
-        return "".join(parts)
-    raise ValueError(f"unknown markup family {family!r}")
-
-
-# ── the families of MARKUP2.md ───────────────────────────────────────────────────────────────────
-
-
-def _typed_text(value: Any) -> str:
-    """A GLM/MiniMax value: strings raw (the tool's schema types them), anything else as JSON."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-def _values(call: Call, broken: bool, closer: str, misspelt: str) -> Iterator[tuple[str, str, str]]:
-    """(key, value text, closer) per value of a tag-per-value family; ``broken`` misspells the last
-    value's closer, so that the value runs on into the call's closer (MARKUP2.md decision 6)."""
-    for j, (key, value) in enumerate(call.values.items(), 1):
-        yield key, _typed_text(value), misspelt if broken and j == len(call.values) else closer
-
-
-def _kimi(calls: list[Call], malformed: bool) -> str:
-    """Kimi K2: the header is the model's own call id, ``functions.NAME:IDX``."""
-    out = ["<|tool_calls_section_begin|>"]
-    for i, call in enumerate(calls):
-        end = "<|tool_call_ed|>" if malformed and i == 0 else "<|tool_call_end|>"
-        out.append(f"<|tool_call_begin|>functions.{call.name}:{i}<|tool_call_argument_begin|>"
-                   f"{call.arguments}{end}")
-    out.append("<|tool_calls_section_end|>")
-    return "".join(out)
-
-
-def _glm(spaced: bool, calls: list[Call], malformed: bool) -> str:
-    """GLM-4.5 (``spaced``: a newline after the name and after every tag) or GLM-4.7 (none)."""
-    nl = "\n" if spaced else ""
-    out = []
-    for i, call in enumerate(calls):
-        out.append(f"{nl}<tool_call>{call.name}{nl}")
-        broken = malformed and i == 0
-        out.extend(f"<arg_key>{key}</arg_key>{nl}<arg_value>{text}{closer}{nl}"
-                   for key, text, closer in _values(call, broken, "</arg_value>", "</arg_valu>"))
-        # no value to break: a stray closer where the call should end
-        out.append("</arg_key></tool_call>" if broken and not call.values else "</tool_call>")
-    return "".join(out)
-
-
-def _harmony(calls: list[Call], malformed: bool) -> str:
-    """gpt-oss Harmony: one ``commentary`` message to ``functions.NAME`` per call, ended by the
-    ``<|call|>`` stop token (a server cuts it only at the end of a completion)."""
-    return "".join(
-        f"{HARMONY_START}<|channel|>{'commentry' if malformed and i == 0 else 'commentary'} "
-        f"to=functions.{c.name} <|constrain|>json<|message|>{c.arguments}<|call|>"
-        for i, c in enumerate(calls))
-
-
-def _minimax(calls: list[Call], malformed: bool) -> str:
-    out = ["\n<minimax:tool_call>\n"]
-    for i, call in enumerate(calls):
-        out.append(f'<invoke name="{call.name}">\n')
-        broken = malformed and i == 0
-        out.extend(f'<parameter name="{key}">{text}{closer}\n'
-                   for key, text, closer in _values(call, broken, "</parameter>", "</parametr>"))
-        out.append("</invok>\n" if broken and not call.values else "</invoke>\n")
-    out.append("</minimax:tool_call>")
-    return "".join(out)
-
-
-_MARKUP2: dict[str, Callable[[list[Call], bool], str]] = {
-    "kimi-k2": _kimi, "glm45": partial(_glm, True), "glm47": partial(_glm, False),
-    "harmony": _harmony, "minimax-m2": _minimax,
-}
+    return registered(family).render(calls, malformed)

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from sseguard.cli._app import Command, app, console, fail
 from sseguard.cli._names import check_family, families, protocols
-from sseguard.contract import checker_for, detect_api
+from sseguard.contract import check_body, detect_api
 from sseguard.errors import ConfigError
 from sseguard.policy import Policy
 from sseguard.verdict import Api, Verdict
@@ -83,12 +83,7 @@ def check_file(body_path: str, *, request_path: str | None = None, policy: str =
     request = load_request(request_path) if request_path else None
     body = _read_bytes(body_path)
     which = resolve_api(api, body if 200 <= status < 300 else b"")
-    checker = checker_for(which, request, markup=markup)
-    if 200 <= status < 300:
-        checker.feed(body)
-        verdict = checker.close(http_status=status)
-    else:
-        verdict = checker.close(http_status=status, body=body)
+    verdict = check_body(body, which, request=request, markup=markup, http_status=status)
     return CheckOutcome(body_path, verdict, judge, judge.failure(verdict))
 
 

@@ -16,15 +16,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sseguard.contract._base import (
-    LEAK_MARKERS,
-    TAIL_BYTES,
-    leak_markers,
-    leak_shapes,
-)
+from sseguard.contract._base import TAIL_BYTES
 from sseguard.contract._base import CheckerBase as Checker
 from sseguard.contract.body import check_body, detect_api
 from sseguard.contract.chat import StreamChecker
+from sseguard.contract.leaks import LEAK_MARKERS, leak_markers, leak_shapes
 from sseguard.contract.messages import MessagesAssembler, MessagesChecker
 from sseguard.contract.protocol import Auth, Framing, Protocol, Relay, Route, UpstreamError
 from sseguard.contract.registry import api_names, protocol, protocols

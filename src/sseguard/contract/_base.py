@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -20,48 +19,12 @@ from typing import Any, ClassVar, TypeGuard
 
 import msgspec
 
+from sseguard.contract.leaks import LeakScanner, leak_markers, leak_shapes
 from sseguard.errors import UsageError
 from sseguard.sse import SSEDecoder, SSEEvent
 from sseguard.verdict import Api, Ending, Finding, FindingKind, Verdict
 
 TAIL_BYTES = 2048
-
-#: Markers whose presence in visible content or reasoning means tool-call markup leaked, per family.
-#: A plain substring search: the incremental parsers in ``sseguard.toolcalls`` do the real parsing.
-LEAK_MARKERS: dict[str, tuple[str, ...]] = {
-    "dsml": ("｜DSML｜",),
-    "deepseek-v3": ("<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
-                    "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"),
-    "hermes": ("<tool_call>", "</tool_call>"),
-    "qwen3-coder": ("<function=", "</function>", "<parameter="),
-    "kimi-k2": ("<|tool_calls_section_begin|>", "<|tool_call_section_begin|>", "<|tool_call_begin|>",
-                "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<|tool_calls_section_end|>",
-                "<|tool_call_section_end|>"),
-    "harmony": ("<|start|>", "<|channel|>", "<|message|>", "<|constrain|>", "<|end|>", "<|call|>",
-                "<|return|>"),
-    # GLM's tags are added tokens that are not special: they survive skip_special_tokens as they are
-    "glm": ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
-    # MiniMax's block tokens are special; stripped, they leave the plain-text invoke tag (decision 11)
-    "minimax-m2": ("<minimax:tool_call>", "</minimax:tool_call>", '<invoke name="'),
-}
-#: MARKUP2.md decision 11: a server that strips special tokens leaves a call's shape in the text with
-#: no marker at all (``functions.get_weather:0{…}``, ``…commentary to=functions.f json{…}``). Only
-#: the server can fix it, so it is a leak. Searched for only where ``functions.`` occurs.
-LEAK_SHAPES: dict[str, str] = {
-    "kimi-k2": r"functions\.[^\s{}]{1,64}?:[0-9]{1,9}\s{0,4}\{",
-    "harmony": r"(?<=to=)functions\.[^\s{}]{1,64}?\s{0,4}(?:json)?\s{0,4}\{",
-}
-_SHAPE_HINT = "functions."
-_SHAPE_SPAN = 96  # no shape above is longer
-_SHAPE_START = len("to=" + _SHAPE_HINT) - 1
-# What the end of a delta holds when a shape's start spans the boundary.
-_SHAPE_PREFIXES = tuple(sorted({w[:k] for w in ("to=" + _SHAPE_HINT, _SHAPE_HINT)
-                                 for k in range(1, len(w))}))
-# Family names of sseguard.toolcalls mapped onto the marker sets above.
-_FAMILY_ALIASES = {
-    "dsml-v32": "dsml", "dsml-v4": "dsml", "dsml-v41": "dsml",
-    "deepseek-v31": "deepseek-v3", "qwen": "hermes", "glm45": "glm", "glm47": "glm",
-}
 
 #: msgspec decodes a frame several times faster than ``json.loads``: the checker's cost per event.
 decode_json = msgspec.json.decode
@@ -71,28 +34,6 @@ JSON_ERRORS = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
 
 #: Endings where the stream says it is finished (a tool call still open there was never closed).
 FINISHED = frozenset({Ending.COMPLETE, Ending.NO_DONE, Ending.NO_FINISH})
-
-
-def leak_markers(families: str | Iterable[str] | None = "all") -> tuple[str, ...]:
-    """The marker strings to look for; ``"all"`` (or None) means every known family."""
-    out: list[str] = []
-    for name in _family_names(families):
-        out.extend(LEAK_MARKERS.get(name, ()))
-    return tuple(out)
-
-
-def _family_names(families: str | Iterable[str] | None) -> list[str]:
-    """The keys of ``LEAK_MARKERS``/``LEAK_SHAPES`` that ``families`` names."""
-    if families is None or families in ("all", "auto"):
-        return list(LEAK_MARKERS)
-    names = [families] if isinstance(families, str) else list(families)
-    return [_FAMILY_ALIASES.get(name, name) for name in names]
-
-
-def leak_shapes(families: str | Iterable[str] | None = "all") -> re.Pattern[str] | None:
-    """One pattern for the stripped-token shapes of the families (``None``: none applies)."""
-    shapes = [LEAK_SHAPES[name] for name in _family_names(families) if name in LEAK_SHAPES]
-    return re.compile("|".join(shapes)) if shapes else None
 
 
 def is_int(value: object) -> TypeGuard[int]:
@@ -206,66 +147,6 @@ class Joined:
             return "".join(self._parts) == full
         other = hashlib.blake2b(full.encode("utf-8", "surrogatepass"), digest_size=16)
         return self._digest is not None and self._digest.digest() == other.digest()
-
-
-class LeakScanner:
-    """Finds tool-call markers in text deltas as they arrive, also across delta boundaries.
-
-    Scanning in flight (not the assembled text at the end) says in which frame markup leaked and lets a
-    relay drop the text itself. Only the last ``longest marker - 1`` characters are carried between
-    deltas, so the cost is linear; one finding per stream (choice, item or block) and field is enough
-    evidence. The stripped-token shapes (``shapes``) need a regex, run only on text that holds
-    ``functions.``; from there on at most one shape's length is carried.
-    """
-
-    __slots__ = ("_carry", "_keep", "_markers", "_report", "_reported", "_shapes")
-
-    def __init__(self, markers: tuple[str, ...], report: Callable[[str, int, str, int], None],
-                 shapes: re.Pattern[str] | None = None) -> None:
-        self._markers = markers
-        self._shapes = shapes
-        self._report = report
-        self._keep = max((len(m) for m in markers), default=1) - 1
-        self._carry: dict[tuple[int, str], tuple[str, int]] = {}  # tail kept, its offset in the text
-        self._reported: set[tuple[int, str]] = set()
-
-    def scan(self, index: int, where: str, text: str) -> None:
-        key = (index, where)
-        if key in self._reported or not (self._markers or self._shapes):
-            return
-        carry, start = self._carry.get(key, ("", 0))
-        window = carry + text if carry else text
-        # Every marker of every family holds '<' or '｜': most deltas are done after two `in` tests.
-        if "<" in window or "｜" in window:
-            for marker in self._markers:
-                pos = window.find(marker)
-                if pos != -1:
-                    self._reported.add(key)
-                    self._carry.pop(key, None)
-                    self._report(marker, index, where, start + pos)
-                    return
-        n = len(window)
-        cut = n
-        tail = window[-self._keep:] if self._keep else ""
-        # A marker that spans the boundary starts in the tail, with its '<' or '｜'.
-        if "<" in tail or "｜" in tail:
-            cut = n - len(tail)
-        if self._shapes is not None:
-            first = window.find(_SHAPE_HINT)
-            if first == -1:
-                if window.endswith(_SHAPE_PREFIXES):  # "to=functions." may span the boundary
-                    cut = min(cut, max(0, n - _SHAPE_START))
-            else:
-                shape = self._shapes.search(window, max(0, first - 3))
-                if shape is not None:
-                    self._reported.add(key)
-                    self._carry.pop(key, None)
-                    self._report(shape.group(), index, where, start + shape.start())
-                    return
-                hint = window.rfind(_SHAPE_HINT)
-                # a shape may still complete: keep it and its "to=", and what may start the next
-                cut = min(cut, max(0, hint - 3 if n - hint < _SHAPE_SPAN else n - _SHAPE_START))
-        self._carry[key] = (window[cut:], start + cut)
 
 
 def schema_problem(instance: Any, schema: dict[str, Any]) -> str | None:

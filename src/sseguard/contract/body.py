@@ -55,12 +55,16 @@ def check_body(body: bytes, api: str | Api | None = None, *, request: dict[str, 
     """The verdict on one whole response body: ``api`` told from the body when not given.
 
     A body no protocol claims (only errors, pings, garbage) is judged as ``default``. ``request`` is
-    the request body that produced it (tools, usage asked), in that API's format.
+    the request body that produced it (tools, usage asked), in that API's format. With a non-2xx
+    ``http_status`` the body is the error body the server answered with, not a stream.
     """
     if not isinstance(body, bytes | bytearray | memoryview):
         raise UsageError(f"the body must be bytes, not {type(body).__name__}")
     raw = bytes(body)
     which = protocol(api if api is not None else (detect_api(raw) or default))
     checker = which.checker(request, markup=markup, keep_text=True)
+    if not 200 <= http_status < 300:
+        # A non-2xx answer is no stream: its body is the error the server sent, kept as the verdict's.
+        return checker.close(http_status=http_status, body=raw)
     checker.feed(raw)
     return checker.close(http_status=http_status)

@@ -21,13 +21,12 @@ import msgspec
 from sseguard.contract._base import (
     FINISHED,
     JSON_ERRORS,
-    LEAK_MARKERS,
     TAIL_BYTES,
     CheckerBase,
     decode_json,
-    leak_markers,
 )
 from sseguard.contract.chat_assembler import ChatChunk, MessageAssembler
+from sseguard.contract.leaks import LEAK_MARKERS, leak_markers
 from sseguard.contract.protocol import Auth, Protocol, Relay, Route, UpstreamError, dumps, never
 from sseguard.contract.request import (
     Answer,

@@ -31,6 +31,7 @@ from sseguard.chaos import (
     WindowPattern,
     run_chaos,
 )
+from sseguard.contract import protocols
 from sseguard.errors import ConfigError
 from sseguard.policy import Policy
 from sseguard.probe.config import ProbeConfig, make_arm
@@ -40,7 +41,7 @@ from sseguard.verdict import Api
 DEFAULT_SECONDS = 20.0
 LEVELS = (1, 8, 32)
 #: One arm per protocol, side by side against the same upstream.
-APIS = (Api.CHAT, Api.RESPONSES, Api.MESSAGES)
+APIS = tuple(p.api for p in protocols())
 #: Streams of ~0.2 s: 24 content chunks 6 ms apart after 15 ms to the first.
 PACING = Pacing(ttft_ms=15.0, inter_token_ms=6.0, tokens=24)
 

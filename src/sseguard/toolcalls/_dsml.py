@@ -11,22 +11,20 @@ so a chunk without one is escaped and emitted as it is — one ``in`` test and o
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 from sseguard.errors import UsageError
-from sseguard.toolcalls._base import (
-    ASCII_WS,
-    END,
-    RESUME,
-    SWALLOW,
-    BlockParser,
-    Call,
-    MarkupError,
-    MarkupErrorKind,
-    ToolSpec,
-    json_string_body,
-)
+from sseguard.toolcalls._block import END, RESUME, SWALLOW, BlockParser
+from sseguard.toolcalls._engine import Call
+from sseguard.toolcalls._json import ASCII_WS, json_string_body
+from sseguard.toolcalls.events import MarkupError, MarkupErrorKind
+from sseguard.toolcalls.family import CallLike, Claim, Family
+from sseguard.toolcalls.schema import ToolSpec
 
 MARK = "｜DSML｜"
 OPEN = "<｜DSML｜"
@@ -315,3 +313,67 @@ class DSMLParser(BlockParser):
                     and tag.spaced == call.spaced):
                 return tend, END  # no block to resume in: the invoke's own closer ends the damage
         return tend, SWALLOW
+
+
+# ── the family descriptors ─────────────────────────────────────────────────────────────────────────
+
+
+def auto_kind(held: str, final: bool) -> str | None:
+    """Which DSML family markup starting at ``held[0]`` is (``None``: not yet known). Any DSML
+    family reports a marker that is no tag the same way, so such markup is ``dsml-v4``'s."""
+    gt = held.find(">")
+    if held.find("<", 1, gt if gt != -1 else len(held)) != -1 or (gt == -1 and final):
+        return "dsml-v4"
+    if gt == -1:
+        return None
+    tag = classify(held[:gt + 1])
+    if tag is not None and tag.spaced:
+        return "dsml-v41"
+    return "dsml-v32" if tag is not None and tag.word == "function_calls" else "dsml-v4"
+
+
+def _claim(name: str, held: str, final: bool) -> Claim:
+    if not held.startswith((OPEN, CLOSE)):  # a partial marker at the end: reported as V4 does
+        partial_marker = final and (OPEN.startswith(held) or CLOSE.startswith(held))
+        return Claim.YES if partial_marker and name == "dsml-v4" else Claim.NO
+    kind = auto_kind(held, final)
+    return Claim.MORE if kind is None else Claim.YES if kind == name else Claim.NO
+
+
+def _value(value: Any) -> tuple[str, str]:
+    """(string flag, text): strings verbatim with no escaping; anything else as JSON."""
+    if isinstance(value, str):
+        return "true", value
+    return "false", json.dumps(value, ensure_ascii=False)
+
+
+def render(name: str, calls: Sequence[CallLike], malformed: bool) -> str:
+    """The block as the encoder writes it, after its ``\\n\\n``; ``malformed`` misspells the first
+    string parameter's closer, else the first invoke's."""
+    dialect, block = FAMILY_BLOCKS[name]
+    sp = " " if dialect.spaced else ""
+    target = next(((i, k) for i, c in enumerate(calls) for k, v in c.values.items()
+                   if isinstance(v, str)), None)
+    bad_invoke = malformed and target is None
+    out = [f"{SEPARATOR}<{MARK}{sp}{block}>\n"]
+    for i, call in enumerate(calls):
+        out.append(f'<{MARK}{sp}invoke name="{call.name}">\n')
+        for key, value in call.values.items():
+            flag, text = _value(value)
+            closer = "parametr" if malformed and target == (i, key) else "parameter"
+            out.append(f'<{MARK}{sp}parameter name="{key}" string="{flag}">{text}'
+                       f"</{MARK}{sp}{closer}>\n")
+        out.append(f"</{MARK}{sp}{'invok' if bad_invoke and i == 0 else 'invoke'}>\n")
+    out.append(f"</{MARK}{sp}{block}>")
+    return "".join(out)
+
+
+def _family(name: str) -> Family:
+    return Family(name=name, make=partial(DSMLParser, name), markers=tuple(family_markers(name)),
+                  leak_markers=(MARK,), reasoning_exits=REASONING_EXITS, auto_markers=(OPEN, CLOSE),
+                  claim=partial(_claim, name), render=partial(render, name), malformable=True, rank=10)
+
+
+DSML_V32 = _family("dsml-v32")
+DSML_V4 = _family("dsml-v4")
+DSML_V41 = _family("dsml-v41")

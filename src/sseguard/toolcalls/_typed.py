@@ -13,14 +13,11 @@ the call void (both engines end the call early and lose the value); any other ta
 
 from __future__ import annotations
 
-from sseguard.toolcalls._base import (
-    BlockParser,
-    MarkupErrorKind,
-    ToolSpec,
-    ValueTyping,
-    first_non_ws,
-    json_string_body,
-)
+from sseguard.toolcalls._block import BlockParser
+from sseguard.toolcalls._json import json_string_body
+from sseguard.toolcalls._markers import first_non_ws
+from sseguard.toolcalls.events import MarkupErrorKind
+from sseguard.toolcalls.schema import ToolSpec, ValueTyping
 
 
 class TypedValueParser(BlockParser):

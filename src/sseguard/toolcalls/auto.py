@@ -10,115 +10,61 @@ it been named.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from sseguard.errors import UsageError
-from sseguard.toolcalls import (
-    _dsml,
-    deepseek_v3,
-    glm,
-    harmony,
-    hermes,
-    kimi_k2,
-    minimax_m2,
-    qwen3_coder,
-)
-from sseguard.toolcalls._base import (
-    ASCII_WS,
-    TAG_CAP,
-    BaseParser,
-    Event,
-    Markers,
-    Parser,
-    Text,
-    ToolSpec,
-    first_non_ws,
-)
+from sseguard.toolcalls._engine import BaseParser
+from sseguard.toolcalls._json import ASCII_WS
+from sseguard.toolcalls._markers import TAG_CAP, Markers
+from sseguard.toolcalls.events import Event, Parser, Text
+from sseguard.toolcalls.family import Claim, Family
+from sseguard.toolcalls.schema import ToolSpec
 
-_GLM_ARGS = glm.FAMILY_MARKERS[2:]  # <arg_key> and the other arg tags: GLM's alone
-MARKERS = Markers((_dsml.OPEN, _dsml.CLOSE, *deepseek_v3.FAMILY_MARKERS,
-                   *qwen3_coder.FAMILY_MARKERS, *kimi_k2.FAMILY_MARKERS, *harmony.FAMILY_MARKERS,
-                   *_GLM_ARGS, *minimax_m2.FAMILY_MARKERS))
-REASONING_EXITS = (_dsml.OPEN, *deepseek_v3.REASONING_EXITS, *qwen3_coder.REASONING_EXITS,
-                   *kimi_k2.REASONING_EXITS, *minimax_m2.REASONING_EXITS)
-
-_V3_HEAD = "function" + deepseek_v3.SEP
-#: For a partial marker at end of stream: which family each marker belongs to, DSML first.
-_OWNERS = ((_dsml.OPEN, "dsml-v4"), (_dsml.CLOSE, "dsml-v4"),
-           *((lit, "deepseek-v3") for lit in deepseek_v3.FAMILY_MARKERS),
-           *((lit, "hermes") for lit in hermes.FAMILY_MARKERS),
-           *((lit, "qwen3-coder") for lit in qwen3_coder.FAMILY_MARKERS),
-           *((lit, "kimi-k2") for lit in kimi_k2.FAMILY_MARKERS),
-           *((lit, "harmony") for lit in harmony.FAMILY_MARKERS),
-           *((lit, "glm45") for lit in _GLM_ARGS),
-           *((lit, "minimax-m2") for lit in minimax_m2.FAMILY_MARKERS))
-_KIMI_OPENERS = (kimi_k2.SECTION_BEGIN, kimi_k2.SECTION_BEGIN_1, kimi_k2.CALL_BEGIN)
-_HARMONY_HEADS = (harmony.START, harmony.CHANNEL)
+#: A partial marker at end of stream that no family owns is judged as DSML judges one (any parser
+#: reports it the same way; this one is the oldest family, as before families had claims).
+FALLBACK = "dsml-v4"
 
 
-def _tool_call_family(held: str, final: bool) -> str | None:
-    """Whose ``<tool_call>`` starts ``held``: Hermes writes a JSON object after it (``{``, maybe
-    after whitespace), Qwen3-Coder ``<function=``, GLM a bare name — ended by a newline in GLM-4.5
-    and by the next tag in GLM-4.7."""
-    q = first_non_ws(held, len(hermes.TOOL_CALL), len(held))
-    if q == -1:
-        return "hermes" if final else None
-    if held[q] == "{":
-        return "hermes"
-    if held[q] == "<":  # a tag right away: a GLM call without a name, or Qwen3-Coder's function
-        after = held[q:]
-        if not any(after.startswith(t) or t.startswith(after) for t in _GLM_ARGS):
-            return "qwen3-coder"
-        if not final and not after.startswith(_GLM_ARGS):
+class Detector:
+    """What ``auto`` knows about the registered families: the markers that reveal them, the
+    openers that end reasoning in any of them, and their claims, asked in registry order."""
+
+    def __init__(self, families: Iterable[Family]) -> None:
+        self.families = tuple(families)
+        self.by_name = {f.name: f for f in self.families}
+        self.markers = Markers(tuple(dict.fromkeys(m for f in self.families for m in f.auto_markers)))
+        self.reasoning_exits = tuple(dict.fromkeys(
+            e for f in self.families for e in f.reasoning_exits))
+        self._prefixes = tuple(f.auto_prefix for f in self.families if f.auto_prefix is not None)
+
+    def may_open(self, text: str) -> bool:
+        """Whether text at stream start, before any marker, may still belong to a family's first
+        markup (Harmony's leading recipient): held for the family to decide."""
+        return any(prefix(text) for prefix in self._prefixes)
+
+    def detect(self, held: str, final: bool) -> str | None:
+        """The family of the markup starting at ``held[0]``; ``None`` while more input could change
+        it. ``final`` (end of stream) forces an answer; so does a hold longer than a tag can be.
+
+        The families' claims are asked in registry order: the first YES wins unless a family before
+        it still waits for more (GLM and Qwen3-Coder both follow ``<tool_call>`` with a tag). When
+        none claims it, the first family that owns the marker (or, at the end, the partial marker)
+        it starts with takes it.
+        """
+        final = final or len(held) > TAG_CAP
+        waiting = False
+        for fam in self.families:
+            claim = fam.claim(held, final)
+            if claim is Claim.YES and not waiting:
+                return fam.name
+            waiting = waiting or (claim is Claim.MORE and not final)
+        if waiting:
             return None
-        return "glm45" if "\n" in held[len(hermes.TOOL_CALL):q] else "glm47"
-    end = len(held)
-    for stop in ("\n", "<"):
-        k = held.find(stop, q)
-        if k != -1:
-            end = min(end, k)
-    if end == len(held):
-        return "glm45" if final else None
-    return "glm45" if held[end] == "\n" else "glm47"
-
-
-def detect(held: str, final: bool) -> str | None:
-    """The family of the markup starting at ``held[0]``; ``None`` while more input could change it.
-
-    ``final`` (end of stream) forces an answer; so does a hold longer than a tag can be.
-    """
-    final = final or len(held) > TAG_CAP
-    if held.startswith((_dsml.OPEN, _dsml.CLOSE)):
-        gt = held.find(">")
-        if held.find("<", 1, gt if gt != -1 else len(held)) != -1 or (gt == -1 and final):
-            return "dsml-v4"  # not a tag; any DSML family reports it the same way
-        if gt == -1:
-            return None
-        tag = _dsml.classify(held[:gt + 1])
-        if tag is not None and tag.spaced:
-            return "dsml-v41"
-        return "dsml-v32" if tag is not None and tag.word == "function_calls" else "dsml-v4"
-    if held.startswith((deepseek_v3.CALLS_BEGIN, deepseek_v3.CALL_BEGIN)):
-        begin = held.find(deepseek_v3.CALL_BEGIN)
-        if begin == -1:
-            return "deepseek-v3" if final else None
-        after = held[begin + len(deepseek_v3.CALL_BEGIN):]
-        if after.startswith(_V3_HEAD):
-            rest = after[len(_V3_HEAD):]
-            if rest:  # V3.1 writes JSON right after the separator; V3 a name and a newline
-                return "deepseek-v31" if rest[0] == "{" else "deepseek-v3"
-            return "deepseek-v3" if final else None
-        if _V3_HEAD.startswith(after):
-            return "deepseek-v3" if final else None
-        return "deepseek-v31"
-    if held.startswith(_KIMI_OPENERS):
-        return "kimi-k2"
-    if held.startswith(_HARMONY_HEADS):
-        return "harmony"
-    if held.startswith(hermes.TOOL_CALL):
-        return _tool_call_family(held, final)
-    for lit, family in _OWNERS:
-        if held.startswith(lit) or (final and lit.startswith(held)):
-            return family
-    return "dsml-v4" if final else None
+        for fam in self.families:
+            for lit in fam.auto_markers:
+                if held.startswith(lit) or (final and lit.startswith(held)):
+                    return fam.name
+        return FALLBACK if final else None
 
 
 class AutoParser:
@@ -126,8 +72,9 @@ class AutoParser:
 
     family = "auto"
 
-    def __init__(self, tools: ToolSpec | None = None) -> None:
+    def __init__(self, tools: ToolSpec | None = None, *, detector: Detector) -> None:
         self._tools = tools
+        self._detector = detector
         self._inner: Parser | None = None
         self._pend = ""
         self._closed = False
@@ -135,10 +82,8 @@ class AutoParser:
         self._spoke = False  # text went out before the family was known
 
     def _become(self, family: str) -> Parser:
-        from sseguard.toolcalls import FAMILIES  # the registry imports this module
-
         self.detected = family
-        self._inner = inner = FAMILIES[family].make(self._tools)
+        self._inner = inner = self._detector.by_name[family].make(self._tools)
         if self._spoke and isinstance(inner, BaseParser):
             inner.mid_stream()
         return inner
@@ -151,12 +96,13 @@ class AutoParser:
             return self._inner.feed(text)
         data = self._pend + text
         out: list[Event] = []
-        m, _ = MARKERS.find(data, 0)
-        cut = m if m != -1 else MARKERS.hold(data, 0)
+        detector = self._detector
+        m, _ = detector.markers.find(data, 0)
+        cut = m if m != -1 else detector.markers.hold(data, 0)
         start = cut
         while start > 0 and cut - start < 2 and data[start - 1] == "\n":
             start -= 1  # newlines right before a marker may be its separator: the family decides
-        if start and not self._spoke and harmony.may_open_header(data[:start].lstrip(ASCII_WS)):
+        if start and not self._spoke and detector.may_open(data[:start].lstrip(ASCII_WS)):
             start = 0  # framing whitespace, or Harmony's first recipient: the family decides
         if start:
             out.append(Text(data[:start]))
@@ -164,7 +110,7 @@ class AutoParser:
         if m == -1:
             self._pend = data[start:]
             return out
-        family = detect(data[m:], final=False)
+        family = detector.detect(data[m:], final=False)
         if family is None:
             self._pend = data[start:]
             return out
@@ -180,10 +126,11 @@ class AutoParser:
         out: list[Event] = []
         if self._inner is None:
             held, self._pend = self._pend, ""
-            j = held.find("<")
-            if j == -1:
+            leads = [k for k in map(held.find, self._detector.markers.leads) if k != -1]
+            if not leads:
                 return [Text(held)] if held else []
-            inner = self._become(detect(held[j:], final=True) or "dsml-v4")
+            j = min(leads)
+            inner = self._become(self._detector.detect(held[j:], final=True) or FALLBACK)
             out.extend(inner.feed(held))
             out.extend(inner.close())
             return out

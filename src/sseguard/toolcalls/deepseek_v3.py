@@ -8,20 +8,17 @@ around the markers is removed from the visible text (decision 8).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from functools import partial
+
 from sseguard.errors import UsageError
-from sseguard.toolcalls._base import (
-    ASCII_WS,
-    END,
-    RESUME,
-    SWALLOW,
-    BlockParser,
-    Call,
-    Markers,
-    MarkupError,
-    MarkupErrorKind,
-    ToolSpec,
-    first_non_ws,
-)
+from sseguard.toolcalls._block import END, RESUME, SWALLOW, BlockParser
+from sseguard.toolcalls._engine import Call
+from sseguard.toolcalls._json import ASCII_WS
+from sseguard.toolcalls._markers import Markers, first_non_ws
+from sseguard.toolcalls.events import MarkupError, MarkupErrorKind
+from sseguard.toolcalls.family import CallLike, Claim, Family, Render
+from sseguard.toolcalls.schema import ToolSpec
 
 CALLS_BEGIN = "<｜tool▁calls▁begin｜>"
 CALL_BEGIN = "<｜tool▁call▁begin｜>"
@@ -172,3 +169,53 @@ class DeepSeekV3Parser(BlockParser):
         if lit == CALL_END and not call.in_block:  # in a section, resume at the next call
             return m + len(lit), END
         return m + len(lit), SWALLOW
+
+
+# ── the family descriptors ─────────────────────────────────────────────────────────────────────────
+
+_V3_HEAD = "function" + SEP
+
+
+def auto_kind(held: str, final: bool) -> str | None:
+    """V3 or V3.1 for markup starting at ``held[0]`` (``None``: not yet known): V3.1 writes JSON
+    right after the separator, V3 the word ``function``, the separator, a name and a newline."""
+    begin = held.find(CALL_BEGIN)
+    if begin == -1:
+        return "deepseek-v3" if final else None
+    after = held[begin + len(CALL_BEGIN):]
+    if after.startswith(_V3_HEAD):
+        rest = after[len(_V3_HEAD):]
+        if rest:
+            return "deepseek-v31" if rest[0] == "{" else "deepseek-v3"
+        return "deepseek-v3" if final else None
+    if _V3_HEAD.startswith(after):
+        return "deepseek-v3" if final else None
+    return "deepseek-v31"
+
+
+def _claim(name: str, held: str, final: bool) -> Claim:
+    if not held.startswith((CALLS_BEGIN, CALL_BEGIN)):
+        return Claim.NO
+    kind = auto_kind(held, final)
+    return Claim.MORE if kind is None else Claim.YES if kind == name else Claim.NO
+
+
+def _render_v3(calls: Sequence[CallLike], malformed: bool) -> str:
+    body = "\n".join(f"{CALL_BEGIN}function{SEP}{c.name}\n```json\n{c.arguments}\n```{CALL_END}"
+                     for c in calls)
+    return f"{CALLS_BEGIN}{body}{CALLS_END}"
+
+
+def _render_v31(calls: Sequence[CallLike], malformed: bool) -> str:
+    body = "".join(f"{CALL_BEGIN}{c.name}{SEP}{c.arguments}{CALL_END}" for c in calls)
+    return f"{CALLS_BEGIN}{body}{CALLS_END}"
+
+
+def _family(name: str, render: Render) -> Family:
+    return Family(name=name, make=partial(DeepSeekV3Parser, name), markers=FAMILY_MARKERS,
+                  leak_markers=FAMILY_MARKERS, reasoning_exits=REASONING_EXITS,
+                  auto_markers=FAMILY_MARKERS, claim=partial(_claim, name), render=render, rank=20)
+
+
+DEEPSEEK_V3 = _family("deepseek-v3", _render_v3)
+DEEPSEEK_V31 = _family("deepseek-v31", _render_v31)

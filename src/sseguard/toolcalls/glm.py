@@ -18,22 +18,19 @@ is strict JSON if it parses, else the raw string.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from functools import partial
+
 from sseguard.errors import UsageError
-from sseguard.toolcalls._base import (
-    ANY_JSON,
-    ASCII_WS,
-    END,
-    RESUME,
-    SWALLOW,
-    THINK_TAGS,
-    Call,
-    Markers,
-    MarkupError,
-    MarkupErrorKind,
-    ToolSpec,
-    ValueTyping,
-)
+from sseguard.toolcalls._block import END, RESUME, SWALLOW
+from sseguard.toolcalls._engine import Call
+from sseguard.toolcalls._json import ASCII_WS
+from sseguard.toolcalls._markers import THINK_TAGS, Markers, first_non_ws
+from sseguard.toolcalls._render import tag_values
 from sseguard.toolcalls._typed import TypedValueParser
+from sseguard.toolcalls.events import MarkupError, MarkupErrorKind
+from sseguard.toolcalls.family import CallLike, Claim, Family
+from sseguard.toolcalls.schema import ANY_JSON, ToolSpec, ValueTyping
 
 TOOL_CALL = "<tool_call>"
 TOOL_CALL_END = "</tool_call>"
@@ -178,3 +175,66 @@ class GLMParser(TypedValueParser):
         if lit == TOOL_CALL:
             return m + len(lit), RESUME
         return m + len(lit), END if lit == TOOL_CALL_END else SWALLOW
+
+
+# ── the family descriptors ─────────────────────────────────────────────────────────────────────────
+
+_ARG_TAGS = FAMILY_MARKERS[2:]  # <arg_key> and the other arg tags: GLM's alone
+
+
+def auto_kind(held: str, final: bool) -> str | None:
+    """GLM-4.5 or GLM-4.7 for markup starting with ``<tool_call>`` (``""``: not GLM; ``None``: not
+    yet known). GLM writes a bare name after it (Hermes a JSON object, Qwen3-Coder a tag), ended
+    by a newline in GLM-4.5 and by the next tag in GLM-4.7."""
+    q = first_non_ws(held, len(TOOL_CALL), len(held))
+    if q == -1:
+        return "" if final else None
+    if held[q] == "{":
+        return ""
+    if held[q] == "<":  # a tag right away: a GLM call without a name, or Qwen3-Coder's function
+        after = held[q:]
+        if not any(after.startswith(t) or t.startswith(after) for t in _ARG_TAGS):
+            return ""
+        if not final and not after.startswith(_ARG_TAGS):
+            return None
+        return "glm45" if "\n" in held[len(TOOL_CALL):q] else "glm47"
+    end = len(held)
+    for stop in ("\n", "<"):
+        k = held.find(stop, q)
+        if k != -1:
+            end = min(end, k)
+    if end == len(held):
+        return "glm45" if final else None
+    return "glm45" if held[end] == "\n" else "glm47"
+
+
+def _claim(name: str, held: str, final: bool) -> Claim:
+    if not held.startswith(TOOL_CALL):
+        return Claim.NO
+    kind = auto_kind(held, final)
+    return Claim.MORE if kind is None else Claim.YES if kind == name else Claim.NO
+
+
+def render(name: str, calls: Sequence[CallLike], malformed: bool) -> str:
+    """GLM-4.5 (a newline after the name and after every tag) or GLM-4.7 (none); ``malformed``
+    misspells the first call's last value closer (no value: a stray closer where it ends)."""
+    nl = SEPARATORS[name]
+    out = []
+    for i, call in enumerate(calls):
+        out.append(f"{nl}{TOOL_CALL}{call.name}{nl}")
+        broken = malformed and i == 0
+        out.extend(f"{ARG_KEY}{key}{ARG_KEY_END}{nl}{ARG_VALUE}{text}{closer}{nl}"
+                   for key, text, closer in tag_values(call, broken, ARG_VALUE_END, "</arg_valu>"))
+        out.append(f"{ARG_KEY_END}{TOOL_CALL_END}" if broken and not call.values else TOOL_CALL_END)
+    return "".join(out)
+
+
+def _family(name: str) -> Family:
+    return Family(name=name, make=partial(GLMParser, name), markers=FAMILY_MARKERS,
+                  leak_markers=FAMILY_MARKERS, reasoning_exits=REASONING_EXITS,
+                  auto_markers=FAMILY_MARKERS, claim=partial(_claim, name),
+                  render=partial(render, name), malformable=True, rank=40)
+
+
+GLM45 = _family("glm45")
+GLM47 = _family("glm47")

@@ -16,22 +16,16 @@ of stream an open text message is complete and a call whose body is one complete
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
-from sseguard.toolcalls._base import (
-    END,
-    RESUME,
-    SWALLOW,
-    TAG_CAP,
-    Call,
-    JSONArgsParser,
-    JSONProblem,
-    Markers,
-    MarkupError,
-    MarkupErrorKind,
-    ToolSpec,
-    split_partial_opener,
-    strict_json,
-)
+from sseguard.toolcalls._block import END, RESUME, SWALLOW
+from sseguard.toolcalls._engine import Call
+from sseguard.toolcalls._json import JSONProblem, strict_json
+from sseguard.toolcalls._jsonargs import JSONArgsParser
+from sseguard.toolcalls._markers import TAG_CAP, Markers, split_partial_opener
+from sseguard.toolcalls.events import MarkupError, MarkupErrorKind
+from sseguard.toolcalls.family import CallLike, Family, claim_openers
+from sseguard.toolcalls.schema import ToolSpec
 
 START = "<|start|>"
 MESSAGE_END = "<|end|>"
@@ -214,3 +208,40 @@ class HarmonyParser(JSONArgsParser):
                 self._fail_call(MarkupErrorKind.UNTERMINATED)
             return
         super()._finish(rest)
+
+
+# ── the family descriptor ──────────────────────────────────────────────────────────────────────────
+
+_ROLE = START + "assistant"
+
+
+def _render(calls: Sequence[CallLike], malformed: bool) -> str:
+    """One ``commentary`` message to ``functions.NAME`` per call, ended by the ``<|call|>`` stop
+    token (a server cuts it only at the end of a completion); ``malformed`` misspells the first
+    call's channel."""
+    return "".join(
+        f"{_ROLE}{CHANNEL}{'commentry' if malformed and i == 0 else 'commentary'} "
+        f"to={_PREFIX}{c.name} {CONSTRAIN}json{MESSAGE}{c.arguments}{CALL}"
+        for i, c in enumerate(calls))
+
+
+def _render_answer(reasoning: str, preface: str, markup: str) -> str:
+    """A Harmony completion is nothing but messages: a server without its parser sends the
+    ``analysis`` message (the reasoning) and the preface's ``commentary`` message as content too."""
+    messages = []
+    if reasoning:
+        messages.append(f"{CHANNEL}analysis{MESSAGE}{reasoning}{MESSAGE_END}")
+    if preface:
+        messages.append(f"{CHANNEL}commentary{MESSAGE}{preface}{MESSAGE_END}")
+    # the completion's first message has no <|start|>assistant: that ended the prompt
+    return (_ROLE.join(messages) + markup).removeprefix(_ROLE)
+
+
+FAMILY = Family(
+    name="harmony", make=HarmonyParser, markers=FAMILY_MARKERS,
+    leak_markers=(START, CHANNEL, MESSAGE, CONSTRAIN, MESSAGE_END, CALL, RETURN),
+    reasoning_exits=REASONING_EXITS, auto_markers=FAMILY_MARKERS,
+    claim=claim_openers((START, CHANNEL)), render=_render, malformable=True,
+    # MARKUP2.md decision 11: stripped special tokens leave ``…commentary to=functions.f json{…}``
+    leak_shape=r"(?<=to=)functions\.[^\s{}]{1,64}?\s{0,4}(?:json)?\s{0,4}\{",
+    auto_prefix=may_open_header, render_answer=_render_answer, rank=70)

@@ -14,19 +14,16 @@ inside a JSON string is string text (decision 4). A call without a section is st
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
-from sseguard.toolcalls._base import (
-    ASCII_WS,
-    END,
-    RESUME,
-    SWALLOW,
-    Call,
-    JSONArgsParser,
-    Markers,
-    MarkupError,
-    MarkupErrorKind,
-    ToolSpec,
-)
+from sseguard.toolcalls._block import END, RESUME, SWALLOW
+from sseguard.toolcalls._engine import Call
+from sseguard.toolcalls._json import ASCII_WS
+from sseguard.toolcalls._jsonargs import JSONArgsParser
+from sseguard.toolcalls._markers import Markers
+from sseguard.toolcalls.events import MarkupError, MarkupErrorKind
+from sseguard.toolcalls.family import CallLike, Family, claim_openers
+from sseguard.toolcalls.schema import ToolSpec
 
 SECTION_BEGIN = "<|tool_calls_section_begin|>"
 SECTION_END = "<|tool_calls_section_end|>"
@@ -117,3 +114,27 @@ class KimiK2Parser(JSONArgsParser):
         if lit == CALL_END and not call.in_block:
             return m + len(lit), END
         return m + len(lit), SWALLOW
+
+
+# ── the family descriptor ──────────────────────────────────────────────────────────────────────────
+
+
+def _render(calls: Sequence[CallLike], malformed: bool) -> str:
+    """The header is the model's own call id, ``functions.NAME:IDX``; ``malformed`` misspells the
+    first call's closer."""
+    out = [SECTION_BEGIN]
+    for i, call in enumerate(calls):
+        end = "<|tool_call_ed|>" if malformed and i == 0 else CALL_END
+        out.append(f"{CALL_BEGIN}{_PREFIX}{call.name}:{i}{ARG_BEGIN}{call.arguments}{end}")
+    out.append(SECTION_END)
+    return "".join(out)
+
+
+FAMILY = Family(
+    name="kimi-k2", make=KimiK2Parser, markers=FAMILY_MARKERS,
+    leak_markers=(SECTION_BEGIN, SECTION_BEGIN_1, CALL_BEGIN, ARG_BEGIN, CALL_END, SECTION_END,
+                  SECTION_END_1),
+    reasoning_exits=REASONING_EXITS, auto_markers=FAMILY_MARKERS,
+    claim=claim_openers((SECTION_BEGIN, SECTION_BEGIN_1, CALL_BEGIN)), render=_render,
+    # MARKUP2.md decision 11: the special tokens stripped, a call leaves ``functions.NAME:IDX{…}``
+    leak_shape=r"functions\.[^\s{}]{1,64}?:[0-9]{1,9}\s{0,4}\{", malformable=True, rank=60)

@@ -22,19 +22,16 @@ is the raw string, and a value that is exactly ``null`` is null whatever its typ
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
-from sseguard.toolcalls._base import (
-    RESUME,
-    SWALLOW,
-    THINK_TAGS,
-    Call,
-    Markers,
-    MarkupError,
-    MarkupErrorKind,
-    ToolSpec,
-    ValueTyping,
-)
+from sseguard.toolcalls._block import RESUME, SWALLOW
+from sseguard.toolcalls._engine import Call
+from sseguard.toolcalls._markers import THINK_TAGS, Markers
+from sseguard.toolcalls._render import tag_values
 from sseguard.toolcalls._typed import TypedValueParser
+from sseguard.toolcalls.events import MarkupError, MarkupErrorKind
+from sseguard.toolcalls.family import CallLike, Family, claim_openers
+from sseguard.toolcalls.schema import ToolSpec, ValueTyping
 
 BLOCK = "<minimax:tool_call>"
 BLOCK_END = "</minimax:tool_call>"
@@ -138,3 +135,26 @@ class MiniMaxM2Parser(TypedValueParser):
             tend, name = self._read_tag(data, m, _INVOKE_TAG)
             return tend, RESUME if name is not None else SWALLOW
         return m + len(lit), RESUME if lit == BLOCK_END else SWALLOW
+
+
+# ── the family descriptor ──────────────────────────────────────────────────────────────────────────
+
+
+def _render(calls: Sequence[CallLike], malformed: bool) -> str:
+    """``malformed`` misspells the first call's last value closer (no value: its invoke closer)."""
+    out = [f"{SEPARATOR}{BLOCK}\n"]
+    for i, call in enumerate(calls):
+        out.append(f'{INVOKE} name="{call.name}">\n')
+        broken = malformed and i == 0
+        out.extend(f'{PARAMETER} name="{key}">{text}{closer}\n'
+                   for key, text, closer in tag_values(call, broken, PARAMETER_END, "</parametr>"))
+        out.append("</invok>\n" if broken and not call.values else f"{INVOKE_END}\n")
+    out.append(BLOCK_END)
+    return "".join(out)
+
+
+FAMILY = Family(name="minimax-m2", make=MiniMaxM2Parser, markers=TOKENIZER_MARKERS,
+                # the block tokens are special; stripped, they leave the plain-text invoke tag
+                leak_markers=(BLOCK, BLOCK_END, '<invoke name="'), reasoning_exits=REASONING_EXITS,
+                auto_markers=FAMILY_MARKERS, claim=claim_openers((BLOCK,)), render=_render,
+                malformable=True, rank=80)

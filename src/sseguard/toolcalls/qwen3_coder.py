@@ -12,20 +12,16 @@ with tools, the first four characters while the value could still be ``null``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
 
-from sseguard.toolcalls._base import (
-    END,
-    RESUME,
-    SWALLOW,
-    BlockParser,
-    Call,
-    Markers,
-    MarkupError,
-    MarkupErrorKind,
-    ToolSpec,
-    json_string_body,
-)
+from sseguard.toolcalls._block import END, RESUME, SWALLOW, BlockParser
+from sseguard.toolcalls._engine import Call
+from sseguard.toolcalls._json import json_string_body
+from sseguard.toolcalls._markers import Markers, first_non_ws
+from sseguard.toolcalls.events import MarkupError, MarkupErrorKind
+from sseguard.toolcalls.family import CallLike, Claim, Family
+from sseguard.toolcalls.schema import ToolSpec
 
 TOOL_CALL = "<tool_call>"
 TOOL_CALL_END = "</tool_call>"
@@ -211,3 +207,34 @@ class Qwen3CoderParser(BlockParser):
         if lit == FUNCTION_END and not call.in_block:  # in a block, resume at the next function
             return tend, END
         return tend, SWALLOW
+
+
+# ── the family descriptor ──────────────────────────────────────────────────────────────────────────
+
+
+def _claim(held: str, final: bool) -> Claim:
+    """``<tool_call>`` then a tag: Qwen3-Coder's ``<function=`` (GLM, asked first, takes its own arg
+    tags; Hermes writes a JSON object, GLM a bare name)."""
+    if not held.startswith(TOOL_CALL):
+        return Claim.NO
+    q = first_non_ws(held, len(TOOL_CALL), len(held))
+    if q == -1:
+        return Claim.NO if final else Claim.MORE
+    return Claim.YES if held[q] == "<" else Claim.NO
+
+
+def _render(calls: Sequence[CallLike], malformed: bool) -> str:
+    """``\\n\\n`` before the first call and ``\\n`` before later ones; each value on its own lines."""
+    parts = []
+    for i, c in enumerate(calls):
+        params = "".join(
+            f"{PARAMETER}{k}>\n{v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}"
+            f"\n{PARAMETER_END}\n" for k, v in c.values.items())
+        sep = "\n\n" if i == 0 else "\n"
+        parts.append(f"{sep}{TOOL_CALL}\n{FUNCTION}{c.name}>\n{params}{FUNCTION_END}\n{TOOL_CALL_END}")
+    return "".join(parts)
+
+
+FAMILY = Family(name="qwen3-coder", make=Qwen3CoderParser, markers=FAMILY_MARKERS,
+                leak_markers=(FUNCTION, FUNCTION_END, PARAMETER), reasoning_exits=REASONING_EXITS,
+                auto_markers=FAMILY_MARKERS, claim=_claim, render=_render, rank=50)

@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from sseguard.contract import leak_markers, leak_shapes
-from sseguard.contract._base import LeakScanner  # the checker's own; moving to contract/leaks.py
+from sseguard.contract.leaks import LeakScanner
 from sseguard.errors import UsageError
 from sseguard.proxy.frames import Failure, Frames
 from sseguard.sse import SSEEvent

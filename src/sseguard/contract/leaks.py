@@ -1,0 +1,142 @@
+"""Tool-call markup that leaked into visible text: what to look for, per family, and the scanner.
+
+The tables are the registry's (``sseguard.toolcalls.families()``): each family's leak markers (a plain
+substring search; the incremental parsers in ``sseguard.toolcalls`` do the real parsing) and the shape
+its calls leave when a server strips its special tokens (MARKUP2.md decision 11: ``functions.x:0{…}``,
+``…commentary to=functions.f json{…}``; only the server can fix it, so it is a leak). A plugin family
+is looked for exactly as a built-in is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+
+from sseguard.toolcalls import families, family
+from sseguard.toolcalls.family import unknown
+
+#: The markup values that are no family name: every family (``all``, ``auto``, or ``None``), or none.
+ALL, AUTO, NONE = "all", "auto", "none"
+
+_SHAPE_HINT = "functions."  # what both shipped shapes hold; the regex runs only where it occurs
+_SHAPE_SPAN = 96  # no shape is longer
+_SHAPE_START = len("to=" + _SHAPE_HINT) - 1
+# What the end of a delta holds when a shape's start spans the boundary.
+_SHAPE_PREFIXES = tuple(sorted({w[:k] for w in ("to=" + _SHAPE_HINT, _SHAPE_HINT)
+                                 for k in range(1, len(w))}))
+
+
+class _LeakTable(Mapping[str, tuple[str, ...]]):
+    """Family name → its leak markers, read from the registry when first used."""
+
+    def __getitem__(self, name: str) -> tuple[str, ...]:
+        return families()[name].leak_markers
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(families())
+
+    def __len__(self) -> int:
+        return len(families())
+
+
+#: Markers whose presence in visible content or reasoning means tool-call markup leaked, per family.
+LEAK_MARKERS: Mapping[str, tuple[str, ...]] = _LeakTable()
+
+
+def family_names(markup: str | Iterable[str] | None) -> list[str]:
+    """The families ``markup`` names: ``all``/``auto``/None every one, ``none`` (or an empty list)
+    none, else family names. An unknown name is the caller's mistake: ``UsageError`` listing them."""
+    if markup is None or markup in (ALL, AUTO):
+        return list(families())
+    if markup == NONE:
+        return []
+    names = [markup] if isinstance(markup, str) else list(markup)
+    known = families()
+    out: list[str] = []
+    for name in names:
+        if name in (ALL, AUTO):
+            out.extend(known)
+        elif name in known:
+            out.append(family(name).name)
+        else:
+            raise unknown("markup family", name, [*known, ALL, AUTO, NONE])
+    return list(dict.fromkeys(out))
+
+
+def leak_markers(markup: str | Iterable[str] | None = ALL) -> tuple[str, ...]:
+    """The marker strings to look for (each once); ``"all"`` (or None) means every family."""
+    known = families()
+    return tuple(dict.fromkeys(m for name in family_names(markup) for m in known[name].leak_markers))
+
+
+def leak_shapes(markup: str | Iterable[str] | None = ALL) -> re.Pattern[str] | None:
+    """One pattern for the stripped-token shapes of the families (``None``: none applies)."""
+    known = families()
+    shapes = [s for name in family_names(markup) if (s := known[name].leak_shape) is not None]
+    return re.compile("|".join(dict.fromkeys(shapes))) if shapes else None
+
+
+class LeakScanner:
+    """Finds tool-call markers in text deltas as they arrive, also across delta boundaries.
+
+    Scanning in flight (not the assembled text at the end) says in which frame markup leaked and lets a
+    relay drop the text itself. Only the last ``longest marker - 1`` characters are carried between
+    deltas, so the cost is linear; one finding per stream (choice, item or block) and field is enough
+    evidence. The stripped-token shapes (``shapes``) need a regex, run only on text that holds
+    ``functions.``; from there on at most one shape's length is carried.
+    """
+
+    __slots__ = ("_carry", "_keep", "_lead1", "_lead2", "_leads", "_markers", "_report", "_reported",
+                 "_shapes")
+
+    def __init__(self, markers: tuple[str, ...], report: Callable[[str, int, str, int], None],
+                 shapes: re.Pattern[str] | None = None) -> None:
+        self._markers = markers
+        # The characters the markers start with (the built-ins: "<" and DSML's "｜"), read once: a
+        # delta holding neither is done after two `in` tests; more than two go through one regex.
+        leads = sorted({m[0] for m in markers}) or [""]
+        self._lead1, self._lead2 = leads[0], leads[-1]
+        self._leads = re.compile(f"[{re.escape(''.join(leads))}]") if len(leads) > 2 else None
+        self._shapes = shapes
+        self._report = report
+        self._keep = max((len(m) for m in markers), default=1) - 1
+        self._carry: dict[tuple[int, str], tuple[str, int]] = {}  # tail kept, its offset in the text
+        self._reported: set[tuple[int, str]] = set()
+
+    def scan(self, index: int, where: str, text: str) -> None:
+        key = (index, where)
+        if key in self._reported or not (self._markers or self._shapes):
+            return
+        carry, start = self._carry.get(key, ("", 0))
+        window = carry + text if carry else text
+        leads = self._leads
+        if (self._lead1 in window or self._lead2 in window) if leads is None else leads.search(window):
+            for marker in self._markers:
+                pos = window.find(marker)
+                if pos != -1:
+                    self._reported.add(key)
+                    self._carry.pop(key, None)
+                    self._report(marker, index, where, start + pos)
+                    return
+        n = len(window)
+        cut = n
+        tail = window[-self._keep:] if self._keep else ""
+        # A marker that spans the boundary starts in the tail, with its lead.
+        if (self._lead1 in tail or self._lead2 in tail) if leads is None else leads.search(tail):
+            cut = n - len(tail)
+        if self._shapes is not None:
+            first = window.find(_SHAPE_HINT)
+            if first == -1:
+                if window.endswith(_SHAPE_PREFIXES):  # "to=functions." may span the boundary
+                    cut = min(cut, max(0, n - _SHAPE_START))
+            else:
+                shape = self._shapes.search(window, max(0, first - 3))
+                if shape is not None:
+                    self._reported.add(key)
+                    self._carry.pop(key, None)
+                    self._report(shape.group(), index, where, start + shape.start())
+                    return
+                hint = window.rfind(_SHAPE_HINT)
+                # a shape may still complete: keep it and its "to=", and what may start the next
+                cut = min(cut, max(0, hint - 3 if n - hint < _SHAPE_SPAN else n - _SHAPE_START))
+        self._carry[key] = (window[cut:], start + cut)

@@ -1,0 +1,112 @@
+"""``Family``: every fact about one markup family, in one descriptor.
+
+A family module builds one ``Family`` and the registry (``sseguard.toolcalls.families()``) lists it
+through the ``sseguard.families`` entry point, built-ins and plugins alike. Everything that needs to
+know a family reads it from here: the parser factory, the marker texts its tokenizer writes, the
+substrings that mean its markup leaked into visible text (and the shape its calls leave when a server
+strips its special tokens, MARKUP2.md decision 11), the openers that end reasoning, how ``auto`` tells
+it from the others, and how the chaos upstream writes calls in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Protocol
+
+from sseguard.errors import ConfigError, UsageError
+from sseguard.toolcalls.events import Parser
+from sseguard.toolcalls.schema import ToolSpec
+
+
+class UnknownFamily(UsageError, ConfigError):
+    """A family name that is not registered: the caller's mistake (``UsageError``), and for a command
+    line a bad option value (``ConfigError``: one line, exit 2). The message lists the known names."""
+
+
+class Claim(Enum):
+    """What a family says about markup ``auto`` holds: mine, not mine, or too early to tell."""
+
+    NO = 0
+    YES = 1
+    MORE = 2  # more input (or the end of the stream) decides
+
+
+class CallLike(Protocol):
+    """A call to render: its tool name, its argument values, and the arguments JSON as sent (a chaos
+    fault may have broken it, so it need not be ``json.dumps(values)``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def values(self) -> dict[str, Any]: ...
+
+    @property
+    def arguments(self) -> str: ...
+
+
+#: ``render(calls, malformed)``: the markup a model of the family writes for ``calls``, including the
+#: separator before it; ``malformed`` misspells one closer the way a model under load does.
+Render = Callable[[Sequence[CallLike], bool], str]
+
+
+def claim_openers(openers: tuple[str, ...]) -> Callable[[str, bool], Claim]:
+    """The plain claim: markup that starts with one of ``openers`` is the family's."""
+
+    def claim(held: str, final: bool) -> Claim:
+        return Claim.YES if held.startswith(openers) else Claim.NO
+
+    return claim
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """One markup family.
+
+    ``make(tools)`` returns a fresh parser for one stream. ``markers``: the literals as its template
+    writes them (what ``sseguard tokenizer`` looks up). ``leak_markers``: substrings whose presence in
+    visible text or reasoning means its markup leaked; ``leak_shape``: a regular expression for what a
+    call leaves when a server strips special tokens (searched only where ``functions.`` occurs, the
+    one hint both shipped shapes share). ``reasoning_exits``: openers that end reasoning implicitly.
+    ``auto_markers``: what ``auto`` searches for to notice the family; ``claim(held, final)`` then says
+    whether markup starting at one of them is the family's (``final``: the stream ended, answer YES or
+    NO). ``render`` writes calls for the chaos upstream; ``malformable``: its ``malformed`` rendering
+    breaks the family's own format (the others have none to offer). Two facets only a family whose
+    whole completion is markup needs (Harmony): ``auto_prefix(text)``, whether text at stream start
+    before any marker may still belong to its first markup (``auto`` then holds it), and
+    ``render_answer(reasoning, preface, markup)``, the whole content a server without its parser sends.
+    ``rank`` orders the registry (then the name): ``auto`` asks claims in that order and a shared
+    marker belongs to the first family that has it. Built-ins rank below 100, plugins default to 100.
+    """
+
+    name: str
+    make: Callable[[ToolSpec | None], Parser]
+    markers: tuple[str, ...]
+    leak_markers: tuple[str, ...]
+    reasoning_exits: tuple[str, ...]
+    auto_markers: tuple[str, ...]
+    claim: Callable[[str, bool], Claim]
+    render: Render
+    leak_shape: str | None = None
+    malformable: bool = False
+    auto_prefix: Callable[[str], bool] | None = None
+    render_answer: Callable[[str, str, str], str] | None = None
+    rank: int = 100
+    leads: frozenset[str] = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.auto_markers or not all(self.auto_markers):
+            raise UsageError("a family needs a name and at least one non-empty auto marker")
+        if not all(self.leak_markers) or not all(self.reasoning_exits):
+            raise UsageError(f"family {self.name!r}: empty leak marker or reasoning exit")
+        # The first characters of the markers: the only places a marker can start, which is what
+        # keeps the parsers' hot paths cheap (every built-in marker starts with "<").
+        object.__setattr__(self, "leads", frozenset(m[0] for m in (*self.auto_markers,
+                                                                   *self.reasoning_exits)))
+
+
+def unknown(kind: str, name: str, known: Mapping[str, object] | Sequence[str]) -> UnknownFamily:
+    """The one-line error for an unknown name, listing the known ones."""
+    return UnknownFamily(f"unknown {kind} {name!r}; known: {', '.join(known)}")
