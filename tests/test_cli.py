@@ -112,10 +112,10 @@ def test_an_unknown_protocol_or_family_is_one_line_with_the_known_names_and_exit
 
 def test_help_texts_name_every_protocol_and_family() -> None:
     check = " ".join(_help("check").split())
-    for name in ("chat", "responses", "messages", "dsml-v41", "deepseek-v3", "glm45", "minimax-m2"):
+    for name in ("chat", "responses", "messages", "gemini", "dsml-v41", "deepseek-v3", "glm45", "minimax-m2"):
         assert name in check, name
     probe = " ".join(_help("probe").split())
-    assert "chat (default), responses or messages" in probe
+    assert "chat (default), responses, messages or gemini" in probe
     for command in ("parse", "tokenizer", "chaos", "proxy"):
         assert "kimi-k2" in " ".join(_help(command).split()), command
 

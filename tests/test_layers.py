@@ -16,7 +16,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "sseguard"
 
-CORE = ["sseguard", "sseguard.sse", "sseguard.contract", "sseguard.contract.chat_assembler",
+CORE = ["sseguard", "sseguard.sse", "sseguard.jsonarray", "sseguard.contract",
+        "sseguard.contract.chat_assembler",
         "sseguard.verdict", "sseguard.policy", "sseguard.record", "sseguard.redact", "sseguard.errors",
         "sseguard.toolcalls", "sseguard.reasoning"]
 FORBIDDEN = ["aiohttp", "httpx", "httpx2", "asyncio", "sqlite3", "psycopg", "urllib.request",
@@ -24,7 +25,7 @@ FORBIDDEN = ["aiohttp", "httpx", "httpx2", "asyncio", "sqlite3", "psycopg", "url
              "sseguard.analyze", "sseguard.client", "sseguard.cli", "rich", "typer"]
 
 #: The sans-IO core (DESIGN.md "Layers"), by module or package prefix: layer 0.
-CORE_PREFIXES = ("sseguard.sse", "sseguard.contract", "sseguard.verdict",
+CORE_PREFIXES = ("sseguard.sse", "sseguard.jsonarray", "sseguard.contract", "sseguard.verdict",
                  "sseguard.policy", "sseguard.record", "sseguard.redact", "sseguard.errors",
                  "sseguard.toolcalls", "sseguard.reasoning")
 #: The command line: layer 2. Everything else (chaos, probe, analyze, proxy, store, client, locust,

@@ -58,7 +58,7 @@ def test_api_flag_fills_arms_that_set_none_and_toml_arms_keep_their_own(tmp_path
 def test_an_unknown_api_is_one_line_naming_the_known_ones(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         build_config({"arms": ["a=http://127.0.0.1:9/v1"], "api": "grpc", "out": str(tmp_path)})
-    assert str(err.value) == "--api: unknown api 'grpc' (known: chat, responses, messages)"
+    assert str(err.value) == "--api: unknown api 'grpc' (known: chat, responses, messages, gemini)"
     toml = tmp_path / "p.toml"
     toml.write_text('[[arm]]\nname = "x"\nbase_url = "http://127.0.0.1:9/v1"\napi = "soap"\n')
     with pytest.raises(ConfigError, match=r"arm 'x': unknown api 'soap' \(known: chat, responses"):

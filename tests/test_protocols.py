@@ -30,10 +30,16 @@ from sseguard.errors import UsageError
 from sseguard.sse import SSEDecoder
 from sseguard.verdict import Ending
 
-NAMES = ("chat", "responses", "messages")
-PATHS = {"chat": "/chat/completions", "responses": "/responses", "messages": "/messages"}
-KEY_HEADERS = {"chat": "authorization", "responses": "authorization", "messages": "x-api-key"}
-SERVED = {"/v1/chat/completions", "/v1/responses", "/v1/messages"}
+NAMES = ("chat", "responses", "messages", "gemini")
+PATHS = {"chat": "/chat/completions", "responses": "/responses", "messages": "/messages",
+         "gemini": "/models/{model}:streamGenerateContent"}
+KEY_HEADERS = {"chat": "authorization", "responses": "authorization", "messages": "x-api-key",
+               "gemini": "x-goog-api-key"}
+_VERTEX = "/projects/{project}/locations/{location}/publishers/google/models/{model}"
+SERVED = {"/v1/chat/completions", "/v1/responses", "/v1/messages",
+          *(f"{mount}{path}:{method}" for mount in ("/v1", "/v1beta")
+            for path in ("/models/{model}", _VERTEX)
+            for method in ("streamGenerateContent", "generateContent"))}
 
 
 def test_every_api_member_has_one_descriptor_in_enum_order() -> None:
@@ -79,13 +85,14 @@ def test_the_relays_error_frame_is_an_error_event_to_the_same_protocols_checker(
     ("responses", {"error": {"message": "slow down", "type": "rate_limit_error", "param": None,
                              "code": "rate_limit_exceeded"}}),
     ("messages", {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}),
+    ("gemini", {"error": {"code": 429, "message": "slow down", "status": "RESOURCE_EXHAUSTED"}}),
 ])
 def test_http_error_bodies_are_in_each_apis_own_shape(name: str, expected: dict[str, Any]) -> None:
     assert protocol(name).status_error(429, "slow down") == expected
 
 
 def test_an_unknown_protocol_is_a_usage_error_listing_the_known_ones() -> None:
-    with pytest.raises(UsageError, match=r"unknown api 'soap' \(known: chat, responses, messages\)"):
+    with pytest.raises(UsageError, match=r"unknown api 'soap' \(known: chat, responses, messages, gemini\)"):
         protocol("soap")
     with pytest.raises(UsageError, match="unknown api 'soap'"):
         writer_for("soap")
@@ -100,6 +107,11 @@ def test_an_unknown_protocol_is_a_usage_error_listing_the_known_ones() -> None:
     ("/v1/messages/count_tokens", None),
     ("/v1/responses/resp_1", None),
     ("/v1/models", None),
+    ("/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", "gemini"),
+    ("/v1/models/gemini-2.5-flash:generateContent", "gemini"),
+    ("/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-flash"
+     ":streamGenerateContent", "gemini"),
+    ("/v1beta/models/gemini-2.5-flash:countTokens", None),
 ])
 def test_the_protocol_is_told_from_the_request_path(path: str, api: str | None) -> None:
     assert api_for_path(path) == api
@@ -129,6 +141,8 @@ BODIES = {
                  b'"response":{"id":"resp_1","status":"in_progress","output":[]}}\n\n',
     "messages": b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1",'
                 b'"content":[],"usage":{"input_tokens":1,"output_tokens":0}}}\n\n',
+    "gemini": b'data: {"candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"}}],'
+              b'"modelVersion":"gemini-2.5-flash","responseId":"r1"}\r\n\r\n',
 }
 
 
@@ -165,9 +179,12 @@ def test_the_plugins_parametrization_is_the_promised_one() -> None:
                       "http_error", "empty", "tool_call_unterminated"),
         "messages": ("truncated", "no_done", "no_finish", "cut_mid_frame", "transport_error",
                      "error_event", "http_error", "empty", "tool_call_unterminated"),
+        "gemini": ("truncated", "cut_mid_frame", "transport_error", "error_event", "http_error",
+                   "empty"),
     }
     assert dict(DIALECTS) == {
         "chat": ("no_finish_reason", "no_done", "empty_finish_reason", "usage_choices_null"),
         "responses": ("trailing_done",),
         "messages": ("no_done",),
+        "gemini": (),
     }

@@ -200,7 +200,7 @@ def test_typo(sseguard_chaos):
 @pytest.mark.parametrize(("call", "message"), [
     ('sseguard_chaos.inject("truncated", times=0)', "times must be a positive integer, not 0"),
     ('sseguard_chaos.inject("truncated", api="grpc")', "unknown api 'grpc' (known: chat, responses, "
-                                                        "messages)"),
+                                                        "messages, gemini)"),
     ('sseguard_chaos.dialect("no_dne")', "unknown dialect 'no_dne' (known: *"),
 ])
 def test_bad_use_is_a_clear_error(pytester: pytest.Pytester, call: str, message: str) -> None:
@@ -246,9 +246,10 @@ def test_bad_marker(sseguard_chaos):
 def test_parametrize_constants_name_each_protocols_bad_endings() -> None:
     from sseguard.testing import BAD_ENDINGS, DIALECTS
 
-    assert set(BAD_ENDINGS) == {"chat", "responses", "messages"} == set(DIALECTS)
+    assert set(BAD_ENDINGS) == {"chat", "responses", "messages", "gemini"} == set(DIALECTS)
     assert "no_done" in BAD_ENDINGS["messages"] and "no_done" not in BAD_ENDINGS["responses"]
     assert {"truncated", "cut_mid_frame", "transport_error", "error_event"} <= set(BAD_ENDINGS["chat"])
+    assert "no_done" not in BAD_ENDINGS["gemini"] and "truncated" in BAD_ENDINGS["gemini"]
 
 
 def test_the_plugin_is_registered_and_loads_nothing_heavy() -> None:
@@ -272,6 +273,8 @@ REQUESTS = {
     "responses": ("/responses", {"model": "m", "stream": True, "input": "hi"}),
     "messages": ("/messages", {"model": "m", "stream": True, "max_tokens": 200,
                                "messages": [{"role": "user", "content": "hi"}]}),
+    "gemini": ("/models/m:streamGenerateContent?alt=sse",
+               {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}),
 }
 
 def raw_body(base_url, api):
@@ -286,7 +289,7 @@ def raw_body(base_url, api):
         return bytes(got), status, True
     return bytes(got), status, False
 
-@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("api", ["chat", "responses", "messages", "gemini"])
 def test_healthy(sseguard_chaos, api):
     body, status, broken = raw_body(sseguard_chaos.base_url, api)
     assert (status, broken) == (200, False)
@@ -306,8 +309,9 @@ def test_bad(sseguard_chaos, api, fault):
 def test_every_protocols_bad_endings_are_served(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_user_protocols=_EVERY_PROTOCOL)
     result = _run(pytester)
-    # 3 healthy + the bad endings written out per protocol here: 9 chat, 8 responses, 9 messages.
-    result.assert_outcomes(passed=3 + 9 + 8 + 9)
+    # 4 healthy + the bad endings written out per protocol here: 9 chat, 8 responses, 9 messages,
+    # 6 gemini.
+    result.assert_outcomes(passed=4 + 9 + 8 + 9 + 6)
 
 
 def test_the_real_sdks_of_both_vendors_meet_the_fixture(pytester: pytest.Pytester) -> None:

@@ -22,6 +22,7 @@ class Api(StrEnum):
     CHAT = "chat"  # POST …/chat/completions
     RESPONSES = "responses"  # POST …/responses (OpenAI Responses API)
     MESSAGES = "messages"  # POST …/messages (Anthropic Messages)
+    GEMINI = "gemini"  # POST …/models/{MODEL}:streamGenerateContent (Gemini, google-genai)
 
 
 class Ending(StrEnum):

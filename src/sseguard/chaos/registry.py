@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from sseguard.chaos import chat, messages, responses
+from sseguard.chaos import chat, gemini, messages, responses
 from sseguard.chaos.writer import Writer
 from sseguard.contract import protocol
 from sseguard.verdict import Api
@@ -17,6 +17,7 @@ _WRITERS: MappingProxyType[Api, Writer] = MappingProxyType({w.api: w for w in (
     chat.WRITER,
     responses.WRITER,
     messages.WRITER,
+    gemini.WRITER,
 )})
 
 

@@ -40,14 +40,22 @@ def config_from_options(options: Mapping[str, Any], *, config_path: str | None,
 
 def probe_main(options: Mapping[str, Any], *, config_path: str | None, resume: str | None,
                sweep: bool, as_json: bool, live: bool | None, console: Console,
-               err_console: Console) -> int:
-    """Run the probe (or sweep) and print its summary; returns the exit code."""
+               err_console: Console, workers: str = "1") -> int:
+    """Run the probe (or sweep) and print its summary; returns the exit code. ``workers`` (a
+    number or ``auto``) above 1 shares the run among that many processes, with no live display."""
+    from sseguard._serve import parse_workers
     from sseguard.probe.report import summarize
     from sseguard.probe.runner import run_probe
+    from sseguard.probe.workers import run_parallel
 
+    processes = parse_workers(workers)
     config = config_from_options(options, config_path=config_path, resume=resume, sweep=sweep)
-    result = run_probe(config, resume=resume is not None, console=err_console, live=live,
-                       announce=not as_json)
+    if processes > 1:
+        result = run_parallel(config, processes, resume=resume is not None, console=err_console,
+                              announce=not as_json)
+    else:
+        result = run_probe(config, resume=resume is not None, console=err_console, live=live,
+                           announce=not as_json)
     summarize(result, console, as_json=as_json)
     return result.exit_code
 
@@ -82,6 +90,9 @@ def _probe_command(sweep: bool) -> Any:
                                        help="Output directory (default sseguard-runs/<time>)."),
         resume: str | None = typer.Option(None, "--resume", metavar="DIR",
                                           help="Continue the run in DIR, skipping finished requests."),
+        workers: str = typer.Option("1", "--workers", metavar="N|auto",
+                                    help="Probe processes sharing the run (auto: one per core); "
+                                         "records merged into one results.jsonl."),
         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
         no_live: bool = typer.Option(False, "--no-live", help="No live display."),
     ) -> None:
@@ -93,7 +104,7 @@ def _probe_command(sweep: bool) -> Any:
         try:
             code = probe_main(options, config_path=config, resume=resume, sweep=sweep,
                               as_json=as_json, live=False if no_live else None, console=console,
-                              err_console=err_console)
+                              err_console=err_console, workers=workers)
         except ConfigError as exc:
             fail(str(exc))
         raise typer.Exit(code)

@@ -15,7 +15,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeGuard
+from typing import Any, ClassVar, Protocol, TypeGuard
 
 import msgspec
 
@@ -34,6 +34,23 @@ JSON_ERRORS = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
 
 #: Endings where the stream says it is finished (a tool call still open there was never closed).
 FINISHED = frozenset({Ending.COMPLETE, Ending.NO_DONE, Ending.NO_FINISH})
+
+
+class FrameTail(Protocol):
+    """What a frame decoder's ``close()`` answers: whether the body stopped inside a frame."""
+
+    @property
+    def is_cut(self) -> bool: ...
+
+
+class FrameDecoder(Protocol):
+    """What the engine reads a body's frames with: ``SSEDecoder`` for the SSE protocols; a protocol
+    with another framing (Gemini's streamed JSON array) supplies its own, giving ``SSEEvent``s all the
+    same (``data`` the frame's payload, ``raw`` its exact bytes)."""
+
+    def feed(self, data: bytes) -> list[SSEEvent]: ...
+
+    def close(self) -> FrameTail: ...
 
 
 def is_int(value: object) -> TypeGuard[int]:
@@ -176,7 +193,7 @@ class CheckerBase(ABC):
         self._request: dict[str, Any] = request if isinstance(request, dict) else {}
         self._tools = ToolFacts(self._request.get("tools"), self._tool_entry)
         self._leaks = LeakScanner(leak_markers(markup), self._on_leak, leak_shapes(markup))
-        self._decoder = SSEDecoder()
+        self._decoder: FrameDecoder = SSEDecoder()
         self._findings: list[Finding] = []
         self._tail_parts: list[bytes] = []
         self._tail_len = 0

@@ -13,6 +13,7 @@ from typing import Any
 from sseguard.contract._base import JSON_ERRORS, decode_json
 from sseguard.contract.registry import protocol, protocols
 from sseguard.errors import UsageError
+from sseguard.jsonarray import JsonArrayDecoder
 from sseguard.sse import SSEDecoder
 from sseguard.verdict import Api, Verdict
 
@@ -20,13 +21,24 @@ from sseguard.verdict import Api, Verdict
 SNIFF_BYTES = 65536
 
 
+def _payloads(head: bytes) -> Iterator[str]:
+    """The records of a body in either framing (``Framing``): the elements of one JSON array, or the
+    data of SSE events."""
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"[":
+        for element in JsonArrayDecoder().feed(head):
+            yield element.text
+    else:
+        for event in SSEDecoder().feed(head):
+            yield event.data
+
+
 def _records(body: bytes) -> Iterator[Mapping[str, Any]]:
-    """The JSON objects a body's SSE events carry, in order (sentinels, comments and garbage skipped)."""
-    for event in SSEDecoder().feed(body[:SNIFF_BYTES]):
-        if event.data == "[DONE]":
+    """The JSON objects a body's records carry, in order (sentinels, comments and garbage skipped)."""
+    for data in _payloads(body[:SNIFF_BYTES]):
+        if data == "[DONE]":
             continue
         try:
-            obj = decode_json(event.data)
+            obj = decode_json(data)
         except JSON_ERRORS:
             continue
         if isinstance(obj, dict):

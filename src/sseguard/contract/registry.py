@@ -10,6 +10,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from sseguard.contract.chat import CHAT
+from sseguard.contract.gemini import GEMINI
 from sseguard.contract.messages import MESSAGES
 from sseguard.contract.protocol import Protocol
 from sseguard.contract.responses import RESPONSES
@@ -20,6 +21,7 @@ _PROTOCOLS: MappingProxyType[Api, Protocol] = MappingProxyType({p.api: p for p i
     CHAT,
     RESPONSES,
     MESSAGES,
+    GEMINI,
 )})
 
 

@@ -14,7 +14,8 @@ from rich.console import Console
 
 from sseguard.analyze import analyze, print_summary
 from sseguard.analyze.model import Analysis
-from sseguard.probe.runner import CPU_WARN, RunResult
+from sseguard.probe.cpu import CPU_WARN
+from sseguard.probe.runner import RunResult
 from sseguard.probe.sink import EVIDENCE_DIR, RESULTS
 
 

@@ -31,14 +31,17 @@ from rich.console import Console
 from sseguard._serve import loop_factory, raise_open_files_limit
 from sseguard.errors import ConfigError
 from sseguard.probe.config import ProbeConfig
+from sseguard.probe.cpu import CpuMonitor, CpuSummary
 from sseguard.probe.engine import EngineSettings, run_request
 from sseguard.probe.live import LiveView, Tally
 from sseguard.probe.sink import (
     RESULTS,
     JsonlSink,
+    merge_worker_results,
     read_results,
     read_run_file,
     repair_results,
+    worker_results,
     write_run_file,
 )
 from sseguard.probe.target import ConnectionTracker, Target
@@ -51,63 +54,6 @@ from sseguard.verdict import Ending
 MAX_DEFAULT_RAMP = 60.0
 #: A worker whose requests get no response at all waits before the next try, up to this long.
 MAX_BACKOFF = 1.0
-CPU_WARN = 0.8
-
-
-@dataclass
-class CpuSummary:
-    """The probe's own CPU use, as a fraction of one core, sampled once a second."""
-
-    samples: list[float] = field(default_factory=list)
-    total_seconds: float = 0.0
-    wall_seconds: float = 0.0
-
-    @property
-    def peak(self) -> float:
-        return max(self.samples, default=0.0)
-
-    @property
-    def mean(self) -> float:
-        return self.total_seconds / self.wall_seconds if self.wall_seconds > 0 else 0.0
-
-    @property
-    def seconds_over(self) -> int:
-        return sum(1 for s in self.samples if s > CPU_WARN)
-
-    @property
-    def overloaded(self) -> bool:
-        return self.seconds_over > 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"per_second": [round(s, 3) for s in self.samples], "peak": round(self.peak, 3),
-                "mean": round(self.mean, 3), "cpu_seconds": round(self.total_seconds, 3),
-                "wall_seconds": round(self.wall_seconds, 3), "seconds_over_80pct": self.seconds_over}
-
-
-class CpuMonitor:
-    """Samples ``time.process_time()`` against the monotonic clock every ``interval`` seconds."""
-
-    def __init__(self, interval: float = 1.0) -> None:
-        self.interval = interval
-        self.summary = CpuSummary()
-        self._cpu0 = time.process_time()
-        self._t0 = time.monotonic()
-
-    async def run(self) -> None:
-        last_cpu, last = self._cpu0, self._t0
-        while True:
-            await asyncio.sleep(self.interval)
-            cpu, now = time.process_time(), time.monotonic()
-            if now > last:
-                self.summary.samples.append((cpu - last_cpu) / (now - last))
-            last_cpu, last = cpu, now
-
-    def stop(self) -> CpuSummary:
-        self.summary.total_seconds = time.process_time() - self._cpu0
-        self.summary.wall_seconds = time.monotonic() - self._t0
-        return self.summary
-
-
 @dataclass
 class RunResult:
     """What a run left behind; ``records`` are all of ``results.jsonl`` (a resumed run included)."""
@@ -156,13 +102,31 @@ async def check_reachable(targets: list[Target], timeout: float) -> None:
     await asyncio.gather(*(one(t) for t in targets))
 
 
+@dataclass(frozen=True, slots=True)
+class Share:
+    """This process's part of a run that ``count`` probe processes share (``--workers``).
+
+    Process ``index`` takes every ``count``-th request index of each arm and level (so indexes stay
+    unique and a resume knows what is done whichever worker did it) and its part of the concurrency.
+    """
+
+    index: int = 0
+    count: int = 1
+
+    def part(self, total: int) -> int:
+        """This process's part of ``total`` (streams in flight): the parts add up to ``total``."""
+        return total // self.count + (1 if self.index < total % self.count else 0)
+
+
 class _Indexes:
-    """Hands out request indexes of one arm at one level, skipping those a resumed run already has."""
+    """Hands out request indexes of one arm at one level, skipping those a resumed run already has;
+    with a ``Share``, only that process's indexes (every ``step``-th from ``offset``)."""
 
     def __init__(self, arm: str, base: int, count: int | None, deadline: float | None,
-                 done: set[tuple[str, int]]) -> None:
+                 done: set[tuple[str, int]], share: Share = Share()) -> None:
         self._arm = arm
-        self._next = base
+        self._next = base + share.index
+        self._step = share.count
         self._end = base + count if count is not None else None
         self._deadline = deadline
         self._done = done
@@ -172,7 +136,7 @@ class _Indexes:
             return None
         while self._end is None or self._next < self._end:
             index = self._next
-            self._next += 1
+            self._next += self._step
             if (self._arm, index) not in self._done:
                 return index
         return None
@@ -220,6 +184,7 @@ class _Run:
     connections: ConnectionTracker
     done: set[tuple[str, int]]
     view: LiveView
+    share: Share = Share()
     stream_seconds: dict[str, float] = field(default_factory=dict)  # per arm, for the next ramp
 
 
@@ -241,11 +206,15 @@ def _session(config: ProbeConfig, limit: int = 0) -> aiohttp.ClientSession:
 async def _arm_level(run: _Run, target: Target, level: int, level_index: int) -> None:
     """All requests of one arm at one concurrency level."""
     config = run.config
+    share = run.share
+    streams = share.part(level)  # this process's streams; records name the whole level
+    if streams == 0:
+        return
     arm = target.arm.name
     start = time.monotonic()
     deadline = start + config.duration if config.duration is not None else None
-    indexes = _Indexes(arm, level_index * _stride(config), config.count, deadline, run.done)
-    pacer = _Pacer(config.rate) if config.rate is not None else None
+    indexes = _Indexes(arm, level_index * _stride(config), config.count, deadline, run.done, share)
+    pacer = _Pacer(config.rate / share.count) if config.rate is not None else None
     ramp = config.ramp if config.ramp is not None else run.stream_seconds.get(arm)
     pilot_done = asyncio.Event()
     pilot: list[float] = []
@@ -255,15 +224,17 @@ async def _arm_level(run: _Run, target: Target, level: int, level_index: int) ->
         if level > 1:
             if ramp is not None:
                 spread = ramp if config.ramp is not None else min(ramp, MAX_DEFAULT_RAMP)
-                await asyncio.sleep(k * spread / level)
+                await asyncio.sleep(k * spread / streams)
             elif k > 0:
                 # Default ramp, first level: worker 0's first stream measures one stream length.
                 await pilot_done.wait()
                 spread = min(pilot[0] if pilot else 0.0, MAX_DEFAULT_RAMP)
-                await asyncio.sleep((k - 1) * spread / max(level - 1, 1))
+                await asyncio.sleep((k - 1) * spread / max(streams - 1, 1))
         api = target.arm.protocol
         workload = run.workloads[arm]
-        conversation = workload.conversation(f"{arm}:{level_index}:{k}", api)
+        # Numbered across processes: two processes must not send the same (cache-defeating) prompts.
+        conversation = workload.conversation(f"{arm}:{level_index}:{share.index + k * share.count}",
+                                             api)
         own: aiohttp.ClientSession | None = None
         if workload.pinned_connection:
             own = _session(config, limit=1)
@@ -303,7 +274,7 @@ async def _arm_level(run: _Run, target: Target, level: int, level_index: int) ->
                 await own.close()
 
     async with asyncio.TaskGroup() as group:
-        for k in range(level):
+        for k in range(streams):
             group.create_task(worker(k))
     if durations:
         run.stream_seconds[arm] = statistics.median(durations)
@@ -334,23 +305,16 @@ def _new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
-async def execute(config: ProbeConfig, *, resume: bool = False, console: Console | None = None,
-                  live: bool | None = None, environ: Mapping[str, str] | None = None,
-                  stop: asyncio.Event | None = None, announce: bool = False) -> RunResult:
-    """Run (or resume) a probe inside the running event loop and return what it left behind.
-
-    ``stop`` ends the run early and cleanly (Ctrl-C): requests in flight are dropped unrecorded
-    (a resume redoes them), everything finished stays in ``results.jsonl``.
-    """
-    console = console or Console(stderr=True)
-    raise_open_files_limit()
-    targets = [Target.of(arm, environ) for arm in config.arms]
-    redactor = Redactor([s for t in targets for s in t.secrets])
+def open_run(config: ProbeConfig, redactor: Redactor, *,
+             resume: bool) -> tuple[dict[str, Any], list[Record]]:
+    """The run file's document and the records a resumed run already has (the parts an interrupted
+    ``--workers`` run left merged in first); a fresh run must not write over another."""
     out = Path(config.out)
     run_doc: dict[str, Any]
     existing: list[Record] = []
     if resume:
         run_doc = read_run_file(out)
+        merge_worker_results(out)
         repair_results(out)
         existing = list(read_results(out))
     else:
@@ -360,24 +324,52 @@ async def execute(config: ProbeConfig, *, resume: bool = False, console: Console
                               "or pick another --out")
         run_doc = {"run_id": _new_run_id(), "sessions": []}
     run_doc["config"] = redactor.obj(config.to_dict())
-    run_id = str(run_doc["run_id"])
-    if config.check_reachable:
-        await check_reachable(targets, config.connect_timeout)
-    if announce:
-        console.print(describe(config), highlight=False, soft_wrap=True)
+    return run_doc, existing
+
+
+async def execute(config: ProbeConfig, *, resume: bool = False, console: Console | None = None,
+                  live: bool | None = None, environ: Mapping[str, str] | None = None,
+                  stop: asyncio.Event | None = None, announce: bool = False,
+                  share: Share | None = None, run_id: str = "") -> RunResult:
+    """Run (or resume) a probe inside the running event loop and return what it left behind.
+
+    ``stop`` ends the run early and cleanly (Ctrl-C): requests in flight are dropped unrecorded
+    (a resume redoes them), everything finished stays in ``results.jsonl``.
+
+    With a ``share`` this is one process of a ``--workers`` run (``probe.workers``): the parent has
+    opened the run (``run_id``, run file, reachability), this process writes its records to its own
+    results file, which the parent merges into ``results.jsonl``.
+    """
+    console = console or Console(stderr=True)
+    raise_open_files_limit()
+    targets = [Target.of(arm, environ) for arm in config.arms]
+    redactor = Redactor([s for t in targets for s in t.secrets])
+    out = Path(config.out)
+    run_doc: dict[str, Any] = {}
+    if share is None:
+        run_doc, existing = open_run(config, redactor, resume=resume)
+        run_id = str(run_doc["run_id"])
+        if config.check_reachable:
+            await check_reachable(targets, config.connect_timeout)
+        if announce:
+            console.print(describe(config), highlight=False, soft_wrap=True)
+    else:
+        existing = list(read_results(out))
     workload = Workload(config.workload, seed=config.seed)
 
-    sink = JsonlSink(out)
+    sink = JsonlSink(out, results=RESULTS if share is None else worker_results(share.index))
     tally = Tally(config.policy)
     tally.extend(existing)
     view = LiveView(console, tally, enabled=live)
     session_doc: dict[str, Any] = {"started_at": time.time(), "resumed": resume}
-    run_doc.setdefault("sessions", []).append(session_doc)
-    write_run_file(out, run_doc)
+    if share is None:
+        run_doc.setdefault("sessions", []).append(session_doc)
+        write_run_file(out, run_doc)
 
     settings = EngineSettings(policy=config.policy, redactor=redactor,
                               stall_timeout=config.stall_timeout, timeout=config.timeout,
-                              run_id=run_id)
+                              run_id=run_id,
+                              worker=str(share.index) if share and share.count > 1 else None)
     monitor = CpuMonitor()
     monitor_task = asyncio.create_task(monitor.run())
     started = time.monotonic()
@@ -392,7 +384,8 @@ async def execute(config: ProbeConfig, *, resume: bool = False, console: Console
             run = _Run(config=config, settings=settings,
                        workloads=arm_workloads(workload, config.arms), session=session,
                        sink=view_sink, connections=ConnectionTracker(),
-                       done={(r.arm, r.index) for r in existing}, view=view)
+                       done={(r.arm, r.index) for r in existing}, view=view,
+                       share=share or Share())
             work = asyncio.create_task(_levels(run, targets))
             waiters: set[asyncio.Future[Any]] = {work}
             stopper = asyncio.create_task(stop.wait()) if stop is not None else None
@@ -417,8 +410,10 @@ async def execute(config: ProbeConfig, *, resume: bool = False, console: Console
         sink.close()
         session_doc.update({"finished_at": time.time(), "interrupted": interrupted,
                             "records": view_sink.written, "cpu": cpu.to_dict()})
-        write_run_file(out, run_doc)
-    return RunResult(out=out, run_id=run_id, config=config, records=list(read_results(out)),
+        if share is None:
+            write_run_file(out, run_doc)
+    records = list(read_results(out, sink.results_path.name))
+    return RunResult(out=out, run_id=run_id, config=config, records=records,
                      new_records=view_sink.written, interrupted=interrupted, cpu=cpu,
                      elapsed=time.monotonic() - started)
 

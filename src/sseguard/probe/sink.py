@@ -20,6 +20,9 @@ from sseguard.errors import ConfigError
 from sseguard.record import Record, decode_record, encode_record
 
 RESULTS = "results.jsonl"
+#: One ``--workers`` process's records until the run merges them into ``RESULTS``.
+_WORKER_RESULTS = "results.w{index}.jsonl"
+_WORKER_GLOB = "results.w*.jsonl"
 EVIDENCE_DIR = "evidence"
 RUN_FILE = "run.json"
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -53,20 +56,22 @@ class MemorySink:
 
 
 class JsonlSink:
-    """Appends to ``OUT/results.jsonl`` and writes ``OUT/evidence/<name>.json``."""
+    """Appends to ``OUT/results.jsonl`` (or another ``results`` file) and writes
+    ``OUT/evidence/<name>.json``."""
 
-    def __init__(self, out_dir: str | os.PathLike[str]) -> None:
+    def __init__(self, out_dir: str | os.PathLike[str], *, results: str = RESULTS) -> None:
         self.out = Path(out_dir)
+        self._results = results
         try:
             (self.out / EVIDENCE_DIR).mkdir(parents=True, exist_ok=True)
-            self._file = (self.out / RESULTS).open("ab")
+            self._file = (self.out / results).open("ab")
         except OSError as exc:
             raise ConfigError(f"cannot write to {self.out}: {exc.strerror or exc}") from None
         self.written = 0
 
     @property
     def results_path(self) -> Path:
-        return self.out / RESULTS
+        return self.out / self._results
 
     def write(self, record: Record) -> None:
         self._file.write(encode_record(record))
@@ -91,9 +96,9 @@ class JsonlSink:
         self.close()
 
 
-def read_results(out_dir: str | os.PathLike[str]) -> Iterator[Record]:
+def read_results(out_dir: str | os.PathLike[str], name: str = RESULTS) -> Iterator[Record]:
     """Records already in ``OUT/results.jsonl``; a torn last line (killed mid-write) is skipped."""
-    path = Path(out_dir) / RESULTS
+    path = Path(out_dir) / name
     if not path.exists():
         return
     with path.open("rb") as f:
@@ -106,9 +111,9 @@ def read_results(out_dir: str | os.PathLike[str]) -> Iterator[Record]:
                 continue
 
 
-def repair_results(out_dir: str | os.PathLike[str]) -> int:
+def repair_results(out_dir: str | os.PathLike[str], name: str = RESULTS) -> int:
     """Cut a torn last line off ``results.jsonl`` before appending to it; returns bytes removed."""
-    path = Path(out_dir) / RESULTS
+    path = Path(out_dir) / name
     if not path.exists():
         return 0
     data = path.read_bytes()
@@ -118,6 +123,33 @@ def repair_results(out_dir: str | os.PathLike[str]) -> int:
     with path.open("r+b") as f:
         f.truncate(keep)
     return len(data) - keep
+
+
+def worker_results(index: int) -> str:
+    """The results file of ``--workers`` process ``index``, inside the run's directory."""
+    return _WORKER_RESULTS.format(index=index)
+
+
+def merge_worker_results(out_dir: str | os.PathLike[str]) -> int:
+    """Append every worker's results file to ``results.jsonl`` (whole lines only) and remove it;
+    returns the records moved. Run after the workers end, and before a resume reads the run."""
+    out = Path(out_dir)
+    parts = sorted(out.glob(_WORKER_GLOB))
+    if not parts:
+        return 0
+    repair_results(out)
+    moved = 0
+    with (out / RESULTS).open("ab") as target:
+        for part in parts:
+            repair_results(out, part.name)
+            data = part.read_bytes()
+            target.write(data)
+            moved += data.count(b"\n")
+        target.flush()
+        os.fsync(target.fileno())
+    for part in parts:
+        part.unlink()
+    return moved
 
 
 def write_run_file(out_dir: str | os.PathLike[str], document: dict[str, Any]) -> None:

@@ -1,0 +1,257 @@
+"""``POST …/models/{model}:streamGenerateContent``: Gemini, spoken by the chaos upstream.
+
+The request is read the way Gemini's API reads it (``contents`` of ``user``/``model`` turns made of
+parts, ``systemInstruction``, ``tools[].functionDeclarations``, ``toolConfig``, ``generationConfig``;
+a malformed one is a 400 ``INVALID_ARGUMENT`` in Google's error shape) into the ``ChatRequest`` every
+protocol's answer is generated from; the model is in the path and the path chooses streaming, both of
+which the server applies from the route. The answer is rendered as ``GenerateContentResponse`` records,
+``?alt=sse`` style (``data: …\\r\\n\\r\\n``, no sentinel): thought parts, text parts, each function
+call whole in one record, then the record with ``finishReason`` and the usage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import msgspec
+
+from sseguard.chaos.config import ChaosConfig
+from sseguard.chaos.faults import Decision, Fault
+from sseguard.chaos.frames import Plan, ResponseIds, position, schedule, tokens_from_tags
+from sseguard.chaos.generate import Answer
+from sseguard.chaos.request import BadRequest, ChatRequest, Tool, decode_object, int_field, text_of
+from sseguard.chaos.writer import Writer
+from sseguard.contract.gemini import GEMINI
+from sseguard.contract.gemini_request import function_declarations, json_schema
+
+_enc = msgspec.json.encode
+#: What a Gemini stream cannot carry: function calls arrive whole with their arguments as an object
+#: (no invalid JSON, no call cut inside its arguments), there is no sentinel, no finish_reason of
+#: chat's kind, no sequence numbers, items or ``*.done`` events.
+UNSUPPORTED = frozenset({Fault.TOOL_ARGS_INVALID_JSON, Fault.TOOL_CALL_UNTERMINATED, Fault.NO_DONE,
+                         Fault.NO_FINISH, Fault.FINISH_REASON_MISMATCH, Fault.FRAME_AFTER_DONE,
+                         Fault.SEQUENCE_GAP, Fault.BLOCK_UNTERMINATED, Fault.DONE_MISMATCH})
+_FINISH = {"stop": "STOP", "length": "MAX_TOKENS", "tool_calls": "STOP"}
+#: The thinking budget that counts as reasoning effort "medium" (``Pacing.reasoning_tokens``).
+MEDIUM_BUDGET = 8192
+_MODES = {"AUTO": "auto", "ANY": "required", "NONE": "none", "VALIDATED": "auto"}
+
+
+def bad_request_body(exc: BadRequest) -> dict[str, Any]:
+    """The 400 body in Google's shape: ``INVALID_ARGUMENT``, the message names the field."""
+    return GEMINI.status_error(400, str(exc))
+
+
+def _tools(raw: Any) -> tuple[Tool, ...]:
+    if raw is not None and not isinstance(raw, list):
+        raise BadRequest("* GenerateContentRequest.tools: must be a list", "tools")
+    tools = []
+    for i, decl in enumerate(function_declarations(raw) or []):
+        if not isinstance(decl.get("name"), str) or not decl["name"]:
+            raise BadRequest(f"* GenerateContentRequest.tools[{i}].function_declarations: name "
+                             "is required", "tools")
+        schema = decl.get("parametersJsonSchema")
+        if not isinstance(schema, dict):
+            schema = json_schema(decl.get("parameters"))
+        tools.append(Tool(decl["name"], schema if isinstance(schema, dict) else {}))
+    return tuple(tools)
+
+
+def _tool_choice(raw: Any, tools: tuple[Tool, ...]) -> Any:
+    """``toolConfig.functionCallingConfig`` in the chat form the generator reads."""
+    config = raw.get("functionCallingConfig") if isinstance(raw, dict) else None
+    if not isinstance(config, dict):
+        return "auto"
+    mode = config.get("mode", "AUTO")
+    if mode not in _MODES:
+        raise BadRequest(f"* GenerateContentRequest.tool_config.function_calling_config.mode: "
+                         f"invalid value {mode!r}", "toolConfig")
+    allowed = config.get("allowedFunctionNames")
+    if mode == "ANY" and isinstance(allowed, list) and len(allowed) == 1:
+        if allowed[0] not in {t.name for t in tools}:
+            raise BadRequest(f"allowed_function_names: {allowed[0]!r} is not declared", "toolConfig")
+        return {"type": "function", "function": {"name": allowed[0]}}
+    return _MODES[mode]
+
+
+def _reasoning(config: dict[str, Any]) -> float:
+    """The reasoning scale: thoughts are streamed only when ``includeThoughts`` asks for them."""
+    thinking = config.get("thinkingConfig")
+    if thinking is None:
+        return 0.0
+    if not isinstance(thinking, dict):
+        raise BadRequest("* GenerateContentRequest.generation_config.thinking_config: must be an "
+                         "object", "generationConfig")
+    if thinking.get("includeThoughts") is not True:
+        return 0.0
+    budget = int_field(thinking, "thinkingBudget", minimum=-1)
+    if budget is None or budget == -1:
+        return 1.0  # dynamic thinking
+    return min(3.0, budget / MEDIUM_BUDGET)
+
+
+def parse_request(body: bytes) -> ChatRequest:
+    """Decode and validate a generateContent request; ``BadRequest`` carries Google's message."""
+    data = decode_object(body)
+    contents = data.get("contents")
+    if not isinstance(contents, list) or not contents:
+        raise BadRequest("* GenerateContentRequest.contents: contents is not specified", "contents")
+    words = len(text_of(_parts(data.get("systemInstruction"), "systemInstruction")).split())
+    last_role, last_text = "user", ""
+    for i, content in enumerate(contents):
+        parts = _parts(content, f"contents[{i}]")
+        role = content.get("role", "user")
+        if role not in ("user", "model"):
+            raise BadRequest(f"* GenerateContentRequest.contents[{i}].role: Please use a valid role: "
+                             "user, model.", "contents")
+        last_text = text_of(parts)
+        last_role = "assistant" if role == "model" else "tool" if any(
+            isinstance(p, dict) and "functionResponse" in p for p in parts) else "user"
+        words += len(last_text.split()) + 4
+    config = data.get("generationConfig") or {}
+    if not isinstance(config, dict):
+        raise BadRequest("* GenerateContentRequest.generation_config: must be an object",
+                         "generationConfig")
+    tools = _tools(data.get("tools"))
+    digest = hashlib.blake2b(_enc([data.get("systemInstruction"), contents]), digest_size=16).digest()
+    return ChatRequest(
+        model=None, stream=False, include_usage=True, tools=tools,
+        tool_choice=_tool_choice(data.get("toolConfig"), tools), parallel_tool_calls=True,
+        max_tokens=int_field(config, "maxOutputTokens", minimum=1),
+        n=int_field(config, "candidateCount", minimum=1, maximum=8) or 1,
+        reasoning=_reasoning(config), last_role=last_role, last_text=last_text,
+        prompt_words=words, fingerprint=digest)
+
+
+def _parts(content: Any, where: str) -> list[Any]:
+    if content is None and where == "systemInstruction":
+        return []
+    parts = content.get("parts") if isinstance(content, dict) else None
+    if not isinstance(parts, list):
+        raise BadRequest(f"* GenerateContentRequest.{where}.parts: must be a list", where)
+    return parts
+
+
+# ── the answer as GenerateContentResponse records ──────────────────────────────────────────────
+
+
+class _Records:
+    """Encodes the records of one response: the same ids and model version in every one."""
+
+    def __init__(self, ids: ResponseIds, model: str, prompt_tokens: int, *, usage: bool) -> None:
+        self._tail = {"modelVersion": model, "responseId": ids.response_id}
+        self._usage = {"promptTokenCount": prompt_tokens, "totalTokenCount": prompt_tokens} \
+            if usage else None
+        self.signature = hashlib.blake2b(ids.response_id.encode(), digest_size=24).hexdigest()
+
+    def record(self, index: int, parts: list[dict[str, Any]] | None, finish: str | None = None,
+               usage: dict[str, Any] | None = None, rid: str | None = None) -> dict[str, Any]:
+        candidate: dict[str, Any] = {}
+        if parts is not None:
+            candidate["content"] = {"parts": parts, "role": "model"}
+        if finish is not None:
+            candidate["finishReason"] = finish
+        candidate["index"] = index
+        out: dict[str, Any] = {"candidates": [candidate]}
+        if usage is not None or self._usage is not None:
+            out["usageMetadata"] = usage if usage is not None else self._usage
+        out.update(self._tail)
+        if rid is not None:
+            out["responseId"] = rid
+        return out
+
+
+def frame(record: dict[str, Any] | bytes) -> bytes:
+    """One ``?alt=sse`` frame, ended as Google ends them."""
+    data = record if isinstance(record, bytes) else _enc(record)
+    return b"data: " + data + b"\r\n\r\n"
+
+
+def _parts_of(answer: Answer, signature: str) -> list[dict[str, Any]]:
+    """The parts of an answer, one per streamed piece; a call whole, the first one signed."""
+    parts: list[dict[str, Any]] = [{"text": piece, "thought": True} for piece in answer.reasoning]
+    parts.extend({"text": piece} for piece in answer.content)
+    for i, call in enumerate(answer.calls):
+        part: dict[str, Any] = {"functionCall": {"name": call.name, "args": call.values}}
+        if i == 0:
+            part["thoughtSignature"] = signature
+        parts.append(part)
+    return parts
+
+
+def usage_of(req: ChatRequest, answers: list[Answer]) -> dict[str, Any]:
+    output = sum(len(a.content) + len(a.calls) for a in answers)
+    thoughts = sum(len(a.reasoning) for a in answers)
+    usage = {"promptTokenCount": req.prompt_words, "candidatesTokenCount": output,
+             "totalTokenCount": req.prompt_words + output + thoughts}
+    if thoughts:
+        usage["thoughtsTokenCount"] = thoughts
+    return usage
+
+
+def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: ResponseIds,
+                answers: list[Answer]) -> Plan:
+    """The writes of a streamed answer, ``?alt=sse`` framing, with ``decision``'s fault applied."""
+    fault = decision.fault
+    enc = _Records(ids, req.model or config.model, req.prompt_words,
+                   usage=fault is not Fault.MISSING_USAGE)
+    records: list[dict[str, Any] | bytes] = []
+    per_candidate = [_parts_of(answer, enc.signature) for answer in answers]
+    for step in range(max(len(p) for p in per_candidate)):
+        records.extend(enc.record(index, [parts[step]])
+                       for index, parts in enumerate(per_candidate) if step < len(parts))
+    if fault is Fault.ID_CHANGED:
+        # The second half comes from "another backend": same shape, another id.
+        half = max(1, len(records) // 2)
+        for record in records[half:]:
+            assert isinstance(record, dict)
+            record["responseId"] = ids.response_id + "b"
+    if fault in (Fault.BAD_CHUNK_JSON, Fault.CHUNK_SCHEMA) and records:
+        pos = position(decision.at, 0, len(records) - 1)
+        if fault is Fault.BAD_CHUNK_JSON:
+            whole = _enc(records[pos])
+            records.insert(pos + 1, whole[: len(whole) // 2])
+        else:
+            records.insert(pos + 1, enc.record(0, [{"text": 42}]))
+    last_id = ids.response_id + "b" if fault is Fault.ID_CHANGED else None
+    usage = usage_of(req, answers) if fault is not Fault.MISSING_USAGE else None
+    trailer = [frame(enc.record(index, [{"text": ""}], _FINISH[answer.finish_reason], usage,
+                                last_id)) for index, answer in enumerate(answers)]
+    if fault is Fault.EVENT_ORDER:
+        trailer.append(frame(enc.record(0, [{"text": " and one more thing."}], None, usage,
+                                        last_id)))
+    frames = [frame(r) for r in records]
+    toks = tokens_from_tags(frames, [""] * len(frames), 0)
+
+    def error_frames(_k: int) -> list[bytes]:
+        # What Gemini sends when the backend fails after the 200: an error record, then the end.
+        return [frame(GEMINI.status_error(500, "An internal error has occurred. Please retry."))]
+
+    return schedule(config, decision, toks, trailer, error_frames)
+
+
+def response_body(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: ResponseIds,
+                  answers: list[Answer]) -> bytes:
+    """A non-streamed ``GenerateContentResponse`` with the content faults applied."""
+    enc = _Records(ids, req.model or config.model, req.prompt_words, usage=False)
+    candidates = []
+    for index, answer in enumerate(answers):
+        parts: list[dict[str, Any]] = []
+        if answer.reasoning:
+            parts.append({"text": "".join(answer.reasoning), "thought": True})
+        if answer.content:
+            parts.append({"text": "".join(answer.content)})
+        parts.extend(p for p in _parts_of(Answer([], [], answer.calls, answer.finish_reason),
+                                          enc.signature))
+        candidates.append({"content": {"parts": parts, "role": "model"},
+                           "finishReason": _FINISH[answer.finish_reason], "index": index})
+    body: dict[str, Any] = {"candidates": candidates}
+    if decision.fault is not Fault.MISSING_USAGE:
+        body["usageMetadata"] = usage_of(req, answers)
+    body.update(modelVersion=req.model or config.model, responseId=ids.response_id)
+    return _enc(body)
+
+
+WRITER = Writer(GEMINI.api, parse_request, stream_plan, response_body, bad_request_body,
+                id_prefix=None, unsupported=UNSUPPORTED)

@@ -1,0 +1,497 @@
+"""The Gemini ``streamGenerateContent`` streaming contract, checked over raw body bytes, both framings.
+
+A Gemini stream is a sequence of ``GenerateContentResponse`` records, each a slice of the answer:
+``candidates[i].content.parts`` (text parts are deltas, ``"thought": true`` parts are reasoning, a
+``functionCall`` part arrives whole), and the record that ends a candidate carries its
+``finishReason``. With ``?alt=sse`` (what the SDKs and Gemini CLI ask for) each record is one
+``data:`` frame and there is **no sentinel**; without it the body is one JSON array streamed element by
+element (``jsonarray.py``). The same records give the same verdict in both.
+
+Endings (``PROTOCOLS.md``, "The fourth protocol"): ``complete`` when every candidate got a
+``finishReason`` (``STOP``, ``MAX_TOKENS``, and the safety stops, which the policy may fail) or the
+prompt was blocked (``promptFeedback.blockReason``, no candidates) and the body then ended cleanly;
+``truncated`` when it ended cleanly before that; ``no_done`` cannot happen. A top-level ``error`` record,
+or a ``finishReason`` that says the model failed (``MALFORMED_FUNCTION_CALL``, ``UNEXPECTED_TOOL_CALL``,
+``OTHER``, ``FINISH_REASON_UNSPECIFIED``), is ``error_event``. A JSON array that is never closed by its
+``]`` is ``cut_mid_frame``: the array is one JSON document, and a body without its end is a cut one.
+
+``GeminiAssembler`` folds the records into the final ``GenerateContentResponse`` as a client joining
+the chunks would (google-genai yields the records and leaves the joining to its caller; ADK's
+aggregator joins them like this): text joined, thoughts apart, function calls whole, the last usage.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from sseguard.contract._base import (
+    FINISHED,
+    JSON_ERRORS,
+    CheckerBase,
+    FrameTail,
+    ToolFacts,
+    decode_json,
+    is_int,
+)
+from sseguard.contract.gemini_assembler import CandidateState, GeminiAssembler
+from sseguard.contract.gemini_request import (
+    GeminiFormat,
+    error_body,
+    function_declarations,
+    json_schema,
+    status_error,
+)
+from sseguard.contract.protocol import (
+    Auth,
+    Framing,
+    Protocol,
+    Relay,
+    Route,
+    UpstreamError,
+    dumps,
+    never,
+)
+from sseguard.jsonarray import JsonArrayDecoder, JsonElement
+from sseguard.sse import SSEDecoder, SSEEvent
+from sseguard.verdict import Api, Ending, FindingKind
+
+__all__ = [
+    "ARRAY_CLOSE",
+    "ERROR_FINISH_REASONS",
+    "GEMINI",
+    "GeminiAssembler",
+    "GeminiChecker",
+    "GeminiFormat",
+    "GeminiFrames",
+    "looks_like_gemini",
+]
+
+#: Finish reasons that say the model failed, not that the answer ended: the stream is an error.
+ERROR_FINISH_REASONS = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "OTHER",
+                                  "FINISH_REASON_UNSPECIFIED"})
+#: Candidate fields folded by the checker itself; the others are kept as given, the last one wins.
+_FOLDED = frozenset({"content", "index", "finishReason"})
+_BOM = b"\xef\xbb\xbf"
+_WHITESPACE = b" \t\r\n"
+
+
+class _Part(msgspec.Struct, forbid_unknown_fields=True):
+    text: str
+    thought: bool | UnsetType = UNSET
+    thoughtSignature: Any = UNSET
+
+
+class _Content(msgspec.Struct, forbid_unknown_fields=True):
+    parts: list[_Part]
+    role: str | UnsetType = UNSET
+
+
+class _TypedCandidate(msgspec.Struct, forbid_unknown_fields=True):
+    content: _Content
+    index: int = 0
+    finishReason: str | UnsetType = UNSET
+
+
+class _Record(msgspec.Struct, forbid_unknown_fields=True):
+    """The common record: text parts only, no finish, nothing else (every other record, and any
+    that is not quite this, takes the generic path, which says what is wrong with it)."""
+
+    candidates: list[_TypedCandidate]
+    usageMetadata: dict[str, Any] | UnsetType = UNSET
+    modelVersion: Any = UNSET
+    responseId: Any = UNSET
+    createTime: Any = UNSET
+
+
+#: Records of the common shape decode straight into structs: no dict lookups to fold them.
+_decode_record = msgspec.json.Decoder(_Record).decode
+_TYPED_MISS = (msgspec.ValidationError, *JSON_ERRORS)
+
+
+class GeminiFrames:
+    """Both framings behind the engine's decoder surface: the body's first byte tells which.
+
+    ``[`` (or a bare ``{``) is the JSON-array framing, anything else SSE. Each array element comes out
+    as an ``SSEEvent`` whose ``data`` is the element, so one checker serves both.
+    """
+
+    __slots__ = ("_array", "_head", "_sse")
+
+    def __init__(self) -> None:
+        self._sse: SSEDecoder | None = None
+        self._array: JsonArrayDecoder | None = None
+        self._head = b""  # whitespace (and a byte-order mark) before the first telling byte
+
+    @property
+    def framing(self) -> str | None:
+        """``"sse"``, ``"array"``, or None while no telling byte has arrived."""
+        return "sse" if self._sse is not None else "array" if self._array is not None else None
+
+    def feed(self, data: bytes) -> list[SSEEvent]:
+        if self._sse is not None:
+            return self._sse.feed(data)
+        if self._array is not None:
+            return _events(self._array.feed(data))
+        head = self._head + data
+        rest = head[len(_BOM):] if head.startswith(_BOM) else head
+        rest = rest.lstrip(_WHITESPACE)
+        if not rest or (len(head) < len(_BOM) and _BOM.startswith(head)):
+            self._head = head
+            return []
+        self._head = b""
+        if rest[0] in b"[{":
+            self._array = JsonArrayDecoder(closes=True)
+            return _events(self._array.feed(head))
+        self._sse = SSEDecoder()
+        return self._sse.feed(head)
+
+    def close(self) -> FrameTail:
+        if self._sse is not None:
+            return self._sse.close()
+        if self._array is None:
+            self._array = JsonArrayDecoder()  # only whitespace came: nothing, or a cut byte-order mark
+            self._array.feed(self._head)
+        return self._array.close()
+
+
+#: The event name of the JSON array's closing ``]``: no record, but bytes a relay must forward.
+ARRAY_CLOSE = "]"
+
+
+def _events(elements: list[JsonElement]) -> list[SSEEvent]:
+    return [SSEEvent(e.text, ARRAY_CLOSE if e.closes else "message", raw=e.raw) for e in elements]
+
+
+def looks_like_gemini(obj: Any) -> bool:
+    """A decoded record is a ``GenerateContentResponse``: candidates, or a prompt's feedback, with
+    the response's own fields (``responseId``, ``modelVersion``, ``usageMetadata``)."""
+    return isinstance(obj, dict) and (isinstance(obj.get("candidates"), list)
+                                      or isinstance(obj.get("promptFeedback"), dict)) \
+        and ("responseId" in obj or "modelVersion" in obj or "usageMetadata" in obj)
+
+
+class GeminiChecker(CheckerBase):
+    """Feed it one ``streamGenerateContent`` body, either framing; ``close()`` returns the ``Verdict``.
+
+    ``request`` is the request body (``tools[].functionDeclarations`` enable the tool checks);
+    ``markup`` names the tool-call markup families looked for in text and thought parts.
+    """
+
+    api = Api.GEMINI
+    _leak_place = "candidate"
+
+    def __init__(self, request: dict[str, Any] | None = None, *,
+                 markup: str | Iterable[str] | None = "all", keep_text: bool = True) -> None:
+        super().__init__(request, markup=markup, keep_text=keep_text)
+        self._tools = ToolFacts(function_declarations(self._request.get("tools")), self._tool_entry)
+        self._frames_in = GeminiFrames()
+        self._decoder = self._frames_in
+        self._asm = GeminiAssembler(keep_text=keep_text)
+        self._blocked: str | None = None  # promptFeedback.blockReason
+        self._last_usage: Any = None  # the usageMetadata of the last record
+
+    @staticmethod
+    def _tool_entry(tool: dict[str, Any]) -> tuple[Any, Any]:
+        """A function declaration: ``parametersJsonSchema`` as it is, or ``parameters`` (Gemini's
+        OpenAPI subset) translated."""
+        schema = tool.get("parametersJsonSchema")
+        return tool.get("name"), schema if isinstance(schema, dict) else json_schema(
+            tool.get("parameters"))
+
+    @property
+    def framing(self) -> str | None:
+        """Which framing the body used: ``"sse"`` (``?alt=sse``), ``"array"``, or None yet."""
+        return self._frames_in.framing
+
+    @property
+    def saw_content(self) -> bool:
+        return self._asm.saw_token
+
+    @property
+    def saw_done(self) -> bool:
+        """Every candidate got its ``finishReason`` (or the prompt was blocked)."""
+        return self._finished()
+
+    # ── folding ───────────────────────────────────────────────────────────────────────────────
+    def _on_event(self, event: SSEEvent) -> None:
+        data = event.data
+        if event.event == ARRAY_CLOSE:
+            self._frames -= 1  # the array's end is no record: frames count records, as in SSE
+            return
+        if data == "[DONE]" and event.event == "message":
+            return  # chat's sentinel, appended by a gateway: neither content nor an ending
+        self._events += 1
+        if event.event == "error":
+            self._on_error(data)
+            return
+        if event.event != "message":
+            return  # Gemini names no events; another name is a vendor's keep-alive or metadata
+        try:
+            record = _decode_record(data)
+        except _TYPED_MISS:
+            pass  # not the common shape: the generic path below folds it or says what is wrong
+        else:
+            if self._typed(record):
+                self._chunks += 1
+                return
+        try:
+            obj = decode_json(data)
+        except JSON_ERRORS:
+            self._find(FindingKind.BAD_CHUNK_JSON, f"not JSON: {data[:120]!r}")
+            return
+        if not isinstance(obj, dict):
+            self._find(FindingKind.CHUNK_SCHEMA, f"record is a {type(obj).__name__}, not an object")
+            return
+        if "error" in obj:
+            self._on_error(data, obj)
+            return
+        self._chunks += 1
+        self._record(obj)
+
+    def _typed(self, record: _Record) -> bool:
+        """Fold a record of the common shape as ``_record`` would; False (nothing folded) when one
+        of its candidates finishes or has finished: those records take the generic path."""
+        asm = self._asm
+        states = asm.candidates
+        for cand in record.candidates:
+            state = states.get(cand.index)
+            if cand.finishReason is not UNSET or (state is not None and state.finish is not None):
+                return False
+        response = asm.response
+        usage = record.usageMetadata
+        if usage is UNSET:
+            self._last_usage = None
+        else:
+            self._last_usage = response["usageMetadata"] = usage
+        if record.modelVersion is not UNSET:
+            response["modelVersion"] = record.modelVersion
+        if record.responseId is not UNSET:
+            response["responseId"] = record.responseId
+            asm.ids.see(record.responseId)
+        if record.createTime is not UNSET:
+            response["createTime"] = record.createTime
+        scan = self._leaks.scan
+        for cand in record.candidates:
+            state = states.get(cand.index) or asm.candidate(cand.index)
+            content = cand.content
+            if content.role is not UNSET:
+                state.role = content.role
+            for part in content.parts:
+                signature = part.thoughtSignature
+                thought = part.thought is True
+                asm.add_text(state, part.text, thought, None if signature is UNSET else signature)
+                if part.text:
+                    scan(state.index, "thought" if thought else "text", part.text)
+        return True
+
+    def _record(self, obj: dict[str, Any]) -> None:
+        asm = self._asm
+        usage = obj.get("usageMetadata")
+        if usage is not None and not isinstance(usage, dict):
+            self._find(FindingKind.CHUNK_SCHEMA, "usageMetadata is not an object")
+        self._last_usage = usage
+        for key, value in obj.items():
+            if key != "candidates":
+                asm.response[key] = value
+        asm.ids.see(obj.get("responseId"))
+        feedback = obj.get("promptFeedback")
+        if isinstance(feedback, dict) and isinstance(feedback.get("blockReason"), str):
+            self._blocked = feedback["blockReason"]
+        candidates = obj.get("candidates")
+        if candidates is None:
+            return
+        if not isinstance(candidates, list):
+            self._find(FindingKind.CHUNK_SCHEMA, "candidates is not a list")
+            return
+        for cand in candidates:
+            if not isinstance(cand, dict):
+                self._find(FindingKind.CHUNK_SCHEMA, "a candidate is not an object")
+                continue
+            # Protocol-buffer JSON leaves out a zero: candidate 0 often comes without its index.
+            index = cand.get("index", 0)
+            if not is_int(index):
+                self._find(FindingKind.CHUNK_SCHEMA, "candidate index is not an integer")
+                continue
+            self._candidate(asm.candidate(index), cand)
+
+    def _candidate(self, state: CandidateState, cand: dict[str, Any]) -> None:
+        content = cand.get("content")
+        parts: Any = None
+        if isinstance(content, dict):
+            parts = content.get("parts")
+            if isinstance(content.get("role"), str):
+                state.role = content["role"]
+            if parts is not None and not isinstance(parts, list):
+                self._find(FindingKind.CHUNK_SCHEMA, f"candidate {state.index}: parts is not a list")
+                parts = None
+        elif content is not None:
+            self._find(FindingKind.CHUNK_SCHEMA, f"candidate {state.index}: content is not an object")
+        if parts:
+            if state.finish is not None:
+                if any(not (isinstance(p, dict) and p.get("text") == "") for p in parts):
+                    self._once(f"late#{state.index}", FindingKind.EVENT_ORDER,
+                               f"content for candidate {state.index} after its finishReason "
+                               f"{state.finish}")
+            else:
+                for part in parts:
+                    self._part(state, part)
+        for key, value in cand.items():
+            if key not in _FOLDED:
+                state.extra[key] = value
+        finish = cand.get("finishReason")
+        if finish is None:
+            return
+        if not isinstance(finish, str):
+            self._find(FindingKind.CHUNK_SCHEMA, f"candidate {state.index}: finishReason is not a "
+                                                 "string")
+            return
+        if state.finish is None:
+            state.finish = finish
+        if finish in ERROR_FINISH_REASONS and self._error is None:
+            message = cand.get("finishMessage")
+            self._error = f"finishReason {finish}" + (f": {message}" if isinstance(message, str)
+                                                       and message else "")
+
+    def _part(self, state: CandidateState, part: Any) -> None:
+        if not isinstance(part, dict):
+            self._find(FindingKind.CHUNK_SCHEMA, f"candidate {state.index}: a part is not an object")
+            return
+        text = part.get("text")
+        if text is not None:
+            if not isinstance(text, str):
+                self._find(FindingKind.CHUNK_SCHEMA, f"candidate {state.index}: text is not a string")
+                return
+            thought = part.get("thought") is True
+            self._asm.add_text(state, text, thought, part.get("thoughtSignature"))
+            if text:
+                self._leaks.scan(state.index, "thought" if thought else "text", text)
+            return
+        call = part.get("functionCall")
+        if call is not None:
+            self._function_call(state, call)
+        self._asm.add_part(state, part)
+
+    def _function_call(self, state: CandidateState, call: Any) -> None:
+        """A function call arrives whole: its name and arguments are checked where it came."""
+        where = f"candidate {state.index}"
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            self._find(FindingKind.CHUNK_SCHEMA, f"{where}: functionCall without a name")
+            return
+        args = call.get("args", {})
+        if not isinstance(args, dict):
+            self._find(FindingKind.CHUNK_SCHEMA, f"{where}: functionCall args is not an object")
+            return
+        name = call["name"]
+        self._check_call(f"{where} function call {name!r}", name, json.dumps(args), cut_off=False)
+
+    # ── the verdict ───────────────────────────────────────────────────────────────────────────
+    def _finished(self) -> bool:
+        cands = self._asm.candidates
+        if not cands:
+            return self._blocked is not None
+        return all(c.finish is not None for c in cands.values())
+
+    def _clean_ending(self) -> Ending:
+        return Ending.COMPLETE if self._finished() else Ending.TRUNCATED
+
+    def _final_findings(self, ending: Ending) -> None:
+        if ending not in FINISHED:
+            return
+        usage = self._last_usage
+        if not isinstance(usage, dict):
+            self._find(FindingKind.MISSING_USAGE, "the final record carries no usageMetadata")
+        elif "candidatesTokenCount" not in usage and self._asm.answered:
+            # Protocol-buffer JSON leaves a zero out: no count is only wrong after an answer.
+            self._find(FindingKind.MISSING_USAGE,
+                       "the final record's usageMetadata has no candidatesTokenCount")
+
+    def _ids(self) -> tuple[str | None, str | None, bool]:
+        return self._asm.ids.facts()
+
+    def _message(self) -> dict[str, Any]:
+        return self._asm.to_response()
+
+
+# ── the protocol's other facts: requests, relay, errors, sniffing, the descriptor ─────────────────
+
+def _in_array(sent: bytes) -> bool:
+    """Whether what the guard last sent was an element of the JSON-array framing (not SSE)."""
+    return sent.lstrip(b" \t\r\n\xef\xbb\xbf")[:1] in (b"[", b",", b"{")
+
+
+def gemini_error_frame(code: str, message: str, sent: bytes = b"") -> bytes:
+    """The error google-genai raises ``ServerError`` on (any chunk whose JSON begins ``{"error":``):
+    an SSE ``data:`` frame, or, in the JSON-array framing, the array's last element and its ``]``."""
+    body = dumps({"error": {"code": 502, "message": f"{code}: {message}", "status": "UNAVAILABLE"}})
+    if _in_array(sent):
+        return b"\n,\r\n" + body + b"\n]"
+    return b"data: " + body + b"\r\n\r\n"
+
+
+def _upstream_error(event: SSEEvent) -> UpstreamError | None:
+    if b'"error"' not in event.raw:
+        return None
+    try:
+        obj = json.loads(event.data)
+    except ValueError:
+        return None
+    return UpstreamError.FORWARD if isinstance(obj, dict) and "error" in obj else None
+
+
+def _array_close(event: SSEEvent) -> bool:
+    return event.event == ARRAY_CLOSE
+
+
+def finish_of(message: Mapping[str, Any]) -> list[str | None]:
+    """One ``finishReason`` per candidate; a blocked prompt's ``blockReason`` when none came."""
+    candidates = message.get("candidates")
+    if isinstance(candidates, list) and candidates:
+        return [c.get("finishReason") if isinstance(c, dict) else None for c in candidates]
+    feedback = message.get("promptFeedback")
+    reason = feedback.get("blockReason") if isinstance(feedback, dict) else None
+    return [reason if isinstance(reason, str) else None]
+
+
+GEMINI = Protocol(
+    api=Api.GEMINI,
+    title="Gemini generateContent",
+    routes=(Route("/models/{model}:streamGenerateContent", streams=True),
+            Route("/models/{model}:generateContent", streams=False),
+            Route("/projects/{project}/locations/{location}/publishers/google/models/{model}"
+                  ":streamGenerateContent", streams=True),
+            Route("/projects/{project}/locations/{location}/publishers/google/models/{model}"
+                  ":generateContent", streams=False)),
+    mounts=("/v1beta", "/v1"),
+    auth=Auth("x-goog-api-key", query="key"),
+    claims=looks_like_gemini,
+    format=GeminiFormat(),
+    checker=GeminiChecker,
+    assembler=GeminiAssembler,
+    relay=Relay(
+        # No terminal event to hold: the end of the body is the end, and the guard decides it.
+        terminal=never, upstream_error=_upstream_error, error_frame=gemini_error_frame,
+        sentinel=b"", trailer=_array_close,
+        messages={
+            Ending.TRUNCATED: "the upstream stopped after content without a finishReason; the "
+                              "answer is incomplete",
+            Ending.CUT_MID_FRAME: "the upstream body stopped in the middle of a record",
+            Ending.EMPTY: "the upstream sent no record at all",
+        }),
+    error_body=error_body,
+    status_error=status_error,
+    finish_reasons=frozenset({"STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "LANGUAGE", "BLOCKLIST",
+                              "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}),
+    finish_of=finish_of,
+    terminal_events=frozenset({"finishReason"}),
+    bad_endings=("truncated", "cut_mid_frame", "transport_error", "error_event", "http_error",
+                 "empty"),
+    dialects=(),
+    stream_field=None,
+    model_field=None,
+    framings=(Framing.SSE, Framing.JSON_ARRAY),
+)
