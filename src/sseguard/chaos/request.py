@@ -57,6 +57,9 @@ class ChatRequest:
     last_text: str  # the text of the last message (for tool-name mentions)
     prompt_words: int
     fingerprint: bytes  # stable digest of model + messages: same request, same text
+    #: A continuation request (vLLM/SGLang ``continue_final_message``): the assistant text it continues.
+    #: The conversation (and so ``fingerprint``) is the one without it: same answer, its rest sent.
+    continued: str | None = None
 
     @property
     def tools_offered(self) -> bool:
