@@ -1,4 +1,4 @@
-"""`sseguard demo`: a short sweep over all three protocols against an in-process chaos upstream finds
+"""`sseguard demo`: a short sweep over all four protocols against an in-process chaos upstream finds
 all four hidden patterns."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def test_short_demo_names_every_hidden_pattern_and_writes_the_report(tmp_path: P
     records = result.run.records
     assert {r.concurrency for r in records} == set(LEVELS)
     assert {(r.arm, r.api) for r in records} == {("chat", "chat"), ("responses", "responses"),
-                                                 ("messages", "messages")}
+                                                 ("messages", "messages"), ("gemini", "gemini")}
     assert {r.api for r in records if r.ending == "no_finish"} == {"messages"}
     assert len(result.named) == 4
     assert {r.id_prefix for r in records} >= {"gw", "numeric"}

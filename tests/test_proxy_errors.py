@@ -54,7 +54,8 @@ async def test_a_body_over_max_body_is_a_413_declared_or_chunked() -> None:
 
 async def test_an_unreachable_upstream_is_a_502_that_says_so() -> None:
     port = _free_port()  # nothing listens there
-    config = proxy_config(f"http://127.0.0.1:{port}/v1")
+    # One attempt each (retries of an unreachable upstream: test_proxy_heal_retry).
+    config = proxy_config(f"http://127.0.0.1:{port}/v1", retry=0)
     async with run_proxy(config) as px:
         for body in (chat(), chat(stream=False)):
             got = await raw_post(f"{px.url}/chat/completions", body)

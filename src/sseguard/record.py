@@ -93,6 +93,14 @@ class Record(msgspec.Struct, kw_only=True, omit_defaults=False):
     tail: str = ""
     evidence: str | None = None
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
+    # Healing (the proxy's --retry/--resume). An upstream attempt the client never saw points at its
+    # client stream's record (same run_id) by that record's index; the client stream's record says
+    # how it was healed (retry | resume | none; None: healing off or not a proxy record), the
+    # attempts beyond the first and the completion tokens those spent. Older records read as None/0.
+    heal_of: int | None = None
+    healed: str | None = None
+    heal_attempts: int = 0
+    heal_tokens: int = 0
 
     @property
     def finding_kinds(self) -> list[str]:

@@ -61,6 +61,11 @@ def parse_request(body: bytes) -> ChatRequest:
     messages = data.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("messages must be a non-empty list", "messages")
+    continued = None
+    last = messages[-1]
+    if (data.get("continue_final_message") is True and len(messages) > 1
+            and isinstance(last, dict) and last.get("role") == "assistant"):
+        continued, messages = text_of(last.get("content")), messages[:-1]
     words = 0
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
@@ -105,6 +110,7 @@ def parse_request(body: bytes) -> ChatRequest:
         last_text=text_of(last.get("content")),
         prompt_words=words,
         fingerprint=digest,
+        continued=continued,
     )
 
 

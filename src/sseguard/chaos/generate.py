@@ -78,7 +78,27 @@ def answer_rng(config: ChaosConfig, req: ChatRequest, choice: int) -> random.Ran
 
 def make_answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None,
                 choice: int = 0) -> Answer:
-    """The answer for one choice of ``req`` with ``fault`` applied (content faults only)."""
+    """The answer for one choice of ``req`` with ``fault`` applied (content faults only).
+
+    A continuation request (``req.continued``) whose text is a prefix of the answer's content gets the
+    rest of that answer (no reasoning again); any other prefix gets the answer as it is: a different,
+    still valid continuation.
+    """
+    answer = _answer(config, req, fault, choice)
+    prefix = req.continued
+    if prefix is None or not "".join(answer.content).startswith(prefix):
+        return answer
+    rest: list[str] = []
+    for piece in answer.content:
+        if len(prefix) >= len(piece):
+            prefix = prefix[len(piece):]
+        else:
+            rest.append(piece[len(prefix):])
+            prefix = ""
+    return Answer([], rest, answer.calls, answer.finish_reason)
+
+
+def _answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None, choice: int) -> Answer:
     rng = answer_rng(config, req, choice)
     reasoning: list[str] = []
     if req.reasoning > 0:

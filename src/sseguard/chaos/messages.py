@@ -54,6 +54,12 @@ def parse_request(body: bytes) -> ChatRequest:
     messages = data.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("messages: Field required", "messages")
+    continued = None
+    last = messages[-1]
+    if (len(messages) > 1 and isinstance(last, dict) and last.get("role") == "assistant"
+            and isinstance(last.get("content"), str)):
+        # A prefill: the answer continues this text (the conversation is the one without it).
+        continued, messages = last["content"], messages[:-1]
     words = len(_system_text(data.get("system")).split())
     last_role, last_text = "user", ""
     for i, msg in enumerate(messages):
@@ -77,7 +83,7 @@ def parse_request(body: bytes) -> ChatRequest:
         model=model, stream=stream, include_usage=True, tools=tools, tool_choice=tool_choice,
         parallel_tool_calls=parallel, max_tokens=max_tokens, n=1,
         reasoning=_thinking(data.get("thinking"), max_tokens), last_role=last_role,
-        last_text=last_text, prompt_words=words, fingerprint=digest)
+        last_text=last_text, prompt_words=words, fingerprint=digest, continued=continued)
 
 
 def _system_text(system: Any) -> str:

@@ -62,6 +62,9 @@ class ChatRequest:
     #: How a streamed answer is framed: what the request's URL asked for (``Protocol.framing_for``),
     #: set by the server from the query string, as the model and streaming are from the route.
     framing: Framing = Framing.SSE
+    #: A continuation request (vLLM/SGLang ``continue_final_message``): the assistant text it continues.
+    #: The conversation (and so ``fingerprint``) is the one without it: same answer, its rest sent.
+    continued: str | None = None
 
     @property
     def tools_offered(self) -> bool:

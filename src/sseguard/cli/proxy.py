@@ -27,7 +27,9 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT
                       tolerate: str | None, on_bad_end: str, complete_done: bool, repair_markup: str,
                       stall_timeout: float, timeout: float, store: str, max_body: str,
                       echo: Callable[..., None], workers: str = "1", retain: str | None = None,
-                      retain_healthy: str | None = None, sample_healthy: float | None = None) -> int:
+                      retain_healthy: str | None = None, sample_healthy: float | None = None,
+                      retry: int = 2, retry_max_wait: float = 10.0, resume: str = "off",
+                      resume_max: int = 2) -> int:
     """Serve with the given flags until interrupted (uvloop when installed); returns the exit status."""
     from sseguard._serve import serve_workers
     from sseguard.proxy.config import ProxyConfig
@@ -37,7 +39,8 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT
         upstream=upstream, listen=listen, policy=policy, tolerate=tolerate, on_bad_end=on_bad_end,
         complete_done=complete_done, repair_markup=repair_markup, stall_timeout=stall_timeout,
         timeout=timeout, max_body=max_body, store=store, workers=workers, retain=retain,
-        retain_healthy=retain_healthy, sample_healthy=sample_healthy)
+        retain_healthy=retain_healthy, sample_healthy=sample_healthy, retry=retry,
+        retry_max_wait=retry_max_wait, resume=resume, resume_max=resume_max)
     if config.store is not None:
         from sseguard.store import open_store
 
@@ -50,8 +53,9 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT
         evidence = config.store or "nowhere (--store none)"
         processes = f"{config.workers} workers; " if config.workers > 1 else ""
         echo(f"{processes}policy {config.effective_policy.name}; on bad end: {config.on_bad_end}; "
-             f"repair: {config.repair_markup}; records → {evidence}; run {config.run_id}; "
-             "Ctrl-C to stop", err=True)
+             f"repair: {config.repair_markup}; retry: {config.retry}; "
+             f"resume: {config.resume or 'off'}; records → {evidence}; "
+             f"run {config.run_id}; Ctrl-C to stop", err=True)
 
     try:
         return serve_workers(config.workers, config.host, config.port,
@@ -97,6 +101,20 @@ def proxy(
                                       "other bodies stream through."),
     workers: str = typer.Option("1", "--workers", metavar="N|auto",
                                 help="Processes serving the port (auto = one per core)."),
+    retry: int = typer.Option(2, "--retry", metavar="N",
+                              help="Ask the upstream again, up to N times, when it fails before the "
+                                   "client got a byte (connect error, reset, 429/5xx, empty 200, "
+                                   "stall or error before the first event); 0 = never."),
+    retry_max_wait: float = typer.Option(10.0, "--retry-max-wait", metavar="SECONDS",
+                                         help="Longest wait before a retry; a Retry-After beyond it "
+                                              "goes to the client at once."),
+    resume: str = typer.Option("off", "--resume", metavar="vllm|anthropic|off",
+                               help="Continue a stream that broke after content: ask the upstream "
+                                    "for the rest (vllm: chat continue_final_message; anthropic: "
+                                    "Messages prefill; both: vllm,anthropic) and splice it into the "
+                                    "client's stream."),
+    resume_max: int = typer.Option(2, "--resume-max", metavar="K",
+                                   help="Continuations per stream at most."),
     retain: str | None = typer.Option(None, "--retain", metavar="AGE",
                                       help="Delete stored records older than this (e.g. 14d)."),
     retain_healthy: str | None = typer.Option(None, "--retain-healthy", metavar="AGE",
@@ -121,7 +139,8 @@ def proxy(
             on_bad_end=on_bad_end, complete_done=complete_done, repair_markup=repair_markup,
             stall_timeout=stall_timeout, timeout=timeout, store=store, max_body=max_body,
             echo=typer.echo, workers=workers, retain=retain, retain_healthy=retain_healthy,
-            sample_healthy=sample_healthy)
+            sample_healthy=sample_healthy, retry=retry, retry_max_wait=retry_max_wait,
+            resume=resume, resume_max=resume_max)
     except ConfigError as exc:
         fail(str(exc))
     if status:

@@ -4,9 +4,10 @@ A chaos upstream starts in this process on a free loopback port with four hidden
 real incidents have — cuts that grow with load, truncation on one route (response ids ``gw-…`` among
 the protocols' own), a burst of error events in one time window, and streams without a
 ``stop_reason`` on the Anthropic Messages path only (as reported of one gateway's Anthropic path) —
-then a short sweep probes it over all three protocols side by side (one arm each: chat completions,
-responses, messages) and the analyzer says, in plain words, what the failing streams share. The demo
-ends by checking its own answer: each hidden pattern against what the analysis named.
+then a short sweep probes it over every registered protocol side by side (one arm each: chat
+completions, responses, messages, gemini) and the analyzer says, in plain words, what the failing
+streams share. The demo ends by checking its own answer: each hidden pattern against what the
+analysis named.
 """
 
 from __future__ import annotations

@@ -90,6 +90,23 @@ def _repair(value: str) -> str:
     return name
 
 
+def _resume(value: str | None, repair_markup: str) -> str | None:
+    """``vllm``, ``anthropic`` or both (``vllm,anthropic``: one per protocol), normalised; None: off."""
+    names = [n.strip() for n in (value or "off").split(",") if n.strip()]
+    if not names or names == ["off"] or names == ["none"]:
+        return None
+    from sseguard.proxy.resume import DIALECTS
+
+    for name in names:
+        if name not in DIALECTS:
+            raise ConfigError(f"--resume {value!r}: use off, or one or more of "
+                              f"{', '.join(DIALECTS)} (comma-separated)")
+    if repair_markup.strip() != "off":
+        raise ConfigError("--resume cannot be combined with --repair-markup: a repaired stream "
+                          "is not the text the upstream would continue")
+    return ",".join(dict.fromkeys(names))
+
+
 @dataclass(frozen=True, slots=True)
 class ProxyConfig:
     """Everything one proxy instance needs; build it with :meth:`from_options` to get checked values."""
@@ -116,6 +133,13 @@ class ProxyConfig:
     #: run are numbered worker, worker + workers, … so that the workers never reuse an index.
     workers: int = 1
     worker: int = 0
+    #: ``--retry``: upstream attempts after the first while no body byte has reached the client.
+    retry: int = 2
+    #: ``--retry-max-wait``: the longest wait before a retry; a ``Retry-After`` beyond it is not waited.
+    retry_max_wait: float = 10.0
+    #: ``--resume``: the continuation dialect of the upstream (None: off), and continuations per stream.
+    resume: str | None = None
+    resume_max: int = 2
     #: Store retention and sampling of healthy streams (``--retain``, ``--retain-healthy``,
     #: ``--sample-healthy``); see ``sseguard.store.retention``.
     retention: Retention = field(default_factory=Retention)
@@ -129,7 +153,9 @@ class ProxyConfig:
                      secrets: tuple[str, ...] = (), arm: str = "",
                      workers: str | int = 1, retain: str | None = None,
                      retain_healthy: str | None = None,
-                     sample_healthy: float | None = None) -> ProxyConfig:
+                     sample_healthy: float | None = None, retry: int = 2,
+                     retry_max_wait: float = 10.0, resume: str | None = None,
+                     resume_max: int = 2) -> ProxyConfig:
         """Check every option as a person typed it; raise ``ConfigError`` naming the bad flag."""
         host, port = parse_listen(listen)
         try:
@@ -137,6 +163,11 @@ class ProxyConfig:
         except ValueError:
             raise ConfigError(f"--on-bad-end {on_bad_end!r}: use "
                               f"{', '.join(m.value for m in OnBadEnd)}") from None
+        if isinstance(retry, bool) or not isinstance(retry, int) or not 0 <= retry <= 20:
+            raise ConfigError(f"--retry {retry!r}: use a whole number from 0 to 20")
+        if isinstance(resume_max, bool) or not isinstance(resume_max, int) or not 0 <= resume_max <= 20:
+            raise ConfigError(f"--resume-max {resume_max!r}: use a whole number from 0 to 20")
+        dialect = _resume(resume, repair_markup)
         store_url = None if store is None or store.strip().lower() in ("", "none", "off") else store
         return cls(
             upstream=parse_upstream(upstream), host=host, port=port,
@@ -146,7 +177,9 @@ class ProxyConfig:
             timeout=_seconds(timeout, "--timeout"), max_body=parse_size(max_body),
             store=store_url, secrets=tuple(s for s in secrets if s), arm=arm,
             workers=parse_workers(workers),
-            retention=Retention.from_options(retain, retain_healthy, sample_healthy),
+            retention=Retention.from_options(retain, retain_healthy, sample_healthy), retry=retry,
+            retry_max_wait=_seconds(retry_max_wait, "--retry-max-wait"), resume=dialect,
+            resume_max=resume_max,
         )
 
     @property

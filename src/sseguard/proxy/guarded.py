@@ -3,16 +3,22 @@
 The upstream is asked with the client's body; no answer in ``--timeout``, an unreachable upstream or a
 non-2xx status end here (an error the client's SDK raises, or the upstream's own status and body);
 a 2xx stream goes through ``StreamRelay`` with its protocol's checker, ``Wire`` and ``Frames``.
+
+With ``--retry`` the client's response headers wait for the upstream's first event: until then
+nothing has reached the client, so a failure (``retry.py`` says which) is asked again instead. The
+last attempt is relayed exactly as it would be without retries.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from typing import Any
 
 import aiohttp
 from aiohttp import web
+from multidict import CIMultiDictProxy
 from yarl import URL
 
 from sseguard.contract import checker_for
@@ -23,59 +29,207 @@ from sseguard.proxy.forward import (
     speaks_anthropic,
     unreachable,
 )
+from sseguard.proxy.heal import resumer_for
 from sseguard.proxy.relay import StreamRelay
 from sseguard.proxy.repair import checker_markup, frames_for
+from sseguard.proxy.retry import completion_tokens, retry_after, retryable_status, wait_before_retry
+from sseguard.proxy.stall import Stalled, StallWatch
 from sseguard.proxy.state import ProxyState
 from sseguard.proxy.wire import WIRES
-from sseguard.verdict import Api
+from sseguard.redact import Redactor
+from sseguard.verdict import Api, Verdict
 
 
 async def guard_stream(state: ProxyState, request: web.Request, body: bytes, obj: dict[str, Any],
                        api: Api, target: URL) -> web.StreamResponse:
-    """Send the stream request ``obj`` (read as ``body``) to ``target`` and guard its answer."""
-    config = state.config
+    """Send the stream request ``obj`` (read as ``body``) to ``target`` and guard its answer.
+
+    With ``--retry N`` a failure before the first event is asked again, up to N times (``retry.py``
+    says which and how long to wait); each failed attempt is recorded on its own, linked to the
+    stream by ``heal_of``.
+    """
     redactor = state.request_redactor(request)
-    anthropic = speaks_anthropic(request, api)
-    # keep_text=False: the proxy forwards the text and records facts, so holding every answer's text
-    # (1.37 GB RSS for 1,000 concurrent 1.2 MB answers) buys nothing; leaks are still found in flight.
-    checker = checker_for(api, obj, markup=checker_markup(config.repair_markup, api), keep_text=False)
-    relay = StreamRelay(config, state.policy, state.stream_done, request, body, obj,
-                        frames_for(config.repair_markup, obj, api), checker, redactor, WIRES[api])
-    assert state.session is not None
+    attempts = _Attempts(state, request, body, obj, api, redactor, target)
     state.active += 1
-    relay.concurrency = state.active
     state.metrics.active.inc()
     try:
-        try:
-            async with asyncio.timeout(config.timeout):
-                upstream = await state.session.post(
-                    target, data=body, allow_redirects=False, auto_decompress=True,
-                    headers=request_headers(request.headers, identity=True))
-        except TimeoutError:
-            state.metrics.upstream_errors.labels("timeout").inc()
-            message = f"the upstream sent no response within {config.timeout:g} s (--timeout)"
-            state.stream_done(relay, checker.close(transport_error=message))
-            return error_response(504, message, type_="upstream_timeout", code="upstream_timeout",
-                                  anthropic=anthropic)
-        except aiohttp.ClientError as exc:
-            state.metrics.upstream_errors.labels("connect").inc()
-            message = unreachable(config.upstream, exc, redactor)
-            state.stream_done(relay, checker.close(transport_error=message))
-            return error_response(502, message, type_="upstream_unreachable",
-                                  code="upstream_unreachable", anthropic=anthropic)
-        relay.upstream_headers = dict(upstream.headers)
-        if not 200 <= upstream.status < 300:
-            return await _stream_http_error(state, relay, upstream)
-        return await relay.relay(upstream)
+        while True:
+            relay = attempts.new_relay()
+            relay.concurrency = state.active
+            failed = await _attempt(state, relay, target, api, last=attempts.last)
+            if isinstance(failed, web.StreamResponse):
+                return failed
+            wait = attempts.failed(relay, *failed)
+            if wait is None:  # a Retry-After beyond --retry-max-wait: this answer goes out now
+                return _as_is(failed[1])
+            await state.sleep(wait)
     finally:
         state.stream_ended()
 
 
-async def _stream_http_error(state: ProxyState, relay: StreamRelay,
-                             upstream: aiohttp.ClientResponse) -> web.StreamResponse:
-    """A non-2xx answer to a stream request goes to the client as it is: the SDK raises on it."""
-    state.metrics.upstream_errors.labels(f"http_{upstream.status}").inc()
+class _Attempts:
+    """The upstream attempts made for one client stream: their relays, and when to stop asking."""
+
+    def __init__(self, state: ProxyState, request: web.Request, body: bytes, obj: dict[str, Any],
+                 api: Api, redactor: Redactor, target: URL) -> None:
+        self.state = state
+        self.target = target
+        self.request = request
+        self.body = body
+        self.obj = obj
+        self.api = api
+        self.redactor = redactor
+        self.index = state.next_index()  # the client stream's record; attempts point at it
+        self.made = 0
+        self.tokens = 0
+        self.t0 = time.perf_counter()
+        self.started_at = time.time()
+
+    @property
+    def last(self) -> bool:
+        """No retry is left after the attempt being made."""
+        return self.made > self.state.config.retry
+
+    def new_relay(self) -> StreamRelay:
+        config = self.state.config
+        # keep_text=False: the proxy forwards the text and records facts, so holding every answer's
+        # text (1.37 GB RSS for 1,000 concurrent 1.2 MB answers) buys nothing; leaks are still found
+        # in flight.
+        checker = checker_for(self.api, self.obj, markup=checker_markup(config.repair_markup, self.api),
+                              keep_text=False)
+        resume = resumer_for(config.resume, self.api, self.obj, config.resume_max,
+                             functools.partial(_ask, self.state, self.request, self.target))
+        frames = resume[1] if resume else frames_for(config.repair_markup, self.obj, self.api)
+        relay = StreamRelay(config, self.state.policy, self.state.stream_done, self.request,
+                            self.body, self.obj, frames, checker, self.redactor, WIRES[self.api])
+        self.made += 1
+        # The client's stream is the one record that counts its whole time, retries included.
+        relay.index, relay.t0, relay.started_at = self.index, self.t0, self.started_at
+        if config.retry or config.resume:
+            relay.healed = "retry" if self.made > 1 else "none"
+            relay.heal_attempts, relay.heal_tokens = self.made - 1, self.tokens
+        if resume:
+            relay.resume = resume[0]
+        return relay
+
+    def failed(self, relay: StreamRelay, verdict: Verdict, upstream: _Failed) -> float | None:
+        """Record a failed attempt; how long to wait before the next.
+
+        None: the upstream asked to wait longer than ``--retry-max-wait``, so this attempt's answer
+        is the client's, and its record the client stream's.
+        """
+        state = self.state
+        asked = None if upstream.headers is None else retry_after(upstream.headers, time.time())
+        wait = wait_before_retry(self.made - 1, asked, state.config.retry_max_wait, state.rng)
+        if wait is not None:
+            relay.index, relay.heal_of, relay.healed = None, self.index, None
+            relay.heal_attempts = relay.heal_tokens = 0
+            self.tokens += completion_tokens(verdict)
+        state.stream_done(relay, verdict)
+        return wait
+
+
+class _Failed:
+    """What a failed attempt leaves for the client, should no retry follow: a status, its headers
+    and body (the upstream's own error answer)."""
+
+    __slots__ = ("body", "headers", "reason", "status")
+
+    def __init__(self, status: int = 502, reason: str | None = None,
+                 headers: CIMultiDictProxy[str] | None = None, body: bytes = b"") -> None:
+        self.status = status
+        self.reason = reason
+        self.headers = headers
+        self.body = body
+
+
+async def _attempt(state: ProxyState, relay: StreamRelay, target: URL, api: Api, *,
+                   last: bool) -> web.StreamResponse | tuple[Verdict, _Failed]:
+    """One upstream attempt: the client's response, or (on a retryable failure, ``last`` false) the
+    attempt's verdict and what it left."""
+    config = state.config
+    checker = relay.checker
+    request = relay.request
+    anthropic = speaks_anthropic(request, api)
+    assert state.session is not None
+    try:
+        async with asyncio.timeout(config.timeout):
+            upstream = await state.session.post(
+                target, data=relay.body, allow_redirects=False, auto_decompress=True,
+                headers=request_headers(request.headers, identity=True))
+    except TimeoutError:
+        # Not retried: the client has already waited the whole --timeout.
+        state.metrics.upstream_errors.labels("timeout").inc()
+        message = f"the upstream sent no response within {config.timeout:g} s (--timeout)"
+        state.stream_done(relay, checker.close(transport_error=message))
+        return error_response(504, message, type_="upstream_timeout", code="upstream_timeout",
+                              anthropic=anthropic)
+    except aiohttp.ClientError as exc:
+        state.metrics.upstream_errors.labels("connect").inc()
+        message = unreachable(config.upstream, exc, relay.redactor)
+        verdict = checker.close(transport_error=message)
+        if not last:
+            return verdict, _Failed()
+        state.stream_done(relay, verdict)
+        return error_response(502, message, type_="upstream_unreachable",
+                              code="upstream_unreachable", anthropic=anthropic)
     relay.ttfb = time.perf_counter() - relay.t0
+    relay.upstream_headers = dict(upstream.headers)
+    if not 200 <= upstream.status < 300:
+        return await _http_error(state, relay, upstream, last=last)
+    if last or not config.retry:
+        return await relay.relay(upstream)
+    try:
+        first, failure = await _first_event(relay, upstream, api)
+    except asyncio.CancelledError:
+        # The client left while its headers waited on the first event: the upstream request ends
+        # now (engines abort a generation when its connection closes), and the stream is recorded.
+        upstream.close()
+        relay.outcome.client_gone = True
+        state.stream_done(relay, relay.checker.close(transport_error="client disconnected"))
+        raise
+    if failure is None:
+        return await relay.relay(upstream, first)
+    upstream.close()
+    return failure, _Failed()
+
+
+async def _first_event(relay: StreamRelay, upstream: aiohttp.ClientResponse,
+                       api: Api) -> tuple[bytes, Verdict | None]:
+    """Read until the upstream's first event (keep-alive comments do not count); the bytes read, and
+    the attempt's verdict when that beginning is a failure worth retrying (an empty body, a stall, a
+    reset, an error event)."""
+    # A checker of its own: the relay's checker sees these bytes again when they are relayed.
+    probe = checker_for(api, relay.request_obj, keep_text=False)
+    watch = StallWatch(relay.loop, relay.config.stall_timeout, upstream.content)
+    read: list[bytes] = []
+    try:
+        while True:
+            chunk = await watch.read()
+            if not chunk:
+                return b"".join(read), probe.close()
+            read.append(chunk)
+            if probe.feed(chunk):
+                first = b"".join(read)
+                return first, (None if probe.error_message is None else probe.close())
+            if read[0][:1] == b":" and b"\n\n" in chunk:
+                # Keep-alive comments during a long prefill go out at once (holding them would defeat
+                # them): the upstream is at work, and the client's body has begun, so no retry.
+                return b"".join(read), None
+    except Stalled:
+        return b"".join(read), probe.close(stalled=True)
+    except (aiohttp.ClientError, OSError) as exc:
+        return b"".join(read), probe.close(
+            transport_error=relay.redactor.text(f"{type(exc).__name__}: {exc}"))
+    finally:
+        watch.close()
+
+
+async def _http_error(state: ProxyState, relay: StreamRelay, upstream: aiohttp.ClientResponse, *,
+                      last: bool) -> web.StreamResponse | tuple[Verdict, _Failed]:
+    """A non-2xx answer to a stream request goes to the client as it is (the SDK raises on it),
+    unless it is worth retrying and a retry is left."""
+    state.metrics.upstream_errors.labels(f"http_{upstream.status}").inc()
     try:
         async with asyncio.timeout(state.config.timeout):
             payload = await upstream.read()
@@ -83,6 +237,50 @@ async def _stream_http_error(state: ProxyState, relay: StreamRelay,
         payload = b""
     finally:
         upstream.close()
-    state.stream_done(relay, relay.checker.close(http_status=upstream.status, body=payload))
-    return web.Response(status=upstream.status, reason=upstream.reason, body=payload,
-                        headers=response_headers(upstream.headers, keep_framing=False))
+    verdict = relay.checker.close(http_status=upstream.status, body=payload)
+    failed = _Failed(upstream.status, upstream.reason, upstream.headers, payload)
+    if not last and state.config.retry and retryable_status(upstream.status, payload):
+        return verdict, failed
+    state.stream_done(relay, verdict)
+    return _as_is(failed)
+
+
+def _as_is(failed: _Failed) -> web.Response:
+    headers = response_headers(failed.headers, keep_framing=False) if failed.headers is not None else None
+    return web.Response(status=failed.status, reason=failed.reason, body=failed.body, headers=headers)
+
+
+async def _ask(state: ProxyState, request: web.Request, target: URL,
+               body: bytes) -> aiohttp.ClientResponse | None:
+    """A continuation request (``--resume``), with the client's headers: its 2xx answer, or None.
+
+    Nothing of the continuation has reached the client yet, so it is retried like the first
+    request (``--retry``) when it cannot connect or gets ``429``/``5xx``.
+    """
+    config = state.config
+    assert state.session is not None
+    for attempt in range(config.retry + 1):
+        asked: float | None = None
+        try:
+            async with asyncio.timeout(config.timeout):
+                upstream = await state.session.post(
+                    target, data=body, allow_redirects=False, auto_decompress=True,
+                    headers=request_headers(request.headers, identity=True))
+        except TimeoutError:
+            state.metrics.upstream_errors.labels("timeout").inc()
+            return None
+        except aiohttp.ClientError:
+            state.metrics.upstream_errors.labels("connect").inc()
+        else:
+            if 200 <= upstream.status < 300:
+                return upstream
+            state.metrics.upstream_errors.labels(f"http_{upstream.status}").inc()
+            upstream.close()
+            if not retryable_status(upstream.status):
+                return None
+            asked = retry_after(upstream.headers, time.time())
+        wait = wait_before_retry(attempt, asked, config.retry_max_wait, state.rng)
+        if wait is None or attempt == config.retry:
+            return None
+        await state.sleep(wait)
+    return None

@@ -48,6 +48,12 @@ class ProxyMetrics:
         self.requests = Counter("sseguard_proxy_requests", "Requests by route kind (stream, "
                                 "non_stream, passthrough) and the proxy's own rejections.", ["kind"],
                                 registry=r)
+        self.healed = Counter("sseguard_proxy_healed_streams", "Client streams that needed healing, by "
+                              "protocol, how (retry, resume) and whether the client's stream then "
+                              "passed.", ["api", "how", "result"], registry=r)
+        self.heal_attempts = Counter("sseguard_proxy_heal_attempts", "Upstream attempts the client never "
+                                     "saw (replaced by a retry or a continuation), by protocol and how "
+                                     "they ended.", ["api", "ending"], registry=r)
         self.active = Gauge("sseguard_proxy_active_streams", "Streams being relayed now.", registry=r,
                             multiprocess_mode="livesum")
 

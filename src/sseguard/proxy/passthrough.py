@@ -9,6 +9,7 @@ streamed, never held whole, length and content coding kept. An upstream that goe
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,6 +18,7 @@ from aiohttp import web
 from yarl import URL
 
 from sseguard.proxy.forward import error_response, request_headers, response_headers, unreachable
+from sseguard.proxy.retry import retry_after, retryable_status, wait_before_retry
 from sseguard.proxy.stall import Stalled, StallWatch
 from sseguard.proxy.state import ProxyState
 
@@ -56,6 +58,39 @@ class _Upload:
             self._deadline.reschedule(loop.time() + self._timeout)
 
 
+async def _ask_with_retries(state: ProxyState, request: web.Request, target: URL, body: bytes,
+                            headers: Any, skip: Any) -> aiohttp.ClientResponse:
+    """A guarded endpoint's non-streaming call, asked again (``--retry``) on a connect error, a reset
+    before the answer, ``429`` or ``5xx``: nothing has reached the client yet. The last attempt's
+    answer, or one whose ``Retry-After`` exceeds ``--retry-max-wait``, is the client's."""
+    config = state.config
+    assert state.session is not None
+    for attempt in range(config.retry + 1):
+        last = attempt == config.retry
+        try:
+            upstream = await state.session.request(
+                request.method, target, data=body, allow_redirects=False, headers=headers,
+                skip_auto_headers=skip)
+        except aiohttp.ClientError:
+            if last:
+                raise
+            state.metrics.upstream_errors.labels("connect").inc()
+            wait: float | None = wait_before_retry(attempt, None, config.retry_max_wait, state.rng)
+        else:
+            if last or not retryable_status(upstream.status):
+                return upstream
+            asked = retry_after(upstream.headers, time.time())
+            wait = wait_before_retry(attempt, asked, config.retry_max_wait, state.rng)
+            if wait is None:
+                return upstream
+            state.metrics.upstream_errors.labels(f"http_{upstream.status}").inc()
+            upstream.close()
+        state.metrics.heal_attempts.labels("non_stream", "retried").inc()
+        assert wait is not None
+        await state.sleep(wait)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
 async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body: bytes | None,
                       anthropic: bool) -> web.StreamResponse:
     """Copy a request to the upstream and its answer back, both bodies streamed as they come.
@@ -81,9 +116,12 @@ async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body
     skip = () if "Content-Type" in request.headers else ("Content-Type",)
     try:
         async with deadline:
-            upstream = await state.session.request(
-                request.method, target, data=data, allow_redirects=False, headers=headers,
-                skip_auto_headers=skip)
+            if body is not None and config.retry:
+                upstream = await _ask_with_retries(state, request, target, body, headers, skip)
+            else:
+                upstream = await state.session.request(
+                    request.method, target, data=data, allow_redirects=False, headers=headers,
+                    skip_auto_headers=skip)
     except (TimeoutError, aiohttp.ClientError) as exc:
         if upload is not None:
             upload.waiting = False

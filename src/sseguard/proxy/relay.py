@@ -22,7 +22,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 from aiohttp import web
@@ -32,7 +32,7 @@ from sseguard.policy import Policy
 from sseguard.proxy.config import OnBadEnd, ProxyConfig
 from sseguard.proxy.forward import STREAM_HEADERS, response_headers
 from sseguard.proxy.frames import Failure, Frames
-from sseguard.proxy.stall import READ_MAX, Stalled, StallWatch
+from sseguard.proxy.stall import READ_MAX, Body, Stalled, StallWatch
 from sseguard.proxy.wire import UpstreamError, Wire
 from sseguard.redact import Redactor
 from sseguard.sse import SSEEvent
@@ -60,6 +60,26 @@ class _ClientGone(Exception):
 
 #: Told once per stream, when it is over: the relay (its timings, outcome, frames) and the verdict.
 StreamDone = Callable[["StreamRelay", Verdict], None]
+
+
+class ResumedBody(Body, Protocol):
+    """A continuation's body as the client's stream goes on (``heal.py`` splices it)."""
+
+    def failure(self) -> Failure | None:
+        """Why the continuation did not line up with what the client has (None: it did)."""
+
+
+class Resumer(Protocol):
+    """``--resume``: notes what the client got; after a break, the next upstream to relay, or None
+    (the stream then ends as it would without ``--resume``)."""
+
+    def note(self, data: bytes) -> None:
+        """Bytes just written to the client."""
+
+    async def next(self, relay: StreamRelay, upstream: aiohttp.ClientResponse, watch: StallWatch,
+                   transport_error: str | None) -> tuple[aiohttp.ClientResponse, StallWatch,
+                                                         ResumedBody] | None:
+        """The continuation of ``relay``'s stream, whose ``upstream`` just ended or broke."""
 
 
 class StreamRelay:
@@ -99,11 +119,26 @@ class StreamRelay:
         self._sent = b""  # the last frames written, for the error frame's sequence number
         self._delivered = False  # the client's stream has been ended (cleanly or by a reset)
         self.concurrency = 1  # streams in flight when this one started, itself included
+        # Healing (``guarded.py``): the record index this stream's record takes (None: the next one),
+        # the client stream an upstream attempt was made for, and what healing this stream needed.
+        self.index: int | None = None
+        self.heal_of: int | None = None
+        self.healed: str | None = None  # retry | resume | none; None when healing is off
+        self.heal_attempts = 0
+        self.heal_tokens = 0
+        #: ``--resume``: asks for the rest of a stream that broke after content (``heal.py``).
+        self.resume: Resumer | None = None
+        self._closed = False  # the checker has given its verdict
 
     # ── the relay ──────────────────────────────────────────────────────────────────────────────
-    async def relay(self, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
-        """Stream ``upstream`` (a 2xx) to the client; always closes ``upstream``."""
-        self.ttfb = time.perf_counter() - self.t0
+    async def relay(self, upstream: aiohttp.ClientResponse, first: bytes = b"") -> web.StreamResponse:
+        """Stream ``upstream`` (a 2xx) to the client; always closes ``upstream``.
+
+        ``first``: body bytes already read from ``upstream`` (to see its first event before the client
+        got anything); they are relayed before the rest.
+        """
+        if self.ttfb is None:
+            self.ttfb = time.perf_counter() - self.t0
         config = self.config
         headers = response_headers(upstream.headers, keep_framing=False)
         headers.update(STREAM_HEADERS)
@@ -115,7 +150,14 @@ class StreamRelay:
                 await resp.prepare(self.request)
             except ConnectionResetError:
                 raise _ClientGone from None
-            transport_error, stop, forwarded = await self._pump(upstream, watch)
+            transport_error, stop, forwarded = await self._pump(upstream.content, watch, first)
+            while stop is None and self.resume is not None:
+                resumed = await self.resume.next(self, upstream, watch, transport_error)
+                if resumed is None:
+                    break
+                upstream, watch, body = resumed
+                transport_error, stop, forwarded = await self._pump(body, watch, b"")
+                stop = stop or body.failure()
             if stop is not None and stop[0] != "error_event":
                 # A repair failure: the client's stream ends now; the upstream is still read to its
                 # end so that the record says how the upstream itself ended.
@@ -182,8 +224,8 @@ class StreamRelay:
         verdict = self._last_verdict or self._verdict(reason, False)
         self._done(self, verdict)
 
-    async def _pump(self, upstream: aiohttp.ClientResponse,
-                    watch: StallWatch) -> tuple[str | None, Failure | None, bool]:
+    async def _pump(self, content: Body, watch: StallWatch,
+                    first: bytes) -> tuple[str | None, Failure | None, bool]:
         """Forward frames until the upstream ends or must be cut off.
 
         Returns the transport error (if the upstream connection failed), the error that stopped the
@@ -192,7 +234,7 @@ class StreamRelay:
         hold = self.config.on_bad_end is not OnBadEnd.PASS
         checker = self.checker
         frames = self.frames
-        content = upstream.content
+        note = None if self.resume is None else self.resume.note
         assert self._resp is not None
         write = self._resp.write
         wire = self.wire
@@ -203,11 +245,14 @@ class StreamRelay:
         last = clock()
         try:
             while True:
-                watch.start_read()
-                try:
-                    chunk = await content.read(READ_MAX)
-                finally:
-                    watch.reading = False
+                if first:
+                    chunk, first = first, b""
+                else:
+                    watch.start_read()
+                    try:
+                        chunk = await content.read(READ_MAX)
+                    finally:
+                        watch.reading = False
                 if not chunk:
                     return None, None, False
                 now = clock()
@@ -284,6 +329,8 @@ class StreamRelay:
                 del chunk, events, event, out
                 if data:
                     self._sent = data  # the error frame's sequence number continues from it
+                    if note is not None:
+                        note(data)
                     try:  # self._write inlined: one coroutine fewer per read on the hot path
                         await write(data)
                     except ConnectionResetError:
@@ -324,12 +371,41 @@ class StreamRelay:
             self._ahead += len(block)
 
     def _verdict(self, transport_error: str | None, stalled: bool) -> Verdict:
+        if self._closed and self._last_verdict is not None:
+            return self._last_verdict  # a resumed stream's upstream was judged before it was continued
+        self._closed = True
         verdict = self.checker.close(transport_error=transport_error, stalled=stalled)
         extra = self.frames.findings()
         if extra:
             verdict = replace(verdict, findings=(*verdict.findings, *extra))
         self._last_verdict = verdict
         return verdict
+
+    # ── healing (``heal.py`` drives it) ────────────────────────────────────────────────────────
+    def upstream_verdict(self, transport_error: str | None, stalled: bool) -> Verdict:
+        """How the current upstream ended (judged once; the client's stream may still go on)."""
+        return self._verdict(transport_error, stalled)
+
+    def record_attempt(self, verdict: Verdict, tokens: int) -> None:
+        """Record the upstream answer just ended as an attempt of this client stream."""
+        saved = (self.index, self.healed, self.heal_attempts, self.heal_tokens)
+        self.index, self.heal_of, self.healed = None, saved[0], None
+        self.heal_attempts = self.heal_tokens = 0
+        try:
+            self._done(self, verdict)
+        finally:
+            self.index, self.heal_of, self.healed = saved[0], None, "resume"
+            self.heal_attempts, self.heal_tokens = saved[2] + 1, saved[3] + tokens
+            self.outcome = _Outcome()
+
+    def restart(self, checker: Checker, forwarded: bytes) -> None:
+        """Judge the client's stream afresh: ``checker`` re-reads what the client got, then the
+        continuation's frames."""
+        checker.feed(forwarded)
+        self.checker = checker
+        self._closed, self._last_verdict = False, None
+        self._pending, self._pending_len, self._ahead = [], 0, 0
+        self._done_raw = b""
 
     # ── endings ────────────────────────────────────────────────────────────────────────────────
     async def _end_well(self, verdict: Verdict, failure: str | None, flushed: bytes) -> None:

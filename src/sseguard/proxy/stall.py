@@ -7,6 +7,7 @@ stops sending for ``--stall-timeout``; only time spent waiting on the upstream c
 from __future__ import annotations
 
 import asyncio
+from typing import Protocol
 
 import aiohttp
 
@@ -15,6 +16,13 @@ import aiohttp
 #: client is slow: a backlog is checked and written 16 KiB at a time, not as one 256 KiB+ block
 #: (token-sized events arrive far below it, so it costs nothing in the ordinary case).
 READ_MAX = 16 * 1024
+
+
+class Body(Protocol):
+    """What a relay reads an upstream body from: ``aiohttp.StreamReader``, or a continuation's splice."""
+
+    async def read(self, n: int = -1) -> bytes:
+        """What has arrived, at most ``n`` bytes; b"" at the end."""
 
 
 class Stalled(Exception):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import random
 import time
 from typing import Any
 
@@ -22,6 +23,7 @@ from sseguard.policy import Policy
 from sseguard.proxy.config import ProxyConfig
 from sseguard.proxy.metrics import ProxyMetrics
 from sseguard.proxy.relay import StreamRelay
+from sseguard.proxy.retry import Sleep
 from sseguard.record import Record, record_from_verdict
 from sseguard.redact import DEFAULT, RedactingFilter, Redactor
 from sseguard.verdict import Verdict
@@ -51,6 +53,13 @@ class ProxyState:
         self.active = 0
         self._index = itertools.count(config.worker, config.workers)
         self._trim: asyncio.TimerHandle | None = None
+        #: How a retry waits and where its jitter comes from (tests replace both: no real waits).
+        self.sleep: Sleep = asyncio.sleep
+        self.rng = random.Random()
+
+    def next_index(self) -> int:
+        """The next record index of this run (a worker's indexes never meet another's)."""
+        return next(self._index)
 
     async def start(self, app: web.Application) -> None:
         if self.config.store is not None:
@@ -122,8 +131,14 @@ class ProxyState:
         now = time.perf_counter()
         duration = now - relay.t0
         outcome = relay.outcome
-        self.metrics.stream_ended(verdict, client_gone=outcome.client_gone, ttft_s=relay.ttft,
-                                  duration_s=duration)
+        if relay.heal_of is not None:  # an upstream attempt the client never saw
+            self.metrics.heal_attempts.labels(str(verdict.api), str(verdict.ending)).inc()
+        else:
+            self.metrics.stream_ended(verdict, client_gone=outcome.client_gone, ttft_s=relay.ttft,
+                                      duration_s=duration)
+            if relay.healed is not None and relay.healed != "none":
+                self.metrics.healed.labels(str(verdict.api), relay.healed,
+                                           "passed" if self.policy.passes(verdict) else "failed").inc()
         if outcome.code is not None or outcome.action == "pass":
             self.metrics.actions.labels(outcome.action).inc()
         if verdict.ending == "stalled":
@@ -150,13 +165,15 @@ class ProxyState:
         record = record_from_verdict(
             verdict, policy=self.policy, headers=relay.upstream_headers, redactor=relay.redactor,
             source="proxy", run_id=self.config.run_id, arm=self.config.arm_name,
-            index=next(self._index), workload="proxy", started_at=relay.started_at,
+            index=self.next_index() if relay.index is None else relay.index, workload="proxy",
+            started_at=relay.started_at,
             method=relay.request.method, path=relay.request.path, stream=True,
             ttfb_ms=None if relay.ttfb is None else relay.ttfb * 1000,
             ttft_ms=None if relay.ttft is None else relay.ttft * 1000,
             duration_ms=duration * 1000, max_gap_ms=relay.max_gap * 1000,
             prompt_bytes=len(relay.body), concurrency=relay.concurrency,
-            extra=relay.redactor.obj(extra),
+            extra=relay.redactor.obj(extra), heal_of=relay.heal_of, healed=relay.healed,
+            heal_attempts=relay.heal_attempts, heal_tokens=relay.heal_tokens,
         )
         if record.model is None and isinstance(relay.request_obj.get("model"), str):
             record.model = relay.redactor.text(relay.request_obj["model"])

@@ -1,0 +1,224 @@
+"""Continue after the first byte (``--resume vllm``): what the client has, how to ask for the rest, and
+how the rest is spliced into the client's stream.
+
+A chat stream that breaks after content was forwarded (truncated, cut inside a frame, reset, stall,
+``no_finish``) can be continued where the server documents continuation: vLLM and SGLang continue an
+assistant message given as the last message with ``"continue_final_message": true,
+"add_generation_prompt": false``. ``ChatResume`` notes every frame the client got (the text ``SENT``, the
+client's response id), builds that request, and gives a ``Splice`` that rewrites the continuation's
+frames into the client's stream: its opening role delta dropped, the client's id kept, an exact
+repeated prefix of ``SENT`` removed. What cannot be continued exactly is refused, and the stream fails
+as it would without ``--resume``: a tool call or reasoning already forwarded (no API continues inside
+one), ``n`` > 1, a continuation that repeats only part of ``SENT`` and ends.
+
+Pure (no I/O): the relay (``relay.py``) asks and pumps, ``guarded.py`` says where to.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import msgspec
+
+from sseguard.proxy.frames import Frames
+from sseguard.sse import SSEEvent
+
+#: Endings a continuation can cure: the answer stopped, but what was sent is sound.
+RESUMABLE = frozenset({"truncated", "cut_mid_frame", "transport_error", "stalled", "no_finish"})
+#: The dialects ``--resume`` knows, and the protocol each continues (``deepseek`` is not built).
+DIALECTS = {"vllm": "chat", "anthropic": "messages"}
+
+_decode = msgspec.json.Decoder()
+
+
+def _data_lines(frame: bytes) -> bytes | None:
+    """The data of one SSE frame (its ``data:`` lines joined), or None for a comment-only frame."""
+    parts = [line[5:].removeprefix(b" ") for line in frame.split(b"\n") if line.startswith(b"data:")]
+    return b"\n".join(parts) if parts else None
+
+
+class HeldToolCalls(Frames):
+    """With ``--resume``, a chat answer's tool calls reach the client only with the answer's end.
+
+    No API continues an answer inside or after a tool call, so a call the client had started to
+    receive would make a break uncurable. Held from the first tool-call delta until the choice's
+    ``finish_reason`` (or the end of the stream), a cut inside that stretch forwarded nothing of it:
+    the continuation restarts from the text before it and brings the calls whole. Agents act on a call
+    only once it is complete, so they lose nothing by the wait.
+    """
+
+    def __init__(self) -> None:
+        self.held: list[bytes] = []
+
+    def transform(self, event: SSEEvent) -> bytes:
+        data = event.data
+        if not self.held and "tool_calls" not in data:
+            return event.raw
+        if data == "[DONE]":
+            return self.flush() + event.raw
+        try:
+            obj = _decode.decode(data)
+        except msgspec.DecodeError:
+            obj = None
+        choices = obj.get("choices") if isinstance(obj, dict) else None
+        choices = choices if isinstance(choices, list) else []
+        if not self.held and not any(isinstance(c, dict) and isinstance(c.get("delta"), dict)
+                                     and c["delta"].get("tool_calls") for c in choices):
+            return event.raw
+        self.held.append(event.raw)
+        if any(isinstance(c, dict) and c.get("finish_reason") is not None for c in choices):
+            return self.flush()
+        return b""
+
+    def flush(self) -> bytes:
+        held, self.held = self.held, []
+        return b"".join(held)
+
+
+class ChatResume:
+    """One chat stream's continuation state: what the client has got, continuations left."""
+
+    def __init__(self, request_obj: dict[str, Any], continuations: int) -> None:
+        self.request_obj = request_obj
+        self.left = continuations
+        self.sent: list[str] = []
+        self.client_id: str | None = None
+        self.forwarded: list[bytes] = []  # every byte written to the client, to re-check the stream
+        self.blocked: str | None = None
+        n = request_obj.get("n")
+        if isinstance(n, int) and n > 1:
+            self.blocked = "n > 1"
+
+    def note(self, data: bytes) -> None:
+        """Whole frames (and comments) just written to the client."""
+        self.forwarded.append(data)
+        for frame in data.split(b"\n\n"):
+            payload = _data_lines(frame.replace(b"\r", b""))
+            if payload is None or payload == b"[DONE]":
+                continue
+            try:
+                obj = _decode.decode(payload)
+            except msgspec.DecodeError:
+                self.blocked = "a frame the client got is not JSON"
+                continue
+            if not isinstance(obj, dict):
+                continue
+            if self.client_id is None and isinstance(obj.get("id"), str):
+                self.client_id = obj["id"]
+            for choice in obj.get("choices") or ():
+                delta = choice.get("delta") if isinstance(choice, dict) else None
+                if not isinstance(delta, dict):
+                    continue
+                if delta.get("tool_calls") or delta.get("function_call"):
+                    self.blocked = "a tool call was forwarded"
+                if delta.get("reasoning_content") or delta.get("reasoning"):
+                    self.blocked = "reasoning was forwarded"
+                content = delta.get("content")
+                if isinstance(content, str):
+                    self.sent.append(content)
+
+    def why_not(self) -> str | None:
+        """Why this stream cannot be continued now (None: it can)."""
+        if self.blocked is not None:
+            return self.blocked
+        if self.left <= 0:
+            return "--resume-max continuations spent"
+        return None
+
+    def body(self) -> bytes:
+        """The continuation request: the original one, plus the answer so far as the assistant's."""
+        obj = copy.copy(self.request_obj)
+        messages = list(obj.get("messages") or [])
+        messages.append({"role": "assistant", "content": "".join(self.sent)})
+        obj["messages"] = messages
+        obj["continue_final_message"] = True
+        obj["add_generation_prompt"] = False
+        return json.dumps(obj, ensure_ascii=False).encode("utf-8")
+
+    def splice(self) -> Splice:
+        self.left -= 1
+        return Splice("".join(self.sent), self.client_id)
+
+
+class Splice:
+    """Rewrites a continuation's frames into the client's stream, frame by frame.
+
+    ``failure`` is set when the continuation does not line up (the relay then ends the client's
+    stream with an explicit error, never a garbled answer).
+    """
+
+    def __init__(self, sent: str, client_id: str | None) -> None:
+        self.sent = sent
+        self.client_id = client_id
+        self.matching = bool(sent)  # the continuation may still be repeating SENT
+        self.held = ""
+        self.failure: str | None = None
+        self._rest = b""
+
+    def feed(self, data: bytes) -> bytes:
+        """Continuation body bytes in, the client's frames out (whole frames only)."""
+        data = self._rest + data
+        end = data.rfind(b"\n\n")
+        if end == -1:
+            self._rest = data
+            return b""
+        self._rest = data[end + 2:]
+        out = [self.frame(f) for f in data[:end].split(b"\n\n") if f]
+        return b"".join(out)
+
+    def close(self) -> bytes:
+        """The continuation ended: a frame still arriving goes on as it came (the checker judges it)."""
+        rest, self._rest = self._rest, b""
+        if self.matching and self.held:
+            self.failure = "the continuation repeated part of the answer so far and stopped"
+        return rest
+
+    def frame(self, frame: bytes) -> bytes:
+        payload = _data_lines(frame.replace(b"\r", b""))
+        if payload is None or payload == b"[DONE]":
+            return frame + b"\n\n"
+        try:
+            obj = _decode.decode(payload)
+        except msgspec.DecodeError:
+            return frame + b"\n\n"  # the checker reports it
+        if not isinstance(obj, dict) or "error" in obj:
+            return frame + b"\n\n"
+        if self.client_id is not None and "id" in obj:
+            obj["id"] = self.client_id
+        keep = bool(obj.get("usage"))
+        for choice in obj.get("choices") or ():
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if not isinstance(delta, dict):
+                keep = True
+                continue
+            delta.pop("role", None)
+            content = delta.get("content")
+            if isinstance(content, str):
+                content = self._overlap(content)
+                if content:
+                    delta["content"] = content
+                else:
+                    delta.pop("content")
+            if any(v not in (None, "", []) for v in delta.values()) or choice.get(
+                    "finish_reason") is not None:
+                keep = True
+        if not keep:
+            return b""
+        return b"data: " + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+
+    def _overlap(self, text: str) -> str:
+        """Remove an exact repetition of SENT at the start of the continuation."""
+        if not self.matching:
+            return text
+        candidate = self.held + text
+        if self.sent.startswith(candidate):
+            self.held = candidate
+            if len(candidate) == len(self.sent):
+                self.matching, self.held = False, ""
+            return ""
+        self.matching, self.held = False, ""
+        if candidate.startswith(self.sent):
+            return candidate[len(self.sent):]
+        return candidate

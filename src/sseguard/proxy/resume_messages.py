@@ -1,0 +1,226 @@
+"""``--resume anthropic``: a Messages stream continued by prefill.
+
+The Messages API continues an answer given as the last, assistant, message (a prefill). Anthropic
+refuses a final assistant turn that ends in whitespace, so the prefill is the text the client has
+without its trailing whitespace, and the continuation's leading copy of that whitespace is removed.
+The splice drops the continuation's ``message_start`` and, when the client's text block is still
+open, the continuation's first text ``content_block_start``; its blocks are renumbered to follow the
+client's. Not continued (the stream fails as without ``--resume``): extended thinking (a prefill is
+not allowed with it), a request that is itself a prefill, a tool-use block or thinking already
+forwarded.
+
+Pure (no I/O), like ``resume.py``, whose ``Splice`` overlap rule and tool-call hold it mirrors.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import msgspec
+
+from sseguard.proxy.frames import Frames
+from sseguard.sse import SSEEvent
+
+_decode = msgspec.json.Decoder()
+
+
+def _events(data: bytes) -> list[dict[str, Any]]:
+    """The JSON data of each whole frame in ``data`` (comments and non-JSON skipped)."""
+    out = []
+    for frame in data.replace(b"\r", b"").split(b"\n\n"):
+        parts = [line[5:].removeprefix(b" ") for line in frame.split(b"\n")
+                 if line.startswith(b"data:")]
+        if not parts:
+            continue
+        try:
+            obj = _decode.decode(b"\n".join(parts))
+        except msgspec.DecodeError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
+
+
+def _frame(obj: dict[str, Any]) -> bytes:
+    return (b"event: " + str(obj.get("type")).encode() + b"\ndata: "
+            + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n")
+
+
+class HeldToolUse(Frames):
+    """A Messages answer's ``tool_use`` blocks reach the client only with its ``message_delta``."""
+
+    def __init__(self) -> None:
+        self.held: list[bytes] = []
+
+    def transform(self, event: SSEEvent) -> bytes:
+        data = event.data
+        if self.held:
+            self.held.append(event.raw)
+            if '"message_delta"' in data or '"message_stop"' in data or event.event == "error":
+                return self.flush()
+            return b""
+        if '"tool_use"' in data and '"content_block_start"' in data:
+            self.held.append(event.raw)
+            return b""
+        return event.raw
+
+    def flush(self) -> bytes:
+        held, self.held = self.held, []
+        return b"".join(held)
+
+
+class MessagesResume:
+    """One Messages stream's continuation state: what the client has got, continuations left."""
+
+    def __init__(self, request_obj: dict[str, Any], continuations: int) -> None:
+        self.request_obj = request_obj
+        self.left = continuations
+        self.sent: list[str] = []
+        self.forwarded: list[bytes] = []
+        self.open_text: int | None = None  # the client's text block still open
+        self.next_index = 0
+        self.blocked: str | None = None
+        thinking = request_obj.get("thinking")
+        if isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"):
+            self.blocked = "a prefill is not allowed with extended thinking"
+        messages = request_obj.get("messages")
+        if isinstance(messages, list) and messages and isinstance(messages[-1], dict) and \
+                messages[-1].get("role") == "assistant":
+            self.blocked = "the request is itself a prefill"
+
+    def note(self, data: bytes) -> None:
+        self.forwarded.append(data)
+        for obj in _events(data):
+            kind = obj.get("type")
+            index = obj.get("index")
+            if kind == "content_block_start" and isinstance(index, int):
+                block = obj.get("content_block")
+                if isinstance(block, dict) and block.get("type") == "text":
+                    self.open_text = index
+                    text = block.get("text")
+                    if isinstance(text, str):
+                        self.sent.append(text)
+                else:
+                    self.blocked = "a tool_use or thinking block was forwarded"
+                self.next_index = max(self.next_index, index + 1)
+            elif kind == "content_block_delta":
+                delta = obj.get("delta")
+                if isinstance(delta, dict) and delta.get("type") == "text_delta":
+                    text = delta.get("text")
+                    if isinstance(text, str):
+                        self.sent.append(text)
+                elif isinstance(delta, dict):
+                    self.blocked = "a tool_use or thinking delta was forwarded"
+            elif kind == "content_block_stop" and index == self.open_text:
+                self.open_text = None
+
+    def why_not(self) -> str | None:
+        if self.blocked is not None:
+            return self.blocked
+        if self.left <= 0:
+            return "--resume-max continuations spent"
+        return None
+
+    def body(self) -> bytes:
+        obj = copy.copy(self.request_obj)
+        prefill = "".join(self.sent).rstrip()
+        messages = list(obj.get("messages") or [])
+        if prefill:
+            messages.append({"role": "assistant", "content": prefill})
+        obj["messages"] = messages
+        return json.dumps(obj, ensure_ascii=False).encode("utf-8")
+
+    def splice(self) -> MessagesSplice:
+        self.left -= 1
+        sent = "".join(self.sent)
+        return MessagesSplice(sent[len(sent.rstrip()):], self.open_text, self.next_index)
+
+
+class MessagesSplice:
+    """Rewrites a prefill continuation's events into the client's stream."""
+
+    def __init__(self, whitespace: str, open_text: int | None, next_index: int) -> None:
+        self.whitespace = whitespace
+        self.matching = bool(whitespace)
+        self.held = ""
+        self.open_text = open_text
+        self.next_index = next_index
+        self.base: int | None = None
+        self.failure: str | None = None
+        self._rest = b""
+
+    def feed(self, data: bytes) -> bytes:
+        data = self._rest + data.replace(b"\r\n", b"\n")
+        end = data.rfind(b"\n\n")
+        if end == -1:
+            self._rest = data
+            return b""
+        self._rest = data[end + 2:]
+        return b"".join(self.frame(f) for f in data[:end].split(b"\n\n") if f)
+
+    def close(self) -> bytes:
+        rest, self._rest = self._rest, b""
+        return rest
+
+    def frame(self, frame: bytes) -> bytes:
+        events = _events(frame)
+        if not events:
+            return frame + b"\n\n"
+        obj = events[0]
+        kind = obj.get("type")
+        if kind == "message_start":
+            return b""
+        if kind == "message_delta" and self.base is None and self.open_text is not None:
+            # A continuation with nothing to add: the client's open text block is closed here.
+            self.base = self.open_text + 1
+            return _frame({"type": "content_block_stop", "index": self.open_text}) + frame + b"\n\n"
+        index = obj.get("index")
+        if kind not in ("content_block_start", "content_block_delta", "content_block_stop") or \
+                not isinstance(index, int):
+            return frame + b"\n\n"
+        out = b""
+        base = self.base
+        if base is None:
+            block = obj.get("content_block")
+            merge = (kind == "content_block_start" and index == 0 and self.open_text is not None
+                     and isinstance(block, dict) and block.get("type") == "text")
+            if merge and self.open_text is not None:
+                base = self.base = self.open_text
+                text = block.get("text") if isinstance(block, dict) else None
+                if isinstance(text, str) and text:
+                    obj = {"type": "content_block_delta", "index": 0,
+                           "delta": {"type": "text_delta", "text": text}}
+                    kind = "content_block_delta"
+                else:
+                    return b""
+            elif self.open_text is not None:
+                out = _frame({"type": "content_block_stop", "index": self.open_text})
+                base = self.open_text + 1
+            else:
+                base = self.next_index
+            self.base = base
+        obj["index"] = base + index
+        if kind == "content_block_delta" and obj["index"] == self.open_text:
+            delta = obj.get("delta")
+            if isinstance(delta, dict) and isinstance(delta.get("text"), str):
+                delta["text"] = self._overlap(delta["text"])
+                if not delta["text"]:
+                    return out
+        return out + _frame(obj)
+
+    def _overlap(self, text: str) -> str:
+        """Remove the client's trailing whitespace where the continuation starts with it again."""
+        if not self.matching:
+            return text
+        candidate = self.held + text
+        if self.whitespace.startswith(candidate):
+            self.held = candidate
+            if len(candidate) == len(self.whitespace):
+                self.matching, self.held = False, ""
+            return ""
+        self.matching, self.held = False, ""
+        if candidate.startswith(self.whitespace):
+            return candidate[len(self.whitespace):]
+        return candidate

@@ -1,0 +1,115 @@
+"""``--resume anthropic``: a Messages stream that broke after text is continued by prefill and spliced
+into the same client stream; with extended thinking it is not, and fails as before."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import anthropic
+
+from _proxy_support import KEY, raw_post
+from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
+from sseguard.proxy import run_proxy
+from test_proxy_heal_retry import Step, heal_proxy, proxy_config
+
+
+def _ev(obj: dict[str, Any]) -> bytes:
+    return f"event: {obj['type']}\ndata: {json.dumps(obj)}\n\n".encode()
+
+
+START = _ev({"type": "message_start", "message": {
+    "id": "msg_client", "type": "message", "role": "assistant", "model": "m", "content": [],
+    "stop_reason": None, "usage": {"input_tokens": 3, "output_tokens": 0}}})
+PART = (START + _ev({"type": "content_block_start", "index": 0,
+                     "content_block": {"type": "text", "text": ""}})
+        + _ev({"type": "content_block_delta", "index": 0,
+               "delta": {"type": "text_delta", "text": "Hello "}}))
+REST = (_ev({"type": "message_start", "message": {
+    "id": "msg_other", "type": "message", "role": "assistant", "model": "m", "content": [],
+    "stop_reason": None, "usage": {"input_tokens": 5, "output_tokens": 0}}})
+        + _ev({"type": "content_block_start", "index": 0,
+               "content_block": {"type": "text", "text": ""}})
+        + _ev({"type": "content_block_delta", "index": 0,
+               "delta": {"type": "text_delta", "text": " world"}})
+        + _ev({"type": "content_block_stop", "index": 0})
+        + _ev({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+               "usage": {"output_tokens": 2}})
+        + _ev({"type": "message_stop"}))
+REQUEST = {"model": "m", "max_tokens": 100, "stream": True,
+           "messages": [{"role": "user", "content": "hi"}]}
+HEADERS = {"anthropic-version": "2023-06-01"}
+
+
+def _frames(body: bytes) -> list[dict[str, Any]]:
+    return [json.loads(f.split(b"data: ", 1)[1]) for f in body.split(b"\n\n") if b"data: " in f]
+
+
+async def test_a_messages_break_after_text_is_continued_by_prefill() -> None:
+    async with heal_proxy([Step(PART, end="reset"), Step(REST)], resume="anthropic") as (
+            up, px, _, records):
+        got = await raw_post(f"{px.url}/messages", REQUEST, headers=HEADERS)
+        for _ in range(500):
+            if len(records.items) >= 2:
+                break
+            await asyncio.sleep(0.01)
+    sent = json.loads(up.bodies[1])
+    assert sent["messages"] == [{"role": "user", "content": "hi"},
+                                {"role": "assistant", "content": "Hello"}]
+    frames = _frames(got.body)
+    assert [f["type"] for f in frames] == [
+        "message_start", "content_block_start", "content_block_delta", "content_block_delta",
+        "content_block_stop", "message_delta", "message_stop"]
+    assert frames[0]["message"]["id"] == "msg_client"
+    assert "".join(f["delta"]["text"] for f in frames if f["type"] == "content_block_delta") == \
+        "Hello world"
+    client = next(r for r in records.items if r.heal_of is None)
+    assert client.ending == "complete" and client.healed == "resume"
+
+
+async def test_with_extended_thinking_a_break_is_not_continued() -> None:
+    request = {**REQUEST, "thinking": {"type": "enabled", "budget_tokens": 1024}}
+    async with heal_proxy([Step(PART, end="reset"), Step(REST)], resume="anthropic") as (
+            up, px, _, _r):
+        got = await raw_post(f"{px.url}/messages", request, headers=HEADERS)
+    assert len(up.paths) == 1
+    assert _frames(got.body)[-1]["type"] == "error"
+
+
+async def test_chaos_messages_streams_heal_to_the_fault_free_answer_for_the_anthropic_sdk() -> None:
+    pacing = Pacing(ttft_ms=0, inter_token_ms=0, tokens=16)
+    faults = {Fault.TRUNCATED: 0.2, Fault.CUT_MID_FRAME: 0.1, Fault.TRANSPORT_ERROR: 0.05,
+              Fault.HTTP_ERROR: 0.05}
+    tool = {"name": "get_weather", "description": "weather", "input_schema": {
+        "type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}}
+    cases = [([{"role": "user", "content": f"what is the weather in city {i}?"}],
+              [tool] if i % 2 else None) for i in range(60)]
+    async with run_chaos(ChaosConfig(seed=3, pacing=pacing, faults=faults)) as bad, \
+            run_chaos(ChaosConfig(seed=3, pacing=pacing)) as good, \
+            run_proxy(proxy_config(bad.url, resume="vllm,anthropic", resume_max=8,
+                                   retry=8)) as px:
+        px.state.sleep = _no_wait
+
+        async def answer(base: str, messages: list[dict[str, str]],
+                         tools: list[dict[str, Any]] | None) -> tuple[str, list[Any], str | None]:
+            client = anthropic.AsyncAnthropic(base_url=base, api_key=KEY, max_retries=0, timeout=30)
+            async with client, client.messages.stream(
+                    model="chaos-1", max_tokens=200, messages=messages,  # type: ignore[arg-type]
+                    **({"tools": tools} if tools else {})) as stream:
+                message = await stream.get_final_message()
+            text = "".join(b.text for b in message.content if b.type == "text")
+            calls = [(b.name, b.input) for b in message.content if b.type == "tool_use"]
+            return text, calls, message.stop_reason
+
+        root = px.url.removesuffix("/v1")
+        got = await asyncio.gather(*(answer(root, m, t) for m, t in cases))
+        want = await asyncio.gather(*(answer(good.url.removesuffix("/v1"), m, t) for m, t in cases))
+        requests = bad.stats.requests
+    assert got == want
+    assert all(stop in ("end_turn", "tool_use", "max_tokens") for _, _, stop in want)
+    assert requests > len(cases)
+
+
+async def _no_wait(seconds: float) -> None:
+    return None

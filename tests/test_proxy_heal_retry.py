@@ -1,0 +1,304 @@
+"""``--retry``: a failure before the client got one body byte is asked again; after one, never.
+
+A tiny upstream answers each request by its number in a list of behaviours (fail the first way, then
+serve a good stream), so each case shows the client one healthy stream and the upstream two requests.
+Waits go through an injected sleep: no test waits a real ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import openai
+import pytest
+from aiohttp import web
+
+from _proxy_support import KEY, chat, proxy_config, raw_post
+from sseguard.proxy import RunningProxy, run_proxy
+from sseguard.record import Record, decode_record, encode_record
+
+GOOD = (b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
+        b'{"role":"assistant","content":"Hel"},"finish_reason":null}]}\n\n'
+        b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
+        b'{"content":"lo"},"finish_reason":"stop"}]}\n\n'
+        b"data: [DONE]\n\n")
+FIRST = GOOD[:GOOD.index(b"\n\n") + 2]
+ERROR_FIRST = b'data: {"error":{"message":"model overloaded","type":"server_error"}}\n\n'
+
+
+@dataclass
+class Step:
+    """One answer: ``status`` with ``body`` (then ``end``: eof | reset | hang), or ``reset_at_once`` (the
+    connection dropped before any response header)."""
+
+    body: bytes = GOOD
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    end: str = "eof"
+    reset_at_once: bool = False
+
+
+@dataclass
+class Upstream:
+    steps: list[Step]
+    url: str = ""
+    paths: list[str] = field(default_factory=list)
+    bodies: list[bytes] = field(default_factory=list)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        self.bodies.append(await request.read())
+        step = self.steps[min(len(self.paths), len(self.steps) - 1)]
+        self.paths.append(request.path)
+        if step.reset_at_once:
+            assert request.transport is not None
+            request.transport.abort()
+            return web.Response()
+        ctype = "text/event-stream" if step.status == 200 and request.path.endswith(
+            "completions") and b"data:" in step.body else "application/json"
+        resp = web.StreamResponse(status=step.status,
+                                  headers={"Content-Type": ctype, **step.headers})
+        await resp.prepare(request)
+        if step.body:
+            await resp.write(step.body)
+        if step.end == "reset":
+            assert request.transport is not None
+            request.transport.abort()
+            return resp
+        if step.end == "hang":  # headers, then silence until the proxy gives up on this answer
+            while request.transport is not None and not request.transport.is_closing():
+                await asyncio.sleep(0.05)
+            return resp
+        await resp.write_eof()
+        return resp
+
+
+class Records:
+    """Stands in for the evidence writer: the records, as the store would read them back."""
+
+    def __init__(self) -> None:
+        self.items: list[Record] = []
+
+    def put(self, record: Record) -> None:
+        self.items.append(decode_record(encode_record(record)))
+
+    def close(self) -> None:
+        pass
+
+
+@contextlib.asynccontextmanager
+async def heal_proxy(steps: list[Step], **options: Any) -> AsyncIterator[
+        tuple[Upstream, RunningProxy, list[float], Records]]:
+    up = Upstream(steps)
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", up.handle)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    up.url = f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    records = Records()
+    try:
+        async with run_proxy(proxy_config(up.url, **options)) as px:
+            px.state.sleep = sleep
+            px.state.writer = records
+            yield up, px, waits, records
+    finally:
+        await runner.cleanup()
+
+
+async def _settled(records: Records, count: int) -> None:
+    for _ in range(500):  # the client's record is written once the relay has wound down
+        if len(records.items) >= count:
+            return
+        await asyncio.sleep(0.01)
+
+
+async def test_a_429_with_retry_after_is_waited_out_and_healed_for_the_openai_sdk() -> None:
+    steps = [Step(b'{"error":{"message":"slow down","type":"rate_limit"}}', 429,
+                  {"Retry-After": "1"}), Step()]
+    async with heal_proxy(steps) as (up, px, waits, records):
+        client = openai.AsyncOpenAI(base_url=px.url, api_key=KEY, max_retries=0, timeout=20)
+        async with client:
+            stream = await client.chat.completions.create(model="m", messages=[
+                {"role": "user", "content": "hi"}], stream=True)
+            text = "".join([c.choices[0].delta.content or "" async for c in stream])
+        await _settled(records, 2)
+        metrics = px.state.metrics.render().decode()
+    assert text == "Hello"
+    assert up.paths == ["/v1/chat/completions", "/v1/chat/completions"]
+    assert waits == [1.0]
+    attempt, stream_record = sorted(records.items, key=lambda r: r.heal_of is None)
+    assert attempt.heal_of == stream_record.index and attempt.status == 429
+    assert attempt.ending == "http_error" and attempt.healed is None
+    assert stream_record.ending == "complete" and stream_record.healed == "retry"
+    assert stream_record.heal_attempts == 1 and stream_record.heal_of is None
+    assert 'sseguard_proxy_healed_streams_total{api="chat",how="retry",result="passed"} 1.0' in metrics
+    assert 'sseguard_proxy_streams_total{api="chat",ending="complete"} 1.0' in metrics
+    assert 'sseguard_proxy_heal_attempts_total{api="chat",ending="http_error"} 1.0' in metrics
+
+
+@pytest.mark.parametrize("failure", [
+    Step(b'{"error":{"message":"unavailable"}}', 503),
+    Step(b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}', 529),
+    Step(reset_at_once=True),
+    Step(b""),
+    Step(ERROR_FIRST),
+    Step(b"", end="reset"),
+], ids=["503", "529-overloaded", "reset-before-headers", "empty-200", "error-first-event",
+        "reset-after-headers"])
+async def test_a_failure_before_the_first_byte_is_retried_and_the_client_sees_one_good_stream(
+        failure: Step) -> None:
+    async with heal_proxy([failure, Step()]) as (up, px, waits, records):
+        got = await raw_post(f"{px.url}/chat/completions", chat())
+        await _settled(records, 2)
+    assert got.status == 200 and got.body == GOOD and got.error is None
+    assert len(up.paths) == 2 and len(waits) == 1 and 0 < waits[0] <= 10
+    client = next(r for r in records.items if r.heal_of is None)
+    assert client.healed == "retry" and client.heal_attempts == 1 and client.passed
+
+
+async def test_a_stall_before_the_first_event_is_retried() -> None:
+    async with heal_proxy([Step(b"", end="hang"), Step()], stall_timeout=1.0) as (
+            up, px, _, records):
+        got = await raw_post(f"{px.url}/chat/completions", chat())
+        await _settled(records, 2)
+    assert got.body == GOOD and len(up.paths) == 2
+    assert sorted(r.ending for r in records.items) == ["complete", "stalled"]
+
+
+async def test_after_n_retries_the_client_gets_the_last_failure_as_it_was() -> None:
+    failure = Step(b'{"error":{"message":"unavailable"}}', 503)
+    async with heal_proxy([failure], retry=2) as (up, px, waits, records):
+        got = await raw_post(f"{px.url}/chat/completions", chat())
+        await _settled(records, 3)
+    assert got.status == 503 and got.body == b'{"error":{"message":"unavailable"}}'
+    assert len(up.paths) == 3 and len(waits) == 2
+    client = next(r for r in records.items if r.heal_of is None)
+    assert client.healed == "retry" and client.heal_attempts == 2 and not client.passed
+    assert [r.heal_of for r in records.items].count(client.index) == 2
+
+
+async def test_a_retry_after_beyond_the_cap_goes_to_the_client_at_once() -> None:
+    steps = [Step(b'{"error":{"message":"quota"}}', 429, {"Retry-After": "60"}), Step()]
+    async with heal_proxy(steps, retry_max_wait=10.0) as (up, px, waits, records):
+        got = await raw_post(f"{px.url}/chat/completions", chat())
+        await _settled(records, 1)
+    assert got.status == 429 and got.headers["Retry-After"] == "60"
+    assert got.body == b'{"error":{"message":"quota"}}'
+    assert len(up.paths) == 1 and waits == []
+    assert [(r.heal_of, r.status) for r in records.items] == [(None, 429)]
+
+
+async def test_a_failure_after_a_forwarded_byte_is_not_retried() -> None:
+    async with heal_proxy([Step(FIRST, end="reset"), Step()]) as (up, px, waits, records):
+        got = await raw_post(f"{px.url}/chat/completions", chat())
+        await _settled(records, 1)
+    assert len(up.paths) == 1 and waits == []
+    assert got.body.startswith(FIRST)
+    last = got.body[len(FIRST):]
+    assert json.loads(last[len(b"data: "):])["error"]["code"] == "transport_error"
+    assert [(r.ending, r.healed, r.heal_attempts) for r in records.items] == [
+        ("transport_error", "none", 0)]
+
+
+async def test_pass_through_paths_are_never_retried() -> None:
+    steps = [Step(b'{"error":{"message":"unavailable"}}', 503), Step(b'{"data":[]}')]
+    async with heal_proxy(steps) as (up, px, waits, _), aiohttp.ClientSession() as session, \
+            session.get(f"{px.url}/models") as resp:
+        body = await resp.read()
+    assert resp.status == 503 and body == b'{"error":{"message":"unavailable"}}'
+    assert up.paths == ["/v1/models"] and waits == []
+
+
+async def test_a_non_streaming_call_to_a_guarded_endpoint_is_retried() -> None:
+    answer = b'{"id":"c1","object":"chat.completion","choices":[]}'
+    steps = [Step(b'{"error":{"message":"unavailable"}}', 502), Step(answer)]
+    async with heal_proxy(steps) as (up, px, waits, _):
+        got = await raw_post(f"{px.url}/chat/completions", chat(stream=False))
+    assert got.status == 200 and got.body == answer and len(up.paths) == 2 and len(waits) == 1
+
+
+async def test_retry_zero_relays_the_first_failure() -> None:
+    async with heal_proxy([Step(b""), Step()], retry=0) as (up, px, waits, records):
+        got = await raw_post(f"{px.url}/chat/completions", chat())
+        await _settled(records, 1)
+    assert len(up.paths) == 1 and waits == [] and got.status == 200
+    assert b'"code": "empty"' in got.body or b'"code":"empty"' in got.body
+    assert [(r.ending, r.healed) for r in records.items] == [("empty", None)]
+
+
+async def test_an_unreachable_upstream_is_asked_n_plus_one_times_then_a_502() -> None:
+    with socket.socket() as sock:  # a port where nothing listens
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    records = Records()
+    async with run_proxy(proxy_config(f"http://127.0.0.1:{port}/v1", retry=2)) as px:
+        px.state.sleep, px.state.writer = sleep, records
+        for body in (chat(), chat(stream=False)):
+            got = await raw_post(f"{px.url}/chat/completions", body)
+            assert got.status == 502 and b"unreachable" in got.body
+        await _settled(records, 3)
+        text = px.state.metrics.render().decode()
+    assert len(waits) == 4  # two per request
+    assert 'sseguard_proxy_upstream_errors_total{kind="connect"} 6.0' in text
+    client = next(r for r in records.items if r.heal_of is None)
+    assert client.ending == "transport_error" and client.heal_attempts == 2
+
+
+async def test_an_overloaded_error_as_the_first_messages_event_is_retried() -> None:
+    overloaded = (b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error",'
+                  b'"message":"Overloaded"}}\n\n')
+    good = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":'
+            b'"message","role":"assistant","model":"m","content":[],"stop_reason":null,'
+            b'"usage":{"input_tokens":1,"output_tokens":0}}}\n\n'
+            b'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+            b'"content_block":{"type":"text","text":""}}\n\n'
+            b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+            b'"delta":{"type":"text_delta","text":"Hi"}}\n\n'
+            b'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n'
+            b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":'
+            b'"end_turn"},"usage":{"output_tokens":1}}\n\n'
+            b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+    request = {"model": "m", "max_tokens": 10, "stream": True,
+               "messages": [{"role": "user", "content": "hi"}]}
+    async with heal_proxy([Step(overloaded), Step(good)]) as (up, px, _, records):
+        got = await raw_post(f"{px.url}/messages", request,
+                             headers={"anthropic-version": "2023-06-01"})
+        await _settled(records, 2)
+    assert got.status == 200 and got.body == good and len(up.paths) == 2
+    assert sorted(r.ending for r in records.items) == ["complete", "error_event"]
+
+
+async def test_a_client_that_leaves_while_its_headers_wait_cancels_the_upstream_request() -> None:
+    async with heal_proxy([Step(b"", end="hang")], stall_timeout=30.0) as (up, px, _, records):
+        task = asyncio.create_task(raw_post(f"{px.url}/chat/completions", chat()))
+        for _ in range(500):  # the upstream has sent its headers and nothing else
+            if up.paths:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await _settled(records, 1)
+        text = px.state.metrics.render().decode()
+    assert len(up.paths) == 1
+    assert [(r.extra.get("client_disconnected"), r.heal_of) for r in records.items] == [(True, None)]
+    assert 'sseguard_proxy_streams_total{api="chat",ending="client_disconnect"} 1.0' in text
