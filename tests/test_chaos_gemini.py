@@ -4,7 +4,6 @@ and not; validation and errors in Google's shape; and the real google-genai SDK 
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,6 +12,7 @@ import httpx2
 import pytest
 
 from _chaos_support import fetch, recheck_byte_by_byte
+from _gemini_support import both_ways, sdk_client
 from sseguard.chaos import ChaosConfig, Fault, FaultOptions, Pacing, run_chaos
 from sseguard.contract import detect_api
 from sseguard.verdict import Ending, FindingKind
@@ -213,42 +213,14 @@ SDK_TABLE = {
 }
 
 
-def _sdk_client(base: str) -> Any:
-    genai = pytest.importorskip("google.genai")
-    types = pytest.importorskip("google.genai.types")
-    return genai.Client(api_key="AIza-test", http_options=types.HttpOptions(
-        base_url=base, api_version="v1beta", retry_options=types.HttpRetryOptions(attempts=1)))
-
-
-def _sync_text(sdk: Any, options: dict[str, Any]) -> str:
-    return "".join(chunk.text or "" for chunk in sdk.models.generate_content_stream(
-        model="chaos-1", contents="Say something.", config=options))
-
-
-async def _async_text(sdk: Any, options: dict[str, Any]) -> str:
-    stream = await sdk.aio.models.generate_content_stream(
-        model="chaos-1", contents="Say something.", config=options)
-    return "".join([chunk.text or "" async for chunk in stream])
-
-
 @pytest.mark.parametrize("fault", list(SDK_TABLE))
 async def test_what_the_google_genai_sdk_does_on_each_ending(fault: str) -> None:
     config = ChaosConfig(pacing=FAST, options=FaultOptions(http_statuses=(503,)))
     options = {"http_options": {"headers": {"x-sseguard-inject": fault}}}
     async with run_chaos(config) as server:
-        sdk = _sdk_client(root(server.url))
-        outcomes = []
-        for use_async in (False, True):
-            try:
-                # The sync client in a thread: the server runs in this event loop.
-                text = await (_async_text(sdk, options) if use_async
-                              else asyncio.to_thread(_sync_text, sdk, options))
-            except Exception as exc:  # its class is what is measured
-                outcomes.append(type(exc).__name__)
-            else:
-                outcomes.append("silent")
-                assert text or fault != "none"
-    assert outcomes == [SDK_TABLE[fault]] * 2
+        outcomes = await both_ways(sdk_client(root(server.url)), options)
+    assert [kind for kind, _ in outcomes] == [SDK_TABLE[fault]] * 2
+    assert fault != "none" or all(text for _, text in outcomes)
 
 
 #: With sseguard's strict transports passed in ``HttpOptions`` every bad ending raises (an HTTP error
@@ -269,22 +241,10 @@ STRICT_TABLE = {
 async def test_the_strict_transports_make_google_genai_raise_on_every_bad_ending(fault: str) -> None:
     from sseguard.client import AsyncStrictTransport, StrictTransport
 
-    types = pytest.importorskip("google.genai.types")
     config = ChaosConfig(pacing=FAST, options=FaultOptions(http_statuses=(503,)))
     options = {"http_options": {"headers": {"x-sseguard-inject": fault}}}
     async with run_chaos(config) as server:
-        genai = pytest.importorskip("google.genai")
-        sdk = genai.Client(api_key="AIza-test", http_options=types.HttpOptions(
-            base_url=root(server.url), retry_options=types.HttpRetryOptions(attempts=1),
-            client_args={"transport": StrictTransport()},
-            async_client_args={"transport": AsyncStrictTransport()}))
-        outcomes = []
-        for use_async in (False, True):
-            try:
-                await (_async_text(sdk, options) if use_async
-                       else asyncio.to_thread(_sync_text, sdk, options))
-            except Exception as exc:  # its class is what is measured
-                outcomes.append(type(exc).__name__)
-            else:
-                outcomes.append("silent")
-    assert outcomes == [STRICT_TABLE[fault]] * 2
+        sdk = sdk_client(root(server.url), client_args={"transport": StrictTransport()},
+                         async_client_args={"transport": AsyncStrictTransport()})
+        outcomes = await both_ways(sdk, options)
+    assert [kind for kind, _ in outcomes] == [STRICT_TABLE[fault]] * 2

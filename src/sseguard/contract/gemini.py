@@ -473,9 +473,11 @@ GEMINI = Protocol(
     checker=GeminiChecker,
     assembler=GeminiAssembler,
     relay=Relay(
-        # No terminal event to hold: the end of the body is the end, and the guard decides it.
-        terminal=never, upstream_error=_upstream_error, error_frame=gemini_error_frame,
-        sentinel=b"", trailer=_array_close,
+        # SSE has no terminal event: the end of the body is the end, and the guard decides it. The
+        # array framing's closing ``]`` is held like one: sent once the end is known good, or
+        # replaced by the guard's error element and its own ``]``.
+        terminal=_array_close, upstream_error=_upstream_error, error_frame=gemini_error_frame,
+        sentinel=b"", trailer=never,
         messages={
             Ending.TRUNCATED: "the upstream stopped after content without a finishReason; the "
                               "answer is incomplete",

@@ -23,13 +23,20 @@ import msgspec
 from aiohttp import web
 
 from sseguard._serve import Listening, serve_app, serve_until_signalled
-from sseguard.contract import api_for_path
+from sseguard.contract import api_for_path, protocol
 from sseguard.proxy.config import ProxyConfig
-from sseguard.proxy.forward import PathRejected, error_response, speaks_anthropic, upstream_url
+from sseguard.proxy.forward import (
+    MOUNTS,
+    PathRejected,
+    error_response,
+    speaks_anthropic,
+    upstream_url,
+)
 from sseguard.proxy.guarded import guard_stream
 from sseguard.proxy.metrics import CONTENT_TYPE
 from sseguard.proxy.passthrough import relay_as_is
 from sseguard.proxy.state import ProxyState, log
+from sseguard.verdict import Api
 
 STATE = web.AppKey("sseguard_proxy_state", ProxyState)
 
@@ -62,7 +69,8 @@ def _too_large(state: ProxyState, anthropic: bool) -> web.Response:
 
 
 async def v1(request: web.Request) -> web.StreamResponse:
-    """Every ``/v1/*`` request: the three streaming endpoints are guarded, the rest relayed as is.
+    """Every request under a protocol mount (``/v1/*``, ``/v1beta/*``): the streaming endpoints of every
+    protocol are guarded, the rest relayed as is.
 
     Only the configured upstream is ever reached: the target is its base plus a checked path.
     """
@@ -78,7 +86,7 @@ async def v1(request: web.Request) -> web.StreamResponse:
     if api is None:
         state.metrics.requests.labels("passthrough").inc()
         return await relay_as_is(state, request, target, None, anthropic)
-    # The body decides whether this is a stream, so it is read (bounded by --max-body) and parsed.
+    # The route or the body decides whether this is a stream: it is read (bounded by --max-body).
     try:
         body = await _read_body(request, state.config.max_body)
     except _TooLarge:
@@ -95,11 +103,21 @@ async def v1(request: web.Request) -> web.StreamResponse:
         return error_response(400, "the request body must be a JSON object",
                               type_="invalid_request_error", code="invalid_json",
                               anthropic=anthropic)
-    if obj.get("stream") is True:
+    if _streams(api, request.rel_url.raw_path, obj):
         state.metrics.requests.labels("stream").inc()
         return await guard_stream(state, request, body, obj, api, target)
     state.metrics.requests.labels("non_stream").inc()
     return await relay_as_is(state, request, target, body, anthropic)
+
+
+def _streams(api: Api, path: str, obj: dict[str, object]) -> bool:
+    """Whether a request asks for a stream: its route says so (Gemini's ``:streamGenerateContent``,
+    ``Route.streams``), or else the body's stream field does (``Protocol.stream_field``)."""
+    proto = protocol(api)
+    route = proto.route_for(path)
+    if route is not None and route.streams is not None:
+        return route.streams
+    return proto.stream_field is not None and obj.get(proto.stream_field) is True
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -123,7 +141,8 @@ def make_proxy_app(config: ProxyConfig) -> web.Application:
     app[STATE] = state
     app.on_startup.append(state.start)
     app.on_cleanup.append(state.stop)
-    app.router.add_route("*", "/v1/{tail:.*}", v1)
+    for mount in MOUNTS:
+        app.router.add_route("*", f"{mount}/{{tail:.*}}", v1)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     return app

@@ -14,7 +14,7 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
-from sseguard.contract import protocol
+from sseguard.contract import protocol, protocols
 from sseguard.redact import Redactor
 from sseguard.verdict import Api
 
@@ -67,17 +67,31 @@ def response_headers(headers: CIMultiDictProxy[str], *, keep_framing: bool) -> C
     return out
 
 
+#: Every mount a protocol is served under (``Protocol.mounts``), ``/v1`` first: what the proxy serves.
+MOUNTS: tuple[str, ...] = tuple(dict.fromkeys(
+    ["/v1", *(mount for proto in protocols() for mount in proto.mounts)]))
+
+
 def upstream_url(base: URL, request: web.BaseRequest) -> URL:
     """Map ``/v1/<rest>?<query>`` onto ``<base>/<rest>?<query>``; raise ``PathRejected`` otherwise.
+
+    Another protocol mount (``/v1beta/<rest>``, ``Protocol.mounts``) replaces the base's final ``/v1``.
 
     Works on the raw (still percent-encoded) path, so what is checked is exactly what is sent.
     """
     # rel_url drops the scheme and host of an absolute-form target ("GET http://elsewhere/v1/x"):
     # whatever host a client names, only the path is used.
     raw = request.rel_url.raw_path
-    if not raw.startswith("/v1/"):
-        raise PathRejected("only /v1/* is forwarded")
-    rest = raw[len("/v1/"):]
+    mount = next((m for m in MOUNTS if raw.startswith(f"{m}/")), None)
+    if mount is None:
+        raise PathRejected(f"only {', '.join(f'{m}/*' for m in MOUNTS)} is forwarded")
+    rest = raw[len(mount) + 1:]
+    base_path = base.raw_path
+    if mount != "/v1":
+        # Another API version's mount (Gemini's /v1beta) takes the place of the upstream's /v1.
+        if not base_path.endswith("/v1"):
+            raise PathRejected(f"{mount}/* is forwarded only to an upstream whose base ends in /v1")
+        base_path = base_path[: -len("/v1")] + mount
     for segment in rest.split("/"):
         decoded = unquote(segment)
         if decoded in (".", "..") or "/" in decoded or "\\" in decoded or "\x00" in decoded:
@@ -85,7 +99,7 @@ def upstream_url(base: URL, request: web.BaseRequest) -> URL:
     if not rest or "//" in raw:
         raise PathRejected("empty path segment")
     query = request.rel_url.raw_query_string
-    target = str(base.with_path(f"{base.raw_path}/{rest}", encoded=True))
+    target = str(base.with_path(f"{base_path}/{rest}", encoded=True))
     return URL(f"{target}?{query}" if query else target, encoded=True)
 
 
