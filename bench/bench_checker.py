@@ -7,7 +7,7 @@ are shaped as each API sends them: chat chunks with OpenAI's obfuscation field, 
 ``output_text.delta`` events with ``event:`` lines and sequence numbers, Anthropic ``text_delta``
 events.
 
-Run: .venv/bin/python bench/bench_checker.py [--api all|chat|responses|messages] [--mb 10]
+Run: .venv/bin/python bench/bench_checker.py [--api all|chat|responses|messages|gemini] [--mb 10]
      [--piece 64] [--repeat 5]
 """
 
@@ -123,7 +123,34 @@ def messages_body(target_bytes: int) -> bytes:
     return b"".join(parts)
 
 
-BODIES = {"chat": realistic_body, "responses": responses_body, "messages": messages_body}
+def gemini_body(target_bytes: int) -> bytes:
+    """A Gemini ``streamGenerateContent?alt=sse`` stream as Google sends it: one record per text delta
+    (each with ``usageMetadata``, ``modelVersion`` and ``responseId``, no ``event:`` names), the last
+    with ``finishReason`` and the candidates' token count; no sentinel."""
+    def record(text: str, finish: str | None, out_tokens: int | None) -> bytes:
+        candidate: dict[str, object] = {"content": {"parts": [{"text": text}], "role": "model"},
+                                        "index": 0}
+        usage: dict[str, object] = {"promptTokenCount": 9, "totalTokenCount": 9}
+        if finish is not None:
+            candidate["finishReason"] = finish
+            usage.update(candidatesTokenCount=out_tokens, totalTokenCount=9 + (out_tokens or 0))
+        obj = {"candidates": [candidate], "usageMetadata": usage, "modelVersion": "gemini-2.5-flash",
+               "responseId": "Yn0waZ2ZIpaMvdIPkL7x2Qg"}
+        return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\r\n\r\n"
+
+    parts: list[bytes] = []
+    size = 0
+    i = 0
+    while size < target_bytes:
+        parts.append(record(WORDS[i % len(WORDS)], None, None))
+        size += len(parts[-1])
+        i += 1
+    parts.append(record("", "STOP", i))
+    return b"".join(parts)
+
+
+BODIES = {"chat": realistic_body, "responses": responses_body, "messages": messages_body,
+          "gemini": gemini_body}
 
 
 def baseline(pieces: list[bytes]) -> int:

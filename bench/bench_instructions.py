@@ -1,4 +1,4 @@
-"""Instructions per body for the checkers and the parsers, counted by callgrind: before/after on a busy box.
+"""Instructions per body and per event of the checkers and parsers, by callgrind: before/after on a busy box.
 
 Wall-clock benchmarks on a shared 2-core machine move ±40 % from run to run; callgrind counts
 instructions, which do not depend on what else the machine is doing. Each figure is the difference
@@ -22,16 +22,17 @@ from pathlib import Path
 CHECKER = """
 import sys
 sys.path.insert(0, "bench")
-from bench_checker import messages_body, realistic_body, responses_body
+from bench_checker import BODIES
 from sseguard.contract import checker_for
 api, n = sys.argv[1], int(sys.argv[2])
-body = {"chat": realistic_body, "responses": responses_body, "messages": messages_body}[api](256 * 1024)
+body = BODIES[api](256 * 1024)
 pieces = [body[i:i + 64] for i in range(0, len(body), 64)]
 for _ in range(n):
     c = checker_for(api)
     for p in pieces:
         c.feed(p)
-    c.close()
+    events = c.close().chunks
+print(events)
 """
 
 #: One family's parser over a 39 KB argument, fed in 4-character pieces.
@@ -58,12 +59,13 @@ for _ in range(n):
     p.close()
 '''
 
-CASES = [("checker", CHECKER, name) for name in ("chat", "responses", "messages")] + [
+CASES = [("checker", CHECKER, name) for name in ("chat", "responses", "messages", "gemini")] + [
     ("parser", PARSER, name) for name in ("dsml-v32", "hermes", "harmony")]
 
 
-def instructions(tree: Path, script: str, arg: str, rounds: int) -> int:
-    """The instructions callgrind counts for one run of ``script`` in ``tree``'s venv."""
+def instructions(tree: Path, script: str, arg: str, rounds: int) -> tuple[int, str]:
+    """The instructions callgrind counts for one run of ``script`` in ``tree``'s venv, and what the
+    script printed (a checker prints the body's event count)."""
     out = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
          str(tree / ".venv/bin/python"), "-c", script, arg, str(rounds)],
@@ -71,7 +73,7 @@ def instructions(tree: Path, script: str, arg: str, rounds: int) -> int:
     match = re.search(r"Collected : (\d+)", out.stderr)
     if match is None:
         raise SystemExit(f"no callgrind total for {arg} in {tree}:\n{out.stderr[-500:]}")
-    return int(match.group(1))
+    return int(match.group(1)), out.stdout.strip()
 
 
 def main() -> None:
@@ -83,8 +85,14 @@ def main() -> None:
     for kind, script, arg in CASES:
         cells = []
         for tree in trees:
-            per_body = (instructions(tree, script, arg, 3) - instructions(tree, script, arg, 1)) // 2
-            cells.append(f"{per_body / 1e6:.1f} M")
+            if kind == "checker" and not (tree / "src/sseguard/contract" / f"{arg}.py").exists():
+                cells.append("–")  # a protocol this tree does not have
+                continue
+            (three, printed), (one, _) = (instructions(tree, script, arg, 3),
+                                          instructions(tree, script, arg, 1))
+            per_body = (three - one) // 2
+            per_event = f", {per_body / int(printed):,.0f} per event" if printed.isdigit() else ""
+            cells.append(f"{per_body / 1e6:.1f} M{per_event}")
         print(f"| {kind} {arg} | " + " | ".join(cells) + " |", flush=True)
     sys.exit(0)
 
