@@ -87,8 +87,8 @@ async def test_chaos_messages_streams_heal_to_the_fault_free_answer_for_the_anth
               [tool] if i % 2 else None) for i in range(60)]
     async with run_chaos(ChaosConfig(seed=3, pacing=pacing, faults=faults)) as bad, \
             run_chaos(ChaosConfig(seed=3, pacing=pacing)) as good, \
-            run_proxy(proxy_config(bad.url, resume="vllm,anthropic", resume_max=8,
-                                   retry=8)) as px:
+            run_proxy(proxy_config(bad.url, resume="vllm,anthropic", resume_max=20,
+                                   retry=20)) as px:
         px.state.sleep = _no_wait
 
         async def answer(base: str, messages: list[dict[str, str]],

@@ -146,7 +146,7 @@ async def test_chaos_streams_with_faults_heal_to_the_fault_free_answer_for_the_o
     cases = [([{"role": "user", "content": f"what is the weather in city {i}?"}],
               [WEATHER_TOOL] if i % 2 else None) for i in range(80)]
     async with run_chaos(faulty) as bad, run_chaos(clean) as good, \
-            run_proxy(proxy_config(bad.url, resume="vllm", resume_max=8, retry=8,
+            run_proxy(proxy_config(bad.url, resume="vllm", resume_max=20, retry=20,
                                    stall_timeout=1.0)) as px:
         px.state.sleep = _no_wait
         healed = openai.AsyncOpenAI(base_url=px.url, api_key=KEY, max_retries=0, timeout=30)
