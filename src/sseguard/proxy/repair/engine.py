@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import secrets
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -208,7 +209,7 @@ class Repair(Frames):
             self._findings.append(Finding(FindingKind.MARKUP_LEAK, f"{marker!r} in {where} after repair"))
 
 
-class BlockRepair(Repair):
+class BlockRepair(Repair, ABC):
     """A writer whose calls and reasoning are blocks (Messages) or items (Responses) of their own.
 
     ``emit`` walks ``drive``'s output in order; each writer says how a run of text, a call's start, an
@@ -233,26 +234,32 @@ class BlockRepair(Repair):
                 parts.append(self.call_end(out))
         return b"".join(parts)
 
+    @abstractmethod
     def text(self, text: str) -> bytes:
         """A run of text for the open (or a new) text block or message item."""
         raise NotImplementedError
 
+    @abstractmethod
     def reasoning(self, text: str) -> bytes:
         """A run of reasoning for the open (or a new) reasoning block or item."""
         raise NotImplementedError
 
+    @abstractmethod
     def end_reasoning(self) -> bytes:
         """End the reasoning block or item the repair opened, if one is open."""
         raise NotImplementedError
 
+    @abstractmethod
     def call_start(self, call: ToolCallStart) -> bytes:
         """Close the open text, open the call's block or item."""
         raise NotImplementedError
 
+    @abstractmethod
     def call_args(self, args: ToolArgsDelta) -> bytes:
         """One fragment of the call's arguments."""
         raise NotImplementedError
 
+    @abstractmethod
     def call_end(self, end: ToolCallEnd) -> bytes:
         """The call's block or item ends."""
         raise NotImplementedError
