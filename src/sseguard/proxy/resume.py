@@ -142,6 +142,36 @@ class ChatResume:
         return Splice("".join(self.sent), self.client_id)
 
 
+class RepeatTrim:
+    """Removes an exact repetition of ``expected`` at the start of a continuation's text, however the
+    text is split: what may still be the repetition is held until it is, or is not."""
+
+    def __init__(self, expected: str) -> None:
+        self.expected = expected
+        self.matching = bool(expected)
+        self.held = ""
+
+    @property
+    def pending(self) -> bool:
+        """Text is held that began to repeat ``expected`` but has not finished it."""
+        return self.matching and bool(self.held)
+
+    def __call__(self, text: str) -> str:
+        """The part of ``text`` the client has not seen yet ("" while a repetition may go on)."""
+        if not self.matching:
+            return text
+        candidate = self.held + text
+        if self.expected.startswith(candidate):
+            self.held = candidate
+            if len(candidate) == len(self.expected):
+                self.matching, self.held = False, ""
+            return ""
+        self.matching, self.held = False, ""
+        if candidate.startswith(self.expected):
+            return candidate[len(self.expected):]
+        return candidate
+
+
 class Splice:
     """Rewrites a continuation's frames into the client's stream, frame by frame.
 
@@ -150,10 +180,8 @@ class Splice:
     """
 
     def __init__(self, sent: str, client_id: str | None) -> None:
-        self.sent = sent
         self.client_id = client_id
-        self.matching = bool(sent)  # the continuation may still be repeating SENT
-        self.held = ""
+        self.trim = RepeatTrim(sent)  # the continuation may still be repeating SENT
         self.failure: str | None = None
         self._rest = b""
 
@@ -171,7 +199,7 @@ class Splice:
     def close(self) -> bytes:
         """The continuation ended: a frame still arriving goes on as it came (the checker judges it)."""
         rest, self._rest = self._rest, b""
-        if self.matching and self.held:
+        if self.trim.pending:
             self.failure = "the continuation repeated part of the answer so far and stopped"
         return rest
 
@@ -196,7 +224,7 @@ class Splice:
             delta.pop("role", None)
             content = delta.get("content")
             if isinstance(content, str):
-                content = self._overlap(content)
+                content = self.trim(content)
                 if content:
                     delta["content"] = content
                 else:
@@ -208,17 +236,3 @@ class Splice:
             return b""
         return b"data: " + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
 
-    def _overlap(self, text: str) -> str:
-        """Remove an exact repetition of SENT at the start of the continuation."""
-        if not self.matching:
-            return text
-        candidate = self.held + text
-        if self.sent.startswith(candidate):
-            self.held = candidate
-            if len(candidate) == len(self.sent):
-                self.matching, self.held = False, ""
-            return ""
-        self.matching, self.held = False, ""
-        if candidate.startswith(self.sent):
-            return candidate[len(self.sent):]
-        return candidate

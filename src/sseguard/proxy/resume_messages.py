@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 
 from sseguard.proxy.frames import Frames
+from sseguard.proxy.resume import RepeatTrim
 from sseguard.sse import SSEEvent
 
 _decode = msgspec.json.Decoder()
@@ -142,9 +143,8 @@ class MessagesSplice:
     """Rewrites a prefill continuation's events into the client's stream."""
 
     def __init__(self, whitespace: str, open_text: int | None, next_index: int) -> None:
-        self.whitespace = whitespace
-        self.matching = bool(whitespace)
-        self.held = ""
+        # Only the client's trailing whitespace can come again: the prefill leaves it out.
+        self.trim = RepeatTrim(whitespace)
         self.open_text = open_text
         self.next_index = next_index
         self.base: int | None = None
@@ -205,22 +205,8 @@ class MessagesSplice:
         if kind == "content_block_delta" and obj["index"] == self.open_text:
             delta = obj.get("delta")
             if isinstance(delta, dict) and isinstance(delta.get("text"), str):
-                delta["text"] = self._overlap(delta["text"])
+                delta["text"] = self.trim(delta["text"])
                 if not delta["text"]:
                     return out
         return out + _frame(obj)
 
-    def _overlap(self, text: str) -> str:
-        """Remove the client's trailing whitespace where the continuation starts with it again."""
-        if not self.matching:
-            return text
-        candidate = self.held + text
-        if self.whitespace.startswith(candidate):
-            self.held = candidate
-            if len(candidate) == len(self.whitespace):
-                self.matching, self.held = False, ""
-            return ""
-        self.matching, self.held = False, ""
-        if candidate.startswith(self.whitespace):
-            return candidate[len(self.whitespace):]
-        return candidate

@@ -237,29 +237,23 @@ class BlockRepair(Repair, ABC):
     @abstractmethod
     def text(self, text: str) -> bytes:
         """A run of text for the open (or a new) text block or message item."""
-        raise NotImplementedError
 
     @abstractmethod
     def reasoning(self, text: str) -> bytes:
         """A run of reasoning for the open (or a new) reasoning block or item."""
-        raise NotImplementedError
 
     @abstractmethod
     def end_reasoning(self) -> bytes:
         """End the reasoning block or item the repair opened, if one is open."""
-        raise NotImplementedError
 
     @abstractmethod
     def call_start(self, call: ToolCallStart) -> bytes:
         """Close the open text, open the call's block or item."""
-        raise NotImplementedError
 
     @abstractmethod
     def call_args(self, args: ToolArgsDelta) -> bytes:
         """One fragment of the call's arguments."""
-        raise NotImplementedError
 
     @abstractmethod
     def call_end(self, end: ToolCallEnd) -> bytes:
         """The call's block or item ends."""
-        raise NotImplementedError
