@@ -11,7 +11,6 @@ import math
 import os
 import re
 import time
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,6 +25,7 @@ from sseguard._config import positive_int as _positive_int
 from sseguard.contract import api_names, protocol
 from sseguard.errors import ConfigError, UsageError
 from sseguard.policy import Policy
+from sseguard.probe.config_file import arm_tables, probe_table, read_toml
 from sseguard.probe.formats import (
     DEFAULT_MODEL,
     Settings,
@@ -303,84 +303,8 @@ def parse_arm(text: str, position: int) -> Arm:
     return make_arm(name.strip(), url.strip())
 
 
-def read_toml(path: str) -> dict[str, Any]:
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from None
-    try:
-        return tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"config {path} is not valid TOML: {exc}") from None
-
-
-def _typed(table: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
-    value = table.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) and kind is not bool:
-        raise ConfigError(f"{where}: {key} must be {_kind_name(kind)}, not a boolean")
-    if not isinstance(value, kind):
-        raise ConfigError(f"{where}: {key} must be {_kind_name(kind)}")
-    return value
-
-
-def _kind_name(kind: type | tuple[type, ...]) -> str:
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    return " or ".join({str: "a string", int: "a whole number", float: "a number", bool: "true/false",
-                        dict: "a table", list: "a list"}.get(k, k.__name__) for k in kinds)
-
-
-_ARM_KEYS = {"name", "base_url", "url", "model", "headers", "key_env", "key_header", "api", "body"}
-_PROBE_KEYS = {"api", "workload", "big_bytes", "body", "body_file", "max_tokens", "reasoning_effort",
-               "include_usage", "max_turns", "count", "duration", "concurrency", "rate", "ramp",
-               "stall_timeout", "timeout", "connect_timeout", "policy", "tolerate", "out", "seed",
-               "model"}
-
-
 def arms_from_toml(doc: Mapping[str, Any], path: str) -> list[Arm]:
-    raw_arms = doc.get("arm", doc.get("arms"))
-    if raw_arms is None:
-        return []
-    if isinstance(raw_arms, Mapping):  # [arm.NAME] tables
-        raw_arms = [{"name": k, **v} if isinstance(v, Mapping) else v for k, v in raw_arms.items()]
-    if not isinstance(raw_arms, list):
-        raise ConfigError(f"{path}: [[arm]] must be a list of tables")
-    arms: list[Arm] = []
-    for i, table in enumerate(raw_arms, 1):
-        where = f"{path}: arm {i}"
-        if not isinstance(table, Mapping):
-            raise ConfigError(f"{where} must be a table")
-        unknown = set(table) - _ARM_KEYS
-        if unknown:
-            raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r} "
-                              f"(known: {', '.join(sorted(_ARM_KEYS))})")
-        name = _typed(table, "name", str, where) or f"arm{i}"
-        url = _typed(table, "base_url", str, where) or _typed(table, "url", str, where)
-        if not url:
-            raise ConfigError(f"{where} ({name}): base_url is missing")
-        headers = _typed(table, "headers", dict, where) or {}
-        arms.append(make_arm(
-            name, url, model=_typed(table, "model", str, where), headers=headers,
-            key_env=_typed(table, "key_env", str, where),
-            key_header=_typed(table, "key_header", str, where),
-            api=_typed(table, "api", str, where), body_file=_typed(table, "body", str, where)))
-    return arms
-
-
-def probe_table(doc: Mapping[str, Any], path: str) -> dict[str, Any]:
-    """The ``[probe]`` table, checked for unknown keys."""
-    table = doc.get("probe", {})
-    if not isinstance(table, Mapping):
-        raise ConfigError(f"{path}: [probe] must be a table")
-    unknown = set(table) - _PROBE_KEYS
-    if unknown:
-        raise ConfigError(f"{path}: unknown key {sorted(unknown)[0]!r} in [probe] "
-                          f"(known: {', '.join(sorted(_PROBE_KEYS))})")
-    extra = set(doc) - {"probe", "arm", "arms"}
-    if extra:
-        raise ConfigError(f"{path}: unknown table {sorted(extra)[0]!r} (use [probe] and [[arm]])")
-    return dict(table)
+    return [make_arm(**table) for table in arm_tables(doc, path)]
 
 
 def build_config(options: Mapping[str, Any], *, config_path: str | None = None,
