@@ -15,12 +15,15 @@ import aiohttp
 import openai
 import pytest
 from aiohttp import web
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from yarl import URL
 
 from _proxy_support import KEY, chat, raw_post
 from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
 from sseguard.errors import ConfigError
 from sseguard.proxy import run_proxy
+from sseguard.proxy.resume_usage import CHAT_KEYS, UsageSum
 from test_proxy_heal_retry import Step, Upstream, _settled, heal_proxy, proxy_config
 
 PART = (b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
@@ -388,3 +391,27 @@ async def test_100_faulty_streams_through_resume_deepseek_equal_the_fault_free_a
     assert sum(1 for _, calls, _, _ in want if calls) >= 30
     assert requests > 140  # faults happened, and were healed
     assert 'how="resume",result="passed"' in metrics
+
+
+# ── the usage sum, for any attempts ──────────────────────────────────────────────────────────────
+Reported = tuple[int, int] | None  # an attempt's (prompt, completion), or None: it reported none
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.tuples(st.integers(0, 10**6), st.integers(0, 10**6))),
+                min_size=0, max_size=6),
+       st.tuples(st.integers(0, 10**6), st.integers(0, 10**6)))
+def test_the_client_gets_the_first_reported_prompt_and_every_reported_completion(
+        broken: list[Reported], last: tuple[int, int]) -> None:
+    usage = UsageSum(CHAT_KEYS)
+    for reported in broken:  # attempts continued after they broke
+        if reported is not None:
+            usage.seen({"prompt_tokens": reported[0], "completion_tokens": reported[1]})
+        usage.end_attempt()
+    final = usage.rewrite({"prompt_tokens": last[0], "completion_tokens": last[1],
+                           "total_tokens": last[0] + last[1]})
+    reported_prompts = [r[0] for r in broken if r is not None]
+    prompt = reported_prompts[0] if reported_prompts else last[0]
+    completion = sum(r[1] for r in broken if r is not None) + last[1]
+    assert final == {"prompt_tokens": prompt, "completion_tokens": completion,
+                     "total_tokens": prompt + completion}
