@@ -55,7 +55,9 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT
         processes = f"{config.workers} workers; " if config.workers > 1 else ""
         echo(f"{processes}policy {config.effective_policy.name}; on bad end: {config.on_bad_end}; "
              f"repair: {config.repair_markup}; retry: {config.retry}; "
-             f"resume: {config.resume or 'off'}; records → {evidence}; "
+             f"resume: {config.resume or 'off'}"
+             f"{f' via {config.resume_base_url}' if config.resume_base_url else ''}; "
+             f"records → {evidence}; "
              f"run {config.run_id}; Ctrl-C to stop", err=True)
 
     try:
