@@ -51,6 +51,9 @@ class Upstream:
     url: str = ""
     paths: list[str] = field(default_factory=list)
     bodies: list[bytes] = field(default_factory=list)
+    #: Set once a "hang" step's headers are out, and once the proxy has closed that connection.
+    hanging: asyncio.Event = field(default_factory=asyncio.Event)
+    hung_up: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.bodies.append(await request.read())
@@ -72,8 +75,12 @@ class Upstream:
             request.transport.abort()
             return resp
         if step.end == "hang":  # headers, then silence until the proxy gives up on this answer
-            while request.transport is not None and not request.transport.is_closing():
-                await asyncio.sleep(0.05)
+            self.hanging.set()
+            try:
+                while request.transport is not None and not request.transport.is_closing():
+                    await asyncio.sleep(0.05)
+            finally:
+                self.hung_up.set()
             return resp
         await resp.write_eof()
         return resp
@@ -289,14 +296,13 @@ async def test_an_overloaded_error_as_the_first_messages_event_is_retried() -> N
 async def test_a_client_that_leaves_while_its_headers_wait_cancels_the_upstream_request() -> None:
     async with heal_proxy([Step(b"", end="hang")], stall_timeout=30.0) as (up, px, _, records):
         task = asyncio.create_task(raw_post(f"{px.url}/chat/completions", chat()))
-        for _ in range(500):  # the upstream has sent its headers and nothing else
-            if up.paths:
-                break
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.2)
+        # The upstream has sent its headers and nothing else. Whether the proxy has read them yet
+        # or not, the client leaving ends the upstream request and is recorded the same way.
+        await up.hanging.wait()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        await asyncio.wait_for(up.hung_up.wait(), 10)
         await _settled(records, 1)
         text = px.state.metrics.render().decode()
     assert len(up.paths) == 1

@@ -149,7 +149,22 @@ UP = ["--upstream", "http://127.0.0.1:9/v1"]
 @pytest.mark.parametrize("args, message", [
     ([*UP, "--retry", "-1"], "--retry -1: use a whole number from 0 to 20"),
     ([*UP, "--retry-max-wait", "0"], "--retry-max-wait must be a number of seconds above 0"),
-    ([*UP, "--resume", "gemini"], "--resume 'gemini': use off, or one or more of vllm, anthropic"),
+    ([*UP, "--resume", "gemini"],
+     "--resume 'gemini': use off, or one or more of vllm, deepseek, anthropic"),
+    ([*UP, "--resume", "vllm,deepseek"],
+     "--resume 'vllm,deepseek': vllm and deepseek both continue chat streams"),
+    ([*UP, "--resume", "deepseek", "--resume-base-url", "ftp://api.deepseek.com/beta"],
+     "--resume-base-url 'ftp://api.deepseek.com/beta' must be an http:// or https:// base URL"),
+    ([*UP, "--resume", "deepseek", "--resume-base-url", "not a url"],
+     "--resume-base-url 'not a url' must be an http:// or https:// base URL"),
+    ([*UP, "--resume", "deepseek", "--resume-base-url", "https://api.deepseek.com/beta?x=1"],
+     "--resume-base-url 'https://api.deepseek.com/beta?x=1' must not carry a query"),
+    ([*UP, "--resume", "deepseek", "--resume-base-url", "https://k:s3cr3t@api.deepseek.com/beta"],
+     "--resume-base-url must not carry credentials"),
+    ([*UP, "--resume", "vllm", "--resume-base-url", "https://api.deepseek.com/beta"],
+     "--resume-base-url is used only by --resume deepseek"),
+    ([*UP, "--resume-base-url", "https://api.deepseek.com/beta"],
+     "--resume-base-url is used only by --resume deepseek"),
     ([*UP, "--resume", "vllm", "--repair-markup", "auto"],
      "--resume cannot be combined with --repair-markup"),
     ([*UP, "--resume-max", "99"], "--resume-max 99: use a whole number from 0 to 20"),
@@ -159,3 +174,4 @@ def test_bad_healing_flags_exit_2_with_one_line(args: list[str], message: str) -
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert "s3cr3t" not in result.output

@@ -6,10 +6,16 @@ anything would hide client bugs the real upstream will not), into the ``ChatRequ
 answer is generated from. The answer is rendered as ``chat.completion.chunk`` frames, spliced from a
 per-response prefix and the JSON-encoded text instead of serializing a dict per chunk (most of a chunk
 is the same every time), with the faults and the chat dialects applied.
+
+Two continuation requests are read as the servers that document them do: vLLM/SGLang's
+``continue_final_message`` (on ``/v1``), and DeepSeek's chat prefix completion, a last assistant
+message with ``"prefix": true``, which DeepSeek serves only on its beta base URL: chaos answers it on
+``/beta/chat/completions`` and refuses it elsewhere with a 400, as a wrong base URL would fail.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import Any
 
@@ -55,16 +61,28 @@ def _tools(raw: Any) -> tuple[Tool, ...]:
     return tuple(tools)
 
 
-def parse_request(body: bytes) -> ChatRequest:
-    """Decode and validate a request body; raises ``BadRequest`` with a client-facing message."""
+#: Where DeepSeek's prefix completion is served (its beta base URL's path).
+BETA_MOUNT = "/beta"
+
+
+def parse_request(body: bytes, *, beta: bool = False) -> ChatRequest:
+    """Decode and validate a request body; raises ``BadRequest`` with a client-facing message.
+
+    ``beta``: the request came to ``BETA_MOUNT``, where a ``"prefix": true`` last message is a
+    continuation."""
     data = decode_object(body)
     messages = data.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("messages must be a non-empty list", "messages")
     continued = None
     last = messages[-1]
-    if (data.get("continue_final_message") is True and len(messages) > 1
-            and isinstance(last, dict) and last.get("role") == "assistant"):
+    ends_assistant = len(messages) > 1 and isinstance(last, dict) and last.get("role") == "assistant"
+    if ends_assistant and last.get("prefix") is True:
+        if not beta:
+            raise BadRequest('"prefix": true (chat prefix completion) is a beta feature: send it to '
+                             f"the base URL ending in {BETA_MOUNT}", "messages")
+        continued, messages = text_of(last.get("content")), messages[:-1]
+    elif ends_assistant and data.get("continue_final_message") is True:
         continued, messages = text_of(last.get("content")), messages[:-1]
     words = 0
     for i, msg in enumerate(messages):
@@ -258,4 +276,5 @@ def completion_body(config: ChaosConfig, req: ChatRequest, decision: Decision, i
 
 
 WRITER = Writer(CHAT.api, parse_request, stream_plan, completion_body, openai_bad_request,
-                id_prefix=None, unsupported=UNSUPPORTED)
+                id_prefix=None, unsupported=UNSUPPORTED,
+                extra_mounts=((BETA_MOUNT, functools.partial(parse_request, beta=True)),))

@@ -133,6 +133,9 @@ def make_app(config: ChaosConfig | None = None, *,
         for route in proto.routes:
             for mount in proto.mounts:
                 app.router.add_post(f"{mount}{route.path}", _handler(writer, proto, route))
+            for mount, parse in writer.extra_mounts:
+                app.router.add_post(f"{mount}{route.path}",
+                                    _handler(replace(writer, parse=parse), proto, route))
     app.router.add_get("/v1/models", _models)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/chaos/stats", _stats)

@@ -32,6 +32,9 @@ class Writer:
     id_prefix: str | None  # the default route's id prefix; None: the configured ``id_prefix``
     unsupported: frozenset[Fault]  # faults this protocol cannot carry (skipped, as inapplicable)
     unsupported_unstreamed: frozenset[Fault] = frozenset()
+    #: Mounts chaos serves the protocol's routes on besides the protocol's own, each with the parse
+    #: requests there get (chat's ``/beta``: DeepSeek's prefix completion).
+    extra_mounts: tuple[tuple[str, Callable[[bytes], ChatRequest]], ...] = ()
 
     def cannot_carry(self, *, stream: bool) -> frozenset[Fault]:
         """The faults a request of this protocol cannot carry, streamed or not."""

@@ -29,7 +29,7 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT
                       echo: Callable[..., None], workers: str = "1", retain: str | None = None,
                       retain_healthy: str | None = None, sample_healthy: float | None = None,
                       retry: int = 2, retry_max_wait: float = 10.0, resume: str = "off",
-                      resume_max: int = 2) -> int:
+                      resume_max: int = 2, resume_base_url: str | None = None) -> int:
     """Serve with the given flags until interrupted (uvloop when installed); returns the exit status."""
     from sseguard._serve import serve_workers
     from sseguard.proxy.config import ProxyConfig
@@ -40,7 +40,8 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT
         complete_done=complete_done, repair_markup=repair_markup, stall_timeout=stall_timeout,
         timeout=timeout, max_body=max_body, store=store, workers=workers, retain=retain,
         retain_healthy=retain_healthy, sample_healthy=sample_healthy, retry=retry,
-        retry_max_wait=retry_max_wait, resume=resume, resume_max=resume_max)
+        retry_max_wait=retry_max_wait, resume=resume, resume_max=resume_max,
+        resume_base_url=resume_base_url)
     if config.store is not None:
         from sseguard.store import open_store
 
@@ -54,7 +55,9 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT
         processes = f"{config.workers} workers; " if config.workers > 1 else ""
         echo(f"{processes}policy {config.effective_policy.name}; on bad end: {config.on_bad_end}; "
              f"repair: {config.repair_markup}; retry: {config.retry}; "
-             f"resume: {config.resume or 'off'}; records → {evidence}; "
+             f"resume: {config.resume or 'off'}"
+             f"{f' via {config.resume_base_url}' if config.resume_base_url else ''}; "
+             f"records → {evidence}; "
              f"run {config.run_id}; Ctrl-C to stop", err=True)
 
     try:
@@ -108,13 +111,18 @@ def proxy(
     retry_max_wait: float = typer.Option(10.0, "--retry-max-wait", metavar="SECONDS",
                                          help="Longest wait before a retry; a Retry-After beyond it "
                                               "goes to the client at once."),
-    resume: str = typer.Option("off", "--resume", metavar="vllm|anthropic|off",
+    resume: str = typer.Option("off", "--resume", metavar="vllm|deepseek|anthropic|off",
                                help="Continue a stream that broke after content: ask the upstream "
-                                    "for the rest (vllm: chat continue_final_message; anthropic: "
-                                    "Messages prefill; both: vllm,anthropic) and splice it into the "
-                                    "client's stream."),
+                                    "for the rest (vllm: chat continue_final_message; deepseek: chat "
+                                    "prefix completion on the beta base URL; anthropic: Messages "
+                                    "prefill; one chat dialect and anthropic: e.g. vllm,anthropic) "
+                                    "and splice it into the client's stream."),
     resume_max: int = typer.Option(2, "--resume-max", metavar="K",
                                    help="Continuations per stream at most."),
+    resume_base_url: str | None = typer.Option(
+        None, "--resume-base-url", metavar="URL",
+        help="Where --resume deepseek sends continuations (default: the upstream base with its "
+             "version segment replaced by /beta, e.g. https://api.deepseek.com/beta)."),
     retain: str | None = typer.Option(None, "--retain", metavar="AGE",
                                       help="Delete stored records older than this (e.g. 14d)."),
     retain_healthy: str | None = typer.Option(None, "--retain-healthy", metavar="AGE",
@@ -140,7 +148,7 @@ def proxy(
             stall_timeout=stall_timeout, timeout=timeout, store=store, max_body=max_body,
             echo=typer.echo, workers=workers, retain=retain, retain_healthy=retain_healthy,
             sample_healthy=sample_healthy, retry=retry, retry_max_wait=retry_max_wait,
-            resume=resume, resume_max=resume_max)
+            resume=resume, resume_max=resume_max, resume_base_url=resume_base_url)
     except ConfigError as exc:
         fail(str(exc))
     if status:

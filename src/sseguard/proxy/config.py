@@ -91,7 +91,8 @@ def _repair(value: str) -> str:
 
 
 def _resume(value: str | None, repair_markup: str) -> str | None:
-    """``vllm``, ``anthropic`` or both (``vllm,anthropic``: one per protocol), normalised; None: off."""
+    """``vllm``, ``deepseek``, ``anthropic``, or one chat dialect and ``anthropic``
+    (``vllm,anthropic``: one per protocol), normalised; None: off."""
     names = [n.strip() for n in (value or "off").split(",") if n.strip()]
     if not names or names == ["off"] or names == ["none"]:
         return None
@@ -101,10 +102,46 @@ def _resume(value: str | None, repair_markup: str) -> str | None:
         if name not in DIALECTS:
             raise ConfigError(f"--resume {value!r}: use off, or one or more of "
                               f"{', '.join(DIALECTS)} (comma-separated)")
+    names = list(dict.fromkeys(names))
+    protocols = [DIALECTS[n] for n in names]
+    for proto in set(protocols):
+        if protocols.count(proto) > 1:
+            clash = " and ".join(n for n in names if DIALECTS[n] == proto)
+            raise ConfigError(f"--resume {value!r}: {clash} both continue {proto} streams; "
+                              "name one dialect per protocol")
     if repair_markup.strip() != "off":
         raise ConfigError("--resume cannot be combined with --repair-markup: a repaired stream "
                           "is not the text the upstream would continue")
-    return ",".join(dict.fromkeys(names))
+    return ",".join(names)
+
+
+def _resume_base(value: str | None, dialect: str | None, upstream: URL) -> URL | None:
+    """Where ``--resume deepseek`` sends its continuations: ``--resume-base-url``, or by default the
+    upstream's base with its version segment replaced by ``beta`` (``https://api.deepseek.com/v1`` →
+    ``https://api.deepseek.com/beta``: DeepSeek serves prefix completion only under ``/beta``)."""
+    deepseek = dialect is not None and "deepseek" in dialect.split(",")
+    if value is None or not value.strip():
+        if not deepseek:
+            return None
+        path = upstream.raw_path.rstrip("/")
+        head, _, last = path.rpartition("/")
+        base = head if _VERSION.match(last) else path
+        return upstream.with_path(f"{base}/beta", encoded=True)
+    if not deepseek:
+        raise ConfigError("--resume-base-url is used only by --resume deepseek")
+    try:
+        url = URL(value.strip())
+    except ValueError as exc:
+        raise ConfigError(f"--resume-base-url {value!r} is not a URL: {exc}") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ConfigError(f"--resume-base-url {value!r} must be an http:// or https:// base URL "
+                          "(example: https://api.deepseek.com/beta)")
+    if url.user or url.password:  # not echoed: the value holds a secret
+        raise ConfigError("--resume-base-url must not carry credentials (the client's headers "
+                          "authenticate continuations too)")
+    if url.query_string or url.fragment:
+        raise ConfigError(f"--resume-base-url {value!r} must not carry a query or fragment")
+    return url.with_path(url.raw_path.rstrip("/"), encoded=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +177,8 @@ class ProxyConfig:
     #: ``--resume``: the continuation dialect of the upstream (None: off), and continuations per stream.
     resume: str | None = None
     resume_max: int = 2
+    #: ``--resume-base-url``: the base continuations go to with ``--resume deepseek`` (its beta API).
+    resume_base_url: URL | None = None
     #: Store retention and sampling of healthy streams (``--retain``, ``--retain-healthy``,
     #: ``--sample-healthy``); see ``sseguard.store.retention``.
     retention: Retention = field(default_factory=Retention)
@@ -155,7 +194,7 @@ class ProxyConfig:
                      retain_healthy: str | None = None,
                      sample_healthy: float | None = None, retry: int = 2,
                      retry_max_wait: float = 10.0, resume: str | None = None,
-                     resume_max: int = 2) -> ProxyConfig:
+                     resume_max: int = 2, resume_base_url: str | None = None) -> ProxyConfig:
         """Check every option as a person typed it; raise ``ConfigError`` naming the bad flag."""
         host, port = parse_listen(listen)
         try:
@@ -168,9 +207,10 @@ class ProxyConfig:
         if isinstance(resume_max, bool) or not isinstance(resume_max, int) or not 0 <= resume_max <= 20:
             raise ConfigError(f"--resume-max {resume_max!r}: use a whole number from 0 to 20")
         dialect = _resume(resume, repair_markup)
+        base = parse_upstream(upstream)
         store_url = None if store is None or store.strip().lower() in ("", "none", "off") else store
         return cls(
-            upstream=parse_upstream(upstream), host=host, port=port,
+            upstream=base, host=host, port=port,
             policy=Policy.from_spec(policy, tolerate), on_bad_end=mode,
             complete_done=complete_done, repair_markup=_repair(repair_markup),
             stall_timeout=_seconds(stall_timeout, "--stall-timeout"),
@@ -179,7 +219,7 @@ class ProxyConfig:
             workers=parse_workers(workers),
             retention=Retention.from_options(retain, retain_healthy, sample_healthy), retry=retry,
             retry_max_wait=_seconds(retry_max_wait, "--retry-max-wait"), resume=dialect,
-            resume_max=resume_max,
+            resume_max=resume_max, resume_base_url=_resume_base(resume_base_url, dialect, base),
         )
 
     @property

@@ -30,7 +30,7 @@ from sseguard.proxy.forward import (
     unreachable,
 )
 from sseguard.proxy.heal import resumer_for
-from sseguard.proxy.relay import StreamRelay
+from sseguard.proxy.relay import StreamDone, StreamRelay
 from sseguard.proxy.repair import checker_markup, frames_for
 from sseguard.proxy.retry import completion_tokens, retry_after, retryable_status, wait_before_retry
 from sseguard.proxy.stall import Stalled, StallWatch
@@ -56,13 +56,17 @@ async def guard_stream(state: ProxyState, request: web.Request, body: bytes, obj
         while True:
             relay = attempts.new_relay()
             relay.concurrency = state.active
-            failed = await _attempt(state, relay, target, api, last=attempts.last)
+            failed = await _attempt(state, relay, target, api, last=attempts.last,
+                                    done=attempts.done)
             if isinstance(failed, web.StreamResponse):
                 return failed
             wait = attempts.failed(relay, *failed)
             if wait is None:  # a Retry-After beyond --retry-max-wait: this answer goes out now
                 return _as_is(failed[1])
             await state.sleep(wait)
+    except asyncio.CancelledError:
+        attempts.client_left()
+        raise
     finally:
         state.stream_ended()
 
@@ -82,6 +86,8 @@ class _Attempts:
         self.index = state.next_index()  # the client stream's record; attempts point at it
         self.made = 0
         self.tokens = 0
+        self.linked = 0  # attempts recorded with heal_of pointing at this stream's record
+        self.recorded = False  # this stream's own record has been written
         self.t0 = time.perf_counter()
         self.started_at = time.time()
 
@@ -97,10 +103,10 @@ class _Attempts:
         # in flight.
         checker = checker_for(self.api, self.obj, markup=checker_markup(config.repair_markup, self.api),
                               keep_text=False)
-        resume = resumer_for(config.resume, self.api, self.obj, config.resume_max,
-                             functools.partial(_ask, self.state, self.request, self.target))
+        resume = resumer_for(config, self.api, self.obj, self.target,
+                             functools.partial(_ask, self.state, self.request))
         frames = resume[1] if resume else frames_for(config.repair_markup, self.obj, self.api)
-        relay = StreamRelay(config, self.state.policy, self.state.stream_done, self.request,
+        relay = StreamRelay(config, self.state.policy, self.done, self.request,
                             self.body, self.obj, frames, checker, self.redactor, WIRES[self.api])
         self.made += 1
         # The client's stream is the one record that counts its whole time, retries included.
@@ -125,8 +131,30 @@ class _Attempts:
             relay.index, relay.heal_of, relay.healed = None, self.index, None
             relay.heal_attempts = relay.heal_tokens = 0
             self.tokens += completion_tokens(verdict)
-        state.stream_done(relay, verdict)
+        self.done(relay, verdict)
         return wait
+
+    def done(self, relay: StreamRelay, verdict: Verdict) -> None:
+        """``state.stream_done``, noting whether that was this stream's record or a linked attempt."""
+        if relay.heal_of is None:
+            self.recorded = True
+        else:
+            self.linked += 1
+        self.state.stream_done(relay, verdict)
+
+    def client_left(self) -> None:
+        """The client left before its stream's record was written (during a backoff, or while an
+        attempt waited for the upstream's headers): it is written now, as a client disconnect, so
+        the attempts already recorded never point at a record that does not exist."""
+        if self.recorded:
+            return
+        relay = self.new_relay()
+        self.made -= 1  # a record, not an upstream attempt
+        if relay.healed is not None:
+            relay.healed = "retry" if self.linked else "none"
+            relay.heal_attempts, relay.heal_tokens = self.linked, self.tokens
+        relay.outcome.client_gone = True
+        self.done(relay, relay.checker.close(transport_error="client disconnected"))
 
 
 class _Failed:
@@ -143,10 +171,10 @@ class _Failed:
         self.body = body
 
 
-async def _attempt(state: ProxyState, relay: StreamRelay, target: URL, api: Api, *,
-                   last: bool) -> web.StreamResponse | tuple[Verdict, _Failed]:
+async def _attempt(state: ProxyState, relay: StreamRelay, target: URL, api: Api, *, last: bool,
+                   done: StreamDone) -> web.StreamResponse | tuple[Verdict, _Failed]:
     """One upstream attempt: the client's response, or (on a retryable failure, ``last`` false) the
-    attempt's verdict and what it left."""
+    attempt's verdict and what it left. ``done`` records a stream (``_Attempts.done``)."""
     config = state.config
     checker = relay.checker
     request = relay.request
@@ -161,7 +189,7 @@ async def _attempt(state: ProxyState, relay: StreamRelay, target: URL, api: Api,
         # Not retried: the client has already waited the whole --timeout.
         state.metrics.upstream_errors.labels("timeout").inc()
         message = f"the upstream sent no response within {config.timeout:g} s (--timeout)"
-        state.stream_done(relay, checker.close(transport_error=message))
+        done(relay, checker.close(transport_error=message))
         return error_response(504, message, type_="upstream_timeout", code="upstream_timeout",
                               anthropic=anthropic)
     except aiohttp.ClientError as exc:
@@ -170,13 +198,13 @@ async def _attempt(state: ProxyState, relay: StreamRelay, target: URL, api: Api,
         verdict = checker.close(transport_error=message)
         if not last:
             return verdict, _Failed()
-        state.stream_done(relay, verdict)
+        done(relay, verdict)
         return error_response(502, message, type_="upstream_unreachable",
                               code="upstream_unreachable", anthropic=anthropic)
     relay.ttfb = time.perf_counter() - relay.t0
     relay.upstream_headers = dict(upstream.headers)
     if not 200 <= upstream.status < 300:
-        return await _http_error(state, relay, upstream, last=last)
+        return await _http_error(state, relay, upstream, last=last, done=done)
     if last or not config.retry:
         return await relay.relay(upstream)
     try:
@@ -186,7 +214,7 @@ async def _attempt(state: ProxyState, relay: StreamRelay, target: URL, api: Api,
         # now (engines abort a generation when its connection closes), and the stream is recorded.
         upstream.close()
         relay.outcome.client_gone = True
-        state.stream_done(relay, relay.checker.close(transport_error="client disconnected"))
+        done(relay, relay.checker.close(transport_error="client disconnected"))
         raise
     if failure is None:
         return await relay.relay(upstream, first)
@@ -226,7 +254,7 @@ async def _first_event(relay: StreamRelay, upstream: aiohttp.ClientResponse,
 
 
 async def _http_error(state: ProxyState, relay: StreamRelay, upstream: aiohttp.ClientResponse, *,
-                      last: bool) -> web.StreamResponse | tuple[Verdict, _Failed]:
+                      last: bool, done: StreamDone) -> web.StreamResponse | tuple[Verdict, _Failed]:
     """A non-2xx answer to a stream request goes to the client as it is (the SDK raises on it),
     unless it is worth retrying and a retry is left."""
     state.metrics.upstream_errors.labels(f"http_{upstream.status}").inc()
@@ -241,7 +269,7 @@ async def _http_error(state: ProxyState, relay: StreamRelay, upstream: aiohttp.C
     failed = _Failed(upstream.status, upstream.reason, upstream.headers, payload)
     if not last and state.config.retry and retryable_status(upstream.status, payload):
         return verdict, failed
-    state.stream_done(relay, verdict)
+    done(relay, verdict)
     return _as_is(failed)
 
 

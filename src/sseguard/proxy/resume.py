@@ -1,15 +1,19 @@
-"""Continue after the first byte (``--resume vllm``): what the client has, how to ask for the rest, and
-how the rest is spliced into the client's stream.
+"""Continue after the first byte (``--resume vllm``, ``--resume deepseek``): what the client has, how
+to ask for the rest, and how the rest is spliced into the client's stream.
 
 A chat stream that breaks after content was forwarded (truncated, cut inside a frame, reset, stall,
 ``no_finish``) can be continued where the server documents continuation: vLLM and SGLang continue an
 assistant message given as the last message with ``"continue_final_message": true,
-"add_generation_prompt": false``. ``ChatResume`` notes every frame the client got (the text ``SENT``, the
-client's response id), builds that request, and gives a ``Splice`` that rewrites the continuation's
-frames into the client's stream: its opening role delta dropped, the client's id kept, an exact
-repeated prefix of ``SENT`` removed. What cannot be continued exactly is refused, and the stream fails
-as it would without ``--resume``: a tool call or reasoning already forwarded (no API continues inside
-one), ``n`` > 1, a continuation that repeats only part of ``SENT`` and ends.
+"add_generation_prompt": false``; DeepSeek's chat prefix completion (a beta feature, served under
+its ``/beta`` base URL: ``heal.py`` sends it there) continues a last message ``{"role": "assistant",
+"content": SENT, "prefix": true}``. ``ChatResume`` notes every frame the client got (the text
+``SENT``, the client's response id), builds that request, and gives a ``Splice`` that rewrites the
+continuation's frames into the client's stream: its opening role delta dropped, the client's id
+kept, an exact repeated prefix of ``SENT`` removed, the usage summed over the attempts
+(``resume_usage.py``). What cannot be continued exactly is refused, and the stream fails as it would
+without ``--resume``: a tool call or reasoning already forwarded (no API continues inside one;
+DeepSeek's prefix completion carries no ``reasoning_content`` either), ``n`` > 1, a continuation
+that repeats only part of ``SENT`` and ends.
 
 Pure (no I/O): the relay (``relay.py``) asks and pumps, ``guarded.py`` says where to.
 """
@@ -23,12 +27,13 @@ from typing import Any
 import msgspec
 
 from sseguard.proxy.frames import Frames
+from sseguard.proxy.resume_usage import CHAT_KEYS, UsageSum
 from sseguard.sse import SSEEvent
 
 #: Endings a continuation can cure: the answer stopped, but what was sent is sound.
 RESUMABLE = frozenset({"truncated", "cut_mid_frame", "transport_error", "stalled", "no_finish"})
-#: The dialects ``--resume`` knows, and the protocol each continues (``deepseek`` is not built).
-DIALECTS = {"vllm": "chat", "anthropic": "messages"}
+#: The dialects ``--resume`` knows, and the protocol each continues (one dialect per protocol).
+DIALECTS = {"vllm": "chat", "deepseek": "chat", "anthropic": "messages"}
 
 _decode = msgspec.json.Decoder()
 
@@ -80,9 +85,13 @@ class HeldToolCalls(Frames):
 class ChatResume:
     """One chat stream's continuation state: what the client has got, continuations left."""
 
-    def __init__(self, request_obj: dict[str, Any], continuations: int) -> None:
+    def __init__(self, request_obj: dict[str, Any], continuations: int,
+                 dialect: str = "vllm") -> None:
         self.request_obj = request_obj
         self.left = continuations
+        self.dialect = dialect
+        self.usage = UsageSum(CHAT_KEYS)
+        self.spliced = False  # from the first continuation on, the splice notes the usage
         self.sent: list[str] = []
         self.client_id: str | None = None
         self.forwarded: list[bytes] = []  # every byte written to the client, to re-check the stream
@@ -107,6 +116,8 @@ class ChatResume:
                 continue
             if self.client_id is None and isinstance(obj.get("id"), str):
                 self.client_id = obj["id"]
+            if not self.spliced and isinstance(obj.get("usage"), dict):
+                self.usage.seen(obj["usage"])
             for choice in obj.get("choices") or ():
                 delta = choice.get("delta") if isinstance(choice, dict) else None
                 if not isinstance(delta, dict):
@@ -128,18 +139,24 @@ class ChatResume:
         return None
 
     def body(self) -> bytes:
-        """The continuation request: the original one, plus the answer so far as the assistant's."""
+        """The continuation request: the original one, plus the answer so far as the assistant's,
+        marked the way the dialect continues it."""
         obj = copy.copy(self.request_obj)
         messages = list(obj.get("messages") or [])
-        messages.append({"role": "assistant", "content": "".join(self.sent)})
+        last: dict[str, Any] = {"role": "assistant", "content": "".join(self.sent)}
+        if self.dialect == "deepseek":
+            last["prefix"] = True
+        else:
+            obj["continue_final_message"] = True
+            obj["add_generation_prompt"] = False
+        messages.append(last)
         obj["messages"] = messages
-        obj["continue_final_message"] = True
-        obj["add_generation_prompt"] = False
         return json.dumps(obj, ensure_ascii=False).encode("utf-8")
 
     def splice(self) -> Splice:
         self.left -= 1
-        return Splice("".join(self.sent), self.client_id)
+        self.spliced = True
+        return Splice("".join(self.sent), self.client_id, self.usage)
 
 
 class RepeatTrim:
@@ -179,8 +196,9 @@ class Splice:
     stream with an explicit error, never a garbled answer).
     """
 
-    def __init__(self, sent: str, client_id: str | None) -> None:
+    def __init__(self, sent: str, client_id: str | None, usage: UsageSum | None = None) -> None:
         self.client_id = client_id
+        self.usage = usage if usage is not None else UsageSum(CHAT_KEYS)
         self.trim = RepeatTrim(sent)  # the continuation may still be repeating SENT
         self.failure: str | None = None
         self._rest = b""
@@ -216,6 +234,8 @@ class Splice:
         if self.client_id is not None and "id" in obj:
             obj["id"] = self.client_id
         keep = bool(obj.get("usage"))
+        if isinstance(obj.get("usage"), dict):
+            obj["usage"] = self.usage.rewrite(obj["usage"])
         for choice in obj.get("choices") or ():
             delta = choice.get("delta") if isinstance(choice, dict) else None
             if not isinstance(delta, dict):

@@ -5,9 +5,10 @@ refuses a final assistant turn that ends in whitespace, so the prefill is the te
 without its trailing whitespace, and the continuation's leading copy of that whitespace is removed.
 The splice drops the continuation's ``message_start`` and, when the client's text block is still
 open, the continuation's first text ``content_block_start``; its blocks are renumbered to follow the
-client's. Not continued (the stream fails as without ``--resume``): extended thinking (a prefill is
-not allowed with it), a request that is itself a prefill, a tool-use block or thinking already
-forwarded.
+client's; its usage (``message_delta``) reports the original input tokens and the output tokens of
+every attempt summed (``resume_usage.py``). Not continued (the stream fails as without
+``--resume``): extended thinking (a prefill is not allowed with it), a request that is itself a
+prefill, a tool-use block or thinking already forwarded.
 
 Pure (no I/O), like ``resume.py``, whose ``Splice`` overlap rule and tool-call hold it mirrors.
 """
@@ -22,6 +23,7 @@ import msgspec
 
 from sseguard.proxy.frames import Frames
 from sseguard.proxy.resume import RepeatTrim
+from sseguard.proxy.resume_usage import MESSAGES_KEYS, UsageSum
 from sseguard.sse import SSEEvent
 
 _decode = msgspec.json.Decoder()
@@ -78,6 +80,8 @@ class MessagesResume:
     def __init__(self, request_obj: dict[str, Any], continuations: int) -> None:
         self.request_obj = request_obj
         self.left = continuations
+        self.usage = UsageSum(MESSAGES_KEYS)
+        self.spliced = False  # from the first continuation on, the splice notes the usage
         self.sent: list[str] = []
         self.forwarded: list[bytes] = []
         self.open_text: int | None = None  # the client's text block still open
@@ -96,6 +100,8 @@ class MessagesResume:
         for obj in _events(data):
             kind = obj.get("type")
             index = obj.get("index")
+            if not self.spliced:
+                _note_usage(self.usage, obj)
             if kind == "content_block_start" and isinstance(index, int):
                 block = obj.get("content_block")
                 if isinstance(block, dict) and block.get("type") == "text":
@@ -135,14 +141,30 @@ class MessagesResume:
 
     def splice(self) -> MessagesSplice:
         self.left -= 1
+        self.spliced = True
         sent = "".join(self.sent)
-        return MessagesSplice(sent[len(sent.rstrip()):], self.open_text, self.next_index)
+        return MessagesSplice(sent[len(sent.rstrip()):], self.open_text, self.next_index, self.usage)
+
+
+def _note_usage(usage: UsageSum, obj: dict[str, Any]) -> None:
+    """The usage ``message_start`` (in its message) or ``message_delta`` carries, as reported."""
+    kind = obj.get("type")
+    if kind == "message_start" and isinstance(obj.get("message"), dict):
+        found = obj["message"].get("usage")
+    elif kind == "message_delta":
+        found = obj.get("usage")
+    else:
+        return
+    if isinstance(found, dict):
+        usage.seen(found)
 
 
 class MessagesSplice:
     """Rewrites a prefill continuation's events into the client's stream."""
 
-    def __init__(self, whitespace: str, open_text: int | None, next_index: int) -> None:
+    def __init__(self, whitespace: str, open_text: int | None, next_index: int,
+                 usage: UsageSum | None = None) -> None:
+        self.usage = usage if usage is not None else UsageSum(MESSAGES_KEYS)
         # Only the client's trailing whitespace can come again: the prefill leaves it out.
         self.trim = RepeatTrim(whitespace)
         self.open_text = open_text
@@ -171,7 +193,11 @@ class MessagesSplice:
         obj = events[0]
         kind = obj.get("type")
         if kind == "message_start":
+            _note_usage(self.usage, obj)  # the continuation's own, never the client's
             return b""
+        if kind == "message_delta" and isinstance(obj.get("usage"), dict):
+            obj["usage"] = self.usage.rewrite(obj["usage"])
+            frame = _frame(obj)[:-2]
         if kind == "message_delta" and self.base is None and self.open_text is not None:
             # A continuation with nothing to add: the client's open text block is closed here.
             self.base = self.open_text + 1
