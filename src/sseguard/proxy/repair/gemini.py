@@ -42,13 +42,17 @@ _TEXT_FIELDS = frozenset({"text", "thought"})
 
 def gemini_tools(request: dict[str, Any]) -> list[dict[str, Any]] | None:
     """The request's ``functionDeclarations`` in the chat shape the parsers read; a declaration's
-    ``parametersJsonSchema`` as it is, or its ``parameters`` (Gemini's OpenAPI subset) translated."""
+    ``parametersJsonSchema`` as it is, or its ``parameters`` (Gemini's OpenAPI subset) translated.
+
+    google-genai 3.6 writes ``parameters_json_schema`` in snake case (Google's JSON parser takes both
+    spellings, as protocol-buffer JSON does), so both are read.
+    """
     declarations = function_declarations(request.get("tools"))
     if declarations is None:
         return None
     entries = []
     for declaration in declarations:
-        schema = declaration.get("parametersJsonSchema")
+        schema = declaration.get("parametersJsonSchema", declaration.get("parameters_json_schema"))
         entries.append({"name": declaration.get("name"), "parameters": schema if isinstance(
             schema, dict) else json_schema(declaration.get("parameters"))})
     return chat_tools(entries, "parameters")
