@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from _gemini_support import sdk_client
 from _proxy_support import chaos_proxy, raw_post
+from _workers_support import started
 from sseguard.chaos import ChaosConfig, Pacing, run_chaos
 from sseguard.contract import checker_for
 from sseguard.store import open_store
@@ -248,3 +251,39 @@ async def test_google_genai_raises_on_unparseable_markup_never_showing_it() -> N
                 seen.append(_read([chunk])[1])
     assert str(info.value).startswith("502 UNAVAILABLE") and "markup_malformed_tag" in str(info.value)
     assert seen and not any(piece in "".join(seen) for piece in NEVER)
+
+
+# ── the commands, as an operator runs them ──────────────────────────────────────────────────────
+
+
+def test_sseguard_proxy_repair_markup_works_on_a_gemini_route(tmp_path: Path) -> None:
+    """``sseguard chaos --raw-markup hermes`` behind ``sseguard proxy --repair-markup hermes``, both
+    real processes: a Gemini route of either framing gets the calls as ``functionCall`` parts."""
+    want = asyncio.run(_generated("hermes", "sse"))[0]
+    db = tmp_path / "cli.db"
+    with started(["chaos", "--listen", "127.0.0.1:0", "--seed", str(SEED), "--tokens", "6",
+                  "--raw-markup", "hermes"]) as (chaos, chaos_line), \
+            started(["proxy", "--upstream", chaos_line.split()[4], "--listen", "127.0.0.1:0",
+                     "--repair-markup", "hermes", "--store", str(db)]) as (proxy, proxy_line):
+        assert chaos_line.startswith("sseguard chaos listening on http://127.0.0.1:"), chaos_line
+        assert proxy_line.startswith("sseguard proxy listening on http://127.0.0.1:"), proxy_line
+        bodies = {}
+        with httpx2.Client(timeout=30, headers={"x-goog-api-key": "AIza-test"}) as client:
+            for framing in FRAMINGS:
+                r = client.post(_url(proxy_line.split()[4], framing), json=_request("hermes"))
+                assert r.status_code == 200
+                bodies[framing] = r.content
+        proxy.send_signal(signal.SIGTERM)
+        assert proxy.wait(timeout=15) == 0
+        chaos.send_signal(signal.SIGTERM)
+        chaos.wait(timeout=15)
+    for framing, body in bodies.items():
+        text, calls, _ = _answer(_parts(_records(body, framing)))
+        assert calls == want and "tool_call" not in text
+    store = open_store(str(db))
+    try:
+        records = list(store.read())
+    finally:
+        store.close()
+    assert [(r.api, r.ending, r.extra["repaired_tool_calls"]) for r in records] == [
+        ("gemini", "complete", 2)] * 2
