@@ -66,10 +66,11 @@ class GeminiRepairFrames(Repair):
         super().__init__(family, tools)
         self._candidates: dict[int, ChoiceRepair] = {}
         self._array: bool | None = None  # the JSON-array framing; None until the first record
-        self._template: dict[str, Any] = {}  # the last record's own fields, for a record flush makes
+        self._last: dict[str, Any] = {}  # the last record with candidates: flush's record copies it
 
     @staticmethod
     def tools_of(request: dict[str, Any]) -> list[Any] | None:
+        """The ``functionDeclarations`` (``gemini_tools``)."""
         return gemini_tools(request)
 
     # ── Frames ─────────────────────────────────────────────────────────────────────────────────
@@ -83,7 +84,7 @@ class GeminiRepairFrames(Repair):
         candidates = obj.get("candidates") if obj is not None else None
         if obj is None or not isinstance(candidates, list):
             return event.raw  # an error record, a blocked prompt's feedback: nothing to repair
-        self._template = {k: v for k, v in obj.items() if k not in ("candidates", "promptFeedback")}
+        self._last = obj
         out: list[Any] = []
         for cand in candidates:
             out.append(self._candidate(cand))
@@ -108,7 +109,9 @@ class GeminiRepairFrames(Repair):
                 made.append({"content": {"parts": parts, "role": "model"}, "index": index})
         if not made:
             return b""
-        body = _encode({"candidates": made, **self._template})
+        # The last record's own fields (ids, model version, its usage: Gemini's usage is cumulative).
+        fields = {k: v for k, v in self._last.items() if k not in ("candidates", "promptFeedback")}
+        body = _encode({"candidates": made, **fields})
         return _SEPARATOR + body if self._array else b"data: " + body + _SSE_END
 
     # ── one candidate ──────────────────────────────────────────────────────────────────────────
