@@ -90,7 +90,8 @@ def proxy(
                                             "finished stream that lacks it."),
     repair_markup: str = typer.Option("off", "--repair-markup", metavar="auto|FAMILY|off",
                                       help="Turn tool-call markup left in content into tool calls "
-                                           "(tool_calls, function_call items, tool_use blocks); "
+                                           "(tool_calls, function_call items, tool_use blocks, "
+                                           "functionCall parts); "
                                            f"FAMILY is one of {', '.join(families())}."),
     stall_timeout: float = typer.Option(60.0, "--stall-timeout", metavar="SECONDS",
                                         help="Upstream silence on an open stream (or a relayed "

@@ -16,7 +16,7 @@ import itertools
 import secrets
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import msgspec
 
@@ -120,7 +120,7 @@ def _run(outs: list[Out], out: Text | Reasoning) -> None:
 class Repair(Frames):
     """The engine every writer builds on: parsers for ``family``, ``drive``, the leak scan, facts."""
 
-    def __init__(self, family: str, tools: list[dict[str, Any]] | None) -> None:
+    def __init__(self, family: str, tools: list[Any] | None) -> None:
         self.family = family
         self.tools = tools
         self.failure: Failure | None = None
@@ -131,6 +131,18 @@ class Repair(Frames):
         self._keys = itertools.count()
         self._upstream_keys: dict[int, int] = {}
         self._leaks = LeakScanner(_MARKERS, self._on_leak, _SHAPES)
+
+    @classmethod
+    def for_request(cls, family: str, request: dict[str, Any]) -> Self:
+        """The repair of one stream of ``request``, with fresh parsers and the tools it offered."""
+        return cls(family, cls.tools_of(request))
+
+    @staticmethod
+    def tools_of(request: dict[str, Any]) -> list[Any] | None:
+        """The request's tools in the Chat Completions shape the parsers read: chat's own, as they
+        are; the other writers translate theirs."""
+        tools = request.get("tools")
+        return tools if isinstance(tools, list) else None
 
     def findings(self) -> list[Finding]:
         return list(self._findings)

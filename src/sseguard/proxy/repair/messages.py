@@ -13,7 +13,14 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from sseguard.proxy.repair.engine import BlockRepair, ChoiceRepair, json_object, plain, sse
+from sseguard.proxy.repair.engine import (
+    BlockRepair,
+    ChoiceRepair,
+    chat_tools,
+    json_object,
+    plain,
+    sse,
+)
 from sseguard.sse import SSEEvent
 from sseguard.toolcalls import ToolArgsDelta, ToolCallEnd, ToolCallStart
 
@@ -42,6 +49,12 @@ class MessagesRepairFrames(BlockRepair):
         self._open: int | None = None  # the output index of the text block open now
         self._blocks: dict[int, int] = {}  # the parser's call number → its tool_use block's index
         self._thinking: int | None = None  # the output index of a thinking block the repair opened
+
+    @staticmethod
+    def tools_of(request: dict[str, Any]) -> list[Any] | None:
+        """Anthropic tools (``name``, ``input_schema``) in the chat shape."""
+        tools = request.get("tools")
+        return chat_tools(tools if isinstance(tools, list) else None, "input_schema")
 
     def transform(self, event: SSEEvent) -> bytes:
         name = event.event

@@ -22,6 +22,7 @@ from sseguard.contract.responses import TERMINAL_EVENTS
 from sseguard.proxy.repair.engine import (
     BlockRepair,
     ChoiceRepair,
+    chat_tools,
     json_object,
     new_call_id,
     plain,
@@ -79,6 +80,12 @@ class ResponsesRepairFrames(BlockRepair):
         self._segment: _Segment | None = None
         self._calls: dict[int, _Call] = {}  # the parser's call number → its item
         self._reasoning: _Segment | None = None  # a reasoning item the repair opened
+
+    @staticmethod
+    def tools_of(request: dict[str, Any]) -> list[Any] | None:
+        """Responses tools (``name``, ``parameters``) in the chat shape."""
+        tools = request.get("tools")
+        return chat_tools(tools if isinstance(tools, list) else None, "parameters")
 
     def transform(self, event: SSEEvent) -> bytes:
         if self.failure is not None or event.data == "[DONE]":
