@@ -10,10 +10,13 @@ them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sseguard.analyze.stats import Rate
 from sseguard.policy import Policy
+
+if TYPE_CHECKING:
+    from sseguard.analyze.healing import Healing
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +209,8 @@ class Analysis:
     apis: list[ApiRow] = field(default_factory=list)
     api_comparisons: list[ArmComparison] = field(default_factory=list)
     within_api: dict[str, list[AttributeResult]] = field(default_factory=dict)
+    #: Streams the proxy healed, when records were written with healing on (``healing``).
+    healing: Healing | None = None
 
     @property
     def requests(self) -> int:
@@ -238,4 +243,5 @@ class Analysis:
             "api_comparisons": [c.to_dict() for c in self.api_comparisons],
             "within_api": {api: [a.to_dict() for a in attrs]
                            for api, attrs in self.within_api.items()},
+            **({"healing": self.healing.to_dict()} if self.healing is not None else {}),
         }
