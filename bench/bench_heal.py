@@ -153,7 +153,8 @@ def no_healing_cost(streams: int, repeats: int, tmp: Path) -> dict[str, list[Any
                 run = asyncio.run(load(f"{base}/chat/completions", sc, pid, chaos.pid))
                 runs[name].append(run)
                 print(f"  {name:12} {run.events_per_s:10,.0f} ev/s  TTFC p50 {run.p50:7.2f} ms  "
-                      f"completed {run.completed:,} failed {run.failed}  others {run.others_cpu:.0%}",
+                      f"completed {run.completed:,} failed {run.failed}  proxy CPU "
+                      f"{run.cpu_us_per_event:.1f} µs/event  others {run.others_cpu:.0%}",
                       flush=True)
     return runs
 
@@ -182,6 +183,7 @@ def main() -> None:
     off, on = runs["healing off"], runs["healing on"]
     eps_off, eps_on = (statistics.median(r.events_per_s for r in rs) for rs in (off, on))
     p50_off, p50_on = (statistics.median(r.p50 for r in rs) for rs in (off, on))
+    cpu_off, cpu_on = (statistics.median(r.cpu_us_per_event for r in rs) for rs in (off, on))
     others = statistics.median(r.others_cpu for r in off + on)
     clean_t = costs["clean"][0]
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started))
@@ -190,10 +192,13 @@ def main() -> None:
         f"{when}, load average {load_before[0]:.2f} / {load_before[1]:.2f} / {load_before[2]:.2f} "
         f"(1 / 5 / 15 min) at the start, other processes {others:.0%} of a core during (a).", "",
         f"(a) {args.streams} chat streams needing no healing, {args.repeats} alternating runs each:", "",
-        "| proxy | events/s | ÷ healing off | TTFC p50 ms | added p50 ms |", "|---|---|---|---|---|",
-        f"| `--retry 0` (healing off) | {eps_off:,.0f} | 100% | {p50_off:.2f} | – |",
+        "| proxy | events/s | ÷ healing off | TTFC p50 ms | added p50 ms | proxy CPU µs/event "
+        "| ÷ healing off |",
+        "|---|---|---|---|---|---|---|",
+        f"| `--retry 0` (healing off) | {eps_off:,.0f} | 100% | {p50_off:.2f} | – | {cpu_off:.1f} "
+        "| 1.00× |",
         f"| `--retry 2 --resume vllm` | {eps_on:,.0f} | **{eps_on / eps_off:.1%}** | {p50_on:.2f} | "
-        f"**{p50_on - p50_off:+.2f}** |", "",
+        f"**{p50_on - p50_off:+.2f}** | {cpu_on:.1f} | **{cpu_on / cpu_off:.2f}×** |", "",
         f"(b) one stream at a time, {TOKENS} tokens {INTER_MS:g} ms apart after {FIRST_MS:g} ms, a "
         f"{PROMPT_KB} KiB prompt, {args.single} streams per case, medians:", "",
         "| case | time to completion ms | ÷ fault-free | request bytes re-sent |", "|---|---|---|---|",

@@ -300,7 +300,8 @@ def _html_groups(rows: Iterable[GroupRow], *, level: bool) -> str:
 
 
 def _evidence(analysis: Analysis, records: Sequence[Record]) -> list[str]:
-    failing = [r for r in records if failure_reason(r, analysis.policy)]
+    # An upstream attempt the proxy healed (``heal_of``) is not a stream its client saw fail.
+    failing = [r for r in records if failure_reason(r, analysis.policy) and r.heal_of is None]
     if not failing:
         return ["<p>No stream failed under this policy.</p>"]
     failing.sort(key=lambda r: (r.started_at, r.arm, r.index))
