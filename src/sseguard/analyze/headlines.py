@@ -12,11 +12,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from sseguard.analyze.model import ArmComparison, AttributeResult, GroupRow
+from sseguard.analyze.stats import Rate, fmt_p, pct
+from sseguard.verdict import Ending
 
 if TYPE_CHECKING:
     from sseguard.analyze.healing import Healing
-from sseguard.analyze.stats import Rate, fmt_p, pct
-from sseguard.verdict import Ending
 
 _ENDINGS = frozenset(str(e) for e in Ending)
 
