@@ -9,14 +9,10 @@ tables only, so the words never disagree with the tables.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
-from sseguard.analyze.model import ArmComparison, AttributeResult, GroupRow
+from sseguard.analyze.model import ArmComparison, AttributeResult, GroupRow, Healing
 from sseguard.analyze.stats import Rate, fmt_p, pct
 from sseguard.verdict import Ending
-
-if TYPE_CHECKING:
-    from sseguard.analyze.healing import Healing
 
 _ENDINGS = frozenset(str(e) for e in Ending)
 

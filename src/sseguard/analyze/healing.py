@@ -30,15 +30,13 @@ from sseguard.analyze.columns import columns
 from sseguard.analyze.counts import Cell, CellSet, Reader, _cell
 from sseguard.analyze.engines import Engine, EngineError
 from sseguard.analyze.facts import CELL_KEYS, Filter, cells_query, facts_cte, profile_query, quote
-from sseguard.analyze.model import AttributeResult
+from sseguard.analyze.model import HEALED_OUTCOME, AttributeResult, Healing
 from sseguard.analyze.sources import FileSource, StoreSource
 from sseguard.analyze.stats import Rate, ranked
 from sseguard.policy import Policy
 
 #: ``Record.healed`` values that mean the proxy healed the stream (``none``: it needed no healing).
 HEALED = ("retry", "resume")
-#: The outcome the upstream-broke search gives a healed stream that then passed.
-BROKE = "healed"
 #: Attributes whose per-value healed/failed counts the terminal shows (the HTML shows all).
 SHOWN_ATTRIBUTES = 3
 SHOWN_VALUES = 8
@@ -199,43 +197,6 @@ class HealReader(Reader):
         return [_cell(key, weight, len(CELL_KEYS)) for key, weight in merged.items()]
 
 
-@dataclass(frozen=True, slots=True)
-class Healing:
-    """What healing did in a run: healed and failed streams, the attempts behind them, and which
-    attribute separates the streams whose upstream broke."""
-
-    streams: int  # client streams (attempts excluded)
-    by_retry: int  # healed by retry, and passed
-    by_resume: int
-    failed: int  # healed (retried or resumed) yet failed under the policy
-    spent_attempts: int  # upstream attempts beyond the first, over the healed streams
-    spent_tokens: int  # completion tokens those attempts cost
-    attempts: dict[str, int]  # the attempt records (the upstream failures) by how they ended
-    broke: Rate  # streams whose upstream broke: failed, or healed
-    attributes: list[AttributeResult] = field(default_factory=list)  # ranked, outcome "broke"
-
-    @property
-    def healed(self) -> int:
-        return self.by_retry + self.by_resume
-
-    def lead(self) -> AttributeResult | None:
-        return next((a for a in self.attributes if a.lead), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"streams": self.streams, "healed_by_retry": self.by_retry, "healed_by_resume": self.by_resume,
-                "failed_despite_healing": self.failed, "attempts_spent": self.spent_attempts,
-                "tokens_spent": self.spent_tokens, "upstream_attempts": self.attempts,
-                "upstream_broke": self.broke.to_dict(),
-                "per_value": {a.key: value_rows(a) for a in self.attributes},
-                "attributes": [a.to_dict() for a in self.attributes]}
-
-
-def value_rows(attr: AttributeResult) -> list[dict[str, Any]]:
-    """Per value of an attribute of the upstream-broke search: streams, healed and failed."""
-    return [{"value": v.value, "streams": v.rate.total, "healed": v.failures.get(BROKE, 0),
-             "failed": v.rate.failed - v.failures.get(BROKE, 0)} for v in attr.values]
-
-
 def analyze_healing(reader: Reader, policy: Policy, flt: Filter, cs: CellSet,
                     reason_of: Callable[[str, Sequence[str], Policy], str | None],
                     headline: Callable[[AttributeResult], AttributeResult]) -> Healing | None:
@@ -267,7 +228,7 @@ def analyze_healing(reader: Reader, policy: Policy, flt: Filter, cs: CellSet,
             reasons.append(reason)
         if h:
             cells.append(replace(c, weight=h))
-            reasons.append(reason or BROKE)
+            reasons.append(reason or HEALED_OUTCOME)
     weights = [c.weight for c in cells]
     split = replace(cs, cells=cells)
     found = [headline(a) for a in search(columns(split), reasons, weights)]

@@ -20,8 +20,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from sseguard.analyze.healing import SHOWN_ATTRIBUTES, SHOWN_VALUES, Healing, value_rows
-from sseguard.analyze.model import Analysis, ApiRow, ArmComparison, AttributeResult, GroupRow
+from sseguard.analyze.healing import SHOWN_ATTRIBUTES, SHOWN_VALUES
+from sseguard.analyze.model import (
+    Analysis,
+    ApiRow,
+    ArmComparison,
+    AttributeResult,
+    GroupRow,
+    Healing,
+    value_rows,
+)
 from sseguard.analyze.stats import Rate, fmt_p, pct
 from sseguard.analyze.summary import failure_reason
 from sseguard.errors import ConfigError
