@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from sseguard.analyze.model import ArmComparison, AttributeResult, GroupRow
+from sseguard.analyze.model import ArmComparison, AttributeResult, GroupRow, Healing
 from sseguard.analyze.stats import Rate, fmt_p, pct
 from sseguard.verdict import Ending
 
@@ -44,13 +44,14 @@ def outcome_verb(reason: str | None) -> str:
     return f"ended {reason}" if reason in _ENDINGS else f"had {reason}"
 
 
-def attribute(res: AttributeResult, reason: str | None = None) -> str | None:
+def attribute(res: AttributeResult, reason: str | None = None, *, verb: str | None = None) -> str | None:
     """One sentence for an attribute's best split, or None when it has none.
 
     ``reason`` set: the attribute was searched for that one kind of failure (``truncated``), so the
-    rates are of that outcome, and the sentence says so.
+    rates are of that outcome, and the sentence says so. ``verb``: the outcome in other words (the
+    healing search's ``broke upstream``).
     """
-    verb = outcome_verb(reason)
+    verb = verb or outcome_verb(reason)
     split = res.best
     if split is None:
         return None
@@ -83,6 +84,29 @@ def attribute(res: AttributeResult, reason: str | None = None) -> str | None:
     if res.also:
         text += f"; the same streams as {', '.join(res.also)}: the data cannot tell these apart"
     return text
+
+
+def healing(h: Healing, said: Sequence[AttributeResult] = ()) -> list[str]:
+    """What healing hid from the clients: how many streams it saved, how many it could not, the
+    upstream failures behind them, and the attribute that separates the streams whose upstream broke
+    (unless the failure search already named it: a route whose streams are all healed still breaks)."""
+    text = (f"{h.by_retry} streams healed by retry, {h.by_resume} by resume, "
+            f"{h.failed} failed despite healing")
+    made = sum(h.attempts.values())
+    if made:
+        listed = ", ".join(f"{n} {r}" for r, n in h.attempts.items())
+        text += (f"; behind them {made} upstream attempts the clients never saw ({listed}), "
+                 f"{h.spent_tokens} completion tokens spent on them")
+    if h.healed:
+        text += (f"; counting healed streams, the upstream broke on {h.broke.failed} of "
+                 f"{h.broke.total}, {h.broke}")
+    lines = [text]
+    lead = h.lead()
+    named = {(a.key, a.best.values if a.best else ()) for a in said}
+    if (lead is not None and lead.headline is not None and h.healed
+            and (lead.key, lead.best.values if lead.best else ()) not in named):
+        lines.append(f"healed or failed: {lead.headline}")
+    return lines
 
 
 def explained(attributes: Sequence[AttributeResult]) -> str | None:

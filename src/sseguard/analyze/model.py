@@ -15,6 +15,9 @@ from typing import Any
 from sseguard.analyze.stats import Rate
 from sseguard.policy import Policy
 
+#: The outcome the healing search gives a healed stream that then passed (``Healing``).
+HEALED_OUTCOME = "healed"
+
 
 @dataclass(frozen=True, slots=True)
 class GroupRow:
@@ -180,6 +183,43 @@ class TimeBucket:
 
 
 @dataclass(frozen=True, slots=True)
+class Healing:
+    """What healing did in a run: healed and failed streams, the attempts behind them, and which
+    attribute separates the streams whose upstream broke."""
+
+    streams: int  # client streams (attempts excluded)
+    by_retry: int  # healed by retry, and passed
+    by_resume: int
+    failed: int  # healed (retried or resumed) yet failed under the policy
+    spent_attempts: int  # upstream attempts beyond the first, over the healed streams
+    spent_tokens: int  # completion tokens those attempts cost
+    attempts: dict[str, int]  # the attempt records (the upstream failures) by how they ended
+    broke: Rate  # streams whose upstream broke: failed, or healed
+    attributes: list[AttributeResult] = field(default_factory=list)  # ranked, outcome "broke"
+
+    @property
+    def healed(self) -> int:
+        return self.by_retry + self.by_resume
+
+    def lead(self) -> AttributeResult | None:
+        return next((a for a in self.attributes if a.lead), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"streams": self.streams, "healed_by_retry": self.by_retry, "healed_by_resume": self.by_resume,
+                "failed_despite_healing": self.failed, "attempts_spent": self.spent_attempts,
+                "tokens_spent": self.spent_tokens, "upstream_attempts": self.attempts,
+                "upstream_broke": self.broke.to_dict(),
+                "per_value": {a.key: value_rows(a) for a in self.attributes},
+                "attributes": [a.to_dict() for a in self.attributes]}
+
+
+def value_rows(attr: AttributeResult) -> list[dict[str, Any]]:
+    """Per value of an attribute of the upstream-broke search: streams, healed and failed."""
+    return [{"value": v.value, "streams": v.rate.total, "healed": v.failures.get(HEALED_OUTCOME, 0),
+             "failed": v.rate.failed - v.failures.get(HEALED_OUTCOME, 0)} for v in attr.values]
+
+
+@dataclass(frozen=True, slots=True)
 class Analysis:
     """A run judged under one policy: rates per arm and level, the attribute ranking, the headlines."""
 
@@ -206,6 +246,8 @@ class Analysis:
     apis: list[ApiRow] = field(default_factory=list)
     api_comparisons: list[ArmComparison] = field(default_factory=list)
     within_api: dict[str, list[AttributeResult]] = field(default_factory=dict)
+    #: Streams the proxy healed, when records were written with healing on (``healing``).
+    healing: Healing | None = None
 
     @property
     def requests(self) -> int:
@@ -238,4 +280,5 @@ class Analysis:
             "api_comparisons": [c.to_dict() for c in self.api_comparisons],
             "within_api": {api: [a.to_dict() for a in attrs]
                            for api, attrs in self.within_api.items()},
+            **({"healing": self.healing.to_dict()} if self.healing is not None else {}),
         }

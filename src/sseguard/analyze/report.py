@@ -20,7 +20,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from sseguard.analyze.model import Analysis, ApiRow, ArmComparison, AttributeResult, GroupRow
+from sseguard.analyze.healing import SHOWN_ATTRIBUTES, SHOWN_VALUES
+from sseguard.analyze.model import (
+    Analysis,
+    ApiRow,
+    ArmComparison,
+    AttributeResult,
+    GroupRow,
+    Healing,
+    value_rows,
+)
 from sseguard.analyze.stats import Rate, fmt_p, pct
 from sseguard.analyze.summary import failure_reason
 from sseguard.errors import ConfigError
@@ -74,6 +83,8 @@ def print_summary(analysis: Analysis, console: Console, *, top: int = 8) -> None
         console.print(Text("rate in / out: failure rate with and without the values, 95% interval below; "
                            "sep.: all = every failure has the values, yes = significant, ≈ X = the same "
                            "streams as X, via X = nothing left once X is held fixed", style="dim"))
+    if analysis.healing is not None:
+        console.print(_healing_table(analysis.healing))
     console.print(Text("Findings", style="bold"))
     findings = Table.grid(padding=(0, 1))
     findings.add_column(width=3, justify="right")
@@ -81,6 +92,39 @@ def print_summary(analysis: Analysis, console: Console, *, top: int = 8) -> None
     for line in analysis.headlines:
         findings.add_row("•", Text(line))  # a hanging indent keeps long findings readable
     console.print(findings)
+
+
+def _healing_table(h: Healing) -> Table:
+    """Per value of the attributes that best separate the streams whose upstream broke: streams,
+    healed (the client saw nothing) and failed (the client saw it)."""
+    table = Table(title=f"Healed or failed per value (upstream broke on {h.broke.failed} of "
+                        f"{h.broke.total})", title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("attribute", overflow="ellipsis", max_width=22, no_wrap=True)
+    table.add_column("value", overflow="ellipsis", max_width=24, no_wrap=True)
+    for col in ("streams", "healed", "failed"):
+        table.add_column(col, justify="right")
+    shown = [a for a in h.attributes if a.lead][:SHOWN_ATTRIBUTES] or h.attributes[:1]
+    for attr in shown:
+        for i, row in enumerate(value_rows(attr)[:SHOWN_VALUES]):
+            table.add_row(attr.key if i == 0 else "", row["value"], str(row["streams"]), str(row["healed"]),
+                          str(row["failed"]))
+    return table
+
+
+def _html_healing(h: Healing) -> list[str]:
+    parts = ["<h2>Healing</h2>",
+             f"<p>{h.by_retry} streams healed by retry, {h.by_resume} by resume, {h.failed} failed despite "
+             f"healing; upstream attempts the clients never saw: {_e(_counts(h.attempts))}. Healed streams "
+             "count as streams whose upstream broke: a route whose streams are all healed still breaks.</p>"]
+    for attr in h.attributes:
+        verdict = _attribute_cells(attr)[-1]
+        rows = [[r["value"], str(r["streams"]), str(r["healed"]), str(r["failed"]), str(v.rate)]
+                for r, v in zip(value_rows(attr), attr.values, strict=True)]
+        parts += [f"<details><summary>{_e(attr.key)}: healed and failed per value (separates: "
+                  f"{_e(verdict)})</summary>",
+                  _html_table(["value", "streams", "healed", "failed", "broke upstream [95% CI]"], rows),
+                  "</details>"]
+    return parts
 
 
 def _group_table(title: str, rows: Sequence[GroupRow], *, level: bool) -> Table:
@@ -249,6 +293,8 @@ def render_html(analysis: Analysis, records: Sequence[Record], images: dict[str,
         parts += [f"<details><summary>{_e(attr.key)}: every value against the rest</summary>",
                   _html_table(["value", "requests", "failed", "failure rate", "share of failures",
                                "p (vs rest)", "why"], rows), "</details>"]
+    if analysis.healing is not None:
+        parts += _html_healing(analysis.healing)
     parts += ["<h2>Evidence of the first failures</h2>", *_evidence(analysis, records), "</body></html>"]
     return "\n".join(parts)
 
@@ -262,7 +308,8 @@ def _html_groups(rows: Iterable[GroupRow], *, level: bool) -> str:
 
 
 def _evidence(analysis: Analysis, records: Sequence[Record]) -> list[str]:
-    failing = [r for r in records if failure_reason(r, analysis.policy)]
+    # An upstream attempt the proxy healed (``heal_of``) is not a stream its client saw fail.
+    failing = [r for r in records if failure_reason(r, analysis.policy) and r.heal_of is None]
     if not failing:
         return ["<p>No stream failed under this policy.</p>"]
     failing.sort(key=lambda r: (r.started_at, r.arm, r.index))

@@ -23,8 +23,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from sseguard.analyze.counts import Reader
 from sseguard.analyze.facts import FILTERABLE, Filter
+from sseguard.analyze.healing import HealReader
 from sseguard.analyze.model import Analysis
 from sseguard.analyze.sources import resolve
 from sseguard.errors import ConfigError
@@ -123,7 +123,7 @@ def run_analyze(sources: Sequence[str], *, policy: str = "strict", tolerate: str
         raise ConfigError(f"--engine {engine!r}: use duckdb or spark (stores count in their database)")
     flt = make_filter(since, until, where)
     with stdin_spooled(sources) as named, progress_bar(err_console, "counting") as progress, \
-            Reader(resolve(named), engine=engine, spark=spark, progress=progress) as reader:
+            HealReader(resolve(named), engine=engine, spark=spark, progress=progress) as reader:
         cells = reader.cells(flt)
         result = analyze_counts(reader, judge, top=top, flt=flt, counted=cells)
         evidence = reader.evidence(flt, failing_facts(cells, judge), EVIDENCE_COUNT) if html else []

@@ -22,6 +22,7 @@ from sseguard.analyze.attributes import search
 from sseguard.analyze.columns import columns
 from sseguard.analyze.counts import Cell, CellSet, Reader
 from sseguard.analyze.facts import Filter
+from sseguard.analyze.healing import HealReader, analyze_healing
 from sseguard.analyze.model import (
     Analysis,
     ApiRow,
@@ -80,7 +81,7 @@ def analyze_sources(sources: Sequence[str], policy: Policy = STRICT, *, top: int
     are; only the counts come back to Python."""
     if top < 1:
         raise ConfigError(f"--top must be at least 1, got {top}")
-    with Reader(resolve(sources), engine=engine, spark=spark, progress=progress) as reader:
+    with HealReader(resolve(sources), engine=engine, spark=spark, progress=progress) as reader:
         return analyze_counts(reader, policy, top=top, flt=flt or Filter())
 
 
@@ -109,7 +110,10 @@ def analyze_counts(reader: Reader, policy: Policy, *, top: int = 5, flt: Filter 
     api_comparisons = _comparisons([(a.api, a.rate) for a in apis], kind="api")
     within_api = _within_api(reader, flt, policy, apis)
     total = Rate.of(sum(w for r, w in zip(reasons, weights, strict=True) if r is not None), sum(weights))
+    healing = analyze_healing(reader, policy, flt, cs, reason_of, _broke_headline)
     lines = [headlines.overall(total, failures, policy.name)]
+    if healing is not None:
+        lines.extend(headlines.healing(healing, said=_leads(attributes)))
     lines.extend(_attribute_lines(attributes, by_reason, total, top))
     lines.extend(_within_api_lines(within_api, attributes, by_reason))
     level_line = headlines.by_level(levels, len(arms))
@@ -127,7 +131,7 @@ def analyze_counts(reader: Reader, policy: Policy, *, top: int = 5, flt: Filter 
         attributes=attributes, by_reason=by_reason, apis=apis, api_comparisons=api_comparisons,
         within_api=within_api,
         timeline=_timeline(cells, reasons, cs.width), bucket_s=cs.width,
-        span_s=cs.span, runs=cs.runs, headlines=lines,
+        span_s=cs.span, runs=cs.runs, headlines=lines, healing=healing,
     )
 
 
@@ -139,6 +143,10 @@ def failing_facts(cs: CellSet, policy: Policy) -> list[tuple[str, str]]:
 
 def _with_headline(res: AttributeResult, reason: str | None = None) -> AttributeResult:
     return replace(res, headline=headlines.attribute(res, reason))
+
+
+def _broke_headline(res: AttributeResult) -> AttributeResult:
+    return replace(res, headline=headlines.attribute(res, verb="broke upstream"))
 
 
 def _leads(attributes: list[AttributeResult]) -> list[AttributeResult]:

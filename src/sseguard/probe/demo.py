@@ -8,16 +8,23 @@ then a short sweep probes it over every registered protocol side by side (one ar
 completions, responses, messages, gemini) and the analyzer says, in plain words, what the failing
 streams share. The demo ends by checking its own answer: each hidden pattern against what the
 analysis named.
+
+A second act sends the same hidden faults through an in-process ``sseguard proxy --retry 2 --resume
+vllm,anthropic`` (chat and messages, which each continue in their own dialect) and counts, per ending,
+the streams the client saw fail without the proxy and with it: fewer fail, and each one that still does
+fails explicitly (an error the client raises), never silently.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.table import Table
 
 from sseguard._serve import loop_factory
 from sseguard.analyze import analyze, print_summary, write_html, write_pngs
@@ -37,7 +44,9 @@ from sseguard.errors import ConfigError
 from sseguard.policy import Policy
 from sseguard.probe.config import ProbeConfig, make_arm
 from sseguard.probe.runner import RunResult, execute, quiet_gc
-from sseguard.verdict import Api
+from sseguard.proxy import ProxyConfig, run_proxy
+from sseguard.store import open_store
+from sseguard.verdict import Api, Ending
 
 DEFAULT_SECONDS = 20.0
 LEVELS = (1, 8, 32)
@@ -45,6 +54,14 @@ LEVELS = (1, 8, 32)
 APIS = tuple(p.api for p in protocols())
 #: Streams of ~0.2 s: 24 content chunks 6 ms apart after 15 ms to the first.
 PACING = Pacing(ttft_ms=15.0, inter_token_ms=6.0, tokens=24)
+#: The second act: the protocols that can be continued, streams per arm, in flight per arm, a time cap.
+HEAL_APIS = (Api.CHAT, Api.MESSAGES)
+HEAL_COUNT = 120
+HEAL_LEVEL = 16
+HEAL_SECONDS = 15.0
+#: Endings a client raises on (an error event, an error status, a broken connection); every other bad
+#: ending (truncated, no_finish, a cut frame, …) is a silent half answer.
+EXPLICIT = frozenset({Ending.ERROR_EVENT, Ending.HTTP_ERROR, Ending.TRANSPORT_ERROR})
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +107,22 @@ class DemoResult:
     report: Path
     plots: list[Path]
     named: dict[str, bool]  # hidden pattern → did the analysis name its attribute
+    heal: HealAct | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HealAct:
+    """The second act: client-side failures per ending without the proxy and through it."""
+
+    streams: int  # per side
+    before: dict[str, int]
+    after: dict[str, int]
+    healed: dict[str, int]  # healed client streams by how (retry, resume), from the proxy's records
+
+    @property
+    def silent_after(self) -> int:
+        """Failures the client saw through the proxy that were not explicit (should be none)."""
+        return sum(n for ending, n in self.after.items() if ending not in EXPLICIT)
 
 
 def _named(analysis: Analysis) -> dict[str, bool]:
@@ -124,7 +157,7 @@ def _best(analysis: Analysis, key: str, reason: str) -> Split | None:
 
 async def demo_async(out: str | Path, *, seconds: float = DEFAULT_SECONDS,
                      console: Console | None = None, err_console: Console | None = None,
-                     live: bool | None = None) -> DemoResult:
+                     live: bool | None = None, healing: bool = True) -> DemoResult:
     """Run the demo inside the running loop; files go to ``out``."""
     console = console or Console()
     err_console = err_console or Console(stderr=True)
@@ -142,6 +175,7 @@ async def demo_async(out: str | Path, *, seconds: float = DEFAULT_SECONDS,
             duration=plan.level_seconds, stall_timeout=5.0, timeout=30.0, out=str(out_dir),
             policy=Policy(), check_reachable=False)
         result = await execute(config, console=err_console, live=live)
+        heal = await heal_act(server.url, out_dir, config.policy, err_console, live=live) if healing else None
     analysis = analyze(result.records, config.policy)
     print_summary(analysis, console)
     report = write_html(analysis, result.records, out_dir / "report.html")
@@ -151,17 +185,75 @@ async def demo_async(out: str | Path, *, seconds: float = DEFAULT_SECONDS,
     for pattern, ok in named.items():
         mark = "[green]found[/]" if ok else "[red]missed[/]"
         console.print(f"  {mark}  {pattern}", highlight=False)
+    if heal is not None:
+        console.print(heal_table(heal))
     console.print(f"report: {report}  ·  plots: {out_dir / 'plots'}  ·  results: "
                   f"{out_dir / 'results.jsonl'}", highlight=False, soft_wrap=True)
-    return DemoResult(run=result, analysis=analysis, report=report, plots=plots, named=named)
+    return DemoResult(run=result, analysis=analysis, report=report, plots=plots, named=named, heal=heal)
+
+
+async def heal_act(upstream: str, out_dir: Path, policy: Policy, err_console: Console, *,
+                   live: bool | None = None, count: int = HEAL_COUNT) -> HealAct:
+    """The same upstream probed directly, then through ``proxy --retry 2 --resume vllm,anthropic``
+    (count-bounded and time-capped, one concurrency level)."""
+    err_console.print(f"[bold]second act[/]: {count} streams per protocol ({', '.join(map(str, HEAL_APIS))}) "
+                      f"straight to the upstream, then through sseguard proxy --retry 2 --resume "
+                      "vllm,anthropic…", highlight=False, soft_wrap=True)
+
+    async def probe(url: str, side: str) -> RunResult:
+        arms = tuple(make_arm(str(api), url, model="chaos-1", api=api) for api in HEAL_APIS)
+        config = ProbeConfig(arms=arms, levels=(HEAL_LEVEL,), count=count, duration=HEAL_SECONDS,
+                             stall_timeout=5.0, timeout=30.0, out=str(out_dir / side), policy=policy,
+                             check_reachable=False)
+        return await execute(config, console=err_console, live=live)
+
+    before = await probe(upstream, "heal-before")
+    proxy = ProxyConfig.from_options(upstream=upstream, listen="127.0.0.1:0", retry=2,
+                                     resume="vllm,anthropic", stall_timeout=5.0, timeout=30.0,
+                                     store=str(out_dir / "proxy.db"))
+    async with run_proxy(proxy) as px:
+        after = await probe(px.url, "heal-after")
+    healed: Counter[str] = Counter()
+    store = open_store(str(out_dir / "proxy.db"))
+    try:
+        for record in store.read():
+            if record.heal_of is None and record.healed in ("retry", "resume"):
+                healed[record.healed] += 1
+    finally:
+        store.close()
+
+    def failed(run: RunResult) -> dict[str, int]:
+        return dict(Counter(r.ending for r in run.records if not r.passed))
+
+    return HealAct(streams=count * len(HEAL_APIS), before=failed(before), after=failed(after),
+                   healed=dict(healed))
+
+
+def heal_table(act: HealAct) -> Table:
+    """Per ending: streams the client saw fail without the proxy, and through it."""
+    table = Table(title=f"Second act: {act.streams} streams straight to the upstream, then through "
+                        "proxy --retry 2 --resume vllm,anthropic", title_justify="left")
+    table.add_column("ending")
+    table.add_column("client saw it fail: before", justify="right")
+    table.add_column("after", justify="right")
+    table.add_column("the client", overflow="fold")
+    endings = sorted(set(act.before) | set(act.after), key=lambda e: (-act.before.get(e, 0), e))
+    for ending in endings:
+        how = "raises an error" if ending in EXPLICIT else "gets a silent half answer"
+        table.add_row(ending, str(act.before.get(ending, 0)), str(act.after.get(ending, 0)), how)
+    table.add_row("all", str(sum(act.before.values())), str(sum(act.after.values())),
+                  f"healed: {act.healed.get('retry', 0)} by retry, {act.healed.get('resume', 0)} by resume",
+                  style="bold")
+    return table
 
 
 def run_demo(out: str | Path | None = None, *, seconds: float = DEFAULT_SECONDS,
              console: Console | None = None, err_console: Console | None = None,
-             live: bool | None = None) -> DemoResult:
-    """``sseguard demo`` on a fresh event loop (uvloop when installed)."""
+             live: bool | None = None, healing: bool = True) -> DemoResult:
+    """``sseguard demo`` on a fresh event loop (uvloop when installed); ``healing``: with the second
+    act."""
     target = Path(out) if out is not None else Path(f"sseguard-runs/demo-{time.strftime('%Y%m%d-%H%M%S')}")
     scenario(seconds)  # bad --seconds fails before anything starts
     with quiet_gc(), asyncio.Runner(loop_factory=loop_factory()) as runner:
         return runner.run(demo_async(target, seconds=seconds, console=console,
-                                     err_console=err_console, live=live))
+                                     err_console=err_console, live=live, healing=healing))
