@@ -21,7 +21,7 @@ from aiohttp import web
 from multidict import CIMultiDictProxy
 from yarl import URL
 
-from sseguard.contract import checker_for
+from sseguard.contract import Framing, checker_for, protocol
 from sseguard.proxy.forward import (
     error_response,
     request_headers,
@@ -102,6 +102,7 @@ class _Attempts:
         frames = resume[1] if resume else frames_for(config.repair_markup, self.obj, self.api)
         relay = StreamRelay(config, self.state.policy, self.state.stream_done, self.request,
                             self.body, self.obj, frames, checker, self.redactor, WIRES[self.api])
+        relay.array = protocol(self.api).framing_for(self.request.query) is Framing.JSON_ARRAY
         self.made += 1
         # The client's stream is the one record that counts its whole time, retries included.
         relay.index, relay.t0, relay.started_at = self.index, self.t0, self.started_at

@@ -32,7 +32,7 @@ from sseguard.policy import Policy
 from sseguard.proxy.config import OnBadEnd, ProxyConfig
 from sseguard.proxy.forward import STREAM_HEADERS, response_headers
 from sseguard.proxy.frames import Failure, Frames
-from sseguard.proxy.stall import READ_MAX, Body, Stalled, StallWatch
+from sseguard.proxy.stall import READ_MAX, Body, Stalled, StallWatch, broke_off
 from sseguard.proxy.wire import UpstreamError, Wire
 from sseguard.redact import Redactor
 from sseguard.sse import SSEEvent
@@ -129,6 +129,11 @@ class StreamRelay:
         #: ``--resume``: asks for the rest of a stream that broke after content (``heal.py``).
         self.resume: Resumer | None = None
         self._closed = False  # the checker has given its verdict
+        #: The body is one JSON array (Gemini without ``alt=sse``): whatever ends it early must also
+        #: close it with ``]``, or the client's JSON parser fails instead of raising the error.
+        self.array = False
+        #: How the upstream connection broke, in the client's words (``stall.broke_off``).
+        self._broke: str | None = None
 
     # ── the relay ──────────────────────────────────────────────────────────────────────────────
     async def relay(self, upstream: aiohttp.ClientResponse, first: bytes = b"") -> web.StreamResponse:
@@ -314,6 +319,8 @@ class StreamRelay:
                             break
                         if what is UpstreamError.FORWARD:
                             out.append(raw)  # the SDK raises on this shape itself
+                            if self.array:  # the upstream's own ``]`` comes after it, if at all
+                                out.append(b"\n]")
                             forwarded = True
                             stop = ("error_event", checker.error_message or "upstream error")
                             break
@@ -345,7 +352,12 @@ class StreamRelay:
                 self.outcome.extra["lingered_after_done"] = True
             return None, None, False
         except (aiohttp.ClientError, OSError) as exc:
-            return self.redactor.text(f"{type(exc).__name__}: {exc}"), None, False
+            return self._broken(exc, received), None, False
+
+    def _broken(self, exc: BaseException, received: int) -> str:
+        """Note how the upstream broke off (the client's words); the record's words, with detail."""
+        self._broke = broke_off(exc, received)
+        return self.redactor.text(f"{self._broke} ({type(exc).__name__}: {exc})")
 
     async def _write(self, data: bytes) -> None:
         assert self._resp is not None
@@ -438,7 +450,14 @@ class StreamRelay:
             return
         self.outcome.action = "error-event"
         if not upstream_error_forwarded:
-            await self._write(self.wire.error_frame(code, self.redactor.text(message), self._sent))
+            message = self.redactor.text(message)
+            if self.array and not self._sent:
+                # Nothing of the array has been sent: the error element goes out as the whole
+                # array, ``[`` included (the protocol's frame continues an array already begun).
+                frame = self.wire.error_frame(code, message, b"[")
+                await self._write(b"[" + frame.lstrip(b" \t\r\n,"))
+            else:
+                await self._write(self.wire.error_frame(code, message, self._sent))
         await self._eof()
 
     def _reset(self) -> None:
@@ -481,5 +500,5 @@ class StreamRelay:
         if verdict.ending is Ending.STALLED:
             return f"the upstream sent nothing for {self.config.stall_timeout:g} s; the stream was cut"
         if verdict.ending is Ending.TRANSPORT_ERROR:
-            return f"the upstream connection failed mid-stream: {verdict.error}"
+            return f"the upstream connection failed mid-stream: {self._broke or 'connection lost'}"
         return self.wire.messages.get(verdict.ending, f"the upstream stream ended badly: {failure}")
