@@ -228,7 +228,8 @@ async def load(url: str, sc: Scenario, proxy_pid: int | None, chaos_pid: int) ->
                             first = False
                             if start_measure <= sent < end_measure:
                                 run.ttfc_ms.append((now - sent) * 1000)
-                        n = chunk.count(b"\n\n")
+                        # Frames end in a blank line: "\n\n", or "\r\n\r\n" (Gemini's SSE).
+                        n = chunk.count(b"\n\n") + chunk.count(b"\n\r\n")
                         run.all_events += n
                         if start_measure <= now < end_measure:
                             run.events += n

@@ -244,6 +244,8 @@ class StreamRelay:
         write = self._resp.write
         wire = self.wire
         terminal = wire.terminal
+        # The plain ``Frames`` forwards every frame unchanged and never fails: skip its calls.
+        verbatim = type(frames) is Frames
         after_done = False
         received = consumed = 0
         clock = time.perf_counter
@@ -266,8 +268,7 @@ class StreamRelay:
                 last = now
                 events = checker.feed(chunk)
                 received += len(chunk)
-                for event in events:
-                    consumed += len(event.raw)
+                consumed += sum([len(event.raw) for event in events])
                 left = received - consumed
                 if not left:
                     self._pending, self._pending_len = [], 0
@@ -324,6 +325,9 @@ class StreamRelay:
                             forwarded = True
                             stop = ("error_event", checker.error_message or "upstream error")
                             break
+                    if verbatim:
+                        out.append(raw)
+                        continue
                     piece = frames.transform(event)
                     if piece:
                         out.append(piece)
