@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -33,7 +34,7 @@ from typing import Any
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).parent))
-import bench_proxy as bp  # noqa: E402  (the bench's requests and process helpers)
+import bench_proxy as bp  # the bench's requests and process helpers
 
 NS = time.perf_counter_ns
 STEPS = ("handler", "post", "upstream_headers", "first_read", "prepared", "first_write")
@@ -155,7 +156,8 @@ def serve(upstream: str, store: str, out: str) -> None:
 
     import uvloop
 
-    config = ProxyConfig.from_options(upstream=upstream, listen="127.0.0.1:0", store=store)
+    config = ProxyConfig.from_options(upstream=upstream, listen="127.0.0.1:0",
+                                      store=None if store == "-" else store)
     profile = None
     if os.environ.get("TRACE_PROFILE"):
         import cProfile
@@ -170,7 +172,7 @@ def serve(upstream: str, store: str, out: str) -> None:
 
         profile.disable()
         with open(os.environ["TRACE_PROFILE"], "a") as f:
-            pstats.Stats(profile, stream=f).sort_stats("tottime").print_stats(45)
+            pstats.Stats(profile, stream=f).sort_stats("tottime").print_stats(60)
     Path(out).write_text(json.dumps({"marks": marks, "done_ns": done_ns, "setup_ns": setup_ns,
                                       "connects": len(connects), "streams": len(setup_ns)}))
 
@@ -183,9 +185,10 @@ async def load(url: str, api: str, streams: int, seconds: float) -> dict[str, di
     start, end = t0 + ramp, t0 + ramp + seconds
     seen: dict[str, dict[str, int]] = {}
     count = 0
+    events = 0
 
     async def worker(i: int, session: aiohttp.ClientSession) -> None:
-        nonlocal count
+        nonlocal count, events
         await asyncio.sleep(ramp * i / streams)
         while clock() < end:
             count += 1
@@ -195,31 +198,35 @@ async def load(url: str, api: str, streams: int, seconds: float) -> dict[str, di
             async with session.post(f"{url}/{path}", data=body,
                                     headers={**bp.HEADERS, "x-trace": trace}) as resp:
                 got_headers = NS()
-                async for _ in resp.content.iter_any():
+                async for chunk in resp.content.iter_any():
                     if not first:
                         first = NS()
+                    events += chunk.count(b"\n\n") + chunk.count(b"\n\r\n")
             if start <= sent / 1e9 < end:
                 seen[trace] = {"sent": sent, "client_headers": got_headers, "client_first": first}
 
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
     async with aiohttp.ClientSession(connector=connector) as session:
         await asyncio.gather(*(worker(i, session) for i in range(streams)))
+    seen["events"] = {"n": events}
     return seen
 
 
-def report(api: str, seen: dict[str, dict[str, int]], trace: dict[str, Any]) -> None:
+def report(api: str, seen: dict[str, dict[str, int]], trace: dict[str, Any], cpu_s: float) -> None:
     marks = trace["marks"]
+    events = seen.pop("events")["n"]
     order = ["sent", *STEPS, "client_headers", "client_first"]
     gaps: dict[str, list[float]] = defaultdict(list)
     for tid, client in seen.items():
         row = {**marks.get(tid, {}), **client}
         if not all(k in row for k in order):
             continue
-        for a, b in zip(order, order[1:], strict=False):
+        for a, b in itertools.pairwise(order):
             gaps[f"{a} → {b}"].append((row[b] - row[a]) / 1e6)
         gaps["total"].append((row["client_first"] - row["sent"]) / 1e6)
     print(f"{api}: {len(gaps['total'])} streams traced (ms: p50 / p90); the proxy opened "
-          f"{trace['connects']} upstream connections for {trace['streams']} streams")
+          f"{trace['connects']} upstream connections for {trace['streams']} streams; its CPU "
+          f"{cpu_s / events * 1e6:.1f} µs per event delivered ({events:,} events)")
     for name, values in gaps.items():
         q = statistics.quantiles(values, n=10) if len(values) > 1 else values * 9
         print(f"  {name:34} {statistics.median(values):7.3f} / {q[8]:7.3f}")
@@ -235,6 +242,7 @@ def main() -> None:
     parser.add_argument("--apis", default="chat,responses,messages,gemini")
     parser.add_argument("--streams", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=6.0)
+    parser.add_argument("--no-store", action="store_true", help="Run the proxy without a store.")
     parser.add_argument("--serve", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -251,14 +259,17 @@ def main() -> None:
             upstream = json.loads(chaos_line)["url"]
             out = Path(tmp) / "trace.json"
             proxy = subprocess.Popen(
-                [sys.executable, __file__, "--serve", upstream, str(Path(tmp) / "s.db"), str(out)],
+                [sys.executable, __file__, "--serve", upstream,
+                 "-" if args.no_store else str(Path(tmp) / "s.db"), str(out)],
                 stdout=subprocess.PIPE, text=True)
             assert proxy.stdout is not None
             url = proxy.stdout.readline().split()[-1]
+            cpu0 = bp.cpu_seconds(proxy.pid)
             seen = uvloop.run(load(url, api, args.streams, args.seconds))
+            cpu_s = bp.cpu_seconds(proxy.pid) - cpu0
             proxy.send_signal(signal.SIGTERM)
             proxy.wait(30)
-            report(api, seen, json.loads(out.read_text()))
+            report(api, seen, json.loads(out.read_text()), cpu_s)
 
 
 if __name__ == "__main__":

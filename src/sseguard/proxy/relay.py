@@ -136,11 +136,13 @@ class StreamRelay:
         self._broke: str | None = None
 
     # ── the relay ──────────────────────────────────────────────────────────────────────────────
-    async def relay(self, upstream: aiohttp.ClientResponse, first: bytes = b"") -> web.StreamResponse:
+    async def relay(self, upstream: aiohttp.ClientResponse, first: bytes = b"",
+                    events: list[SSEEvent] | None = None) -> web.StreamResponse:
         """Stream ``upstream`` (a 2xx) to the client; always closes ``upstream``.
 
         ``first``: body bytes already read from ``upstream`` (to see its first event before the client
-        got anything); they are relayed before the rest.
+        got anything); they are relayed before the rest. ``events``: what ``self.checker`` already
+        found in them (they were fed to it), or None to feed them now.
         """
         if self.ttfb is None:
             self.ttfb = time.perf_counter() - self.t0
@@ -155,13 +157,14 @@ class StreamRelay:
                 await resp.prepare(self.request)
             except ConnectionResetError:
                 raise _ClientGone from None
-            transport_error, stop, forwarded = await self._pump(upstream.content, watch, first)
+            transport_error, stop, forwarded = await self._pump(upstream.content, watch, first,
+                                                                events)
             while stop is None and self.resume is not None:
                 resumed = await self.resume.next(self, upstream, watch, transport_error)
                 if resumed is None:
                     break
                 upstream, watch, body = resumed
-                transport_error, stop, forwarded = await self._pump(body, watch, b"")
+                transport_error, stop, forwarded = await self._pump(body, watch, b"", None)
                 stop = stop or body.failure()
             if stop is not None and stop[0] != "error_event":
                 # A repair failure: the client's stream ends now; the upstream is still read to its
@@ -229,9 +232,10 @@ class StreamRelay:
         verdict = self._last_verdict or self._verdict(reason, False)
         self._done(self, verdict)
 
-    async def _pump(self, content: Body, watch: StallWatch,
-                    first: bytes) -> tuple[str | None, Failure | None, bool]:
-        """Forward frames until the upstream ends or must be cut off.
+    async def _pump(self, content: Body, watch: StallWatch, first: bytes,
+                    fed: list[SSEEvent] | None) -> tuple[str | None, Failure | None, bool]:
+        """Forward frames until the upstream ends or must be cut off (``first``: bytes already read,
+        ``fed``: the events the checker found in them when they were already fed to it).
 
         Returns the transport error (if the upstream connection failed), the error that stopped the
         stream early (code, message) and whether that error's own frame was forwarded.
@@ -252,8 +256,9 @@ class StreamRelay:
         last = clock()
         try:
             while True:
+                events: list[SSEEvent] | None = None
                 if first:
-                    chunk, first = first, b""
+                    chunk, first, events, fed = first, b"", fed, None
                 else:
                     watch.start_read()
                     try:
@@ -266,7 +271,8 @@ class StreamRelay:
                 if now - last > self.max_gap:
                     self.max_gap = now - last
                 last = now
-                events = checker.feed(chunk)
+                if events is None:
+                    events = checker.feed(chunk)
                 received += len(chunk)
                 consumed += sum([len(event.raw) for event in events])
                 left = received - consumed
