@@ -9,8 +9,11 @@ headers were prepared and when the first body bytes were written; also how long 
 each request and when its first chunk arrived. Per protocol, at N concurrent streams (the steady
 window after the ramp only), the medians of each step are printed.
 
+``--sequential N`` instead asks N requests per target one at a time (direct, the bare relay, the proxy,
+alternating): the added latency without any queueing.
+
 Run: .venv/bin/python bench/trace_proxy_ttfc.py [--apis chat,responses,messages,gemini]
-     [--streams 100] [--seconds 6]
+     [--streams 100] [--seconds 6] [--no-store] [--sequential N]
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ def serve(upstream: str, store: str, out: str) -> None:
     def traced_new_relay(self: Any) -> StreamRelay:
         t = NS()
         try:
-            return new_relay(self)  # type: ignore[no-any-return]
+            return new_relay(self)
         finally:
             setup_ns.append(NS() - t)
 
@@ -237,12 +240,57 @@ def report(api: str, seen: dict[str, dict[str, int]], trace: dict[str, Any], cpu
                   f"{statistics.quantiles(values, n=10)[8]:7.3f} ms held on the loop")
 
 
+async def one_by_one(targets: dict[str, str], api: str, n: int) -> dict[str, list[float]]:
+    """Time to first chunk of ``n`` requests per target, one request at a time, targets alternating:
+    the relay's own added latency, without queueing behind other streams."""
+    path, body = bp.REQUESTS[api]
+    out: dict[str, list[float]] = {name: [] for name in targets}
+    async with aiohttp.ClientSession() as session:
+        for _ in range(n):
+            for name, base in targets.items():
+                sent = NS()
+                first = 0
+                async with session.post(f"{base}/{path}", data=body, headers=bp.HEADERS) as resp:
+                    async for _chunk in resp.content.iter_any():
+                        if not first:
+                            first = NS()
+                out[name].append((first - sent) / 1e6)
+    return out
+
+
+def sequential(apis: list[str], n: int) -> None:
+    """Direct, the bare relay and the proxy, one request at a time (``--sequential N``)."""
+    import uvloop
+
+    with tempfile.TemporaryDirectory() as tmp, bp.process(
+            ["chaos", "--listen", "127.0.0.1:0", "--json", "--tokens", "5",
+             "--inter-token-ms", "10"], 0) as (_, chaos_line), contextlib.ExitStack() as stack:
+        upstream = json.loads(chaos_line)["url"]
+        _, bare_line = stack.enter_context(bp.process(
+            [sys.executable, str(Path(__file__).parent / "bench_proxy.py"), "--bare-relay",
+             upstream], 1, raw=True))
+        _, proxy_line = stack.enter_context(bp.process(
+            ["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0", "--store",
+             str(Path(tmp) / "s.db")], 1))
+        targets = {"direct": upstream, "bare relay": bare_line.split()[4],
+                   "sseguard proxy": proxy_line.split()[4]}
+        for api in apis:
+            got = uvloop.run(one_by_one(targets, api, n))
+            d = statistics.median(got["direct"])
+            print(f"{api}: TTFC p50 one request at a time, {n} each: direct {d:.2f} ms; "
+                  + "; ".join(f"{name} {statistics.median(v):.2f} ms "
+                              f"(+{statistics.median(v) - d:.2f})"
+                              for name, v in got.items() if name != "direct"), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--apis", default="chat,responses,messages,gemini")
     parser.add_argument("--streams", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--no-store", action="store_true", help="Run the proxy without a store.")
+    parser.add_argument("--sequential", type=int, metavar="N",
+                        help="Instead: TTFC of N requests one at a time, direct, bare relay, proxy.")
     parser.add_argument("--serve", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -250,6 +298,9 @@ def main() -> None:
         serve(*args.serve)
         return
     os.sched_setaffinity(0, {0})
+    if args.sequential:
+        sequential(args.apis.split(","), args.sequential)
+        return
     import uvloop
 
     for api in args.apis.split(","):
