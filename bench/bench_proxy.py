@@ -5,7 +5,8 @@ core 1, alone; the chaos upstream (``sseguard chaos``, subprocess) and this load
 The proxy runs as deployed: strict policy, in-flight checking, error frames on bad ends, every stream
 recorded to a SQLite store. The client is one aiohttp session on uvloop reading with ``iter_any()``.
 
-Per scenario (1, 100, 1,000 concurrent chat streams; 100 Responses and 100 Messages streams) and per
+Per scenario (1, 100, 1,000 concurrent chat streams; 100 Responses, 100 Messages and 100 Gemini
+``alt=sse`` streams) and per
 target (direct, bare relay, proxy), each of N workers
 requests streams back to back; starts are spread over one stream length so streams do not run in
 lock-step, and only the steady window after that ramp is measured. Reported: events/s the client
@@ -50,9 +51,13 @@ REQUESTS = {
     "messages": ("messages", json.dumps({"model": "chaos-1", "stream": True, "max_tokens": 4096,
                                          "messages": [{"role": "user",
                                                        "content": "Stream something."}]}).encode()),
+    # Gemini streams by its path; ``alt=sse`` asks for SSE frames (what the SDKs and Gemini CLI send).
+    "gemini": ("models/chaos-1:streamGenerateContent?alt=sse",
+               json.dumps({"contents": [{"role": "user",
+                                         "parts": [{"text": "Stream something."}]}]}).encode()),
 }
 HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer sk-bench-not-a-real-key",
-           "anthropic-version": "2023-06-01"}
+           "anthropic-version": "2023-06-01", "x-goog-api-key": "AIza-bench-not-a-real-key"}
 TICKS = os.sysconf("SC_CLK_TCK")
 SSEGUARD = [sys.executable, "-c", "from sseguard.cli import main; main()"]
 
@@ -82,6 +87,7 @@ SCENARIOS = [
     Scenario("100 streams", 100, 100, 10, 8),
     Scenario("responses, 100 streams", 100, 100, 10, 8, api="responses"),
     Scenario("messages, 100 streams", 100, 100, 10, 8, api="messages"),
+    Scenario("gemini, 100 streams", 100, 100, 10, 8, api="gemini"),
     Scenario("1,000 streams", 1000, 100, 50, 10),
 ]
 
@@ -222,7 +228,8 @@ async def load(url: str, sc: Scenario, proxy_pid: int | None, chaos_pid: int) ->
                             first = False
                             if start_measure <= sent < end_measure:
                                 run.ttfc_ms.append((now - sent) * 1000)
-                        n = chunk.count(b"\n\n")
+                        # Frames end in a blank line: "\n\n", or "\r\n\r\n" (Gemini's SSE).
+                        n = chunk.count(b"\n\n") + chunk.count(b"\n\r\n")
                         run.all_events += n
                         if start_measure <= now < end_measure:
                             run.events += n
@@ -306,7 +313,8 @@ async def bare_relay(upstream: str) -> None:
         headers = {"Content-Type": "application/json"}
         if "anthropic-version" in request.headers:
             headers["anthropic-version"] = request.headers["anthropic-version"]
-        async with session.post(f"{upstream}/{request.match_info['tail']}", data=body,
+        query = f"?{request.query_string}" if request.query_string else ""
+        async with session.post(f"{upstream}/{request.match_info['tail']}{query}", data=body,
                                 headers=headers) as up:
             resp = web.StreamResponse(status=up.status, headers={
                 "Content-Type": up.headers.get("Content-Type", "text/event-stream"),
@@ -460,7 +468,7 @@ def main() -> None:
     parser.add_argument("--workers", default="1", metavar="N[,N…]",
                         help="Proxy variants by --workers count, side by side (default 1).")
     parser.add_argument("--apis", metavar="API[,API…]",
-                        help="Run only scenarios of these protocols (chat,responses,messages).")
+                        help="Run only scenarios of these protocols (chat,responses,messages,gemini).")
     parser.add_argument("--no-slow", action="store_true", help="Skip the slow-reader scenario.")
     parser.add_argument("--bare-relay", metavar="UPSTREAM", help=argparse.SUPPRESS)
     parser.add_argument("--frame-upstream", type=int, metavar="FRAMES", help=argparse.SUPPRESS)

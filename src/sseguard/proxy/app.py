@@ -107,7 +107,7 @@ async def v1(request: web.Request) -> web.StreamResponse:
         state.metrics.requests.labels("stream").inc()
         return await guard_stream(state, request, body, obj, api, target)
     state.metrics.requests.labels("non_stream").inc()
-    return await relay_as_is(state, request, target, body, anthropic)
+    return await relay_as_is(state, request, target, body, anthropic, api)
 
 
 def _streams(api: Api, path: str, obj: dict[str, object]) -> bool:

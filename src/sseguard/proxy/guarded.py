@@ -21,7 +21,7 @@ from aiohttp import web
 from multidict import CIMultiDictProxy
 from yarl import URL
 
-from sseguard.contract import checker_for
+from sseguard.contract import Framing, checker_for, protocol
 from sseguard.proxy.forward import (
     error_response,
     request_headers,
@@ -37,6 +37,7 @@ from sseguard.proxy.stall import Stalled, StallWatch
 from sseguard.proxy.state import ProxyState
 from sseguard.proxy.wire import WIRES
 from sseguard.redact import Redactor
+from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Verdict
 
 
@@ -108,6 +109,7 @@ class _Attempts:
         frames = resume[1] if resume else frames_for(config.repair_markup, self.obj, self.api)
         relay = StreamRelay(config, self.state.policy, self.done, self.request,
                             self.body, self.obj, frames, checker, self.redactor, WIRES[self.api])
+        relay.array = protocol(self.api).framing_for(self.request.query) is Framing.JSON_ARRAY
         self.made += 1
         # The client's stream is the one record that counts its whole time, retries included.
         relay.index, relay.t0, relay.started_at = self.index, self.t0, self.started_at
@@ -208,7 +210,7 @@ async def _attempt(state: ProxyState, relay: StreamRelay, target: URL, api: Api,
     if last or not config.retry:
         return await relay.relay(upstream)
     try:
-        first, failure = await _first_event(relay, upstream, api)
+        first, events, failure = await _first_event(relay, upstream)
     except asyncio.CancelledError:
         # The client left while its headers waited on the first event: the upstream request ends
         # now (engines abort a generation when its connection closes), and the stream is recorded.
@@ -217,37 +219,42 @@ async def _attempt(state: ProxyState, relay: StreamRelay, target: URL, api: Api,
         done(relay, relay.checker.close(transport_error="client disconnected"))
         raise
     if failure is None:
-        return await relay.relay(upstream, first)
+        return await relay.relay(upstream, first, events)
     upstream.close()
     return failure, _Failed()
 
 
-async def _first_event(relay: StreamRelay, upstream: aiohttp.ClientResponse,
-                       api: Api) -> tuple[bytes, Verdict | None]:
-    """Read until the upstream's first event (keep-alive comments do not count); the bytes read, and
-    the attempt's verdict when that beginning is a failure worth retrying (an empty body, a stall, a
-    reset, an error event)."""
-    # A checker of its own: the relay's checker sees these bytes again when they are relayed.
-    probe = checker_for(api, relay.request_obj, keep_text=False)
+async def _first_event(relay: StreamRelay, upstream: aiohttp.ClientResponse
+                       ) -> tuple[bytes, list[SSEEvent] | None, Verdict | None]:
+    """Read until the upstream's first event (keep-alive comments do not count); the bytes read, the
+    events the relay's checker found in them (None: none yet), and the attempt's verdict when that
+    beginning is a failure worth retrying (an empty body, a stall, a reset, an error event).
+
+    The bytes go through the relay's own checker, once: the relay forwards the events it found
+    without feeding them again (a second checker for the probe cost its setup on every stream, on
+    the way to the first chunk). A failed attempt's relay is dropped, its checker with it.
+    """
+    checker = relay.checker
     watch = StallWatch(relay.loop, relay.config.stall_timeout, upstream.content)
     read: list[bytes] = []
     try:
         while True:
             chunk = await watch.read()
             if not chunk:
-                return b"".join(read), probe.close()
+                return b"".join(read), None, checker.close()
             read.append(chunk)
-            if probe.feed(chunk):
+            events = checker.feed(chunk)
+            if events:
                 first = b"".join(read)
-                return first, (None if probe.error_message is None else probe.close())
+                return first, events, (None if checker.error_message is None else checker.close())
             if read[0][:1] == b":" and b"\n\n" in chunk:
                 # Keep-alive comments during a long prefill go out at once (holding them would defeat
                 # them): the upstream is at work, and the client's body has begun, so no retry.
-                return b"".join(read), None
+                return b"".join(read), [], None
     except Stalled:
-        return b"".join(read), probe.close(stalled=True)
+        return b"".join(read), None, checker.close(stalled=True)
     except (aiohttp.ClientError, OSError) as exc:
-        return b"".join(read), probe.close(
+        return b"".join(read), None, checker.close(
             transport_error=relay.redactor.text(f"{type(exc).__name__}: {exc}"))
     finally:
         watch.close()

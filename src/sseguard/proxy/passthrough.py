@@ -3,7 +3,9 @@
 Everything under ``/v1/`` but the guarded streams (model lists, embeddings, non-streaming calls, files…)
 goes to the configured upstream only and comes back exactly as the upstream sent it: both bodies
 streamed, never held whole, length and content coding kept. An upstream that goes silent for
-``--stall-timeout`` or breaks off is cut, the only honest signal once headers are out.
+``--stall-timeout`` or breaks off is cut, the only honest signal once headers are out. The one
+exception is a guarded endpoint's non-streamed answer (``_answer_whole``): it is read whole under the
+stall timer first, so that its stall or break reaches the client as an error it can read.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
+from sseguard.contract import protocol
 from sseguard.proxy.forward import error_response, request_headers, response_headers, unreachable
 from sseguard.proxy.retry import retry_after, retryable_status, wait_before_retry
-from sseguard.proxy.stall import Stalled, StallWatch
+from sseguard.proxy.stall import Stalled, StallWatch, broke_off
 from sseguard.proxy.state import ProxyState
+from sseguard.verdict import Api
 
 
 class _Upload:
@@ -92,17 +96,25 @@ async def _ask_with_retries(state: ProxyState, request: web.Request, target: URL
 
 
 async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body: bytes | None,
-                      anthropic: bool) -> web.StreamResponse:
+                      anthropic: bool, api: Api | None = None) -> web.StreamResponse:
     """Copy a request to the upstream and its answer back, both bodies streamed as they come.
 
-    ``body`` is a request body already read (the guarded endpoints' non-streaming calls); otherwise
-    the client's body is streamed. Only hop-by-hop headers stay behind; length and content coding
-    are kept, so the answer arrives exactly as the upstream sent it (compressed bodies included).
+    ``body`` is a request body already read (the guarded endpoints' non-streaming calls, ``api``
+    their protocol); otherwise the client's body is streamed. Only hop-by-hop headers stay behind;
+    length and content coding are kept, so the answer arrives exactly as the upstream sent it
+    (compressed bodies included).
+
+    A guarded endpoint's non-streamed answer is stall-timed from the request on (``--stall-timeout``,
+    headers included: such an upstream is silent until its whole answer is ready, and an agent's
+    non-streaming fallback must not wait for ever) and read whole before the client gets anything, so
+    that a stall or a break is a ``504``/``502`` in the protocol's error shape, not a cut body.
     """
     config = state.config
     assert state.session is not None
+    guarded = api is not None and body is not None
     headers = request_headers(request.headers, identity=False)
-    deadline = asyncio.timeout(config.timeout)
+    wait = min(config.timeout, config.stall_timeout) if guarded else config.timeout
+    deadline = asyncio.timeout(wait)
     upload: _Upload | None = None
     data: Any = body or None
     if body is None and request.body_exists:
@@ -131,6 +143,10 @@ async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body
                                   code="request_body_incomplete", anthropic=anthropic,
                                   headers=[("Connection", "close")])
         if isinstance(exc, TimeoutError):
+            if guarded and config.stall_timeout < config.timeout:
+                state.metrics.upstream_errors.labels("stalled").inc()
+                assert api is not None
+                return _protocol_error(504, _silent(config.stall_timeout), api, anthropic)
             state.metrics.upstream_errors.labels("timeout").inc()
             return error_response(504, f"the upstream sent no response within {config.timeout:g} s "
                                        "(--timeout)", type_="upstream_timeout",
@@ -141,6 +157,9 @@ async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body
                               anthropic=anthropic)
     if upload is not None:
         upload.waiting = False
+    if guarded:
+        assert api is not None
+        return await _answer_whole(state, request, upstream, api, anthropic)
     watch = StallWatch(asyncio.get_running_loop(), config.stall_timeout, upstream.content)
     complete = False
     try:
@@ -168,3 +187,54 @@ async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body
             upstream.release()  # the connection goes back to the pool
         else:
             upstream.close()
+
+
+def _silent(stall_timeout: float) -> str:
+    return f"the upstream sent nothing for {stall_timeout:g} s (--stall-timeout); the answer was cut"
+
+
+def _protocol_error(status: int, message: str, api: Api, anthropic: bool) -> web.Response:
+    """An error in the protocol's own shape for ``status`` (``Protocol.status_error``), which the
+    client's SDK raises as that status."""
+    proto = protocol(Api.MESSAGES if anthropic else api)
+    return web.json_response(proto.status_error(status, message), status=status)
+
+
+async def _answer_whole(state: ProxyState, request: web.Request, upstream: aiohttp.ClientResponse,
+                        api: Api, anthropic: bool) -> web.StreamResponse:
+    """A guarded endpoint's non-streamed answer, read whole under the stall timer, then sent."""
+    config = state.config
+    watch = StallWatch(asyncio.get_running_loop(), config.stall_timeout, upstream.content)
+    parts: list[bytes] = []
+    received = 0
+    complete = False
+    try:
+        while chunk := await watch.read():
+            parts.append(chunk)
+            received += len(chunk)
+        complete = True
+    except Stalled:
+        state.metrics.upstream_errors.labels("stalled").inc()
+        return _protocol_error(504, _silent(config.stall_timeout), api, anthropic)
+    except (aiohttp.ClientError, OSError) as exc:
+        state.metrics.upstream_errors.labels("transport").inc()
+        return _protocol_error(502, f"the upstream's answer broke off: {broke_off(exc, received)}",
+                               api, anthropic)
+    finally:
+        watch.close()
+        if complete:
+            upstream.release()
+        else:
+            upstream.close()
+    headers = response_headers(upstream.headers, keep_framing=True)
+    resp = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
+    if "Content-Length" not in headers:
+        resp.content_length = received  # read whole: no need to re-frame it as chunked
+    try:
+        await resp.prepare(request)
+        for part in parts:
+            await resp.write(part)
+        await resp.write_eof()
+    except ConnectionResetError:
+        pass  # the client left; its answer was read whole all the same
+    return resp

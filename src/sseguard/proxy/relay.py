@@ -32,7 +32,7 @@ from sseguard.policy import Policy
 from sseguard.proxy.config import OnBadEnd, ProxyConfig
 from sseguard.proxy.forward import STREAM_HEADERS, response_headers
 from sseguard.proxy.frames import Failure, Frames
-from sseguard.proxy.stall import READ_MAX, Body, Stalled, StallWatch
+from sseguard.proxy.stall import READ_MAX, Body, Stalled, StallWatch, broke_off
 from sseguard.proxy.wire import UpstreamError, Wire
 from sseguard.redact import Redactor
 from sseguard.sse import SSEEvent
@@ -129,13 +129,20 @@ class StreamRelay:
         #: ``--resume``: asks for the rest of a stream that broke after content (``heal.py``).
         self.resume: Resumer | None = None
         self._closed = False  # the checker has given its verdict
+        #: The body is one JSON array (Gemini without ``alt=sse``): whatever ends it early must also
+        #: close it with ``]``, or the client's JSON parser fails instead of raising the error.
+        self.array = False
+        #: How the upstream connection broke, in the client's words (``stall.broke_off``).
+        self._broke: str | None = None
 
     # ── the relay ──────────────────────────────────────────────────────────────────────────────
-    async def relay(self, upstream: aiohttp.ClientResponse, first: bytes = b"") -> web.StreamResponse:
+    async def relay(self, upstream: aiohttp.ClientResponse, first: bytes = b"",
+                    events: list[SSEEvent] | None = None) -> web.StreamResponse:
         """Stream ``upstream`` (a 2xx) to the client; always closes ``upstream``.
 
         ``first``: body bytes already read from ``upstream`` (to see its first event before the client
-        got anything); they are relayed before the rest.
+        got anything); they are relayed before the rest. ``events``: what ``self.checker`` already
+        found in them (they were fed to it), or None to feed them now.
         """
         if self.ttfb is None:
             self.ttfb = time.perf_counter() - self.t0
@@ -150,13 +157,14 @@ class StreamRelay:
                 await resp.prepare(self.request)
             except ConnectionResetError:
                 raise _ClientGone from None
-            transport_error, stop, forwarded = await self._pump(upstream.content, watch, first)
+            transport_error, stop, forwarded = await self._pump(upstream.content, watch, first,
+                                                                events)
             while stop is None and self.resume is not None:
                 resumed = await self.resume.next(self, upstream, watch, transport_error)
                 if resumed is None:
                     break
                 upstream, watch, body = resumed
-                transport_error, stop, forwarded = await self._pump(body, watch, b"")
+                transport_error, stop, forwarded = await self._pump(body, watch, b"", None)
                 stop = stop or body.failure()
             if stop is not None and stop[0] != "error_event":
                 # A repair failure: the client's stream ends now; the upstream is still read to its
@@ -224,9 +232,10 @@ class StreamRelay:
         verdict = self._last_verdict or self._verdict(reason, False)
         self._done(self, verdict)
 
-    async def _pump(self, content: Body, watch: StallWatch,
-                    first: bytes) -> tuple[str | None, Failure | None, bool]:
-        """Forward frames until the upstream ends or must be cut off.
+    async def _pump(self, content: Body, watch: StallWatch, first: bytes,
+                    fed: list[SSEEvent] | None) -> tuple[str | None, Failure | None, bool]:
+        """Forward frames until the upstream ends or must be cut off (``first``: bytes already read,
+        ``fed``: the events the checker found in them when they were already fed to it).
 
         Returns the transport error (if the upstream connection failed), the error that stopped the
         stream early (code, message) and whether that error's own frame was forwarded.
@@ -239,14 +248,17 @@ class StreamRelay:
         write = self._resp.write
         wire = self.wire
         terminal = wire.terminal
+        # The plain ``Frames`` forwards every frame unchanged and never fails: skip its calls.
+        verbatim = type(frames) is Frames
         after_done = False
         received = consumed = 0
         clock = time.perf_counter
         last = clock()
         try:
             while True:
+                events: list[SSEEvent] | None = None
                 if first:
-                    chunk, first = first, b""
+                    chunk, first, events, fed = first, b"", fed, None
                 else:
                     watch.start_read()
                     try:
@@ -259,10 +271,10 @@ class StreamRelay:
                 if now - last > self.max_gap:
                     self.max_gap = now - last
                 last = now
-                events = checker.feed(chunk)
+                if events is None:
+                    events = checker.feed(chunk)
                 received += len(chunk)
-                for event in events:
-                    consumed += len(event.raw)
+                consumed += sum([len(event.raw) for event in events])
                 left = received - consumed
                 if not left:
                     self._pending, self._pending_len = [], 0
@@ -314,9 +326,14 @@ class StreamRelay:
                             break
                         if what is UpstreamError.FORWARD:
                             out.append(raw)  # the SDK raises on this shape itself
+                            if self.array:  # the upstream's own ``]`` comes after it, if at all
+                                out.append(b"\n]")
                             forwarded = True
                             stop = ("error_event", checker.error_message or "upstream error")
                             break
+                    if verbatim:
+                        out.append(raw)
+                        continue
                     piece = frames.transform(event)
                     if piece:
                         out.append(piece)
@@ -345,7 +362,12 @@ class StreamRelay:
                 self.outcome.extra["lingered_after_done"] = True
             return None, None, False
         except (aiohttp.ClientError, OSError) as exc:
-            return self.redactor.text(f"{type(exc).__name__}: {exc}"), None, False
+            return self._broken(exc, received), None, False
+
+    def _broken(self, exc: BaseException, received: int) -> str:
+        """Note how the upstream broke off (the client's words); the record's words, with detail."""
+        self._broke = broke_off(exc, received)
+        return self.redactor.text(f"{self._broke} ({type(exc).__name__}: {exc})")
 
     async def _write(self, data: bytes) -> None:
         assert self._resp is not None
@@ -438,7 +460,14 @@ class StreamRelay:
             return
         self.outcome.action = "error-event"
         if not upstream_error_forwarded:
-            await self._write(self.wire.error_frame(code, self.redactor.text(message), self._sent))
+            message = self.redactor.text(message)
+            if self.array and not self._sent:
+                # Nothing of the array has been sent: the error element goes out as the whole
+                # array, ``[`` included (the protocol's frame continues an array already begun).
+                frame = self.wire.error_frame(code, message, b"[")
+                await self._write(b"[" + frame.lstrip(b" \t\r\n,"))
+            else:
+                await self._write(self.wire.error_frame(code, message, self._sent))
         await self._eof()
 
     def _reset(self) -> None:
@@ -481,5 +510,5 @@ class StreamRelay:
         if verdict.ending is Ending.STALLED:
             return f"the upstream sent nothing for {self.config.stall_timeout:g} s; the stream was cut"
         if verdict.ending is Ending.TRANSPORT_ERROR:
-            return f"the upstream connection failed mid-stream: {verdict.error}"
+            return f"the upstream connection failed mid-stream: {self._broke or 'connection lost'}"
         return self.wire.messages.get(verdict.ending, f"the upstream stream ended badly: {failure}")

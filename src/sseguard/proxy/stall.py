@@ -25,6 +25,23 @@ class Body(Protocol):
         """What has arrived, at most ``n`` bytes; b"" at the end."""
 
 
+def broke_off(exc: BaseException, received: int) -> str:
+    """What the client is told when the upstream's body broke off after ``received`` bytes.
+
+    A clean, typed sentence: aiohttp's own text (``ClientPayloadError: Response payload is not
+    completed: <TransferEncodingError: 400, message='Not enough data …'>``) names the proxy's
+    internals, not what happened to the client's answer; the record keeps that detail.
+    """
+    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError
+                  | ConnectionResetError):
+        what = "reset"
+    elif isinstance(exc, aiohttp.ClientConnectionError | OSError):
+        what = "failed"
+    else:
+        what = "broke off"
+    return f"upstream connection {what} after {received} bytes"
+
+
 class Stalled(Exception):
     """Set on the upstream body reader when it has been silent for the stall timeout."""
 

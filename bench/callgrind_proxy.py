@@ -1,0 +1,112 @@
+"""The guard proxy's CPU per event in instructions, against the bare relay: stable on a busy machine.
+
+Wall-clock CPU figures (``bench_proxy.py``) move with whatever else the machine runs; instruction
+counts do not. The bare aiohttp relay (``bench_proxy.py --bare-relay``) and ``sseguard proxy`` (as
+deployed: strict policy, in-flight checking, records to SQLite) each run under ``valgrind
+--tool=callgrind`` with instrumentation off; after a warm-up, it is switched on for N streams
+asked one after the other (each 100 events 20 ms apart, so that one read carries one event even at
+valgrind's speed, as at 100 real streams), then dumped. Reported per protocol: instructions per event
+delivered (per-stream work, the request and its record, included) and the ratio proxy ÷ bare relay.
+
+Run: .venv/bin/python bench/callgrind_proxy.py [--apis chat,responses,messages,gemini] [--streams 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).parent))
+import bench_proxy as bp  # the bench's requests and process helpers
+
+TOKENS, GAP_MS = 100, 20
+
+
+async def streams(url: str, api: str, n: int) -> int:
+    """Ask ``n`` streams one after the other; the events received."""
+    path, body = bp.REQUESTS[api]
+    events = 0
+    timeout = aiohttp.ClientTimeout(total=600)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        for _ in range(n):
+            async with session.post(f"{url}/{path}", data=body, headers=bp.HEADERS) as resp:
+                async for chunk in resp.content.iter_any():
+                    events += chunk.count(b"\n\n") + chunk.count(b"\n\r\n")
+    return events
+
+
+def control(pid: int, *args: str) -> None:
+    subprocess.run(["callgrind_control", *args, str(pid)], check=True, capture_output=True)
+
+
+def instructions(out_dir: Path, pid: int, before: set[Path]) -> int:
+    """The instruction total of the dump ``callgrind_control -d`` just wrote."""
+    for _ in range(600):
+        new = set(out_dir.glob(f"cg.{pid}.*")) - before
+        if new:
+            time.sleep(0.5)  # let it finish writing
+            text = max(new, key=lambda p: p.stat().st_mtime).read_text(errors="replace")
+            found = re.search(r"^totals: (\d+)", text, re.M)
+            if found:
+                return int(found.group(1))
+        time.sleep(0.2)
+    raise RuntimeError("callgrind wrote no dump")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--apis", default="chat,responses,messages,gemini")
+    parser.add_argument("--streams", type=int, default=4)
+    parser.add_argument("--tokens", type=int, default=TOKENS, help="Content events per stream.")
+    parser.add_argument("--keep", metavar="DIR", help="Keep the callgrind dumps in DIR "
+                        "(read them with callgrind_annotate).")
+    args = parser.parse_args()
+    apis = args.apis.split(",")
+    with tempfile.TemporaryDirectory() as tmp, bp.process(
+            ["chaos", "--listen", "127.0.0.1:0", "--json", "--tokens", str(args.tokens),
+             "--inter-token-ms", str(GAP_MS)], None) as (_, chaos_line):
+        out_dir = Path(args.keep or tmp)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        upstream = json.loads(chaos_line)["url"]
+        valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+                    f"--callgrind-out-file={out_dir}/cg.%p"]
+        targets = {
+            "bare relay": [*valgrind, sys.executable, str(Path(__file__).parent / "bench_proxy.py"),
+                           "--bare-relay", upstream],
+            "sseguard proxy": [*valgrind, *bp.SSEGUARD, "proxy", "--upstream", upstream, "--listen",
+                               "127.0.0.1:0", "--store", str(out_dir / "s.db")],
+        }
+        results: dict[str, dict[str, float]] = {}
+        for name, command in targets.items():
+            with bp.process(command, None, raw=True) as (proc, line):
+                url = line.split()[4]
+                for api in apis:
+                    asyncio.run(streams(url, api, 1))  # warm-up: first-use code paths and imports
+                    before = set(out_dir.glob(f"cg.{proc.pid}.*"))
+                    control(proc.pid, "-z")
+                    control(proc.pid, "-i", "on")
+                    events = asyncio.run(streams(url, api, args.streams))
+                    control(proc.pid, "-i", "off")
+                    control(proc.pid, "-d")
+                    ir = instructions(out_dir, proc.pid, before)
+                    results.setdefault(api, {})[name] = ir / events
+                    print(f"  {api:10} {name:15} {ir / events:12,.0f} instructions per event "
+                          f"({events} events)", flush=True)
+        print("\n| protocol | bare relay, instr./event | sseguard proxy, instr./event | ÷ bare |")
+        print("|---|---|---|---|")
+        for api in apis:
+            bare, ours = results[api]["bare relay"], results[api]["sseguard proxy"]
+            print(f"| {api} | {bare:,.0f} | {ours:,.0f} | **{ours / bare:.2f}×** |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,327 @@
+"""Where the guard proxy's time to first chunk goes: per-stream timestamps, not guesses.
+
+The proxy runs in a subprocess of this script with its steps wrapped (no product code changes): each
+client request carries an ``x-trace`` id, and the proxy notes, with ``time.perf_counter_ns`` (the
+monotonic clock every process on the machine shares), when its handler started, when the upstream
+request went out and its headers came back, when the first upstream bytes were read, when the client's
+headers were prepared and when the first body bytes were written; also how long each stream's end
+(``stream_done``: metrics and the record) held the event loop. The load client notes when it sent
+each request and when its first chunk arrived. Per protocol, at N concurrent streams (the steady
+window after the ramp only), the medians of each step are printed.
+
+``--sequential N`` instead asks N requests per target one at a time (direct, the bare relay, the proxy,
+alternating): the added latency without any queueing.
+
+Run: .venv/bin/python bench/trace_proxy_ttfc.py [--apis chat,responses,messages,gemini]
+     [--streams 100] [--seconds 6] [--no-store] [--sequential N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).parent))
+import bench_proxy as bp  # the bench's requests and process helpers
+
+NS = time.perf_counter_ns
+STEPS = ("handler", "post", "upstream_headers", "first_read", "prepared", "first_write")
+
+
+def serve(upstream: str, store: str, out: str) -> None:
+    """The proxy, its steps wrapped; the trace is written to ``out`` when it stops."""
+    from aiohttp import web
+
+    import sseguard.proxy.app as app_mod
+    import sseguard.proxy.guarded as guarded
+    import sseguard.proxy.state as state_mod
+    from sseguard.proxy import ProxyConfig
+    from sseguard.proxy.relay import StreamRelay
+
+    marks: dict[str, dict[str, int]] = defaultdict(dict)
+    done_ns: list[int] = []
+    setup_ns: list[int] = []
+
+    def mark(request: web.Request, step: str) -> None:
+        trace = request.headers.get("x-trace")
+        if trace is not None and step not in marks[trace]:
+            marks[trace][step] = NS()
+
+    v1 = app_mod.v1
+
+    async def traced_v1(request: web.Request) -> web.StreamResponse:
+        mark(request, "handler")
+        return await v1(request)
+
+    app_mod.v1 = traced_v1
+
+    new_relay = guarded._Attempts.new_relay
+
+    def traced_new_relay(self: Any) -> StreamRelay:
+        t = NS()
+        try:
+            return new_relay(self)
+        finally:
+            setup_ns.append(NS() - t)
+
+    guarded._Attempts.new_relay = traced_new_relay  # type: ignore[method-assign]
+
+    post = aiohttp.ClientSession.post
+
+    def traced_post(self: aiohttp.ClientSession, url: Any, **kw: Any) -> Any:
+        headers = kw.get("headers") or {}
+        trace = headers.get("x-trace")
+        if trace is not None:
+            marks[trace].setdefault("post", NS())
+        return post(self, url, **kw)
+
+    aiohttp.ClientSession.post = traced_post  # type: ignore[method-assign]
+
+    read = aiohttp.StreamReader.read
+    readers: dict[int, str] = {}  # StreamReader has slots: its trace id is kept here
+
+    async def traced_read(self: aiohttp.StreamReader, n: int = -1) -> bytes:
+        data = await read(self, n)
+        trace = readers.pop(id(self), None)
+        if trace is not None:
+            marks[trace].setdefault("first_read", NS())
+        return data
+
+    aiohttp.StreamReader.read = traced_read  # type: ignore[method-assign]
+
+    start = aiohttp.ClientResponse.start
+
+    async def traced_start(self: aiohttp.ClientResponse, connection: Any) -> Any:
+        out = await start(self, connection)
+        trace = self.request_info.headers.get("x-trace")
+        if trace is not None:
+            marks[trace].setdefault("upstream_headers", NS())
+            readers[id(self.content)] = trace
+        return out
+
+    aiohttp.ClientResponse.start = traced_start  # type: ignore[method-assign]
+
+    connect = aiohttp.TCPConnector._create_connection
+    connects: list[int] = []
+
+    async def counted(self: aiohttp.TCPConnector, *a: Any, **kw: Any) -> Any:
+        connects.append(NS())
+        return await connect(self, *a, **kw)
+
+    aiohttp.TCPConnector._create_connection = counted  # type: ignore[method-assign]
+
+    prepare = web.StreamResponse.prepare
+    responses: dict[int, str] = {}
+
+    async def traced_prepare(self: web.StreamResponse, request: web.BaseRequest) -> Any:
+        out = await prepare(self, request)
+        mark(request, "prepared")  # type: ignore[arg-type]
+        trace = request.headers.get("x-trace")
+        if trace is not None:
+            responses[id(self)] = trace
+        return out
+
+    web.StreamResponse.prepare = traced_prepare  # type: ignore[method-assign]
+
+    write = web.StreamResponse.write
+
+    async def traced_write(self: web.StreamResponse, data: Any) -> None:
+        await write(self, data)
+        trace = responses.pop(id(self), None)
+        if trace is not None:
+            marks[trace].setdefault("first_write", NS())
+
+    web.StreamResponse.write = traced_write  # type: ignore[method-assign]
+
+    stream_done = state_mod.ProxyState.stream_done
+
+    def traced_done(self: Any, relay: Any, verdict: Any) -> None:
+        t = NS()
+        stream_done(self, relay, verdict)
+        done_ns.append(NS() - t)
+
+    state_mod.ProxyState.stream_done = traced_done  # type: ignore[method-assign]
+
+    import uvloop
+
+    config = ProxyConfig.from_options(upstream=upstream, listen="127.0.0.1:0",
+                                      store=None if store == "-" else store)
+    profile = None
+    if os.environ.get("TRACE_PROFILE"):
+        import cProfile
+
+        profile = cProfile.Profile()
+        profile.enable()
+    with contextlib.suppress(KeyboardInterrupt):
+        uvloop.run(app_mod.serve_proxy(config, on_ready=lambda p: print(
+            f"proxy listening on {p.url}", flush=True)))
+    if profile is not None:
+        import pstats
+
+        profile.disable()
+        with open(os.environ["TRACE_PROFILE"], "a") as f:
+            pstats.Stats(profile, stream=f).sort_stats("tottime").print_stats(60)
+    Path(out).write_text(json.dumps({"marks": marks, "done_ns": done_ns, "setup_ns": setup_ns,
+                                      "connects": len(connects), "streams": len(setup_ns)}))
+
+
+async def load(url: str, api: str, streams: int, seconds: float) -> dict[str, dict[str, int]]:
+    path, body = bp.REQUESTS[api]
+    clock = time.perf_counter
+    ramp = 1.0
+    t0 = clock()
+    start, end = t0 + ramp, t0 + ramp + seconds
+    seen: dict[str, dict[str, int]] = {}
+    count = 0
+    events = 0
+
+    async def worker(i: int, session: aiohttp.ClientSession) -> None:
+        nonlocal count, events
+        await asyncio.sleep(ramp * i / streams)
+        while clock() < end:
+            count += 1
+            trace = f"{i}-{count}"
+            sent = NS()
+            first = 0
+            async with session.post(f"{url}/{path}", data=body,
+                                    headers={**bp.HEADERS, "x-trace": trace}) as resp:
+                got_headers = NS()
+                async for chunk in resp.content.iter_any():
+                    if not first:
+                        first = NS()
+                    events += chunk.count(b"\n\n") + chunk.count(b"\n\r\n")
+            if start <= sent / 1e9 < end:
+                seen[trace] = {"sent": sent, "client_headers": got_headers, "client_first": first}
+
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        await asyncio.gather(*(worker(i, session) for i in range(streams)))
+    seen["events"] = {"n": events}
+    return seen
+
+
+def report(api: str, seen: dict[str, dict[str, int]], trace: dict[str, Any], cpu_s: float) -> None:
+    marks = trace["marks"]
+    events = seen.pop("events")["n"]
+    order = ["sent", *STEPS, "client_headers", "client_first"]
+    gaps: dict[str, list[float]] = defaultdict(list)
+    for tid, client in seen.items():
+        row = {**marks.get(tid, {}), **client}
+        if not all(k in row for k in order):
+            continue
+        for a, b in itertools.pairwise(order):
+            gaps[f"{a} → {b}"].append((row[b] - row[a]) / 1e6)
+        gaps["total"].append((row["client_first"] - row["sent"]) / 1e6)
+    print(f"{api}: {len(gaps['total'])} streams traced (ms: p50 / p90); the proxy opened "
+          f"{trace['connects']} upstream connections for {trace['streams']} streams; its CPU "
+          f"{cpu_s / events * 1e6:.1f} µs per event delivered ({events:,} events)")
+    for name, values in gaps.items():
+        q = statistics.quantiles(values, n=10) if len(values) > 1 else values * 9
+        print(f"  {name:34} {statistics.median(values):7.3f} / {q[8]:7.3f}")
+    for name in ("setup_ns", "done_ns"):
+        values = [v / 1e6 for v in trace[name]]
+        if values:
+            print(f"  {name:34} {statistics.median(values):7.3f} / "
+                  f"{statistics.quantiles(values, n=10)[8]:7.3f} ms held on the loop")
+
+
+async def one_by_one(targets: dict[str, str], api: str, n: int) -> dict[str, list[float]]:
+    """Time to first chunk of ``n`` requests per target, one request at a time, targets alternating:
+    the relay's own added latency, without queueing behind other streams."""
+    path, body = bp.REQUESTS[api]
+    out: dict[str, list[float]] = {name: [] for name in targets}
+    async with aiohttp.ClientSession() as session:
+        for _ in range(n):
+            for name, base in targets.items():
+                sent = NS()
+                first = 0
+                async with session.post(f"{base}/{path}", data=body, headers=bp.HEADERS) as resp:
+                    async for _chunk in resp.content.iter_any():
+                        if not first:
+                            first = NS()
+                out[name].append((first - sent) / 1e6)
+    return out
+
+
+def sequential(apis: list[str], n: int) -> None:
+    """Direct, the bare relay and the proxy, one request at a time (``--sequential N``)."""
+    import uvloop
+
+    with tempfile.TemporaryDirectory() as tmp, bp.process(
+            ["chaos", "--listen", "127.0.0.1:0", "--json", "--tokens", "5",
+             "--inter-token-ms", "10"], 0) as (_, chaos_line), contextlib.ExitStack() as stack:
+        upstream = json.loads(chaos_line)["url"]
+        _, bare_line = stack.enter_context(bp.process(
+            [sys.executable, str(Path(__file__).parent / "bench_proxy.py"), "--bare-relay",
+             upstream], 1, raw=True))
+        _, proxy_line = stack.enter_context(bp.process(
+            ["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0", "--store",
+             str(Path(tmp) / "s.db")], 1))
+        targets = {"direct": upstream, "bare relay": bare_line.split()[4],
+                   "sseguard proxy": proxy_line.split()[4]}
+        for api in apis:
+            got = uvloop.run(one_by_one(targets, api, n))
+            d = statistics.median(got["direct"])
+            print(f"{api}: TTFC p50 one request at a time, {n} each: direct {d:.2f} ms; "
+                  + "; ".join(f"{name} {statistics.median(v):.2f} ms "
+                              f"(+{statistics.median(v) - d:.2f})"
+                              for name, v in got.items() if name != "direct"), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--apis", default="chat,responses,messages,gemini")
+    parser.add_argument("--streams", type=int, default=100)
+    parser.add_argument("--seconds", type=float, default=6.0)
+    parser.add_argument("--no-store", action="store_true", help="Run the proxy without a store.")
+    parser.add_argument("--sequential", type=int, metavar="N",
+                        help="Instead: TTFC of N requests one at a time, direct, bare relay, proxy.")
+    parser.add_argument("--serve", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        os.sched_setaffinity(0, {1})
+        serve(*args.serve)
+        return
+    os.sched_setaffinity(0, {0})
+    if args.sequential:
+        sequential(args.apis.split(","), args.sequential)
+        return
+    import uvloop
+
+    for api in args.apis.split(","):
+        with tempfile.TemporaryDirectory() as tmp, bp.process(
+                ["chaos", "--listen", "127.0.0.1:0", "--json", "--tokens", "100",
+                 "--inter-token-ms", "10"], 0) as (_, chaos_line):
+            upstream = json.loads(chaos_line)["url"]
+            out = Path(tmp) / "trace.json"
+            proxy = subprocess.Popen(
+                [sys.executable, __file__, "--serve", upstream,
+                 "-" if args.no_store else str(Path(tmp) / "s.db"), str(out)],
+                stdout=subprocess.PIPE, text=True)
+            assert proxy.stdout is not None
+            url = proxy.stdout.readline().split()[-1]
+            cpu0 = bp.cpu_seconds(proxy.pid)
+            seen = uvloop.run(load(url, api, args.streams, args.seconds))
+            cpu_s = bp.cpu_seconds(proxy.pid) - cpu0
+            proxy.send_signal(signal.SIGTERM)
+            proxy.wait(30)
+            report(api, seen, json.loads(out.read_text()), cpu_s)
+
+
+if __name__ == "__main__":
+    main()
