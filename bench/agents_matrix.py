@@ -1,13 +1,14 @@
 """What real coding agents do on each bad ending of a stream, directly and through ``sseguard proxy``.
 
 Run by hand (not by the test suite; it needs the agents from npm and takes ~15 minutes). Each run is
-one agent asked "Say hello" headless, with a dummy key, against a fresh ``sseguard chaos`` that injects
-one fault into every response (``--fault NAME=1``, seed 7), either directly or through a fresh
-``sseguard proxy`` with default options (its store in the run's own directory). Every run is bounded
-(``--timeout``; ``--stall-timeout-run`` for ``stalled``, longer than the proxy's default 60 s stall
-timeout); a run still going is killed (its process group) and classed by the requests the upstream
-saw: ``loops`` (at least ``LOOP_PER_MIN`` requests a minute) or ``hangs``. Upstream requests are the
-chaos server's own count (``GET /chaos/stats``), so retries and side requests (titles) are included.
+one agent asked "Say hello" headless, with a dummy key, against a fresh ``sseguard chaos`` that
+injects one fault into every response (``--fault NAME=1``, seed 7), either directly or through a
+fresh ``sseguard proxy`` with default options (policy ``agents``; its store in the run's own
+directory). Every run is bounded (``--timeout``; ``--stall-timeout-run`` for ``stalled``, longer
+than the proxy's default 60 s stall timeout); a run still going is killed (its process group) and
+classed by the requests the upstream saw: ``loops`` (at least ``LOOP_PER_MIN`` requests a minute) or
+``hangs``. Upstream requests are the chaos server's own count (``GET /chaos/stats``), so retries and
+side requests (titles) are included.
 
 Results go to a JSON Lines file (one object a run); ``--table`` prints the Markdown tables of
 ``docs/agents.md`` from it.
@@ -133,6 +134,9 @@ def agents(npm: Path) -> dict[str, Agent]:
         # (beta mid-conversation-system-2026-04-07), which chaos rejects as the public API's rules do.
         Agent("claude", "messages", (bin_("claude", "claude"), "--bare", "-p", PROMPT),
               _claude),
+        # Gemini CLI routes every prompt through a non-streamed JSON-mode generateContent (its model
+        # router) before the streamed answer: it needs chaos's JSON mode, or it retries for minutes.
+        # On a bad ending it prints "[ERROR] …" and still exits 0 (see the run's tail).
         Agent("gemini", "gemini", (bin_("gemini", "gemini"), "-p", PROMPT), _gemini),
     ]
     for api in ("chat", "responses", "messages"):

@@ -248,3 +248,67 @@ async def test_the_strict_transports_make_google_genai_raise_on_every_bad_ending
                          async_client_args={"transport": AsyncStrictTransport()})
         outcomes = await both_ways(sdk, options)
     assert [kind for kind, _ in outcomes] == [STRICT_TABLE[fault]] * 2
+
+
+#: Gemini CLI 0.61.0's model-router request, as it sends it: a non-streamed generateContent in JSON
+#: mode, its schema's types in Gemini's capitals. Given prose, the CLI retries it for minutes.
+ROUTER_SCHEMA: dict[str, Any] = {
+    "type": "OBJECT", "required": ["complexity_reasoning", "complexity_score"],
+    "properties": {"complexity_reasoning": {"type": "STRING"},
+                   "complexity_score": {"type": "INTEGER"}}}
+
+
+def json_mode_request(schema_field: str | None = "responseJsonSchema") -> dict[str, Any]:
+    config: dict[str, Any] = {"responseMimeType": "application/json",
+                              "thinkingConfig": {"includeThoughts": True}}
+    if schema_field is not None:
+        config[schema_field] = ROUTER_SCHEMA
+    return {"contents": [{"role": "user", "parts": [{"text": "Say hello"}]}],
+            "systemInstruction": {"parts": [{"text": "Score the task."}]},
+            "generationConfig": config}
+
+
+def answer_text(body: dict[str, Any]) -> str:
+    parts = body["candidates"][0]["content"]["parts"]
+    return "".join(p["text"] for p in parts if "text" in p and not p.get("thought"))
+
+
+@pytest.mark.parametrize("schema_field", ["responseJsonSchema", "responseSchema"])
+async def test_json_mode_answers_one_value_of_the_schema(schema_field: str,
+                                                         client: httpx2.AsyncClient) -> None:
+    async with run_chaos(ChaosConfig(seed=5, pacing=FAST)) as server:
+        url = f"{root(server.url)}/v1beta/models/chaos-lite:generateContent"
+        first = await client.post(url, json=json_mode_request(schema_field))
+        again = await client.post(url, json=json_mode_request(schema_field))
+    value = json.loads(answer_text(first.json()))
+    assert sorted(value) == ["complexity_reasoning", "complexity_score"]
+    assert isinstance(value["complexity_reasoning"], str) and value["complexity_reasoning"]
+    assert type(value["complexity_score"]) is int
+    assert not any("functionCall" in p for p in first.json()["candidates"][0]["content"]["parts"])
+    assert answer_text(again.json()) == answer_text(first.json())
+
+
+async def test_json_mode_without_a_schema_is_still_one_json_value(
+        client: httpx2.AsyncClient) -> None:
+    async with run_chaos(ChaosConfig(seed=5, pacing=FAST)) as server:
+        url = f"{root(server.url)}/v1beta/models/chaos-lite:generateContent"
+        resp = await client.post(url, json=json_mode_request(None))
+    value = json.loads(answer_text(resp.json()))
+    assert list(value) == ["text"] and isinstance(value["text"], str)
+
+
+async def test_a_streamed_json_answer_is_whole_when_healthy_and_cut_when_truncated(
+        client: httpx2.AsyncClient) -> None:
+    texts = {}
+    for fault in (None, Fault.TRUNCATED):
+        faults = {fault: 1.0} if fault is not None else {}
+        async with run_chaos(ChaosConfig(seed=5, pacing=FAST, faults=faults)) as server:
+            out = await fetch(client, stream_url(root(server.url)), json_mode_request(), api=API)
+        records = [json.loads(line[len(b"data: "):]) for line in out.body.split(b"\r\n\r\n")
+                   if line.startswith(b"data: ")]
+        texts[fault] = "".join(answer_text(r) for r in records if "content" in r["candidates"][0])
+        assert out.verdict.ending is (Ending.TRUNCATED if fault else Ending.COMPLETE)
+    assert sorted(json.loads(texts[None])) == ["complexity_reasoning", "complexity_score"]
+    assert texts[None].startswith(texts[Fault.TRUNCATED]) and texts[Fault.TRUNCATED] != texts[None]
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(texts[Fault.TRUNCATED])

@@ -10,11 +10,18 @@ which the server applies from the route. The answer is rendered as ``GenerateCon
 ``?alt=sse`` gets ``data: …\\r\\n\\r\\n`` frames and no sentinel; without it the records are the
 elements of one JSON array, ``[{…},\\r\\n{…}\\r\\n]``, streamed element by element, closed by ``]``
 whenever the body ends cleanly (a truncated array is closed too: only its finishReason is missing).
+
+A request in JSON mode (``generationConfig.responseMimeType: application/json``) gets its text as
+one JSON value of the ``responseJsonSchema`` / ``responseSchema`` asked for, as the API would: Gemini
+CLI routes every prompt through such a request (a non-streamed ``generateContent`` asking for a
+complexity score) and, given prose, retries it with backoff for minutes before it streams anything.
 """
 
 from __future__ import annotations
 
 import hashlib
+import random
+from dataclasses import dataclass, replace
 from typing import Any
 
 import msgspec
@@ -30,7 +37,7 @@ from sseguard.chaos.frames import (
     schedule,
     tokens_from_tags,
 )
-from sseguard.chaos.generate import Answer
+from sseguard.chaos.generate import Answer, schema_value
 from sseguard.chaos.request import BadRequest, ChatRequest, Tool, decode_object, int_field, text_of
 from sseguard.chaos.writer import Writer
 from sseguard.contract.gemini import GEMINI
@@ -48,6 +55,14 @@ _FINISH = {"stop": "STOP", "length": "MAX_TOKENS", "tool_calls": "STOP"}
 #: The thinking budget that counts as reasoning effort "medium" (``Pacing.reasoning_tokens``).
 MEDIUM_BUDGET = 8192
 _MODES = {"AUTO": "auto", "ANY": "required", "NONE": "none", "VALIDATED": "auto"}
+
+
+@dataclass(frozen=True)
+class GeminiRequest(ChatRequest):
+    """A request with what only Gemini's body says: JSON mode and the schema of its answer."""
+
+    json_mode: bool = False
+    response_schema: Any = None
 
 
 def bad_request_body(exc: BadRequest) -> dict[str, Any]:
@@ -127,13 +142,19 @@ def parse_request(body: bytes) -> ChatRequest:
                          "generationConfig")
     tools = _tools(data.get("tools"))
     digest = hashlib.blake2b(_enc([data.get("systemInstruction"), contents]), digest_size=16).digest()
-    return ChatRequest(
+    json_mode = config.get("responseMimeType") == "application/json"
+    # Gemini CLI spells the types of its responseJsonSchema in Gemini's capitals ("OBJECT"), which
+    # the API accepts: both fields are read through the same normalisation.
+    raw_schema = config.get("responseJsonSchema")
+    schema = json_schema(raw_schema if raw_schema is not None else config.get("responseSchema"))
+    return GeminiRequest(
         model=None, stream=False, include_usage=True, tools=tools,
         tool_choice=_tool_choice(data.get("toolConfig"), tools), parallel_tool_calls=True,
         max_tokens=int_field(config, "maxOutputTokens", minimum=1),
         n=int_field(config, "candidateCount", minimum=1, maximum=8) or 1,
         reasoning=_reasoning(config), last_role=last_role, last_text=last_text,
-        prompt_words=words, fingerprint=digest)
+        prompt_words=words, fingerprint=digest, json_mode=json_mode,
+        response_schema=schema if json_mode else None)
 
 
 def _parts(content: Any, where: str) -> list[Any]:
@@ -193,6 +214,28 @@ def _framed(framing: Framing, records: list[dict[str, Any] | bytes], first: int)
             for i, r in enumerate(records)]
 
 
+def _as_json(req: ChatRequest, answers: list[Answer]) -> list[Answer]:
+    """In JSON mode each answer's text is one JSON value (of the schema, if one was given), in as
+    many pieces as its prose had, so that a cut leaves a cut value; no calls (a model in JSON mode
+    answers with the value, and Gemini CLI's JSON requests offer no tools)."""
+    if not isinstance(req, GeminiRequest) or not req.json_mode:
+        return answers
+    out = []
+    for index, answer in enumerate(answers):
+        if not answer.content:  # an empty answer (fault ``empty``) stays empty
+            out.append(answer)
+            continue
+        rng = random.Random(req.fingerprint + bytes([index]))
+        value = schema_value(rng, req.response_schema, 0) if isinstance(req.response_schema, dict) \
+            else {"text": "".join(answer.content)}
+        text = _enc(value).decode()
+        count = max(1, min(len(answer.content), len(text)))
+        cuts = sorted(rng.sample(range(1, len(text)), count - 1)) if count > 1 else []
+        pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+        out.append(replace(answer, content=pieces, calls=[], finish_reason="stop"))
+    return out
+
+
 def _close_array(plan: Plan, fault: Fault | None) -> Plan:
     """Close the array of a body that ends cleanly; a cut, reset, hang or empty body stays open."""
     if plan.end is End.EOF and plan.writes and fault is not Fault.CUT_MID_FRAME:
@@ -227,6 +270,7 @@ def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: 
                 answers: list[Answer]) -> Plan:
     """The writes of a streamed answer, ``?alt=sse`` framing, with ``decision``'s fault applied."""
     fault = decision.fault
+    answers = _as_json(req, answers)
     enc = _Records(ids, req.model or config.model, req.prompt_words,
                    usage=fault is not Fault.MISSING_USAGE)
     records: list[dict[str, Any] | bytes] = []
@@ -274,6 +318,7 @@ def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: 
 def response_body(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: ResponseIds,
                   answers: list[Answer]) -> bytes:
     """A non-streamed ``GenerateContentResponse`` with the content faults applied."""
+    answers = _as_json(req, answers)
     enc = _Records(ids, req.model or config.model, req.prompt_words, usage=False)
     candidates = []
     for index, answer in enumerate(answers):

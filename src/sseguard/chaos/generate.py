@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -235,11 +236,8 @@ def schema_value(rng: random.Random, schema: Any, depth: int, name: str = "") ->
             return []
         return [schema_value(rng, schema.get("items"), depth + 1, name)
                 for _ in range(rng.randint(1, 2))]
-    if kind == "integer":
-        low = int(schema.get("minimum", 1))
-        return rng.randint(low, max(low, int(schema.get("maximum", low + 9))))
-    if kind == "number":
-        return round(rng.uniform(0, 100), 2)
+    if kind in ("integer", "number"):
+        return _number(rng, schema, integer=kind == "integer")
     if kind == "boolean":
         return rng.random() < 0.5
     if kind == "null":
@@ -247,6 +245,32 @@ def schema_value(rng: random.Random, schema: Any, depth: int, name: str = "") ->
     if any(hint in name.lower() for hint in ("location", "city", "place")):
         return rng.choice(CITIES)
     return " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 3)))
+
+
+def _number(rng: random.Random, schema: dict[str, Any], *, integer: bool) -> int | float:
+    """A number within the bounds, exclusive ones included (zod's ``positive()`` is
+    ``exclusiveMinimum: 0`` beside ``minimum: -2**53+1``): a bound ignored fails a healthy call."""
+    def num(key: str) -> float | None:
+        value = schema.get(key)
+        return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+    low, high = num("minimum"), num("maximum")
+    above, below = num("exclusiveMinimum"), num("exclusiveMaximum")
+    if integer:
+        low_i = math.ceil(low) if low is not None else 1
+        if above is not None:
+            low_i = max(low_i, math.floor(above) + 1)
+        high_i = math.floor(high) if high is not None else low_i + 9
+        if below is not None:
+            high_i = min(high_i, math.ceil(below) - 1)
+        if high_i < low_i and low is None and above is None:
+            low_i = high_i - 9
+        return rng.randint(low_i, max(low_i, high_i))
+    lo = max(x for x in (low, above, 0.0 if low is None and above is None else None) if x is not None)
+    hi = min((x for x in (high, below) if x is not None), default=lo + 100)
+    value = round(rng.uniform(lo, max(lo, hi)), 2)
+    if (above is not None and value <= above) or (below is not None and value >= below):
+        return (lo + hi) / 2
+    return value
 
 
 # ── markup ───────────────────────────────────────────────────────────────────────────────────────
