@@ -156,7 +156,8 @@ def header_query(facts: str, flt: Filter, dialect: Dialect) -> str:
     analysis; the decision to drop them is the same either way."""
     pairs = f"p AS ({dialect.header_pairs()})"
     if dialect.name not in ("duckdb", "spark"):
-        return f"{facts_cte(facts, flt)}, {pairs} SELECT name, COUNT(DISTINCT value), COUNT(*) FROM p GROUP BY name"
+        return (f"{facts_cte(facts, flt)}, {pairs} "
+                "SELECT name, COUNT(DISTINCT value), COUNT(*) FROM p GROUP BY name")
     return (f"{facts_cte(facts, flt)}, {pairs}, "
             "a AS (SELECT name, approx_count_distinct(value) AS d, COUNT(*) AS n FROM p GROUP BY name), "
             f"e AS (SELECT name, COUNT(DISTINCT value) AS d FROM p WHERE name IN "
