@@ -142,28 +142,31 @@ def profile_query(facts: str, flt: Filter) -> str:
             "MAX(CASE WHEN started_at > 0 THEN started_at END) FROM f GROUP BY run_id")
 
 
-#: Past this many distinct values by estimate, a header's exact count is not needed (see ``header_query``).
-ESTIMATE_ABOVE = 1000
+#: A header with more distinct values than this among the first ``SCREEN_PAIRS`` header values read is
+#: not counted exactly (see ``header_query``); far above ``counts.MAX_CATEGORIES``.
+SCREEN_ABOVE = 1000
+SCREEN_PAIRS = 100_000
 
 
 def header_query(facts: str, flt: Filter, dialect: Dialect) -> str:
     """Per header name: distinct values and records carrying it (to drop per-request ids).
 
-    Only a header with few values is ever kept (``counts.MAX_CATEGORIES``), so where the engine has
-    an estimate (HyperLogLog: DuckDB, Spark) a header estimated past ``ESTIMATE_ABOVE`` values keeps the
-    estimate, which errs by a few percent, never by twenty times, and the exact distinct count is taken
-    for the others only. Counting ten million distinct request ids exactly took 7.5 s of a 10M-record
-    analysis; the decision to drop them is the same either way."""
-    pairs = f"p AS ({dialect.header_pairs()})"
-    if dialect.name not in ("duckdb", "spark"):
-        return (f"{facts_cte(facts, flt)}, {pairs} "
-                "SELECT name, COUNT(DISTINCT value), COUNT(*) FROM p GROUP BY name")
-    return (f"{facts_cte(facts, flt)}, {pairs}, "
-            "a AS (SELECT name, approx_count_distinct(value) AS d, COUNT(*) AS n FROM p GROUP BY name), "
-            f"e AS (SELECT name, COUNT(DISTINCT value) AS d FROM p WHERE name IN "
-            f"(SELECT name FROM a WHERE d <= {ESTIMATE_ABOVE}) GROUP BY name) "
-            f"SELECT a.name, CASE WHEN a.d > {ESTIMATE_ABOVE} THEN a.d ELSE e.d END, a.n "
-            "FROM a LEFT JOIN e ON a.name = e.name")
+    Only a header with few values is ever kept (``counts.MAX_CATEGORIES``), so the exact count of a
+    per-request id's ten million values is not needed: a header with more than ``SCREEN_ABOVE`` distinct
+    values among any ``SCREEN_PAIRS`` header values read first has at least that many in all, and
+    that lower bound is what the query returns for it; every other header is counted exactly, in the
+    same pass that counts the records carrying each header. The decision to drop or keep a header is
+    the one an exact count gives, on every engine. Counting ten million request ids exactly took 7.5 s
+    of a 10M-record DuckDB analysis, and far longer in SQLite."""
+    return (f"{facts_cte(facts, flt)}, p AS ({dialect.header_pairs()}), "
+            f"s AS (SELECT name, COUNT(DISTINCT value) AS d FROM (SELECT name, value FROM p "
+            f"LIMIT {SCREEN_PAIRS}) AS x GROUP BY name), "
+            f"big AS (SELECT name FROM s WHERE d > {SCREEN_ABOVE}), "
+            "a AS (SELECT name, COUNT(*) AS n, "
+            "COUNT(DISTINCT CASE WHEN name NOT IN (SELECT name FROM big) THEN value END) AS d "
+            "FROM p GROUP BY name) "
+            f"SELECT a.name, CASE WHEN s.d > {SCREEN_ABOVE} THEN s.d ELSE a.d END, a.n "
+            "FROM a LEFT JOIN s ON a.name = s.name")
 
 
 def log_bucket(value: int, base: int, start: int) -> int:
