@@ -8,9 +8,14 @@ that its peak RSS is its own:
 
     .venv/bin/python bench/bench_analyze.py [N] [--kinds jsonl,parquet,sqlite,spark] [--dir DIR]
                                             [--legacy OLD_CHECKOUT/src]
+                                            [--jsonl FILE] [--sqlite DB] [--parquet DIR]
 
 Prints one line per kind: seconds for the analysis (counting in the engine plus the statistics),
-peak RSS of the analyzing process, and the load average when it ended.
+the CPU seconds of the analyzing process (user + system, imports included: on a shared machine the
+figure that does not depend on the others' load; two cores can at best halve it in wall time), peak
+RSS of the analyzing process, and the load average before and after it.
+``--jsonl`` (and ``--sqlite``, ``--parquet``) reuse sources made before, so that a 10M run need not
+generate them again.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sqlite3
 import subprocess
 import sys
@@ -34,6 +40,7 @@ TAIL = "x" * 420  # a body tail's worth of bytes: lines as long as real records'
 def generate(n: int, path: Path) -> None:
     """N records as JSONL, written by DuckDB from ``range(n)`` with a fixed seed."""
     con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
     con.execute("SELECT setseed(0.42)")
     con.execute(f"""
         COPY (
@@ -126,7 +133,9 @@ def child(kind: str, source: str) -> None:
     seconds = time.perf_counter() - t0
     top = result.top.key if result.top else None
     peak = _vm_hwm_mb()
-    print(json.dumps({"seconds": seconds, "records": result.requests, "top": top, "peak_rss_mb": peak}))
+    use = resource.getrusage(resource.RUSAGE_SELF)  # this process's CPU, imports included
+    print(json.dumps({"seconds": seconds, "records": result.requests, "top": top, "peak_rss_mb": peak,
+                      "cpu": use.ru_utime + use.ru_stime}))
 
 
 def _vm_hwm_mb() -> float:
@@ -153,6 +162,10 @@ def main() -> None:
     parser.add_argument("n", nargs="?", type=int, default=1_000_000)
     parser.add_argument("--kinds", default="jsonl,parquet,sqlite")
     parser.add_argument("--dir", default=None)
+    parser.add_argument("--jsonl", help="analyze this JSONL file (made by an earlier run) instead of "
+                        "generating one; N is then ignored")
+    parser.add_argument("--sqlite", help="and this SQLite store instead of filling one")
+    parser.add_argument("--parquet", help="and this Parquet directory instead of exporting one")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "SOURCE"))
     parser.add_argument("--legacy", metavar="SRC", help="also time the in-memory path of an older "
                         "checkout's src/ (e.g. a worktree of 2390d50) on the same JSONL")
@@ -162,29 +175,36 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         root = Path(tmp)
-        jsonl = root / "results.jsonl"
-        t0 = time.perf_counter()
-        generate(args.n, jsonl)
-        print(f"generated {args.n:,} records ({jsonl.stat().st_size / 1e6:.0f} MB of JSONL) in "
-              f"{time.perf_counter() - t0:.1f} s; nproc={os.cpu_count()}")
+        jsonl = Path(args.jsonl) if args.jsonl else root / "results.jsonl"
+        if not args.jsonl:
+            t0 = time.perf_counter()
+            generate(args.n, jsonl)
+            print(f"generated {args.n:,} records ({jsonl.stat().st_size / 1e6:.0f} MB of JSONL) in "
+                  f"{time.perf_counter() - t0:.1f} s; nproc={os.cpu_count()}")
         kinds = args.kinds.split(",")
         sources = {"jsonl": str(jsonl), "spark": str(jsonl), "legacy": str(jsonl)}
         if args.legacy:
             kinds.append("legacy")
         if "parquet" in kinds:
-            t0 = time.perf_counter()
-            to_parquet(jsonl, root / "pq")
-            print(f"exported to Parquet in {time.perf_counter() - t0:.1f} s")
-            sources["parquet"] = str(root / "pq")
+            sources["parquet"] = args.parquet or str(root / "pq")
+            if not args.parquet:
+                t0 = time.perf_counter()
+                to_parquet(jsonl, root / "pq")
+                print(f"exported to Parquet in {time.perf_counter() - t0:.1f} s")
         if "sqlite" in kinds:
-            t0 = time.perf_counter()
-            to_sqlite(jsonl, root / "s.db")
-            print(f"filled the SQLite store in {time.perf_counter() - t0:.1f} s")
-            sources["sqlite"] = str(root / "s.db")
+            sources["sqlite"] = args.sqlite or str(root / "s.db")
+            if not args.sqlite:
+                t0 = time.perf_counter()
+                to_sqlite(jsonl, root / "s.db")
+                print(f"filled the SQLite store in {time.perf_counter() - t0:.1f} s")
         for kind in kinds:
+            before = os.getloadavg()[0]
             got = measure(kind, sources[kind], args.legacy)
-            print(f"{kind:8} {got['seconds']:7.1f} s  peak RSS {got['peak_rss_mb']:6.0f} MB  "
-                  f"load {got['load']:.1f}  top={got['top']} records={got['records']}")
+            print(f"{kind:8} {got['seconds']:7.1f} s  CPU {got['cpu']:6.1f} s  "
+                  f"peak RSS {got['peak_rss_mb']:6.0f} MB  "
+                  f"load {before:.1f} before, {got['load']:.1f} after  top={got['top']} "
+                  f"records={got['records']}  at {time.strftime('%H:%M:%S', time.gmtime())} UTC",
+                  flush=True)
 
 
 if __name__ == "__main__":
