@@ -107,7 +107,7 @@ class DuckDBEngine:
         columns of a stored table (dictionaries for the few distinct labels), while a temporary table
         is kept uncompressed in memory and, past the memory limit, spilled block by block. Ten million
         records of JSONL took 35 to 45 s to read into a temporary table and 22 s into a stored one
-        (parsing the JSON alone: 17.5 s), and every query after it is faster for it too."""
+        (parsing the JSON alone: 17.5 s; see docs/benchmarks.md for the whole analysis)."""
         self.rows(f"CREATE TABLE {FACTS_TABLE} AS {facts}")
         return f"SELECT * FROM {FACTS_TABLE}"
 
