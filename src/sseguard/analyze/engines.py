@@ -27,8 +27,6 @@ from sseguard.record import id_prefix
 Row = tuple[Any, ...]
 #: DuckDB's working memory; past it, large aggregations spill to a temporary directory.
 DUCKDB_MEMORY = "600MB"
-#: SQLite's page cache while it counts (KiB): the temporary facts table and the sorts work in it.
-SQLITE_CACHE_KIB = 256 * 1024
 #: Where an engine keeps the facts it read once (see ``Engine.materialize``).
 FACTS_TABLE = "sseguard_facts"
 
@@ -174,10 +172,6 @@ class SQLiteEngine:
         try:
             self._con = sqlite3.connect(f"file:{quote(source.target)}?mode=ro", uri=True, timeout=30.0)
             self._con.create_function("sseguard_id_prefix", 1, id_prefix, deterministic=True)
-            # The GROUP BYs over the facts are sorts: let SQLite's sorter use the other cores, and give
-            # the temporary facts table a page cache of its own size class (memory stays bounded).
-            self._con.execute(f"PRAGMA threads = {min(8, os.cpu_count() or 1)}")
-            self._con.execute(f"PRAGMA cache_size = -{SQLITE_CACHE_KIB}")
             self._check()
         except sqlite3.Error as exc:
             raise EngineError(f"cannot read store {source.label}: {one_line(exc)}") from None
