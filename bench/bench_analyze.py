@@ -8,9 +8,14 @@ that its peak RSS is its own:
 
     .venv/bin/python bench/bench_analyze.py [N] [--kinds jsonl,parquet,sqlite,spark] [--dir DIR]
                                             [--legacy OLD_CHECKOUT/src]
+                                            [--jsonl FILE] [--sqlite DB] [--parquet DIR]
 
 Prints one line per kind: seconds for the analysis (counting in the engine plus the statistics),
-peak RSS of the analyzing process, and the load average when it ended.
+the CPU seconds of the analyzing process (user + system, imports included: on a shared machine the
+figure that does not depend on the others' load; two cores can at best halve it in wall time), peak
+RSS of the analyzing process, and the load average before and after it.
+``--jsonl`` (and ``--sqlite``, ``--parquet``) reuse sources made before, so that a 10M run need not
+generate them again.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sqlite3
 import subprocess
 import sys
@@ -34,6 +40,7 @@ TAIL = "x" * 420  # a body tail's worth of bytes: lines as long as real records'
 def generate(n: int, path: Path) -> None:
     """N records as JSONL, written by DuckDB from ``range(n)`` with a fixed seed."""
     con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
     con.execute("SELECT setseed(0.42)")
     con.execute(f"""
         COPY (
@@ -66,27 +73,43 @@ def to_parquet(jsonl: Path, out: Path) -> None:
 
 
 def to_sqlite(jsonl: Path, db: Path) -> None:
-    """The store's own layout, filled row by row as the proxy would (in large transactions)."""
+    """The store's own table and indexes, filled from the JSONL as fast as SQLite goes: rows inserted
+    before the indexes are built (one sort each instead of ten million B-tree inserts), no journal,
+    large transactions. DuckDB's sqlite extension would write it faster but is not installable offline.
+    """
     from sseguard.store import open_store
 
-    open_store(str(db)).close()  # creates the table
-    conn = sqlite3.connect(db)
+    open_store(str(db)).close()  # creates the table and its indexes, in WAL mode
+    conn = sqlite3.connect(db, isolation_level=None)
+    indexes = [row for row in conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'sseguard_records' "
+        "AND sql IS NOT NULL")]
+    for name, _ in indexes:
+        conn.execute(f"DROP INDEX {name}")
+    conn.execute("PRAGMA journal_mode = OFF")
+    conn.execute("PRAGMA synchronous = OFF")
+    conn.execute("PRAGMA cache_size = -200000")  # 200 MB of page cache
+    insert = ("INSERT INTO sseguard_records (run_id, arm, ending, started_at, id_prefix, record, weight) "
+              "VALUES (?, ?, ?, ?, ?, ?, 1)")
     decode = msgspec.json.Decoder().decode
     batch: list[tuple[object, ...]] = []
     with jsonl.open("rb") as f:
         for line in f:
             d = decode(line)
             batch.append((d["run_id"], d["arm"], d["ending"], d["started_at"], d["id_prefix"],
-                          line.decode().rstrip("\n"), 1))
-            if len(batch) == 50_000:
-                conn.executemany("INSERT INTO sseguard_records (run_id, arm, ending, started_at, id_prefix, "
-                                 "record, weight) VALUES (?, ?, ?, ?, ?, ?, ?)", batch)
-                conn.commit()
+                          line.decode().rstrip("\n")))
+            if len(batch) == 200_000:
+                conn.execute("BEGIN")
+                conn.executemany(insert, batch)
+                conn.execute("COMMIT")
                 batch = []
     if batch:
-        conn.executemany("INSERT INTO sseguard_records (run_id, arm, ending, started_at, id_prefix, record, "
-                         "weight) VALUES (?, ?, ?, ?, ?, ?, ?)", batch)
-        conn.commit()
+        conn.execute("BEGIN")
+        conn.executemany(insert, batch)
+        conn.execute("COMMIT")
+    for _, sql in indexes:
+        conn.execute(sql)
+    conn.execute("PRAGMA journal_mode = WAL")  # as the proxy leaves it
     conn.close()
 
 
@@ -110,7 +133,9 @@ def child(kind: str, source: str) -> None:
     seconds = time.perf_counter() - t0
     top = result.top.key if result.top else None
     peak = _vm_hwm_mb()
-    print(json.dumps({"seconds": seconds, "records": result.requests, "top": top, "peak_rss_mb": peak}))
+    use = resource.getrusage(resource.RUSAGE_SELF)  # this process's CPU, imports included
+    print(json.dumps({"seconds": seconds, "records": result.requests, "top": top, "peak_rss_mb": peak,
+                      "cpu": use.ru_utime + use.ru_stime}))
 
 
 def _vm_hwm_mb() -> float:
@@ -137,6 +162,10 @@ def main() -> None:
     parser.add_argument("n", nargs="?", type=int, default=1_000_000)
     parser.add_argument("--kinds", default="jsonl,parquet,sqlite")
     parser.add_argument("--dir", default=None)
+    parser.add_argument("--jsonl", help="analyze this JSONL file (made by an earlier run) instead of "
+                        "generating one; N is then ignored")
+    parser.add_argument("--sqlite", help="and this SQLite store instead of filling one")
+    parser.add_argument("--parquet", help="and this Parquet directory instead of exporting one")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "SOURCE"))
     parser.add_argument("--legacy", metavar="SRC", help="also time the in-memory path of an older "
                         "checkout's src/ (e.g. a worktree of 2390d50) on the same JSONL")
@@ -146,29 +175,36 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         root = Path(tmp)
-        jsonl = root / "results.jsonl"
-        t0 = time.perf_counter()
-        generate(args.n, jsonl)
-        print(f"generated {args.n:,} records ({jsonl.stat().st_size / 1e6:.0f} MB of JSONL) in "
-              f"{time.perf_counter() - t0:.1f} s; nproc={os.cpu_count()}")
+        jsonl = Path(args.jsonl) if args.jsonl else root / "results.jsonl"
+        if not args.jsonl:
+            t0 = time.perf_counter()
+            generate(args.n, jsonl)
+            print(f"generated {args.n:,} records ({jsonl.stat().st_size / 1e6:.0f} MB of JSONL) in "
+                  f"{time.perf_counter() - t0:.1f} s; nproc={os.cpu_count()}")
         kinds = args.kinds.split(",")
         sources = {"jsonl": str(jsonl), "spark": str(jsonl), "legacy": str(jsonl)}
         if args.legacy:
             kinds.append("legacy")
         if "parquet" in kinds:
-            t0 = time.perf_counter()
-            to_parquet(jsonl, root / "pq")
-            print(f"exported to Parquet in {time.perf_counter() - t0:.1f} s")
-            sources["parquet"] = str(root / "pq")
+            sources["parquet"] = args.parquet or str(root / "pq")
+            if not args.parquet:
+                t0 = time.perf_counter()
+                to_parquet(jsonl, root / "pq")
+                print(f"exported to Parquet in {time.perf_counter() - t0:.1f} s")
         if "sqlite" in kinds:
-            t0 = time.perf_counter()
-            to_sqlite(jsonl, root / "s.db")
-            print(f"filled the SQLite store in {time.perf_counter() - t0:.1f} s")
-            sources["sqlite"] = str(root / "s.db")
+            sources["sqlite"] = args.sqlite or str(root / "s.db")
+            if not args.sqlite:
+                t0 = time.perf_counter()
+                to_sqlite(jsonl, root / "s.db")
+                print(f"filled the SQLite store in {time.perf_counter() - t0:.1f} s")
         for kind in kinds:
+            before = os.getloadavg()[0]
             got = measure(kind, sources[kind], args.legacy)
-            print(f"{kind:8} {got['seconds']:7.1f} s  peak RSS {got['peak_rss_mb']:6.0f} MB  "
-                  f"load {got['load']:.1f}  top={got['top']} records={got['records']}")
+            print(f"{kind:8} {got['seconds']:7.1f} s  CPU {got['cpu']:6.1f} s  "
+                  f"peak RSS {got['peak_rss_mb']:6.0f} MB  "
+                  f"load {before:.1f} before, {got['load']:.1f} after  top={got['top']} "
+                  f"records={got['records']}  at {time.strftime('%H:%M:%S', time.gmtime())} UTC",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -170,14 +170,9 @@ class Reader:
 
 
 def _materialize(eng: Engine) -> str:
-    """Read the source once: its facts (a few narrow columns) into a temporary table of the engine, so
-    the profile, header and cell queries (and one set per api) do not parse the JSON again each."""
-    facts = eng.source.facts(eng.dialect.name)
-    if eng.dialect.name == "spark":
-        eng.rows(f"CACHE TABLE sseguard_facts AS {facts}")
-    else:
-        eng.rows(f"CREATE TEMP TABLE sseguard_facts AS {facts}")
-    return "SELECT * FROM sseguard_facts"
+    """Read the source once: its facts (a few narrow columns) into a table of the engine, so the
+    profile, header and cell queries (and one set per api) do not parse the JSON again each."""
+    return eng.materialize(eng.source.facts(eng.dialect.name))
 
 
 def _evidence(eng: Engine, flt: Filter, failing: Sequence[tuple[str, str]], limit: int) -> list[Record]:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sseguard.analyze.facts import quote
+from sseguard.analyze.facts import Dialect, quote, with_prefix
 from sseguard.errors import ConfigError
 
 #: The record fields a file source is read with, by name and DuckDB type; JSON-valued fields stay JSON
@@ -71,7 +71,8 @@ class FileSource:
             kinds = "concat_ws(',', from_json(findings, 'array<struct<kind:string>>').kind)"
         else:
             kinds = "array_to_string(CAST(json_extract_string(findings, '$[*].kind') AS VARCHAR[]), ',')"
-        return typed_facts(relation, kinds, "`index`" if dialect == "spark" else '"index"')
+        return with_prefix(typed_facts(relation, kinds, "`index`" if dialect == "spark" else '"index"'),
+                           Dialect(dialect))
 
 
 def typed_facts(relation: str, kinds: str, index: str) -> str:
@@ -120,7 +121,7 @@ class StoreSource:
                      "FROM jsonb_array_elements(record -> 'findings') WITH ORDINALITY AS e(value, n))")
             headers = "(record -> 'headers')"
         cast = "INTEGER" if self.kind == "sqlite" else "BIGINT"
-        return (
+        raw = (
             f"SELECT CAST(COALESCE({field('schema')}, '1') AS {cast}) AS schema, run_id, "
             f"CAST(COALESCE({field('index')}, '0') AS {cast}) AS idx, started_at, arm, "
             f"COALESCE({field('api')}, 'chat') AS api, COALESCE({field('workload')}, 'small') AS workload, "
@@ -130,6 +131,7 @@ class StoreSource:
             f"CAST(COALESCE({field('prompt_bytes')}, '0') AS {cast}) AS prompt_bytes, {headers} AS headers, "
             f"weight{', record AS doc' if doc else ''} FROM {TABLE}"
         )
+        return with_prefix(raw, Dialect(dialect), extra=", doc" if doc else "")
 
 
 Source = FileSource | StoreSource

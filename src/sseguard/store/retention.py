@@ -19,7 +19,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from sseguard.errors import ConfigError
@@ -164,14 +164,25 @@ def _prune_postgres(target: str, statements: list[tuple[str, float]]) -> int:
 
 
 class RetentionThread:
-    """Prunes a store every ``every`` seconds (first at start) until ``stop()``; errors are logged."""
+    """Prunes a store every ``every`` seconds (first at start) until ``stop()``; errors are logged.
 
-    def __init__(self, target: str, retention: Retention, *, every: float = PRUNE_EVERY_S) -> None:
+    ``clock`` gives the time each round prunes at (tests age the store without waiting days); ``wake``
+    asks for a round now, and ``wait_round`` waits until that round is over, so a test can tell the
+    moment a clean-up ran from the moment it was asked for.
+    """
+
+    def __init__(self, target: str, retention: Retention, *, every: float = PRUNE_EVERY_S,
+                 clock: Callable[[], float] = time.time) -> None:
         self.target = target
         self.retention = retention
         self.every = every
+        self.clock = clock
         self.deleted = 0
-        self._stop = threading.Event()
+        self.rounds = 0  # rounds finished
+        self._started = 0  # rounds begun
+        self._stopping = False
+        self._kick = threading.Event()
+        self._done = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="sseguard-store-retention", daemon=True)
 
     def start(self) -> RetentionThread:
@@ -179,15 +190,36 @@ class RetentionThread:
         return self
 
     def _run(self) -> None:
-        while True:
+        while not self._stopping:
+            with self._done:  # a wake after this line asks for the next round, not this one
+                self._kick.clear()
+                self._started += 1
+            deleted = 0
             try:
-                self.deleted += prune(self.target, self.retention)
+                deleted = prune(self.target, self.retention, now=self.clock())
             except Exception as exc:  # a database blip: try again next round, never kill the proxy
                 log.warning("store retention on %s failed: %s", safe_target(self.target), one_line(exc))
-            if self._stop.wait(self.every):
-                return
+            if deleted:
+                log.info("store retention deleted %d records from %s", deleted, safe_target(self.target))
+            with self._done:
+                self.deleted += deleted
+                self.rounds += 1
+                self._done.notify_all()
+            self._kick.wait(self.every)
+
+    def wake(self) -> int:
+        """Ask for a round that starts after this call; returns its number for ``wait_round``."""
+        with self._done:
+            self._kick.set()
+            return self._started + 1
+
+    def wait_round(self, ticket: int, timeout: float | None = None) -> bool:
+        """Wait until round ``ticket`` (1: the one at start) is over; False if ``timeout`` ran out."""
+        with self._done:
+            return self._done.wait_for(lambda: self.rounds >= ticket, timeout)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stopping = True
+        self._kick.set()
         if self._thread.is_alive():
             self._thread.join()
