@@ -128,6 +128,11 @@ class GeminiFrames:
         self._head = b""  # whitespace (and a byte-order mark) before the first telling byte
 
     @property
+    def sse(self) -> SSEDecoder | None:
+        """The SSE decoder, once the body told it is SSE (all it reads goes there)."""
+        return self._sse
+
+    @property
     def framing(self) -> str | None:
         """``"sse"``, ``"array"``, or None while no telling byte has arrived."""
         return "sse" if self._sse is not None else "array" if self._array is not None else None
@@ -219,6 +224,10 @@ class GeminiChecker(CheckerBase):
 
     # ── folding ───────────────────────────────────────────────────────────────────────────────
     def _on_event(self, event: SSEEvent) -> None:
+        if self._decoder is self._frames_in and self._frames_in.sse is not None:
+            # The body is SSE (its first event says so): read it with the SSE decoder itself from
+            # here on, one call less per read.
+            self._decoder = self._frames_in.sse
         data = event.data
         if event.event == ARRAY_CLOSE:
             self._frames -= 1  # the array's end is no record: frames count records, as in SSE

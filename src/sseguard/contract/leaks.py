@@ -9,6 +9,7 @@ is looked for exactly as a built-in is.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -26,6 +27,7 @@ _SHAPE_START = len("to=" + _SHAPE_HINT) - 1
 _SHAPE_PREFIXES = tuple(sorted({w[:k] for w in ("to=" + _SHAPE_HINT, _SHAPE_HINT)
                                  for k in range(1, len(w))}))
 _NEVER = re.compile(r"(?!)")  # the leads of no marker at all
+_SHAPE_ENDS = frozenset(p[-1] for p in _SHAPE_PREFIXES)  # a delta ending otherwise starts no shape
 
 
 class _LeakTable(Mapping[str, tuple[str, ...]]):
@@ -78,6 +80,39 @@ def leak_shapes(markup: str | Iterable[str] | None = ALL) -> re.Pattern[str] | N
     return re.compile("|".join(dict.fromkeys(shapes))) if shapes else None
 
 
+#: ``leak_tables`` answers, per markup value, with the registry they were read from.
+_TABLES: dict[object, tuple[Mapping[str, object], tuple[str, ...], re.Pattern[str] | None]] = {}
+
+
+def leak_tables(markup: str | Iterable[str] | None = ALL,
+                ) -> tuple[tuple[str, ...], re.Pattern[str] | None]:
+    """``leak_markers`` and ``leak_shapes`` of ``markup`` together, worked out once per markup value
+    and registry: every checker asks for them, one per stream, and the answer never changes."""
+    key: object = markup if markup is None or isinstance(markup, str) else tuple(markup)
+    known = families()
+    hit = _TABLES.get(key)
+    if hit is not None and hit[0] is known:
+        return hit[1], hit[2]
+    names = key if isinstance(key, tuple) else markup
+    assert not isinstance(names, Iterator)  # a one-shot iterable was made a tuple above
+    markers, shapes = leak_markers(names), leak_shapes(names)
+    _TABLES[key] = (known, markers, shapes)
+    return markers, shapes
+
+
+@functools.lru_cache(maxsize=64)
+def _scan_table(markers: tuple[str, ...]) -> tuple[str, str, re.Pattern[str] | None, int]:
+    """What a scanner of ``markers`` tests first, once per marker set: the characters the markers
+    start with (the built-ins: "<" and DSML's "｜") — a delta holding neither is done after two
+    ``in`` tests; more than two go through one regex (and none, one that never matches) — and how
+    much text to carry between deltas."""
+    leads = sorted({m[0] for m in markers})
+    lead1, lead2 = (leads[0], leads[-1]) if leads else ("", "")
+    regex = (re.compile(f"[{re.escape(''.join(leads))}]") if len(leads) > 2
+             else _NEVER if not leads else None)
+    return lead1, lead2, regex, max((len(m) for m in markers), default=1) - 1
+
+
 class LeakScanner:
     """Finds tool-call markers in text deltas as they arrive, also across delta boundaries.
 
@@ -93,16 +128,9 @@ class LeakScanner:
     def __init__(self, markers: tuple[str, ...], report: Callable[[str, int, str, int], None],
                  shapes: re.Pattern[str] | None = None) -> None:
         self._markers = markers
-        # The characters the markers start with (the built-ins: "<" and DSML's "｜"), read once: a
-        # delta holding neither is done after two `in` tests; more than two go through one regex
-        # (and none, one that never matches).
-        leads = sorted({m[0] for m in markers})
-        self._lead1, self._lead2 = (leads[0], leads[-1]) if leads else ("", "")
-        self._leads = (re.compile(f"[{re.escape(''.join(leads))}]") if len(leads) > 2
-                       else _NEVER if not leads else None)
+        self._lead1, self._lead2, self._leads, self._keep = _scan_table(markers)
         self._shapes = shapes
         self._report = report
-        self._keep = max((len(m) for m in markers), default=1) - 1
         # Per (index, field): [the tail kept, its offset in the text]; the tail is None once a
         # leak was reported there (one finding per stream and field).
         self._state: dict[tuple[int, str], list[Any]] = {}
@@ -124,7 +152,8 @@ class LeakScanner:
                 and ((self._lead1 not in text and self._lead2 not in text) if leads is None
                      else leads.search(text) is None)
                 and (self._shapes is None
-                     or (_SHAPE_HINT not in text and not text.endswith(_SHAPE_PREFIXES)))):
+                     or (_SHAPE_HINT not in text and (text[-1:] not in _SHAPE_ENDS
+                                                      or not text.endswith(_SHAPE_PREFIXES))))):
             state[1] += len(text)
             return
         start = state[1]

@@ -21,8 +21,10 @@ from typing import Any
 
 from sseguard.contract._base import (
     FINISHED,
+    JSON_ERRORS,
     Block,
     CheckerBase,
+    decode_json,
     is_int,
 )
 from sseguard.contract.chat import error_body, status_error
@@ -116,11 +118,38 @@ class ResponsesChecker(CheckerBase):
 
     # ── folding ───────────────────────────────────────────────────────────────────────────────
     def _on_event(self, event: SSEEvent) -> None:
-        if event.data == "[DONE]":
+        data = event.data
+        if data == "[DONE]":
             self._events += 1
             self._on_done_marker("[DONE]")
             return
-        typed = self._typed_event(event, self._note_sequence)
+        try:
+            obj = decode_json(data)
+        except JSON_ERRORS:
+            obj = None  # the general way below says what is wrong
+        if type(obj) is dict and obj.get("type") == OUTPUT_TEXT_DELTA:
+            # Nearly every event of a long answer: the next text delta into an open part of an
+            # open message. Folded here as the general way (``_typed_event``, ``_note_sequence``,
+            # ``_on_delta``) would; anything else about it takes that way, untouched.
+            seq, index, sub, delta = (obj.get("sequence_number"), obj.get("output_index"),
+                                      obj.get("content_index"), obj.get("delta"))
+            if (type(seq) is int and (seq == self._next_seq or self._next_seq is None)
+                    and type(index) is int and type(sub) is int and type(delta) is str
+                    and event.event != "error" and not self._ended
+                    and self._asm.response is not None):
+                block = self._asm.items.get(index)
+                part = self._asm.parts.get((index, CONTENT_PART, sub))
+                if (block is not None and block.open and block.type == "message"
+                        and part is not None and part.open):
+                    self._events += 1
+                    self._chunks += 1
+                    self._next_seq = seq + 1
+                    if delta:
+                        self._asm.text((index, OUTPUT_TEXT, sub)).add(delta)
+                        self._asm.saw_token = True
+                        self._leaks.scan(index, "output_text", delta)
+                    return
+        typed = self._typed_event(event, self._note_sequence, obj)
         if typed is None:
             return
         etype, obj = typed
