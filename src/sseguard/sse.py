@@ -28,6 +28,10 @@ def _text(value: bytes) -> str:
         return value.decode("utf-8", "replace")
 
 
+#: The ``event:`` lines seen, as their event type: a stream names its frames from a small set.
+_NAMES: dict[bytes, str] = {}
+
+
 class SSEEvent(msgspec.Struct, frozen=True, gc=False):
     """One dispatched event. ``raw`` is the exact bytes since the previous event, blank line included.
 
@@ -205,14 +209,16 @@ class SSEDecoder:
             if head != b"event:" or 0x0D in data:
                 return None
             # "event: name\ndata: …\n\n", how Responses and Messages send every frame
-            eol = data.find(b"\n")
-            line = data[eol + 1:n - 2]
+            head, _, line = data[:n - 2].partition(b"\n")
             if line[:5] != b"data:" or 0x0A in line:
                 return None
-            value = line[6:] if line[5:6] == b" " else line[5:]
-            name = data[7 if data[6] == 0x20 and eol > 6 else 6:eol]
-            return SSEEvent(_text(value), _text(name) or "message", self._last_id, self._retry,
-                            data)
+            name = _NAMES.get(head)
+            if name is None:
+                name = _text(head[7:] if head[6:7] == b" " else head[6:]) or "message"
+                if len(_NAMES) < 256:  # a peer inventing names must not grow it without end
+                    _NAMES[head] = name
+            return SSEEvent(_text(line[6:] if line[5:6] == b" " else line[5:]), name, self._last_id,
+                            self._retry, data)
         if data[n - 2] == 0x0D and data[n - 3] == 0x0A and data[n - 4] == 0x0D:
             # "data: …\r\n\r\n", how Gemini sends it
             if data[:5] != b"data:":

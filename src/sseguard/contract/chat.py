@@ -93,9 +93,8 @@ class StreamChecker(CheckerBase):
         if name != "message" or data == "[DONE]":
             if name == "error":
                 self._on_error(data)
-            elif data == "[DONE]":
-                if self._done_frame is None:
-                    self._done_frame = self._frames
+            elif data == "[DONE]" and self._done_frame is None:
+                self._done_frame = self._frames
             # other named events carry no chat chunks (pings, vendor metadata)
             return
         try:

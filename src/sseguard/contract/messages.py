@@ -104,9 +104,9 @@ class MessagesChecker(CheckerBase):
                     self._events += 1
                     self._chunks += 1
                     if text:
-                        self._asm.add_text(index, "text", text)
+                        self._asm.add_text(block.index, "text", text)
                         self._asm.saw_token = True
-                        self._leaks.scan(index, "text", text)
+                        self._leaks.scan(block.index, "text", text)
                     return
         typed = self._typed_event(event, decoded=obj)
         if typed is None:
