@@ -205,7 +205,10 @@ class SSEDecoder:
                 value = data[6 if head[5] == 0x20 and n > 7 else 5:n - 2]
                 if 0x0A in value or 0x0D in value:
                     return None
-                return SSEEvent(_text(value), "message", self._last_id, self._retry, data)
+                try:  # ``_text``, inline: this is the frame of every chat and Gemini event
+                    return SSEEvent(value.decode(), "message", self._last_id, self._retry, data)
+                except UnicodeDecodeError:
+                    return SSEEvent(_text(value), "message", self._last_id, self._retry, data)
             if head != b"event:" or 0x0D in data:
                 return None
             # "event: name\ndata: …\n\n", how Responses and Messages send every frame
@@ -226,7 +229,10 @@ class SSEDecoder:
             value = data[6 if data[5] == 0x20 and n > 9 else 5:n - 4]
             if 0x0A in value or 0x0D in value:
                 return None
-            return SSEEvent(_text(value), "message", self._last_id, self._retry, data)
+            try:
+                return SSEEvent(value.decode(), "message", self._last_id, self._retry, data)
+            except UnicodeDecodeError:
+                return SSEEvent(_text(value), "message", self._last_id, self._retry, data)
         return None
 
     def _line(self, buf: bytes | bytearray, start: int, eol: int, after: int,

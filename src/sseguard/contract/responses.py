@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
+
+import msgspec
 
 from sseguard.contract._base import (
     FINISHED,
     JSON_ERRORS,
     Block,
     CheckerBase,
-    decode_json,
     is_int,
 )
 from sseguard.contract.chat import error_body, status_error
@@ -53,6 +54,22 @@ _LIFECYCLE = frozenset({"response.created", "response.queued", "response.in_prog
 TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete"})
 #: Markers a few servers send after (or instead of) the terminal event; neither ends a response.
 _DONE_MARKERS = frozenset({"[DONE]", "response.done"})
+
+
+class _TextDelta(msgspec.Struct, gc=False):
+    """``response.output_text.delta`` with the fields the checker reads, typed (``item_id``,
+    ``logprobs``, ``obfuscation`` are skipped unread); any other event fails to decode into it at
+    its ``type`` and takes the general way. Decoded JSON holds no cycle: no GC tracking."""
+
+    type: Literal["response.output_text.delta"]
+    sequence_number: int
+    output_index: int
+    content_index: int
+    delta: str
+
+
+_decode_text_delta = msgspec.json.Decoder(_TextDelta).decode
+_TYPED_MISS = (msgspec.ValidationError, *JSON_ERRORS)
 
 
 class ResponsesChecker(CheckerBase):
@@ -115,19 +132,16 @@ class ResponsesChecker(CheckerBase):
             self._on_done_marker("[DONE]")
             return
         try:
-            obj = decode_json(data)
-        except JSON_ERRORS:
-            obj = None  # the general way below says what is wrong
-        if type(obj) is dict and obj.get("type") == OUTPUT_TEXT_DELTA:
+            fast = _decode_text_delta(data)
+        except _TYPED_MISS:
+            pass  # any other event, or not quite this one: the general way below
+        else:
             # Nearly every event of a long answer: the next text delta into an open part of an
             # open message. Folded here as the general way (``_typed_event``, ``_note_sequence``,
             # ``_on_delta``) would; anything else about it takes that way, untouched.
-            seq, index, sub, delta = (obj.get("sequence_number"), obj.get("output_index"),
-                                      obj.get("content_index"), obj.get("delta"))
-            if (type(seq) is int and (seq == self._next_seq or self._next_seq is None)
-                    and type(index) is int and type(sub) is int and type(delta) is str
-                    and event.event != "error" and not self._ended
-                    and self._asm.response is not None):
+            seq, index, sub = fast.sequence_number, fast.output_index, fast.content_index
+            if ((seq == self._next_seq or self._next_seq is None) and event.event != "error"
+                    and not self._ended and self._asm.response is not None):
                 block = self._asm.items.get(index)
                 part = self._asm.parts.get((index, CONTENT_PART, sub))
                 if (block is not None and block.open and block.type == "message"
@@ -135,12 +149,13 @@ class ResponsesChecker(CheckerBase):
                     self._events += 1
                     self._chunks += 1
                     self._next_seq = seq + 1
+                    delta = fast.delta
                     if delta:
                         self._asm.text((index, OUTPUT_TEXT, sub)).add(delta)
                         self._asm.saw_token = True
                         self._leaks.scan(index, "output_text", delta)
                     return
-        typed = self._typed_event(event, self._note_sequence, obj)
+        typed = self._typed_event(event, self._note_sequence)
         if typed is None:
             return
         etype, obj = typed
