@@ -149,6 +149,156 @@ def gemini_body(target_bytes: int) -> bytes:
     return b"".join(parts)
 
 
+# ── streams shaped as one answer of the probe: text deltas, a tool call, usage, the terminal ─────
+ARGS = ['{"loca', 'tion": "Hang', 'zhou, Zhe', 'jiang", ', '"days": ', '3, "unit', 's": "met', 'ric"}']
+SPOKEN = ["The quick", " brown fox", " jumps over", " the lazy", " dog.", " 你好,", " streaming",
+          " tokens arrive", " one by", " one\n"]
+
+
+def _said(texts: int) -> list[str]:
+    return [SPOKEN[i % len(SPOKEN)] for i in range(texts)]
+
+
+def chat_answer(texts: int) -> bytes:
+    """A chat answer: the role chunk, ``texts`` deltas of two or three tokens, a tool call in eight
+    argument fragments, the finish chunk, the usage chunk (``include_usage``) and ``[DONE]``."""
+    head = {"id": "chatcmpl-BfR2x7kLmNoPqRsTuVwXyZ", "object": "chat.completion.chunk",
+            "created": 1764748800, "model": "deepseek-v4", "system_fingerprint": "fp_3f1a2b"}
+
+    def chunk(delta: dict[str, object], finish: str | None = None) -> bytes:
+        obj = dict(head, choices=[{"index": 0, "delta": delta, "logprobs": None,
+                                   "finish_reason": finish}], obfuscation="aZ3k9")
+        return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+
+    parts = [chunk({"role": "assistant", "content": ""})]
+    parts += [chunk({"content": text}) for text in _said(texts)]
+    parts.append(chunk({"tool_calls": [{"index": 0, "id": "call_kX2mP9qR7sT4", "type": "function",
+                                        "function": {"name": "get_weather", "arguments": ""}}]}))
+    parts += [chunk({"tool_calls": [{"index": 0, "function": {"arguments": a}}]}) for a in ARGS]
+    parts.append(chunk({}, "tool_calls"))
+    usage = dict(head, choices=[], usage={"prompt_tokens": 9, "completion_tokens": texts + 9,
+                                          "total_tokens": texts + 18})
+    parts.append(b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n")
+    return b"".join(parts)
+
+
+def responses_answer(texts: int) -> bytes:
+    """A Responses answer: created, in_progress, a message item of ``texts`` deltas with its
+    ``.done`` events, a function_call item in eight argument deltas, ``response.completed``."""
+    rid, mid, fid = ("resp_68f0c2a1b7e48190a3d5e6f7a8b9c0d1", "msg_68f0c2a3c1d08190b2e4f6a8c0e2d4f6",
+                     "fc_68f0c2a4d2e88190c3e5a7b9d1f3a5c7")
+    response: dict[str, object] = {"id": rid, "object": "response", "created_at": 1764748800,
+                                   "status": "in_progress", "model": "gpt-5-mini", "output": [],
+                                   "usage": None}
+    item: dict[str, object] = {"id": mid, "type": "message", "status": "in_progress",
+                               "role": "assistant", "content": []}
+    call: dict[str, object] = {"id": fid, "type": "function_call", "status": "in_progress",
+                               "call_id": "call_kX2mP9qR7sT4", "name": "get_weather", "arguments": ""}
+    part = {"type": "output_text", "text": "", "annotations": []}
+    seq = 0
+    parts: list[bytes] = []
+
+    def add(name: str, **fields: object) -> None:
+        nonlocal seq
+        parts.append(_event(name, {"type": name, "sequence_number": seq, **fields}))
+        seq += 1
+
+    add("response.created", response=response)
+    add("response.in_progress", response=response)
+    add("response.output_item.added", output_index=0, item=item)
+    add("response.content_part.added", item_id=mid, output_index=0, content_index=0, part=part)
+    said = _said(texts)
+    for word in said:
+        add("response.output_text.delta", item_id=mid, output_index=0, content_index=0, delta=word,
+            logprobs=[], obfuscation="aZ3k9")
+    text = "".join(said)
+    add("response.output_text.done", item_id=mid, output_index=0, content_index=0, text=text,
+        logprobs=[])
+    add("response.content_part.done", item_id=mid, output_index=0, content_index=0,
+        part=dict(part, text=text))
+    done_item = dict(item, status="completed", content=[dict(part, text=text)])
+    add("response.output_item.done", output_index=0, item=done_item)
+    add("response.output_item.added", output_index=1, item=call)
+    for a in ARGS:
+        add("response.function_call_arguments.delta", item_id=fid, output_index=1, delta=a,
+            obfuscation="aZ3k9")
+    arguments = "".join(ARGS)
+    add("response.function_call_arguments.done", item_id=fid, output_index=1, arguments=arguments)
+    done_call = dict(call, status="completed", arguments=arguments)
+    add("response.output_item.done", output_index=1, item=done_call)
+    add("response.completed", response=dict(response, status="completed",
+                                            output=[done_item, done_call],
+                                            usage={"input_tokens": 9, "output_tokens": texts + 9,
+                                                   "total_tokens": texts + 18}))
+    return b"".join(parts)
+
+
+def messages_answer(texts: int) -> bytes:
+    """A Messages answer: ``message_start``, a text block of ``texts`` deltas, a tool_use block in
+    eight ``input_json_delta``s, ``message_delta`` with stop_reason and usage, ``message_stop``."""
+    parts = [_event("message_start", {"type": "message_start", "message": {
+        "id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant", "content": [],
+        "model": "claude-sonnet-4-5", "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 25, "output_tokens": 1}}}),
+        _event("content_block_start", {"type": "content_block_start", "index": 0,
+                                       "content_block": {"type": "text", "text": ""}})]
+    parts += [_event("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                             "delta": {"type": "text_delta", "text": text}})
+              for text in _said(texts)]
+    parts.append(_event("content_block_stop", {"type": "content_block_stop", "index": 0}))
+    parts.append(_event("content_block_start", {
+        "type": "content_block_start", "index": 1, "content_block": {
+            "type": "tool_use", "id": "toolu_01A09q90qw90lq917835lq9", "name": "get_weather",
+            "input": {}}}))
+    parts += [_event("content_block_delta", {"type": "content_block_delta", "index": 1,
+                                             "delta": {"type": "input_json_delta",
+                                                       "partial_json": a}}) for a in ARGS]
+    parts.append(_event("content_block_stop", {"type": "content_block_stop", "index": 1}))
+    parts.append(_event("message_delta", {"type": "message_delta",
+                                          "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                                          "usage": {"output_tokens": texts + 9}}))
+    parts.append(_event("message_stop", {"type": "message_stop"}))
+    return b"".join(parts)
+
+
+def gemini_answer(texts: int) -> bytes:
+    """A Gemini ``alt=sse`` answer: ``texts`` records of a text part each (with ``usageMetadata``,
+    ``modelVersion``, ``responseId``), then one record with the ``functionCall`` (Gemini sends a
+    call whole), ``finishReason`` and the candidates' token count."""
+    usage: dict[str, object] = {"promptTokenCount": 9, "totalTokenCount": 9}
+
+    def record(parts: list[dict[str, object]], finish: str | None = None) -> bytes:
+        candidate: dict[str, object] = {"content": {"parts": parts, "role": "model"}, "index": 0}
+        use = usage
+        if finish is not None:
+            candidate["finishReason"] = finish
+            use = dict(usage, candidatesTokenCount=texts + 9, totalTokenCount=texts + 18)
+        obj = {"candidates": [candidate], "usageMetadata": use, "modelVersion": "gemini-2.5-flash",
+               "responseId": "Yn0waZ2ZIpaMvdIPkL7x2Qg"}
+        return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\r\n\r\n"
+
+    out = [record([{"text": text}]) for text in _said(texts)]
+    out.append(record([{"functionCall": {"name": "get_weather", "args": {
+        "location": "Hangzhou, Zhejiang", "days": 3, "units": "metric"}}}], "STOP"))
+    return b"".join(out)
+
+
+#: One answer per protocol, as the probe reads them, and the request that asked for it.
+ANSWERS = {"chat": chat_answer, "responses": responses_answer, "messages": messages_answer,
+           "gemini": gemini_answer}
+ANSWER_REQUESTS: dict[str, dict[str, object]] = {
+    "chat": {"stream_options": {"include_usage": True}}, "responses": {}, "messages": {},
+    "gemini": {}}
+
+
+def frames_of(body: bytes) -> list[bytes]:
+    """The body cut at its event boundaries: one read per event, as a client reads events that
+    arrive tens of milliseconds apart."""
+    sep = b"\r\n\r\n" if b"\r\n\r\n" in body else b"\n\n"
+    cuts = body.split(sep)
+    return [c + sep for c in cuts[:-1]] + ([cuts[-1]] if cuts[-1] else [])
+
+
 BODIES = {"chat": realistic_body, "responses": responses_body, "messages": messages_body,
           "gemini": gemini_body}
 

@@ -2,11 +2,12 @@
 
 Wall-clock benchmarks on a shared 2-core machine move ±40 % from run to run; callgrind counts
 instructions, which do not depend on what else the machine is doing. Each figure is the difference
-between a run that judges the body three times and one that judges it once, halved, so interpreter
-start-up, imports and one-time set-up (the family registry reading entry points) cancel out.
+between a run that judges the body three times and one that judges it once, halved (for the
+``answer`` cases: eleven answers and one, divided by ten), so interpreter start-up, imports and
+one-time set-up (the family registry reading entry points) cancel out.
 
 Run (valgrind from Debian's package; each TREE a checkout with its own .venv):
-    python bench/bench_instructions.py TREE [TREE …]
+    python bench/bench_instructions.py [--only answer,checker,parser] TREE [TREE …]
 e.g. ``git worktree add /tmp/before <commit>`` then ``python bench/bench_instructions.py /tmp/before .``
 """
 
@@ -35,6 +36,26 @@ for _ in range(n):
 print(events)
 """
 
+#: One protocol's checker over the answers the probe reads (``bench_checker.ANSWERS``: ~100 text
+#: deltas of two or three tokens, a tool call in fragments, usage, the terminal), one read per event,
+#: a new checker per answer as the probe makes one per request. Prints the events of one answer.
+ANSWER = """
+import sys
+sys.path.insert(0, "bench")
+from bench_checker import ANSWER_REQUESTS, ANSWERS, frames_of
+from sseguard.contract import checker_for
+api, n = sys.argv[1], int(sys.argv[2])
+reads = frames_of(ANSWERS[api](100))
+request = ANSWER_REQUESTS[api]
+for _ in range(n):
+    c = checker_for(api, request)
+    for r in reads:
+        c.feed(r)
+    verdict = c.close()
+    assert verdict.ending == "complete" and not verdict.findings, verdict
+print(len(reads))
+"""
+
 #: One family's parser over a 39 KB argument, fed in 4-character pieces.
 PARSER = r'''
 import sys
@@ -59,7 +80,11 @@ for _ in range(n):
     p.close()
 '''
 
-CASES = [("checker", CHECKER, name) for name in ("chat", "responses", "messages", "gemini")] + [
+CHECKERS = ("chat", "responses", "messages", "gemini")
+#: Answers judged in the long run of the ``answer`` cases (one answer is only ~25 KB).
+ANSWER_ROUNDS = 11
+CASES = [("answer", ANSWER, name) for name in CHECKERS] + [
+    ("checker", CHECKER, name) for name in CHECKERS] + [
     ("parser", PARSER, name) for name in ("dsml-v32", "hermes", "harmony")]
 
 
@@ -79,18 +104,23 @@ def instructions(tree: Path, script: str, arg: str, rounds: int) -> tuple[int, s
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trees", nargs="+", type=Path, help="checkouts, each with its own .venv")
-    trees = ap.parse_args().trees
+    ap.add_argument("--only", default="", help="comma-separated kinds to run: answer, checker, parser")
+    args = ap.parse_args()
+    trees, only = args.trees, set(filter(None, args.only.split(",")))
     print("| what | " + " | ".join(str(t) for t in trees) + " |")
     print("|---|" + "---|" * len(trees))
     for kind, script, arg in CASES:
+        if only and kind not in only:
+            continue
         cells = []
         for tree in trees:
-            if kind == "checker" and not (tree / "src/sseguard/contract" / f"{arg}.py").exists():
+            if kind in ("checker", "answer") and not (tree / "src/sseguard/contract" / f"{arg}.py").exists():
                 cells.append("–")  # a protocol this tree does not have
                 continue
-            (three, printed), (one, _) = (instructions(tree, script, arg, 3),
-                                          instructions(tree, script, arg, 1))
-            per_body = (three - one) // 2
+            more = ANSWER_ROUNDS if kind == "answer" else 3
+            (many, printed), (one, _) = (instructions(tree, script, arg, more),
+                                         instructions(tree, script, arg, 1))
+            per_body = (many - one) // (more - 1)
             per_event = f", {per_body / int(printed):,.0f} per event" if printed.isdigit() else ""
             cells.append(f"{per_body / 1e6:.1f} M{per_event}")
         print(f"| {kind} {arg} | " + " | ".join(cells) + " |", flush=True)

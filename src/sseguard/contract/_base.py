@@ -19,12 +19,13 @@ from typing import Any, ClassVar, Protocol, TypeGuard
 
 import msgspec
 
-from sseguard.contract.leaks import LeakScanner, leak_markers, leak_shapes
+from sseguard.contract.leaks import LeakScanner, leak_tables
 from sseguard.errors import UsageError
 from sseguard.sse import SSEDecoder, SSEEvent
 from sseguard.verdict import Api, Ending, Finding, FindingKind, Verdict
 
 TAIL_BYTES = 2048
+_TAIL_KEPT = 4 * TAIL_BYTES  # the tail's parts are joined and cut only past this
 
 #: msgspec decodes a frame several times faster than ``json.loads``: the checker's cost per event.
 decode_json = msgspec.json.decode
@@ -192,7 +193,8 @@ class CheckerBase(ABC):
                  markup: str | Iterable[str] | None = "all", keep_text: bool = True) -> None:
         self._request: dict[str, Any] = request if isinstance(request, dict) else {}
         self._tools = ToolFacts(self._request.get("tools"), self._tool_entry)
-        self._leaks = LeakScanner(leak_markers(markup), self._on_leak, leak_shapes(markup))
+        markers, shapes = leak_tables(markup)
+        self._leaks = LeakScanner(markers, self._on_leak, shapes)
         self._decoder: FrameDecoder = SSEDecoder()
         self._findings: list[Finding] = []
         self._tail_parts: list[bytes] = []
@@ -200,7 +202,7 @@ class CheckerBase(ABC):
         self._bytes = 0
         self._frames = 0  # dispatched SSE events
         self._frame_end = 0  # body offset just past the last dispatched event
-        self._frame_cut = 0  # its trailing LF of a CRLF, not counted in offsets
+        self._frame_raw = b""  # its bytes: the LF of a trailing CRLF is not counted in offsets
         self._chunks = 0  # JSON event objects folded
         self._events = 0  # events that are not keep-alives: none at all is an empty stream
         self._error: str | None = None
@@ -245,33 +247,31 @@ class CheckerBase(ABC):
         # The tail, inline (this runs for every read of every stream): ``_keep_tail`` trims it.
         self._tail_parts.append(data)
         self._tail_len += size
-        if self._tail_len > 4 * TAIL_BYTES:
+        if self._tail_len > _TAIL_KEPT:
             self._keep_tail(b"")
         events = self._decoder.feed(data)
-        on_event = self._on_event
         for event in events:
             self._frames += 1
             # Where a finding happened is the end of its frame in the body: the same however the
             # body was split into feeds (the bytes fed so far would not be). A CRLF blank line counts
-            # to its CR: when a feed ends between the two, the decoder dispatches at the CR and the
-            # LF arrives with the next frame, so the LF must not move the offset.
-            raw = event.raw
+            # to its CR (``_find``): when a feed ends between the two, the decoder dispatches at the
+            # CR and the LF arrives with the next frame, so the LF must not move the offset.
+            raw = self._frame_raw = event.raw
             self._frame_end += len(raw)
-            self._frame_cut = 1 if raw.endswith(b"\r\n") else 0
-            on_event(event)
+            self._on_event(event)
         return events
 
     def _keep_tail(self, data: bytes) -> None:
         self._tail_parts.append(data)
         self._tail_len += len(data)
-        if self._tail_len > 4 * TAIL_BYTES:
+        if self._tail_len > _TAIL_KEPT:
             joined = b"".join(self._tail_parts)[-TAIL_BYTES:]
             self._tail_parts = [joined]
             self._tail_len = len(joined)
 
     def _find(self, kind: FindingKind, detail: str) -> None:
-        self._findings.append(Finding(kind, detail, self._frames,
-                                      self._frame_end - self._frame_cut))
+        cut = 1 if self._frame_raw.endswith(b"\r\n") else 0
+        self._findings.append(Finding(kind, detail, self._frames, self._frame_end - cut))
 
     def _once(self, key: str, kind: FindingKind, detail: str) -> None:
         """A finding made once per stream for ``key`` (what follows the end, what precedes the
@@ -308,21 +308,25 @@ class CheckerBase(ABC):
 
     def _typed_event(self, event: SSEEvent,
                      note: Callable[[dict[str, Any]], None] | None = None,
-                     ) -> tuple[str, dict[str, Any]] | None:
+                     decoded: Any = None) -> tuple[str, dict[str, Any]] | None:
         """Decode a typed-event protocol's frame (Responses, Messages) into its type and object.
 
         Bad JSON and non-objects become findings, an error event is taken as one; None means the
         frame is fully handled. The type is the object's ``type``, else the SSE ``event:`` name (a few
         compatible servers put it only there). ``note`` sees every object, error events included
-        (Responses numbers them all).
+        (Responses numbers them all). ``decoded``: the frame's JSON object, when the caller's fast
+        path already decoded it (and did nothing else with it).
         """
         self._events += 1
         data = event.data
-        try:
-            obj = decode_json(data)
-        except JSON_ERRORS:
-            self._find(FindingKind.BAD_CHUNK_JSON, f"not JSON: {data[:120]!r}")
-            return None
+        if type(decoded) is dict:
+            obj = decoded
+        else:
+            try:
+                obj = decode_json(data)
+            except JSON_ERRORS:
+                self._find(FindingKind.BAD_CHUNK_JSON, f"not JSON: {data[:120]!r}")
+                return None
         if not isinstance(obj, dict):
             self._find(FindingKind.CHUNK_SCHEMA, f"event is a {type(obj).__name__}, not an object")
             return None
@@ -370,7 +374,7 @@ class CheckerBase(ABC):
         else:
             ending = self._clean_ending()
         self._frame_end = self._bytes  # what is found from here on concerns the whole body
-        self._frame_cut = 0
+        self._frame_raw = b""
         if ending is not Ending.HTTP_ERROR:
             self._final_findings(ending)
         first_id, last_id, ids_changed = self._ids()

@@ -47,6 +47,7 @@ __all__ = ["CHAT", "LEAK_MARKERS", "TAIL_BYTES", "ChatFormat", "StreamChecker", 
 #: anything else — bad JSON, other types, too deep — falls back to the generic decode and ``add``.
 _decode_chunk = msgspec.json.Decoder(ChatChunk).decode
 _TYPED_MISS = (msgspec.ValidationError, *JSON_ERRORS)
+_UNSET = msgspec.UNSET
 
 
 class StreamChecker(CheckerBase):
@@ -88,24 +89,25 @@ class StreamChecker(CheckerBase):
         data = event.data
         if self._done_frame is not None:
             self._once("after_done", FindingKind.FRAME_AFTER_DONE, f"event after [DONE]: {data[:80]!r}")
-        if event.event == "error":
-            self._on_error(data)
-            return
-        if data == "[DONE]":
-            if self._done_frame is None:
+        name = event.event
+        if name != "message" or data == "[DONE]":
+            if name == "error":
+                self._on_error(data)
+            elif data == "[DONE]" and self._done_frame is None:
                 self._done_frame = self._frames
+            # other named events carry no chat chunks (pings, vendor metadata)
             return
-        if event.event != "message":
-            return  # named events other than `error` carry no chat chunks (pings, vendor metadata)
         try:
             chunk = _decode_chunk(data)
         except _TYPED_MISS:
             pass  # not the common shape: the generic path below says what is wrong with it
         else:
-            if chunk.error is msgspec.UNSET:
+            if chunk.error is _UNSET:
                 self._chunks += 1
-                for problem in self._assembler.add_typed(chunk):
-                    self._find(FindingKind.CHUNK_SCHEMA, problem)
+                problems = self._assembler.add_typed(chunk)
+                if problems:
+                    for problem in problems:
+                        self._find(FindingKind.CHUNK_SCHEMA, problem)
                 return
         try:
             obj = decode_json(data)

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
-from msgspec import UNSET, UnsetType
+from msgspec import UNSET
 
 from sseguard.contract._base import (
     FINISHED,
@@ -38,7 +38,8 @@ from sseguard.contract._base import (
     decode_json,
     is_int,
 )
-from sseguard.contract.gemini_assembler import CandidateState, GeminiAssembler
+from sseguard.contract.gemini_assembler import CandidateState, GeminiAssembler, Record
+from sseguard.contract.gemini_assembler import decode_record as _decode_record
 from sseguard.contract.gemini_request import (
     GeminiFormat,
     error_body,
@@ -80,36 +81,6 @@ _BOM = b"\xef\xbb\xbf"
 _WHITESPACE = b" \t\r\n"
 
 
-class _Part(msgspec.Struct, forbid_unknown_fields=True):
-    text: str
-    thought: bool | UnsetType = UNSET
-    thoughtSignature: Any = UNSET
-
-
-class _Content(msgspec.Struct, forbid_unknown_fields=True):
-    parts: list[_Part]
-    role: str | UnsetType = UNSET
-
-
-class _TypedCandidate(msgspec.Struct, forbid_unknown_fields=True):
-    content: _Content
-    index: int = 0
-    finishReason: str | UnsetType = UNSET
-
-
-class _Record(msgspec.Struct, forbid_unknown_fields=True):
-    """The common record: text parts only, no finish, nothing else (every other record, and any
-    that is not quite this, takes the generic path, which says what is wrong with it)."""
-
-    candidates: list[_TypedCandidate]
-    usageMetadata: dict[str, Any] | UnsetType = UNSET
-    modelVersion: Any = UNSET
-    responseId: Any = UNSET
-    createTime: Any = UNSET
-
-
-#: Records of the common shape decode straight into structs: no dict lookups to fold them.
-_decode_record = msgspec.json.Decoder(_Record).decode
 _TYPED_MISS = (msgspec.ValidationError, *JSON_ERRORS)
 
 
@@ -126,6 +97,11 @@ class GeminiFrames:
         self._sse: SSEDecoder | None = None
         self._array: JsonArrayDecoder | None = None
         self._head = b""  # whitespace (and a byte-order mark) before the first telling byte
+
+    @property
+    def sse(self) -> SSEDecoder | None:
+        """The SSE decoder, once the body told it is SSE (all it reads goes there)."""
+        return self._sse
 
     @property
     def framing(self) -> str | None:
@@ -219,6 +195,10 @@ class GeminiChecker(CheckerBase):
 
     # ── folding ───────────────────────────────────────────────────────────────────────────────
     def _on_event(self, event: SSEEvent) -> None:
+        if self._decoder is self._frames_in and self._frames_in.sse is not None:
+            # The body is SSE (its first event says so): read it with the SSE decoder itself from
+            # here on, one call less per read.
+            self._decoder = self._frames_in.sse
         data = event.data
         if event.event == ARRAY_CLOSE:
             self._frames -= 1  # the array's end is no record: frames count records, as in SSE
@@ -253,7 +233,7 @@ class GeminiChecker(CheckerBase):
         self._chunks += 1
         self._record(obj)
 
-    def _typed(self, record: _Record) -> bool:
+    def _typed(self, record: Record) -> bool:
         """Fold a record of the common shape as ``_record`` would; False (nothing folded) when one
         of its candidates finishes or has finished: those records take the generic path."""
         asm = self._asm

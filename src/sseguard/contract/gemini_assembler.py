@@ -11,9 +11,54 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+from msgspec import UNSET, UnsetType
+
 from sseguard.contract._base import IdWatch, Joined
 
-__all__ = ["CandidateState", "GeminiAssembler"]
+__all__ = ["CandidateState", "GeminiAssembler", "Record", "decode_record"]
+
+# ── the common record, typed: the checker's fast path decodes it straight into these ──────────
+
+
+class Part(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A text part (answer or thought); a part with anything else fails to decode into it."""
+
+    text: str
+    thought: bool | UnsetType = UNSET
+    thoughtSignature: Any = UNSET
+
+
+class Content(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A candidate's content of text parts only."""
+
+    parts: list[Part]
+    role: str | UnsetType = UNSET
+
+
+class TypedCandidate(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A candidate with content and index only (a finish, safety ratings… take the generic path)."""
+
+    content: Content
+    index: int = 0
+    finishReason: str | UnsetType = UNSET
+
+
+class Record(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """The common record: text parts only, no finish, nothing else (every other record, and any
+    that is not quite this, takes the generic path, which says what is wrong with it)."""
+
+    candidates: list[TypedCandidate]
+    usageMetadata: dict[str, Any] | UnsetType = UNSET
+    modelVersion: Any = UNSET
+    responseId: Any = UNSET
+    createTime: Any = UNSET
+
+
+#: Records of the common shape decode straight into structs: no dict lookups to fold them (and,
+#: decoded JSON holding no cycle, no garbage-collector tracking: ``gc=False``).
+decode_record = msgspec.json.Decoder(Record).decode
+
 
 
 @dataclass(slots=True)

@@ -9,8 +9,10 @@ is looked for exactly as a built-in is.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from sseguard.toolcalls import families, family
 from sseguard.toolcalls.family import unknown
@@ -24,6 +26,8 @@ _SHAPE_START = len("to=" + _SHAPE_HINT) - 1
 # What the end of a delta holds when a shape's start spans the boundary.
 _SHAPE_PREFIXES = tuple(sorted({w[:k] for w in ("to=" + _SHAPE_HINT, _SHAPE_HINT)
                                  for k in range(1, len(w))}))
+_NEVER = re.compile(r"(?!)")  # the leads of no marker at all
+_SHAPE_ENDS = frozenset(p[-1] for p in _SHAPE_PREFIXES)  # a delta ending otherwise starts no shape
 
 
 class _LeakTable(Mapping[str, tuple[str, ...]]):
@@ -76,6 +80,39 @@ def leak_shapes(markup: str | Iterable[str] | None = ALL) -> re.Pattern[str] | N
     return re.compile("|".join(dict.fromkeys(shapes))) if shapes else None
 
 
+#: ``leak_tables`` answers, per markup value, with the registry they were read from.
+_TABLES: dict[object, tuple[Mapping[str, object], tuple[str, ...], re.Pattern[str] | None]] = {}
+
+
+def leak_tables(markup: str | Iterable[str] | None = ALL,
+                ) -> tuple[tuple[str, ...], re.Pattern[str] | None]:
+    """``leak_markers`` and ``leak_shapes`` of ``markup`` together, worked out once per markup value
+    and registry: every checker asks for them, one per stream, and the answer never changes."""
+    key: object = markup if markup is None or isinstance(markup, str) else tuple(markup)
+    known = families()
+    hit = _TABLES.get(key)
+    if hit is not None and hit[0] is known:
+        return hit[1], hit[2]
+    names = key if isinstance(key, tuple) else markup
+    assert not isinstance(names, Iterator)  # a one-shot iterable was made a tuple above
+    markers, shapes = leak_markers(names), leak_shapes(names)
+    _TABLES[key] = (known, markers, shapes)
+    return markers, shapes
+
+
+@functools.lru_cache(maxsize=64)
+def _scan_table(markers: tuple[str, ...]) -> tuple[str, str, re.Pattern[str] | None, int]:
+    """What a scanner of ``markers`` tests first, once per marker set: the characters the markers
+    start with (the built-ins: "<" and DSML's "｜") — a delta holding neither is done after two
+    ``in`` tests; more than two go through one regex (and none, one that never matches) — and how
+    much text to carry between deltas."""
+    leads = sorted({m[0] for m in markers})
+    lead1, lead2 = (leads[0], leads[-1]) if leads else ("", "")
+    regex = (re.compile(f"[{re.escape(''.join(leads))}]") if len(leads) > 2
+             else _NEVER if not leads else None)
+    return lead1, lead2, regex, max((len(m) for m in markers), default=1) - 1
+
+
 class LeakScanner:
     """Finds tool-call markers in text deltas as they arrive, also across delta boundaries.
 
@@ -86,36 +123,46 @@ class LeakScanner:
     ``functions.``; from there on at most one shape's length is carried.
     """
 
-    __slots__ = ("_carry", "_keep", "_lead1", "_lead2", "_leads", "_markers", "_report", "_reported",
-                 "_shapes")
+    __slots__ = ("_keep", "_lead1", "_lead2", "_leads", "_markers", "_report", "_shapes", "_state")
 
     def __init__(self, markers: tuple[str, ...], report: Callable[[str, int, str, int], None],
                  shapes: re.Pattern[str] | None = None) -> None:
         self._markers = markers
-        # The characters the markers start with (the built-ins: "<" and DSML's "｜"), read once: a
-        # delta holding neither is done after two `in` tests; more than two go through one regex.
-        leads = sorted({m[0] for m in markers}) or [""]
-        self._lead1, self._lead2 = leads[0], leads[-1]
-        self._leads = re.compile(f"[{re.escape(''.join(leads))}]") if len(leads) > 2 else None
+        self._lead1, self._lead2, self._leads, self._keep = _scan_table(markers)
         self._shapes = shapes
         self._report = report
-        self._keep = max((len(m) for m in markers), default=1) - 1
-        self._carry: dict[tuple[int, str], tuple[str, int]] = {}  # tail kept, its offset in the text
-        self._reported: set[tuple[int, str]] = set()
+        # Per (index, field): [the tail kept, its offset in the text]; the tail is None once a
+        # leak was reported there (one finding per stream and field).
+        self._state: dict[tuple[int, str], list[Any]] = {}
 
     def scan(self, index: int, where: str, text: str) -> None:
         key = (index, where)
-        if key in self._reported or not (self._markers or self._shapes):
+        state = self._state.get(key)
+        if state is None:
+            if not (self._markers or self._shapes):
+                return
+            state = self._state[key] = ["", 0]
+        carry = state[0]
+        if carry is None:
             return
-        carry, start = self._carry.get(key, ("", 0))
-        window = carry + text if carry else text
         leads = self._leads
+        # The common delta: nothing carried, no marker's lead, no shape's hint nor a start of one
+        # at its end; only its length is kept (what the general way below would conclude).
+        if (not carry
+                and ((self._lead1 not in text and self._lead2 not in text) if leads is None
+                     else leads.search(text) is None)
+                and (self._shapes is None
+                     or (_SHAPE_HINT not in text and (text[-1:] not in _SHAPE_ENDS
+                                                      or not text.endswith(_SHAPE_PREFIXES))))):
+            state[1] += len(text)
+            return
+        start = state[1]
+        window = carry + text if carry else text
         if (self._lead1 in window or self._lead2 in window) if leads is None else leads.search(window):
             for marker in self._markers:
                 pos = window.find(marker)
                 if pos != -1:
-                    self._reported.add(key)
-                    self._carry.pop(key, None)
+                    state[0] = None
                     self._report(marker, index, where, start + pos)
                     return
         n = len(window)
@@ -132,11 +179,11 @@ class LeakScanner:
             else:
                 shape = self._shapes.search(window, max(0, first - 3))
                 if shape is not None:
-                    self._reported.add(key)
-                    self._carry.pop(key, None)
+                    state[0] = None
                     self._report(shape.group(), index, where, start + shape.start())
                     return
                 hint = window.rfind(_SHAPE_HINT)
                 # a shape may still complete: keep it and its "to=", and what may start the next
                 cut = min(cut, max(0, hint - 3 if n - hint < _SHAPE_SPAN else n - _SHAPE_START))
-        self._carry[key] = (window[cut:], start + cut)
+        state[0] = window[cut:]
+        state[1] = start + cut

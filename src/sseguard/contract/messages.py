@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from sseguard.contract._base import FINISHED, Block, CheckerBase
+from sseguard.contract._base import FINISHED, JSON_ERRORS, Block, CheckerBase, decode_json
 from sseguard.contract.messages_assembler import DELTAS, TOOL_BLOCKS, MessagesAssembler
 from sseguard.contract.protocol import Auth, Protocol, Relay, Route, UpstreamError, dumps, never
 from sseguard.contract.request import (
@@ -80,11 +80,35 @@ class MessagesChecker(CheckerBase):
 
     # ── folding ───────────────────────────────────────────────────────────────────────────────
     def _on_event(self, event: SSEEvent) -> None:
-        if event.event == "ping" or event.data == "[DONE]":
+        data = event.data
+        if event.event == "ping" or data == "[DONE]":
             # Keep-alives; a few gateways also append chat's [DONE] to an Anthropic stream. Neither
             # is content nor an ending.
             return
-        typed = self._typed_event(event)
+        try:
+            obj = decode_json(data)
+        except JSON_ERRORS:
+            obj = None  # the general way below says what is wrong
+        if type(obj) is dict and obj.get("type") == "content_block_delta":
+            # Nearly every event of a long answer: text into an open text block, in order. Folded
+            # here as the general way (``_typed_event``, ``_on_block_delta``) would fold it.
+            index = obj.get("index")
+            delta = obj.get("delta")
+            block = self._asm.blocks.get(index) if type(index) is int else None
+            if (block is not None and block.open and block.type == "text" and type(delta) is dict
+                    and delta.get("type") == "text_delta" and event.event != "error"
+                    and not self._stopped and self._stop_reason is None
+                    and self._asm.message is not None):
+                text = delta.get("text")
+                if type(text) is str:
+                    self._events += 1
+                    self._chunks += 1
+                    if text:
+                        self._asm.add_text(block.index, "text", text)
+                        self._asm.saw_token = True
+                        self._leaks.scan(block.index, "text", text)
+                    return
+        typed = self._typed_event(event, decoded=obj)
         if typed is None:
             return
         etype, obj = typed

@@ -16,27 +16,20 @@ openai-python's ``ResponseStreamManager`` does; ``ResponsesChecker`` adds the co
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal
+
+import msgspec
 
 from sseguard.contract._base import (
     FINISHED,
+    JSON_ERRORS,
     Block,
     CheckerBase,
     is_int,
 )
 from sseguard.contract.chat import error_body, status_error
 from sseguard.contract.protocol import Auth, Protocol, Relay, Route, UpstreamError, data_type, dumps
-from sseguard.contract.request import (
-    Answer,
-    Call,
-    Format,
-    Settings,
-    Tool,
-    Turn,
-    blocks_of,
-    json_arguments,
-)
 from sseguard.contract.responses_assembler import (
     ARGUMENTS,
     CONTENT_PART,
@@ -48,6 +41,7 @@ from sseguard.contract.responses_assembler import (
     ResponsesAssembler,
     TextStream,
 )
+from sseguard.contract.responses_format import ResponsesFormat
 from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
 
@@ -60,6 +54,22 @@ _LIFECYCLE = frozenset({"response.created", "response.queued", "response.in_prog
 TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete"})
 #: Markers a few servers send after (or instead of) the terminal event; neither ends a response.
 _DONE_MARKERS = frozenset({"[DONE]", "response.done"})
+
+
+class _TextDelta(msgspec.Struct, gc=False):
+    """``response.output_text.delta`` with the fields the checker reads, typed (``item_id``,
+    ``logprobs``, ``obfuscation`` are skipped unread); any other event fails to decode into it at
+    its ``type`` and takes the general way. Decoded JSON holds no cycle: no GC tracking."""
+
+    type: Literal["response.output_text.delta"]
+    sequence_number: int
+    output_index: int
+    content_index: int
+    delta: str
+
+
+_decode_text_delta = msgspec.json.Decoder(_TextDelta).decode
+_TYPED_MISS = (msgspec.ValidationError, *JSON_ERRORS)
 
 
 class ResponsesChecker(CheckerBase):
@@ -116,10 +126,35 @@ class ResponsesChecker(CheckerBase):
 
     # ── folding ───────────────────────────────────────────────────────────────────────────────
     def _on_event(self, event: SSEEvent) -> None:
-        if event.data == "[DONE]":
+        data = event.data
+        if data == "[DONE]":
             self._events += 1
             self._on_done_marker("[DONE]")
             return
+        try:
+            fast = _decode_text_delta(data)
+        except _TYPED_MISS:
+            pass  # any other event, or not quite this one: the general way below
+        else:
+            # Nearly every event of a long answer: the next text delta into an open part of an
+            # open message. Folded here as the general way (``_typed_event``, ``_note_sequence``,
+            # ``_on_delta``) would; anything else about it takes that way, untouched.
+            seq, index, sub = fast.sequence_number, fast.output_index, fast.content_index
+            if ((seq == self._next_seq or self._next_seq is None) and event.event != "error"
+                    and not self._ended and self._asm.response is not None):
+                block = self._asm.items.get(index)
+                part = self._asm.parts.get((index, CONTENT_PART, sub))
+                if (block is not None and block.open and block.type == "message"
+                        and part is not None and part.open):
+                    self._events += 1
+                    self._chunks += 1
+                    self._next_seq = seq + 1
+                    delta = fast.delta
+                    if delta:
+                        self._asm.text((index, OUTPUT_TEXT, sub)).add(delta)
+                        self._asm.saw_token = True
+                        self._leaks.scan(index, "output_text", delta)
+                    return
         typed = self._typed_event(event, self._note_sequence)
         if typed is None:
             return
@@ -368,71 +403,6 @@ class ResponsesChecker(CheckerBase):
 
 
 # ── the protocol's other facts: requests, relay, errors, sniffing, the descriptor ─────────────────
-
-
-class ResponsesFormat(Format):
-    """OpenAI Responses: ``input`` items; calls are ``function_call`` items, results
-    ``function_call_output`` items; the system prompt is ``instructions``."""
-
-    api = Api.RESPONSES
-    expected = "a Responses body (a JSON object with 'input': a string or a list of items)"
-    turns_field = "input"
-    max_tokens_field = "max_output_tokens"
-    setting_fields = ("reasoning",)
-
-    def render(self, system: str, turns: Sequence[Turn], tools: Sequence[Tool]) -> dict[str, Any]:
-        items: list[dict[str, Any]] = []
-        for turn in turns:
-            if turn.role == "tool":
-                items.extend({"type": "function_call_output", "call_id": call.id, "output": text}
-                             for call, text in turn.results)
-                continue
-            if turn.text or not turn.calls:
-                items.append({"role": turn.role, "content": turn.text or ""})
-            items.extend({"type": "function_call", "call_id": c.id, "name": c.name,
-                          "arguments": c.arguments} for c in turn.calls)
-        body: dict[str, Any] = {"instructions": system, "input": items}
-        if tools:
-            body["tools"] = [{"type": "function", "name": t.name, "description": t.description,
-                              "parameters": dict(t.parameters)} for t in tools]
-            body["tool_choice"] = "auto"
-        return body
-
-    def finish(self, body: dict[str, Any], *, model: str, settings: Settings) -> dict[str, Any]:
-        # Usage always comes in the terminal response: the Responses API has no option for it.
-        body["model"] = model
-        body["stream"] = True
-        if settings.max_tokens is not None:
-            body["max_output_tokens"] = settings.max_tokens
-        if settings.reasoning_effort is not None:
-            reasoning = body.get("reasoning")
-            body["reasoning"] = {**(reasoning if isinstance(reasoning, dict) else {}),
-                                 "effort": settings.reasoning_effort}
-        return body
-
-    def answer(self, message: Mapping[str, Any]) -> Answer | None:
-        output = message.get("output")  # the assembled response object
-        if not isinstance(output, list):
-            return None
-        texts: list[str] = []
-        calls: list[Call] = []
-        for item in output:
-            if not isinstance(item, dict):
-                continue
-            if item.get("type") == "function_call":
-                calls.append(Call(str(item.get("call_id") or item.get("id") or f"call_{len(calls)}"),
-                                  str(item.get("name") or ""), json_arguments(item.get("arguments"))))
-            elif item.get("type") == "message":
-                texts.extend(str(part.get("text") or "") for part in blocks_of(item)
-                             if part.get("type") == "output_text")
-        return Answer("".join(texts), tuple(calls))
-
-    def misfit(self, body: Mapping[str, Any]) -> str | None:
-        if "messages" in body:
-            return "it has 'messages' (a Chat Completions or Anthropic Messages body)"
-        if not isinstance(body.get("input"), str | list):
-            return "it has no 'input'"
-        return None
 
 
 #: The error events of a Responses stream (flat or nested ``error``, and ``response.failed``).
