@@ -31,9 +31,8 @@ from sseguard.probe.config import (
     arms_from_toml,
     build_config,
     parse_arm,
-    probe_table,
-    read_toml,
 )
+from sseguard.probe.config_file import probe_table, read_toml
 
 #: JSON ``{"options": {...}, "config": path or null}`` written by ``sseguard locust``.
 SETTINGS_ENV = "SSEGUARD_LOCUST_SETTINGS"
