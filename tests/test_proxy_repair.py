@@ -14,7 +14,7 @@ from typing import Any
 import anthropic
 import openai
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from _proxy_bodies import MESSAGE as MESSAGE_OBJ
@@ -108,6 +108,9 @@ def test_dsml_in_content_becomes_the_same_tool_calls_under_any_split(
                       min_size=1, max_size=6),
        family=st.sampled_from([*DSML, "auto"]))
 def test_text_without_markup_passes_byte_identical(texts: list[str], family: str) -> None:
+    # ``auto`` holds an answer that opens with whitespace only (a family's markup may follow it):
+    # that hold is stated by its own test; here the answer opens with a visible character.
+    assume(family != "auto" or not texts or texts[0].strip() != "")
     events = _stream(texts)
     frames = RepairFrames(family, None)
     body, pieces = _run(frames, events)
@@ -313,6 +316,9 @@ def test_dsml_in_a_messages_text_block_becomes_tool_use_blocks_under_any_split(
        family=st.sampled_from([*DSML, "auto"]), own_tool=st.booleans())
 def test_a_messages_stream_without_markup_passes_byte_identical(texts: list[str], family: str,
                                                                 own_tool: bool) -> None:
+    # ``auto`` holds an answer that opens with whitespace only (a family's markup may follow it):
+    # that hold is stated by its own test; here the answer opens with a visible character.
+    assume(family != "auto" or not texts or texts[0].strip() != "")
     events = _messages_events(texts, own_tool=own_tool)
     body, _ = _run_messages(MessagesRepairFrames(family, None), events)
     assert body == b"".join(e.raw for e in events)
@@ -455,6 +461,9 @@ def test_dsml_in_output_text_becomes_function_call_items_under_any_split(
        family=st.sampled_from([*DSML, "auto"]), own_item=st.booleans())
 def test_a_responses_stream_without_markup_passes_byte_identical(texts: list[str], family: str,
                                                                  own_item: bool) -> None:
+    # ``auto`` holds an answer that opens with whitespace only (a family's markup may follow it):
+    # that hold is stated by its own test; here the answer opens with a visible character.
+    assume(family != "auto" or not texts or texts[0].strip() != "")
     events = _responses_events(texts, own_item=own_item)
     body = _run_responses(ResponsesRepairFrames(family, None), events)
     assert body == b"".join(e.raw for e in events)
