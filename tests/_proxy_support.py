@@ -231,11 +231,12 @@ def in_thread(factory: Any) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def proxy_process(upstream: str, store: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """`sseguard proxy` on a free loopback port; yields the process and its base URL (…/v1), and
-    kills it on the way out if the test has not stopped it."""
+def proxy_process(upstream: str, store: str, *flags: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`sseguard proxy` (with ``flags``) on a free loopback port; yields the process and its base URL
+    (…/v1), and kills it on the way out if the test has not stopped it."""
     proc = subprocess.Popen([sys.executable, "-c", "from sseguard.cli import main; main()", "proxy",
-                             "--upstream", upstream, "--listen", "127.0.0.1:0", "--store", store],
+                             "--upstream", upstream, "--listen", "127.0.0.1:0", "--store", store,
+                             *flags],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

@@ -24,18 +24,8 @@ from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
 from sseguard.errors import ConfigError
 from sseguard.proxy import run_proxy
 from sseguard.proxy.resume_usage import CHAT_KEYS, UsageSum
+from test_proxy_heal_resume import PART, REST, SPLICED
 from test_proxy_heal_retry import Step, Upstream, _settled, heal_proxy, proxy_config
-
-PART = (b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
-        b'{"role":"assistant","content":"Hel"},"finish_reason":null}]}\n\n')
-REST = (b'data: {"id":"c9","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
-        b'{"role":"assistant","content":""},"finish_reason":null}]}\n\n'
-        b'data: {"id":"c9","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
-        b'{"content":"lo"},"finish_reason":"stop"}]}\n\n'
-        b"data: [DONE]\n\n")
-SPLICED = (b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
-           b'{"content":"lo"},"finish_reason":"stop"}]}\n\n'
-           b"data: [DONE]\n\n")
 
 
 def _data(body: bytes) -> list[dict[str, Any]]:

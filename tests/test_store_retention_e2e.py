@@ -9,16 +9,13 @@ import contextlib
 import json
 import signal
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from _proxy_support import KEY, chat, in_thread, proxy_config
+from _proxy_support import KEY, chat, in_thread, proxy_config, proxy_process
 from _store_support import record
 from sseguard.chaos import ChaosConfig, run_chaos
 from sseguard.proxy import run_proxy
@@ -82,23 +79,6 @@ def _stream(base: str, fail: bool) -> bytes:
 KEPT = [(1, False, EACH), (1, True, EACH), (3, False, EACH), (10, False, EACH)]
 
 
-@contextlib.contextmanager
-def _cli_proxy(upstream: str, store: Path, *flags: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    proc = subprocess.Popen([sys.executable, "-c", "from sseguard.cli import main; main()", "proxy",
-                             "--upstream", upstream, "--listen", "127.0.0.1:0", "--store", str(store),
-                             "--retry", "0", *flags],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("sseguard proxy listening on http://127.0.0.1:"), line
-        yield proc, line.split()[4]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-
-
 def test_sseguard_proxy_retain_flags_delete_exactly_the_expired_records(tmp_path: Path) -> None:
     db = tmp_path / "store.db"
     now = time.time()
@@ -106,7 +86,8 @@ def test_sseguard_proxy_retain_flags_delete_exactly_the_expired_records(tmp_path
     store.write(_old_records(now))
     store.close()
     with in_thread(lambda: run_chaos(ChaosConfig())) as chaos, \
-            _cli_proxy(chaos.url, db, "--retain", "14d", "--retain-healthy", "2d") as (proc, base):
+            proxy_process(chaos.url, str(db), "--retry", "0", "--retain", "14d",
+                          "--retain-healthy", "2d") as (proc, base):
         bodies = [_stream(base, fail=i % 3 == 0) for i in range(12)]
         # SIGTERM drains the records and stops the pruner after the round it started with.
         proc.send_signal(signal.SIGTERM)
