@@ -53,9 +53,13 @@ CONTENT = {
     Api.CHAT: re.compile(rb'"content":\s*"[^"]'),
     Api.RESPONSES: re.compile(rb'"type":\s*"response\.output_text\.delta"'),
     Api.MESSAGES: re.compile(rb'"type":\s*"text_delta"'),
+    Api.GEMINI: re.compile(rb'"text":\s*"[^"]'),
 }
 FINISHED = {Api.CHAT: b"data: [DONE]\n\n", Api.RESPONSES: b"response.completed",
-            Api.MESSAGES: b"message_stop"}
+            Api.MESSAGES: b"message_stop", Api.GEMINI: b'"finishReason"'}
+#: What ends one event on the wire: Gemini's SSE (as Google serves it) ends records with CRLF pairs.
+SEPARATOR = {Api.CHAT: b"\n\n", Api.RESPONSES: b"\n\n", Api.MESSAGES: b"\n\n",
+             Api.GEMINI: b"\r\n\r\n"}
 
 
 @dataclass
@@ -132,7 +136,7 @@ async def bare_phase(url: str, streams: int, rounds: int, ramp: float, api: Api 
                                        api=api))
     headers = {"content-type": "application/json", "accept": "text/event-stream"}
     target = make_arm("bare", url, api=api).url
-    content, finished = CONTENT[api], FINISHED[api]
+    content, finished, separator = CONTENT[api], FINISHED[api], SEPARATOR[api]
 
     async def worker(k: int, session: aiohttp.ClientSession) -> None:
         await asyncio.sleep(k * ramp / streams)
@@ -143,7 +147,7 @@ async def bare_phase(url: str, streams: int, rounds: int, ramp: float, api: Api 
             before = tail = b""
             async with session.post(target, data=body, headers=headers) as resp:
                 async for data in resp.content.iter_any():
-                    n = data.count(b"\n\n")
+                    n = data.count(separator)
                     events += n
                     counter.events += n
                     if first is None and content.search(data):
@@ -177,12 +181,13 @@ async def probe_phase(url: str, streams: int, rounds: int, ramp: float, out: Pat
     """The real probe: runner + engine + the protocol's checker + JSONL sink."""
     phase = Phase(f"{api}: sseguard probe")
     counter = Counter()
+    separator = SEPARATOR[api]
 
     class CountingWatch(StreamWatch):
         __slots__ = ()
 
         def feed(self, data: bytes, now: float) -> None:
-            counter.events += data.count(b"\n\n")
+            counter.events += data.count(separator)
             super().feed(data, now)
 
     probe_engine.StreamWatch = CountingWatch  # type: ignore[misc]
