@@ -111,7 +111,7 @@ def test_text_without_markup_passes_byte_identical(texts: list[str], family: str
     # ``auto`` holds an answer that opens with whitespace only (a family's markup may follow it) or
     # with what may still become Harmony's ``to=R`` header lead (``t``, `` to``, ``to=x``): those holds
     # are stated by their own tests; here the first piece is already plain text.
-    lead = texts[0].lstrip()
+    lead = texts[0].lstrip() if texts else "."
     assume(family != "auto" or (lead != "" and not "to=".startswith(lead[:3])))
     events = _stream(texts)
     frames = RepairFrames(family, None)
@@ -321,7 +321,7 @@ def test_a_messages_stream_without_markup_passes_byte_identical(texts: list[str]
     # ``auto`` holds an answer that opens with whitespace only (a family's markup may follow it) or
     # with what may still become Harmony's ``to=R`` header lead (``t``, `` to``, ``to=x``): those holds
     # are stated by their own tests; here the first piece is already plain text.
-    lead = texts[0].lstrip()
+    lead = texts[0].lstrip() if texts else "."
     assume(family != "auto" or (lead != "" and not "to=".startswith(lead[:3])))
     events = _messages_events(texts, own_tool=own_tool)
     body, _ = _run_messages(MessagesRepairFrames(family, None), events)
@@ -468,7 +468,7 @@ def test_a_responses_stream_without_markup_passes_byte_identical(texts: list[str
     # ``auto`` holds an answer that opens with whitespace only (a family's markup may follow it) or
     # with what may still become Harmony's ``to=R`` header lead (``t``, `` to``, ``to=x``): those holds
     # are stated by their own tests; here the first piece is already plain text.
-    lead = texts[0].lstrip()
+    lead = texts[0].lstrip() if texts else "."
     assume(family != "auto" or (lead != "" and not "to=".startswith(lead[:3])))
     events = _responses_events(texts, own_item=own_item)
     body = _run_responses(ResponsesRepairFrames(family, None), events)

@@ -171,4 +171,4 @@ def test_an_opening_that_may_be_harmonys_header_lead_waits_then_goes_out_as_text
     parser = parser_for("auto")
     assert parser.feed("tx") == [Text("tx")]
     parser = parser_for("auto")
-    assert parser.feed("t") == [] and parser.finish() == [Text("t")]
+    assert parser.feed("t") == [] and parser.close() == [Text("t")]
