@@ -6,7 +6,9 @@ alone, one upstream request per client request."""
 
 from __future__ import annotations
 
+import codecs
 import json
+import re
 
 import httpx2
 import pytest
@@ -87,3 +89,82 @@ async def test_a_non_streamed_generate_content_is_relayed_as_is() -> None:
         status, media, body = await _post(f"{root}/v1beta/models/chaos-1:generateContent", "none")
     assert (status, media.split(";")[0]) == (200, "application/json")
     assert json.loads(body)["candidates"][0]["finishReason"] == "STOP"
+
+
+# ── the guard frame as the JS SDK in Gemini CLI reads it ────────────────────────────────────────────
+
+SSE_REQUEST = "/v1beta/models/chaos-1:streamGenerateContent?alt=sse"
+TRUNCATED_ERROR = (b'{"error": {"code": 502, "message": "truncated: the upstream stopped after content '
+                   b'without a finishReason; the answer is incomplete", "status": "UNAVAILABLE"}}')
+#: How the proxy's SSE body ends, literally: the error record, then the same object bare. An upstream
+#: error record is forwarded as it came (its own code), then the same object bare.
+SSE_ENDS = {
+    "truncated": b"data: " + TRUNCATED_ERROR + b"\r\n\r\n" + TRUNCATED_ERROR + b"\r\n\r\n",
+    "error_event": b'data: {"error":{"code":500,"message":"An internal error has occurred. Please '
+                   b'retry.","status":"INTERNAL"}}\r\n\r\n{"error": {"code": 500, "message": "An '
+                   b'internal error has occurred. Please retry.", "status": "INTERNAL"}}\r\n\r\n',
+    "empty": b'data: {"error": {"code": 502, "message": "empty: the upstream sent no record at all", '
+             b'"status": "UNAVAILABLE"}}\r\n\r\n{"error": {"code": 502, "message": "empty: the '
+             b'upstream sent no record at all", "status": "UNAVAILABLE"}}\r\n\r\n',
+}
+_RECORD = re.compile(r"^\s*data: ([^\n\r\u2028\u2029]*)(?:\n\n|\r\r|\r\n\r\n)")
+
+
+def js_sdk_reads(reads: list[bytes]) -> str:
+    """What ``@google/genai`` (JS, as bundled in Gemini CLI 0.61: ``processStreamResponse``) does with
+    a body arriving in these network reads, transcribed line by line so that CI, which has no node,
+    keeps the property; ``bench/gemini_js_guard.mjs`` runs the real SDK. Per read: a read that is,
+    whole, a JSON object with an ``error`` of code 400-599 throws ``ApiError``; ``data:`` records are
+    cut off the buffer and yielded (an error record silently, as a response without candidates);
+    whatever is left at the end throws."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    buffer = ""
+    for read in reads:
+        chunk = decoder.decode(read)
+        try:
+            obj = json.loads(chunk)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and isinstance(obj.get("error"), dict):
+            code = obj["error"].get("code")
+            if isinstance(code, int) and 400 <= code < 600:
+                return "ApiError"
+        buffer += chunk
+        while (match := _RECORD.match(buffer)) is not None:
+            buffer = buffer[match.end():]
+    return "Error: Incomplete JSON segment at the end" if buffer.strip() else "silent"
+
+
+def _splits(body: bytes) -> dict[str, list[bytes]]:
+    """The body in one read; the guard frame in a read of its own; its bare object in one of its own."""
+    frame = body.rindex(b'data: {"error"')
+    bare = body.index(b"\r\n\r\n", frame) + 4
+    return {"one read": [body], "frame apart": [body[:frame], body[frame:]],
+            "bare apart": [body[:bare], body[bare:]]}
+
+
+async def test_the_sse_guard_frame_is_the_error_record_then_the_same_object_bare() -> None:
+    async with run_chaos(ChaosConfig(pacing=FAST)) as upstream, \
+            run_proxy(proxy_config(upstream.url, retry=0)) as px:
+        url = px.url.rsplit("/v1", 1)[0] + SSE_REQUEST
+        bodies = {fault: (await _post(url, fault))[2] for fault in ("none", *SSE_ENDS)}
+    for fault, ending in SSE_ENDS.items():
+        assert bodies[fault].endswith(ending), bodies[fault][-400:]
+        # Our own checker (and the strict transport) reads the error record and ignores the bare line.
+        checker = checker_for("gemini", REQUEST)
+        checker.feed(bodies[fault])
+        verdict = checker.close()
+        assert (str(verdict.ending), verdict.findings) == ("error_event", ())
+    # The JS SDK throws however the reads fall: the leftover bare object at the end, or, read alone,
+    # the object itself; the record alone (the earlier guard frame) it passed on silently.
+    for fault in SSE_ENDS:
+        body = bodies[fault]
+        assert {how: js_sdk_reads(reads) for how, reads in _splits(body).items()} == {
+            "one read": "Error: Incomplete JSON segment at the end",
+            "frame apart": "Error: Incomplete JSON segment at the end",
+            "bare apart": "ApiError"}
+        record_only = body[:body.index(b"\r\n\r\n", body.rindex(b'data: {"error"')) + 4]
+        assert js_sdk_reads([record_only]) == "silent"
+    healthy = bodies["none"]
+    byte_by_byte = [healthy[i:i + 1] for i in range(len(healthy))]
+    assert (js_sdk_reads([healthy]), js_sdk_reads(byte_by_byte)) == ("silent", "silent")
