@@ -175,9 +175,8 @@ async def test_unparseable_markup_ends_the_stream_with_the_guard_error_never_as_
 # ── the real google-genai SDK ───────────────────────────────────────────────────────────────────
 
 
-#: The tools as google-genai declares them: ``parameters`` in Gemini's OpenAPI subset. (3.6 sends a
-#: ``parameters_json_schema`` in snake case, which the chaos server does not read: it would then
-#: generate calls without arguments.)
+#: The tools as google-genai declares them: ``parameters`` in Gemini's OpenAPI subset (its
+#: ``parameters_json_schema``, sent in snake case, is tested in ``test_gemini_request_spelling.py``).
 SDK_TOOLS = [{"function_declarations": [
     {"name": "get_weather", "description": "get_weather.", "parameters": {
         "type": "OBJECT", "properties": {"location": {"type": "STRING"}, "days": {"type": "INTEGER"}},

@@ -44,7 +44,7 @@ from sseguard.contract.gemini_request import (
     GeminiFormat,
     error_body,
     function_declarations,
-    json_schema,
+    parameters_schema,
     status_error,
 )
 from sseguard.contract.protocol import (
@@ -173,11 +173,9 @@ class GeminiChecker(CheckerBase):
 
     @staticmethod
     def _tool_entry(tool: dict[str, Any]) -> tuple[Any, Any]:
-        """A function declaration: ``parametersJsonSchema`` as it is, or ``parameters`` (Gemini's
-        OpenAPI subset) translated."""
-        schema = tool.get("parametersJsonSchema")
-        return tool.get("name"), schema if isinstance(schema, dict) else json_schema(
-            tool.get("parameters"))
+        """A function declaration (``function_declarations``: either spelling): its name and its
+        parameters as JSON Schema."""
+        return tool.get("name"), parameters_schema(tool)
 
     @property
     def framing(self) -> str | None:
