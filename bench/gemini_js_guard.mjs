@@ -25,12 +25,15 @@ const { values } = parseArgs({
     faults: { type: "string",
               default: "none,truncated,cut_mid_frame,transport_error,error_event,empty" },
     model: { type: "string", default: "chaos-1" },
+    chunk: { type: "string" },
   },
 });
 
-// The chunk that defines the SDK's GoogleGenAI class (its name changes between CLI releases).
-const chunk = readdirSync(values.bundle).filter((f) => /^chunk-.*\.js$/.test(f)).find((f) =>
-  readFileSync(join(values.bundle, f), "utf8").includes("var GoogleGenAI = class {"));
+// The chunk that defines the SDK's GoogleGenAI class (its name changes between CLI releases; 0.61.0
+// has three such chunks, chunk-5FZXKDXH/JDPZ4CE3/Y2J3C62M, with the same processStreamResponse: the
+// CLI itself runs JDPZ4CE3). --chunk picks one by name.
+const chunk = values.chunk ?? readdirSync(values.bundle).filter((f) => /^chunk-.*\.js$/.test(f))
+  .find((f) => readFileSync(join(values.bundle, f), "utf8").includes("var GoogleGenAI = class {"));
 if (!chunk) {
   console.error(`no chunk defining GoogleGenAI under ${values.bundle}`);
   process.exit(2);
