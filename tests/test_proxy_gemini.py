@@ -50,6 +50,33 @@ async def test_google_genai_through_the_proxy_raises_on_every_bad_ending(fault: 
         assert text if fault == "none" else text.startswith(FRAME[fault]), text
 
 
+#: How the strict transport's error names the guard's (or the upstream's) message.
+STRICT_MESSAGE = {"truncated": "truncated: the upstream stopped after content without a finishReason",
+                  "cut_mid_frame": "cut_mid_frame: the upstream body stopped in the middle of a record",
+                  "error_event": "An internal error has occurred. Please retry.",
+                  "empty": "empty: the upstream sent no record at all",
+                  "transport_error": "transport_error: the upstream connection failed mid-stream"}
+
+
+@pytest.mark.parametrize("fault", list(THROUGH_PROXY))
+async def test_the_strict_transport_reads_the_guard_frame_as_the_error_it_is(fault: str) -> None:
+    """google-genai with sseguard's strict transports, through the proxy: the guard frame (the error
+    record, then its bare copy) is an ``error_event`` to the transport's own checker."""
+    from sseguard.client import AsyncStrictTransport, StrictTransport
+
+    options = {"http_options": {"headers": {"x-sseguard-inject": fault}}}
+    async with run_chaos(ChaosConfig(pacing=FAST)) as upstream, \
+            run_proxy(proxy_config(upstream.url, retry=0)) as px:
+        sdk = sdk_client(px.url.rsplit("/v1", 1)[0], client_args={"transport": StrictTransport()},
+                         async_client_args={"transport": AsyncStrictTransport()})
+        outcomes = await both_ways(sdk, options)
+    want = "silent" if fault == "none" else "StreamEndedBadly"
+    assert [kind for kind, _ in outcomes] == [want] * 2
+    for _, text in outcomes:
+        assert text if fault == "none" else text.startswith(
+            f"stream ended badly: error_event ({STRICT_MESSAGE[fault]}"), text
+
+
 async def _post(url: str, inject: str) -> tuple[int, str, bytes]:
     async with httpx2.AsyncClient() as client, client.stream(
             "POST", url, json=REQUEST, timeout=10,
