@@ -40,6 +40,7 @@ from sseguard.contract._base import (
 )
 from sseguard.contract.gemini_assembler import CandidateState, GeminiAssembler, Record
 from sseguard.contract.gemini_assembler import decode_record as _decode_record
+from sseguard.contract.gemini_relay import ARRAY_CLOSE, RELAY
 from sseguard.contract.gemini_request import (
     GeminiFormat,
     error_body,
@@ -51,11 +52,7 @@ from sseguard.contract.protocol import (
     Auth,
     Framing,
     Protocol,
-    Relay,
     Route,
-    UpstreamError,
-    dumps,
-    never,
 )
 from sseguard.jsonarray import JsonArrayDecoder, JsonElement
 from sseguard.sse import SSEDecoder, SSEEvent
@@ -133,10 +130,6 @@ class GeminiFrames:
             self._array = JsonArrayDecoder()  # only whitespace came: nothing, or a cut byte-order mark
             self._array.feed(self._head)
         return self._array.close()
-
-
-#: The event name of the JSON array's closing ``]``: no record, but bytes a relay must forward.
-ARRAY_CLOSE = "]"
 
 
 def _events(elements: list[JsonElement]) -> list[SSEEvent]:
@@ -397,63 +390,6 @@ class GeminiChecker(CheckerBase):
 
 # ── the protocol's other facts: requests, relay, errors, sniffing, the descriptor ─────────────────
 
-def _in_array(sent: bytes) -> bool:
-    """Whether what the guard last sent was an element of the JSON-array framing (not SSE)."""
-    return sent.lstrip(b" \t\r\n\xef\xbb\xbf")[:1] in (b"[", b",", b"{")
-
-
-def _bare(error: bytes) -> bytes:
-    """An SSE error record followed by the same error object bare, on its own lines.
-
-    The two SDKs read errors differently. google-genai (Python) raises on the ``data:`` record itself
-    (``ServerError``/``ClientError``: its stream loop raises on any chunk whose JSON is an ``error``).
-    The ``@google/genai`` JS SDK inside Gemini CLI does not: it looks for ``error`` only when one whole
-    network read parses as JSON, and yields a ``data:`` record of an error as a response without
-    candidates, silently. But a body that ends with bytes which are no ``data:`` record is
-    "Incomplete JSON segment at the end" to it, and a read that is the bare object alone is its
-    ``ApiError``: either way it throws (both retryable for the CLI). Any other SSE reader (ours
-    included) ignores the bare line, a field it does not know, and sees the ``data:`` record as the
-    error event; the blank line after it leaves no event half-read.
-    """
-    return b"data: " + error + b"\r\n\r\n" + _alone(error)
-
-
-def _alone(error: bytes) -> bytes:
-    return error + b"\r\n\r\n"
-
-
-def gemini_error_frame(code: str, message: str, sent: bytes = b"") -> bytes:
-    """The guard's error: in SSE, a ``data:`` record of it followed by the same object bare (both
-    SDKs raise, see ``_bare``); in the JSON-array framing, the array's last element and its ``]``."""
-    body = dumps({"error": {"code": 502, "message": f"{code}: {message}", "status": "UNAVAILABLE"}})
-    if _in_array(sent):
-        return b"\n,\r\n" + body + b"\n]"
-    return _bare(body)
-
-
-def _upstream_error(event: SSEEvent) -> UpstreamError | None:
-    if b'"error"' not in event.raw:
-        return None
-    try:
-        obj = json.loads(event.data)
-    except ValueError:
-        return None
-    return UpstreamError.FORWARD if isinstance(obj, dict) and "error" in obj else None
-
-
-def _forwarded(event: SSEEvent) -> bytes:
-    """An upstream error record, forwarded with its own code and status (a 429 stays a 429), then
-    what makes the JS SDK notice it: in SSE, the same object bare (``_bare``); in the JSON array, the
-    ``]`` the upstream will not send after it."""
-    if _in_array(event.raw):
-        return event.raw + b"\n]"
-    return event.raw + _alone(dumps(json.loads(event.data)))
-
-
-def _array_close(event: SSEEvent) -> bool:
-    return event.event == ARRAY_CLOSE
-
-
 def finish_of(message: Mapping[str, Any]) -> list[str | None]:
     """One ``finishReason`` per candidate; a blocked prompt's ``blockReason`` when none came."""
     candidates = message.get("candidates")
@@ -479,18 +415,7 @@ GEMINI = Protocol(
     format=GeminiFormat(),
     checker=GeminiChecker,
     assembler=GeminiAssembler,
-    relay=Relay(
-        # SSE has no terminal event: the end of the body is the end, and the guard decides it. The
-        # array framing's closing ``]`` is held like one: sent once the end is known good, or
-        # replaced by the guard's error element and its own ``]``.
-        terminal=_array_close, upstream_error=_upstream_error, error_frame=gemini_error_frame,
-        sentinel=b"", trailer=never, forwarded=_forwarded,
-        messages={
-            Ending.TRUNCATED: "the upstream stopped after content without a finishReason; the "
-                              "answer is incomplete",
-            Ending.CUT_MID_FRAME: "the upstream body stopped in the middle of a record",
-            Ending.EMPTY: "the upstream sent no record at all",
-        }),
+    relay=RELAY,
     error_body=error_body,
     status_error=status_error,
     finish_reasons=frozenset({"STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "LANGUAGE", "BLOCKLIST",
