@@ -17,6 +17,7 @@ from _gemini_support import both_ways, sdk_client
 from _proxy_support import proxy_config
 from sseguard.chaos import ChaosConfig, FaultOptions, Pacing, run_chaos
 from sseguard.contract import checker_for
+from sseguard.contract.gemini import GEMINI, GeminiFrames
 from sseguard.proxy import run_proxy
 
 FAST = Pacing(tokens=6, reasoning_tokens=3)
@@ -94,6 +95,7 @@ async def test_the_array_framing_is_guarded_with_an_error_element_and_a_closing_
         healthy = await _post(url, "none")
         truncated = await _post(url, "truncated")
         cut = await _post(url, "cut_mid_frame")
+        upstream_error = await _post(url, "error_event")
     status, media, body = healthy
     assert (status, media.split(";")[0]) == (200, "application/json")
     records = json.loads(body)  # forwarded whole: still one JSON array, finishReason last
@@ -107,6 +109,9 @@ async def test_the_array_framing_is_guarded_with_an_error_element_and_a_closing_
         assert str(checker.close().ending) == "error_event"
     assert json.loads(truncated[2])[-1]["error"]["message"].startswith("truncated")
     assert json.loads(cut[2])[-1]["error"]["message"].startswith("cut_mid_frame")
+    # The upstream's own error element is forwarded as it came, and the array closed after it.
+    assert json.loads(upstream_error[2])[-1] == {"error": {
+        "code": 500, "message": "An internal error has occurred. Please retry.", "status": "INTERNAL"}}
 
 
 async def test_a_non_streamed_generate_content_is_relayed_as_is() -> None:
@@ -195,3 +200,26 @@ async def test_the_sse_guard_frame_is_the_error_record_then_the_same_object_bare
     healthy = bodies["none"]
     byte_by_byte = [healthy[i:i + 1] for i in range(len(healthy))]
     assert (js_sdk_reads([healthy]), js_sdk_reads(byte_by_byte)) == ("silent", "silent")
+
+
+ERROR_429 = b'{"error": {"code": 429, "message": "Quota exceeded.", "status": "RESOURCE_EXHAUSTED"}}'
+
+
+@pytest.mark.parametrize("raw,sent,out", [
+    # SSE: the record as it came (a line before it included), then its bare copy.
+    (b'data: {"error":{"code":429,"message":"Quota exceeded.","status":"RESOURCE_EXHAUSTED"}}\r\n\r\n',
+     b'data: {"candidates": []}\r\n\r\n',
+     b'data: {"error":{"code":429,"message":"Quota exceeded.","status":"RESOURCE_EXHAUSTED"}}\r\n\r\n'
+     + ERROR_429 + b"\r\n\r\n"),
+    (b'{"note": 1}\ndata: ' + ERROR_429 + b"\n\n", b"data: {}\n\n",
+     b'{"note": 1}\ndata: ' + ERROR_429 + b"\n\n" + ERROR_429 + b"\r\n\r\n"),
+    # The JSON array: the element as it came, then the ``]`` (first element, or a later one).
+    (b"[" + ERROR_429, b"", b"[" + ERROR_429 + b"\n]"),
+    (b",\r\n" + ERROR_429, b'[{"candidates": []}', b",\r\n" + ERROR_429 + b"\n]"),
+])
+def test_a_forwarded_upstream_error_is_followed_by_what_its_framing_needs(
+        raw: bytes, sent: bytes, out: bytes) -> None:
+    decoder = GeminiFrames()
+    events = [e for e in decoder.feed(sent + raw) if b'"error"' in e.raw]
+    assert len(events) == 1
+    assert GEMINI.relay.forwarded(events[0], sent) == out

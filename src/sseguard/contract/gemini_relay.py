@@ -65,11 +65,12 @@ def _upstream_error(event: SSEEvent) -> UpstreamError | None:
     return UpstreamError.FORWARD if isinstance(obj, dict) and "error" in obj else None
 
 
-def _forwarded(event: SSEEvent) -> bytes:
+def _forwarded(event: SSEEvent, sent: bytes) -> bytes:
     """An upstream error record, forwarded with its own code and status (a 429 stays a 429), then
     what makes the JS SDK notice it: in SSE, the same object bare (``_bare``); in the JSON array, the
-    ``]`` the upstream will not send after it."""
-    if _in_array(event.raw):
+    ``]`` the upstream will not send after it. The framing is told by what was sent before it, or,
+    when it comes first, by the record itself (an array's first element begins with ``[``)."""
+    if _in_array(sent or event.raw):
         return event.raw + b"\n]"
     return event.raw + _alone(dumps(json.loads(event.data)))
 

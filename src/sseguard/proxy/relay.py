@@ -325,7 +325,7 @@ class StreamRelay:
                             stop = ("error_event", checker.error_message or "upstream error event")
                             break
                         if what is UpstreamError.FORWARD:
-                            out.append(wire.forwarded(event))  # the SDK raises on this shape
+                            out.append(wire.forwarded(event, self._sent))  # the SDK raises on it
                             forwarded = True
                             stop = ("error_event", checker.error_message or "upstream error")
                             break
