@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from sseguard.analyze.engines import Engine, open_engine
+from sseguard.analyze.engines import Engine, facts_of, open_engine
 from sseguard.analyze.facts import (
     CELL_KEYS,
     Filter,
@@ -172,7 +172,7 @@ class Reader:
 def _materialize(eng: Engine) -> str:
     """Read the source once: its facts (a few narrow columns) into a table of the engine, so the
     profile, header and cell queries (and one set per api) do not parse the JSON again each."""
-    return eng.materialize(eng.source.facts(eng.dialect.name))
+    return eng.materialize(facts_of(eng))
 
 
 def _evidence(eng: Engine, flt: Filter, failing: Sequence[tuple[str, str]], limit: int) -> list[Record]:
@@ -180,7 +180,7 @@ def _evidence(eng: Engine, flt: Filter, failing: Sequence[tuple[str, str]], limi
         return []
     source = eng.source
     if isinstance(source, StoreSource):
-        sql = evidence_query(source.facts(eng.dialect.name, doc=True), flt, failing, limit, "doc")
+        sql = evidence_query(facts_of(eng, doc=True), flt, failing, limit, "doc")
         texts = [row[0] if isinstance(row[0], str | bytes) else msgspec.json.encode(row[0])
                  for row in eng.rows(sql)]
         return [msgspec.json.decode(t, type=Record) for t in texts]

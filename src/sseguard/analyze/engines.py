@@ -162,6 +162,31 @@ def _first_bad_line(path: str) -> str | None:
     return None
 
 
+def _columns_from(columns: set[str], fetch: Callable[[str], list[Row]], meta: str) -> int | None:
+    """The first ``seq`` whose row has the fact columns (``store.fields``), or None when the store has
+    none (schema 1, never opened by a writer of schema 2): then every row is read from its JSON."""
+    from sseguard.store._base import FACTS_FROM
+    from sseguard.store.fields import FACT_COLUMNS
+
+    if not all(c.name in columns for c in FACT_COLUMNS):
+        return None
+    try:
+        found = fetch(f"SELECT value FROM {meta} WHERE key = '{FACTS_FROM}'")
+    except Exception:  # no meta table: not a store a writer of schema 2 set up
+        return None
+    return int(found[0][0]) if found else None
+
+
+def facts_of(eng: Engine, *, doc: bool = False) -> str:
+    """The facts relation of ``eng``'s source in its engine (a store's: by its fact columns)."""
+    source = eng.source
+    if isinstance(source, StoreSource):
+        return source.facts(eng.dialect.name, doc=doc, columns_from=getattr(eng, "columns_from", None))
+    if doc:
+        raise ValueError("only a store's facts carry the record document")
+    return source.facts(eng.dialect.name)
+
+
 class SQLiteEngine:
     """A SQLite store, read in its own file (read-only: the analyzer never writes a store)."""
 
@@ -169,6 +194,7 @@ class SQLiteEngine:
 
     def __init__(self, source: StoreSource) -> None:
         self.source: Source = source
+        self.columns_from: int | None = None
         try:
             self._con = sqlite3.connect(f"file:{quote(source.target)}?mode=ro", uri=True, timeout=30.0)
             self._con.create_function("sseguard_id_prefix", 1, id_prefix, deterministic=True)
@@ -177,13 +203,14 @@ class SQLiteEngine:
             raise EngineError(f"cannot read store {source.label}: {one_line(exc)}") from None
 
     def _check(self) -> None:
-        from sseguard.store._base import TABLE
+        from sseguard.store._base import META, TABLE
 
         columns = {row[1] for row in self._con.execute(f"PRAGMA table_info({TABLE})")}
         if not columns:
             raise EngineError(f"{self.source.label} is not an sseguard store (no {TABLE} table)")
         if "weight" not in columns:  # a store written before weights existed: every record counts once
             self._con.execute(f"CREATE TEMP VIEW {TABLE} AS SELECT *, 1 AS weight FROM main.{TABLE}")
+        self.columns_from = _columns_from(columns, lambda sql: self._con.execute(sql).fetchall(), META)
 
     def rows(self, sql: str) -> list[Row]:
         try:
@@ -207,7 +234,7 @@ class PostgresEngine:
     def __init__(self, source: StoreSource) -> None:
         import psycopg
 
-        from sseguard.store._base import TABLE
+        from sseguard.store._base import META, TABLE
 
         self.source: Source = source
         try:
@@ -223,6 +250,7 @@ class PostgresEngine:
             raise EngineError(f"{source.label} is not an sseguard store (no {TABLE} table)")
         if "weight" not in columns:
             self._con.execute(f"CREATE TEMP VIEW {TABLE} AS SELECT *, 1 AS weight FROM public.{TABLE}")
+        self.columns_from = _columns_from(columns, self.rows, META)
 
     def rows(self, sql: str) -> list[Row]:
         import psycopg

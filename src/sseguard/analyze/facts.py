@@ -19,9 +19,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-#: The columns every source's facts relation has (see ``sources`` and ``with_prefix``).
-FACTS = ("schema", "run_id", "idx", "started_at", "arm", "api", "workload", "concurrency", "ending",
-         "kinds", "pfx", "sep", "reuse_index", "prompt_bytes", "headers", "weight")
+from sseguard.store.fields import FACTS as _STORED_FACTS
+
+#: The columns every source's facts relation has (see ``sources`` and ``with_prefix``): defined with
+#: the columns a store writes them to (``store.fields``), so the two cannot drift apart.
+FACTS = _STORED_FACTS
 #: Log buckets: (key, base, start). Prompt sizes grow by 4 from 1 KiB, reuse indexes by 2 from 1.
 PROMPT_BUCKETS = (4, 1024)
 REUSE_BUCKETS = (2, 1)

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sseguard.analyze.facts import Dialect, quote, with_prefix
+from sseguard.analyze.facts import FACTS, Dialect, quote, with_prefix
 from sseguard.errors import ConfigError
+from sseguard.store.fields import HEAL_FACTS
 
 #: The record fields a file source is read with, by name and DuckDB type; JSON-valued fields stay JSON
 #: text, ``headers`` is a string map. Missing fields are NULL and take the record's defaults below.
@@ -104,8 +105,24 @@ class StoreSource:
     def label(self) -> str:
         return shown(self.target)
 
-    def facts(self, dialect: str, *, doc: bool = False) -> str:
-        """The facts of the store's rows; ``doc``: with the record's JSON (for the evidence only)."""
+    def facts(self, dialect: str, *, doc: bool = False, columns_from: int | None = None) -> str:
+        """The facts of the store's rows, heal fields included; ``doc``: with the record's JSON (for
+        the evidence only). ``columns_from``: the first ``seq`` whose row has the fact columns
+        (``store.fields``; 0: every row), read as they are; the rows before it (a store migrated
+        from schema 1) and every row when None (a schema-1 store) are read out of their JSON."""
+        from sseguard.store._base import TABLE
+
+        named = [*FACTS, *HEAL_FACTS, *(["record AS doc"] if doc else [])]
+        columns = f"SELECT {', '.join(named)} FROM {TABLE}"
+        if columns_from == 0:
+            return columns
+        if columns_from is None:
+            return self._parsed(dialect, doc)
+        return (f"SELECT * FROM ({columns} WHERE seq >= {int(columns_from)}) AS c UNION ALL "
+                f"SELECT * FROM ({self._parsed(dialect, doc, int(columns_from))}) AS j")
+
+    def _parsed(self, dialect: str, doc: bool, before: int | None = None) -> str:
+        """The facts of rows written before the fact columns existed, out of each record's JSON."""
         from sseguard.store._base import TABLE
 
         if self.kind == "sqlite":
@@ -129,9 +146,13 @@ class StoreSource:
             f"{kinds} AS kinds, {field('id_prefix')} AS id_prefix, "
             f"{field('response_id')} AS response_id, CAST({field('reuse_index')} AS {cast}) AS reuse_index, "
             f"CAST(COALESCE({field('prompt_bytes')}, '0') AS {cast}) AS prompt_bytes, {headers} AS headers, "
-            f"weight{', record AS doc' if doc else ''} FROM {TABLE}"
+            f"weight, CAST({field('heal_of')} AS {cast}) AS heal_of, {field('healed')} AS healed, "
+            f"CAST(COALESCE({field('heal_attempts')}, '0') AS {cast}) AS heal_attempts, "
+            f"CAST(COALESCE({field('heal_tokens')}, '0') AS {cast}) AS heal_tokens"
+            f"{', record AS doc' if doc else ''} FROM {TABLE}"
+            f"{'' if before is None else f' WHERE seq < {before}'}"
         )
-        return with_prefix(raw, Dialect(dialect), extra=", doc" if doc else "")
+        return with_prefix(raw, Dialect(dialect), extra=", " + ", ".join([*HEAL_FACTS, *(["doc"] if doc else [])]))
 
 
 Source = FileSource | StoreSource
