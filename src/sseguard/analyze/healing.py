@@ -116,7 +116,8 @@ class HealReader(Reader):
     @staticmethod
     def _split(eng: Engine, facts: str) -> bool:
         if isinstance(eng.source, StoreSource):  # the facts carry the heal fields: no second read
-            if not eng.rows(f"SELECT COUNT(*) FROM ({facts}) AS f WHERE heal_of IS NOT NULL OR {_HEALED_IN}")[0][0]:
+            found = f"SELECT COUNT(*) FROM ({facts}) AS f WHERE heal_of IS NOT NULL OR {_HEALED_IN}"
+            if not eng.rows(found)[0][0]:
                 return False
             _temp(eng, "sseguard_streams", f"SELECT * FROM ({facts}) AS f WHERE heal_of IS NULL")
             _temp(eng, "sseguard_attempts", f"SELECT * FROM ({facts}) AS f WHERE heal_of IS NOT NULL")

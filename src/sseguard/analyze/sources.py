@@ -34,6 +34,8 @@ RECORD_COLUMNS: tuple[tuple[str, str], ...] = (
     ("concurrency", "BIGINT"), ("reuse_index", "BIGINT"), ("connection", "VARCHAR"),
     ("finish_reasons", "JSON"), ("usage", "JSON"), ("tail", "VARCHAR"), ("evidence", "VARCHAR"),
     ("extra", "JSON"), ("weight", "BIGINT"),
+    # Last, so that Parquet exported before they existed still lines up with the fields before them.
+    ("heal_of", "BIGINT"), ("healed", "VARCHAR"), ("heal_attempts", "BIGINT"), ("heal_tokens", "BIGINT"),
 )
 _SPARK_TYPES = {"BIGINT": "BIGINT", "VARCHAR": "STRING", "DOUBLE": "DOUBLE", "BOOLEAN": "BOOLEAN",
                 "JSON": "STRING", "MAP(VARCHAR, VARCHAR)": "MAP<STRING, STRING>"}
@@ -152,7 +154,8 @@ class StoreSource:
             f"{', record AS doc' if doc else ''} FROM {TABLE}"
             f"{'' if before is None else f' WHERE seq < {before}'}"
         )
-        return with_prefix(raw, Dialect(dialect), extra=", " + ", ".join([*HEAL_FACTS, *(["doc"] if doc else [])]))
+        extra = ", " + ", ".join([*HEAL_FACTS, *(["doc"] if doc else [])])
+        return with_prefix(raw, Dialect(dialect), extra=extra)
 
 
 Source = FileSource | StoreSource
