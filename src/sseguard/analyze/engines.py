@@ -9,6 +9,7 @@ pyspark. A driver's own error becomes one line (``EngineError``), never a traceb
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -29,6 +30,10 @@ Row = tuple[Any, ...]
 DUCKDB_MEMORY = "600MB"
 #: Where an engine keeps the facts it read once (see ``Engine.materialize``).
 FACTS_TABLE = "sseguard_facts"
+#: A SQLite store is read in this many parts at once (two cores; see ``SQLiteEngine``).
+SQLITE_PARTS = 2
+#: Page cache of each SQLite part's temporary facts table, in KiB.
+TEMP_CACHE_KB = 256 * 1024
 
 
 class EngineError(ConfigError):
@@ -181,22 +186,33 @@ def facts_of(eng: Engine, *, doc: bool = False) -> str:
     """The facts relation of ``eng``'s source in its engine (a store's: by its fact columns)."""
     source = eng.source
     if isinstance(source, StoreSource):
-        return source.facts(eng.dialect.name, doc=doc, columns_from=getattr(eng, "columns_from", None))
+        return source.facts(eng.dialect.name, doc=doc, columns_from=getattr(eng, "columns_from", None),
+                            seqs=getattr(eng, "seqs", None))
     if doc:
         raise ValueError("only a store's facts carry the record document")
     return source.facts(eng.dialect.name)
 
 
 class SQLiteEngine:
-    """A SQLite store, read in its own file (read-only: the analyzer never writes a store)."""
+    """A SQLite store, or a part of it (``seqs``), read in its own file (read-only: the analyzer never
+    writes a store). SQLite counts on one core per connection, and sorts every ``GROUP BY``: so a
+    store is read as ``SQLITE_PARTS`` parts of its ``seq`` range, each on its own connection and
+    thread (see ``counts.Reader``), whose counts add up like those of several sources."""
 
     dialect = Dialect("sqlite")
 
-    def __init__(self, source: StoreSource) -> None:
+    def __init__(self, source: StoreSource, seqs: tuple[int, int] | None = None) -> None:
         self.source: Source = source
         self.columns_from: int | None = None
+        self.seqs = seqs
         try:
-            self._con = sqlite3.connect(f"file:{quote(source.target)}?mode=ro", uri=True, timeout=30.0)
+            # check_same_thread off: the reader's pool thread uses it, one thread at a time.
+            self._con = sqlite3.connect(f"file:{quote(source.target)}?mode=ro", uri=True, timeout=30.0,
+                                        check_same_thread=False)
+            # Let a large sort use a helper thread, and keep the facts table in a page cache
+            # large enough that it is not written out and read back page by page.
+            self._con.execute("PRAGMA threads = 2")
+            self._con.execute(f"PRAGMA temp.cache_size = -{TEMP_CACHE_KB}")
             self._con.create_function("sseguard_id_prefix", 1, id_prefix, deterministic=True)
             self._check()
         except sqlite3.Error as exc:
@@ -211,6 +227,13 @@ class SQLiteEngine:
         if "weight" not in columns:  # a store written before weights existed: every record counts once
             self._con.execute(f"CREATE TEMP VIEW {TABLE} AS SELECT *, 1 AS weight FROM main.{TABLE}")
         self.columns_from = _columns_from(columns, lambda sql: self._con.execute(sql).fetchall(), META)
+
+    def seq_span(self) -> tuple[int, int]:
+        """The smallest ``seq`` less one and the largest: the store's rows as of now, as a part."""
+        from sseguard.store._base import TABLE
+
+        lo, hi = self.rows(f"SELECT MIN(seq), MAX(seq) FROM {TABLE}")[0]
+        return (0, 0) if lo is None else (int(lo) - 1, int(hi))
 
     def rows(self, sql: str) -> list[Row]:
         try:
@@ -312,6 +335,29 @@ def spark_session(master: str = "local[2]") -> Any:
     return (SparkSession.builder.master(master).appName("sseguard-analyze")
             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+
+
+def open_engines(source: Source, *, engine: str = "auto", spark: Any = None,
+                 progress: Callable[[float], None] | None = None) -> list[Engine]:
+    """The engines that read ``source`` together: one, or a SQLite store's parts (``SQLiteEngine``).
+    The parts end at the store's last row as the analysis starts: rows a proxy appends meanwhile
+    are not half counted (in the profile but not in the cells)."""
+    first = open_engine(source, engine=engine, spark=spark, progress=progress)
+    if not isinstance(first, SQLiteEngine):
+        return [first]
+    assert isinstance(source, StoreSource)
+    lo, hi = first.seq_span()
+    cuts = [lo + (hi - lo) * i // SQLITE_PARTS for i in range(SQLITE_PARTS + 1)]
+    first.seqs = (cuts[0], cuts[1])
+    out: list[Engine] = [first]
+    try:
+        for a, b in itertools.pairwise(cuts[1:]):
+            out.append(SQLiteEngine(source, (a, b)))
+    except BaseException:
+        for eng in out:
+            eng.close()
+        raise
+    return out
 
 
 def open_engine(source: Source, *, engine: str = "auto", spark: Any = None,

@@ -107,23 +107,27 @@ class StoreSource:
     def label(self) -> str:
         return shown(self.target)
 
-    def facts(self, dialect: str, *, doc: bool = False, columns_from: int | None = None) -> str:
+    def facts(self, dialect: str, *, doc: bool = False, columns_from: int | None = None,
+              seqs: tuple[int, int] | None = None) -> str:
         """The facts of the store's rows, heal fields included; ``doc``: with the record's JSON (for
         the evidence only). ``columns_from``: the first ``seq`` whose row has the fact columns
         (``store.fields``; 0: every row), read as they are; the rows before it (a store migrated
-        from schema 1) and every row when None (a schema-1 store) are read out of their JSON."""
+        from schema 1) and every row when None (a schema-1 store) are read out of their JSON.
+        ``seqs``: only the rows with ``lo < seq <= hi`` (a part of the store, see ``engines``)."""
         from sseguard.store._base import TABLE
 
+        part = [] if seqs is None else [f"seq > {int(seqs[0])}", f"seq <= {int(seqs[1])}"]
         named = [*FACTS, *HEAL_FACTS, *(["record AS doc"] if doc else [])]
         columns = f"SELECT {', '.join(named)} FROM {TABLE}"
+        if columns_from is None:
+            return self._parsed(dialect, doc, part)
+        columns += " WHERE " + " AND ".join([*part, f"seq >= {int(columns_from)}"])
         if columns_from == 0:
             return columns
-        if columns_from is None:
-            return self._parsed(dialect, doc)
-        return (f"SELECT * FROM ({columns} WHERE seq >= {int(columns_from)}) AS c UNION ALL "
-                f"SELECT * FROM ({self._parsed(dialect, doc, int(columns_from))}) AS j")
+        parsed = self._parsed(dialect, doc, [*part, f"seq < {int(columns_from)}"])
+        return f"SELECT * FROM ({columns}) AS c UNION ALL SELECT * FROM ({parsed}) AS j"
 
-    def _parsed(self, dialect: str, doc: bool, before: int | None = None) -> str:
+    def _parsed(self, dialect: str, doc: bool, where: list[str]) -> str:
         """The facts of rows written before the fact columns existed, out of each record's JSON."""
         from sseguard.store._base import TABLE
 
@@ -152,7 +156,7 @@ class StoreSource:
             f"CAST(COALESCE({field('heal_attempts')}, '0') AS {cast}) AS heal_attempts, "
             f"CAST(COALESCE({field('heal_tokens')}, '0') AS {cast}) AS heal_tokens"
             f"{', record AS doc' if doc else ''} FROM {TABLE}"
-            f"{'' if before is None else f' WHERE seq < {before}'}"
+            f"{' WHERE ' + ' AND '.join(where) if where else ''}"
         )
         extra = ", " + ", ".join([*HEAL_FACTS, *(["doc"] if doc else [])])
         return with_prefix(raw, Dialect(dialect), extra=extra)
