@@ -32,8 +32,6 @@ DUCKDB_MEMORY = "600MB"
 FACTS_TABLE = "sseguard_facts"
 #: A SQLite store is read in this many parts at once (two cores; see ``SQLiteEngine``).
 SQLITE_PARTS = 2
-#: Page cache of each SQLite part's temporary facts table, in KiB.
-TEMP_CACHE_KB = 256 * 1024
 
 
 class EngineError(ConfigError):
@@ -209,10 +207,6 @@ class SQLiteEngine:
             # check_same_thread off: the reader's pool thread uses it, one thread at a time.
             self._con = sqlite3.connect(f"file:{quote(source.target)}?mode=ro", uri=True, timeout=30.0,
                                         check_same_thread=False)
-            # Let a large sort use a helper thread, and keep the facts table in a page cache
-            # large enough that it is not written out and read back page by page.
-            self._con.execute("PRAGMA threads = 2")
-            self._con.execute(f"PRAGMA temp.cache_size = -{TEMP_CACHE_KB}")
             self._con.create_function("sseguard_id_prefix", 1, id_prefix, deterministic=True)
             self._check()
         except sqlite3.Error as exc:
