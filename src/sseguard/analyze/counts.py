@@ -168,10 +168,11 @@ class Reader:
         values: dict[str, set[str]] = {}
         lower: dict[str, int] = {}
         present: dict[str, int] = {}
-        def stats(eng: Engine, facts: str) -> list[Row]:
+
+        def query(eng: Engine, facts: str) -> list[Row]:
             return eng.rows(header_query(facts, flt, eng.dialect))
 
-        for _, rows in self._per_engine(stats):
+        for _, rows in self._per_engine(query):
             for name, value, bound, n in rows:
                 key = str(name)
                 present[key] = present.get(key, 0) + int(n)
