@@ -110,11 +110,12 @@ class Reader:
         return self
 
     def _each_engine(self, work: Callable[[Engine], T]) -> list[T]:
-        """``work`` on every engine, in engine order; at once when there are several (the parts of a
-        SQLite store, several sources): each has its own connection, and the drivers let go of the
-        GIL while their database works, so two parts use both cores. Spark runs its own parallelism
-        in one session, so its work stays one after the other."""
-        if len(self._engines) < 2 or any(e.dialect.name == "spark" for e in self._engines):
+        """``work`` on every engine, in engine order; at once when they are all SQLite (the parts of
+        a store, or several stores): each has its own connection, and ``sqlite3`` lets go of the GIL
+        while SQLite works, so two parts use both cores. DuckDB and Spark use every core by
+        themselves (and DuckDB engines at once would each take their memory limit), a PostgreSQL
+        server plans its own parallel scans: those run one after the other, as before."""
+        if len(self._engines) < 2 or any(e.dialect.name != "sqlite" for e in self._engines):
             return [work(e) for e in self._engines]
         with ThreadPoolExecutor(max_workers=len(self._engines)) as pool:
             return list(pool.map(work, self._engines))
