@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from _analyze_golden import CASES, assert_same, golden, records
-from sseguard.analyze.engines import SQLiteEngine
+from sseguard.analyze.engines import PostgresEngine, SQLiteEngine
 from sseguard.analyze.sources import StoreSource
 from sseguard.analyze.summary import analyze_sources
 from sseguard.errors import ConfigError
@@ -211,6 +211,11 @@ def test_postgresql_schema_1_is_read_as_it_is_then_migrated_and_appended(pg_dsn:
         nulls = conn.execute("SELECT COUNT(*) FROM sseguard_records WHERE api IS NULL").fetchone()
     assert meta == {"schema_version": "2", "facts_from": str(half + 1)}
     assert nulls is not None and nulls[0] == half
+    eng = PostgresEngine(StoreSource("postgresql", pg_dsn))
+    try:
+        assert eng.columns_from == half + 1
+    finally:
+        eng.close()
     _check([pg_dsn], name)
 
 
@@ -225,4 +230,9 @@ def test_a_new_postgresql_store_reads_every_row_by_its_columns(pg_dsn: str) -> N
         filled = conn.execute("SELECT COUNT(*) FROM sseguard_records WHERE api IS NOT NULL").fetchone()
     assert meta == {"schema_version": "2", "facts_from": "0"}
     assert filled is not None and filled[0] == len(records("every_kind"))
+    eng = PostgresEngine(StoreSource("postgresql", pg_dsn))
+    try:
+        assert eng.columns_from == 0  # the analysis reads the columns, no JSON
+    finally:
+        eng.close()
     _check([pg_dsn], "every_kind")
