@@ -17,15 +17,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import msgspec
 import psycopg
 import pytest
 from rich.console import Console
 
 from _analyze_golden import assert_same
+from sseguard.analyze.export import export_parquet
 from sseguard.analyze.run import run_analyze
-from sseguard.analyze.sources import RECORD_COLUMNS
 from sseguard.analyze.summary import analyze_sources
 from sseguard.record import Record
 from sseguard.store import open_store
@@ -75,15 +74,9 @@ def _jsonl(path: Path) -> Path:
 
 
 def _parquet(tmp: Path) -> Path:
-    """Parquet with the heal columns (``sseguard export`` does not write them yet)."""
-    source = _jsonl(tmp / "p.jsonl")
-    columns = [*RECORD_COLUMNS, ("heal_of", "BIGINT"), ("healed", "VARCHAR"), ("heal_attempts", "BIGINT"),
-               ("heal_tokens", "BIGINT")]
-    typed = "{" + ", ".join(f"'{n}': '{t}'" for n, t in columns) + "}"
-    target = tmp / "heal.parquet"
-    with duckdb.connect() as con:
-        con.execute(f"COPY (SELECT * FROM read_json(['{source}'], format = 'newline_delimited', "
-                    f"columns = {typed})) TO '{target}' (FORMAT parquet)")
+    """The run as ``sseguard export`` writes it: the heal columns must survive the export."""
+    target = tmp / "pq"
+    assert export_parquet([str(_jsonl(tmp / "p.jsonl"))], target) == 145
     return target
 
 
@@ -193,3 +186,15 @@ def test_spark_counts_healing_as_duckdb_on_jsonl_and_parquet(spark: Any, tmp_pat
     want = _analysis([source])
     assert_same(want, _analysis([source], engine="spark", spark=spark))
     assert_same(want, _analysis([str(_parquet(tmp_path))], engine="spark", spark=spark))
+
+
+def test_export_keeps_the_heal_columns_from_files_and_stores(tmp_path: Path) -> None:
+    want = _analysis([str(_jsonl(tmp_path / "r.jsonl"))])
+    store = open_store(str(tmp_path / "s.db"))
+    store.write(healed_run())
+    store.close()
+    assert export_parquet([str(tmp_path / "s.db")], tmp_path / "from-store") == 145
+    got = _analysis([str(tmp_path / "from-store")])
+    assert got["healing"]["healed_by_resume"] == 25
+    assert_same(want, got)
+    assert_same(want, _analysis([str(_parquet(tmp_path))]))

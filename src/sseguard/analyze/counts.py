@@ -9,12 +9,13 @@ never holds a record here; only ``evidence`` fetches a bounded number of them fo
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
-from sseguard.analyze.engines import Engine, open_engine
+from sseguard.analyze.engines import Engine, Row, facts_of, open_engines
 from sseguard.analyze.facts import (
     CELL_KEYS,
     Filter,
@@ -28,6 +29,7 @@ from sseguard.analyze.sources import RECORD_COLUMNS, FileSource, Source, StoreSo
 from sseguard.errors import ConfigError
 from sseguard.record import SCHEMA_VERSION, Record
 
+T = TypeVar("T")
 #: Headers that carry ground truth (what the chaos server injected), not evidence.
 GROUND_TRUTH_HEADERS = frozenset({"x-sseguard-fault"})
 #: More distinct values than this and a header is an id or a timing, not a route.
@@ -99,13 +101,29 @@ class Reader:
     def __enter__(self) -> Reader:
         try:
             for source in self.sources:
-                eng = open_engine(source, engine=self.engine, spark=self.spark, progress=self.progress)
-                self._engines.append(eng)
-                self._facts.append(_materialize(eng))
+                self._engines.extend(open_engines(source, engine=self.engine, spark=self.spark,
+                                                  progress=self.progress))
+            self._facts.extend(self._each_engine(_materialize))
         except BaseException:
             self.close()
             raise
         return self
+
+    def _each_engine(self, work: Callable[[Engine], T]) -> list[T]:
+        """``work`` on every engine, in engine order; at once when they are all SQLite (the parts of
+        a store, or several stores): each has its own connection, and ``sqlite3`` lets go of the GIL
+        while SQLite works, so two parts use both cores. DuckDB and Spark use every core by
+        themselves (and DuckDB engines at once would each take their memory limit), a PostgreSQL
+        server plans its own parallel scans: those run one after the other, as before."""
+        if len(self._engines) < 2 or any(e.dialect.name != "sqlite" for e in self._engines):
+            return [work(e) for e in self._engines]
+        with ThreadPoolExecutor(max_workers=len(self._engines)) as pool:
+            return list(pool.map(work, self._engines))
+
+    def _per_engine(self, work: Callable[[Engine, str], T]) -> list[tuple[Engine, T]]:
+        """``work(engine, facts)`` on every engine (see ``_each_engine``), with its engine."""
+        facts = dict(zip(map(id, self._engines), self._facts, strict=True))
+        return list(zip(self._engines, self._each_engine(lambda e: work(e, facts[id(e)])), strict=True))
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -117,8 +135,8 @@ class Reader:
 
     def cells(self, flt: Filter) -> CellSet:
         runs: dict[str, list[Any]] = {}
-        for eng, facts in zip(self._engines, self._facts, strict=True):
-            for run, n, w, schema, first, last in eng.rows(profile_query(facts, flt)):
+        for eng, rows in self._per_engine(lambda eng, facts: eng.rows(profile_query(facts, flt))):
+            for run, n, w, schema, first, last in rows:
                 if schema is not None and int(schema) > SCHEMA_VERSION:
                     raise ConfigError(f"{eng.source.label} holds records of schema {int(schema)}; this "
                                       f"sseguard reads schema {SCHEMA_VERSION} and older: upgrade sseguard")
@@ -135,9 +153,12 @@ class Reader:
         width = bucket_width(span)
         names = self._header_names(flt)
         merged: dict[tuple[Any, ...], int] = {}
-        for eng, facts in zip(self._engines, self._facts, strict=True):
-            sql = cells_query(facts, flt, eng.dialect, firsts=firsts, width=width, headers=names)
-            for row in eng.rows(sql):
+
+        def count(eng: Engine, facts: str) -> list[Row]:
+            return eng.rows(cells_query(facts, flt, eng.dialect, firsts=firsts, width=width, headers=names))
+
+        for _, rows in self._per_engine(count):
+            for row in rows:
                 key = tuple(row[:-1])
                 merged[key] = merged.get(key, 0) + int(row[-1])
         cells = [_cell(key, weight, len(CELL_KEYS)) for key, weight in merged.items()]
@@ -145,17 +166,28 @@ class Reader:
         return CellSet(cells, names, width, span, sorted(runs), sum(c[0] for c in runs.values()))
 
     def _header_names(self, flt: Filter) -> list[str]:
-        stats: dict[str, list[int]] = {}
-        for eng, facts in zip(self._engines, self._facts, strict=True):
-            for name, distinct, present in eng.rows(header_query(facts, flt, eng.dialect)):
-                cell = stats.setdefault(str(name), [0, 0])
-                cell[0] += int(distinct)  # several sources: an upper bound, which only drops more
-                cell[1] += int(present)
+        values: dict[str, set[str]] = {}
+        lower: dict[str, int] = {}
+        present: dict[str, int] = {}
+
+        def query(eng: Engine, facts: str) -> list[Row]:
+            return eng.rows(header_query(facts, flt, eng.dialect))
+
+        for _, rows in self._per_engine(query):
+            for name, value, bound, n in rows:
+                key = str(name)
+                present[key] = present.get(key, 0) + int(n)
+                seen = values.setdefault(key, set())
+                if bound is not None:  # a per-request id: more values than any kept header has
+                    lower[key] = max(lower.get(key, 0), int(bound))
+                elif value is not None:
+                    seen.add(str(value))
+        stats = {name: (max(lower.get(name, 0), len(seen)), present[name]) for name, seen in values.items()}
         kept = []
-        for name, (distinct, present) in sorted(stats.items()):
+        for name, (distinct, carrying) in sorted(stats.items()):
             if name in GROUND_TRUTH_HEADERS:
                 continue
-            if distinct > MAX_CATEGORIES or (distinct > 3 and distinct >= UNIQUE_SHARE * present):
+            if distinct > MAX_CATEGORIES or (distinct > 3 and distinct >= UNIQUE_SHARE * carrying):
                 continue  # per-request ids and timings: every value unique, nothing to share
             kept.append(name)
         return kept
@@ -163,8 +195,8 @@ class Reader:
     def evidence(self, flt: Filter, failing: Sequence[tuple[str, str]], limit: int) -> list[Record]:
         """The first ``limit`` failing records by start time over all sources (bounded memory)."""
         found: list[Record] = []
-        for eng in self._engines:
-            found.extend(_evidence(eng, flt, failing, limit))
+        for _, some in self._per_engine(lambda eng, _facts: _evidence(eng, flt, failing, limit)):
+            found.extend(some)
         found.sort(key=lambda r: (r.started_at, r.arm, r.index))
         return found[:limit]
 
@@ -172,7 +204,7 @@ class Reader:
 def _materialize(eng: Engine) -> str:
     """Read the source once: its facts (a few narrow columns) into a table of the engine, so the
     profile, header and cell queries (and one set per api) do not parse the JSON again each."""
-    return eng.materialize(eng.source.facts(eng.dialect.name))
+    return eng.materialize(facts_of(eng))
 
 
 def _evidence(eng: Engine, flt: Filter, failing: Sequence[tuple[str, str]], limit: int) -> list[Record]:
@@ -180,7 +212,7 @@ def _evidence(eng: Engine, flt: Filter, failing: Sequence[tuple[str, str]], limi
         return []
     source = eng.source
     if isinstance(source, StoreSource):
-        sql = evidence_query(source.facts(eng.dialect.name, doc=True), flt, failing, limit, "doc")
+        sql = evidence_query(facts_of(eng, doc=True), flt, failing, limit, "doc")
         texts = [row[0] if isinstance(row[0], str | bytes) else msgspec.json.encode(row[0])
                  for row in eng.rows(sql)]
         return [msgspec.json.decode(t, type=Record) for t in texts]

@@ -9,6 +9,7 @@ pyspark. A driver's own error becomes one line (``EngineError``), never a traceb
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -29,6 +30,8 @@ Row = tuple[Any, ...]
 DUCKDB_MEMORY = "600MB"
 #: Where an engine keeps the facts it read once (see ``Engine.materialize``).
 FACTS_TABLE = "sseguard_facts"
+#: A SQLite store is read in this many parts at once (two cores; see ``SQLiteEngine``).
+SQLITE_PARTS = 2
 
 
 class EngineError(ConfigError):
@@ -162,28 +165,69 @@ def _first_bad_line(path: str) -> str | None:
     return None
 
 
+def _columns_from(columns: set[str], fetch: Callable[[str], list[Row]], meta: str) -> int | None:
+    """The first ``seq`` whose row has the fact columns (``store.fields``), or None when the store has
+    none (schema 1, never opened by a writer of schema 2): then every row is read from its JSON."""
+    from sseguard.store._base import FACTS_FROM
+    from sseguard.store.fields import FACT_COLUMNS
+
+    if not all(c.name in columns for c in FACT_COLUMNS):
+        return None
+    try:
+        found = fetch(f"SELECT value FROM {meta} WHERE key = '{FACTS_FROM}'")
+    except Exception:  # no meta table: not a store a writer of schema 2 set up
+        return None
+    return int(found[0][0]) if found else None
+
+
+def facts_of(eng: Engine, *, doc: bool = False) -> str:
+    """The facts relation of ``eng``'s source in its engine (a store's: by its fact columns)."""
+    source = eng.source
+    if isinstance(source, StoreSource):
+        return source.facts(eng.dialect.name, doc=doc, columns_from=getattr(eng, "columns_from", None),
+                            seqs=getattr(eng, "seqs", None))
+    if doc:
+        raise ValueError("only a store's facts carry the record document")
+    return source.facts(eng.dialect.name)
+
+
 class SQLiteEngine:
-    """A SQLite store, read in its own file (read-only: the analyzer never writes a store)."""
+    """A SQLite store, or a part of it (``seqs``), read in its own file (read-only: the analyzer never
+    writes a store). SQLite counts on one core per connection, and sorts every ``GROUP BY``: so a
+    store is read as ``SQLITE_PARTS`` parts of its ``seq`` range, each on its own connection and
+    thread (see ``counts.Reader``), whose counts add up like those of several sources."""
 
     dialect = Dialect("sqlite")
 
-    def __init__(self, source: StoreSource) -> None:
+    def __init__(self, source: StoreSource, seqs: tuple[int, int] | None = None) -> None:
         self.source: Source = source
+        self.columns_from: int | None = None
+        self.seqs = seqs
         try:
-            self._con = sqlite3.connect(f"file:{quote(source.target)}?mode=ro", uri=True, timeout=30.0)
+            # check_same_thread off: the reader's pool thread uses it, one thread at a time.
+            self._con = sqlite3.connect(f"file:{quote(source.target)}?mode=ro", uri=True, timeout=30.0,
+                                        check_same_thread=False)
             self._con.create_function("sseguard_id_prefix", 1, id_prefix, deterministic=True)
             self._check()
         except sqlite3.Error as exc:
             raise EngineError(f"cannot read store {source.label}: {one_line(exc)}") from None
 
     def _check(self) -> None:
-        from sseguard.store._base import TABLE
+        from sseguard.store._base import META, TABLE
 
         columns = {row[1] for row in self._con.execute(f"PRAGMA table_info({TABLE})")}
         if not columns:
             raise EngineError(f"{self.source.label} is not an sseguard store (no {TABLE} table)")
         if "weight" not in columns:  # a store written before weights existed: every record counts once
             self._con.execute(f"CREATE TEMP VIEW {TABLE} AS SELECT *, 1 AS weight FROM main.{TABLE}")
+        self.columns_from = _columns_from(columns, lambda sql: self._con.execute(sql).fetchall(), META)
+
+    def seq_span(self) -> tuple[int, int]:
+        """The smallest ``seq`` less one and the largest: the store's rows as of now, as a part."""
+        from sseguard.store._base import TABLE
+
+        lo, hi = self.rows(f"SELECT MIN(seq), MAX(seq) FROM {TABLE}")[0]
+        return (0, 0) if lo is None else (int(lo) - 1, int(hi))
 
     def rows(self, sql: str) -> list[Row]:
         try:
@@ -207,7 +251,7 @@ class PostgresEngine:
     def __init__(self, source: StoreSource) -> None:
         import psycopg
 
-        from sseguard.store._base import TABLE
+        from sseguard.store._base import META, TABLE
 
         self.source: Source = source
         try:
@@ -223,6 +267,7 @@ class PostgresEngine:
             raise EngineError(f"{source.label} is not an sseguard store (no {TABLE} table)")
         if "weight" not in columns:
             self._con.execute(f"CREATE TEMP VIEW {TABLE} AS SELECT *, 1 AS weight FROM public.{TABLE}")
+        self.columns_from = _columns_from(columns, self.rows, META)
 
     def rows(self, sql: str) -> list[Row]:
         import psycopg
@@ -284,6 +329,29 @@ def spark_session(master: str = "local[2]") -> Any:
     return (SparkSession.builder.master(master).appName("sseguard-analyze")
             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+
+
+def open_engines(source: Source, *, engine: str = "auto", spark: Any = None,
+                 progress: Callable[[float], None] | None = None) -> list[Engine]:
+    """The engines that read ``source`` together: one, or a SQLite store's parts (``SQLiteEngine``).
+    The parts end at the store's last row as the analysis starts: rows a proxy appends meanwhile
+    are not half counted (in the profile but not in the cells)."""
+    first = open_engine(source, engine=engine, spark=spark, progress=progress)
+    if not isinstance(first, SQLiteEngine):
+        return [first]
+    assert isinstance(source, StoreSource)
+    lo, hi = first.seq_span()
+    cuts = [lo + (hi - lo) * i // SQLITE_PARTS for i in range(SQLITE_PARTS + 1)]
+    first.seqs = (cuts[0], cuts[1])
+    out: list[Engine] = [first]
+    try:
+        for a, b in itertools.pairwise(cuts[1:]):
+            out.append(SQLiteEngine(source, (a, b)))
+    except BaseException:
+        for eng in out:
+            eng.close()
+        raise
+    return out
 
 
 def open_engine(source: Source, *, engine: str = "auto", spark: Any = None,

@@ -19,9 +19,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-#: The columns every source's facts relation has (see ``sources`` and ``with_prefix``).
-FACTS = ("schema", "run_id", "idx", "started_at", "arm", "api", "workload", "concurrency", "ending",
-         "kinds", "pfx", "sep", "reuse_index", "prompt_bytes", "headers", "weight")
+from sseguard.store.fields import FACTS as _STORED_FACTS
+
+#: The columns every source's facts relation has (see ``sources`` and ``with_prefix``): defined with
+#: the columns a store writes them to (``store.fields``), so the two cannot drift apart.
+FACTS = _STORED_FACTS
 #: Log buckets: (key, base, start). Prompt sizes grow by 4 from 1 KiB, reuse indexes by 2 from 1.
 PROMPT_BUCKETS = (4, 1024)
 REUSE_BUCKETS = (2, 1)
@@ -149,24 +151,24 @@ SCREEN_PAIRS = 100_000
 
 
 def header_query(facts: str, flt: Filter, dialect: Dialect) -> str:
-    """Per header name: distinct values and records carrying it (to drop per-request ids).
+    """Per header name and value, the records carrying it: rows (name, value, lower, records).
 
-    Only a header with few values is ever kept (``counts.MAX_CATEGORIES``), so the exact count of a
-    per-request id's ten million values is not needed: a header with more than ``SCREEN_ABOVE`` distinct
-    values among any ``SCREEN_PAIRS`` header values read first has at least that many in all, and
-    that lower bound is what the query returns for it; every other header is counted exactly, in the
-    same pass that counts the records carrying each header. The decision to drop or keep a header is
-    the one an exact count gives, on every engine. Counting ten million request ids exactly took 7.5 s
-    of a 10M-record DuckDB analysis, and far longer in SQLite."""
+    Only a header with few values is ever kept (``counts.MAX_CATEGORIES``), so the values of a
+    per-request id (ten million of them) are not needed: a header with more than ``SCREEN_ABOVE``
+    distinct values among any ``SCREEN_PAIRS`` header values read first has at least that many in all;
+    for such a header the query returns one row, value NULL and that lower bound in ``lower``. Every
+    other header comes value by value (``lower`` NULL), so the caller counts its distinct values
+    exactly, also over several sources or parts of one store (a sum of distinct counts would not be
+    exact). The decision to drop or keep a header is the one an exact count gives, on every engine.
+    Counting ten million request ids exactly took 7.5 s of a 10M-record DuckDB analysis, and far
+    longer in SQLite."""
+    value = "CASE WHEN name IN (SELECT name FROM big) THEN NULL ELSE value END"
     return (f"{facts_cte(facts, flt)}, p AS ({dialect.header_pairs()}), "
             f"s AS (SELECT name, COUNT(DISTINCT value) AS d FROM (SELECT name, value FROM p "
             f"LIMIT {SCREEN_PAIRS}) AS x GROUP BY name), "
-            f"big AS (SELECT name FROM s WHERE d > {SCREEN_ABOVE}), "
-            "a AS (SELECT name, COUNT(*) AS n, "
-            "COUNT(DISTINCT CASE WHEN name NOT IN (SELECT name FROM big) THEN value END) AS d "
-            "FROM p GROUP BY name) "
-            f"SELECT a.name, CASE WHEN s.d > {SCREEN_ABOVE} THEN s.d ELSE a.d END, a.n "
-            "FROM a LEFT JOIN s ON a.name = s.name")
+            f"big AS (SELECT name, d FROM s WHERE d > {SCREEN_ABOVE}), "
+            f"a AS (SELECT name, {value} AS v, COUNT(*) AS n FROM p GROUP BY name, {value}) "
+            "SELECT a.name, a.v, big.d, a.n FROM a LEFT JOIN big ON a.name = big.name")
 
 
 def log_bucket(value: int, base: int, start: int) -> int:

@@ -12,10 +12,11 @@ things of records written with healing on (``Record.heal_of``/``healed``):
 * the attribute search again with "the upstream broke" (failed, or healed) as the outcome, so an
   attribute that picks out healed streams is found even though their clients saw nothing.
 
-Every count is SQL run in the records' engine, as in ``facts``. The facts relation (``sources``) does
-not carry the heal fields yet, so ``heal_keys`` reads them from the source once more into a small
-table of the records that have them, joined to the facts on (run, arm, index); a source without any
-(a probe's files) costs that one narrow read and nothing else.
+Every count is SQL run in the records' engine, as in ``facts``. A store's facts relation carries the
+heal fields (``store.fields.HEAL_FACTS``), so its client streams and attempts are two selections of
+it. Files are read for them once more (``heal_keys``: Parquet exported before the heal columns existed
+has none), into a small table of the records that have them, joined to the facts on (run, arm,
+index); a source without any (a probe's files) costs that one narrow read and nothing else.
 """
 
 from __future__ import annotations
@@ -49,26 +50,14 @@ _JOIN = "f.run_id = h.run_id AND f.arm = h.arm AND f.idx = h.idx"
 
 
 def heal_keys(eng: Engine) -> str:
-    """The records of ``eng``'s source that carry heal facts: (run_id, arm, idx, heal_of, healed,
+    """The records of ``eng``'s files that carry heal facts: (run_id, arm, idx, heal_of, healed,
     heal_attempts, heal_tokens), keyed like the facts relation."""
     source, name = eng.source, eng.dialect.name
-    if isinstance(source, StoreSource):
-        from sseguard.store._base import TABLE
-
-        cast = "INTEGER" if name == "sqlite" else "BIGINT"
-
-        def get(key: str) -> str:
-            return f"json_extract(record, '$.{key}')" if name == "sqlite" else f"(record ->> '{key}')"
-
-        rows = (f"SELECT run_id, arm, CAST(COALESCE({get('index')}, '0') AS {cast}) AS idx, "
-                f"CAST({get('heal_of')} AS {cast}) AS heal_of, {get('healed')} AS healed, "
-                f"CAST(COALESCE({get('heal_attempts')}, '0') AS {cast}) AS heal_attempts, "
-                f"CAST(COALESCE({get('heal_tokens')}, '0') AS {cast}) AS heal_tokens FROM {TABLE}")
-    else:
-        index = "`index`" if name == "spark" else '"index"'
-        rows = (f"SELECT COALESCE(run_id, '') AS run_id, COALESCE(arm, 'default') AS arm, "
-                f"COALESCE({index}, 0) AS idx, heal_of, healed, COALESCE(heal_attempts, 0) AS heal_attempts, "
-                f"COALESCE(heal_tokens, 0) AS heal_tokens FROM {_file_rows(source, name)}")
+    assert isinstance(source, FileSource), "a store's facts carry the heal fields themselves"
+    index = "`index`" if name == "spark" else '"index"'
+    rows = (f"SELECT COALESCE(run_id, '') AS run_id, COALESCE(arm, 'default') AS arm, "
+            f"COALESCE({index}, 0) AS idx, heal_of, healed, COALESCE(heal_attempts, 0) AS heal_attempts, "
+            f"COALESCE(heal_tokens, 0) AS heal_tokens FROM {_file_rows(source, name)}")
     return f"SELECT * FROM ({rows}) AS k WHERE heal_of IS NOT NULL OR {_HEALED_IN}"
 
 
@@ -126,6 +115,13 @@ class HealReader(Reader):
 
     @staticmethod
     def _split(eng: Engine, facts: str) -> bool:
+        if isinstance(eng.source, StoreSource):  # the facts carry the heal fields: no second read
+            found = f"SELECT COUNT(*) FROM ({facts}) AS f WHERE heal_of IS NOT NULL OR {_HEALED_IN}"
+            if not eng.rows(found)[0][0]:
+                return False
+            _temp(eng, "sseguard_streams", f"SELECT * FROM ({facts}) AS f WHERE heal_of IS NULL")
+            _temp(eng, "sseguard_attempts", f"SELECT * FROM ({facts}) AS f WHERE heal_of IS NOT NULL")
+            return True
         try:
             _temp(eng, "sseguard_heal", heal_keys(eng))
         except EngineError:

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sseguard.analyze.facts import Dialect, quote, with_prefix
+from sseguard.analyze.facts import FACTS, Dialect, quote, with_prefix
 from sseguard.errors import ConfigError
+from sseguard.store.fields import HEAL_FACTS
 
 #: The record fields a file source is read with, by name and DuckDB type; JSON-valued fields stay JSON
 #: text, ``headers`` is a string map. Missing fields are NULL and take the record's defaults below.
@@ -33,6 +34,8 @@ RECORD_COLUMNS: tuple[tuple[str, str], ...] = (
     ("concurrency", "BIGINT"), ("reuse_index", "BIGINT"), ("connection", "VARCHAR"),
     ("finish_reasons", "JSON"), ("usage", "JSON"), ("tail", "VARCHAR"), ("evidence", "VARCHAR"),
     ("extra", "JSON"), ("weight", "BIGINT"),
+    # Last, so that Parquet exported before they existed still lines up with the fields before them.
+    ("heal_of", "BIGINT"), ("healed", "VARCHAR"), ("heal_attempts", "BIGINT"), ("heal_tokens", "BIGINT"),
 )
 _SPARK_TYPES = {"BIGINT": "BIGINT", "VARCHAR": "STRING", "DOUBLE": "DOUBLE", "BOOLEAN": "BOOLEAN",
                 "JSON": "STRING", "MAP(VARCHAR, VARCHAR)": "MAP<STRING, STRING>"}
@@ -104,8 +107,28 @@ class StoreSource:
     def label(self) -> str:
         return shown(self.target)
 
-    def facts(self, dialect: str, *, doc: bool = False) -> str:
-        """The facts of the store's rows; ``doc``: with the record's JSON (for the evidence only)."""
+    def facts(self, dialect: str, *, doc: bool = False, columns_from: int | None = None,
+              seqs: tuple[int, int] | None = None) -> str:
+        """The facts of the store's rows, heal fields included; ``doc``: with the record's JSON (for
+        the evidence only). ``columns_from``: the first ``seq`` whose row has the fact columns
+        (``store.fields``; 0: every row), read as they are; the rows before it (a store migrated
+        from schema 1) and every row when None (a schema-1 store) are read out of their JSON.
+        ``seqs``: only the rows with ``lo < seq <= hi`` (a part of the store, see ``engines``)."""
+        from sseguard.store._base import TABLE
+
+        part = [] if seqs is None else [f"seq > {int(seqs[0])}", f"seq <= {int(seqs[1])}"]
+        named = [*FACTS, *HEAL_FACTS, *(["record AS doc"] if doc else [])]
+        columns = f"SELECT {', '.join(named)} FROM {TABLE}"
+        if columns_from is None:
+            return self._parsed(dialect, doc, part)
+        columns += " WHERE " + " AND ".join([*part, f"seq >= {int(columns_from)}"])
+        if columns_from == 0:
+            return columns
+        parsed = self._parsed(dialect, doc, [*part, f"seq < {int(columns_from)}"])
+        return f"SELECT * FROM ({columns}) AS c UNION ALL SELECT * FROM ({parsed}) AS j"
+
+    def _parsed(self, dialect: str, doc: bool, where: list[str]) -> str:
+        """The facts of rows written before the fact columns existed, out of each record's JSON."""
         from sseguard.store._base import TABLE
 
         if self.kind == "sqlite":
@@ -129,9 +152,14 @@ class StoreSource:
             f"{kinds} AS kinds, {field('id_prefix')} AS id_prefix, "
             f"{field('response_id')} AS response_id, CAST({field('reuse_index')} AS {cast}) AS reuse_index, "
             f"CAST(COALESCE({field('prompt_bytes')}, '0') AS {cast}) AS prompt_bytes, {headers} AS headers, "
-            f"weight{', record AS doc' if doc else ''} FROM {TABLE}"
+            f"weight, CAST({field('heal_of')} AS {cast}) AS heal_of, {field('healed')} AS healed, "
+            f"CAST(COALESCE({field('heal_attempts')}, '0') AS {cast}) AS heal_attempts, "
+            f"CAST(COALESCE({field('heal_tokens')}, '0') AS {cast}) AS heal_tokens"
+            f"{', record AS doc' if doc else ''} FROM {TABLE}"
+            f"{' WHERE ' + ' AND '.join(where) if where else ''}"
         )
-        return with_prefix(raw, Dialect(dialect), extra=", doc" if doc else "")
+        extra = ", " + ", ".join([*HEAL_FACTS, *(["doc"] if doc else [])])
+        return with_prefix(raw, Dialect(dialect), extra=extra)
 
 
 Source = FileSource | StoreSource

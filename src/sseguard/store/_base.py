@@ -1,8 +1,14 @@
 """What every record store offers, and the pieces the SQLite and PostgreSQL backends share.
 
 A store holds ``Record``s as JSON plus a few indexed columns (run, arm, ending, start time, id prefix)
-that the analyzer filters on. The JSON is the record exactly as ``sseguard.record`` encodes it, so a
-store and a JSONL file carry the same facts.
+that the analyzer filters on, and (schema 2) the facts the analysis counts as plain columns
+(``fields.FACT_COLUMNS``), so counting ten million records never parses their JSON. The JSON is the
+record exactly as ``sseguard.record`` encodes it, so a store and a JSONL file carry the same facts.
+
+Schema 2 migrates a schema-1 store in place when a writer opens it: the fact columns are added (NULL in
+the rows already there) and ``FACTS_FROM`` in the meta table records the first ``seq`` written with
+them. The analysis reads rows from that ``seq`` on by their columns and the older ones out of their
+JSON, so a migrated store is never rewritten, however large.
 """
 
 from __future__ import annotations
@@ -16,11 +22,18 @@ import msgspec
 
 from sseguard.record import Record
 from sseguard.redact import DEFAULT, RedactingFilter, Redactor
+from sseguard.store.fields import FACT_COLUMNS, fact_values
 
 #: Version of the table layout (not of the record schema, which each record carries itself).
-STORE_SCHEMA_VERSION = 1
+#: 1: the record and its indexed columns; 2: plus ``fields.FACT_COLUMNS``.
+STORE_SCHEMA_VERSION = 2
 TABLE = "sseguard_records"
 META = "sseguard_meta"
+#: Meta key: the first ``seq`` whose row has the fact columns filled (0 in a store created at schema 2).
+FACTS_FROM = "facts_from"
+#: The columns an INSERT writes, in order (see ``stored_row``).
+INSERT_COLUMNS = ("run_id", "arm", "ending", "started_at", "id_prefix", "record", "weight",
+                  *(c.name for c in FACT_COLUMNS))
 #: Rows fetched per round trip when reading: bounded memory however large the store is.
 READ_PAGE = 1000
 
@@ -57,11 +70,32 @@ def encode_for_store(record: Record, redactor: Redactor = DEFAULT) -> str:
     ``extra``), the record is redacted field by field instead: redacting the JSON text itself could
     eat an escaping backslash and corrupt the document.
     """
+    return _redacted(record, redactor)[0]
+
+
+def _redacted(record: Record, redactor: Redactor) -> tuple[str, bool]:
     text = _encoder.encode(record).decode("utf-8")
     if redactor.text(text) == text:
-        return text
+        return text, False
     cleaned = redactor.obj(msgspec.to_builtins(record))
-    return _encoder.encode(cleaned).decode("utf-8")
+    return _encoder.encode(cleaned).decode("utf-8"), True
+
+
+def stored_row(record: Record, weight: int) -> tuple[object, ...]:
+    """The values of ``INSERT_COLUMNS`` for one record. The fact columns are derived from the record as
+    stored: when redaction changed the JSON, from the redacted record, so a column never holds what
+    the JSON does not."""
+    text, changed = _redacted(record, DEFAULT)
+    stored = _decoder.decode(text) if changed else record
+    return (stored.run_id, stored.arm, stored.ending, stored.started_at, stored.id_prefix, text, weight,
+            *fact_values(stored))
+
+
+def insert_sql(mark: str, casts: dict[str, str] | None = None) -> str:
+    """The INSERT of one row of ``INSERT_COLUMNS`` (``mark``: the driver's placeholder, ``casts``:
+    a cast per column where the driver's type needs one, as ``::jsonb``)."""
+    marks = ", ".join(mark + (casts or {}).get(c, "") for c in INSERT_COLUMNS)
+    return f"INSERT INTO {TABLE} ({', '.join(INSERT_COLUMNS)}) VALUES ({marks})"
 
 
 def read_query(run_id: str | None, since: float | None, mark: str,

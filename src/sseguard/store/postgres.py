@@ -19,15 +19,19 @@ from sseguard.errors import ConfigError, UsageError
 from sseguard.record import Record
 from sseguard.redact import redact_text
 from sseguard.store._base import (
+    FACTS_FROM,
+    INSERT_COLUMNS,
     META,
     STORE_SCHEMA_VERSION,
     TABLE,
-    encode_for_store,
+    insert_sql,
     keyset_pages,
     one_line,
     read_query,
     safe_target,
+    stored_row,
 )
+from sseguard.store.fields import FACT_COLUMNS
 
 # Any 64-bit constant works; this one spells "sseguard" in ASCII hex, so an operator can recognise it.
 _DDL_LOCK = 0x7373656775617264
@@ -51,12 +55,10 @@ _SCHEMA = [
     f"CREATE INDEX IF NOT EXISTS {TABLE}_started_at ON {TABLE} (started_at)",
     f"CREATE INDEX IF NOT EXISTS {TABLE}_id_prefix ON {TABLE} (id_prefix)",
     f"CREATE TABLE IF NOT EXISTS {META} (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    f"INSERT INTO {META} (key, value) VALUES ('schema_version', '{STORE_SCHEMA_VERSION}') "
-    "ON CONFLICT (key) DO NOTHING",
 ]
 
-_INSERT = (f"INSERT INTO {TABLE} (run_id, arm, ending, started_at, id_prefix, record, weight) "
-           "VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s)")
+_INSERT = insert_sql("%s", {"record": "::jsonb", "headers": "::jsonb"})
+_JSON_COLUMNS = frozenset(i for i, c in enumerate(INSERT_COLUMNS) if c in ("record", "headers"))
 
 # jsonb refuses the NUL character (`\u0000`), which a cut binary body tail can contain. An escape is
 # only real when preceded by an even number of backslashes.
@@ -71,8 +73,36 @@ def _text_safe(value: str) -> str:
     return value.replace("\x00", "\ufffd")
 
 
-def _opt_text_safe(value: str | None) -> str | None:
-    return None if value is None else _text_safe(value)
+def _pg_row(row: tuple[object, ...]) -> tuple[object, ...]:
+    """A row PostgreSQL accepts: no NUL in text (a cut body tail, an odd header), none escaped in JSON."""
+    return tuple((_jsonb_safe(v) if i in _JSON_COLUMNS else _text_safe(v)) if isinstance(v, str) else v
+                 for i, v in enumerate(row))
+
+
+def _set_up(conn: psycopg.Connection[TupleRow]) -> int:
+    """Create the table, or bring an older store up to this schema (see ``sqlite._set_up``); the
+    store's version before. Called under the DDL lock, in one transaction."""
+    for statement in _SCHEMA:
+        conn.execute(statement)
+    row = conn.execute(f"SELECT value FROM {META} WHERE key = 'schema_version'").fetchone()
+    version = int(row[0]) if row else STORE_SCHEMA_VERSION
+    if version > STORE_SCHEMA_VERSION:
+        return version
+    found = {str(r[0]) for r in conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
+        "AND table_schema = current_schema()", (TABLE,)).fetchall()}
+    missing = [c for c in FACT_COLUMNS if c.name not in found]
+    for c in missing:
+        conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS {c.name} {c.postgres}")
+    first = 0
+    if missing and row is not None:  # an old store: its rows so far are read from their JSON
+        got = conn.execute(f"SELECT COALESCE(MAX(seq), 0) + 1 FROM {TABLE}").fetchone()
+        first = int(got[0]) if got else 0
+    conn.execute(f"INSERT INTO {META} (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
+                 (FACTS_FROM, str(first)))
+    conn.execute(f"INSERT INTO {META} (key, value) VALUES ('schema_version', %s) "
+                 "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (str(STORE_SCHEMA_VERSION),))
+    return version
 
 
 class PostgresStore:
@@ -88,14 +118,11 @@ class PostgresStore:
         try:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
-                for statement in _SCHEMA:
-                    conn.execute(statement)
-                row = conn.execute(f"SELECT value FROM {META} WHERE key = 'schema_version'").fetchone()
+                version = _set_up(conn)
         except psycopg.Error as exc:
             conn.close()
             raise ConfigError(f"cannot set up PostgreSQL store {self._target}: "
                               f"{redact_text(one_line(exc))}") from None
-        version = int(row[0]) if row else STORE_SCHEMA_VERSION
         if version > STORE_SCHEMA_VERSION:
             conn.close()
             raise ConfigError(f"PostgreSQL store {self._target} has schema version {version}; this "
@@ -111,8 +138,7 @@ class PostgresStore:
     def write(self, records: Sequence[Record], weights: Sequence[int] | None = None) -> None:
         if not records:
             return
-        rows = [(_text_safe(r.run_id), _text_safe(r.arm), _text_safe(r.ending), r.started_at,
-                 _opt_text_safe(r.id_prefix), _jsonb_safe(encode_for_store(r)), w)
+        rows = [_pg_row(stored_row(r, w))
                 for r, w in zip(records, weights or [1] * len(records), strict=True)]
         with self._lock:
             conn = self._connection()

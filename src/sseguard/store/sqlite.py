@@ -16,39 +16,65 @@ from collections.abc import Iterator, Sequence
 from sseguard.errors import ConfigError, UsageError
 from sseguard.record import Record
 from sseguard.store._base import (
+    FACTS_FROM,
     META,
     STORE_SCHEMA_VERSION,
     TABLE,
-    encode_for_store,
+    insert_sql,
     keyset_pages,
     one_line,
     read_query,
+    stored_row,
 )
+from sseguard.store.fields import FACT_COLUMNS
 
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS {TABLE} (
+_FACTS_DDL = "".join(f"    {c.name} {c.sqlite},\n" for c in FACT_COLUMNS)
+_SCHEMA = [
+    f"""CREATE TABLE IF NOT EXISTS {TABLE} (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT NOT NULL,
     arm TEXT NOT NULL,
     ending TEXT NOT NULL,
     started_at REAL NOT NULL,
     id_prefix TEXT,
-    record TEXT NOT NULL,
+{_FACTS_DDL}    record TEXT NOT NULL,
     weight INTEGER NOT NULL DEFAULT 1
-);
-CREATE INDEX IF NOT EXISTS {TABLE}_run_id ON {TABLE} (run_id);
-CREATE INDEX IF NOT EXISTS {TABLE}_arm ON {TABLE} (arm);
-CREATE INDEX IF NOT EXISTS {TABLE}_ending ON {TABLE} (ending);
-CREATE INDEX IF NOT EXISTS {TABLE}_started_at ON {TABLE} (started_at);
-CREATE INDEX IF NOT EXISTS {TABLE}_id_prefix ON {TABLE} (id_prefix);
-CREATE TABLE IF NOT EXISTS {META} (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT OR IGNORE INTO {META} (key, value) VALUES ('schema_version', '{STORE_SCHEMA_VERSION}');
-"""
+)""",
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_run_id ON {TABLE} (run_id)",
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_arm ON {TABLE} (arm)",
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_ending ON {TABLE} (ending)",
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_started_at ON {TABLE} (started_at)",
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_id_prefix ON {TABLE} (id_prefix)",
+    f"CREATE TABLE IF NOT EXISTS {META} (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+]
 
-_INSERT = (f"INSERT INTO {TABLE} (run_id, arm, ending, started_at, id_prefix, record, weight) "
-           "VALUES (?, ?, ?, ?, ?, ?, ?)")
+_INSERT = insert_sql("?")
 
 BUSY_TIMEOUT_S = 30.0
+
+
+def _set_up(conn: sqlite3.Connection) -> int:
+    """Create the tables, or bring an older store up to this schema; the store's version before.
+
+    Inside the caller's write transaction, so two processes opening one old store migrate it once.
+    A store of a newer schema is left untouched (the caller refuses it)."""
+    for statement in _SCHEMA:
+        conn.execute(statement)
+    row = conn.execute(f"SELECT value FROM {META} WHERE key = 'schema_version'").fetchone()
+    version = int(row[0]) if row else STORE_SCHEMA_VERSION
+    if version > STORE_SCHEMA_VERSION:
+        return version
+    columns = {r[1] for r in conn.execute(f"PRAGMA table_info({TABLE})")}
+    if "weight" not in columns:  # a store from before sampling: every record counted once
+        conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN weight INTEGER NOT NULL DEFAULT 1")
+    missing = [c for c in FACT_COLUMNS if c.name not in columns]
+    for c in missing:  # schema 1: the rows already there keep NULL, read from their JSON
+        conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN {c.name} {c.sqlite}")
+    first = conn.execute(f"SELECT COALESCE(MAX(seq), 0) + 1 FROM {TABLE}").fetchone()[0] if missing else 0
+    conn.execute(f"INSERT OR IGNORE INTO {META} (key, value) VALUES ('{FACTS_FROM}', ?)", (str(first),))
+    conn.execute(f"INSERT OR REPLACE INTO {META} (key, value) VALUES ('schema_version', ?)",
+                 (str(STORE_SCHEMA_VERSION),))
+    return version
 
 
 class SQLiteStore:
@@ -68,22 +94,19 @@ class SQLiteStore:
             if str(mode).lower() != "wal":
                 raise ConfigError(f"SQLite store {path!r} cannot use WAL mode (got {mode!r})")
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
-            columns = {row[1] for row in conn.execute(f"PRAGMA table_info({TABLE})")}
-            if "weight" not in columns:  # a store from before sampling: every record counted once
-                conn.execute("BEGIN IMMEDIATE")
-                columns = {row[1] for row in conn.execute(f"PRAGMA table_info({TABLE})")}
-                if "weight" not in columns:  # checked again under the lock: another process may have
-                    conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN weight INTEGER NOT NULL DEFAULT 1")
-                conn.execute("COMMIT")
-            row = conn.execute(f"SELECT value FROM {META} WHERE key = 'schema_version'").fetchone()
+            conn.execute("BEGIN IMMEDIATE")  # one writer sets up or migrates; the others wait
+            try:
+                version = _set_up(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
         except sqlite3.Error as exc:
             conn.close()
             raise ConfigError(f"cannot use SQLite store {path!r}: {one_line(exc)}") from None
         except ConfigError:
             conn.close()
             raise
-        version = int(row[0]) if row else STORE_SCHEMA_VERSION
         if version > STORE_SCHEMA_VERSION:
             conn.close()
             raise ConfigError(f"SQLite store {path!r} has schema version {version}; this sseguard "
@@ -99,8 +122,7 @@ class SQLiteStore:
     def write(self, records: Sequence[Record], weights: Sequence[int] | None = None) -> None:
         if not records:
             return
-        rows = [(r.run_id, r.arm, r.ending, r.started_at, r.id_prefix, encode_for_store(r), w)
-                for r, w in zip(records, weights or [1] * len(records), strict=True)]
+        rows = [stored_row(r, w) for r, w in zip(records, weights or [1] * len(records), strict=True)]
         with self._lock:
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
