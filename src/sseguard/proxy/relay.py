@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from dataclasses import replace
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -32,6 +31,7 @@ from sseguard.policy import Policy
 from sseguard.proxy.config import OnBadEnd, ProxyConfig
 from sseguard.proxy.forward import STREAM_HEADERS, response_headers
 from sseguard.proxy.frames import Failure, Frames
+from sseguard.proxy.seams import Outcome, Resumer, StreamDone
 from sseguard.proxy.stall import READ_MAX, Body, Stalled, StallWatch, broke_off
 from sseguard.proxy.wire import UpstreamError, Wire
 from sseguard.redact import Redactor
@@ -44,42 +44,8 @@ _COMMENT_SCAN = 4096
 DONE_GRACE = 1.0
 
 
-@dataclass(slots=True)
-class _Outcome:
-    """How the relay ended, for the record and the metrics."""
-
-    action: str = "forwarded"  # forwarded | error-event | abort | pass | completed-done
-    code: str | None = None  # the error frame's code, when one was sent
-    client_gone: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
 class _ClientGone(Exception):
     """The client closed its connection; nothing more can be sent."""
-
-
-#: Told once per stream, when it is over: the relay (its timings, outcome, frames) and the verdict.
-StreamDone = Callable[["StreamRelay", Verdict], None]
-
-
-class ResumedBody(Body, Protocol):
-    """A continuation's body as the client's stream goes on (``heal.py`` splices it)."""
-
-    def failure(self) -> Failure | None:
-        """Why the continuation did not line up with what the client has (None: it did)."""
-
-
-class Resumer(Protocol):
-    """``--resume``: notes what the client got; after a break, the next upstream to relay, or None
-    (the stream then ends as it would without ``--resume``)."""
-
-    def note(self, data: bytes) -> None:
-        """Bytes just written to the client."""
-
-    async def next(self, relay: StreamRelay, upstream: aiohttp.ClientResponse, watch: StallWatch,
-                   transport_error: str | None) -> tuple[aiohttp.ClientResponse, StallWatch,
-                                                         ResumedBody] | None:
-        """The continuation of ``relay``'s stream, whose ``upstream`` just ended or broke."""
 
 
 class StreamRelay:
@@ -106,7 +72,7 @@ class StreamRelay:
         self.ttfb: float | None = None
         self.ttft: float | None = None
         self.max_gap = 0.0
-        self.outcome = _Outcome()
+        self.outcome = Outcome()
         self._resp: web.StreamResponse | None = None
         # Bytes received but not yet part of a dispatched event (a frame still arriving), kept as
         # parts: a large frame arriving in many reads must not be re-joined on every read.
@@ -252,15 +218,22 @@ class StreamRelay:
         verbatim = type(frames) is Frames
         after_done = False
         received = consumed = 0
+        # Per read, everything below runs for every stream's every event: locals, no helper calls
+        # (``watch.start_read()`` inlined, the longest gap kept here and stored once at the end).
         clock = time.perf_counter
+        loop_time = self.loop.time
         last = clock()
+        max_gap = self.max_gap
         try:
             while True:
                 events: list[SSEEvent] | None = None
                 if first:
                     chunk, first, events, fed = first, b"", fed, None
                 else:
-                    watch.start_read()
+                    watch.since = loop_time()  # watch.start_read(), inlined
+                    watch.reading = True
+                    if watch._handle is None:
+                        watch.start_read()
                     try:
                         chunk = await content.read(READ_MAX)
                     finally:
@@ -268,23 +241,28 @@ class StreamRelay:
                 if not chunk:
                     return None, None, False
                 now = clock()
-                if now - last > self.max_gap:
-                    self.max_gap = now - last
+                if now - last > max_gap:
+                    max_gap = now - last
                 last = now
                 if events is None:
                     events = checker.feed(chunk)
-                received += len(chunk)
-                consumed += sum([len(event.raw) for event in events])
+                size = len(chunk)
+                received += size
+                if len(events) == 1:
+                    consumed += len(events[0].raw)
+                elif events:
+                    consumed += sum([len(event.raw) for event in events])
                 left = received - consumed
                 if not left:
-                    self._pending, self._pending_len = [], 0
-                elif left <= len(chunk):
-                    self._pending, self._pending_len = [chunk[len(chunk) - left:]], left
+                    if self._pending_len:
+                        self._pending, self._pending_len = [], 0
+                elif left <= size:
+                    self._pending, self._pending_len = [chunk[size - left:]], left
                 else:
                     self._pending.append(chunk)
                     self._pending_len = left
                 if not events:
-                    if self._pending_len <= _COMMENT_SCAN and self._pending_bytes()[
+                    if left <= _COMMENT_SCAN and self._pending_bytes()[
                             self._ahead:self._ahead + 1] == b":":
                         # Keep-alive comments (": ping") go out at once: holding them until the
                         # next event would defeat their purpose during a long prefill.
@@ -340,7 +318,7 @@ class StreamRelay:
                     if frames.failure is not None:
                         stop = frames.failure
                         break
-                data = b"".join(out) if len(out) > 1 else out[0] if out else b""
+                data = out[0] if len(out) == 1 else b"".join(out)
                 # While the write waits on a slow client only the bytes being sent stay alive: the
                 # read, its decoded events and the frame list would triple what a paused reader costs.
                 del chunk, events, event, out
@@ -363,6 +341,8 @@ class StreamRelay:
             return None, None, False
         except (aiohttp.ClientError, OSError) as exc:
             return self._broken(exc, received), None, False
+        finally:
+            self.max_gap = max_gap
 
     def _broken(self, exc: BaseException, received: int) -> str:
         """Note how the upstream broke off (the client's words); the record's words, with detail."""
@@ -418,7 +398,7 @@ class StreamRelay:
         finally:
             self.index, self.heal_of, self.healed = saved[0], None, "resume"
             self.heal_attempts, self.heal_tokens = saved[2] + 1, saved[3] + tokens
-            self.outcome = _Outcome()
+            self.outcome = Outcome()
 
     def restart(self, checker: Checker, forwarded: bytes) -> None:
         """Judge the client's stream afresh: ``checker`` re-reads what the client got, then the
