@@ -30,10 +30,9 @@ from sseguard.proxy.forward import (
     unreachable,
 )
 from sseguard.proxy.heal import resumer_for
-from sseguard.proxy.relay import StreamRelay
+from sseguard.proxy.relay import StreamDone, StreamRelay
 from sseguard.proxy.repair import checker_markup, frames_for
 from sseguard.proxy.retry import completion_tokens, retry_after, retryable_status, wait_before_retry
-from sseguard.proxy.seams import StreamDone
 from sseguard.proxy.stall import Stalled, StallWatch
 from sseguard.proxy.state import ProxyState
 from sseguard.proxy.wire import WIRES

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 from aiohttp import web
@@ -31,8 +32,8 @@ from sseguard.policy import Policy
 from sseguard.proxy.config import OnBadEnd, ProxyConfig
 from sseguard.proxy.forward import STREAM_HEADERS, response_headers
 from sseguard.proxy.frames import Failure, Frames
-from sseguard.proxy.seams import Outcome, Resumer, StreamDone
-from sseguard.proxy.stall import READ_MAX, Body, Stalled, StallWatch, broke_off
+from sseguard.proxy.outcome import Outcome, failure_message
+from sseguard.proxy.stall import READ_MAX, Body, Stalled, StallWatch, broke_off, drain
 from sseguard.proxy.wire import UpstreamError, Wire
 from sseguard.redact import Redactor
 from sseguard.sse import SSEEvent
@@ -46,6 +47,30 @@ DONE_GRACE = 1.0
 
 class _ClientGone(Exception):
     """The client closed its connection; nothing more can be sent."""
+
+
+#: Told once per stream, when it is over: the relay (its timings, outcome, frames) and the verdict.
+StreamDone = Callable[["StreamRelay", Verdict], None]
+
+
+class ResumedBody(Body, Protocol):
+    """A continuation's body as the client's stream goes on (``heal.py`` splices it)."""
+
+    def failure(self) -> Failure | None:
+        """Why the continuation did not line up with what the client has (None: it did)."""
+
+
+class Resumer(Protocol):
+    """``--resume``: notes what the client got; after a break, the next upstream to relay, or None
+    (the stream then ends as it would without ``--resume``)."""
+
+    def note(self, data: bytes) -> None:
+        """Bytes just written to the client."""
+
+    async def next(self, relay: StreamRelay, upstream: aiohttp.ClientResponse, watch: StallWatch,
+                   transport_error: str | None) -> tuple[aiohttp.ClientResponse, StallWatch,
+                                                         ResumedBody] | None:
+        """The continuation of ``relay``'s stream, whose ``upstream`` just ended or broke."""
 
 
 class StreamRelay:
@@ -136,7 +161,11 @@ class StreamRelay:
                 # A repair failure: the client's stream ends now; the upstream is still read to its
                 # end so that the record says how the upstream itself ended.
                 await self._end_with_error(stop, upstream_error_forwarded=False)
-                verdict = await self._drain(upstream, watch)
+                try:  # the rest goes into the checker only: the client is done
+                    error = await drain(watch, self.checker.feed)
+                finally:
+                    upstream.close()
+                verdict = self._verdict(error and self.redactor.text(error), watch.fired)
             elif stop is not None:
                 upstream.close()  # the upstream reported an error: nothing more is wanted from it
                 verdict = self._verdict(transport_error, watch.fired)
@@ -465,30 +494,6 @@ class StreamRelay:
             raise _ClientGone from None
         self._delivered = True
 
-    async def _drain(self, upstream: aiohttp.ClientResponse, watch: StallWatch) -> Verdict:
-        """Read the rest of the upstream body into the checker only (the client is done)."""
-        transport_error: str | None = None
-        try:
-            while True:
-                chunk = await watch.read()
-                if not chunk:
-                    break
-                self.checker.feed(chunk)
-        except Stalled:
-            pass
-        except (aiohttp.ClientError, OSError) as exc:
-            transport_error = self.redactor.text(f"{type(exc).__name__}: {exc}")
-        finally:
-            upstream.close()
-        return self._verdict(transport_error, watch.fired)
-
     def _message(self, verdict: Verdict, failure: str) -> str:
-        if failure != str(verdict.ending):
-            detail = next((f.detail for f in verdict.findings if str(f.kind) == failure), "")
-            return f"the stream failed the {self.policy.name} policy: {failure}" + (
-                f": {detail}" if detail else "")
-        if verdict.ending is Ending.STALLED:
-            return f"the upstream sent nothing for {self.config.stall_timeout:g} s; the stream was cut"
-        if verdict.ending is Ending.TRANSPORT_ERROR:
-            return f"the upstream connection failed mid-stream: {self._broke or 'connection lost'}"
-        return self.wire.messages.get(verdict.ending, f"the upstream stream ended badly: {failure}")
+        return failure_message(verdict, failure, policy=self.policy.name, broke=self._broke,
+                               stall_timeout=self.config.stall_timeout, messages=self.wire.messages)
