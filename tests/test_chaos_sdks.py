@@ -276,7 +276,8 @@ def test_tool_result_gets_a_text_answer_on_messages(server: ChaosServer) -> None
 # ── what each SDK does on each bad ending, measured ──────────────────────────────────────────────
 
 SILENT = "ends silently"
-#: The measured table (openai 3.x, anthropic 2.x). Rows are the endings the chaos server injects
+#: The measured table (openai 3.x, anthropic ≥ 2.17; earlier 2.x let httpx2's ReadError and
+#: ReadTimeout out of a broken body). Rows are the endings the chaos server injects
 #: (the Responses error event in each of its three forms, chat's in both); columns the ways an
 #: application reads a stream: the raw iterator of ``create(stream=True)`` and the helper that
 #: accumulates the final object (``get_final_response``, ``get_final_message``,
@@ -301,7 +302,8 @@ SDK_TABLE: dict[str, dict[str, str]] = {
         "chat create": "openai.APIConnectionError", "chat stream": "openai.APIConnectionError",
         "responses create": "openai.APIConnectionError",
         "responses stream": "openai.APIConnectionError",
-        "messages create": "httpx2.ReadError", "messages stream": "httpx2.ReadError"},
+        "messages create": "anthropic.APIConnectionError",
+        "messages stream": "anthropic.APIConnectionError"},
     "error_event (chat data: {error}, then [DONE])": {
         "chat create": "openai.APIError", "chat stream": "openai.APIError"},
     "error_event (chat event: error)": {
@@ -328,7 +330,8 @@ SDK_TABLE: dict[str, dict[str, str]] = {
     "stalled": {
         "chat create": "openai.APITimeoutError", "chat stream": "openai.APITimeoutError",
         "responses create": "openai.APITimeoutError", "responses stream": "openai.APITimeoutError",
-        "messages create": "httpx2.ReadTimeout", "messages stream": "httpx2.ReadTimeout"},
+        "messages create": "anthropic.APITimeoutError",
+        "messages stream": "anthropic.APITimeoutError"},
 }
 COLUMNS = ["chat create", "chat stream", "responses create", "responses stream",
            "messages create", "messages stream"]

@@ -18,7 +18,7 @@ import openai
 import pytest
 
 from _client_support import WORDS, body, sse_server
-from sseguard.client import AsyncStrictTransport, StreamEndedBadly, StrictTransport
+from sseguard.client import AsyncStrictTransport, StreamEndedBadly, StrictTransport, ended_badly
 from sseguard.policy import Policy
 from sseguard.verdict import Ending
 
@@ -177,6 +177,13 @@ def _openai_cause(info: pytest.ExceptionInfo[openai.APIConnectionError]) -> Stre
     return cause
 
 
+def _anthropic_cause(info: pytest.ExceptionInfo[anthropic.APIConnectionError]) -> StreamEndedBadly:
+    """anthropic ≥ 2.17 wraps an error of the body's read as openai does (before, it let it out)."""
+    cause = info.value.__cause__
+    assert isinstance(cause, StreamEndedBadly), repr(cause)
+    return cause
+
+
 @pytest.mark.parametrize("name", sorted(RESPONSES_BAD))
 def test_every_bad_responses_ending_raises(server: str, name: str) -> None:
     with pytest.raises(openai.APIConnectionError) as info:
@@ -200,22 +207,23 @@ async def test_every_bad_responses_ending_raises_async(server: str, name: str) -
 
 @pytest.mark.parametrize("name", sorted(MESSAGES_BAD))
 def test_every_bad_messages_ending_raises(server: str, name: str) -> None:
-    with pytest.raises(StreamEndedBadly) as info:
+    with pytest.raises(anthropic.APIConnectionError) as info:
         messages_create(server, name, StrictTransport(policy="strict"))
-    assert info.value.verdict.ending is MESSAGES_BAD[name] and info.value.verdict.api == "messages"
-    with pytest.raises(StreamEndedBadly) as info:
+    cause = _anthropic_cause(info)
+    assert cause.verdict.ending is MESSAGES_BAD[name] and cause.verdict.api == "messages"
+    with pytest.raises(anthropic.APIConnectionError) as info:
         messages_helper(server, name, StrictTransport(policy="strict"))
-    assert info.value.verdict.ending is MESSAGES_BAD[name]
+    assert _anthropic_cause(info).verdict.ending is MESSAGES_BAD[name]
 
 
 @pytest.mark.parametrize("name", sorted(MESSAGES_BAD))
 async def test_every_bad_messages_ending_raises_async(server: str, name: str) -> None:
-    with pytest.raises(StreamEndedBadly) as info:
+    with pytest.raises(anthropic.APIConnectionError) as info:
         await messages_create_async(server, name, AsyncStrictTransport(policy="strict"))
-    assert info.value.verdict.ending is MESSAGES_BAD[name]
-    with pytest.raises(StreamEndedBadly) as info:
+    assert _anthropic_cause(info).verdict.ending is MESSAGES_BAD[name]
+    with pytest.raises(anthropic.APIConnectionError) as info:
         await messages_helper_async(server, name, AsyncStrictTransport(policy="strict"))
-    assert info.value.verdict.ending is MESSAGES_BAD[name]
+    assert _anthropic_cause(info).verdict.ending is MESSAGES_BAD[name]
 
 
 def test_without_the_transport_the_sdks_end_these_quietly(server: str) -> None:
@@ -229,8 +237,9 @@ def test_without_the_transport_the_sdks_end_these_quietly(server: str) -> None:
 
 def test_by_default_a_missing_message_stop_after_a_stop_reason_does_not_raise(server: str) -> None:
     assert messages_helper(server, "no_done", StrictTransport()) == TEXT
-    with pytest.raises(StreamEndedBadly, match="no_done"):
+    with pytest.raises(anthropic.APIConnectionError) as info:
         messages_helper(server, "no_done", StrictTransport(policy="strict"))
+    assert _anthropic_cause(info).verdict.ending is Ending.NO_DONE
 
 
 async def test_by_default_a_missing_message_stop_does_not_raise_async(server: str) -> None:
@@ -249,9 +258,9 @@ async def test_a_missing_message_stop_passes_under_no_done_ok_async(server: str)
 
 
 def test_a_stalled_messages_stream_raises_as_stalled(server: str) -> None:
-    with pytest.raises(StreamEndedBadly) as info:
+    with pytest.raises(anthropic.APIConnectionError) as info:
         messages_create(server, "stall", StrictTransport(stall_timeout=1.0))
-    assert info.value.verdict.ending is Ending.STALLED
+    assert _anthropic_cause(info).verdict.ending is Ending.STALLED
 
 
 def test_event_streams_of_other_paths_pass_untouched(server: str) -> None:
@@ -308,10 +317,24 @@ async def test_every_chaos_messages_ending_raises_through_the_async_transport(ch
                                          extra_headers=_inject("none"))
         async with healthy as stream:
             assert (await stream.get_final_message()).stop_reason == "end_turn"
-        with pytest.raises(StreamEndedBadly) as info:
+        with pytest.raises(anthropic.APIConnectionError) as info:
             async with client.messages.stream(model="chaos-1", max_tokens=1024, messages=MESSAGES,
                                               extra_headers=_inject(fault)) as stream:
                 await stream.get_final_message()
-    assert info.value.verdict.ending is CHAOS_MESSAGES_BAD[fault]
+    cause = _anthropic_cause(info)
+    assert cause.verdict.ending is CHAOS_MESSAGES_BAD[fault]
     if fault == "transport_error":  # what broke the stream stays reachable
-        assert isinstance(info.value.__cause__, httpx2.TransportError)
+        assert isinstance(cause.__cause__, httpx2.TransportError)
+
+
+def test_ended_badly_finds_the_verdict_behind_either_sdk_or_none(server: str) -> None:
+    """One ``except`` for all SDKs: wrapped (openai, anthropic) or as it is, else None."""
+    with pytest.raises(anthropic.APIConnectionError) as wrapped:
+        messages_create(server, "truncated", StrictTransport())
+    found = ended_badly(wrapped.value)
+    assert found is not None and found.verdict.ending is Ending.TRUNCATED
+    assert ended_badly(found) is found
+    assert ended_badly(RuntimeError("not ours")) is None
+    broken = anthropic.APIConnectionError(request=httpx2.Request("POST", "http://127.0.0.1/"))
+    broken.__cause__ = httpx2.ReadError("peer closed")
+    assert ended_badly(broken) is None

@@ -205,9 +205,10 @@ def _check_raised(exc: BaseException, way: str, fault: str, mode: str) -> None:
             assert isinstance(exc, openai.APIError) and exc.code == fault, repr(exc)
         return
     if mode == "abort" and fault not in ("http_error", "error_event"):
-        # The anthropic SDK lets httpx2's own error out of a body that broke off. (The upstream's
-        # own event: error is forwarded before the reset: the SDK raises on it first.)
-        assert isinstance(exc, httpx2.TransportError), repr(exc)
+        # A body that broke off: anthropic ≥ 2.17 wraps httpx2's error as openai does. (The
+        # upstream's own event: error is forwarded before the reset: the SDK raises on it first.)
+        assert isinstance(exc, anthropic.APIConnectionError), repr(exc)
+        assert isinstance(exc.__cause__, httpx2.TransportError), repr(exc.__cause__)
         return
     assert isinstance(exc, anthropic.APIStatusError), repr(exc)
     if fault not in ("http_error", "error_event"):

@@ -158,3 +158,17 @@ def test_whitespace_at_stream_start_waits_for_the_family_that_may_take_it_as_fra
 
 def test_whitespace_alone_is_text_when_no_family_shows_up() -> None:
     assert run("auto", "\n \n", size=1).joined == [Text("\n \n")]
+
+
+def test_an_opening_that_may_be_harmonys_header_lead_waits_then_goes_out_as_text() -> None:
+    # A Harmony completion may open with ``to=R<|channel|>`` (its first header's lead): ``auto``
+    # holds what may still become one and lets it out as text as soon as it cannot.
+    parser = parser_for("auto")
+    assert parser.feed("t") == [] and parser.feed("o") == []
+    assert parser.feed("day") == [Text("today")]
+    parser = parser_for("auto")
+    assert parser.feed(" to=x") == [] and parser.feed(" is") == [Text(" to=x is")]
+    parser = parser_for("auto")
+    assert parser.feed("tx") == [Text("tx")]
+    parser = parser_for("auto")
+    assert parser.feed("t") == [] and parser.close() == [Text("t")]

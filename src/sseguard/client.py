@@ -16,10 +16,9 @@ it; ``policy="strict"`` raises on it too::
     client = anthropic.Anthropic(http_client=httpx2.Client(transport=StrictTransport()))
     client = anthropic.AsyncAnthropic(http_client=httpx2.AsyncClient(transport=AsyncStrictTransport()))
 
-The openai SDK wraps it in ``openai.APIConnectionError`` (``__cause__`` is the ``StreamEndedBadly``);
-the anthropic SDK lets it through as it is while a stream is read (a ``StreamEndedBadly``, which is an
-``httpx2.TransportError``; its ``__cause__`` is httpx2's own error when the connection broke), so
-``except StreamEndedBadly`` works with both.
+The openai and anthropic (≥ 2.17) SDKs wrap it in their ``APIConnectionError`` (``__cause__`` is the
+``StreamEndedBadly``, whose own ``__cause__`` is httpx2's error when the connection broke); google-genai
+lets it through as it is. ``ended_badly(exc)`` finds it behind any of them.
 
 When the verdict is made: at the protocol's end sentinel (``data: [DONE]``: the openai SDK stops
 reading there, so a stream with ``[DONE]`` but no ``finish_reason`` must fail before it), at an error
@@ -52,7 +51,7 @@ from sseguard.redact import redact_text
 from sseguard.verdict import Verdict
 
 __all__ = ["AsyncStrictTransport", "StreamEndedBadly", "StrictTransport", "async_httpx_transport",
-           "httpx_transport"]
+           "ended_badly", "httpx_transport"]
 
 _MESSAGE_DETAIL = 200
 #: Content codings the checker can read through; a request asks for no others (see _limit_encodings).
@@ -69,6 +68,14 @@ class StreamEndedBadly(SSEGuardError, httpx2.TransportError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (type(self), self.verdict.to_dict(), self.policy))
+
+
+def ended_badly(exc: BaseException) -> StreamEndedBadly | None:
+    """The ``StreamEndedBadly`` an SDK raised or wrapped (its ``__cause__`` chain), else ``None``."""
+    seen: BaseException | None = exc
+    while seen is not None and not isinstance(seen, StreamEndedBadly):
+        seen = seen.__cause__
+    return seen
 
 
 def _rebuild(cls: type[StreamEndedBadly], verdict: dict[str, Any], policy: Policy) -> StreamEndedBadly:

@@ -41,7 +41,12 @@ from sseguard.chaos.generate import Answer, schema_value
 from sseguard.chaos.request import BadRequest, ChatRequest, Tool, decode_object, int_field, text_of
 from sseguard.chaos.writer import Writer
 from sseguard.contract.gemini import GEMINI
-from sseguard.contract.gemini_request import function_declarations, json_schema
+from sseguard.contract.gemini_request import (
+    function_declarations,
+    json_schema,
+    normal_request,
+    parameters_schema,
+)
 from sseguard.contract.protocol import Framing
 
 _enc = msgspec.json.encode
@@ -78,9 +83,7 @@ def _tools(raw: Any) -> tuple[Tool, ...]:
         if not isinstance(decl.get("name"), str) or not decl["name"]:
             raise BadRequest(f"* GenerateContentRequest.tools[{i}].function_declarations: name "
                              "is required", "tools")
-        schema = decl.get("parametersJsonSchema")
-        if not isinstance(schema, dict):
-            schema = json_schema(decl.get("parameters"))
+        schema = parameters_schema(decl)
         tools.append(Tool(decl["name"], schema if isinstance(schema, dict) else {}))
     return tuple(tools)
 
@@ -120,7 +123,9 @@ def _reasoning(config: dict[str, Any]) -> float:
 
 def parse_request(body: bytes) -> ChatRequest:
     """Decode and validate a generateContent request; ``BadRequest`` carries Google's message."""
-    data = decode_object(body)
+    # Either spelling of every field, as Google's API reads it (google-genai writes some in snake
+    # case: ``include_thoughts``, ``parameters_json_schema``).
+    data = normal_request(decode_object(body))
     contents = data.get("contents")
     if not isinstance(contents, list) or not contents:
         raise BadRequest("* GenerateContentRequest.contents: contents is not specified", "contents")

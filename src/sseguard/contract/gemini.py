@@ -40,22 +40,19 @@ from sseguard.contract._base import (
 )
 from sseguard.contract.gemini_assembler import CandidateState, GeminiAssembler, Record
 from sseguard.contract.gemini_assembler import decode_record as _decode_record
+from sseguard.contract.gemini_relay import ARRAY_CLOSE, RELAY
 from sseguard.contract.gemini_request import (
     GeminiFormat,
     error_body,
     function_declarations,
-    json_schema,
+    parameters_schema,
     status_error,
 )
 from sseguard.contract.protocol import (
     Auth,
     Framing,
     Protocol,
-    Relay,
     Route,
-    UpstreamError,
-    dumps,
-    never,
 )
 from sseguard.jsonarray import JsonArrayDecoder, JsonElement
 from sseguard.sse import SSEDecoder, SSEEvent
@@ -135,10 +132,6 @@ class GeminiFrames:
         return self._array.close()
 
 
-#: The event name of the JSON array's closing ``]``: no record, but bytes a relay must forward.
-ARRAY_CLOSE = "]"
-
-
 def _events(elements: list[JsonElement]) -> list[SSEEvent]:
     return [SSEEvent(e.text, ARRAY_CLOSE if e.closes else "message", raw=e.raw) for e in elements]
 
@@ -173,11 +166,9 @@ class GeminiChecker(CheckerBase):
 
     @staticmethod
     def _tool_entry(tool: dict[str, Any]) -> tuple[Any, Any]:
-        """A function declaration: ``parametersJsonSchema`` as it is, or ``parameters`` (Gemini's
-        OpenAPI subset) translated."""
-        schema = tool.get("parametersJsonSchema")
-        return tool.get("name"), schema if isinstance(schema, dict) else json_schema(
-            tool.get("parameters"))
+        """A function declaration (``function_declarations``: either spelling): its name and its
+        parameters as JSON Schema."""
+        return tool.get("name"), parameters_schema(tool)
 
     @property
     def framing(self) -> str | None:
@@ -399,34 +390,6 @@ class GeminiChecker(CheckerBase):
 
 # ── the protocol's other facts: requests, relay, errors, sniffing, the descriptor ─────────────────
 
-def _in_array(sent: bytes) -> bool:
-    """Whether what the guard last sent was an element of the JSON-array framing (not SSE)."""
-    return sent.lstrip(b" \t\r\n\xef\xbb\xbf")[:1] in (b"[", b",", b"{")
-
-
-def gemini_error_frame(code: str, message: str, sent: bytes = b"") -> bytes:
-    """The error google-genai raises ``ServerError`` on (any chunk whose JSON begins ``{"error":``):
-    an SSE ``data:`` frame, or, in the JSON-array framing, the array's last element and its ``]``."""
-    body = dumps({"error": {"code": 502, "message": f"{code}: {message}", "status": "UNAVAILABLE"}})
-    if _in_array(sent):
-        return b"\n,\r\n" + body + b"\n]"
-    return b"data: " + body + b"\r\n\r\n"
-
-
-def _upstream_error(event: SSEEvent) -> UpstreamError | None:
-    if b'"error"' not in event.raw:
-        return None
-    try:
-        obj = json.loads(event.data)
-    except ValueError:
-        return None
-    return UpstreamError.FORWARD if isinstance(obj, dict) and "error" in obj else None
-
-
-def _array_close(event: SSEEvent) -> bool:
-    return event.event == ARRAY_CLOSE
-
-
 def finish_of(message: Mapping[str, Any]) -> list[str | None]:
     """One ``finishReason`` per candidate; a blocked prompt's ``blockReason`` when none came."""
     candidates = message.get("candidates")
@@ -452,18 +415,7 @@ GEMINI = Protocol(
     format=GeminiFormat(),
     checker=GeminiChecker,
     assembler=GeminiAssembler,
-    relay=Relay(
-        # SSE has no terminal event: the end of the body is the end, and the guard decides it. The
-        # array framing's closing ``]`` is held like one: sent once the end is known good, or
-        # replaced by the guard's error element and its own ``]``.
-        terminal=_array_close, upstream_error=_upstream_error, error_frame=gemini_error_frame,
-        sentinel=b"", trailer=never,
-        messages={
-            Ending.TRUNCATED: "the upstream stopped after content without a finishReason; the "
-                              "answer is incomplete",
-            Ending.CUT_MID_FRAME: "the upstream body stopped in the middle of a record",
-            Ending.EMPTY: "the upstream sent no record at all",
-        }),
+    relay=RELAY,
     error_body=error_body,
     status_error=status_error,
     finish_reasons=frozenset({"STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "LANGUAGE", "BLOCKLIST",

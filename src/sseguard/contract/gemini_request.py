@@ -1,10 +1,18 @@
-"""Gemini requests: how the probe writes them (``GeminiFormat``), the function declarations a
-request offers and their parameter schemas as JSON Schema (what the checker reads), and the error
-bodies of Google's APIs.
+"""Gemini requests: how the probe writes them (``GeminiFormat``), how they are read (``normal_request``:
+every field in its camelCase spelling), the function declarations a request offers and their
+parameter schemas as JSON Schema (what the checker reads), and the error bodies of Google's APIs.
 
 Gemini declares tools as ``tools[].functionDeclarations[]``, each with ``parametersJsonSchema`` (JSON
 Schema as it is) or ``parameters`` in Gemini's OpenAPI subset (``"type": "OBJECT"``, ``nullable``),
 which ``jsonschema`` cannot read as it is.
+
+Google's API takes every request field in either spelling (protocol-buffer JSON: ``includeThoughts``
+or ``include_thoughts``), and clients use both: google-genai 3.6 (Python) writes
+``parameters_json_schema``, ``thinkingConfig.include_thoughts`` and a ``Schema``'s ``max_length`` in
+snake case, the rest in camelCase. So the core reads a request through ``normal_request`` (the
+checker, chaos and the markup repair alike), which renames the fields the API defines and never a key
+inside user data: a schema's property names, a call's ``args``, a tool result's ``response``, a JSON
+Schema given as it is, ``labels`` stay byte for byte as they came.
 """
 
 from __future__ import annotations
@@ -18,20 +26,130 @@ from sseguard.errors import ConfigError
 from sseguard.verdict import Api
 
 __all__ = ["STATUSES", "GeminiFormat", "error_body", "function_declarations", "json_schema",
-           "status_error", "thinking_budget"]
+           "normal_request", "parameters_schema", "status_error", "thinking_budget"]
+
+
+class _Message:
+    """One message type of the request: its fields (camelCase), each with the message its value is
+    (a list of them for a repeated field), ``_Map`` for a map whose keys are the user's, or None for a
+    value taken as it is (a scalar, or user data such as ``args``)."""
+
+    __slots__ = ("fields", "names")
+
+    def __init__(self, *leaves: str, **messages: _Message | _Map) -> None:
+        self.fields: dict[str, _Message | _Map | None] = {}
+        #: Both spellings of every field → its camelCase name.
+        self.names: dict[str, str] = {}
+        self.add(*leaves, **messages)
+
+    def add(self, *leaves: str, **messages: _Message | _Map) -> None:
+        """More fields (a message that contains itself, ``Schema``, gets those after it exists)."""
+        self.fields.update(dict.fromkeys(leaves), **messages)
+        self.names.update({spelt: name for name in (*leaves, *messages)
+                           for spelt in (name, _snake(name))})
+
+
+class _Map:
+    """A map field (``Schema.properties``): the keys are the user's, each value a ``message``."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: _Message) -> None:
+        self.message = message
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
+def _normal(value: Any, shape: _Message | _Map) -> Any:
+    if isinstance(value, list):
+        return [_normal(item, shape) for item in value]
+    if not isinstance(value, dict):
+        return value
+    if isinstance(shape, _Map):
+        return {key: _normal(item, shape.message) for key, item in value.items()}
+    out: dict[str, Any] = {}
+    names, fields = shape.names, shape.fields
+    for key, item in value.items():
+        name = names.get(key)
+        if name is None:
+            out.setdefault(key, item)  # not a field of this message: kept as it came
+        elif name != key and name in out:
+            continue  # both spellings: the camelCase one wins, wherever it stands
+        else:
+            child = fields[name]
+            out[name] = item if child is None else _normal(item, child)
+    return out
+
+
+# The request's message types (Gemini API ``v1beta``, Vertex AI ``v1``), as far as anything here can
+# read them; a field not listed is kept as it came.
+_SCHEMA = _Message("type", "format", "title", "description", "nullable", "enum", "maxItems",
+                   "minItems", "required", "minProperties", "maxProperties", "minLength",
+                   "maxLength", "pattern", "example", "propertyOrdering", "default", "minimum",
+                   "maximum")
+_SCHEMA.add(properties=_Map(_SCHEMA), anyOf=_SCHEMA, items=_SCHEMA)
+_BLOB = _Message("mimeType", "data", "fileUri", "displayName")
+_PART = _Message(
+    "text", "thought", "thoughtSignature", "partMetadata", "mediaResolution",
+    inlineData=_BLOB, fileData=_BLOB,
+    functionCall=_Message("id", "name", "args", "willContinue"),
+    functionResponse=_Message("id", "name", "response", "willContinue", "scheduling",
+                              parts=_Message(inlineData=_BLOB, fileData=_BLOB)),
+    executableCode=_Message("language", "code"),
+    codeExecutionResult=_Message("outcome", "output"),
+    videoMetadata=_Message("startOffset", "endOffset", "fps"))
+_CONTENT = _Message("role", parts=_PART)
+_DECLARATION = _Message("name", "description", "behavior", "parametersJsonSchema",
+                        "responseJsonSchema", parameters=_SCHEMA, response=_SCHEMA)
+_TOOL = _Message("googleSearchRetrieval", "codeExecution", "googleSearch", "urlContext",
+                 "computerUse", "fileSearch", "googleMaps", "retrieval", "enterpriseWebSearch",
+                 functionDeclarations=_DECLARATION)
+_REQUEST = _Message(
+    "model", "cachedContent", "labels",
+    contents=_CONTENT, systemInstruction=_CONTENT, tools=_TOOL,
+    toolConfig=_Message(functionCallingConfig=_Message("mode", "allowedFunctionNames"),
+                        retrievalConfig=_Message("latLng", "languageCode")),
+    safetySettings=_Message("category", "threshold", "method"),
+    generationConfig=_Message(
+        "stopSequences", "responseMimeType", "responseJsonSchema", "responseModalities",
+        "candidateCount", "maxOutputTokens", "temperature", "topP", "topK", "seed",
+        "presencePenalty", "frequencyPenalty", "responseLogprobs", "logprobs",
+        "enableEnhancedCivicAnswers", "speechConfig", "imageConfig", "mediaResolution",
+        "routingConfig", "audioTimestamp",
+        responseSchema=_SCHEMA,
+        thinkingConfig=_Message("includeThoughts", "thinkingBudget", "thinkingLevel")))
+
+
+def normal_request(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``generateContent`` request with every field the API defines spelt in camelCase, as the
+    API's own JSON parser reads either spelling (``include_thoughts`` is ``includeThoughts``). Keys
+    inside user data are left alone: a schema's property names, ``args``, ``response``, a JSON
+    Schema given as it is. When a field comes in both spellings the camelCase one is read."""
+    out: dict[str, Any] = _normal(dict(body), _REQUEST)
+    return out
 
 
 def function_declarations(tools: Any) -> list[dict[str, Any]] | None:
-    """The function declarations of a request's ``tools`` (None when it offered no tools at all)."""
+    """The function declarations of a request's ``tools`` (None when it offered no tools at all),
+    their fields in camelCase (``normal_request``)."""
     if not isinstance(tools, list):
         return None
     out: list[dict[str, Any]] = []
-    for tool in tools:
+    for tool in _normal(tools, _TOOL):
         if isinstance(tool, dict):
-            decls = tool.get("functionDeclarations", tool.get("function_declarations"))
+            decls = tool.get("functionDeclarations")
             if isinstance(decls, list):
                 out.extend(d for d in decls if isinstance(d, dict))
     return out
+
+
+def parameters_schema(declaration: Mapping[str, Any]) -> Any:
+    """A function declaration's parameters as JSON Schema: its ``parametersJsonSchema`` as it is, or
+    its ``parameters`` (Gemini's OpenAPI subset) translated (None when it declares neither)."""
+    schema = declaration.get("parametersJsonSchema")
+    return schema if isinstance(schema, dict) else json_schema(declaration.get("parameters"))
 
 
 def json_schema(schema: Any) -> Any:

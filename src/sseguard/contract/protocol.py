@@ -117,6 +117,10 @@ class Relay:
     messages: Mapping[Ending, str]
     #: Frames after the terminal event that are delivered with it (a tolerated trailer).
     trailer: Callable[[SSEEvent], bool]
+    #: ``(error frame, what was last sent) -> bytes``: what the client gets for an upstream error
+    #: frame that is forwarded (``UpstreamError.FORWARD``) and ends the stream: the frame as it came,
+    #: and whatever the protocol needs after it.
+    forwarded: Callable[[SSEEvent, bytes], bytes] = field(default=lambda event, sent: event.raw)
 
 
 @dataclass(frozen=True, slots=True)

@@ -332,9 +332,7 @@ class StreamRelay:
                             stop = ("error_event", checker.error_message or "upstream error event")
                             break
                         if what is UpstreamError.FORWARD:
-                            out.append(raw)  # the SDK raises on this shape itself
-                            if self.array:  # the upstream's own ``]`` comes after it, if at all
-                                out.append(b"\n]")
+                            out.append(wire.forwarded(event, self._sent))  # the SDK raises on it
                             forwarded = True
                             stop = ("error_event", checker.error_message or "upstream error")
                             break

@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from sseguard.contract.gemini_request import function_declarations, json_schema
+from sseguard.contract.gemini_request import function_declarations, parameters_schema
 from sseguard.proxy.repair.engine import ChoiceRepair, Repair, chat_tools, json_object, plain
 from sseguard.sse import SSEEvent
 from sseguard.toolcalls import MarkupErrorKind, Reasoning, Text, ToolCallEnd
@@ -42,19 +42,16 @@ _TEXT_FIELDS = frozenset({"text", "thought"})
 
 def gemini_tools(request: dict[str, Any]) -> list[dict[str, Any]] | None:
     """The request's ``functionDeclarations`` in the chat shape the parsers read; a declaration's
-    ``parametersJsonSchema`` as it is, or its ``parameters`` (Gemini's OpenAPI subset) translated.
-
-    google-genai 3.6 writes ``parameters_json_schema`` in snake case (Google's JSON parser takes both
-    spellings, as protocol-buffer JSON does), so both are read.
+    ``parametersJsonSchema`` as it is, or its ``parameters`` (Gemini's OpenAPI subset) translated;
+    either spelling of the fields (``function_declarations`` reads them as the API does).
     """
     declarations = function_declarations(request.get("tools"))
     if declarations is None:
         return None
     entries = []
     for declaration in declarations:
-        schema = declaration.get("parametersJsonSchema", declaration.get("parameters_json_schema"))
-        entries.append({"name": declaration.get("name"), "parameters": schema if isinstance(
-            schema, dict) else json_schema(declaration.get("parameters"))})
+        entries.append({"name": declaration.get("name"),
+                        "parameters": parameters_schema(declaration)})
     return chat_tools(entries, "parameters")
 
 
