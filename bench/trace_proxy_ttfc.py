@@ -157,7 +157,44 @@ def serve(upstream: str, store: str, out: str) -> None:
 
     state_mod.ProxyState.stream_done = traced_done  # type: ignore[method-assign]
 
+    import gc
+
     import uvloop
+
+    from sseguard._serve import map_large_blocks, settle_gc
+
+    # As ``proxy.worker.serve_worker`` sets a proxy process up (the GC settings matter here).
+    map_large_blocks()
+    settle_gc(int(os.environ.get("TRACE_GC_THRESHOLD", "20000")))
+    # (generation, wall ns, the loop thread's CPU ns) of every cyclic-GC pass: CPU, because on a
+    # shared machine a pass's wall time includes waiting for the core.
+    gc_pauses: list[tuple[int, int, int]] = []
+    gc_started = [0, 0]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            gc_started[:] = NS(), time.thread_time_ns()
+        else:
+            gc_pauses.append((info["generation"], NS() - gc_started[0],
+                              time.thread_time_ns() - gc_started[1]))
+
+    gc.callbacks.append(on_gc)
+    if os.environ.get("TRACE_GC_TYPES"):  # keep what the collector frees: which objects form cycles
+        gc.set_debug(gc.DEBUG_SAVEALL)
+    # How late a 1 ms timer fired, and how much of that the loop's thread spent on the CPU: the
+    # rest of a late timer is the process waiting for its core (another process had it).
+    lags: list[tuple[int, int]] = []
+    cpu = time.thread_time_ns
+
+    async def lag_probe() -> None:
+        while True:
+            t, c = NS(), cpu()
+            await asyncio.sleep(0.001)
+            lags.append((NS() - t - 1_000_000, cpu() - c))
+
+    def ready(p: Any) -> None:
+        asyncio.get_running_loop().create_task(lag_probe())
+        print(f"proxy listening on {p.url}", flush=True)
 
     config = ProxyConfig.from_options(upstream=upstream, listen="127.0.0.1:0",
                                       store=None if store == "-" else store)
@@ -168,16 +205,24 @@ def serve(upstream: str, store: str, out: str) -> None:
         profile = cProfile.Profile()
         profile.enable()
     with contextlib.suppress(KeyboardInterrupt):
-        uvloop.run(app_mod.serve_proxy(config, on_ready=lambda p: print(
-            f"proxy listening on {p.url}", flush=True)))
+        uvloop.run(app_mod.serve_proxy(config, on_ready=ready))
     if profile is not None:
         import pstats
 
         profile.disable()
         with open(os.environ["TRACE_PROFILE"], "a") as f:
             pstats.Stats(profile, stream=f).sort_stats("tottime").print_stats(60)
+    garbage: list[tuple[str, int]] = []
+    if os.environ.get("TRACE_GC_TYPES"):
+        from collections import Counter
+
+        gc.collect()
+        garbage = Counter(f"{type(o).__module__}.{type(o).__qualname__}"
+                          for o in gc.garbage).most_common(40)
+        gc.garbage.clear()
     Path(out).write_text(json.dumps({"marks": marks, "done_ns": done_ns, "setup_ns": setup_ns,
-                                      "connects": len(connects), "streams": len(setup_ns)}))
+                                      "connects": len(connects), "streams": len(setup_ns),
+                                      "gc": gc_pauses, "lags": lags, "garbage": garbage}))
 
 
 async def load(url: str, api: str, streams: int, seconds: float) -> dict[str, dict[str, int]]:
@@ -233,6 +278,23 @@ def report(api: str, seen: dict[str, dict[str, int]], trace: dict[str, Any], cpu
     for name, values in gaps.items():
         q = statistics.quantiles(values, n=10) if len(values) > 1 else values * 9
         print(f"  {name:34} {statistics.median(values):7.3f} / {q[8]:7.3f}")
+    lags = sorted((lag / 1e6, busy / 1e6) for lag, busy in trace["lags"])
+    if lags:
+        late = [(lag, busy) for lag, busy in lags if lag > 2.0]
+        print(f"  loop lag (a 1 ms timer, ms)       p50 {lags[len(lags) // 2][0]:.3f} p99 "
+              f"{lags[int(len(lags) * 0.99)][0]:.3f} max {lags[-1][0]:.2f}; {len(late)} of "
+              f"{len(lags)} over 2 ms ({sum(v for v, _ in late):.0f} ms in all, of which the loop "
+              f"thread ran {sum(b for _, b in late):.0f} ms)")
+    by_gen: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for gen, ns, cpu_ns in trace["gc"]:
+        by_gen[gen].append((ns / 1e6, cpu_ns / 1e6))
+    for gen, values in sorted(by_gen.items()):
+        walls, cpus = [w for w, _ in values], [c for _, c in values]
+        print(f"  GC gen {gen}: {len(values)} passes, wall p50 {statistics.median(walls):.3f} ms, "
+              f"max {max(walls):.2f} ms; CPU p50 {statistics.median(cpus):.3f} ms, max "
+              f"{max(cpus):.2f} ms, {sum(cpus):.1f} ms in all")
+    for name, count in trace.get("garbage", []):
+        print(f"  in cycles: {count:7,} {name}")
     for name in ("setup_ns", "done_ns"):
         values = [v / 1e6 for v in trace[name]]
         if values:

@@ -55,14 +55,6 @@ class MessagesChecker(CheckerBase):
         self._stopped = False  # message_stop came
         self._usage_seen = False
         self._input_at_start: set[int] = set()  # tool blocks whose input came whole at the start
-        self._handlers: dict[str, Callable[[str, dict[str, Any]], None]] = {
-            "message_start": self._on_start,
-            "content_block_start": self._on_block_start,
-            "content_block_delta": self._on_block_delta,
-            "content_block_stop": self._on_block_stop,
-            "message_delta": self._on_message_delta,
-            "message_stop": self._on_message_stop,
-        }
 
     @staticmethod
     def _tool_entry(tool: dict[str, Any]) -> tuple[Any, Any]:
@@ -116,7 +108,7 @@ class MessagesChecker(CheckerBase):
             self._events -= 1  # a keep-alive, whatever the SSE event name said: not an event
             self._chunks -= 1
             return
-        handler = self._handlers.get(etype)
+        handler = _HANDLERS.get(etype)
         if handler is None:
             return  # unknown types are ignored: Anthropic adds event types
         if self._stopped:
@@ -124,7 +116,7 @@ class MessagesChecker(CheckerBase):
             return
         if self._asm.message is None and etype != "message_start":
             self._once("start", FindingKind.EVENT_ORDER, f"{etype} before message_start")
-        handler(etype, obj)
+        handler(self, etype, obj)
 
     def _late(self, what: str) -> None:
         self._once("end", FindingKind.EVENT_ORDER, what)
@@ -423,6 +415,18 @@ def messages_error_frame(code: str, message: str, sent: bytes = b"") -> bytes:
     """The ``event: error`` the anthropic SDKs raise on; the message starts with the ending's name."""
     body = {"type": "error", "error": {"type": "api_error", "message": f"{code}: {message}"}}
     return b"event: error\ndata: " + dumps(body) + b"\n\n"
+
+
+#: Each event type's fold, by type: a table of the class's functions, not of one checker's bound
+#: methods (those would tie every checker in a reference cycle, freed only by the cyclic GC).
+_HANDLERS: dict[str, Callable[[MessagesChecker, str, dict[str, Any]], None]] = {
+    "message_start": MessagesChecker._on_start,
+    "content_block_start": MessagesChecker._on_block_start,
+    "content_block_delta": MessagesChecker._on_block_delta,
+    "content_block_stop": MessagesChecker._on_block_stop,
+    "message_delta": MessagesChecker._on_message_delta,
+    "message_stop": MessagesChecker._on_message_stop,
+}
 
 
 def _terminal(event: SSEEvent) -> bool:

@@ -90,22 +90,6 @@ class ResponsesChecker(CheckerBase):
         self._ended = False  # a terminal, failed or done-marker event came: nothing may follow
         self._done_marker = False
         self._next_seq: int | None = None
-        self._handlers: dict[str, Callable[[str, dict[str, Any]], None]] = {
-            "response.created": self._on_lifecycle,
-            "response.queued": self._on_lifecycle,
-            "response.in_progress": self._on_lifecycle,
-            "response.completed": self._on_terminal,
-            "response.incomplete": self._on_terminal,
-            "response.failed": self._on_failed,
-            "response.output_item.added": self._on_item_added,
-            "response.output_item.done": self._on_item_done,
-        }
-        for prefix in PARTS:
-            self._handlers[prefix + ".added"] = self._on_part_added
-            self._handlers[prefix + ".done"] = self._on_part_done
-        for prefix in TEXT_STREAMS:
-            self._handlers[prefix + ".delta"] = self._on_delta
-            self._handlers[prefix + ".done"] = self._on_text_done
 
     @staticmethod
     def _tool_entry(tool: dict[str, Any]) -> tuple[Any, Any]:
@@ -162,7 +146,7 @@ class ResponsesChecker(CheckerBase):
         if etype == "response.done":
             self._on_done_marker(etype)
             return
-        handler = self._handlers.get(etype)
+        handler = _HANDLERS.get(etype)
         if handler is None:
             return  # unknown types are ignored: OpenAI adds event types
         if self._ended:
@@ -170,7 +154,7 @@ class ResponsesChecker(CheckerBase):
             return
         if self._asm.response is None and etype != "response.created":
             self._once("start", FindingKind.EVENT_ORDER, f"{etype} before response.created")
-        handler(etype, obj)
+        handler(self, etype, obj)
 
     def _note_sequence(self, obj: dict[str, Any]) -> None:
         seq = obj.get("sequence_number")
@@ -424,6 +408,24 @@ def responses_error_frame(code: str, message: str, sent: bytes = b"") -> bytes:
             "sequence_number": next_sequence_number(sent),
             "error": {"type": "upstream_stream_error", "code": code, "message": message}}
     return b"event: error\ndata: " + dumps(body) + b"\n\n"
+
+
+#: Each event type's fold, by type: a table of the class's functions, not of one checker's bound
+#: methods (those would tie every checker in a reference cycle, freed only by the cyclic GC).
+_HANDLERS: dict[str, Callable[[ResponsesChecker, str, dict[str, Any]], None]] = {
+    "response.created": ResponsesChecker._on_lifecycle,
+    "response.queued": ResponsesChecker._on_lifecycle,
+    "response.in_progress": ResponsesChecker._on_lifecycle,
+    "response.completed": ResponsesChecker._on_terminal,
+    "response.incomplete": ResponsesChecker._on_terminal,
+    "response.failed": ResponsesChecker._on_failed,
+    "response.output_item.added": ResponsesChecker._on_item_added,
+    "response.output_item.done": ResponsesChecker._on_item_done,
+    **{prefix + ".added": ResponsesChecker._on_part_added for prefix in PARTS},
+    **{prefix + ".done": ResponsesChecker._on_part_done for prefix in PARTS},
+    **{prefix + ".delta": ResponsesChecker._on_delta for prefix in TEXT_STREAMS},
+    **{prefix + ".done": ResponsesChecker._on_text_done for prefix in TEXT_STREAMS},
+}
 
 
 def _terminal(event: SSEEvent) -> bool:

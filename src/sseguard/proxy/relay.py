@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Protocol
 
 import aiohttp
@@ -32,7 +32,8 @@ from sseguard.policy import Policy
 from sseguard.proxy.config import OnBadEnd, ProxyConfig
 from sseguard.proxy.forward import STREAM_HEADERS, response_headers
 from sseguard.proxy.frames import Failure, Frames
-from sseguard.proxy.stall import READ_MAX, Body, Stalled, StallWatch, broke_off
+from sseguard.proxy.outcome import Outcome, failure_message
+from sseguard.proxy.stall import READ_MAX, Body, Stalled, StallWatch, broke_off, drain
 from sseguard.proxy.wire import UpstreamError, Wire
 from sseguard.redact import Redactor
 from sseguard.sse import SSEEvent
@@ -42,16 +43,6 @@ from sseguard.verdict import Ending, Verdict
 _COMMENT_SCAN = 4096
 #: After the terminal event, how long the upstream may take to end its body before the proxy ends it.
 DONE_GRACE = 1.0
-
-
-@dataclass(slots=True)
-class _Outcome:
-    """How the relay ended, for the record and the metrics."""
-
-    action: str = "forwarded"  # forwarded | error-event | abort | pass | completed-done
-    code: str | None = None  # the error frame's code, when one was sent
-    client_gone: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class _ClientGone(Exception):
@@ -106,7 +97,7 @@ class StreamRelay:
         self.ttfb: float | None = None
         self.ttft: float | None = None
         self.max_gap = 0.0
-        self.outcome = _Outcome()
+        self.outcome = Outcome()
         self._resp: web.StreamResponse | None = None
         # Bytes received but not yet part of a dispatched event (a frame still arriving), kept as
         # parts: a large frame arriving in many reads must not be re-joined on every read.
@@ -170,7 +161,11 @@ class StreamRelay:
                 # A repair failure: the client's stream ends now; the upstream is still read to its
                 # end so that the record says how the upstream itself ended.
                 await self._end_with_error(stop, upstream_error_forwarded=False)
-                verdict = await self._drain(upstream, watch)
+                try:  # the rest goes into the checker only: the client is done
+                    error = await drain(watch, self.checker.feed)
+                finally:
+                    upstream.close()
+                verdict = self._verdict(error and self.redactor.text(error), watch.fired)
             elif stop is not None:
                 upstream.close()  # the upstream reported an error: nothing more is wanted from it
                 verdict = self._verdict(transport_error, watch.fired)
@@ -252,15 +247,22 @@ class StreamRelay:
         verbatim = type(frames) is Frames
         after_done = False
         received = consumed = 0
+        # Per read, everything below runs for every stream's every event: locals, no helper calls
+        # (``watch.start_read()`` inlined, the longest gap kept here and stored once at the end).
         clock = time.perf_counter
+        loop_time = self.loop.time
         last = clock()
+        max_gap = self.max_gap
         try:
             while True:
                 events: list[SSEEvent] | None = None
                 if first:
                     chunk, first, events, fed = first, b"", fed, None
                 else:
-                    watch.start_read()
+                    watch.since = loop_time()  # watch.start_read(), inlined
+                    watch.reading = True
+                    if watch._handle is None:
+                        watch.start_read()
                     try:
                         chunk = await content.read(READ_MAX)
                     finally:
@@ -268,23 +270,28 @@ class StreamRelay:
                 if not chunk:
                     return None, None, False
                 now = clock()
-                if now - last > self.max_gap:
-                    self.max_gap = now - last
+                if now - last > max_gap:
+                    max_gap = now - last
                 last = now
                 if events is None:
                     events = checker.feed(chunk)
-                received += len(chunk)
-                consumed += sum([len(event.raw) for event in events])
+                size = len(chunk)
+                received += size
+                if len(events) == 1:
+                    consumed += len(events[0].raw)
+                elif events:
+                    consumed += sum([len(event.raw) for event in events])
                 left = received - consumed
                 if not left:
-                    self._pending, self._pending_len = [], 0
-                elif left <= len(chunk):
-                    self._pending, self._pending_len = [chunk[len(chunk) - left:]], left
+                    if self._pending_len:
+                        self._pending, self._pending_len = [], 0
+                elif left <= size:
+                    self._pending, self._pending_len = [chunk[size - left:]], left
                 else:
                     self._pending.append(chunk)
                     self._pending_len = left
                 if not events:
-                    if self._pending_len <= _COMMENT_SCAN and self._pending_bytes()[
+                    if left <= _COMMENT_SCAN and self._pending_bytes()[
                             self._ahead:self._ahead + 1] == b":":
                         # Keep-alive comments (": ping") go out at once: holding them until the
                         # next event would defeat their purpose during a long prefill.
@@ -338,7 +345,7 @@ class StreamRelay:
                     if frames.failure is not None:
                         stop = frames.failure
                         break
-                data = b"".join(out) if len(out) > 1 else out[0] if out else b""
+                data = out[0] if len(out) == 1 else b"".join(out)
                 # While the write waits on a slow client only the bytes being sent stay alive: the
                 # read, its decoded events and the frame list would triple what a paused reader costs.
                 del chunk, events, event, out
@@ -361,6 +368,8 @@ class StreamRelay:
             return None, None, False
         except (aiohttp.ClientError, OSError) as exc:
             return self._broken(exc, received), None, False
+        finally:
+            self.max_gap = max_gap
 
     def _broken(self, exc: BaseException, received: int) -> str:
         """Note how the upstream broke off (the client's words); the record's words, with detail."""
@@ -416,7 +425,7 @@ class StreamRelay:
         finally:
             self.index, self.heal_of, self.healed = saved[0], None, "resume"
             self.heal_attempts, self.heal_tokens = saved[2] + 1, saved[3] + tokens
-            self.outcome = _Outcome()
+            self.outcome = Outcome()
 
     def restart(self, checker: Checker, forwarded: bytes) -> None:
         """Judge the client's stream afresh: ``checker`` re-reads what the client got, then the
@@ -483,30 +492,6 @@ class StreamRelay:
             raise _ClientGone from None
         self._delivered = True
 
-    async def _drain(self, upstream: aiohttp.ClientResponse, watch: StallWatch) -> Verdict:
-        """Read the rest of the upstream body into the checker only (the client is done)."""
-        transport_error: str | None = None
-        try:
-            while True:
-                chunk = await watch.read()
-                if not chunk:
-                    break
-                self.checker.feed(chunk)
-        except Stalled:
-            pass
-        except (aiohttp.ClientError, OSError) as exc:
-            transport_error = self.redactor.text(f"{type(exc).__name__}: {exc}")
-        finally:
-            upstream.close()
-        return self._verdict(transport_error, watch.fired)
-
     def _message(self, verdict: Verdict, failure: str) -> str:
-        if failure != str(verdict.ending):
-            detail = next((f.detail for f in verdict.findings if str(f.kind) == failure), "")
-            return f"the stream failed the {self.policy.name} policy: {failure}" + (
-                f": {detail}" if detail else "")
-        if verdict.ending is Ending.STALLED:
-            return f"the upstream sent nothing for {self.config.stall_timeout:g} s; the stream was cut"
-        if verdict.ending is Ending.TRANSPORT_ERROR:
-            return f"the upstream connection failed mid-stream: {self._broke or 'connection lost'}"
-        return self.wire.messages.get(verdict.ending, f"the upstream stream ended badly: {failure}")
+        return failure_message(verdict, failure, policy=self.policy.name, broke=self._broke,
+                               stall_timeout=self.config.stall_timeout, messages=self.wire.messages)

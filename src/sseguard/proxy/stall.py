@@ -7,6 +7,7 @@ stops sending for ``--stall-timeout``; only time spent waiting on the upstream c
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Protocol
 
 import aiohttp
@@ -40,6 +41,21 @@ def broke_off(exc: BaseException, received: int) -> str:
     else:
         what = "broke off"
     return f"upstream connection {what} after {received} bytes"
+
+
+async def drain(watch: StallWatch, sink: Callable[[bytes], object]) -> str | None:
+    """Read the rest of an upstream body into ``sink`` until its end or a stall; the transport error
+    that cut it (unredacted), or None."""
+    try:
+        while True:
+            chunk = await watch.read()
+            if not chunk:
+                return None
+            sink(chunk)
+    except Stalled:
+        return None
+    except (aiohttp.ClientError, OSError) as exc:
+        return f"{type(exc).__name__}: {exc}"
 
 
 class Stalled(Exception):
