@@ -29,6 +29,14 @@ from sseguard.store.fields import FACT_COLUMNS, fact_values
 STORE_SCHEMA_VERSION = 2
 TABLE = "sseguard_records"
 META = "sseguard_meta"
+#: The columns both stores index: what ``--since``/``--where``, the id-prefix search and retention's
+#: batched deletes select by.
+INDEXED = ("run_id", "arm", "ending", "started_at", "id_prefix")
+#: The statements after the table's own, the same in both SQL dialects: its indexes and the meta table.
+INDEX_AND_META_DDL = [
+    *(f"CREATE INDEX IF NOT EXISTS {TABLE}_{c} ON {TABLE} ({c})" for c in INDEXED),
+    f"CREATE TABLE IF NOT EXISTS {META} (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+]
 #: Meta key: the first ``seq`` whose row has the fact columns filled (0 in a store created at schema 2).
 FACTS_FROM = "facts_from"
 #: The columns an INSERT writes, in order (see ``stored_row``).

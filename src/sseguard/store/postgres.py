@@ -20,6 +20,7 @@ from sseguard.record import Record
 from sseguard.redact import redact_text
 from sseguard.store._base import (
     FACTS_FROM,
+    INDEX_AND_META_DDL,
     INSERT_COLUMNS,
     META,
     STORE_SCHEMA_VERSION,
@@ -49,12 +50,7 @@ _SCHEMA = [
     )""",
     # Stores from before sampling get the column; every record they hold counts once.
     f"ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS weight BIGINT NOT NULL DEFAULT 1",
-    f"CREATE INDEX IF NOT EXISTS {TABLE}_run_id ON {TABLE} (run_id)",
-    f"CREATE INDEX IF NOT EXISTS {TABLE}_arm ON {TABLE} (arm)",
-    f"CREATE INDEX IF NOT EXISTS {TABLE}_ending ON {TABLE} (ending)",
-    f"CREATE INDEX IF NOT EXISTS {TABLE}_started_at ON {TABLE} (started_at)",
-    f"CREATE INDEX IF NOT EXISTS {TABLE}_id_prefix ON {TABLE} (id_prefix)",
-    f"CREATE TABLE IF NOT EXISTS {META} (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    *INDEX_AND_META_DDL,
 ]
 
 _INSERT = insert_sql("%s", {"record": "::jsonb", "headers": "::jsonb"})

@@ -17,6 +17,7 @@ from sseguard.errors import ConfigError, UsageError
 from sseguard.record import Record
 from sseguard.store._base import (
     FACTS_FROM,
+    INDEX_AND_META_DDL,
     META,
     STORE_SCHEMA_VERSION,
     TABLE,
@@ -40,12 +41,7 @@ _SCHEMA = [
 {_FACTS_DDL}    record TEXT NOT NULL,
     weight INTEGER NOT NULL DEFAULT 1
 )""",
-    f"CREATE INDEX IF NOT EXISTS {TABLE}_run_id ON {TABLE} (run_id)",
-    f"CREATE INDEX IF NOT EXISTS {TABLE}_arm ON {TABLE} (arm)",
-    f"CREATE INDEX IF NOT EXISTS {TABLE}_ending ON {TABLE} (ending)",
-    f"CREATE INDEX IF NOT EXISTS {TABLE}_started_at ON {TABLE} (started_at)",
-    f"CREATE INDEX IF NOT EXISTS {TABLE}_id_prefix ON {TABLE} (id_prefix)",
-    f"CREATE TABLE IF NOT EXISTS {META} (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    *INDEX_AND_META_DDL,
 ]
 
 _INSERT = insert_sql("?")
