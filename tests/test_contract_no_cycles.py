@@ -14,6 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
+import sseguard.proxy.repair as repair
+import sseguard.proxy.repair.gemini as gemini_repair
 from sseguard.contract import checker_for, protocols
 
 BODIES = {
@@ -89,3 +91,14 @@ def test_a_live_checker_still_gets_its_leak_findings(no_gc: None) -> None:
                  b'"delta":{"content":"x <tool_call> y"},"finish_reason":null}]}\n\n')
     assert [(str(f.kind), f.detail, f.frame) for f in checker.findings_so_far] == [
         ("markup_leak", "'<tool_call>' in content of choice 0 at 2", 1)]
+
+
+@pytest.mark.parametrize("cls", ["RepairFrames", "ResponsesRepairFrames", "MessagesRepairFrames",
+                                 "GeminiRepairFrames"])
+def test_a_repair_engine_is_freed_without_the_cyclic_collector(no_gc: None, cls: str) -> None:
+    """``--repair-markup`` builds one per stream too; its leak scanner reports the same weak way."""
+    make = getattr(repair, cls, None) or getattr(gemini_repair, cls)
+    frames = make("hermes", None)
+    ref = weakref.ref(frames)
+    del frames
+    assert ref() is None

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from typing import Any, ClassVar, Protocol, TypeGuard
 
 import msgspec
 
-from sseguard.contract.leaks import LeakScanner, leak_tables
+from sseguard.contract.leaks import LeakScanner, leak_tables, weakly
 from sseguard.errors import UsageError
 from sseguard.sse import SSEDecoder, SSEEvent
 from sseguard.verdict import Api, Ending, Finding, FindingKind, Verdict
@@ -181,24 +180,6 @@ def schema_problem(instance: Any, schema: dict[str, Any]) -> str | None:
     return None if error is None else error.message
 
 
-def _leak_reporter(checker: CheckerBase) -> Callable[[str, int, str, int], None]:
-    """``checker._on_leak`` for its scanner, through a weak reference.
-
-    A bound method would tie the checker and its scanner in a reference cycle: every stream's checker
-    would then be freed only by the cyclic garbage collector, whose young passes (every ~20,000 such
-    objects, ``_serve.settle_gc``) held a proxy's event loop for 7-11 ms of CPU at 100 streams
-    (``bench/trace_proxy_ttfc.py``). Without the cycle, reference counting frees it at once.
-    """
-    ref = weakref.ref(checker)
-
-    def report(marker: str, index: int, where: str, pos: int) -> None:
-        owner = ref()
-        if owner is not None:
-            owner._on_leak(marker, index, where, pos)
-
-    return report
-
-
 class CheckerBase(ABC):
     """The engine: bytes in, events folded by the protocol's ``_on_event``, one ``Verdict`` out.
 
@@ -213,7 +194,7 @@ class CheckerBase(ABC):
         self._request: dict[str, Any] = request if isinstance(request, dict) else {}
         self._tools = ToolFacts(self._request.get("tools"), self._tool_entry)
         markers, shapes = leak_tables(markup)
-        self._leaks = LeakScanner(markers, _leak_reporter(self), shapes)
+        self._leaks = LeakScanner(markers, weakly(self._on_leak), shapes)
         self._decoder: FrameDecoder = SSEDecoder()
         self._findings: list[Finding] = []
         self._tail_parts: list[bytes] = []

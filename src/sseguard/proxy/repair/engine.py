@@ -21,7 +21,7 @@ from typing import Any, Self
 import msgspec
 
 from sseguard.contract import leak_markers, leak_shapes
-from sseguard.contract.leaks import LeakScanner
+from sseguard.contract.leaks import LeakScanner, weakly
 from sseguard.errors import UsageError
 from sseguard.proxy.frames import Failure, Frames
 from sseguard.sse import SSEEvent
@@ -130,7 +130,7 @@ class Repair(Frames):
         self._parsers: list[Parser] = []
         self._keys = itertools.count()
         self._upstream_keys: dict[int, int] = {}
-        self._leaks = LeakScanner(_MARKERS, self._on_leak, _SHAPES)
+        self._leaks = LeakScanner(_MARKERS, weakly(self._on_leak), _SHAPES)  # no cycle: see weakly
 
     @classmethod
     def for_request(cls, family: str, request: dict[str, Any]) -> Self:
