@@ -185,6 +185,18 @@ class SSEDecoder:
         self._pos = pos
         return events
 
+    @property
+    def at_boundary(self) -> bool:
+        """Nothing is carried over: the next byte fed starts a new frame (no partial line, no field
+        of an undispatched event, no CR whose LF may follow). A checker's lane (``contract.lane``)
+        reads a whole frame itself only then, as ``feed`` would."""
+        return not self._buf and self._bom_checked and not self._after_cr
+
+    def dispatched(self, data: str, event: str, raw: bytes) -> SSEEvent:
+        """The event of a whole frame read outside ``feed`` at a boundary (a checker's lane): its
+        data and type, with the id and retry in force, as ``feed`` would have dispatched it."""
+        return SSEEvent(data, event, self._last_id, self._retry, raw)
+
     def _whole_frame(self, data: bytes) -> SSEEvent | None:
         """``data`` as one event, when it is exactly one frame of one ``data:`` line (LF, or CRLF
         as Gemini sends it), or an ``event:`` line and one ``data:`` line (LF); else None.
@@ -295,3 +307,12 @@ class SSEDecoder:
         if self._fields_pending:
             return Tail(TailKind.UNDISPATCHED, raw)
         return Tail(TailKind.CLEAN, raw)
+
+
+def single_frame(data: bytes) -> SSEEvent | None:
+    """``data`` as the one event it is when it is exactly one frame of the common shapes (one
+    ``data:`` line, or an ``event:`` and a ``data:`` line; LF, or CRLF for the first), read at a frame
+    boundary with no id or retry set; else None. What a checker's lane learns its template from."""
+    decoder = SSEDecoder()
+    decoder._bom_checked = True
+    return decoder._whole_frame(data)

@@ -10,15 +10,15 @@ final object.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, TypeGuard
+from typing import Any, ClassVar, Protocol
 
 import msgspec
 
+from sseguard.contract.folding import Block, ToolFacts, error_text, is_int, schema_problem
+from sseguard.contract.lane import Lane, Path, plain
 from sseguard.contract.leaks import LeakScanner, leak_tables, weakly
 from sseguard.errors import UsageError
 from sseguard.sse import SSEDecoder, SSEEvent
@@ -32,6 +32,10 @@ decode_json = msgspec.json.decode
 #: What decoding a peer's JSON may raise. Nesting deeper than the interpreter's recursion limit is
 #: valid JSON that no Python client can read either: a peer's fault like any other, never a crash.
 JSON_ERRORS = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
+
+#: How often a stream may learn its lane (``contract.lane``): a stream whose frames vary where the
+#: text does not (OpenAI's ``obfuscation``) has none, and must not pay for learning on every event.
+_LANE_TRIES = 4
 
 #: Endings where the stream says it is finished (a tool call still open there was never closed).
 FINISHED = frozenset({Ending.COMPLETE, Ending.NO_DONE, Ending.NO_FINISH})
@@ -52,132 +56,6 @@ class FrameDecoder(Protocol):
     def feed(self, data: bytes) -> list[SSEEvent]: ...
 
     def close(self) -> FrameTail: ...
-
-
-def is_int(value: object) -> TypeGuard[int]:
-    """A JSON integer (``bool`` is an ``int`` to Python, never to a protocol)."""
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def error_text(data: str, obj: Any) -> str:
-    """The human message of an error frame, whichever of the shapes servers send it in.
-
-    Nested (``{"error": {"message": …}}``, chat and Anthropic) or flat (``{"type": "error", "code",
-    "message"}``, the Responses ``error`` event); failing both, the raw data.
-    """
-    message = data
-    if isinstance(obj, dict):
-        err = obj.get("error", obj)
-        if not isinstance(err, dict | str) or not err:
-            err = obj
-        if isinstance(err, dict):
-            message = str(err.get("message") or err.get("type") or err.get("code") or data)
-        elif isinstance(err, str):
-            message = err
-    return message or "error event"
-
-
-class ToolFacts:
-    """The tools a request offered, by name, with their JSON schema (None when it gave none).
-
-    ``entry`` maps one element of the request's ``tools`` list onto ``(name, schema)``: each protocol
-    spells a tool its own way (chat nests it under ``function``; Responses and Messages do not).
-    """
-
-    __slots__ = ("offered", "schemas")
-
-    def __init__(self, tools: Any, entry: Callable[[dict[str, Any]], tuple[Any, Any]]) -> None:
-        self.offered = isinstance(tools, list)
-        self.schemas: dict[str, Any] = {}
-        if isinstance(tools, list):
-            for tool in tools:
-                if isinstance(tool, dict):
-                    name, schema = entry(tool)
-                    if isinstance(name, str):
-                        self.schemas[name] = schema
-
-
-@dataclass(slots=True)
-class IdWatch:
-    """The first and last id a stream gave its answer, and whether it ever changed (a gateway that
-    splices two upstream answers into one stream shows it here)."""
-
-    first: str | None = None
-    last: str | None = None
-    changed: bool = False
-
-    def see(self, value: Any) -> None:
-        if not isinstance(value, str):
-            return
-        if self.first is None:
-            self.first = value
-        elif value != self.first:
-            self.changed = True
-        self.last = value
-
-    def facts(self) -> tuple[str | None, str | None, bool]:
-        return self.first, self.last, self.changed
-
-
-@dataclass(slots=True)
-class Block:
-    """One output item (Responses) or content block (Messages) while it streams.
-
-    ``snapshot`` is the object as the SDK accumulates it (text filled in at the end); ``arguments``
-    holds a tool call's argument fragments, kept even without ``keep_text`` because they are checked.
-    """
-
-    index: int
-    type: str
-    snapshot: dict[str, Any]
-    is_tool: bool = False
-    name: str = ""
-    open: bool = True
-    arguments: list[str] = field(default_factory=list)
-    flagged: bool = False  # already reported as unterminated
-
-
-class Joined:
-    """The deltas of one text field joined, or, without ``keep``, only enough to compare a final copy.
-
-    A relay that does not keep text still has to tell whether a ``*.done`` event's full text equals the
-    deltas it forwarded; a running digest answers that in constant memory.
-    """
-
-    __slots__ = ("_digest", "_parts")
-
-    def __init__(self, keep: bool) -> None:
-        self._parts: list[str] | None = [] if keep else None
-        self._digest = None if keep else hashlib.blake2b(digest_size=16)
-
-    def add(self, text: str) -> None:
-        if self._parts is not None:
-            self._parts.append(text)
-        elif self._digest is not None:
-            self._digest.update(text.encode("utf-8", "surrogatepass"))
-
-    @property
-    def text(self) -> str:
-        return "".join(self._parts) if self._parts is not None else ""
-
-    def equals(self, full: str) -> bool:
-        if self._parts is not None:
-            return "".join(self._parts) == full
-        other = hashlib.blake2b(full.encode("utf-8", "surrogatepass"), digest_size=16)
-        return self._digest is not None and self._digest.digest() == other.digest()
-
-
-def schema_problem(instance: Any, schema: dict[str, Any]) -> str | None:
-    """The first JSON-schema violation, or None; an invalid schema is the caller's, not a finding."""
-    import jsonschema  # imported lazily: only requests with tool schemas pay for it
-
-    try:
-        validator_cls = jsonschema.validators.validator_for(schema)
-        validator_cls.check_schema(schema)
-        error = jsonschema.exceptions.best_match(validator_cls(schema).iter_errors(instance))
-    except (jsonschema.exceptions.SchemaError, RecursionError):
-        return None
-    return None if error is None else error.message
 
 
 class CheckerBase(ABC):
@@ -208,6 +86,12 @@ class CheckerBase(ABC):
         self._error: str | None = None
         self._once_keys: set[str] = set()
         self._closed = False
+        self._lane: Lane | None = None
+        self._lane_ok = False  # ``_lane_ready`` said yes and the general way has not run since
+        self._lane_tries = 0
+        #: The ``sequence_number`` the next event must carry, in a protocol that numbers its events
+        #: (Responses; None elsewhere): a numbered lane's frame must carry it.
+        self._next_seq: int | None = None
 
     # ── what adapters read while feeding ──────────────────────────────────────────────────────
     @property
@@ -249,6 +133,18 @@ class CheckerBase(ABC):
         self._tail_len += size
         if self._tail_len > _TAIL_KEPT:
             self._keep_tail(b"")
+        lane = self._lane
+        if lane is not None:
+            # The stream's steady frame with another text: folded without decoding it again.
+            text = lane.text(data, self._next_seq)
+            if text is not None and (self._lane_ok or self._lane_ready(lane)):
+                self._lane_ok = True
+                self._frames += 1
+                self._frame_raw = data
+                self._frame_end += size
+                self._lane_fold(text)
+                return [lane.decoder.dispatched(lane.data(data), lane.name, data)]
+        self._lane_ok = False  # the general way may change what the lane relies on
         events = self._decoder.feed(data)
         for event in events:
             self._frames += 1
@@ -260,6 +156,47 @@ class CheckerBase(ABC):
             self._frame_end += len(raw)
             self._on_event(event)
         return events
+
+    def _lane_ready(self, lane: Lane) -> bool:
+        """Whether a frame matching ``lane`` may be folded by ``_lane_fold``: the decoder is at a
+        frame boundary and the protocol's state still folds the lane's event as it did when it was
+        learned. Asked only after the general way ran (a lane fold changes neither)."""
+        return lane.decoder.at_boundary and self._lane_state()
+
+    def _lane_state(self) -> bool:
+        """The protocol's part of ``_lane_ready`` (e.g. no terminal event yet, the block open)."""
+        return False
+
+    def _lane_fold(self, text: str) -> None:
+        """Fold the lane's event with ``text`` exactly as the general way folds the event it was
+        learned from. Only a protocol that learns lanes overrides it (and ``_lane_state``)."""
+        raise NotImplementedError
+
+    def _learn_lane(self, event: SSEEvent, text: str, path: Path, *, number: int | None = None,
+                    number_key: str = "", number_path: Path = ()) -> bool:
+        """The general way just folded ``event``, a text delta whose ``text`` is at ``path`` of its
+        JSON: make its frame the stream's lane (``contract.lane``), unless it already is. True when
+        a new lane was learned: the caller then keeps what its ``_lane_fold`` needs."""
+        lane = self._lane
+        if lane is not None and lane.text(event.raw, number) is not None:
+            return False  # (a frame the lane missed only because it came with others in one read)
+        decoder = self._decoder
+        if self._lane_tries >= _LANE_TRIES or type(decoder) is not SSEDecoder:
+            return False
+        if not plain(text):
+            return False  # this frame's text is escaped: the next one may do
+        self._lane_tries += 1
+        lane = Lane.learn(event.raw, text, path, decode_json, decoder, number=number,
+                          number_key=number_key, number_path=number_path)
+        if lane is None:
+            return False  # (the stream keeps the lane it had)
+        self._lane = lane
+        return True
+
+    @property
+    def _may_learn(self) -> bool:
+        """Whether a text delta folded the general way is worth offering to ``_learn_lane``."""
+        return self._lane is not None or self._lane_tries < _LANE_TRIES
 
     def _keep_tail(self, data: bytes) -> None:
         self._tail_parts.append(data)

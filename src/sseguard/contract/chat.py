@@ -25,7 +25,7 @@ from sseguard.contract._base import (
     CheckerBase,
     decode_json,
 )
-from sseguard.contract.chat_assembler import ChatChunk, MessageAssembler
+from sseguard.contract.chat_assembler import AssembledChoice, ChatChunk, MessageAssembler
 from sseguard.contract.leaks import LEAK_MARKERS, leak_markers
 from sseguard.contract.protocol import Auth, Protocol, Relay, Route, UpstreamError, dumps, never
 from sseguard.contract.request import (
@@ -69,6 +69,8 @@ class StreamChecker(CheckerBase):
         self._n = n if isinstance(n, int) and n > 0 else None
         self._assembler = MessageAssembler(keep_text=keep_text, on_text=self._leaks.scan)
         self._done_frame: int | None = None
+        self._lane_choice: AssembledChoice | None = None  # (set with the lane)
+        self._lane_head: tuple[str | None, Any, Any] = (None, None, None)
 
     @staticmethod
     def _tool_entry(tool: dict[str, Any]) -> tuple[Any, Any]:
@@ -104,10 +106,15 @@ class StreamChecker(CheckerBase):
         else:
             if chunk.error is _UNSET:
                 self._chunks += 1
+                choices = chunk.choices
+                steady = (choices is not None and len(choices) == 1 and chunk.usage is None
+                          and choices[0].index in self._assembler.choices and self._may_learn)
                 problems = self._assembler.add_typed(chunk)
                 if problems:
                     for problem in problems:
                         self._find(FindingKind.CHUNK_SCHEMA, problem)
+                elif steady:
+                    self._learn_chat_lane(event, chunk)
                 return
         try:
             obj = decode_json(data)
@@ -123,6 +130,45 @@ class StreamChecker(CheckerBase):
         self._chunks += 1
         for problem in self._assembler.add(obj):
             self._find(FindingKind.CHUNK_SCHEMA, problem)
+
+    def _learn_chat_lane(self, event: SSEEvent, chunk: ChatChunk) -> None:
+        """A chunk the assembler folded as the common one (one choice it knew, text content and
+        nothing else) becomes the stream's lane, when its head is the assembler's already."""
+        asm = self._assembler
+        assert chunk.choices is not None
+        raw = chunk.choices[0]
+        delta = raw.delta
+        if (delta is None or raw.message is not None or raw.finish_reason or delta.role is not None
+                or delta.tool_calls is not None or delta.reasoning_content is not None
+                or delta.reasoning is not None or not isinstance(delta.content, str)
+                or chunk.id != asm.last_id or chunk.model != asm.model
+                or chunk.system_fingerprint != asm.system_fingerprint):
+            return
+        if self._learn_lane(event, delta.content, ("choices", 0, "delta", "content")):
+            self._lane_choice = asm.choices[raw.index]
+            self._lane_head = (chunk.id, chunk.model, chunk.system_fingerprint)
+
+    def _lane_state(self) -> bool:
+        asm = self._assembler
+        cid, model, fingerprint = self._lane_head
+        return (self._done_frame is None and self._lane_choice is not None
+                and cid == asm.last_id and model == asm.model
+                and fingerprint == asm.system_fingerprint)
+
+    def _lane_fold(self, text: str) -> None:
+        """The lane's chunk with ``text``, folded as ``add_typed`` folds the common chunk."""
+        self._events += 1
+        self._chunks += 1
+        choice = self._lane_choice
+        assert choice is not None  # (``_lane_state``)
+        choice.saw_content = True
+        if text:
+            asm = self._assembler
+            if asm.keep_text:
+                choice.content_parts.append(text)
+            if asm.on_text is not None:
+                asm.on_text(choice.index, "content", text)
+            asm.saw_token = True
 
     def _finished(self) -> bool:
         choices = self._assembler.choices

@@ -29,15 +29,8 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
-from sseguard.contract._base import (
-    FINISHED,
-    JSON_ERRORS,
-    CheckerBase,
-    FrameTail,
-    ToolFacts,
-    decode_json,
-    is_int,
-)
+from sseguard.contract._base import FINISHED, JSON_ERRORS, CheckerBase, FrameTail, decode_json
+from sseguard.contract.folding import ToolFacts, is_int
 from sseguard.contract.gemini_assembler import CandidateState, GeminiAssembler, Record
 from sseguard.contract.gemini_assembler import decode_record as _decode_record
 from sseguard.contract.gemini_relay import ARRAY_CLOSE, RELAY
@@ -163,6 +156,10 @@ class GeminiChecker(CheckerBase):
         self._asm = GeminiAssembler(keep_text=keep_text)
         self._blocked: str | None = None  # promptFeedback.blockReason
         self._last_usage: Any = None  # the usageMetadata of the last record
+        # The lane's record as learned and the candidate its text goes to (``_lane_fold``).
+        self._lane_record = Record([])
+        self._lane_state_of: CandidateState | None = None
+        self._lane_thought = False
 
     @staticmethod
     def _tool_entry(tool: dict[str, Any]) -> tuple[Any, Any]:
@@ -207,8 +204,12 @@ class GeminiChecker(CheckerBase):
         except _TYPED_MISS:
             pass  # not the common shape: the generic path below folds it or says what is wrong
         else:
+            steady = (self._may_learn and len(record.candidates) == 1
+                      and record.candidates[0].index in self._asm.candidates)
             if self._typed(record):
                 self._chunks += 1
+                if steady:
+                    self._learn_gemini_lane(event, record)
                 return
         try:
             obj = decode_json(data)
@@ -224,15 +225,44 @@ class GeminiChecker(CheckerBase):
         self._chunks += 1
         self._record(obj)
 
-    def _typed(self, record: Record) -> bool:
-        """Fold a record of the common shape as ``_record`` would; False (nothing folded) when one
-        of its candidates finishes or has finished: those records take the generic path."""
+    def _learn_gemini_lane(self, event: SSEEvent, record: Record) -> None:
+        """A record of one candidate already known with one text part (no signature) becomes
+        the stream's lane; what ``_typed`` set from it is kept to be set again."""
+        cand = record.candidates[0]
+        parts = cand.content.parts
+        if len(parts) != 1 or parts[0].thoughtSignature is not UNSET:
+            return
+        if self._learn_lane(event, parts[0].text,
+                            ("candidates", 0, "content", "parts", 0, "text")):
+            self._lane_state_of = self._asm.candidates[cand.index]
+            self._lane_record = record
+            self._lane_thought = parts[0].thought is True
+
+    def _lane_state(self) -> bool:
+        state = self._lane_state_of
+        return (state is not None and state.finish is None
+                and self._asm.candidates.get(state.index) is state)
+
+    def _lane_fold(self, text: str) -> None:
+        """The lane's record with ``text``, folded as ``_typed`` folds it."""
+        self._events += 1
+        self._chunks += 1
+        record = self._lane_record
+        self._take_head(record)
         asm = self._asm
-        states = asm.candidates
-        for cand in record.candidates:
-            state = states.get(cand.index)
-            if cand.finishReason is not UNSET or (state is not None and state.finish is not None):
-                return False
+        state = self._lane_state_of
+        assert state is not None  # (``_lane_state``)
+        role = record.candidates[0].content.role
+        if role is not UNSET:
+            state.role = role
+        thought = self._lane_thought
+        asm.add_text(state, text, thought, None)
+        if text:
+            self._leaks.scan(state.index, "thought" if thought else "text", text)
+
+    def _take_head(self, record: Record) -> None:
+        """A typed record's fields besides its candidates: the last given wins."""
+        asm = self._asm
         response = asm.response
         usage = record.usageMetadata
         if usage is UNSET:
@@ -246,6 +276,17 @@ class GeminiChecker(CheckerBase):
             asm.ids.see(record.responseId)
         if record.createTime is not UNSET:
             response["createTime"] = record.createTime
+
+    def _typed(self, record: Record) -> bool:
+        """Fold a record of the common shape as ``_record`` would; False (nothing folded) when one
+        of its candidates finishes or has finished: those records take the generic path."""
+        asm = self._asm
+        states = asm.candidates
+        for cand in record.candidates:
+            state = states.get(cand.index)
+            if cand.finishReason is not UNSET or (state is not None and state.finish is not None):
+                return False
+        self._take_head(record)
         scan = self._leaks.scan
         for cand in record.candidates:
             state = states.get(cand.index) or asm.candidate(cand.index)

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from sseguard.contract._base import IdWatch, Joined
+from sseguard.contract.folding import IdWatch, Joined
 
 __all__ = ["CandidateState", "GeminiAssembler", "Record", "decode_record"]
 

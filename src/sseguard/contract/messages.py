@@ -18,7 +18,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from sseguard.contract._base import FINISHED, JSON_ERRORS, Block, CheckerBase, decode_json
+from sseguard.contract._base import FINISHED, JSON_ERRORS, CheckerBase, decode_json
+from sseguard.contract.folding import Block
 from sseguard.contract.messages_assembler import DELTAS, TOOL_BLOCKS, MessagesAssembler
 from sseguard.contract.protocol import Auth, Protocol, Relay, Route, UpstreamError, dumps, never
 from sseguard.contract.request import (
@@ -55,6 +56,8 @@ class MessagesChecker(CheckerBase):
         self._stopped = False  # message_stop came
         self._usage_seen = False
         self._input_at_start: set[int] = set()  # tool blocks whose input came whole at the start
+        self._lane_block: Block | None = None  # the text block of the lane's deltas
+        self._lane_index = 0
 
     @staticmethod
     def _tool_entry(tool: dict[str, Any]) -> tuple[Any, Any]:
@@ -99,6 +102,8 @@ class MessagesChecker(CheckerBase):
                         self._asm.add_text(block.index, "text", text)
                         self._asm.saw_token = True
                         self._leaks.scan(block.index, "text", text)
+                    if self._may_learn and self._learn_lane(event, text, ("delta", "text")):
+                        self._lane_block, self._lane_index = block, block.index
                     return
         typed = self._typed_event(event, decoded=obj)
         if typed is None:
@@ -117,6 +122,22 @@ class MessagesChecker(CheckerBase):
         if self._asm.message is None and etype != "message_start":
             self._once("start", FindingKind.EVENT_ORDER, f"{etype} before message_start")
         handler(self, etype, obj)
+
+    def _lane_state(self) -> bool:
+        block = self._lane_block
+        return (block is not None and block.open and self._asm.blocks.get(block.index) is block
+                and not self._stopped and self._stop_reason is None
+                and self._asm.message is not None)
+
+    def _lane_fold(self, text: str) -> None:
+        """The lane's ``text_delta`` with ``text``, folded as ``_on_event``'s common case."""
+        self._events += 1
+        self._chunks += 1
+        if text:
+            index = self._lane_index
+            self._asm.add_text(index, "text", text)
+            self._asm.saw_token = True
+            self._leaks.scan(index, "text", text)
 
     def _late(self, what: str) -> None:
         self._once("end", FindingKind.EVENT_ORDER, what)

@@ -15,21 +15,15 @@ openai-python's ``ResponseStreamManager`` does; ``ResponsesChecker`` adds the co
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 import msgspec
 
-from sseguard.contract._base import (
-    FINISHED,
-    JSON_ERRORS,
-    Block,
-    CheckerBase,
-    is_int,
-)
+from sseguard.contract._base import FINISHED, JSON_ERRORS, CheckerBase
 from sseguard.contract.chat import error_body, status_error
-from sseguard.contract.protocol import Auth, Protocol, Relay, Route, UpstreamError, data_type, dumps
+from sseguard.contract.folding import Block, is_int
+from sseguard.contract.protocol import Auth, Protocol, Route
 from sseguard.contract.responses_assembler import (
     ARGUMENTS,
     CONTENT_PART,
@@ -42,6 +36,7 @@ from sseguard.contract.responses_assembler import (
     TextStream,
 )
 from sseguard.contract.responses_format import ResponsesFormat
+from sseguard.contract.responses_relay import RELAY, TERMINAL_EVENTS
 from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
 
@@ -49,9 +44,6 @@ __all__ = ["RESPONSES", "ResponsesAssembler", "ResponsesChecker", "ResponsesForm
 
 #: Events that carry the response object itself.
 _LIFECYCLE = frozenset({"response.created", "response.queued", "response.in_progress"})
-#: A legitimate end (the one place these are spelt): ``incomplete`` is a stop like chat's
-#: ``length`` (its reason is the finish).
-TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete"})
 #: Markers a few servers send after (or instead of) the terminal event; neither ends a response.
 _DONE_MARKERS = frozenset({"[DONE]", "response.done"})
 
@@ -89,7 +81,10 @@ class ResponsesChecker(CheckerBase):
         self._terminal: dict[str, Any] | None = None  # the completed / incomplete response
         self._ended = False  # a terminal, failed or done-marker event came: nothing may follow
         self._done_marker = False
-        self._next_seq: int | None = None
+        # The lane's message item and its text part, where its deltas go (``_lane_fold``).
+        self._lane_item: Block | None = None
+        self._lane_part: Part | None = None
+        self._lane_key: tuple[int, str, int] = (0, OUTPUT_TEXT, 0)
 
     @staticmethod
     def _tool_entry(tool: dict[str, Any]) -> tuple[Any, Any]:
@@ -138,6 +133,11 @@ class ResponsesChecker(CheckerBase):
                         self._asm.text((index, OUTPUT_TEXT, sub)).add(delta)
                         self._asm.saw_token = True
                         self._leaks.scan(index, "output_text", delta)
+                    if self._may_learn and self._learn_lane(
+                            event, delta, ("delta",), number=seq, number_key="sequence_number",
+                            number_path=("sequence_number",)):
+                        self._lane_item, self._lane_part = block, part
+                        self._lane_key = (index, OUTPUT_TEXT, sub)
                     return
         typed = self._typed_event(event, self._note_sequence)
         if typed is None:
@@ -155,6 +155,27 @@ class ResponsesChecker(CheckerBase):
         if self._asm.response is None and etype != "response.created":
             self._once("start", FindingKind.EVENT_ORDER, f"{etype} before response.created")
         handler(self, etype, obj)
+
+    def _lane_state(self) -> bool:
+        item, part = self._lane_item, self._lane_part
+        if (item is None or part is None or self._next_seq is None or self._ended
+                or self._asm.response is None):
+            return False
+        index, _, sub = self._lane_key
+        return (item.open and part.open and self._asm.items.get(index) is item
+                and self._asm.parts.get((index, CONTENT_PART, sub)) is part)
+
+    def _lane_fold(self, text: str) -> None:
+        """The lane's ``output_text.delta`` with ``text`` and the next number, folded as
+        ``_on_event``'s common case (``_lane_state`` said the number is known)."""
+        self._events += 1
+        self._chunks += 1
+        self._next_seq = (self._next_seq or 0) + 1
+        if text:
+            key = self._lane_key
+            self._asm.text(key).add(text)
+            self._asm.saw_token = True
+            self._leaks.scan(key[0], "output_text", text)
 
     def _note_sequence(self, obj: dict[str, Any]) -> None:
         seq = obj.get("sequence_number")
@@ -389,27 +410,6 @@ class ResponsesChecker(CheckerBase):
 # ── the protocol's other facts: requests, relay, errors, sniffing, the descriptor ─────────────────
 
 
-#: The error events of a Responses stream (flat or nested ``error``, and ``response.failed``).
-ERROR_EVENTS = frozenset({"error", "response.failed"})
-_SEQUENCE = re.compile(rb'"sequence_number"\s*:\s*(\d+)')
-
-
-def next_sequence_number(sent: bytes) -> int:
-    """One past the last ``sequence_number`` in what was last sent (0 when there is none)."""
-    # The key cannot occur inside a JSON string unescaped, so the last match is the last event's.
-    at = sent.rfind(b'"sequence_number"')
-    match = _SEQUENCE.match(sent, at) if at >= 0 else None
-    return int(match.group(1)) + 1 if match else 0
-
-
-def responses_error_frame(code: str, message: str, sent: bytes = b"") -> bytes:
-    """A valid Responses ``error`` event that openai-python also raises ``APIError`` on."""
-    body = {"type": "error", "code": code, "message": message, "param": None,
-            "sequence_number": next_sequence_number(sent),
-            "error": {"type": "upstream_stream_error", "code": code, "message": message}}
-    return b"event: error\ndata: " + dumps(body) + b"\n\n"
-
-
 #: Each event type's fold, by type: a table of the class's functions, not of one checker's bound
 #: methods (those would tie every checker in a reference cycle, freed only by the cyclic GC).
 _HANDLERS: dict[str, Callable[[ResponsesChecker, str, dict[str, Any]], None]] = {
@@ -426,28 +426,6 @@ _HANDLERS: dict[str, Callable[[ResponsesChecker, str, dict[str, Any]], None]] = 
     **{prefix + ".delta": ResponsesChecker._on_delta for prefix in TEXT_STREAMS},
     **{prefix + ".done": ResponsesChecker._on_text_done for prefix in TEXT_STREAMS},
 }
-
-
-def _terminal(event: SSEEvent) -> bool:
-    # data: [DONE] too: openai-python stops reading at it, so one that came without
-    # response.completed (no_finish) must still be replaceable by an error.
-    if event.event in TERMINAL_EVENTS or event.data == "[DONE]":
-        return True
-    return event.event == "message" and data_type(event, TERMINAL_EVENTS) is not None
-
-
-def _upstream_error(event: SSEEvent) -> UpstreamError | None:
-    # A nested error object would make openai-python raise too, but a flat one or response.failed
-    # would not: one shape for all of them, with the code the client can act on.
-    if event.event in ERROR_EVENTS:
-        return UpstreamError.REPLACE
-    if event.event == "message" and data_type(event, ERROR_EVENTS) is not None:
-        return UpstreamError.REPLACE
-    return None
-
-
-def _trailer(event: SSEEvent) -> bool:
-    return event.data == "[DONE]"  # tolerated after the terminal event, never required
 
 
 #: Statuses of a response object that has not ended.
@@ -478,17 +456,7 @@ RESPONSES = Protocol(
     format=ResponsesFormat(),
     checker=ResponsesChecker,
     assembler=ResponsesAssembler,
-    relay=Relay(
-        terminal=_terminal, upstream_error=_upstream_error, error_frame=responses_error_frame,
-        sentinel=b"", trailer=_trailer,
-        messages={
-            Ending.TRUNCATED: "the upstream stopped after content without response.completed or "
-                              "response.incomplete; the answer is incomplete",
-            Ending.NO_FINISH: "the upstream ended the stream (data: [DONE] or response.done) without "
-                              "response.completed or response.incomplete",
-            Ending.CUT_MID_FRAME: "the upstream body stopped in the middle of an event",
-            Ending.EMPTY: "the upstream sent no event at all",
-        }),
+    relay=RELAY,
     error_body=error_body,
     status_error=status_error,
     # A completed response has no finish field; an incomplete one says why in incomplete_details.

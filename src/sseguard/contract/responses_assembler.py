@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sseguard.contract._base import Block, IdWatch, Joined
+from sseguard.contract.folding import Block, IdWatch, Joined
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from sseguard.contract.responses import TERMINAL_EVENTS
+from sseguard.contract.responses_relay import TERMINAL_EVENTS
 from sseguard.proxy.repair.engine import (
     BlockRepair,
     ChoiceRepair,
