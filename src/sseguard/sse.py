@@ -192,10 +192,16 @@ class SSEDecoder:
         reads a whole frame itself only then, as ``feed`` would."""
         return not self._buf and self._bom_checked and not self._after_cr
 
-    def dispatched(self, data: str, event: str, raw: bytes) -> SSEEvent:
-        """The event of a whole frame read outside ``feed`` at a boundary (a checker's lane): its
-        data and type, with the id and retry in force, as ``feed`` would have dispatched it."""
-        return SSEEvent(data, event, self._last_id, self._retry, raw)
+    @property
+    def last_id(self) -> str | None:
+        """The event id in force (the last ``id:`` field): every event dispatched from here on
+        carries it until another comes."""
+        return self._last_id
+
+    @property
+    def retry(self) -> int | None:
+        """The reconnection time in force (the last valid ``retry:`` field)."""
+        return self._retry
 
     def _whole_frame(self, data: bytes) -> SSEEvent | None:
         """``data`` as one event, when it is exactly one frame of one ``data:`` line (LF, or CRLF

@@ -143,7 +143,7 @@ class CheckerBase(ABC):
                 self._frame_raw = data
                 self._frame_end += size
                 self._lane_fold(text)
-                return [lane.decoder.dispatched(lane.data(data), lane.name, data)]
+                return [lane.event(data)]
         self._lane_ok = False  # the general way may change what the lane relies on
         events = self._decoder.feed(data)
         for event in events:
@@ -161,7 +161,7 @@ class CheckerBase(ABC):
         """Whether a frame matching ``lane`` may be folded by ``_lane_fold``: the decoder is at a
         frame boundary and the protocol's state still folds the lane's event as it did when it was
         learned. Asked only after the general way ran (a lane fold changes neither)."""
-        return lane.decoder.at_boundary and self._lane_state()
+        return lane.ready() and self._lane_state()
 
     def _lane_state(self) -> bool:
         """The protocol's part of ``_lane_ready`` (e.g. no terminal event yet, the block open)."""

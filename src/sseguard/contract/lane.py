@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from sseguard.sse import SSEDecoder, single_frame
+from sseguard.sse import SSEDecoder, SSEEvent, single_frame
 
 #: What a plain hole may not hold: the JSON string's delimiter and escape, and control characters
 #: (JSON forbids them raw; CR and LF would also end the SSE line).
@@ -64,13 +64,17 @@ class Lane:
     ⟨n⟩ suffix`` (``numbered_after``) or ``prefix ⟨n⟩ mid ⟨text⟩ suffix``; ``head`` is where the SSE
     data starts, ``sep`` the blank line's length, ``name`` the event's type."""
 
-    __slots__ = ("_lm", "_lp", "_ls", "decoder", "head", "mid", "name", "numbered_after", "prefix",
-                 "sep", "suffix")
+    __slots__ = ("_lm", "_lp", "_ls", "decoder", "head", "id", "mid", "name", "numbered_after",
+                 "prefix", "retry", "sep", "suffix")
 
     def __init__(self, prefix: bytes, suffix: bytes, *, head: int, sep: int, name: str,
                  decoder: SSEDecoder, mid: bytes | None = None,
                  numbered_after: bool = True) -> None:
         self.decoder = decoder  # the stream's: the lane reads frames only where it is at a boundary
+        # The id and retry in force, as the decoder had them when the lane was last found ready
+        # (``ready``): only the decoder's own reading changes them, and it has not run since.
+        self.id: str | None = None
+        self.retry: int | None = None
         self.prefix = prefix
         self.suffix = suffix
         self.mid = mid
@@ -117,9 +121,18 @@ class Lane:
             return None
         return text
 
-    def data(self, frame: bytes) -> str:
-        """The SSE data of a frame that matched (all of it valid UTF-8, as ``text`` found)."""
-        return frame[self.head:len(frame) - self.sep].decode()
+    def ready(self) -> bool:
+        """Whether the stream's decoder is at a frame boundary (the lane reads whole frames only
+        there); takes the id and retry in force for the events the lane gives."""
+        decoder = self.decoder
+        self.id, self.retry = decoder.last_id, decoder.retry
+        return decoder.at_boundary
+
+    def event(self, frame: bytes) -> SSEEvent:
+        """The event of a frame that matched, as the decoder would have dispatched it (its data
+        all valid UTF-8, as ``text`` found)."""
+        return SSEEvent(frame[self.head:len(frame) - self.sep].decode(), self.name, self.id,
+                        self.retry, frame)
 
     @classmethod
     def learn(cls, raw: bytes, text: str, path: Path, decode: Callable[[str], Any],
@@ -182,7 +195,7 @@ class Lane:
         if self.text(sample, other_number) != other_text:
             return False
         try:
-            learned, swapped = decode(self.data(raw)), decode(self.data(sample))
+            learned, swapped = decode(self.event(raw).data), decode(self.event(sample).data)
         except (ValueError, RecursionError):  # msgspec's DecodeError is a ValueError
             return False
         if _get(swapped, path) != other_text or _get(learned, path) != text:
