@@ -100,6 +100,30 @@ def instructions(api: str, fixture: Path, kind: str, events: int) -> float:
     return (counts[1] - counts[0]) / 2 / events
 
 
+def start_chaos(tokens: int) -> tuple[subprocess.Popen[str], str]:
+    cmd = [sys.executable, "-m", "sseguard.cli", "chaos", "--listen", "127.0.0.1:0", "--json",
+           "--ttft-ms", "0", "--inter-token-ms", "0", "--tokens", str(tokens)]
+    server = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert server.stdout is not None
+    url = json.loads(server.stdout.readline())["url"].rstrip("/")
+    return server, url[:-3] if url.endswith("/v1") else url
+
+
+def split_costs(api: str, short: list[bytes], long: list[bytes], request: dict[str, Any],
+                kind: str) -> tuple[float, float]:
+    """Instructions per event of the steady stream and per stream (building the checker, the
+    first events, learning, the ending, ``close``): two answers of different lengths."""
+    totals = []
+    for frames in (short, long):
+        with tempfile.TemporaryDirectory() as tmp:
+            fixture = Path(tmp) / "frames.json"
+            fixture.write_text(json.dumps({"frames": [f.hex() for f in frames],
+                                           "request": request}))
+            totals.append(instructions(api, fixture, kind, 1))
+    per_event = (totals[1] - totals[0]) / (len(long) - len(short))
+    return per_event, totals[0] - per_event * len(short)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--apis", default="chat,responses,messages,gemini")
@@ -107,36 +131,35 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--callgrind", action="store_true")
     args = parser.parse_args()
-    cmd = [sys.executable, "-m", "sseguard.cli", "chaos", "--listen", "127.0.0.1:0", "--json",
-           "--ttft-ms", "0", "--inter-token-ms", "0", "--tokens", str(args.tokens)]
-    server = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    servers = [start_chaos(args.tokens), start_chaos(args.tokens * 3)]
     try:
-        assert server.stdout is not None
-        url = json.loads(server.stdout.readline())["url"].rstrip("/")
-        url = url[:-3] if url.endswith("/v1") else url
+        url, url_long = servers[0][1], servers[1][1]
         print(f"load {os.getloadavg()[0]:.2f}, {time.strftime('%H:%M UTC', time.gmtime())}")
-        print("| protocol | events | general way | lane | ratio |")
-        print("|---|---|---|---|---|")
+        if args.callgrind:
+            print("| protocol | general way, per event | lane, per event | fewer | general way, "
+                  "per stream | lane, per stream |")
+            print("|---|---|---|---|---|---|")
+        else:
+            print("| protocol | events | general way | lane | ratio |")
+            print("|---|---|---|---|---|")
         for api in args.apis.split(","):
             frames, request = capture(url, api)
             a, b = check(api, frames, request, True), check(api, frames, request, False)
             assert a == b, f"{api}: the lane changed the verdict"
             assert a.ending == "complete", a
             if args.callgrind:
-                with tempfile.TemporaryDirectory() as tmp:
-                    fixture = Path(tmp) / "frames.json"
-                    fixture.write_text(json.dumps({"frames": [f.hex() for f in frames],
-                                                   "request": request}))
-                    general = instructions(api, fixture, "general", len(frames))
-                    lane = instructions(api, fixture, "lane", len(frames))
-                print(f"| {api} | {len(frames)} | {general:,.0f} instr | {lane:,.0f} instr | "
-                      f"{general / lane:.2f}× fewer |")
+                long, _ = capture(url_long, api)
+                general = split_costs(api, frames, long, request, "general")
+                lane = split_costs(api, frames, long, request, "lane")
+                print(f"| {api} | {general[0]:,.0f} | {lane[0]:,.0f} | {general[0] / lane[0]:.2f}× "
+                      f"| {general[1]:,.0f} | {lane[1]:,.0f} |", flush=True)
             else:
                 best = wall(api, frames, request, args.repeat)
                 print(f"| {api} | {len(frames)} | {best['general']:.2f} µs | {best['lane']:.2f} µs "
                       f"| {best['general'] / best['lane']:.2f}× |", flush=True)
     finally:
-        server.kill()
+        for server, _ in servers:
+            server.kill()
 
 
 if __name__ == "__main__":

@@ -22,8 +22,8 @@ from sseguard.sse import SSEDecoder, SSEEvent
 from sseguard.verdict import Verdict
 
 
-def _general(api: str) -> Any:
-    checker = checker_for(api)
+def _general(api: str, keep_text: bool = True) -> Any:
+    checker = checker_for(api, keep_text=keep_text)
     checker._learn_lane = lambda *a, **k: False  # every event the general way
     return checker
 
@@ -210,8 +210,9 @@ def reads(draw: Any, frames: list[bytes]) -> list[bytes]:
 
 def _differential(api: str, data: Any) -> None:
     body = data.draw(reads(data.draw(streams(api))))
-    with_lane = _run(checker_for(api), body)
-    without = _run(_general(api), body)
+    keep_text = data.draw(st.booleans())  # a relay keeps no text, only a digest of it
+    with_lane = _run(checker_for(api, keep_text=keep_text), body)
+    without = _run(_general(api, keep_text), body)
     assert with_lane == without
 
 
@@ -252,11 +253,11 @@ def test_chat_plain_deltas_take_the_lane_and_assemble_the_answer() -> None:
     assert v.chunks == 6
 
 
-def test_an_escaped_delta_takes_the_general_way_and_the_lane_stays() -> None:
+def test_escaped_deltas_take_the_lane_too() -> None:
     body = [chat("start"), chat("delta", "a"), chat("delta", 'say "hi"'), chat("delta", "b\n"),
             chat("delta", "é", ascii_only=True), chat("delta", "c"), chat("finish"), chat("done")]
     folded, v = _lane_folds("chat", body)
-    assert folded == 1  # only "c": a quote, a newline and \u00e9 are escaped in JSON
+    assert folded == 4  # an escaped quote, \n and \u00e9 are one JSON string all the same
     assert v.message["choices"][0]["message"]["content"] == 'asay "hi"b\néc'
 
 
@@ -314,18 +315,22 @@ def _learn(raw: bytes, text: str) -> Lane | None:
     return Lane.learn(raw, text, _PATH, json.loads, SSEDecoder())
 
 
-def test_a_lane_matches_only_plain_text_in_its_hole() -> None:
+def test_a_lane_matches_one_whole_string_in_its_hole() -> None:
     lane = _learn(chat("delta", "abc"), "abc")
     assert lane is not None
     assert lane.text(chat("delta", "xyz 你好")) == "xyz 你好"
     assert lane.text(chat("delta", "")) == ""
-    assert lane.text(chat("delta", 'a"b')) is None
-    assert lane.text(chat("delta", "a\\b")) is None
-    assert lane.text(chat("delta", "tab\there")) is None
+    assert lane.text(chat("delta", 'a"b')) == 'a"b'  # escaped: \"
+    assert lane.text(chat("delta", "a\\b\tc")) == "a\\b\tc"
+    assert lane.text(chat("delta", "é", ascii_only=True)) == "é"  # \u00e9
+    raw = chat("delta", "PLACE")
+    assert lane.text(raw.replace(b"PLACE", b'a"b')) is None  # an unescaped quote: another token
+    assert lane.text(raw.replace(b"PLACE", b"a\\")) is None  # the closing quote escaped
+    assert lane.text(raw.replace(b"PLACE", b"tab\there")) is None  # a raw control character
+    assert lane.text(raw.replace(b"PLACE", b"\\ud800")) is None  # a lone surrogate
+    assert lane.text(raw.replace(b"PLACE", "é".encode()[:1])) is None  # not UTF-8
     assert lane.text(chat("delta", "x") + chat("delta", "y")) is None  # two frames in one read
     assert lane.text(chat("other_id", "x")) is None
-    cut = chat("delta", "é")
-    assert lane.text(cut.replace("é".encode(), "é".encode()[:1])) is None  # not UTF-8
 
 
 def test_a_lane_is_not_learned_where_the_text_is_not_one_plain_token() -> None:

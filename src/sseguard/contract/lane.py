@@ -8,14 +8,16 @@ SSE and then as JSON, to fold the same fields again, is most of what the checker
 template with a hole for the text (and one for the number): a frame that matches it is the learned
 event with another text, so the checker folds the text alone.
 
-Why that is exact, not a guess: the hole is one whole JSON string token, and only *plain* text is
-taken in it (no ``"``, no ``\\``, no control character, valid UTF-8). Such a token cannot end early
-nor span a frame boundary (that needs a newline), so a matching frame tokenizes exactly as the
-template did, with one string value changed. ``learn`` proves the hole is that token and sits at the
-protocol's path by substitution: the template with another text in the hole (and another number)
-must decode to the learned object with only that value (those values) changed. Anything else — an
-escape, a non-ASCII escape (``\\u00e9``), a varying field (OpenAI's ``obfuscation``), another shape —
-fails to match, and the event takes the checker's general way, which is always right.
+Why that is exact, not a guess: what fills the hole must be one whole JSON string's content — plain
+text (no ``"``, ``\\`` or control character; valid UTF-8), or else escaped text that msgspec decodes
+as exactly one string (an unescaped quote leaves trailing bytes, a raw newline or control character
+is an error). Such content cannot end the token early nor span a frame boundary (that needs a
+newline), so a matching frame tokenizes exactly as the template did, with one string value changed.
+``learn`` (from a plain text only) proves the hole is that token and sits at the protocol's path by
+substitution: the template with another text in the hole (and another number) must decode to the
+learned object with only that value (those values) changed. Anything else — a varying field
+(OpenAI's ``obfuscation``), another shape, a cut or merged read — fails to match, and the event takes
+the checker's general way, which is always right.
 """
 
 from __future__ import annotations
@@ -24,11 +26,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from sseguard.sse import SSEDecoder, SSEEvent, single_frame
 
 #: What a plain hole may not hold: the JSON string's delimiter and escape, and control characters
 #: (JSON forbids them raw; CR and LF would also end the SSE line).
 _UNPLAIN = re.compile(rb'["\\\x00-\x1f]')
+_decode_string = msgspec.json.Decoder(str).decode
 _UNPLAIN_TEXT = re.compile('["\\\\\x00-\x1f]')
 
 Path = tuple[str | int, ...]
@@ -112,13 +117,21 @@ class Lane:
                 start += len(head)
         if end < start:
             return None
+        hole = data[start:end]
         try:
-            text = data[start:end].decode()
+            text = hole.decode()
         except UnicodeDecodeError:
             return None
         if '"' in text or "\\" in text or (not text.isprintable()
                                              and _UNPLAIN_TEXT.search(text) is not None):
-            return None
+            # Escapes (a newline, a quote, ``\u00e9`` from an ASCII-only server): the hole is the
+            # lane's string token only if it is one whole JSON string's content, which msgspec
+            # decides (an unescaped quote leaves trailing bytes; a raw control character or an
+            # escape cut short is an error).
+            try:
+                return _decode_string(b'"' + hole + b'"')
+            except msgspec.DecodeError:
+                return None
         return text
 
     def ready(self) -> bool:
