@@ -138,7 +138,6 @@ class CheckerBase(ABC):
             # The stream's steady frame with another text: folded without decoding it again.
             text = lane.text(data, self._next_seq)
             if text is not None and (self._lane_ok or self._lane_ready(lane)):
-                self._lane_ok = True
                 self._frames += 1
                 self._frame_raw = data
                 self._frame_end += size
@@ -161,7 +160,8 @@ class CheckerBase(ABC):
         """Whether a frame matching ``lane`` may be folded by ``_lane_fold``: the decoder is at a
         frame boundary and the protocol's state still folds the lane's event as it did when it was
         learned. Asked only after the general way ran (a lane fold changes neither)."""
-        return lane.ready() and self._lane_state()
+        self._lane_ok = lane.ready() and self._lane_state()
+        return self._lane_ok
 
     def _lane_state(self) -> bool:
         """The protocol's part of ``_lane_ready`` (e.g. no terminal event yet, the block open)."""
