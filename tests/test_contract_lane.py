@@ -344,3 +344,11 @@ def test_a_lane_is_not_learned_where_the_text_is_not_one_plain_token() -> None:
 def test_plain_is_text_json_writes_unescaped() -> None:
     assert [plain(t) for t in ["abc", "", "你好 🦊", 'a"', "a\\", "\x1f", "\ud800"]] == [
         True, True, True, False, False, False, False]
+
+
+def test_a_bytearray_read_takes_the_general_way_and_its_event_raw_is_bytes() -> None:
+    checker = checker_for("chat")
+    for frame in (chat("start"), chat("delta", "a"), chat("delta", "b")):
+        checker.feed(frame)
+    (event,) = checker.feed(bytearray(chat("delta", "c")))
+    assert type(event.raw) is bytes and event.raw == chat("delta", "c")

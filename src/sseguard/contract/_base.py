@@ -134,7 +134,7 @@ class CheckerBase(ABC):
         if self._tail_len > _TAIL_KEPT:
             self._keep_tail(b"")
         lane = self._lane
-        if lane is not None:
+        if lane is not None and type(data) is bytes:  # (an event's raw is bytes, never a view)
             # The stream's steady frame with another text: folded without decoding it again.
             text = lane.text(data, self._next_seq)
             if text is not None and (self._lane_ok or self._lane_ready(lane)):
