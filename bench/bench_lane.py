@@ -27,7 +27,7 @@ from typing import Any
 
 from sseguard.contract import checker_for
 
-BODIES = {
+BODIES: dict[str, tuple[str, dict[str, Any]]] = {
     "chat": ("/v1/chat/completions", {"model": "chaos-1", "stream": True,
                                       "messages": [{"role": "user", "content": "hi"}]}),
     "responses": ("/v1/responses", {"model": "chaos-1", "stream": True, "input": "hi"}),
