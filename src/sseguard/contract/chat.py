@@ -48,6 +48,8 @@ __all__ = ["CHAT", "LEAK_MARKERS", "TAIL_BYTES", "ChatFormat", "StreamChecker", 
 _decode_chunk = msgspec.json.Decoder(ChatChunk).decode
 _TYPED_MISS = (msgspec.ValidationError, *JSON_ERRORS)
 _UNSET = msgspec.UNSET
+#: The lane's choice before there is a lane (``_lane_state`` refuses it; nothing folds into it).
+_NO_CHOICE = AssembledChoice(-1)
 
 
 class StreamChecker(CheckerBase):
@@ -69,7 +71,9 @@ class StreamChecker(CheckerBase):
         self._n = n if isinstance(n, int) and n > 0 else None
         self._assembler = MessageAssembler(keep_text=keep_text, on_text=self._leaks.scan)
         self._done_frame: int | None = None
-        self._lane_choice: AssembledChoice | None = None  # (set with the lane)
+        # The choice the lane's text goes to, and its text parts (None without ``keep_text``).
+        self._lane_choice = _NO_CHOICE
+        self._lane_parts: list[str] | None = None
         self._lane_head: tuple[str | None, Any, Any] = (None, None, None)
 
     @staticmethod
@@ -145,30 +149,29 @@ class StreamChecker(CheckerBase):
                 or chunk.system_fingerprint != asm.system_fingerprint):
             return
         if self._learn_lane(event, delta.content, ("choices", 0, "delta", "content")):
-            self._lane_choice = asm.choices[raw.index]
+            self._lane_choice = choice = asm.choices[raw.index]
+            self._lane_parts = choice.content_parts if asm.keep_text else None
             self._lane_head = (chunk.id, chunk.model, chunk.system_fingerprint)
 
     def _lane_state(self) -> bool:
         asm = self._assembler
         cid, model, fingerprint = self._lane_head
-        return (self._done_frame is None and self._lane_choice is not None
+        return (self._done_frame is None and self._lane_choice is not _NO_CHOICE
                 and cid == asm.last_id and model == asm.model
                 and fingerprint == asm.system_fingerprint)
 
     def _lane_fold(self, text: str) -> None:
-        """The lane's chunk with ``text``, folded as ``add_typed`` folds the common chunk."""
+        """The lane's chunk with ``text``, folded as ``add_typed`` folds the common chunk (the
+        assembler's ``on_text`` is this checker's leak scan)."""
         self._events += 1
         self._chunks += 1
         choice = self._lane_choice
-        assert choice is not None  # (``_lane_state``)
         choice.saw_content = True
         if text:
-            asm = self._assembler
-            if asm.keep_text:
-                choice.content_parts.append(text)
-            if asm.on_text is not None:
-                asm.on_text(choice.index, "content", text)
-            asm.saw_token = True
+            if self._lane_parts is not None:
+                self._lane_parts.append(text)
+            self._leaks.scan(choice.index, "content", text)
+            self._assembler.saw_token = True
 
     def _finished(self) -> bool:
         choices = self._assembler.choices

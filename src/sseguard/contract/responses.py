@@ -22,7 +22,7 @@ import msgspec
 
 from sseguard.contract._base import FINISHED, JSON_ERRORS, CheckerBase
 from sseguard.contract.chat import error_body, status_error
-from sseguard.contract.folding import Block, is_int
+from sseguard.contract.folding import Block, Joined, is_int
 from sseguard.contract.protocol import Auth, Protocol, Route
 from sseguard.contract.responses_assembler import (
     ARGUMENTS,
@@ -62,6 +62,8 @@ class _TextDelta(msgspec.Struct, gc=False):
 
 _decode_text_delta = msgspec.json.Decoder(_TextDelta).decode
 _TYPED_MISS = (msgspec.ValidationError, *JSON_ERRORS)
+#: The lane's text before there is a lane (nothing folds into it then).
+_NO_TEXT = Joined(False)
 
 
 class ResponsesChecker(CheckerBase):
@@ -85,6 +87,7 @@ class ResponsesChecker(CheckerBase):
         self._lane_item: Block | None = None
         self._lane_part: Part | None = None
         self._lane_key: tuple[int, str, int] = (0, OUTPUT_TEXT, 0)
+        self._lane_text = _NO_TEXT  # the assembler's, once there is a lane (it never replaces it)
 
     @staticmethod
     def _tool_entry(tool: dict[str, Any]) -> tuple[Any, Any]:
@@ -138,6 +141,7 @@ class ResponsesChecker(CheckerBase):
                             number_path=("sequence_number",)):
                         self._lane_item, self._lane_part = block, part
                         self._lane_key = (index, OUTPUT_TEXT, sub)
+                        self._lane_text = self._asm.text(self._lane_key)
                     return
         typed = self._typed_event(event, self._note_sequence)
         if typed is None:
@@ -172,10 +176,9 @@ class ResponsesChecker(CheckerBase):
         self._chunks += 1
         self._next_seq = (self._next_seq or 0) + 1
         if text:
-            key = self._lane_key
-            self._asm.text(key).add(text)
+            self._lane_text.add(text)
             self._asm.saw_token = True
-            self._leaks.scan(key[0], "output_text", text)
+            self._leaks.scan(self._lane_key[0], "output_text", text)
 
     def _note_sequence(self, obj: dict[str, Any]) -> None:
         seq = obj.get("sequence_number")
