@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -105,7 +105,7 @@ class StreamRelay:
         self._pending_len = 0
         self._ahead = 0  # of those, bytes of a comment-only block already sent
         self._last_verdict: Verdict | None = None
-        self.upstream_headers: dict[str, str] = {}
+        self.upstream_headers: Mapping[str, str] = {}
         self._done_raw = b""  # the held terminal event (and its tolerated trailer)
         self._sent = b""  # the last frames written, for the error frame's sequence number
         self._delivered = False  # the client's stream has been ended (cleanly or by a reset)
@@ -128,21 +128,22 @@ class StreamRelay:
 
     # ── the relay ──────────────────────────────────────────────────────────────────────────────
     async def relay(self, upstream: aiohttp.ClientResponse, first: bytes = b"",
-                    events: list[SSEEvent] | None = None) -> web.StreamResponse:
+                    events: list[SSEEvent] | None = None,
+                    watch: StallWatch | None = None) -> web.StreamResponse:
         """Stream ``upstream`` (a 2xx) to the client; always closes ``upstream``.
 
         ``first``: body bytes already read from ``upstream`` (to see its first event before the client
         got anything); they are relayed before the rest. ``events``: what ``self.checker`` already
-        found in them (they were fed to it), or None to feed them now.
+        found in them (they were fed to it), or None to feed them now. ``watch``: the stall timer
+        those bytes were read under (None: a new one), kept rather than armed again.
         """
         if self.ttfb is None:
             self.ttfb = time.perf_counter() - self.t0
-        config = self.config
-        headers = response_headers(upstream.headers, keep_framing=False)
+        resp = self._resp = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+        headers = response_headers(upstream.headers, keep_framing=False, into=resp.headers)
         headers.update(STREAM_HEADERS)
-        resp = self._resp = web.StreamResponse(status=upstream.status, reason=upstream.reason,
-                                               headers=headers)
-        watch = StallWatch(self.loop, config.stall_timeout, upstream.content)
+        if watch is None:
+            watch = StallWatch(self.loop, self.config.stall_timeout, upstream.content)
         try:
             try:
                 await resp.prepare(self.request)
