@@ -14,7 +14,7 @@ time the record is never on that path. ``--span pre`` stops at the upstream requ
 (``ClientSession.post`` called): the handler's own work before anything goes out.
 
 Run: .venv/bin/python bench/callgrind_ttfc.py [--apis chat,responses,messages,gemini] [--requests 20]
-     [--span all|pre] [--proxy-only]
+     [--span all|pre] [--proxy-only] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -136,6 +136,8 @@ def main() -> None:
     parser.add_argument("--span", choices=("all", "pre"), default="all",
                         help="all: handler → first write; pre: handler → upstream request.")
     parser.add_argument("--proxy-only", action="store_true", help="Skip the bare relay.")
+    parser.add_argument("--keep", metavar="DIR", help="Keep the callgrind dumps in DIR "
+                        "(read them with callgrind_annotate).")
     parser.add_argument("--serve", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -145,7 +147,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, bp.process(
             ["chaos", "--listen", "127.0.0.1:0", "--json", "--tokens", "3",
              "--inter-token-ms", "5"], None) as (_, chaos_line):
-        out_dir = Path(tmp)
+        out_dir = Path(args.keep or tmp)
+        out_dir.mkdir(parents=True, exist_ok=True)
         lib = build_helper(out_dir)
         upstream = json.loads(chaos_line)["url"]
         valgrind = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
@@ -158,7 +161,7 @@ def main() -> None:
             with bp.process(command, None, raw=True) as (proc, line):
                 url = line.split()[-1]
                 for api in apis:
-                    asyncio.run(ask(url, api, 3, counted=False))  # first-use paths and imports
+                    asyncio.run(ask(url, api, 10, counted=False))  # first-use paths, imports, quickening
                     before = set(out_dir.glob(f"cg.{proc.pid}.*"))
                     control(proc.pid, "-z")
                     asyncio.run(ask(url, api, args.requests, counted=True))
