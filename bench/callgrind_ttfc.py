@@ -41,6 +41,10 @@ void cg_toggle(void) { CALLGRIND_TOGGLE_COLLECT; }
 """
 #: Only requests carrying this header are counted (the warm-up requests are not).
 COUNT = "x-callgrind-count"
+#: The upstream's silence before its first chunk and between chunks: long against valgrind's pace,
+#: so the response headers and the first chunk always arrive in reads of their own and the first
+#: chunk alone (as from a real model's prefill); what one read holds does not vary between runs.
+GAP_MS = 200
 
 
 def build_helper(out_dir: Path) -> Path:
@@ -86,13 +90,26 @@ def serve(kind: str, upstream: str, lib: str, span: str) -> None:
     web.UrlDispatcher.add_route = counted_route  # type: ignore[method-assign]
 
     if span == "all":
-        write = web.StreamResponse.write
+        # The first write to the response's body writer (``prepare``'s; ``StreamResponse.write``
+        # wraps it, the proxy's relay writes to it directly). The upstream request's body goes
+        # through the same class but is never prepared.
+        from aiohttp.http_writer import StreamWriter
 
-        async def first_write(self: web.StreamResponse, data: Any) -> None:
-            await write(self, data)
-            stop(self._req)
+        prepare = web.StreamResponse.prepare
+        write = StreamWriter.write
+        writers: dict[int, web.BaseRequest] = {}
 
-        web.StreamResponse.write = first_write  # type: ignore[method-assign]
+        async def prepared(self: web.StreamResponse, request: web.BaseRequest) -> Any:
+            writer = await prepare(self, request)
+            writers[id(writer)] = request
+            return writer
+
+        async def first_write(self: StreamWriter, chunk: Any, **kw: Any) -> None:
+            await write(self, chunk, **kw)
+            stop(writers.pop(id(self), None))
+
+        web.StreamResponse.prepare = prepared  # type: ignore[method-assign]
+        StreamWriter.write = first_write  # type: ignore[method-assign]
     else:
         post = aiohttp.ClientSession.post
 
@@ -145,8 +162,8 @@ def main() -> None:
         return
     apis = args.apis.split(",")
     with tempfile.TemporaryDirectory() as tmp, bp.process(
-            ["chaos", "--listen", "127.0.0.1:0", "--json", "--tokens", "3",
-             "--inter-token-ms", "5"], None) as (_, chaos_line):
+            ["chaos", "--listen", "127.0.0.1:0", "--json", "--tokens", "2", "--ttft-ms",
+             str(GAP_MS), "--inter-token-ms", str(GAP_MS)], None) as (_, chaos_line):
         out_dir = Path(args.keep or tmp)
         out_dir.mkdir(parents=True, exist_ok=True)
         lib = build_helper(out_dir)

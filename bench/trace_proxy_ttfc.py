@@ -126,27 +126,31 @@ def serve(upstream: str, store: str, out: str) -> None:
     aiohttp.TCPConnector._create_connection = counted  # type: ignore[method-assign]
 
     prepare = web.StreamResponse.prepare
-    responses: dict[int, str] = {}
+    writers: dict[int, str] = {}  # id(the response's body writer) → trace id
 
     async def traced_prepare(self: web.StreamResponse, request: web.BaseRequest) -> Any:
         out = await prepare(self, request)
         mark(request, "prepared")  # type: ignore[arg-type]
         trace = request.headers.get("x-trace")
         if trace is not None:
-            responses[id(self)] = trace
+            writers[id(out)] = trace
         return out
 
     web.StreamResponse.prepare = traced_prepare  # type: ignore[method-assign]
 
-    write = web.StreamResponse.write
+    # The body writer's own write: the relay writes to it directly (``StreamResponse.write`` is a
+    # wrapper around it); the upstream request's body goes through the same class, never prepared.
+    from aiohttp.http_writer import StreamWriter
 
-    async def traced_write(self: web.StreamResponse, data: Any) -> None:
-        await write(self, data)
-        trace = responses.pop(id(self), None)
+    write = StreamWriter.write
+
+    async def traced_write(self: StreamWriter, chunk: Any, **kw: Any) -> None:
+        await write(self, chunk, **kw)
+        trace = writers.pop(id(self), None)
         if trace is not None:
             marks[trace].setdefault("first_write", NS())
 
-    web.StreamResponse.write = traced_write  # type: ignore[method-assign]
+    StreamWriter.write = traced_write  # type: ignore[method-assign]
 
     stream_done = state_mod.ProxyState.stream_done
 
