@@ -176,3 +176,26 @@ def test_the_kept_redactors_are_bounded() -> None:
     assert ("Bearer tok-0000-abcdefgh", "tok-0000-abcdefgh") not in state._redactors
     last = REDACTORS_KEPT + 9
     assert (f"Bearer tok-{last:04d}-abcdefgh", f"tok-{last:04d}-abcdefgh") in state._redactors
+
+
+async def test_the_active_streams_gauge_counts_streams_in_flight() -> None:
+    # One process: the gauge reads the streams in flight when scraped (no inc/dec per stream).
+    release = asyncio.Event()
+
+    async def active(session: aiohttp.ClientSession, root: str) -> str:
+        async with session.get(f"{root}/metrics") as resp:
+            text = await resp.text()
+        return next(line for line in text.splitlines()
+                    if line.startswith("sseguard_proxy_active_streams "))
+
+    async with scripted(Script(chunks=[CHAT_FIRST, release, *CHAT_REST])) as up:
+        app = make_proxy_app(proxy_config(up.url))
+        async with serve_app(app, "127.0.0.1", 0) as port, aiohttp.ClientSession() as session:
+            root = f"http://127.0.0.1:{port}"
+            assert await active(session, root) == "sseguard_proxy_active_streams 0.0"
+            async with session.post(f"{root}/v1/chat/completions", json=chat()) as resp:
+                assert await resp.content.readuntil(b"\n\n") == CHAT_FIRST
+                assert await active(session, root) == "sseguard_proxy_active_streams 1.0"
+                release.set()
+                await resp.read()
+            assert await active(session, root) == "sseguard_proxy_active_streams 0.0"

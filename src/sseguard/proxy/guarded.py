@@ -6,6 +6,7 @@ a 2xx stream goes through ``StreamRelay`` with its protocol's checker, ``Wire`` 
 
 With ``--retry`` the client's response headers wait for the upstream's first event: until then
 nothing has reached the client, so a failure (``retry.py`` says which) is asked again instead. The
+headers then leave with the first frames, in one write (``relay._HeadersWithFirstBytes``). The
 last attempt is relayed exactly as it would be without retries.
 """
 
@@ -54,8 +55,7 @@ async def guard_stream(state: ProxyState, request: web.Request, body: bytes, obj
         anthropic = speaks_anthropic(request, api)
     redactor = state.request_redactor(request)
     attempts = _Attempts(state, request, body, obj, api, redactor, target)
-    state.active += 1
-    state.metrics.active.inc()
+    state.stream_started()
     try:
         while True:
             relay = attempts.new_relay()

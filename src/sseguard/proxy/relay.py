@@ -8,7 +8,7 @@ or the markup repair) and is written to the client at once. Two things are held 
 event (``data: [DONE]``, ``response.completed``, ``message_stop``), until the upstream's end shows the
 stream deserves it (a stream whose tool arguments are not JSON, or that carries a frame after its end,
 must not end cleanly), and, in repair mode, a partial markup marker. When the stream fails the policy
-the client gets what ``--on-bad-end`` says instead of a clean end. ``await resp.write()`` drains the
+the client gets what ``--on-bad-end`` says instead of a clean end. Each ``await write()`` drains the
 socket, so a slow client slows the upstream read (TCP flow control does the rest) and memory stays
 flat.
 

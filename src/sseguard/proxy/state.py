@@ -53,6 +53,12 @@ class ProxyState:
         self.writer: Any = None
         self.pruner: Any = None
         self.active = 0
+        # One process: the gauge reads ``active`` when scraped rather than being counted twice per
+        # stream (prometheus-client's inc/dec lock and dispatch on every stream's first-chunk path).
+        # Workers share the gauge through files: each counts its own in and out.
+        self._count_active = self.metrics.shared
+        if not self._count_active:
+            self.metrics.active.set_function(lambda: self.active)
         self._index = itertools.count(config.worker, config.workers)
         self._trim: asyncio.TimerHandle | None = None
         #: How a retry waits and where its jitter comes from (tests replace both: no real waits).
@@ -107,10 +113,17 @@ class ProxyState:
         if self.store is not None:
             await asyncio.to_thread(self.store.close)
 
+    def stream_started(self) -> None:
+        """One more stream in flight."""
+        self.active += 1
+        if self._count_active:
+            self.metrics.active.inc()
+
     def stream_ended(self) -> None:
         """One stream fewer in flight; once none is left, the freed buffers go back to the OS."""
         self.active -= 1
-        self.metrics.active.dec()
+        if self._count_active:
+            self.metrics.active.dec()
         if self.active == 0 and self._trim is None:
             # A moment later, so that a steady trickle of single streams does not pay a heap walk each.
             self._trim = asyncio.get_running_loop().call_later(IDLE_TRIM_DELAY_S, self._trim_if_idle)
