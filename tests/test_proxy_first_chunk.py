@@ -14,10 +14,14 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
+from hypothesis import given
+from hypothesis import strategies as st
+from multidict import CIMultiDict, CIMultiDictProxy
 
 from _proxy_support import KEY, Script, chat, proxy_config, scripted
 from sseguard._serve import serve_app
 from sseguard.proxy.app import STATE, make_proxy_app
+from sseguard.proxy.forward import request_headers, response_headers
 from sseguard.proxy.state import REDACTORS_KEPT, ProxyState
 
 CHAT_FIRST = b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'
@@ -199,3 +203,48 @@ async def test_the_active_streams_gauge_counts_streams_in_flight() -> None:
                 release.set()
                 await resp.read()
             assert await active(session, root) == "sseguard_proxy_active_streams 0.0"
+
+
+# ── the header filters (copy, then drop) keep exactly what a header-by-header filter keeps ────────
+
+_REQUEST_DROPPED = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
+                    "proxy-connection", "te", "trailer", "trailers", "transfer-encoding", "upgrade",
+                    "host", "content-length", "expect"}
+_RESPONSE_DROPPED = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
+                     "proxy-connection", "te", "trailer", "trailers", "transfer-encoding", "upgrade",
+                     "content-length", "content-encoding"}
+_NAMES = st.sampled_from(["Content-Type", "content-type", "Authorization", "X-Trace", "x-trace",
+                          "Connection", "connection", "Keep-Alive", "TE", "Host", "Content-Length",
+                          "Content-Encoding", "Transfer-Encoding", "Upgrade", "Expect", "X-Custom",
+                          "Proxy-Authorization", "Trailer", "Accept-Encoding"])
+_VALUES = st.sampled_from(["a", "b", "close", "keep-alive", "X-Custom", "x-trace, Upgrade", " "])
+
+
+def _kept(items: list[tuple[str, str]], dropped: set[str]) -> list[tuple[str, str]]:
+    tokens = {t.strip().lower() for name, value in items if name.lower() == "connection"
+              for t in value.split(",") if t.strip()}
+    return [(n, v) for n, v in items if n.lower() not in dropped | tokens]
+
+
+@given(st.lists(st.tuples(_NAMES, _VALUES), max_size=12))
+def test_request_headers_keep_every_end_to_end_header_in_order(items: list[tuple[str, str]]) -> None:
+    out = request_headers(CIMultiDictProxy(CIMultiDict(items)), identity=False)
+    assert list(out.items()) == _kept(items, _REQUEST_DROPPED)
+
+
+@given(st.lists(st.tuples(_NAMES, _VALUES), max_size=12))
+def test_response_headers_keep_every_end_to_end_header_in_order(items: list[tuple[str, str]]) -> None:
+    upstream = CIMultiDictProxy(CIMultiDict(items))
+    assert list(response_headers(upstream, keep_framing=False).items()) == _kept(
+        items, _RESPONSE_DROPPED)
+    into: CIMultiDict[str] = CIMultiDict([("Server", "s")])
+    response_headers(upstream, keep_framing=False, into=into)
+    assert list(into.items()) == [("Server", "s"), *_kept(items, _RESPONSE_DROPPED)]
+    framed = _RESPONSE_DROPPED - {"content-length", "content-encoding"}
+    assert list(response_headers(upstream, keep_framing=True).items()) == _kept(items, framed)
+
+
+def test_request_headers_ask_for_an_uncompressed_body() -> None:
+    out = request_headers(CIMultiDictProxy(CIMultiDict([("Accept-Encoding", "gzip"), ("A", "1")])),
+                          identity=True)
+    assert list(out.items()) == [("Accept-Encoding", "identity"), ("A", "1")]
