@@ -64,7 +64,7 @@ async def main():
             continue
         relay = StreamRelay(config, state.policy, state.stream_done, Request(), b"{}", request_obj,
                             Frames(), checker, DEFAULT, WIRES[api])
-        relay._resp = Resp()
+        relay._resp = relay._writer = Resp()
         body = Body()
         watch = StallWatch(loop, config.stall_timeout, body)
         await relay._pump(body, watch, b"", None)

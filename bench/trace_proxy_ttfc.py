@@ -13,7 +13,7 @@ window after the ramp only), the medians of each step are printed.
 alternating): the added latency without any queueing.
 
 Run: .venv/bin/python bench/trace_proxy_ttfc.py [--apis chat,responses,messages,gemini]
-     [--streams 100] [--seconds 6] [--no-store] [--sequential N]
+     [--streams 100] [--seconds 6] [--no-store] [--sequential N [--baseline SRC]]
 """
 
 from __future__ import annotations
@@ -126,27 +126,31 @@ def serve(upstream: str, store: str, out: str) -> None:
     aiohttp.TCPConnector._create_connection = counted  # type: ignore[method-assign]
 
     prepare = web.StreamResponse.prepare
-    responses: dict[int, str] = {}
+    writers: dict[int, str] = {}  # id(the response's body writer) → trace id
 
     async def traced_prepare(self: web.StreamResponse, request: web.BaseRequest) -> Any:
         out = await prepare(self, request)
         mark(request, "prepared")  # type: ignore[arg-type]
         trace = request.headers.get("x-trace")
         if trace is not None:
-            responses[id(self)] = trace
+            writers[id(out)] = trace
         return out
 
     web.StreamResponse.prepare = traced_prepare  # type: ignore[method-assign]
 
-    write = web.StreamResponse.write
+    # The body writer's own write: the relay writes to it directly (``StreamResponse.write`` is a
+    # wrapper around it); the upstream request's body goes through the same class, never prepared.
+    from aiohttp.http_writer import StreamWriter
 
-    async def traced_write(self: web.StreamResponse, data: Any) -> None:
-        await write(self, data)
-        trace = responses.pop(id(self), None)
+    write = StreamWriter.write
+
+    async def traced_write(self: StreamWriter, chunk: Any, **kw: Any) -> None:
+        await write(self, chunk, **kw)
+        trace = writers.pop(id(self), None)
         if trace is not None:
             marks[trace].setdefault("first_write", NS())
 
-    web.StreamResponse.write = traced_write  # type: ignore[method-assign]
+    StreamWriter.write = traced_write  # type: ignore[method-assign]
 
     stream_done = state_mod.ProxyState.stream_done
 
@@ -320,8 +324,9 @@ async def one_by_one(targets: dict[str, str], api: str, n: int) -> dict[str, lis
     return out
 
 
-def sequential(apis: list[str], n: int) -> None:
-    """Direct, the bare relay and the proxy, one request at a time (``--sequential N``)."""
+def sequential(apis: list[str], n: int, baseline: str | None = None) -> None:
+    """Direct, the bare relay and the proxy, one request at a time (``--sequential N``); with
+    ``baseline`` (a ``src`` directory, e.g. of main) also that tree's proxy, requests alternating."""
     import uvloop
 
     with tempfile.TemporaryDirectory() as tmp, bp.process(
@@ -336,6 +341,11 @@ def sequential(apis: list[str], n: int) -> None:
              str(Path(tmp) / "s.db")], 1))
         targets = {"direct": upstream, "bare relay": bare_line.split()[4],
                    "sseguard proxy": proxy_line.split()[4]}
+        if baseline is not None:
+            _, base_line = stack.enter_context(bp.process(
+                ["env", f"PYTHONPATH={baseline}", *bp.SSEGUARD, "proxy", "--upstream", upstream,
+                 "--listen", "127.0.0.1:0", "--store", str(Path(tmp) / "b.db")], 1, raw=True))
+            targets["baseline proxy"] = base_line.split()[4]
         for api in apis:
             got = uvloop.run(one_by_one(targets, api, n))
             d = statistics.median(got["direct"])
@@ -353,6 +363,9 @@ def main() -> None:
     parser.add_argument("--no-store", action="store_true", help="Run the proxy without a store.")
     parser.add_argument("--sequential", type=int, metavar="N",
                         help="Instead: TTFC of N requests one at a time, direct, bare relay, proxy.")
+    parser.add_argument("--baseline", metavar="SRC",
+                        help="With --sequential: also the proxy of another tree's src directory "
+                             "(e.g. /work/main/src), its requests alternating with this one's.")
     parser.add_argument("--serve", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -361,7 +374,7 @@ def main() -> None:
         return
     os.sched_setaffinity(0, {0})
     if args.sequential:
-        sequential(args.apis.split(","), args.sequential)
+        sequential(args.apis.split(","), args.sequential, args.baseline)
         return
     import uvloop
 

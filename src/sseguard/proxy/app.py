@@ -23,20 +23,20 @@ import msgspec
 from aiohttp import web
 
 from sseguard._serve import Listening, serve_app, serve_until_signalled
-from sseguard.contract import api_for_path, protocol
+from sseguard.contract import Protocol, Route
 from sseguard.proxy.config import ProxyConfig
 from sseguard.proxy.forward import (
     MOUNTS,
     PathRejected,
     error_response,
     speaks_anthropic,
+    stream_route,
     upstream_url,
 )
 from sseguard.proxy.guarded import guard_stream
 from sseguard.proxy.metrics import CONTENT_TYPE
 from sseguard.proxy.passthrough import relay_as_is
 from sseguard.proxy.state import ProxyState, log
-from sseguard.verdict import Api
 
 STATE = web.AppKey("sseguard_proxy_state", ProxyState)
 
@@ -51,6 +51,14 @@ class _TooLarge(Exception):
 async def _read_body(request: web.Request, limit: int) -> bytes:
     if request.content_length is not None and request.content_length > limit:
         raise _TooLarge
+    content = request.content
+    if content.is_eof():
+        # The whole body came with the headers (a JSON request usually does): take it as it is,
+        # without an async iteration (and its StopAsyncIteration) on the way to the first chunk.
+        body = content.read_nowait()
+        if len(body) > limit:
+            raise _TooLarge
+        return body
     buf = bytearray()
     async for chunk in request.content.iter_any():
         buf += chunk
@@ -60,7 +68,7 @@ async def _read_body(request: web.Request, limit: int) -> bytes:
 
 
 def _too_large(state: ProxyState, anthropic: bool) -> web.Response:
-    state.metrics.requests.labels("rejected_413").inc()
+    state.metrics.requested("rejected_413")
     # Close the connection: the rest of an oversized body is not worth reading.
     return error_response(413, f"request body is larger than the proxy's limit of "
                                f"{state.config.max_body} bytes (--max-body)",
@@ -75,17 +83,19 @@ async def v1(request: web.Request) -> web.StreamResponse:
     Only the configured upstream is ever reached: the target is its base plus a checked path.
     """
     state = request.app[STATE]
-    api = api_for_path(request.rel_url.raw_path) if request.method == "POST" else None
+    found = stream_route(request.rel_url.raw_path) if request.method == "POST" else None
+    api = None if found is None else found[0].api
     anthropic = speaks_anthropic(request, api)
     try:
         target = upstream_url(state.config.upstream, request)
     except PathRejected as exc:
-        state.metrics.requests.labels("rejected_path").inc()
+        state.metrics.requested("rejected_path")
         return error_response(400, f"path not forwarded: {exc}", type_="invalid_request_error",
                               code="invalid_path", anthropic=anthropic)
-    if api is None:
-        state.metrics.requests.labels("passthrough").inc()
+    if found is None:
+        state.metrics.requested("passthrough")
         return await relay_as_is(state, request, target, None, anthropic)
+    proto, route = found
     # The route or the body decides whether this is a stream: it is read (bounded by --max-body).
     try:
         body = await _read_body(request, state.config.max_body)
@@ -94,28 +104,26 @@ async def v1(request: web.Request) -> web.StreamResponse:
     try:
         obj = msgspec.json.decode(body)
     except msgspec.DecodeError as exc:
-        state.metrics.requests.labels("rejected_400").inc()
+        state.metrics.requested("rejected_400")
         return error_response(400, f"the request body is not valid JSON: {exc}",
                               type_="invalid_request_error", code="invalid_json",
                               anthropic=anthropic)
     if not isinstance(obj, dict):
-        state.metrics.requests.labels("rejected_400").inc()
+        state.metrics.requested("rejected_400")
         return error_response(400, "the request body must be a JSON object",
                               type_="invalid_request_error", code="invalid_json",
                               anthropic=anthropic)
-    if _streams(api, request.rel_url.raw_path, obj):
-        state.metrics.requests.labels("stream").inc()
-        return await guard_stream(state, request, body, obj, api, target)
-    state.metrics.requests.labels("non_stream").inc()
-    return await relay_as_is(state, request, target, body, anthropic, api)
+    if _streams(proto, route, obj):
+        state.metrics.requested("stream")
+        return await guard_stream(state, request, body, obj, proto.api, target, anthropic=anthropic)
+    state.metrics.requested("non_stream")
+    return await relay_as_is(state, request, target, body, anthropic, proto.api)
 
 
-def _streams(api: Api, path: str, obj: dict[str, object]) -> bool:
+def _streams(proto: Protocol, route: Route, obj: dict[str, object]) -> bool:
     """Whether a request asks for a stream: its route says so (Gemini's ``:streamGenerateContent``,
     ``Route.streams``), or else the body's stream field does (``Protocol.stream_field``)."""
-    proto = protocol(api)
-    route = proto.route_for(path)
-    if route is not None and route.streams is not None:
+    if route.streams is not None:
         return route.streams
     return proto.stream_field is not None and obj.get(proto.stream_field) is True
 

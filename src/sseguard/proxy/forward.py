@@ -7,6 +7,7 @@ proxy cannot be used as an open relay.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from urllib.parse import unquote
 
@@ -14,7 +15,7 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
-from sseguard.contract import protocol, protocols
+from sseguard.contract import Protocol, Route, protocol, protocols
 from sseguard.redact import Redactor
 from sseguard.verdict import Api
 
@@ -47,29 +48,61 @@ def request_headers(headers: CIMultiDictProxy[str], *, identity: bool) -> CIMult
     ``identity`` asks the upstream for an uncompressed body: a stream is checked as it passes, and
     compressed bytes could not be checked (or forwarded) frame by frame.
     """
-    drop = _REQUEST_DROP | _connection_tokens(headers)
-    out: CIMultiDict[str] = CIMultiDict()
-    for name, value in headers.items():
-        if name.lower() not in drop:
-            out.add(name, value)
+    out = CIMultiDict(headers)
+    _drop(out, _REQUEST_DROP, headers)
     if identity:
         out["Accept-Encoding"] = "identity"
     return out
 
 
-def response_headers(headers: CIMultiDictProxy[str], *, keep_framing: bool) -> CIMultiDict[str]:
-    """The upstream's headers for the client; ``keep_framing`` keeps length and encoding (raw copy)."""
-    drop = (HOP_BY_HOP if keep_framing else _RESPONSE_DROP) | _connection_tokens(headers)
-    out: CIMultiDict[str] = CIMultiDict()
-    for name, value in headers.items():
-        if name.lower() not in drop:
-            out.add(name, value)
+def response_headers(headers: CIMultiDictProxy[str], *, keep_framing: bool,
+                     into: CIMultiDict[str] | None = None) -> CIMultiDict[str]:
+    """The upstream's headers for the client; ``keep_framing`` keeps length and encoding (raw copy).
+
+    ``into``: added to these (a response's own ``headers``: a stream's headers are not copied twice).
+    """
+    if into is None:
+        out = CIMultiDict(headers)
+    else:
+        out = into
+        out.extend(headers)
+    _drop(out, HOP_BY_HOP if keep_framing else _RESPONSE_DROP, headers)
     return out
+
+
+def _drop(out: CIMultiDict[str], names: frozenset[str], headers: CIMultiDictProxy[str]) -> None:
+    """Remove ``names`` and those the ``Connection`` header lists from a copy of ``headers``.
+
+    Copy, then remove: the copy is multidict's own (C) loop, and only the few names present are
+    looked at again; a Python loop lowering and filtering every header cost more on every stream.
+    """
+    for name in names:
+        if name in out:
+            del out[name]
+    if "connection" in headers:
+        for name in _connection_tokens(headers):
+            out.popall(name, None)
 
 
 #: Every mount a protocol is served under (``Protocol.mounts``), ``/v1`` first: what the proxy serves.
 MOUNTS: tuple[str, ...] = tuple(dict.fromkeys(
     ["/v1", *(mount for proto in protocols() for mount in proto.mounts)]))
+
+
+#: Distinct request paths whose checks and routes are kept (a handful per deployment: the protocols'
+#: endpoints, Gemini's one per model); more only evict the oldest, so many paths cost no more memory.
+_PATHS_KEPT = 256
+
+
+@functools.lru_cache(maxsize=_PATHS_KEPT)
+def stream_route(raw_path: str) -> tuple[Protocol, Route] | None:
+    """The protocol and route a ``POST`` to ``raw_path`` speaks (``api_for_path`` and the route that
+    says whether it streams, in one pass), or None; kept per path, as the routes never change."""
+    for proto in protocols():
+        route = proto.route_for(raw_path)
+        if route is not None:
+            return proto, route
+    return None
 
 
 def upstream_url(base: URL, request: web.BaseRequest) -> URL:
@@ -81,7 +114,13 @@ def upstream_url(base: URL, request: web.BaseRequest) -> URL:
     """
     # rel_url drops the scheme and host of an absolute-form target ("GET http://elsewhere/v1/x"):
     # whatever host a client names, only the path is used.
-    raw = request.rel_url.raw_path
+    rel = request.rel_url
+    return _upstream_url(base, rel.raw_path, rel.raw_query_string)
+
+
+@functools.lru_cache(maxsize=_PATHS_KEPT)
+def _upstream_url(base: URL, raw: str, query: str) -> URL:
+    """``upstream_url``, checked and built once per path and query (a rejected path is not kept)."""
     mount = next((m for m in MOUNTS if raw.startswith(f"{m}/")), None)
     if mount is None:
         raise PathRejected(f"only {', '.join(f'{m}/*' for m in MOUNTS)} is forwarded")
@@ -98,7 +137,6 @@ def upstream_url(base: URL, request: web.BaseRequest) -> URL:
             raise PathRejected(f"path segment {segment!r} is not allowed")
     if not rest or "//" in raw:
         raise PathRejected("empty path segment")
-    query = request.rel_url.raw_query_string
     target = str(base.with_path(f"{base_path}/{rest}", encoded=True))
     return URL(f"{target}?{query}" if query else target, encoded=True)
 

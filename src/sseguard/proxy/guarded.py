@@ -6,6 +6,7 @@ a 2xx stream goes through ``StreamRelay`` with its protocol's checker, ``Wire`` 
 
 With ``--retry`` the client's response headers wait for the upstream's first event: until then
 nothing has reached the client, so a failure (``retry.py`` says which) is asked again instead. The
+headers then leave with the first frames, in one write (``relay._HeadersWithFirstBytes``). The
 last attempt is relayed exactly as it would be without retries.
 """
 
@@ -42,22 +43,24 @@ from sseguard.verdict import Api, Verdict
 
 
 async def guard_stream(state: ProxyState, request: web.Request, body: bytes, obj: dict[str, Any],
-                       api: Api, target: URL) -> web.StreamResponse:
+                       api: Api, target: URL, *, anthropic: bool | None = None) -> web.StreamResponse:
     """Send the stream request ``obj`` (read as ``body``) to ``target`` and guard its answer.
 
     With ``--retry N`` a failure before the first event is asked again, up to N times (``retry.py``
     says which and how long to wait); each failed attempt is recorded on its own, linked to the
-    stream by ``heal_of``.
+    stream by ``heal_of``. ``anthropic``: whether the client speaks Anthropic's API, when the caller
+    already knows (``speaks_anthropic``).
     """
+    if anthropic is None:
+        anthropic = speaks_anthropic(request, api)
     redactor = state.request_redactor(request)
     attempts = _Attempts(state, request, body, obj, api, redactor, target)
-    state.active += 1
-    state.metrics.active.inc()
+    state.stream_started()
     try:
         while True:
             relay = attempts.new_relay()
             relay.concurrency = state.active
-            failed = await _attempt(state, relay, target, api, last=attempts.last,
+            failed = await _attempt(state, relay, target, anthropic, last=attempts.last,
                                     done=attempts.done)
             if isinstance(failed, web.StreamResponse):
                 return failed
@@ -104,12 +107,15 @@ class _Attempts:
         # in flight.
         checker = checker_for(self.api, self.obj, markup=checker_markup(config.repair_markup, self.api),
                               keep_text=False)
-        resume = resumer_for(config, self.api, self.obj, self.target,
-                             functools.partial(_ask, self.state, self.request))
+        resume = None if config.resume is None else resumer_for(
+            config, self.api, self.obj, self.target, functools.partial(_ask, self.state, self.request))
         frames = resume[1] if resume else frames_for(config.repair_markup, self.obj, self.api)
         relay = StreamRelay(config, self.state.policy, self.done, self.request,
                             self.body, self.obj, frames, checker, self.redactor, WIRES[self.api])
-        relay.array = protocol(self.api).framing_for(self.request.query) is Framing.JSON_ARRAY
+        proto = protocol(self.api)
+        # Only a protocol with two framings looks at the query (parsing it costs on every stream).
+        relay.array = (len(proto.framings) > 1
+                       and proto.framing_for(self.request.query) is Framing.JSON_ARRAY)
         self.made += 1
         # The client's stream is the one record that counts its whole time, retries included.
         relay.index, relay.t0, relay.started_at = self.index, self.t0, self.started_at
@@ -173,14 +179,14 @@ class _Failed:
         self.body = body
 
 
-async def _attempt(state: ProxyState, relay: StreamRelay, target: URL, api: Api, *, last: bool,
-                   done: StreamDone) -> web.StreamResponse | tuple[Verdict, _Failed]:
+async def _attempt(state: ProxyState, relay: StreamRelay, target: URL, anthropic: bool, *,
+                   last: bool, done: StreamDone) -> web.StreamResponse | tuple[Verdict, _Failed]:
     """One upstream attempt: the client's response, or (on a retryable failure, ``last`` false) the
-    attempt's verdict and what it left. ``done`` records a stream (``_Attempts.done``)."""
+    attempt's verdict and what it left. ``done`` records a stream (``_Attempts.done``); ``anthropic``:
+    errors go out in Anthropic's shape."""
     config = state.config
     checker = relay.checker
     request = relay.request
-    anthropic = speaks_anthropic(request, api)
     assert state.session is not None
     try:
         async with asyncio.timeout(config.timeout):
@@ -204,27 +210,31 @@ async def _attempt(state: ProxyState, relay: StreamRelay, target: URL, api: Api,
         return error_response(502, message, type_="upstream_unreachable",
                               code="upstream_unreachable", anthropic=anthropic)
     relay.ttfb = time.perf_counter() - relay.t0
-    relay.upstream_headers = dict(upstream.headers)
+    relay.upstream_headers = upstream.headers  # made a dict by the record, after the stream
     if not 200 <= upstream.status < 300:
         return await _http_error(state, relay, upstream, last=last, done=done)
     if last or not config.retry:
         return await relay.relay(upstream)
+    # One stall timer for the first event and the relay after it: arming a second costs a timer.
+    watch = StallWatch(relay.loop, config.stall_timeout, upstream.content)
     try:
-        first, events, failure = await _first_event(relay, upstream)
+        first, events, failure = await _first_event(relay, watch)
     except asyncio.CancelledError:
         # The client left while its headers waited on the first event: the upstream request ends
         # now (engines abort a generation when its connection closes), and the stream is recorded.
+        watch.close()
         upstream.close()
         relay.outcome.client_gone = True
         done(relay, relay.checker.close(transport_error="client disconnected"))
         raise
     if failure is None:
-        return await relay.relay(upstream, first, events)
+        return await relay.relay(upstream, first, events, watch)
+    watch.close()
     upstream.close()
     return failure, _Failed()
 
 
-async def _first_event(relay: StreamRelay, upstream: aiohttp.ClientResponse
+async def _first_event(relay: StreamRelay, watch: StallWatch
                        ) -> tuple[bytes, list[SSEEvent] | None, Verdict | None]:
     """Read until the upstream's first event (keep-alive comments do not count); the bytes read, the
     events the relay's checker found in them (None: none yet), and the attempt's verdict when that
@@ -232,10 +242,10 @@ async def _first_event(relay: StreamRelay, upstream: aiohttp.ClientResponse
 
     The bytes go through the relay's own checker, once: the relay forwards the events it found
     without feeding them again (a second checker for the probe cost its setup on every stream, on
-    the way to the first chunk). A failed attempt's relay is dropped, its checker with it.
+    the way to the first chunk). A failed attempt's relay is dropped, its checker with it. ``watch``
+    (the caller's, which closes it) reads the upstream's body under the stall timer.
     """
     checker = relay.checker
-    watch = StallWatch(relay.loop, relay.config.stall_timeout, upstream.content)
     read: list[bytes] = []
     try:
         while True:
@@ -256,8 +266,6 @@ async def _first_event(relay: StreamRelay, upstream: aiohttp.ClientResponse
     except (aiohttp.ClientError, OSError) as exc:
         return b"".join(read), None, checker.close(
             transport_error=relay.redactor.text(f"{type(exc).__name__}: {exc}"))
-    finally:
-        watch.close()
 
 
 async def _http_error(state: ProxyState, relay: StreamRelay, upstream: aiohttp.ClientResponse, *,

@@ -56,6 +56,14 @@ class ProxyMetrics:
                                      "they ended.", ["api", "ending"], registry=r)
         self.active = Gauge("sseguard_proxy_active_streams", "Streams being relayed now.", registry=r,
                             multiprocess_mode="livesum")
+        self._kinds: dict[str, Counter] = {}  # requests' children by kind: labels() locks and looks up
+
+    def requested(self, kind: str) -> None:
+        """One more request of ``kind`` (stream, non_stream, passthrough, rejected_*)."""
+        child = self._kinds.get(kind)
+        if child is None:
+            child = self._kinds[kind] = self.requests.labels(kind)
+        child.inc()
 
     def stream_ended(self, verdict: Verdict, *, client_gone: bool, ttft_s: float | None,
                      duration_s: float) -> None:

@@ -138,7 +138,7 @@ async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body
         if upload is not None:
             upload.waiting = False
         if upload is not None and upload.failure is not None:
-            state.metrics.requests.labels("rejected_408").inc()
+            state.metrics.requested("rejected_408")
             return error_response(408, upload.failure, type_="invalid_request_error",
                                   code="request_body_incomplete", anthropic=anthropic,
                                   headers=[("Connection", "close")])

@@ -8,7 +8,7 @@ or the markup repair) and is written to the client at once. Two things are held 
 event (``data: [DONE]``, ``response.completed``, ``message_stop``), until the upstream's end shows the
 stream deserves it (a stream whose tool arguments are not JSON, or that carries a frame after its end,
 must not end cleanly), and, in repair mode, a partial markup marker. When the stream fails the policy
-the client gets what ``--on-bad-end`` says instead of a clean end. ``await resp.write()`` drains the
+the client gets what ``--on-bad-end`` says instead of a clean end. Each ``await write()`` drains the
 socket, so a slow client slows the upstream read (TCP flow control does the rest) and memory stays
 flat.
 
@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
 import aiohttp
 from aiohttp import web
+from aiohttp.abc import AbstractStreamWriter
 
 from sseguard.contract import Checker
 from sseguard.policy import Policy
@@ -47,6 +48,20 @@ DONE_GRACE = 1.0
 
 class _ClientGone(Exception):
     """The client closed its connection; nothing more can be sent."""
+
+
+class _HeadersWithFirstBytes(web.StreamResponse):
+    """A stream response whose headers wait for its first body bytes: one write, one TCP segment.
+
+    ``web.StreamResponse`` sends its headers on ``prepare()``, so a stream whose first frames are
+    already in hand (``--retry``: the headers wait for the upstream's first event) would reach the
+    client in two writes and two segments, the frames a wake-up later. aiohttp buffers the headers
+    until the first body write (or the end) when a response opts out of sending them at once
+    (``web.Response`` does); the relay sends them itself (``send_headers``) if its first read
+    writes nothing.
+    """
+
+    _send_headers_immediately = False
 
 
 #: Told once per stream, when it is over: the relay (its timings, outcome, frames) and the verdict.
@@ -99,13 +114,16 @@ class StreamRelay:
         self.max_gap = 0.0
         self.outcome = Outcome()
         self._resp: web.StreamResponse | None = None
+        #: The response's body writer (``prepare``'s): the pump writes to it, one coroutine fewer per
+        #: read than ``StreamResponse.write``, whose checks hold once the headers are prepared.
+        self._writer: AbstractStreamWriter | None = None
         # Bytes received but not yet part of a dispatched event (a frame still arriving), kept as
         # parts: a large frame arriving in many reads must not be re-joined on every read.
         self._pending: list[bytes] = []
         self._pending_len = 0
         self._ahead = 0  # of those, bytes of a comment-only block already sent
         self._last_verdict: Verdict | None = None
-        self.upstream_headers: dict[str, str] = {}
+        self.upstream_headers: Mapping[str, str] = {}
         self._done_raw = b""  # the held terminal event (and its tolerated trailer)
         self._sent = b""  # the last frames written, for the error frame's sequence number
         self._delivered = False  # the client's stream has been ended (cleanly or by a reset)
@@ -128,24 +146,26 @@ class StreamRelay:
 
     # ── the relay ──────────────────────────────────────────────────────────────────────────────
     async def relay(self, upstream: aiohttp.ClientResponse, first: bytes = b"",
-                    events: list[SSEEvent] | None = None) -> web.StreamResponse:
+                    events: list[SSEEvent] | None = None,
+                    watch: StallWatch | None = None) -> web.StreamResponse:
         """Stream ``upstream`` (a 2xx) to the client; always closes ``upstream``.
 
         ``first``: body bytes already read from ``upstream`` (to see its first event before the client
         got anything); they are relayed before the rest. ``events``: what ``self.checker`` already
-        found in them (they were fed to it), or None to feed them now.
+        found in them (they were fed to it), or None to feed them now. ``watch``: the stall timer
+        those bytes were read under (None: a new one), kept rather than armed again.
         """
         if self.ttfb is None:
             self.ttfb = time.perf_counter() - self.t0
-        config = self.config
-        headers = response_headers(upstream.headers, keep_framing=False)
+        kind = _HeadersWithFirstBytes if first else web.StreamResponse
+        resp = self._resp = kind(status=upstream.status, reason=upstream.reason)
+        headers = response_headers(upstream.headers, keep_framing=False, into=resp.headers)
         headers.update(STREAM_HEADERS)
-        resp = self._resp = web.StreamResponse(status=upstream.status, reason=upstream.reason,
-                                               headers=headers)
-        watch = StallWatch(self.loop, config.stall_timeout, upstream.content)
+        if watch is None:
+            watch = StallWatch(self.loop, self.config.stall_timeout, upstream.content)
         try:
             try:
-                await resp.prepare(self.request)
+                self._writer = await resp.prepare(self.request)
             except ConnectionResetError:
                 raise _ClientGone from None
             transport_error, stop, forwarded = await self._pump(upstream.content, watch, first,
@@ -234,13 +254,17 @@ class StreamRelay:
 
         Returns the transport error (if the upstream connection failed), the error that stopped the
         stream early (code, message) and whether that error's own frame was forwarded.
+
+        With ``first`` the client's headers wait to go out with the first bytes written
+        (``_HeadersWithFirstBytes``); if the first read writes nothing they go out by themselves.
         """
+        held = bool(first)
         hold = self.config.on_bad_end is not OnBadEnd.PASS
         checker = self.checker
         frames = self.frames
         note = None if self.resume is None else self.resume.note
-        assert self._resp is not None
-        write = self._resp.write
+        assert self._writer is not None
+        write = self._writer.write
         wire = self.wire
         terminal = wire.terminal
         # The plain ``Frames`` forwards every frame unchanged and never fails: skip its calls.
@@ -296,6 +320,8 @@ class StreamRelay:
                         # Keep-alive comments (": ping") go out at once: holding them until the
                         # next event would defeat their purpose during a long prefill.
                         await self._send_comments()
+                    if held:
+                        held = self._send_headers()
                     continue
                 out: list[bytes] = []
                 stop: Failure | None = None
@@ -357,6 +383,8 @@ class StreamRelay:
                         await write(data)
                     except ConnectionResetError:
                         raise _ClientGone from None
+                elif held:
+                    held = self._send_headers()
                 if self.ttft is None and checker.saw_content:
                     self.ttft = clock() - self.t0
                 if stop is not None:
@@ -375,6 +403,15 @@ class StreamRelay:
         """Note how the upstream broke off (the client's words); the record's words, with detail."""
         self._broke = broke_off(exc, received)
         return self.redactor.text(f"{self._broke} ({type(exc).__name__}: {exc})")
+
+    def _send_headers(self) -> bool:
+        """Send the client's headers if they are still held (``_HeadersWithFirstBytes``); False."""
+        if self._writer is not None:
+            try:
+                self._writer.send_headers()
+            except ConnectionResetError:
+                raise _ClientGone from None
+        return False
 
     async def _write(self, data: bytes) -> None:
         assert self._resp is not None
@@ -481,6 +518,8 @@ class StreamRelay:
         """Close with no terminal frame: the client's HTTP layer sees an incomplete body."""
         transport = self.request.transport
         if transport is not None:
+            if self._writer is not None and not transport.is_closing():
+                self._writer.send_headers()  # a status and headers, then the cut (if still held)
             transport.abort()
         self._delivered = True
 

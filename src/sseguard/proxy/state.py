@@ -36,6 +36,8 @@ _SECRET_REQUEST_HEADERS = ("authorization", "api-key", "x-api-key", "proxy-autho
 UPSTREAM_READ_BUFFER = 64 * 1024
 #: Seconds without a stream in flight before freed memory is handed back to the OS.
 IDLE_TRIM_DELAY_S = 1.0
+#: Clients' keys whose redactors are kept (a deployment has a few; past this many the oldest goes).
+REDACTORS_KEPT = 64
 
 
 class ProxyState:
@@ -51,11 +53,20 @@ class ProxyState:
         self.writer: Any = None
         self.pruner: Any = None
         self.active = 0
+        # One process: the gauge reads ``active`` when scraped rather than being counted twice per
+        # stream (prometheus-client's inc/dec lock and dispatch on every stream's first-chunk path).
+        # Workers share the gauge through files: each counts its own in and out.
+        self._count_active = self.metrics.shared
+        if not self._count_active:
+            self.metrics.active.set_function(lambda: self.active)
         self._index = itertools.count(config.worker, config.workers)
         self._trim: asyncio.TimerHandle | None = None
         #: How a retry waits and where its jitter comes from (tests replace both: no real waits).
         self.sleep: Sleep = asyncio.sleep
         self.rng = random.Random()
+        # Per client key, its redactor: building one sorts every secret, on each stream's first-chunk
+        # path. Held in memory only, as the keys already are while their streams run.
+        self._redactors: dict[tuple[str, ...], Redactor] = {}
 
     def next_index(self) -> int:
         """The next record index of this run (a worker's indexes never meet another's)."""
@@ -102,10 +113,17 @@ class ProxyState:
         if self.store is not None:
             await asyncio.to_thread(self.store.close)
 
+    def stream_started(self) -> None:
+        """One more stream in flight."""
+        self.active += 1
+        if self._count_active:
+            self.metrics.active.inc()
+
     def stream_ended(self) -> None:
         """One stream fewer in flight; once none is left, the freed buffers go back to the OS."""
         self.active -= 1
-        self.metrics.active.dec()
+        if self._count_active:
+            self.metrics.active.dec()
         if self.active == 0 and self._trim is None:
             # A moment later, so that a steady trickle of single streams does not pay a heap walk each.
             self._trim = asyncio.get_running_loop().call_later(IDLE_TRIM_DELAY_S, self._trim_if_idle)
@@ -124,7 +142,15 @@ class ProxyState:
                 scheme, _, token = value.partition(" ")
                 if token and scheme.lower() in ("bearer", "basic", "token"):
                     values.append(token.strip())
-        return self.redactor.with_secrets(values) if values else self.redactor
+        if not values:
+            return self.redactor
+        key = tuple(values)
+        redactor = self._redactors.get(key)
+        if redactor is None:
+            if len(self._redactors) >= REDACTORS_KEPT:
+                del self._redactors[next(iter(self._redactors))]
+            redactor = self._redactors[key] = self.redactor.with_secrets(values)
+        return redactor
 
     def stream_done(self, relay: StreamRelay, verdict: Verdict) -> None:
         """Metrics and the evidence record of one finished stream (never blocks the loop)."""
@@ -163,7 +189,8 @@ class ProxyState:
         if outcome.client_gone:
             extra["client_disconnected"] = True
         record = record_from_verdict(
-            verdict, policy=self.policy, headers=relay.upstream_headers, redactor=relay.redactor,
+            verdict, policy=self.policy, headers=dict(relay.upstream_headers),
+            redactor=relay.redactor,
             source="proxy", run_id=self.config.run_id, arm=self.config.arm_name,
             index=self.next_index() if relay.index is None else relay.index, workload="proxy",
             started_at=relay.started_at,
