@@ -140,6 +140,11 @@ def gemini(kind: str, text: str = "", ascii_only: bool = False, crlf: bool = Fal
             f'"modelVersion":"m","responseId":"{rid}"}}' + end).encode()
 
 
+#: A stream learns its lane at its eighth text delta folded the general way (a short answer never
+#: pays for learning): seven plain deltas of "w" come first in most streams and examples.
+WARM = 7
+
+
 # ── the differential property ────────────────────────────────────────────────────────────────
 
 #: Text a delta may hold: mostly plain words, then anything (quotes, backslashes, control
@@ -169,6 +174,17 @@ def streams(draw: Any, api: str) -> list[bytes]:
         seq = 3
     elif api == "messages":
         frames.append(messages("start"))
+    if draw(st.integers(0, 3)):  # mostly enough plain deltas first for a lane to be learned
+        for _ in range(WARM + 1 + (api == "gemini")):  # (a lane learned at the last)
+            if api == "chat":
+                frames.append(chat("delta", "w"))
+            elif api == "responses":
+                frames.append(responses("delta", seq, "w"))
+                seq += 1
+            elif api == "messages":
+                frames.append(messages("delta", "w"))
+            else:
+                frames.append(gemini("delta", "w"))
     for step in draw(st.lists(st.sampled_from(_STEPS[api]), min_size=1, max_size=24)):
         text = draw(_texts)
         ascii_only = draw(st.booleans())
@@ -242,47 +258,57 @@ def test_gemini_lane_gives_the_general_events_and_verdict(data: Any) -> None:
 
 # ── examples: the lane is taken, and what it folds ───────────────────────────────────────────
 
-
 def test_chat_plain_deltas_take_the_lane_and_assemble_the_answer() -> None:
-    body = [chat("start"), chat("delta", "Hel"), chat("delta", "lo"), chat("delta", ", "),
-            chat("delta", "wörld 🦊"), chat("finish"), chat("done")]
+    body = [chat("start"), *[chat("delta", "w")] * WARM, chat("delta", "Hel"), chat("delta", "lo"),
+            chat("delta", ", "), chat("delta", "wörld 🦊"), chat("finish"), chat("done")]
     folded, v = _lane_folds("chat", body)
-    assert folded == 3  # the first delta teaches the lane; the next three take it
+    assert folded == 3  # "Hel" teaches the lane; the next three take it
     assert v.ending == "complete"
-    assert v.message["choices"][0]["message"]["content"] == "Hello, wörld 🦊"
-    assert v.chunks == 6
+    assert v.message["choices"][0]["message"]["content"] == "wwwwwwwHello, wörld 🦊"
+    assert v.chunks == 13
+
+
+def test_a_short_answer_never_learns_a_lane() -> None:
+    body = [chat("start"), *[chat("delta", "w")] * WARM, chat("finish"), chat("done")]
+    checker = checker_for("chat")
+    _run(checker, body)
+    assert checker._lane is None
 
 
 def test_escaped_deltas_take_the_lane_too() -> None:
-    body = [chat("start"), chat("delta", "a"), chat("delta", 'say "hi"'), chat("delta", "b\n"),
-            chat("delta", "é", ascii_only=True), chat("delta", "c"), chat("finish"), chat("done")]
+    body = [chat("start"), *[chat("delta", "w")] * WARM, chat("delta", "a"),
+            chat("delta", 'say "hi"'), chat("delta", "b\n"), chat("delta", "é", ascii_only=True),
+            chat("delta", "c"), chat("finish"), chat("done")]
     folded, v = _lane_folds("chat", body)
     assert folded == 4  # an escaped quote, \n and \u00e9 are one JSON string all the same
-    assert v.message["choices"][0]["message"]["content"] == 'asay "hi"b\néc'
+    assert v.message["choices"][0]["message"]["content"] == 'wwwwwwwasay "hi"b\néc'
 
 
 def test_a_leak_split_over_lane_frames_is_found_at_its_frame() -> None:
-    body = [chat("start"), chat("delta", "ok "), chat("delta", "<tool_"), chat("delta", "call>{")]
+    body = [chat("start"), *[chat("delta", "w")] * WARM, chat("delta", "ok "),
+            chat("delta", "<tool_"), chat("delta", "call>{")]
     folded, v = _lane_folds("chat", body)
     assert folded == 2
     leaks = [(f.kind, f.frame) for f in v.findings if f.kind == "markup_leak"]
-    assert leaks == [("markup_leak", 4)]
+    assert leaks == [("markup_leak", 11)]
     place = next(f for f in v.findings if f.kind == "markup_leak")
     assert place.offset == sum(map(len, body))  # the end of the frame that completed it
 
 
 def test_responses_lane_needs_the_next_sequence_number() -> None:
-    body = [responses("start", 0), responses("delta", 3, "a"), responses("delta", 4, "b"),
-            responses("delta", 6, "c"), responses("delta", 7, "d")]
+    body = [responses("start", 0), *[responses("delta", 3 + i, "w") for i in range(WARM)],
+            responses("delta", 10, "a"), responses("delta", 11, "b"),
+            responses("delta", 13, "c"), responses("delta", 14, "d")]
     folded, v = _lane_folds("responses", body)
-    assert folded == 2  # "b" and "d": 6 skips 5 (a gap: the general way), then 7 is next again
+    assert folded == 2  # "b" and "d": 13 skips 12 (a gap: the general way), then 14 is next again
     assert [(f.kind, f.detail) for f in v.findings] == [
-        ("sequence_gap", "sequence_number 6 where 5 was next")]
+        ("sequence_gap", "sequence_number 13 where 12 was next")]
 
 
 def test_messages_lane_stops_at_the_block_stop() -> None:
-    body = [messages("start"), messages("delta", "a"), messages("delta", "b"),
-            messages("stop_block"), messages("delta", "c"), messages("finish")]
+    body = [messages("start"), *[messages("delta", "w")] * WARM, messages("delta", "a"),
+            messages("delta", "b"), messages("stop_block"), messages("delta", "c"),
+            messages("finish")]
     folded, v = _lane_folds("messages", body)
     assert folded == 1  # "b"; "c" comes after its block closed: the general way reports it
     assert [(f.kind, f.detail) for f in v.findings] == [
@@ -290,19 +316,22 @@ def test_messages_lane_stops_at_the_block_stop() -> None:
 
 
 def test_gemini_lane_with_crlf_frames() -> None:
-    body = [gemini("delta", "a", crlf=True), gemini("delta", "b", crlf=True),
-            gemini("delta", "c", crlf=True), gemini("finish", "", crlf=True)]
+    body = [gemini("delta", "a", crlf=True), *[gemini("delta", "w", crlf=True)] * WARM,
+            gemini("delta", "b", crlf=True), gemini("delta", "c", crlf=True),
+            gemini("finish", "", crlf=True)]
     folded, v = _lane_folds("gemini", body)
-    assert folded == 1  # the first record makes the candidate, the second teaches, "c" takes it
-    assert v.message["candidates"][0]["content"]["parts"] == [{"text": "abc"}]
+    assert folded == 1  # the first record makes the candidate, "b" teaches, "c" takes it
+    assert v.message["candidates"][0]["content"]["parts"] == [{"text": "awwwwwwwbc"}]
     assert v.ending == "complete"
 
 
 def test_an_event_id_in_force_is_given_to_lane_events() -> None:
     checker = checker_for("chat")
     checker.feed(b"id: 41\n" + chat("start"))
-    checker.feed(chat("delta", "a"))
+    for _ in range(WARM + 1):
+        checker.feed(chat("delta", "a"))
     (event,) = checker.feed(chat("delta", "b"))
+    assert checker._lane is not None
     assert event.id == "41" and event.raw == chat("delta", "b") and event.event == "message"
 
 
@@ -348,7 +377,8 @@ def test_plain_is_text_json_writes_unescaped() -> None:
 
 def test_a_bytearray_read_takes_the_general_way_and_its_event_raw_is_bytes() -> None:
     checker = checker_for("chat")
-    for frame in (chat("start"), chat("delta", "a"), chat("delta", "b")):
+    for frame in (chat("start"), *[chat("delta", "a")] * (WARM + 2)):
         checker.feed(frame)
+    assert checker._lane is not None
     (event,) = checker.feed(bytearray(chat("delta", "c")))
     assert type(event.raw) is bytes and event.raw == chat("delta", "c")
