@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ctypes
+import gc
 import json
 import re
 import subprocess
@@ -30,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-import bench_probe as bp  # noqa: E402
+import bench_probe as bp  # the bench phases, measured here
 
 HELPER = r"""
 #include <valgrind/callgrind.h>
@@ -145,6 +146,9 @@ def main() -> None:
         from sseguard.probe.runner import quiet_gc
 
         with quiet_gc(), asyncio.Runner(loop_factory=loop_factory()) as runner:
+            # No cyclic collection: where one falls would move a phase's count by more than the
+            # differences measured here (its cost follows allocations, which the counts show).
+            gc.disable()
             runner.run(inner_main(args))
         return
     with tempfile.TemporaryDirectory() as tmp_name:

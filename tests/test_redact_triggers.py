@@ -39,3 +39,14 @@ def test_every_trigger_alone_still_reaches_its_rule() -> None:
     for trigger in TRIGGERS:
         assert _ANY_TRIGGER.search(trigger) is not None, trigger
     assert Redactor().text("Authorization: Bearer abcdef123456") == "Authorization: [REDACTED]"
+
+
+@settings(max_examples=200, deadline=None)
+@given(filler=st.text(max_size=400), secret=st.sampled_from(["Authorization: Bearer abcdef123456",
+                                                            "sk-abcdef123456", "x=1&api_key=abc123"]),
+       at=st.integers(min_value=0, max_value=400))
+def test_short_and_long_text_are_scrubbed_alike(filler: str, secret: str, at: int) -> None:
+    # Either side of the one-pass length limit, the result is what running every rule gives.
+    text = filler[:at] + " " + secret + " " + filler[at:]
+    assert Redactor().text(text) == Redactor._scrub(text)
+    assert "abcdef123456" not in Redactor().text(text) and "abc123" not in Redactor().text(text)
