@@ -15,6 +15,7 @@ no trigger at all (most of it) costs one pass of a single pattern. To add a secr
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Iterable, Mapping
@@ -148,6 +149,7 @@ _ANY_TRIGGER = _any_trigger()
 _ONE_PASS_MAX = 256
 
 
+@functools.lru_cache(maxsize=1024)  # a run sees a few dozen header names, once per response
 def _is_secret_header(name: str) -> bool:
     return name in SECRET_NAMES or any(w in _SECRET_HEADER_WORDS for w in _HEADER_WORD.split(name))
 

@@ -193,7 +193,7 @@ async def run_request(session: aiohttp.ClientSession, target: Target, body: dict
         source=settings.source, run_id=settings.run_id, arm=target.arm.name, index=index,
         worker=settings.worker, workload=workload, path=target.path,
         prompt_bytes=len(data), concurrency=concurrency, reuse_index=reuse, connection=label,
-        extra=redactor.obj(dict(extra or {})))
+        extra=redactor.obj(dict(extra)) if extra else {})
     if resp is None:
         record.status = None  # no response at all: refused, reset before headers, or silent
     if verdict.ending is not Ending.COMPLETE:
