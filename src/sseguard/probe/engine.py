@@ -5,9 +5,10 @@ tracker), so any scheduler — the asyncio runner here, a test, another process 
 ``run_request`` as is. Per HTTP.md the body is read with ``iter_any()`` and fed as bytes (reading by
 lines costs about twice the CPU), and the per-chunk path does no allocation beyond the checker's own.
 
-The stall watchdog is one timer per stream that re-arms itself lazily: each chunk only stores its
-arrival time, and the timer, when it fires, either finds the stream idle for the whole stall timeout or
-moves itself to the new deadline. Re-scheduling a timer per chunk would cost more than the check.
+The stall watchdog is one timer per stream that re-arms itself lazily: each chunk's arrival time is
+stored once (by the ``StreamWatch``, which the watchdog reads), and the timer, when it fires, either
+finds the stream idle for the whole stall timeout or moves itself to the new deadline. Re-scheduling a
+timer per chunk would cost more than the check.
 """
 
 from __future__ import annotations
