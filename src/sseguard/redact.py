@@ -116,9 +116,25 @@ RULES: tuple[Rule, ...] = (
 _RARE = "=-_."
 _TRIGGERS = tuple({(t, next((c for c in _RARE if c in t), "")): None
                    for rule in RULES for t in rule.triggers})
-#: The triggers by that character ("" for none), each character looked for once per text.
-_BY_GATE = tuple((gate, tuple(t for t, g in _TRIGGERS if g == gate))
-                 for gate in ("", *_RARE) if any(g == gate for _, g in _TRIGGERS))
+
+
+def _by_gate() -> tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...]:
+    """The triggers by that character ("" for none), each character looked for once per text; and
+    within each, triggers sharing their first two characters (``ghp_``, ``gho_``, … ``github_pat_``)
+    behind one search for those two."""
+    out = []
+    for gate in ("", *_RARE):
+        heads: dict[str, list[str]] = {}
+        for t, g in _TRIGGERS:
+            if g == gate:
+                heads.setdefault(t[:2], []).append(t)
+        if heads:
+            out.append((gate, tuple((head if len(ts) > 1 else "", tuple(ts))
+                                    for head, ts in heads.items())))
+    return tuple(out)
+
+
+_BY_GATE = _by_gate()
 
 # Every character of a trigger, rarest first in stream text (JSON events, prose, header values).
 _RARITY = "=zw29j-x.vfgykbm_hupdirclsoante"
@@ -171,7 +187,8 @@ class Redactor:
         lowered = text.lower()
         if len(lowered) <= _ONE_PASS_MAX and _ANY_TRIGGER.search(lowered) is None:
             return text
-        present = {t for gate, group in _BY_GATE if not gate or gate in lowered
+        present = {t for gate, groups in _BY_GATE if not gate or gate in lowered
+                   for head, group in groups if not head or head in lowered
                    for t in group if t in lowered}
         if present:
             for rule in RULES:
