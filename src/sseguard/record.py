@@ -28,6 +28,7 @@ INTERESTING_HEADERS = (
     "x-sseguard-route", "content-type", "x-cache",
 )
 
+_INTERESTING = frozenset(INTERESTING_HEADERS)
 _PREFIX = re.compile(r"([A-Za-z]+)[-_:.]")
 _LETTERS = re.compile(r"[A-Za-z]+")
 
@@ -117,7 +118,7 @@ def record_from_verdict(verdict: Verdict, *, policy: Policy, headers: dict[str, 
     Only the headers a record keeps are redacted: the others (Date, Transfer-Encoding, …) would cost
     ~6 µs of secret searches each, per stream, to be dropped."""
     kept = redactor.headers({k: v for k, v in (headers or {}).items()
-                             if (low := k.lower()) in INTERESTING_HEADERS or low.startswith("x-")})
+                             if (low := k.lower()) in _INTERESTING or low.startswith("x-")})
     facts.setdefault("api", verdict.api)
     return Record(
         status=verdict.http_status,

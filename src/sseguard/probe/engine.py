@@ -5,9 +5,10 @@ tracker), so any scheduler — the asyncio runner here, a test, another process 
 ``run_request`` as is. Per HTTP.md the body is read with ``iter_any()`` and fed as bytes (reading by
 lines costs about twice the CPU), and the per-chunk path does no allocation beyond the checker's own.
 
-The stall watchdog is one timer per stream that re-arms itself lazily: each chunk only stores its
-arrival time, and the timer, when it fires, either finds the stream idle for the whole stall timeout or
-moves itself to the new deadline. Re-scheduling a timer per chunk would cost more than the check.
+The stall watchdog is one timer per stream that re-arms itself lazily: each chunk's arrival time is
+stored once (by the ``StreamWatch``, which the watchdog reads), and the timer, when it fires, either
+finds the stream idle for the whole stall timeout or moves itself to the new deadline. Re-scheduling a
+timer per chunk would cost more than the check.
 """
 
 from __future__ import annotations
@@ -62,16 +63,22 @@ class _Stalled(Exception):
 
 
 class _Watchdog:
-    """Declares the stream stalled when no byte arrived for ``limit`` seconds."""
+    """Declares the stream stalled when no byte arrived for ``limit`` seconds.
 
-    __slots__ = ("_clock", "_content", "_handle", "_limit", "_loop", "_seen_total", "fired", "last")
+    A 2xx body's chunks are timed by the ``StreamWatch`` (``last_chunk_at``), which the watchdog
+    reads when it fires: the per-chunk path stores the arrival time once. Other bodies set ``last``.
+    """
+
+    __slots__ = ("_clock", "_content", "_handle", "_limit", "_loop", "_seen_total", "_watch", "fired",
+                 "last")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, content: aiohttp.StreamReader,
-                 limit: float, clock: Callable[[], float]) -> None:
+                 limit: float, clock: Callable[[], float], watch: StreamWatch) -> None:
         self._loop = loop
         self._content = content
         self._limit = limit
         self._clock = clock
+        self._watch = watch
         self.last = clock()
         self._seen_total = content.total_bytes
         self.fired = False
@@ -79,6 +86,9 @@ class _Watchdog:
 
     def _check(self) -> None:
         now = self._clock()
+        chunk_at = self._watch.last_chunk_at
+        if chunk_at is not None and chunk_at > self.last:
+            self.last = chunk_at
         total = self._content.total_bytes
         if total != self._seen_total:
             # Bytes arrived that the reader has not taken yet (a busy loop): that is not a stall.
@@ -127,7 +137,7 @@ async def run_request(session: aiohttp.ClientSession, target: Target, body: dict
                 async with asyncio.timeout(settings.stall_timeout):
                     # No redirects: a moved endpoint is a finding (a 3xx), and a key must not
                     # follow a redirect to wherever it points.
-                    resp = await session.post(target.url, data=data, headers=dict(target.headers),
+                    resp = await session.post(target.url, data=data, headers=target.headers,
                                               allow_redirects=False)
             except TimeoutError as exc:
                 if isinstance(exc, aiohttp.ClientError):
@@ -144,13 +154,11 @@ async def run_request(session: aiohttp.ClientSession, target: Target, body: dict
                     label, reuse = connections.use(protocol)
                 content = resp.content
                 watchdog = _Watchdog(asyncio.get_running_loop(), content, settings.stall_timeout,
-                                     clock)
+                                     clock, watch)
                 if 200 <= resp.status < 300:
                     feed = watch.feed
                     async for chunk in content.iter_any():
-                        now = clock()
-                        watchdog.last = now
-                        feed(chunk, now)
+                        feed(chunk, clock())
                 else:
                     parts: list[bytes] = []
                     size = 0
@@ -184,15 +192,15 @@ async def run_request(session: aiohttp.ClientSession, target: Target, body: dict
     record = watch.record(
         verdict, policy=settings.policy, redactor=redactor, model=body.get("model"),
         source=settings.source, run_id=settings.run_id, arm=target.arm.name, index=index,
-        worker=settings.worker, workload=workload, path=target.arm.path,
+        worker=settings.worker, workload=workload, path=target.path,
         prompt_bytes=len(data), concurrency=concurrency, reuse_index=reuse, connection=label,
-        extra=redactor.obj(dict(extra or {})))
+        extra=redactor.obj(dict(extra)) if extra else {})
     if resp is None:
         record.status = None  # no response at all: refused, reset before headers, or silent
     if verdict.ending is not Ending.COMPLETE:
         document = evidence_document(
             record, verdict, watch.headers, redactor,
-            request_summary=request_summary(body, url_path=target.arm.path, prompt_bytes=len(data),
+            request_summary=request_summary(body, url_path=target.path, prompt_bytes=len(data),
                                             api=api))
         record.evidence = sink.write_evidence(f"{target.arm.name}-{index:06d}", document)
     sink.write(record)

@@ -41,12 +41,13 @@ class Cell:
     findings: Counter[str] = field(default_factory=Counter)
     api: str = ""  # the protocol the arm speaks (an arm speaks one)
 
-    def add(self, record: Record, failed: bool) -> None:
+    def add(self, record: Record, failed: bool, kinds: list[str] | None = None) -> None:
+        """``kinds`` are ``record.finding_kinds`` when the caller has them already."""
         self.api = record.api
         self.total += 1
         self.failed += failed
         self.endings[record.ending] += 1
-        for kind in record.finding_kinds:
+        for kind in record.finding_kinds if kinds is None else kinds:
             self.findings[kind] += 1
 
 
@@ -59,9 +60,17 @@ class Tally:
         self.levels: dict[tuple[str, int], Cell] = {}
 
     def add(self, record: Record) -> None:
-        failed = record.failed_under(self.policy)
-        self.arms.setdefault(record.arm, Cell()).add(record, failed)
-        self.levels.setdefault((record.arm, record.concurrency), Cell()).add(record, failed)
+        kinds = record.finding_kinds
+        failed = not self.policy.passes_facts(record.ending, kinds)  # ``Record.failed_under``
+        arm = self.arms.get(record.arm)
+        if arm is None:
+            arm = self.arms[record.arm] = Cell()
+        arm.add(record, failed, kinds)
+        key = (record.arm, record.concurrency)
+        level = self.levels.get(key)
+        if level is None:
+            level = self.levels[key] = Cell()
+        level.add(record, failed, kinds)
 
     def extend(self, records: Iterable[Record]) -> None:
         for record in records:

@@ -36,7 +36,7 @@ class StreamWatch:
 
     def __init__(self, request: Mapping[str, Any] | None, *, sent_at: float, started_at: float,
                  api: str | Api = Api.CHAT) -> None:
-        self.api = Api(api)
+        self.api = api if type(api) is Api else Api(api)  # an Enum call costs ~1 µs per request
         self.checker = checker_for(self.api, dict(request) if request is not None else None)
         self.sent_at = sent_at
         self.started_at = started_at

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from sseguard.probe.config import Arm
 
@@ -19,6 +20,11 @@ class Target:
     arm: Arm
     url: str
     headers: Mapping[str, str]
+    #: The URL's path, as records keep it: worked out once here, not per request.
+    path: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", urlsplit(self.url).path or "/")
 
     @classmethod
     def of(cls, arm: Arm, environ: Mapping[str, str] | None = None) -> Target:
