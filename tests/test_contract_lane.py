@@ -83,7 +83,8 @@ def chat(kind: str, text: str = "", ascii_only: bool = False) -> bytes:
     return ("data: " + head(cid, choice) + "\n\n").encode()
 
 
-def responses(kind: str, seq: int, text: str = "", ascii_only: bool = False) -> bytes:
+def responses(kind: str, seq: int, text: str = "", ascii_only: bool = False,
+              part_text: str = "") -> bytes:
     def ev(name: str, body: str) -> bytes:
         return f'event: {name}\ndata: {{"type":"{name}",{body},"sequence_number":{seq}}}\n\n'.encode()
 
@@ -93,7 +94,8 @@ def responses(kind: str, seq: int, text: str = "", ascii_only: bool = False) -> 
                      '"output_index":0,"item":{"id":"m1","type":"message","content":[]}')
                 .replace(b'"sequence_number":%d' % seq, b'"sequence_number":%d' % (seq + 1))
                 + ev("response.content_part.added",
-                     '"output_index":0,"content_index":0,"part":{"type":"output_text","text":""}')
+                     '"output_index":0,"content_index":0,"part":{"type":"output_text","text":'
+                     + _json(part_text) + "}")
                 .replace(b'"sequence_number":%d' % seq, b'"sequence_number":%d' % (seq + 2)))
     if kind == "part_done":
         return ev("response.content_part.done",
@@ -170,21 +172,22 @@ def streams(draw: Any, api: str) -> list[bytes]:
     if api == "chat":
         frames.append(chat("start"))
     elif api == "responses":
-        frames.append(responses("start", 0))
+        frames.append(responses("start", 0, part_text=draw(st.sampled_from(["", "", "Hi"]))))
         seq = 3
     elif api == "messages":
         frames.append(messages("start"))
     if draw(st.integers(0, 3)):  # mostly enough plain deltas first for a lane to be learned
+        warm = draw(st.sampled_from(["w", "w", ""]))  # (empty: a lane learned from empty text)
         for _ in range(WARM + 1 + (api == "gemini")):  # (a lane learned at the last)
             if api == "chat":
-                frames.append(chat("delta", "w"))
+                frames.append(chat("delta", warm))
             elif api == "responses":
-                frames.append(responses("delta", seq, "w"))
+                frames.append(responses("delta", seq, warm))
                 seq += 1
             elif api == "messages":
-                frames.append(messages("delta", "w"))
+                frames.append(messages("delta", warm))
             else:
-                frames.append(gemini("delta", "w"))
+                frames.append(gemini("delta", warm))
     for step in draw(st.lists(st.sampled_from(_STEPS[api]), min_size=1, max_size=24)):
         text = draw(_texts)
         ascii_only = draw(st.booleans())

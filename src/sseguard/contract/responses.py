@@ -62,8 +62,6 @@ class _TextDelta(msgspec.Struct, gc=False):
 
 _decode_text_delta = msgspec.json.Decoder(_TextDelta).decode
 _TYPED_MISS = (msgspec.ValidationError, *JSON_ERRORS)
-#: The lane's text before there is a lane (nothing folds into it then).
-_NO_TEXT = Joined(False)
 
 
 class ResponsesChecker(CheckerBase):
@@ -87,7 +85,9 @@ class ResponsesChecker(CheckerBase):
         self._lane_item: Block | None = None
         self._lane_part: Part | None = None
         self._lane_key: tuple[int, str, int] = (0, OUTPUT_TEXT, 0)
-        self._lane_text = _NO_TEXT  # the assembler's, once there is a lane (it never replaces it)
+        # The assembler's joined text of that part, once the lane's first text made it (the
+        # general way makes it at the first non-empty delta only; the assembler never replaces it).
+        self._lane_text: Joined | None = None
 
     @staticmethod
     def _tool_entry(tool: dict[str, Any]) -> tuple[Any, Any]:
@@ -141,7 +141,7 @@ class ResponsesChecker(CheckerBase):
                             number_path=("sequence_number",)):
                         self._lane_item, self._lane_part = block, part
                         self._lane_key = (index, OUTPUT_TEXT, sub)
-                        self._lane_text = self._asm.text(self._lane_key)
+                        self._lane_text = self._asm.texts.get(self._lane_key)
                     return
         typed = self._typed_event(event, self._note_sequence)
         if typed is None:
@@ -176,7 +176,10 @@ class ResponsesChecker(CheckerBase):
         self._chunks += 1
         self._next_seq = (self._next_seq or 0) + 1
         if text:
-            self._lane_text.add(text)
+            joined = self._lane_text
+            if joined is None:
+                joined = self._lane_text = self._asm.text(self._lane_key)
+            joined.add(text)
             self._asm.saw_token = True
             self._leaks.scan(self._lane_key[0], "output_text", text)
 
