@@ -170,3 +170,17 @@ def unreachable(upstream: URL, exc: BaseException, redactor: Redactor) -> str:
 def speaks_anthropic(request: web.BaseRequest, api: Api | None) -> bool:
     """Whether the client speaks Anthropic's API: its errors then come in Anthropic's shape."""
     return api is Api.MESSAGES or "anthropic-version" in request.headers
+
+
+class HeadersWithFirstBytes(web.StreamResponse):
+    """A stream response whose headers wait for its first body bytes: one write, one TCP segment.
+
+    ``web.StreamResponse`` sends its headers on ``prepare()``, so a stream whose first frames are
+    already in hand (``--retry``: the headers wait for the upstream's first event) would reach the
+    client in two writes and two segments, the frames a wake-up later. aiohttp buffers the headers
+    until the first body write (or the end) when a response opts out of sending them at once
+    (``web.Response`` does); the relay sends them itself (``send_headers``) if its first read
+    writes nothing.
+    """
+
+    _send_headers_immediately = False

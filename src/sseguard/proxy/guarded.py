@@ -6,7 +6,7 @@ a 2xx stream goes through ``StreamRelay`` with its protocol's checker, ``Wire`` 
 
 With ``--retry`` the client's response headers wait for the upstream's first event: until then
 nothing has reached the client, so a failure (``retry.py`` says which) is asked again instead. The
-headers then leave with the first frames, in one write (``relay._HeadersWithFirstBytes``). The
+headers then leave with the first frames, in one write (``forward.HeadersWithFirstBytes``). The
 last attempt is relayed exactly as it would be without retries.
 """
 

@@ -31,7 +31,7 @@ from aiohttp.abc import AbstractStreamWriter
 from sseguard.contract import Checker
 from sseguard.policy import Policy
 from sseguard.proxy.config import OnBadEnd, ProxyConfig
-from sseguard.proxy.forward import STREAM_HEADERS, response_headers
+from sseguard.proxy.forward import STREAM_HEADERS, HeadersWithFirstBytes, response_headers
 from sseguard.proxy.frames import Failure, Frames
 from sseguard.proxy.outcome import Outcome, failure_message
 from sseguard.proxy.stall import READ_MAX, Body, Stalled, StallWatch, broke_off, drain
@@ -48,20 +48,6 @@ DONE_GRACE = 1.0
 
 class _ClientGone(Exception):
     """The client closed its connection; nothing more can be sent."""
-
-
-class _HeadersWithFirstBytes(web.StreamResponse):
-    """A stream response whose headers wait for its first body bytes: one write, one TCP segment.
-
-    ``web.StreamResponse`` sends its headers on ``prepare()``, so a stream whose first frames are
-    already in hand (``--retry``: the headers wait for the upstream's first event) would reach the
-    client in two writes and two segments, the frames a wake-up later. aiohttp buffers the headers
-    until the first body write (or the end) when a response opts out of sending them at once
-    (``web.Response`` does); the relay sends them itself (``send_headers``) if its first read
-    writes nothing.
-    """
-
-    _send_headers_immediately = False
 
 
 #: Told once per stream, when it is over: the relay (its timings, outcome, frames) and the verdict.
@@ -157,7 +143,7 @@ class StreamRelay:
         """
         if self.ttfb is None:
             self.ttfb = time.perf_counter() - self.t0
-        kind = _HeadersWithFirstBytes if first else web.StreamResponse
+        kind = HeadersWithFirstBytes if first else web.StreamResponse
         resp = self._resp = kind(status=upstream.status, reason=upstream.reason)
         headers = response_headers(upstream.headers, keep_framing=False, into=resp.headers)
         headers.update(STREAM_HEADERS)
@@ -256,7 +242,7 @@ class StreamRelay:
         stream early (code, message) and whether that error's own frame was forwarded.
 
         With ``first`` the client's headers wait to go out with the first bytes written
-        (``_HeadersWithFirstBytes``); if the first read writes nothing they go out by themselves.
+        (``HeadersWithFirstBytes``); if the first read writes nothing they go out by themselves.
         """
         held = bool(first)
         hold = self.config.on_bad_end is not OnBadEnd.PASS
@@ -405,7 +391,7 @@ class StreamRelay:
         return self.redactor.text(f"{self._broke} ({type(exc).__name__}: {exc})")
 
     def _send_headers(self) -> bool:
-        """Send the client's headers if they are still held (``_HeadersWithFirstBytes``); False."""
+        """Send the client's headers if they are still held (``HeadersWithFirstBytes``); False."""
         if self._writer is not None:
             try:
                 self._writer.send_headers()
