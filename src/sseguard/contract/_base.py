@@ -168,14 +168,16 @@ class CheckerBase(ABC):
         self._lane_ok = lane.ready() and self._lane_state()
         return self._lane_ok
 
+    @abstractmethod
     def _lane_state(self) -> bool:
-        """The protocol's part of ``_lane_ready`` (e.g. no terminal event yet, the block open)."""
-        return False
+        """The protocol's part of ``_lane_ready`` (e.g. no terminal event yet, the block open).
+        Asked only once the protocol has learned a lane (``_learn_lane``); a protocol that never
+        learns one answers False."""
 
+    @abstractmethod
     def _lane_fold(self, text: str) -> None:
         """Fold the lane's event with ``text`` exactly as the general way folds the event it was
-        learned from. Only a protocol that learns lanes overrides it (and ``_lane_state``)."""
-        raise NotImplementedError
+        learned from (called only after ``_lane_state`` said yes)."""
 
     def _learn_lane(self, event: SSEEvent, text: str, path: Path, *, number: int | None = None,
                     number_key: str = "", number_path: Path = ()) -> bool:

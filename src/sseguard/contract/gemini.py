@@ -72,6 +72,8 @@ _WHITESPACE = b" \t\r\n"
 
 
 _TYPED_MISS = (msgspec.ValidationError, *JSON_ERRORS)
+#: The lane's record before there is a lane (``_lane_state`` refuses until one is learned).
+_NO_RECORD = Record([])
 
 
 class GeminiFrames:
@@ -157,7 +159,7 @@ class GeminiChecker(CheckerBase):
         self._blocked: str | None = None  # promptFeedback.blockReason
         self._last_usage: Any = None  # the usageMetadata of the last record
         # The lane's record as learned and the candidate its text goes to (``_lane_fold``).
-        self._lane_record = Record([])
+        self._lane_record = _NO_RECORD
         self._lane_state_of: CandidateState | None = None
         self._lane_thought = False
 
