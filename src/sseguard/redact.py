@@ -136,7 +136,8 @@ def _by_gate() -> tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...
 
 _BY_GATE = _by_gate()
 
-# Every character of a trigger, rarest first in stream text (JSON events, prose, header values).
+# Every character of a trigger, rarest first in stream text (JSON events, prose, header values);
+# a character a new trigger brings that is not listed ranks rarest of all (``find`` gives -1).
 _RARITY = "=zw29j-x.vfgykbm_hupdirclsoante"
 
 
@@ -152,12 +153,12 @@ def _any_trigger() -> re.Pattern[str]:
     only tries the words there."""
     by_anchor: dict[str, list[str]] = {}
     for trigger, _ in _TRIGGERS:
-        at = min(range(len(trigger)), key=lambda i: (_RARITY.index(trigger[i]), i))
+        at = min(range(len(trigger)), key=lambda i: (_RARITY.find(trigger[i]), i))
         head, tail = re.escape(trigger[:at + 1]), re.escape(trigger[at + 1:])
         by_anchor.setdefault(trigger[at], []).append(f"(?<={head}){tail}" if at else tail)
     return re.compile("|".join(f"{re.escape(c)}(?:{'|'.join(alts)})"
                                for c, alts in sorted(by_anchor.items(),
-                                                     key=lambda kv: _RARITY.index(kv[0]))))
+                                                     key=lambda kv: _RARITY.find(kv[0]))))
 
 
 _ANY_TRIGGER = _any_trigger()
