@@ -79,6 +79,9 @@ class Family:
     ``render_answer(reasoning, preface, markup)``, the whole content a server without its parser sends.
     ``rank`` orders the registry (then the name): ``auto`` asks claims in that order and a shared
     marker belongs to the first family that has it. Built-ins rank below 100, plugins default to 100.
+    ``aliases``: the other names the serving engines register for the same grammar (vLLM's
+    ``qwen3_xml``, SGLang's ``poolside_v1``, …), accepted wherever a family name is, so an operator
+    can type the name their engine uses (MARKUP3.md).
     """
 
     name: str
@@ -94,6 +97,7 @@ class Family:
     auto_prefix: Callable[[str], bool] | None = None
     render_answer: Callable[[str, str, str], str] | None = None
     rank: int = 100
+    aliases: tuple[str, ...] = ()
     leads: frozenset[str] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -35,10 +35,17 @@ class FamilyPluginWarning(UserWarning):
 
 
 class _Registry:
-    __slots__ = ("auto", "families")
+    __slots__ = ("aliases", "auto", "families")
 
     def __init__(self, families: dict[str, Family]) -> None:
         self.families = MappingProxyType(families)
+        # an alias never shadows a family's own name; the first family (by rank) to claim one keeps it
+        aliases: dict[str, str] = {}
+        for fam in families.values():
+            for alias in fam.aliases:
+                if alias not in families and alias != AUTO:
+                    aliases.setdefault(alias, fam.name)
+        self.aliases = MappingProxyType(aliases)
         detector = Detector(families.values())
         self.auto = Family(
             name=AUTO, make=partial(AutoParser, detector=detector), markers=(),
@@ -106,13 +113,24 @@ def families() -> Mapping[str, Family]:
     return _get().families
 
 
+def aliases() -> Mapping[str, str]:
+    """Every engine alias → the name of the family it means (``qwen3_xml`` → ``qwen3-coder``)."""
+    return _get().aliases
+
+
+def canonical(name: str) -> str:
+    """The family name ``name`` means: itself for a family (or ``auto``), the family for an alias;
+    an unknown name is returned unchanged (``family()`` says what is wrong with it)."""
+    return _get().aliases.get(name, name)
+
+
 def family(name: str) -> Family:
-    """The family called ``name`` (``auto`` included); an unknown name is a ``UsageError`` whose
-    one-line message lists the known names."""
+    """The family called ``name`` (``auto`` and the engines' aliases included); an unknown name is a
+    ``UsageError`` whose one-line message lists the known names."""
     reg = _get()
     if name == AUTO:
         return reg.auto
-    found = reg.families.get(name)
+    found = reg.families.get(name) or reg.families.get(reg.aliases.get(name, ""))
     if found is None:
         raise unknown("markup family", name, [*reg.families, AUTO])
     return found
