@@ -27,7 +27,7 @@ from sseguard.probe.workloads import Workload
 from sseguard.redact import Redactor
 from sseguard.verdict import Verdict
 
-BODIES = Path(__file__).resolve().parent.parent / "examples" / "bodies"
+BODIES = Path(__file__).resolve().parents[2] / "examples" / "bodies"
 
 
 def _target(url: str, **headers: str) -> Target:

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from sseguard.cli import app
 
-BODIES = Path(__file__).parent.parent / "examples" / "bodies"
+BODIES = Path(__file__).parents[2] / "examples" / "bodies"
 runner = CliRunner()
 
 

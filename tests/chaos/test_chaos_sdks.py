@@ -490,6 +490,6 @@ def _cell(value: str | None) -> str:
 
 
 def test_the_measured_table_is_the_one_in_the_docs() -> None:
-    doc = (Path(__file__).parent.parent / "docs" / "protocols.md").read_text(encoding="utf-8")
+    doc = (Path(__file__).parents[2] / "docs" / "protocols.md").read_text(encoding="utf-8")
     assert render_table() in doc
 

@@ -23,7 +23,7 @@ from sseguard.contract import (
 from sseguard.errors import UsageError
 from sseguard.verdict import Ending, Finding, FindingKind, Verdict
 
-BODIES = Path(__file__).parent.parent / "examples" / "bodies"
+BODIES = Path(__file__).parents[2] / "examples" / "bodies"
 REQUEST_TOOLS = json.loads((BODIES.parent / "request_tools.json").read_text())
 
 #: The verdict every shipped sample body must get: (ending, finding kinds).

@@ -242,7 +242,7 @@ def test_plain_locust_with_a_bad_config_file_is_one_line_exit_2(tmp_path: Path) 
 @pytest.fixture(scope="module")
 def edge_results() -> dict[str, Any]:
     """`_locust_edge.py` in its own process (it imports Locust): a misbehaving raw server."""
-    script = Path(__file__).with_name("_locust_edge.py")
+    script = Path(__file__).parents[1] / "_locust_edge.py"
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
                             env=base_env())
     assert result.returncode == 0, result.stderr

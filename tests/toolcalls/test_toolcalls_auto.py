@@ -9,7 +9,7 @@ import pytest
 from _toolcalls_support import calls_of, check_invariants, errors_of, run, text_of
 from sseguard.toolcalls import Markup, Text, parser_for
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "markup"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "markup"
 SAMPLES = {"dsml-v32.txt": "dsml-v32", "dsml-v4.txt": "dsml-v4", "dsml-v41.txt": "dsml-v41",
            "deepseek-v3.txt": "deepseek-v3", "deepseek-v31.txt": "deepseek-v31",
            "hermes.txt": "hermes", "qwen3-coder.txt": "qwen3-coder", "kimi-k2.txt": "kimi-k2",

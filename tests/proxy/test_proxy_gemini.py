@@ -1,7 +1,7 @@
 """Gemini through the proxy: ``:streamGenerateContent`` is a stream by its path (no ``stream`` field),
 served under ``/v1beta`` as well as ``/v1``, and guarded in both framings. The real google-genai SDK,
 sync and async, pointed at the proxy with nothing else: a healthy stream reads, every bad ending raises
-(it ends silently on some of them directly: ``tests/test_chaos_gemini.py``). ``retry=0``: the guard
+(it ends silently on some of them directly: ``tests/chaos/test_chaos_gemini.py``). ``retry=0``: the guard
 alone, one upstream request per client request."""
 
 from __future__ import annotations

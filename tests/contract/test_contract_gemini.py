@@ -16,7 +16,7 @@ from sseguard.contract.gemini import GeminiChecker, looks_like_gemini
 from sseguard.errors import UsageError
 from sseguard.verdict import Ending, FindingKind, Verdict
 
-EXAMPLES = Path(__file__).parent.parent / "examples"
+EXAMPLES = Path(__file__).parents[2] / "examples"
 REQUEST = json.loads((EXAMPLES / "request_tools_gemini.json").read_text())
 MODEL = "gemini-2.5-flash"
 E, F = Ending, FindingKind

@@ -182,7 +182,7 @@ def test_ctrl_c_stops_cleanly_keeps_results_and_exits_130(tmp_path: Path) -> Non
 
 
 def test_the_example_probe_toml_is_a_valid_config() -> None:
-    example = Path(__file__).resolve().parent.parent / "examples" / "probe.toml"
+    example = Path(__file__).resolve().parents[2] / "examples" / "probe.toml"
     cfg = build_config({}, config_path=str(example),
                        environ={"BLUE_API_KEY": "k-blue-1", "GREEN_API_KEY": "k-green-1"})
     assert [(a.name, a.protocol) for a in cfg.arms] == [("blue", "chat"), ("green", "chat"),

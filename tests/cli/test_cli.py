@@ -14,7 +14,7 @@ from sseguard import __version__
 from sseguard._config import parse_listen
 from sseguard.cli import app
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 COMMANDS = ["check", "chaos", "probe", "sweep", "locust", "proxy", "analyze", "parse", "tokenizer",
             "demo"]
 #: What a metavar must never be: the parser's type name instead of what goes in.

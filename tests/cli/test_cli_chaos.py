@@ -21,7 +21,7 @@ from sseguard.chaos import ChaosConfig, Dialect, Fault, LoadPattern, RoutedPatte
 from sseguard.cli import app
 from sseguard.errors import ConfigError
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "chaos.toml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "chaos.toml"
 runner = CliRunner()
 
 

@@ -13,7 +13,7 @@ from sseguard.cli import app
 from sseguard.toolcalls import FAMILIES
 
 runner = CliRunner()
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "markup"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "markup"
 TOOLS = str(EXAMPLES / "tools.json")
 SAMPLES = ["dsml-v32.txt", "dsml-v4.txt", "dsml-v41.txt", "deepseek-v3.txt", "deepseek-v31.txt",
            "hermes.txt", "qwen3-coder.txt", "kimi-k2.txt", "harmony.txt", "glm45.txt", "glm47.txt",

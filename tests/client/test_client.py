@@ -394,5 +394,5 @@ def test_importing_sseguard_client_does_not_import_legacy_httpx() -> None:
 
     code = "import sys, sseguard.client; print('httpx' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         cwd=Path(__file__).parent)
+                         cwd=Path(__file__).parents[1])
     assert out.stdout.strip() == "False", out.stderr
