@@ -122,7 +122,7 @@ def test_help_texts_name_every_protocol_and_family() -> None:
 
 def test_the_proxy_says_it_guards_openai_and_anthropic_apis() -> None:
     assert "OpenAI or Anthropic" in _help()
-    assert "OpenAI- or Anthropic-compatible" in " ".join(_help("proxy").split())
+    assert "OpenAI-, Anthropic- or Gemini-compatible" in " ".join(_help("proxy").split())
     assert "OpenAI-compatible" not in _help().replace("OpenAI- and Anthropic-compatible", "")
 
 
