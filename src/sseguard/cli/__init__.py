@@ -13,7 +13,7 @@ from sseguard.cli._app import app, main
 
 # Each import registers its command(s); the order here is the order of ``sseguard --help``.
 # isort: off
-from sseguard.cli import check, chaos, probe, locust, proxy, analyze, export, parse, tokenizer, demo  # noqa: F401
+from sseguard.cli import check, chaos, probe, locust, proxy, analyze, export, parse, tokenizer, demo, protocols  # noqa: F401
 # isort: on
 
 __all__ = ["app", "main"]
