@@ -119,10 +119,10 @@ def _anthropic() -> Found:
 def _google_genai() -> Found:
     from google.genai import types as g
 
-    for member in g.FinishReason:
-        yield Api.GEMINI, "reason", member.value
-    for member in g.BlockedReason:
-        yield Api.GEMINI, "blocked_reason", member.value
+    for finish in g.FinishReason:
+        yield Api.GEMINI, "reason", finish.value
+    for blocked in g.BlockedReason:
+        yield Api.GEMINI, "blocked_reason", blocked.value
     for field_name, info in g.Part.model_fields.items():
         yield Api.GEMINI, "block", info.alias or field_name
     for field_name, info in g.FunctionCall.model_fields.items():

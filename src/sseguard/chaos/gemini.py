@@ -8,7 +8,8 @@ which the server applies from the route. The answer is rendered as ``GenerateCon
 (thought parts, text parts, each function call whole in one record — or, when the request asks
 ``toolConfig.functionCallingConfig.streamFunctionCallArguments``, in pieces: its name, then one
 ``partialArgs`` value per record by ``jsonPath``, strings in two, then an empty closing piece; a
-cut there is ``tool_call_unterminated`` — then the record with ``finishReason`` and the usage) in the framing the query string asked for (``ChatRequest.framing``):
+cut there is ``tool_call_unterminated`` — then the record with ``finishReason`` and the usage) in
+the framing the query string asked for (``ChatRequest.framing``):
 ``?alt=sse`` gets ``data: …\\r\\n\\r\\n`` frames and no sentinel; without it the records are the
 elements of one JSON array, ``[{…},\\r\\n{…}\\r\\n]``, streamed element by element, closed by ``]``
 whenever the body ends cleanly (a truncated array is closed too: only its finishReason is missing).

@@ -24,9 +24,9 @@ from sseguard.contract.chat.relay import (
     upstream_error_of,
 )
 from sseguard.contract.chat.request import ChatFormat
+from sseguard.contract.chat.vocabulary import KINDS, REASONS
 from sseguard.contract.leaks import LEAK_MARKERS, leak_markers
 from sseguard.contract.protocol import Auth, Protocol, Relay, Route, never
-from sseguard.contract.chat.vocabulary import KINDS, REASONS
 from sseguard.verdict import Api, Ending
 
 __all__ = [

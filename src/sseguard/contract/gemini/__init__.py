@@ -21,13 +21,13 @@ from sseguard.contract.gemini.request import (
     error_body,
     status_error,
 )
+from sseguard.contract.gemini.vocabulary import KINDS, REASONS
 from sseguard.contract.protocol import (
     Auth,
     Framing,
     Protocol,
     Route,
 )
-from sseguard.contract.gemini.vocabulary import KINDS, REASONS
 from sseguard.verdict import Api
 
 __all__ = [

@@ -17,6 +17,12 @@ __all__ = ["StreamedCall", "parse_path"]
 
 _STEP = re.compile(r"\.([A-Za-z_][\w-]*)|\[(\d+)\]|\['((?:[^'\\]|\\.)*)'\]|\[\"((?:[^\"\\]|\\.)*)\"\]")
 _VALUES = ("stringValue", "numberValue", "boolValue", "nullValue")
+#: Whether a value fits its field (a JSON ``true`` is no number).
+_VALUE_OK = {
+    "stringValue": lambda v: isinstance(v, str),
+    "numberValue": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "boolValue": lambda v: isinstance(v, bool),
+}
 
 
 def parse_path(path: str) -> list[str | int] | None:
@@ -78,11 +84,9 @@ class StreamedCall:
         if given:
             key = given[0]
             value = piece[key]
-            wanted = {"stringValue": str, "numberValue": (int, float), "boolValue": bool}.get(key)
             if key == "nullValue":
                 value = None
-            elif wanted is not None and (not isinstance(value, wanted)
-                                         or (key == "numberValue" and isinstance(value, bool))):
+            elif not _VALUE_OK[key](value):
                 return f"partialArgs {key} at {path} is a {type(value).__name__}"
         elif piece.get("willContinue") is not True and path not in self._continuing:
             return f"partialArgs at {path} carries no value"

@@ -23,8 +23,8 @@ from sseguard.contract.messages.relay import (
     upstream_error_of,
 )
 from sseguard.contract.messages.request import MessagesFormat, thinking_budget
-from sseguard.contract.protocol import Auth, Protocol, Relay, Route, never
 from sseguard.contract.messages.vocabulary import KINDS, REASONS
+from sseguard.contract.protocol import Auth, Protocol, Relay, Route, never
 from sseguard.verdict import Api, Ending
 
 __all__ = [
