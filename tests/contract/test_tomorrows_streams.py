@@ -106,6 +106,29 @@ def _item(item: dict[str, Any], inner: list[dict[str, Any]],
 _AT = {"item_id": "it_1", "output_index": 0}
 MESSAGE = {"type": "message", "id": "it_1", "role": "assistant", "status": "in_progress",
            "content": []}
+#: Output items with no events of their own (opened and closed), by type.
+_OTHER_ITEMS: dict[str, dict[str, Any]] = {
+    "function_call_output": {"call_id": "call_1", "output": "20C"},
+    "custom_tool_call_output": {"call_id": "call_1", "output": "ok"},
+    "computer_call": {"call_id": "call_1", "action": {"type": "screenshot"},
+                      "pending_safety_checks": []},
+    "computer_call_output": {"call_id": "call_1",
+                             "output": {"type": "computer_screenshot", "image_url": "x"}},
+    "local_shell_call": {"call_id": "call_1", "action": {"type": "exec", "command": ["ls"],
+                                                         "env": {}}},
+    "local_shell_call_output": {"output": "a.txt"},
+    "apply_patch_call": {"call_id": "call_1", "operation": {"type": "delete_file",
+                                                            "path": "a"}},
+    "apply_patch_call_output": {"call_id": "call_1", "output": "done"},
+    "mcp_approval_request": {"server_label": "s", "name": "echo", "arguments": "{}"},
+    "mcp_approval_response": {"approval_request_id": "it_0", "approve": True},
+    "compaction": {"encrypted_content": "enc"},
+    "tool_search_call": {"arguments": {"query": "weather"}},
+    "tool_search_output": {"tools": []},
+    "program": {"code": "print(1)"},
+    "program_output": {"output": "1"},
+    "additional_tools": {"tools": []},
+}
 RESPONSES_BODIES: dict[str, list[dict[str, Any]]] = {
     "message": _item(MESSAGE, [
         {"type": "response.content_part.added", **_AT, "content_index": 0,
@@ -195,28 +218,7 @@ RESPONSES_BODIES: dict[str, list[dict[str, Any]]] = {
                   {"type": "response.in_progress", "response": {"id": "resp_1",
                                                                 "status": "in_progress"}},
                   {"type": "response.compaction.compacting", "output_index": 0}],
-    **{kind: _item({"type": kind, "id": "it_1", **fields}, []) for kind, fields in {
-        "function_call_output": {"call_id": "call_1", "output": "20C"},
-        "custom_tool_call_output": {"call_id": "call_1", "output": "ok"},
-        "computer_call": {"call_id": "call_1", "action": {"type": "screenshot"},
-                          "pending_safety_checks": []},
-        "computer_call_output": {"call_id": "call_1",
-                                 "output": {"type": "computer_screenshot", "image_url": "x"}},
-        "local_shell_call": {"call_id": "call_1", "action": {"type": "exec", "command": ["ls"],
-                                                             "env": {}}},
-        "local_shell_call_output": {"output": "a.txt"},
-        "apply_patch_call": {"call_id": "call_1", "operation": {"type": "delete_file",
-                                                                "path": "a"}},
-        "apply_patch_call_output": {"call_id": "call_1", "output": "done"},
-        "mcp_approval_request": {"server_label": "s", "name": "echo", "arguments": "{}"},
-        "mcp_approval_response": {"approval_request_id": "it_0", "approve": True},
-        "compaction": {"encrypted_content": "enc"},
-        "tool_search_call": {"arguments": {"query": "weather"}},
-        "tool_search_output": {"tools": []},
-        "program": {"code": "print(1)"},
-        "program_output": {"output": "1"},
-        "additional_tools": {"tools": []},
-    }.items()},
+    **{kind: _item({"type": kind, "id": "it_1", **fields}, []) for kind, fields in _OTHER_ITEMS.items()},
 }
 
 
@@ -251,12 +253,13 @@ def messages_body(blocks: list[tuple[dict[str, Any], list[dict[str, Any]]]],
     return "".join(frames).encode(), len("".join(frames[-2:]).encode())
 
 
-_TEXT = ({"type": "text", "text": ""}, [{"type": "text_delta", "text": "Hi"},
+Block = tuple[dict[str, Any], list[dict[str, Any]]]
+_TEXT: Block = ({"type": "text", "text": ""}, [{"type": "text_delta", "text": "Hi"},
                                           {"type": "citations_delta", "citation": {
                                               "type": "char_location", "cited_text": "Hi",
                                               "document_index": 0, "document_title": "d",
                                               "start_char_index": 0, "end_char_index": 2}}])
-_INPUT = [{"type": "input_json_delta", "partial_json": '{"query":'},
+_INPUT: list[dict[str, Any]] = [{"type": "input_json_delta", "partial_json": '{"query":'},
           {"type": "input_json_delta", "partial_json": '"weather"}'}]
 MESSAGES_BLOCKS: dict[str, tuple[list[tuple[dict[str, Any], list[dict[str, Any]]]], str]] = {
     "text": ([_TEXT], "end_turn"),
@@ -326,7 +329,7 @@ MESSAGES_BLOCKS: dict[str, tuple[list[tuple[dict[str, Any], list[dict[str, Any]]
 
 def gemini_body(parts: list[list[dict[str, Any]]], reason: str = "STOP") -> tuple[bytes, int]:
     """One record per list of parts, then the record with the finish reason (the last frame)."""
-    tail = {"usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 2,
+    tail: dict[str, Any] = {"usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 2,
                               "totalTokenCount": 5}, "modelVersion": "m", "responseId": "r1"}
     records = [{"candidates": [{"content": {"role": "model", "parts": p}, "index": 0}],
                 "modelVersion": "m", "responseId": "r1"} for p in parts]
@@ -336,7 +339,7 @@ def gemini_body(parts: list[list[dict[str, Any]]], reason: str = "STOP") -> tupl
     return "".join(frames).encode(), len(frames[-1].encode())
 
 
-_PNG = {"mimeType": "image/png", "data": "iVBORw0KGgo="}
+_PNG: dict[str, Any] = {"mimeType": "image/png", "data": "iVBORw0KGgo="}
 GEMINI_PARTS: dict[str, list[list[dict[str, Any]]]] = {
     "text": [[{"text": "Hi"}]],
     "thought": [[{"text": "Hmm.", "thought": True}], [{"text": "Hi"}]],
