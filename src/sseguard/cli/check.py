@@ -111,9 +111,11 @@ def print_verdict(outcome: CheckOutcome, console: Console) -> None:
     for what, summary in _answer_rows(v):
         table.add_row(what, summary)
     reasons = protocol(v.api).reasons
+    # (a Gemini answer without candidates names its prompt's blockReason: that table classes it)
+    blocked = v.api == Api.GEMINI and not v.message.get("candidates")
     for index, reason in enumerate(protocol(v.api).finish_of(v.message)):
         if reason is not None:
-            table.add_row(f"reason {index}", f"{reason}: {reasons.classify(reason)}")
+            table.add_row(f"reason {index}", f"{reason}: {reasons.classify(reason, blocked=blocked)}")
     if v.unknown_kinds:
         table.add_row("unknown kinds", ", ".join(v.unknown_kinds) + " (passed through)")
     if v.error:
