@@ -16,7 +16,7 @@ from sseguard.cli import app
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 COMMANDS = ["check", "chaos", "probe", "sweep", "locust", "proxy", "analyze", "parse", "tokenizer",
-            "demo"]
+            "demo", "protocols"]
 #: What a metavar must never be: the parser's type name instead of what goes in.
 GENERIC = re.compile(r"<(?:str|int|float|bool|path|file|list\[[^]]*\])>|\b(?:TEXT|INTEGER|FLOAT|BOOLEAN)\b")
 #: An option row: two spaces, the option, then its metavar (if any).

@@ -230,7 +230,7 @@ async def _serve(request: web.Request, writer: Writer, proto: Protocol, route: R
                    forced=forced, force=forced_raw is not None, api=str(writer.api))
     decision = applicable(drawn, stream=req.stream, tools_offered=req.tools_offered,
                           typed_tool=req.typed_tool, include_usage=req.include_usage,
-                          unsupported=writer.cannot_carry(stream=req.stream))
+                          unsupported=writer.cannot_carry(stream=req.stream, req=req))
     if decision.fault is None and drawn.fault is not None:
         stats.skipped[str(drawn.fault)] += 1
     stats.faults[decision.header] += 1

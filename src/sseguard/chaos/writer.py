@@ -41,6 +41,11 @@ class Writer:
     resume: Callable[[ChaosConfig, ChatRequest, Decision, Decision, ResponseIds, list[Answer], int],
                      Plan] | None = None
 
-    def cannot_carry(self, *, stream: bool) -> frozenset[Fault]:
+    #: Faults of ``unsupported`` that one request can carry all the same (a Gemini request that asks
+    #: for its calls' arguments streamed can have a call cut inside them).
+    carries: Callable[[ChatRequest], frozenset[Fault]] = lambda req: frozenset()
+
+    def cannot_carry(self, *, stream: bool, req: ChatRequest | None = None) -> frozenset[Fault]:
         """The faults a request of this protocol cannot carry, streamed or not."""
-        return self.unsupported if stream else self.unsupported | self.unsupported_unstreamed
+        base = self.unsupported if stream else self.unsupported | self.unsupported_unstreamed
+        return base - self.carries(req) if req is not None and stream else base
