@@ -21,9 +21,9 @@ from sseguard.toolcalls import (
     ToolArgsDelta,
     ToolCallEnd,
     ToolCallStart,
-    _dsml,
     consumed_text,
     deepseek_v3,
+    dsml,
     hermes,
     join_events,
     parser_for,
@@ -32,8 +32,8 @@ from sseguard.toolcalls import (
 
 #: Complete markers per family: none of them may ever appear in Text.
 LEAK_MARKERS: dict[str, tuple[str, ...]] = {
-    "dsml-v32": (_dsml.OPEN, _dsml.CLOSE), "dsml-v4": (_dsml.OPEN, _dsml.CLOSE),
-    "dsml-v41": (_dsml.OPEN, _dsml.CLOSE),
+    "dsml-v32": (dsml.OPEN, dsml.CLOSE), "dsml-v4": (dsml.OPEN, dsml.CLOSE),
+    "dsml-v41": (dsml.OPEN, dsml.CLOSE),
     "deepseek-v3": deepseek_v3.FAMILY_MARKERS, "deepseek-v31": deepseek_v3.FAMILY_MARKERS,
     "hermes": hermes.FAMILY_MARKERS, "qwen3-coder": qwen3_coder.FAMILY_MARKERS,
     # written out here, not taken from the parsers: the spec's markers (MARKUP2.md)
@@ -224,9 +224,9 @@ def dsml_docs(draw: Any, family: str = "dsml-v32") -> Doc:
     calls: list[tuple[str, dict[str, Any]]] = []
     for _ in range(draw(st.integers(0, 3))):
         _before_opener(draw, content, "\n\n", parts, visible)
-        dialect, word = draw(st.sampled_from([(_dsml.UNSPACED, "function_calls"),
-                                              (_dsml.UNSPACED, "tool_calls"),
-                                              (_dsml.SPACED, "calls")]))
+        dialect, word = draw(st.sampled_from([(dsml.UNSPACED, "function_calls"),
+                                              (dsml.UNSPACED, "tool_calls"),
+                                              (dsml.SPACED, "calls")]))
         bare = draw(st.booleans()) and draw(st.booleans())
         if not bare:
             parts.append(dialect.tag(word) + draw(GT_WS) + ">" + draw(ASCII_PAD))
