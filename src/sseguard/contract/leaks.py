@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from sseguard.toolcalls import families, family
-from sseguard.toolcalls.family import unknown
+from sseguard.toolcalls.family import LEAK_SHAPE_HINT, unknown
 
 #: The markup values that are no family name: every family (``all``, ``auto``, or ``None``), or none.
 ALL, AUTO, NONE = "all", "auto", "none"
 
-_SHAPE_HINT = "functions."  # what both shipped shapes hold; the regex runs only where it occurs
+_SHAPE_HINT = LEAK_SHAPE_HINT  # what every shape holds (``Family`` checks it); the regex runs only there
 _SHAPE_SPAN = 96  # no shape is longer
 _SHAPE_START = len("to=" + _SHAPE_HINT) - 1
 # What the end of a delta holds when a shape's start spans the boundary.

@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from functools import partial
 from typing import Any
 
 from sseguard.errors import UsageError
@@ -28,6 +29,7 @@ from sseguard.toolcalls._engine import CONTENT, BaseParser
 from sseguard.toolcalls._json import JSONProblem, strict_json
 from sseguard.toolcalls._markers import MIN_PARTIAL, TAG_CAP, Markers
 from sseguard.toolcalls.events import Event, MarkupError, MarkupErrorKind, ToolArgsDelta
+from sseguard.toolcalls.family import CallLike, Claim, Family, Render
 from sseguard.toolcalls.schema import ToolSpec
 
 _JSON_STR = r'"(?:[^"\\]|\\.)*"'
@@ -842,3 +844,95 @@ def _find_none(data: str, pos: int) -> tuple[int, str]:
 
 def _hold_none(data: str, pos: int) -> int:
     return len(data)
+
+
+# ── the family builder ─────────────────────────────────────────────────────────────────────────────
+
+
+def _claim(openers: tuple[Opener, ...], held: str, final: bool) -> Claim:
+    """Markup at one of the family's openers is its own when the body's first character follows
+    (other families share ``<tool_call>`` and ``<tool_calls>``: MARKUP3.md §4 decision 3)."""
+    for op in openers:
+        if not held.startswith(op.literal):
+            continue
+        if op.opened:
+            return Claim.YES
+        q = _first_non_ws(held, len(op.literal))
+        if q == -1:
+            return Claim.NO if final else Claim.MORE
+        return Claim.YES if held[q] == _start_char(op.body) else Claim.NO
+    return Claim.NO
+
+
+def render_calls(shape: Shape, op: Opener, calls: Sequence[CallLike], malformed: bool,
+                 ids: bool = False) -> str:
+    """``calls`` as a model of the family writes them after ``op``; ``malformed`` misspells the
+    closer (or, without one, leaves the last object open)."""
+    objs = [json.dumps(shape.write(c.name, c.values, str(i) if ids else None), ensure_ascii=False)
+            for i, c in enumerate(calls)]
+    if malformed and op.closer is None and objs:
+        objs[-1] = objs[-1][:-1]
+    closer = op.closer or ""
+    if malformed and closer:
+        closer = closer[:-1] + "_" + closer[-1:]
+    lead = op.literal[:-1] if op.opened else op.literal
+    if op.body is Body.ARRAY:
+        return f"{lead}[{', '.join(objs)}]{closer}"
+    if op.body is Body.OBJECTS:
+        sep = op.separator if op.separator in WS else f"{op.separator} "
+        inner = sep.join(objs)
+        return f"{lead}\n{inner}\n{closer}" if op.closer else f"{lead}{inner}"
+    return "".join(f"{lead}{o}{closer}" for o in objs)
+
+
+def json_array_family(name: str, openers: Sequence[Opener], *, shape: Shape = NAME_ARGUMENTS,
+                      start: Body | None = None, start_separator: str = ",",
+                      framing: Sequence[str] = (), leak_markers: tuple[str, ...] | None = None,
+                      reasoning_exits: tuple[str, ...] | None = None, rank: int = 100,
+                      aliases: tuple[str, ...] = (), grammar: str = "B", auto: bool = True,
+                      render: Render | None = None) -> Family:
+    """A complete family whose calls are JSON objects after markers (MARKUP3.md classes B, B′, A′):
+    parser, markers, leak markers, reasoning exits, ``auto`` claim and rendering, from the tables.
+
+    The first opener is the one rendered. ``leak_markers`` default to the openers and closers that are
+    not ``soft``; ``reasoning_exits`` to the hard openers. ``auto``: whether ``auto`` may claim the
+    family (a family whose markers all belong to others first says no).
+    """
+    ops = tuple(openers)
+    hard = tuple(op.literal for op in ops if not op.soft)
+    if not hard:
+        raise UsageError(f"family {name!r}: at least one opener that is not soft")
+    closers = tuple(dict.fromkeys(op.closer for op in ops if op.closer))
+    make: Callable[[ToolSpec | None], JSONArrayParser] = partial(
+        JSONArrayParser, family=name, shape=shape, openers=ops, start=start,
+        start_separator=start_separator, framing=tuple(framing))
+    literals = tuple(dict.fromkeys([*(op.literal for op in ops), *closers, *framing]))
+    ids = shape is COHERE
+    return Family(
+        name=name, make=make, markers=literals,
+        leak_markers=leak_markers if leak_markers is not None else tuple(
+            dict.fromkeys([*hard, *closers])),
+        reasoning_exits=hard if reasoning_exits is None else reasoning_exits,
+        auto_markers=hard,
+        claim=partial(_claim, ops) if auto else _never,
+        render=render or partial(_render_first, shape, ops[0], ids),
+        malformable=ops[0].closer is not None, rank=rank, aliases=aliases, grammar=grammar)
+
+
+def _render_first(shape: Shape, op: Opener, ids: bool, calls: Sequence[CallLike],
+                  malformed: bool) -> str:
+    return render_calls(shape, op, calls, malformed, ids)
+
+
+def _never(held: str, final: bool) -> Claim:
+    return Claim.NO
+
+
+def json_after_marker(name: str, opener: str, *more: str, shape: Shape = NAME_ARGUMENTS,
+                      framing: Sequence[str] = (), rank: int = 100,
+                      aliases: tuple[str, ...] = (), grammar: str = "A′") -> Family:
+    """Class A′ of MARKUP3.md: ``opener`` (or any of ``more``), then one call object, no closer —
+    the call ends where its object closes (string-aware brace depth); what follows is text or the
+    next opener (whitespace between two calls is markup)."""
+    return json_array_family(name, [Opener(lit, Body.ONE) for lit in (opener, *more)], shape=shape,
+                             framing=framing, rank=rank, aliases=aliases, grammar=grammar)
