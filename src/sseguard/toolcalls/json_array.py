@@ -167,6 +167,9 @@ class JSONArrayParser(BaseParser):
         literals = tuple(dict.fromkeys([*self._openers, *self._closers, *framing]))
         self._markers = markers = Markers(literals) if literals else None
         self._leads = markers.leads if markers else ""
+        #: literals that are prefixes of longer ones: found complete, they wait for the longer one
+        self._longer = {a: tuple(b for b in literals if b != a and b.startswith(a))
+                        for a in literals if any(b != a and b.startswith(a) for b in literals)}
         self._out_re = re.compile('["{}\\[\\]' + re.escape(self._leads) + "]")
         self._start = Opener("", start, None, start_separator) if start is not None else None
         self._find = markers.find if markers else _find_none
@@ -196,6 +199,9 @@ class JSONArrayParser(BaseParser):
             self._state = CONTENT
 
     def _opener(self, data: str, pos: int, m: int, lit: str) -> int:
+        for longer in self._longer.get(lit, ()):  # "```" may still become "```json"
+            if len(data) - m < len(longer) and longer.startswith(data[m:]):
+                return ~m
         self._markup(data[pos:m])
         end = m + len(lit)
         if lit in self._frames:
@@ -289,8 +295,11 @@ class JSONArrayParser(BaseParser):
         self._held.append(data[pos:q])
         op = self._start
         assert op is not None
-        if data[q] != _start_char(op.body) or (self._markers is not None and (
-                self._markers.match(data, q) or self._markers.hold(data, q) == q)):
+        if self._markers is not None and not self._markers.match(data, q) and \
+                self._markers.hold(data, q) == q:
+            return ~q  # a marker or the bare body ("[" of "[TOOL_CALLS]"): the next chunk says
+        if data[q] != _start_char(op.body) or (self._markers is not None
+                                                and self._markers.match(data, q)):
             self._release_held()
             self._state = CONTENT
             return q
