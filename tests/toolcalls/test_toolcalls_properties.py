@@ -9,8 +9,11 @@ never lose a character. Streams interleaved round-robin must not notice each oth
 
 from __future__ import annotations
 
+import json
 import os
 import random
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -184,6 +187,18 @@ def test_a_thousand_interleaved_streams_equal_the_same_streams_alone() -> None:
     assert all(consumed_text(o) == s[1] for o, s in zip(outs, streams, strict=True))
 
 
+@dataclass(frozen=True)
+class _Canned:
+    """A call to render (``CallLike``)."""
+
+    name: str
+    values: dict[str, Any]
+
+    @property
+    def arguments(self) -> str:
+        return json.dumps(self.values)
+
+
 def _random_markup(rng: random.Random, family: str) -> str:
     """A stream built from canned calls of the family, text and the odd broken piece."""
     canned = {
@@ -212,5 +227,8 @@ def _random_markup(rng: random.Random, family: str) -> str:
                        '</parameter>\n</invoke>\n</minimax:tool_call>', '<invoke name="g">'],
     }
     key = "dsml" if family.startswith("dsml") or family == "auto" else family
-    pieces = [*canned[key], "text ", "é🙂", "<", "\n", '<｜DSML｜bad>', "</parameter>"]
+    # a family without canned pieces: what it renders, whole and with its closer misspelled
+    own = canned.get(key) or [FAMILIES[family].render([_Canned("f", {"a": "x < y"})], broken)
+                              for broken in (False, True)]
+    pieces = [*own, "text ", "é🙂", "<", "\n", '<｜DSML｜bad>', "</parameter>"]
     return "".join(rng.choice(pieces) for _ in range(rng.randint(1, 8)))
