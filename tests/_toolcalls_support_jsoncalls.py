@@ -53,6 +53,10 @@ base.LEAK_MARKERS["auto"] = tuple(sorted({m for k, ms in base.LEAK_MARKERS.items
                                           for m in ms}))
 
 Call = tuple[str, dict[str, Any]]
+#: Families whose calls may stand unmarked at the answer's start, which ``auto`` never claims.
+BARE_START = ("llama3-json", "xlam")
+#: Families ``auto`` never claims: every marker of xLAM is another family's.
+AUTO_NEVER = ("xlam",)
 
 
 def _obj(draw: Any, name: str, args: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:

@@ -209,8 +209,8 @@ class ChaosConfig:
         shares = sum(p.share for p in self.patterns if isinstance(p, RoutedPattern))
         if shares > 1.0 + 1e-9:
             raise ConfigError(f"routed shares add up to {shares:g}, more than 1")
-        if self.raw_markup is not None:
-            parse_family(self.raw_markup)
+        if self.raw_markup is not None:  # an engine's alias names its family from here on
+            object.__setattr__(self, "raw_markup", parse_family(self.raw_markup))
 
     @property
     def routes(self) -> tuple[RoutedPattern, ...]:

@@ -321,7 +321,8 @@ def json_in_tags(name: str, opener: str, closer: str, *, separator: str = "",
         (follow, closer, *closers) if follow else (opener, closer, *closers))
     return Family(name=name, make=make, markers=markers, leak_markers=leaks,
                   reasoning_exits=(opener,) if reasoning_exits is None else reasoning_exits,
-                  auto_markers=(opener, closer, *closers),
+                  auto_markers=tuple(dict.fromkeys((opener, closer, *closers,
+                                                    *([follow] if follow else [])))),
                   claim=partial(_claim, opener, follow),
                   render=partial(_render, opener + follow, closer, separator, keys[0]),
                   malformable=malformable, rank=rank, aliases=aliases, grammar=grammar)

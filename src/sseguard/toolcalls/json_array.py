@@ -922,7 +922,9 @@ def json_array_family(name: str, openers: Sequence[Opener], *, shape: Shape = NA
         leak_markers=leak_markers if leak_markers is not None else tuple(
             dict.fromkeys([*hard, *closers])),
         reasoning_exits=hard if reasoning_exits is None else reasoning_exits,
-        auto_markers=hard,
+        # a stray closer is the family's too (reported, never text), but not a soft one (a fence)
+        auto_markers=tuple(dict.fromkeys([*hard, *(op.closer for op in ops
+                                                   if op.closer and not op.soft)])),
         claim=partial(_claim, ops) if auto else _never,
         render=render or partial(_render_first, shape, ops[0], ids),
         malformable=ops[0].closer is not None, rank=rank, aliases=aliases, grammar=grammar)
