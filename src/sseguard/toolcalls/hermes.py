@@ -24,7 +24,7 @@ from sseguard.errors import UsageError
 from sseguard.toolcalls._engine import BaseParser
 from sseguard.toolcalls._json import ASCII_WS, JSONProblem, JSONStrings, strict_json
 from sseguard.toolcalls._markers import Markers, first_non_ws
-from sseguard.toolcalls.events import MarkupError, MarkupErrorKind
+from sseguard.toolcalls.events import Event, MarkupError, MarkupErrorKind, ToolArgsDelta
 from sseguard.toolcalls.family import CallLike, Claim, Family
 from sseguard.toolcalls.schema import ToolSpec
 
@@ -182,6 +182,38 @@ class JSONInTagsParser(BaseParser):
         self._take_body(data, pos, n)
         return ~n
 
+    def feed(self, text: str) -> list[Event]:
+        """Parse more text; return the events it completes."""
+        call = self._call
+        if not (self._state == BODY and self._streaming and not self._pend and text
+                and not self._closed and call is not None and call.index is not None):
+            return super().feed(text)
+        # The hot path: the middle of streaming arguments, where only a marker lead outside a
+        # string can matter. A chunk without one is arguments text, taken without the state
+        # dispatch; inside a string nothing is padding, so it goes out at once.
+        n = len(text)
+        j = self._strings.next_lt(text, 0, n)
+        seg = text[:j] if j < n else text
+        if seg:
+            call.raw.append(seg)
+            self._buf.append(seg)
+            self._size += len(seg)
+            if self._strings.inside and self._started:
+                frag = "".join(self._tail) + seg if self._tail else seg
+                self._tail = []
+                if j == n:
+                    call.frags.append(frag)
+                    return [ToolArgsDelta(call.index, frag)]
+                self._delta(frag)
+            else:
+                self._stream_args(seg, ASCII_WS, "}")
+                if self._strings.inside and self._tail:
+                    self._delta("".join(self._tail))
+                    self._tail = []
+        if j < n:
+            self._run(text[j:])
+        return self._take()
+
     def _finish(self, rest: str) -> None:
         if self._state == AFTER_OPEN:  # an opener without its second token is text
             self._text("".join(self._after_open) + rest)
@@ -200,6 +232,9 @@ class JSONInTagsParser(BaseParser):
         self._size += len(seg)
         if self._streaming:
             self._stream_args(seg, ASCII_WS, "}")  # the final "}" may be the object's own
+            if self._strings.inside and self._tail:  # inside a string nothing is padding
+                self._delta("".join(self._tail))
+                self._tail = []
         elif self._call.index is None and self._size - len(seg) < HEAD_CAP:
             body = "".join(self._buf)  # a bounded look at the head, not a rescan of the call
             m = self._head_re.match(body)
@@ -211,6 +246,9 @@ class JSONInTagsParser(BaseParser):
                 self._name_call(name)
                 self._streaming, self._args_key = True, m.group(2)
                 self._stream_args(body[m.end():], ASCII_WS, "}")
+                if self._strings.inside and self._tail:
+                    self._delta("".join(self._tail))
+                    self._tail = []
     def _complete(self) -> None:
         call = self._call
         assert call is not None

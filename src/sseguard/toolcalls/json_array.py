@@ -408,12 +408,39 @@ class JSONArrayParser(BaseParser):
             self._state = AFTER
             return m.end()
         n = len(data)
-        i = pos
+        stop, marker = self._scan(data, pos, n)
+        depth = self._depth
+        end = stop if stop != -1 else n
+        seg = data[pos:end]
+        if seg:
+            call.raw.append(seg)
+            if self._args_open:
+                self._delta(seg)
+        if marker:
+            if marker == "?":  # a marker may start here: wait for the next chunk
+                return ~end
+            return self._marker_in_elem(end, marker)
+        if stop == -1:
+            return end
+        if self._head and depth == 2:
+            self._test_head()
+            return end
+        if self._args_open and depth == 1:
+            self._args_open = False
+            return end
+        if depth <= 0:
+            self._finish_elem()
+        return end
+
+    def _scan(self, data: str, i: int, n: int) -> tuple[int, str]:
+        """Follow strings and bracket depth over ``data[i:n]`` up to the first point where something
+        is decided: (index just past it, "") — the first nested value opened while the head is
+        untested, the arguments or the element closed —, (index of a marker's lead, the marker or
+        "?" when only a prefix of one stands there), or (-1, "") when nothing was decided."""
         depth, inside, escape = self._depth, self._inside, self._escape
         target = 1 if self._args_open else 0
         out_re = self._out_re
-        stop = -1
-        marker = ""
+        stop, marker = -1, ""
         while i < n:
             if escape:
                 escape = False
@@ -422,7 +449,6 @@ class JSONArrayParser(BaseParser):
             if inside:
                 hit = _IN_STRING.search(data, i)
                 if hit is None:
-                    i = n
                     break
                 i = hit.start()
                 if data[i] == '"':
@@ -437,7 +463,6 @@ class JSONArrayParser(BaseParser):
                 continue
             hit = out_re.search(data, i)
             if hit is None:
-                i = n
                 break
             i = hit.start()
             c = data[i]
@@ -464,27 +489,7 @@ class JSONArrayParser(BaseParser):
                     break
                 i += 1
         self._depth, self._inside, self._escape = depth, inside, escape
-        end = stop if stop != -1 else n
-        seg = data[pos:end]
-        if seg:
-            call.raw.append(seg)
-            if self._args_open:
-                self._delta(seg)
-        if marker:
-            if marker == "?":  # a marker may start here: wait for the next chunk
-                return ~end
-            return self._marker_in_elem(end, marker)
-        if stop == -1:
-            return end
-        if self._head and depth == 2:
-            self._test_head()
-            return end
-        if self._args_open and depth == 1:
-            self._args_open = False
-            return end
-        if depth <= 0:
-            self._finish_elem()
-        return end
+        return stop, marker
 
     def _test_head(self) -> None:
         """The element's first nested value just opened: if everything before it is the usual head,
@@ -789,15 +794,31 @@ class JSONArrayParser(BaseParser):
     def feed(self, text: str) -> list[Event]:
         """Parse more text; return the events it completes."""
         call = self._call
-        # The hot path: inside a string of streaming arguments, a chunk with no quote and no
-        # backslash is string text, taken whole.
-        if (self._args_open and self._inside and not self._escape and not self._pend and text
-                and not self._closed and call is not None and call.index is not None
-                and '"' not in text and "\\" not in text):
+        if not (self._args_open and not self._pend and text and not self._closed
+                and call is not None and call.index is not None):
+            return super().feed(text)
+        # The hot path: the middle of streaming arguments. Inside a string, a chunk with no quote
+        # and no backslash is string text; otherwise the scanner runs over it, and what it read
+        # before anything was decided is arguments text, taken here without the state dispatch.
+        if self._inside and not self._escape and '"' not in text and "\\" not in text:
             call.raw.append(text)
             call.frags.append(text)
             return [ToolArgsDelta(call.index, text)]
-        return super().feed(text)
+        stop, marker = self._scan(text, 0, len(text))
+        if stop == -1:
+            call.raw.append(text)
+            call.frags.append(text)
+            return [ToolArgsDelta(call.index, text)]
+        seg = text[:stop]
+        out: list[Event] = []
+        if seg:
+            call.raw.append(seg)
+            call.frags.append(seg)
+            out.append(ToolArgsDelta(call.index, seg))
+        if not marker:  # the arguments closed (the only stop while they are open, markers apart)
+            self._args_open = False
+        out.extend(super().feed(text[stop:]) if stop < len(text) else [])
+        return out
 
     def _finish(self, rest: str) -> None:
         """End of stream (MARKUP.md decisions 7 and 9, MARKUP3.md §4 decision 8): held text that
