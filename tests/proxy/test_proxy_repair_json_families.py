@@ -11,12 +11,23 @@ import openai
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_proxy_repair import _assemble, _run, _split, _stream
+from test_proxy_repair import (
+    _assemble,
+    _message,
+    _messages_events,
+    _response,
+    _responses_events,
+    _run,
+    _run_messages,
+    _run_responses,
+    _split,
+    _stream,
+)
 
 from _proxy_support import KEY, WEATHER_TOOL, chaos_proxy
 from sseguard.chaos import ChaosConfig, Pacing
 from sseguard.chaos.generate import Call, render_markup
-from sseguard.proxy.repair import RepairFrames
+from sseguard.proxy.repair import MessagesRepairFrames, RepairFrames, ResponsesRepairFrames
 
 FAMILIES = ["llama3-json", "granite", "granite-20b-fc", "internlm", "jamba", "hunyuan-a13b",
             "minimax-m1", "phi4-mini", "apertus", "cohere-command", "gigachat3", "longcat",
@@ -91,3 +102,50 @@ async def test_the_openai_sdk_gets_tool_calls_from_raw_markup3_json_markup(famil
     assert not any(piece in content for piece in NEVER), content
     assert names and all(isinstance(json.loads(a), dict) for a in args.values())
     assert set(names) == set(args)
+
+
+_text = st.text(st.sampled_from("ab <>.é"), max_size=10).filter(lambda s: s.strip())
+_calls = st.lists(st.tuples(st.sampled_from(["read", "fs.search"]), _values), min_size=1,
+                  max_size=3)
+
+
+def _rendered(family: str, calls: list[tuple[str, dict[str, str]]]) -> str:
+    return render_markup(family, [Call(f"c{i}", name, values, json.dumps(values))
+                                  for i, (name, values) in enumerate(calls)])
+
+
+@settings(max_examples=80, deadline=None)
+@given(family=st.sampled_from(FAMILIES), prefix=_text, suffix=_text, calls=_calls,
+       cuts=st.sets(st.integers(1, 400), max_size=25))
+def test_markup3_json_calls_in_a_messages_text_block_become_tool_use_blocks(
+        family: str, prefix: str, suffix: str, calls: list[tuple[str, dict[str, str]]],
+        cuts: set[int]) -> None:
+    frames = MessagesRepairFrames(family, None)
+    body, _ = _run_messages(frames, _messages_events(
+        _split(prefix + _rendered(family, calls) + suffix, cuts), own_tool=False))
+    message, verdict = _message(body)
+    assert str(verdict.ending) == "complete" and verdict.findings == ()
+    blocks = message["content"]
+    assert "".join(b["text"] for b in blocks if b["type"] == "text") == prefix + suffix
+    assert [(b["name"], b["input"]) for b in blocks if b["type"] == "tool_use"] == calls
+    assert message["stop_reason"] == "tool_use" and frames.failure is None
+
+
+@settings(max_examples=80, deadline=None)
+@given(family=st.sampled_from(FAMILIES), prefix=_text, suffix=_text, calls=_calls,
+       cuts=st.sets(st.integers(1, 400), max_size=25))
+def test_markup3_json_calls_in_output_text_become_function_call_items(
+        family: str, prefix: str, suffix: str, calls: list[tuple[str, dict[str, str]]],
+        cuts: set[int]) -> None:
+    frames = ResponsesRepairFrames(family, None)
+    body = _run_responses(frames, _responses_events(
+        _split(prefix + _rendered(family, calls) + suffix, cuts), own_item=False))
+    response, verdict = _response(body)
+    assert str(verdict.ending) == "complete" and verdict.findings == (), verdict.findings
+    output = response["output"]
+    texts = ["".join(c["text"] for c in item["content"]) for item in output
+             if item["type"] == "message"]
+    assert "".join(texts) == prefix + suffix
+    assert [(i["name"], json.loads(i["arguments"])) for i in output
+            if i["type"] == "function_call"] == calls
+    assert frames.failure is None and frames.calls == len(calls)
