@@ -1,5 +1,6 @@
 """``proxy --repair-markup`` for the families of MARKUP3.md classes A, A′, B and B′: markup a server
-left in ``content`` reaches the client as the same tool calls under any split of the deltas, named by
+left in ``content`` (chat), a Messages text block, Responses output text or Gemini text parts reaches
+the client as the same tool calls under any split of the deltas, named by
 the family, by an engine's alias or found by ``auto``; and end to end through the proxy to the openai
 SDK. The expected calls are the ones the test rendered, written out in the test."""
 
@@ -23,11 +24,17 @@ from test_proxy_repair import (
     _split,
     _stream,
 )
+from test_proxy_repair_gemini import FRAMINGS, _parts, _records, _relay, _texts, _verdict
 
 from _proxy_support import KEY, WEATHER_TOOL, chaos_proxy
 from sseguard.chaos import ChaosConfig, Pacing
 from sseguard.chaos.generate import Call, render_markup
-from sseguard.proxy.repair import MessagesRepairFrames, RepairFrames, ResponsesRepairFrames
+from sseguard.proxy.repair import (
+    GeminiRepairFrames,
+    MessagesRepairFrames,
+    RepairFrames,
+    ResponsesRepairFrames,
+)
 
 FAMILIES = ["llama3-json", "granite", "granite-20b-fc", "internlm", "jamba", "hunyuan-a13b",
             "minimax-m1", "phi4-mini", "apertus", "cohere-command", "gigachat3", "longcat",
@@ -148,4 +155,23 @@ def test_markup3_json_calls_in_output_text_become_function_call_items(
     assert "".join(texts) == prefix + suffix
     assert [(i["name"], json.loads(i["arguments"])) for i in output
             if i["type"] == "function_call"] == calls
+    assert frames.failure is None and frames.calls == len(calls)
+
+
+@settings(max_examples=80, deadline=None)
+@given(family=st.sampled_from(FAMILIES), framing=st.sampled_from(FRAMINGS), prefix=_text,
+       suffix=_text, calls=_calls, cuts=st.sets(st.integers(1, 400), max_size=25),
+       reads=st.sets(st.integers(1, 3000), max_size=40))
+def test_markup3_json_calls_in_gemini_text_parts_become_function_calls(
+        family: str, framing: str, prefix: str, suffix: str,
+        calls: list[tuple[str, dict[str, str]]], cuts: set[int], reads: set[int]) -> None:
+    texts = _split(prefix + _rendered(family, calls) + suffix, cuts)
+    frames = GeminiRepairFrames(family, None)
+    body = _relay(frames, _texts(texts, framing), reads)
+    parts = _parts(_records(body, framing))
+    assert "".join(p.get("text", "") for p in parts) == prefix + suffix
+    ids = [{"id": str(i)} if family == "cohere-command" else {} for i in range(len(calls))]
+    assert [p["functionCall"] for p in parts if "functionCall" in p] == [
+        {**ident, "name": name, "args": values} for ident, (name, values) in zip(ids, calls, strict=True)]
+    assert _verdict(body) == ("complete", [])
     assert frames.failure is None and frames.calls == len(calls)
