@@ -130,3 +130,30 @@ def test_a_plugin_taking_a_builtins_auto_marker_is_warned_about_naming_both(
     assert "FamilyPluginWarning" in done.stderr
     assert "'mine'" in done.stderr and "'<tool_call>'" in done.stderr and "'hermes'" in done.stderr
     assert len([line for line in done.stderr.splitlines() if "FamilyPluginWarning" in line]) == 1
+
+
+def _chat_body(content: str) -> bytes:
+    def frame(delta: dict[str, str], finish: str | None) -> str:
+        chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return f"data: {json.dumps(chunk)}\n\n"
+    return (frame({"role": "assistant", "content": content}, None) + frame({}, "stop")
+            + "data: [DONE]\n\n").encode()
+
+
+@pytest.mark.parametrize("markup,leaked", [
+    ("jamba", 'Sure.<tool_calls>[{"name": "f", "arguments": {}}]</tool_calls>'),
+    ("cohere_command4", "<|START_ACTION|>[]<|END_ACTION|>"),
+    ("phi4_mini_json", 'functools[{"name": "f", "arguments": {}}]'),
+    ("interns1", '<|action_start|><|plugin|>{"name": "f", "parameters": {}}<|action_end|>'),
+])
+def test_check_markup_finds_a_markup3_family_leaked_in_content(markup: str, leaked: str,
+                                                               tmp_path: Path) -> None:
+    path = tmp_path / "leaked.sse"
+    path.write_bytes(_chat_body(leaked))
+    done = _cli("check", str(path), "--markup", markup, "--json")
+    assert done.returncode == 1, done.stderr
+    assert [f["kind"] for f in json.loads(done.stdout)["findings"]] == ["markup_leak"]
+    clean = tmp_path / "clean.sse"
+    clean.write_bytes(_chat_body("import functools; the <tool> tag"))
+    assert _cli("check", str(clean), "--markup", markup, "--json").returncode == 0
