@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from _toolcalls_support import run
+from _toolcalls_support import calls_of, run
 from _toolcalls_tables import check_case
 from sseguard.toolcalls import ToolCallEnd, ToolCallStart
 
@@ -153,3 +153,27 @@ def test_a_tool_not_offered_keeps_the_call_and_says_so() -> None:
     tools = [{"type": "function", "function": {"name": "g", "parameters": {"type": "object"}}}]
     check_case("jamba", '<tool_calls>[{"name": "f", "arguments": {}}]</tool_calls>', "",
                [("f", {})], ["undefined_function"], tools=tools)
+
+
+@pytest.mark.parametrize("text,detected", [
+    ('<tool_call>[{"name": "f", "arguments": {}}]', "granite"),
+    ('<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>', "hermes"),
+    ("<tool_call>f\n</tool_call>", "glm45"),
+    ("<tool_call>\n<function=f>\n</function>\n</tool_call>", "qwen3-coder"),
+    ('<tool_calls>[{"name": "f", "arguments": {}}]</tool_calls>', "jamba"),
+    ('<tool_calls>\n{"name": "f", "arguments": {}}\n</tool_calls>', "minimax-m1"),
+    ('<function_call> {"name": "f", "arguments": {}}', "granite-20b-fc"),
+    ('<|tool_call|>[{"name": "f", "arguments": {}}]', "granite"),
+    ('<|python_tag|>{"name": "f", "parameters": {}}', "llama3-json"),
+    ('functools[{"name": "f", "arguments": {}}]', "phi4-mini"),
+    ('function call<|role_sep|>\n{"name": "f", "arguments": {}}', "gigachat3"),
+])
+def test_auto_resolves_shared_markers_by_what_follows_whole_and_char_by_char(
+        text: str, detected: str) -> None:
+    """MARKUP3.md §4 decision 3: a marker that starts another family's is decided by what follows,
+    never by the chunking."""
+    whole = run("auto", "Text. " + text)
+    assert whole.detected == detected
+    assert calls_of(whole.events) == [("f", {})]
+    single = run("auto", "Text. " + text, size=1)
+    assert single.detected == detected and single.joined == whole.joined
