@@ -212,7 +212,7 @@ def check(
       sseguard check examples/bodies/messages_no_done.sse --api messages
     """
     try:
-        check_family(markup, "--markup", also=("all", "auto"))
+        markup = check_family(markup, "--markup", also=("all", "auto")) or markup
         outcome = check_file(body_file, request_path=request, policy=policy, tolerate=tolerate,
                              status=status, markup=markup, api=api)
     except ConfigError as exc:
