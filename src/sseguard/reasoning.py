@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from sseguard.errors import UsageError
 from sseguard.toolcalls import FAMILIES
-from sseguard.toolcalls._base import MIN_PARTIAL, Markers, Reasoning
+from sseguard.toolcalls._markers import MIN_PARTIAL, Markers
+from sseguard.toolcalls.events import Reasoning
 
 THINK = "<think>"
 END_THINK = "</think>"
