@@ -18,8 +18,7 @@ Python-looking list); it takes ``pythonic`` only at ``<|python_start|>``.
 
 ``olmo3``'s block holds one call per line (MARKUP3.md §3); ``<function_calls>`` is plain text in the
 vocabulary, reserved only as the whole tag. ``lfm2`` puts a list in its tags; a JSON array there
-(``[{"name": …}]``) is class B, read by the JSON array engine when it is registered (see
-``_lfm2_json``).
+(``[{"name": …}]``) is class B, read by the JSON array engine (``json_array``).
 
 The literal grammar, the streaming and the errors are ``_pycalls``'.
 """
@@ -41,6 +40,7 @@ from sseguard.toolcalls._pycalls import (
 )
 from sseguard.toolcalls.events import MarkupError, MarkupErrorKind
 from sseguard.toolcalls.family import CallLike, Claim, Family
+from sseguard.toolcalls.json_array import Body, JSONArrayParser, Opener
 from sseguard.toolcalls.schema import ToolSpec
 
 PYTHON_START = "<|python_start|>"
@@ -58,6 +58,7 @@ UNTERMINATED = MarkupErrorKind.UNTERMINATED
 
 HEAD = N_STATES  # pythonic: the answer's start, held until it is a call list or text
 OPEN = N_STATES  # the block families: after the opener, before the list
+JSON_BLOCK = N_STATES + 1  # lfm2: a JSON array, read by the class-B engine
 
 
 def list_head(buf: str, final: bool) -> tuple[Claim, int, int]:
@@ -234,22 +235,39 @@ class Olmo3Parser(BlockCallsParser):
 
 
 class Lfm2Parser(BlockCallsParser):
-    """``lfm2``: ``<|tool_call_start|>`` a Python list ``<|tool_call_end|>``."""
+    """``lfm2``: ``<|tool_call_start|>`` a Python list or a JSON array ``<|tool_call_end|>``.
+
+    The first non-blank character after ``[`` chooses (MARKUP3.md §3): ``{`` hands the block to the
+    class-B engine (``json_array``), driven state by state from here until its closer, so that call
+    indexes run on across blocks of both kinds; anything else is a Python list.
+    """
 
     family = "lfm2"
     _open, _close = TOOL_CALL_START, TOOL_CALL_END
     _markers = Markers((TOOL_CALL_START, TOOL_CALL_END))
 
+    def __init__(self, tools: ToolSpec | None = None) -> None:
+        super().__init__(tools)
+        self._json: JSONArrayParser | None = None
+
+    def _extra_handlers(self) -> tuple[Callable[[str, int], int], ...]:
+        return (self._open_block, self._json_block)
+
     def _enter_block(self) -> None:
         self._state = OPEN
 
     def _open_block(self, data: str, pos: int) -> int:
-        """After the opener: whitespace, then ``[``."""
+        """After the opener: whitespace, then ``[`` and what follows it."""
         q = _ws_end(data, pos)
         if q > pos:
             self._markup(data[pos:q])
             return q
         if data[pos] == "[":
+            k = _ws_end(data, pos + 1)
+            if k == len(data):
+                return ~pos if k - pos <= HEAD_CAP else self._junk(pos)
+            if data[k] == "{":
+                return self._to_json(pos)
             self._markup("[")
             self._begin_list()
             return pos + 1
@@ -261,6 +279,49 @@ class Lfm2Parser(BlockCallsParser):
         if lit or self._markers.hold(data, pos) == pos:
             return self._close_tail(data, pos)
         return self._junk(pos)
+
+    def _to_json(self, pos: int) -> int:
+        inner = self._json
+        if inner is None:
+            inner = self._json = JSONArrayParser(self._tools, family=self.family,
+                                                 opener=TOOL_CALL_START, closer=TOOL_CALL_END)
+        inner._next_index = self._next_index
+        inner._begin_block(Opener(TOOL_CALL_START, Body.ARRAY, TOOL_CALL_END), "")
+        self._state = JSON_BLOCK
+        return pos
+
+    def _json_block(self, data: str, pos: int) -> int:
+        """The JSON array, read by the class-B engine up to the block's closer."""
+        inner = self._json
+        assert inner is not None
+        handlers = inner._handlers
+        n = len(data)
+        while pos < n and inner._state != CONTENT:
+            r = handlers[inner._state](data, pos)
+            if r < 0:
+                self._take_json()
+                return r
+            pos = r
+        self._take_json()
+        if inner._state == CONTENT:
+            self._state = CONTENT
+        return pos
+
+    def _take_json(self) -> None:
+        inner = self._json
+        assert inner is not None
+        self._flush()
+        self._out.extend(inner._take())
+        self._next_index = inner._next_index
+
+    def _finish(self, rest: str) -> None:
+        if self._state == JSON_BLOCK:
+            inner = self._json
+            assert inner is not None
+            inner._finish(rest)
+            self._take_json()
+            return
+        super()._finish(rest)
 
 
 # ── rendering ────────────────────────────────────────────────────────────────────────────────────
