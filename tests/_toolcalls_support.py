@@ -45,6 +45,10 @@ LEAK_MARKERS: dict[str, tuple[str, ...]] = {
     "glm45": ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
     "glm47": ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
     "minimax-m2": ("<minimax:tool_call>", "</minimax:tool_call>"),
+    # MARKUP3.md classes C, D and E
+    "pythonic": ("<|python_start|>", "<|python_end|>"),
+    "olmo3": ("<function_calls>", "</function_calls>"),
+    "lfm2": ("<|tool_call_start|>", "<|tool_call_end|>"),
 }
 #: Reserved outside reasoning for Kimi (decision 1): never text either, but no marker auto looks for.
 THINK_TAGS = ("<think>", "</think>")
@@ -408,12 +412,13 @@ def framed(first: str, visible: list[str]) -> str:
 
 from _toolcalls_support_json import JSON_DOCS, JSON_SOUP  # noqa: E402 - uses the above
 from _toolcalls_support_markup2 import MARKUP2_DOCS, MARKUP2_SOUP  # noqa: E402 - uses the above
+from _toolcalls_support_python import PY_DOCS, PY_SOUP  # noqa: E402 - uses the above
 
 DOCS = {
     "dsml-v32": dsml_docs("dsml-v32"), "dsml-v4": dsml_docs("dsml-v4"),
     "dsml-v41": dsml_docs("dsml-v41"), "deepseek-v3": v3_docs("deepseek-v3"),
     "deepseek-v31": v3_docs("deepseek-v31"), "hermes": hermes_docs(), "qwen3-coder": qwen_docs(),
-    **JSON_DOCS, **MARKUP2_DOCS,
+    **JSON_DOCS, **MARKUP2_DOCS, **PY_DOCS,
 }
 assert set(DOCS) == set(FAMILIES) - {"auto"}
 
@@ -426,6 +431,6 @@ SOUP_PIECES = st.sampled_from([
     "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "function", "```json", "```",
     "<tool_call>", "</tool_call>", "<function=f>", "</function>", "<parameter=p>", "</parameter>",
     '{"name": "f", "arguments": {}}', "<think>", "</think>", "\\", "null", *JSON_SOUP,
-    *MARKUP2_SOUP,
+    *MARKUP2_SOUP, *PY_SOUP,
 ])
 SOUP = st.lists(st.one_of(SOUP_PIECES, PLAIN), max_size=40).map("".join)

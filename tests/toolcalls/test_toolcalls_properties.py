@@ -33,6 +33,7 @@ from _toolcalls_support import (
     text_of,
 )
 from _toolcalls_support_markup2 import GLM_TOOLS, MINIMAX_TOOLS, glm_docs, minimax_docs
+from _toolcalls_support_python import PY_CANNED, UNMARKED
 from sseguard.toolcalls import FAMILIES, MarkupError, consumed_text, parser_for
 
 #: SSEGUARD_PROPS_SCALE=10 runs every property here with ten times the examples (issue 29: a longer
@@ -103,6 +104,8 @@ def test_auto_parses_every_family_like_the_named_parser(family: str) -> None:
         assume(not any(m in doc.text for m in other) and ends_clean(doc.text, "auto"))
         # before any marker auto cannot know that leading whitespace frames the answer
         assume(family not in FRAMED or doc.text[:1] not in tuple(ASCII_WS))
+        # a call list without a marker is calls only to the named parser (MARKUP3.md decision 2)
+        assume(family not in UNMARKED or not doc.text.lstrip(ASCII_WS).startswith("["))
         named = run(family, doc.text)
         auto = run("auto", doc.text, cuts, markers_of=family)
         check_invariants(family, auto)
@@ -210,6 +213,7 @@ def _random_markup(rng: random.Random, family: str) -> str:
         "glm47": ["<tool_call>f<arg_key>a</arg_key><arg_value><arg_key></arg_value></tool_call>"],
         "minimax-m2": ['\n<minimax:tool_call>\n<invoke name="f">\n<parameter name="a">x < y'
                        '</parameter>\n</invoke>\n</minimax:tool_call>', '<invoke name="g">'],
+        **PY_CANNED,
     }
     key = "dsml" if family.startswith("dsml") or family == "auto" else family
     pieces = [*canned[key], "text ", "é🙂", "<", "\n", '<｜DSML｜bad>', "</parameter>"]

@@ -118,8 +118,8 @@ class PythonicParser(PyCallsParser):
 
     def _head_decided(self, data: str, pos: int, claim: Claim, name_at: int, ps: int) -> int:
         if claim is Claim.YES:
-            lead = _ws_end(data, pos) - pos if ps != -1 else 0
-            self._text(data[pos:pos + lead])  # whitespace before the marker is the answer's
+            lead = _ws_end(data, pos) - pos
+            self._text(data[pos:pos + lead])  # whitespace before the list is the answer's text
             self._markup(data[pos + lead:pos + name_at])
             self._begin_list()
             return pos + name_at

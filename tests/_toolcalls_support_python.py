@@ -1,0 +1,187 @@
+"""Hypothesis strategies for the families of MARKUP3.md classes C, D and E: valid documents with the
+text and calls a correct parser must find, the soup pieces of their markup, and canned streams for the
+interleaving test.
+
+Python literals are written here with this module's own writer (``py_text``), never with the
+product's renderer: every string in one of several quotings, numbers with and without signs, both
+spellings of the constants, tuples for lists.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import strategies as st
+
+import _toolcalls_support as base
+
+IDENT = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True)
+CALL_NAME = st.one_of(IDENT, st.builds(lambda a, b: f"{a}.{b}", IDENT, IDENT))
+PY_WS = st.sampled_from(["", " ", "  ", "\n", " \n  "])
+
+
+def _quoted(draw: Any, s: str) -> str:
+    """A Python string literal for ``s``, in one of the quotings a model may write."""
+    style = draw(st.sampled_from(["repr", "repr", "double", "triple", "json"]))
+    if style == "double":
+        body = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace(
+            "\r", "\\r")
+        return '"' + body + '"'
+    if style == "triple" and "'''" not in s and not s.endswith("'") and "\\" not in s \
+            and "\r" not in s:
+        return "'''" + s + "'''"
+    if style == "json":
+        return json.dumps(s, ensure_ascii=False)  # JSON string syntax is Python's too
+    return repr(s)
+
+
+def py_text(draw: Any, value: Any) -> str:
+    """``value`` (a JSON value) as Python literal text, drawn among the spellings models use."""
+    if value is None:
+        return draw(st.sampled_from(["None", "null"]))
+    if isinstance(value, bool):
+        return draw(st.sampled_from(["True", "true"] if value else ["False", "false"]))
+    if isinstance(value, int):
+        if value < 0 and draw(st.booleans()):
+            return "- " + str(-value)
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        return _quoted(draw, value)
+    ws = draw(PY_WS)
+    if isinstance(value, list):
+        items = [py_text(draw, v) for v in value]
+        if draw(st.booleans()):
+            inner = ("," + ws).join(items)
+            return "(" + inner + ("," if len(items) == 1 else "") + ")"
+        return "[" + ws + ("," + ws).join(items) + ws + "]"
+    pairs = [f"{_quoted(draw, k)}:{draw(PY_WS)}{py_text(draw, v)}" for k, v in value.items()]
+    return "{" + ws + ("," + ws).join(pairs) + "}"
+
+
+PY_STRING = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+PY_VALUE = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20),
+              st.floats(allow_nan=False, allow_infinity=False), PY_STRING,
+              st.sampled_from(["<|python_end|>", "</function_calls>", "<|tool_call_end|>", ")",
+                               "]", "'", '"', "\\", "\n", "é🙂"])),
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(PY_STRING, inner, max_size=3)), max_leaves=6)
+
+
+@st.composite
+def py_calls(draw: Any, separator: str) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
+    """Calls as Python, joined by ``separator`` (with whitespace drawn around it)."""
+    texts: list[str] = []
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for _ in range(draw(st.integers(1, 3))):
+        name = draw(CALL_NAME)
+        keys = draw(st.lists(IDENT, unique=True, max_size=3))
+        args = {k: draw(PY_VALUE) for k in keys}
+        parts = [f"{k}{draw(st.sampled_from(['=', ' = ']))}{py_text(draw, v)}"
+                 for k, v in args.items()]
+        trailing = "," if parts and draw(st.booleans()) else ""
+        texts.append(f"{name}({draw(PY_WS)}{(',' + draw(PY_WS)).join(parts)}{trailing})")
+        calls.append((name, args))
+    joined = ""
+    for i, t in enumerate(texts):
+        if i:
+            joined += draw(st.sampled_from(["", " "])) + separator + draw(
+                st.sampled_from(["", " ", "\n"]) if separator == "," else st.sampled_from(
+                    ["", " ", "\n"]))
+        joined += t
+    return joined, calls
+
+
+def _content(family: str) -> Any:
+    return base.RAW_VALUE.filter(base._free_of(base.LEAK_MARKERS[family]))
+
+
+@st.composite
+def pythonic_docs(draw: Any) -> base.Doc:
+    """A call list where the answer starts (bare, or after ``<|python_start|>``), or lists after
+    ``<|python_start|>`` anywhere; text around them."""
+    content = _content("pythonic")
+    parts: list[str] = []
+    visible: list[str] = []
+    calls: list[tuple[str, dict[str, Any]]] = []
+    if draw(st.booleans()):  # the bare list opening the answer
+        lead = draw(st.sampled_from(["", " ", "\n"]))
+        body, found = draw(py_calls(","))
+        parts.append(f"{lead}[{draw(PY_WS)}{body}{draw(PY_WS)}]")
+        visible.append(lead)
+        calls += found
+    else:
+        for k in range(draw(st.integers(0, 3))):
+            before = draw(content.filter(
+                lambda t, k=k: k or not t.lstrip(base.ASCII_WS).startswith(("[", "<|"))))
+            parts.append(before)
+            visible.append(before)
+            body, found = draw(py_calls(","))
+            end = draw(st.sampled_from(["<|python_end|>", ""]))
+            parts.append(f"<|python_start|>{draw(PY_WS)}[{body}]{end}")
+            calls += found
+    tail = draw(content.filter(lambda t: base.ends_clean(t, "pythonic")
+                               and not (not parts and t.lstrip(base.ASCII_WS).startswith("["))
+                               and not t.startswith("<|")))
+    parts.append(tail)
+    visible.append(tail)
+    return base.Doc("".join(parts), "".join(visible), calls)
+
+
+@st.composite
+def block_docs(draw: Any, family: str) -> base.Doc:
+    """``olmo3`` blocks (one call per line) or ``lfm2`` blocks (a Python list or a JSON array)."""
+    content = _content(family)
+    parts: list[str] = []
+    visible: list[str] = []
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for _ in range(draw(st.integers(0, 3))):
+        before = draw(content)
+        parts.append(before)
+        visible.append(before)
+        if family == "olmo3":
+            body, found = draw(py_calls("\n"))
+            parts.append(f"<function_calls>{draw(st.sampled_from(['', chr(10)]))}{body}"
+                         f"{draw(st.sampled_from(['', chr(10)]))}</function_calls>")
+        elif draw(st.booleans()):
+            body, found = draw(py_calls(","))
+            parts.append(f"<|tool_call_start|>[{body}]<|tool_call_end|>")
+        else:
+            found = [(draw(base.NAME), draw(st.dictionaries(base.PLAIN, base.JSON_VALUE,
+                                                             max_size=3)))
+                     for _ in range(draw(st.integers(1, 2)))]
+            array = json.dumps([{"name": n, "arguments": a} for n, a in found],
+                               ensure_ascii=draw(st.booleans()))
+            parts.append(f"<|tool_call_start|>{array}<|tool_call_end|>")
+        calls += found
+    tail = draw(content.filter(lambda t: base.ends_clean(t, family)))
+    parts.append(tail)
+    visible.append(tail)
+    return base.Doc("".join(parts), "".join(visible), calls)
+
+
+PY_DOCS = {"pythonic": pythonic_docs(), "olmo3": block_docs("olmo3"), "lfm2": block_docs("lfm2")}
+
+#: Families whose calls need no marker (a bare list where the answer starts): ``auto`` never takes
+#: those for calls, so it agrees with the named parser only where a marker stands.
+UNMARKED = frozenset({"pythonic"})
+
+#: Pieces of their markup for the fuzz soup.
+PY_SOUP = [
+    "<|python_start|>", "<|python_end|>", "[", "]", "f(", "a.b(", ")", "a=", "=", "1", "-2.5e3",
+    "'x'", '"y"', "'''", "\\'", "True", "None", "null", "(1,)", "{'k': 1}", "{1, 2}", ",",
+    "<function_calls>", "</function_calls>", "<|tool_call_start|>", "<|tool_call_end|>",
+    '[{"name": "f", "arguments": {}}]', "b'x'", "x+1",
+]
+
+#: Canned streams for the interleaving test.
+PY_CANNED = {
+    "pythonic": ["[f(a='x < y', b=(1, 2))] then ", "<|python_start|>[g.h(c={'k': None})]"
+                 "<|python_end|>"],
+    "olmo3": ["<function_calls>f(a=1)\ng(b='''two\nlines''')</function_calls>"],
+    "lfm2": ["<|tool_call_start|>[f(a=1)]<|tool_call_end|>",
+             '<|tool_call_start|>[{"name": "g", "arguments": {"b": "]"}}]<|tool_call_end|>'],
+}
