@@ -89,8 +89,7 @@ def py_calls(draw: Any, separator: str) -> tuple[str, list[tuple[str, dict[str, 
     for i, t in enumerate(texts):
         if i:
             joined += draw(st.sampled_from(["", " "])) + separator + draw(
-                st.sampled_from(["", " ", "\n"]) if separator == "," else st.sampled_from(
-                    ["", " ", "\n"]))
+                st.sampled_from(["", " ", "\n"]))
         joined += t
     return joined, calls
 
@@ -185,3 +184,46 @@ PY_CANNED = {
     "lfm2": ["<|tool_call_start|>[f(a=1)]<|tool_call_end|>",
              '<|tool_call_start|>[{"name": "g", "arguments": {"b": "]"}}]<|tool_call_end|>'],
 }
+
+
+# ── tables and robustness, shared by the class C, D and E test modules ──────────────────────────
+
+SIZES = (1, 2, 3, 7)
+
+
+def everyhow(family: str, text: str, tools: list[dict[str, Any]] | None = None,
+             seed: int = 0) -> list[base.Event]:
+    """The joined events of ``text`` fed whole, checked equal when fed in 1-, 2-, 3- and 7-character
+    pieces and in random-size pieces, every run keeping the invariants."""
+    import random
+
+    whole = base.run(family, text, tools=tools)
+    base.check_invariants(family, whole)
+    for size in SIZES:
+        split = base.run(family, text, tools=tools, size=size)
+        base.check_invariants(family, split)
+        assert split.joined == whole.joined, f"{size}-character pieces differ"
+    rng = random.Random(seed)
+    for _ in range(3):
+        cuts = sorted(rng.sample(range(1, max(2, len(text))), min(len(text) - 1, 8))) \
+            if len(text) > 1 else []
+        split = base.run(family, text, cuts, tools=tools)
+        base.check_invariants(family, split)
+        assert split.joined == whole.joined, f"pieces cut at {cuts} differ"
+    return whole.joined
+
+
+def outcome(family: str, text: str, tools: list[dict[str, Any]] | None = None,
+            ) -> tuple[str, list[tuple[str, Any]], list[tuple[str, int | None]]]:
+    """(visible text, completed calls, error kinds with their indexes) of ``text``, fed every way."""
+    events = everyhow(family, text, tools)
+    return base.text_of(events), base.calls_of(events), base.errors_of(events)
+
+
+def assert_robust(family: str, text: str) -> None:
+    """Any input: no exception, no character lost, no marker in text, every chunking the same, and
+    every error carrying the raw text it covered."""
+    events = everyhow(family, text)
+    for ev in events:
+        if isinstance(ev, base.MarkupError) and ev.kind != "undefined_function" and ev.raw:
+            assert ev.raw in text
