@@ -49,6 +49,13 @@ LEAK_MARKERS: dict[str, tuple[str, ...]] = {
     "pythonic": ("<|python_start|>", "<|python_end|>"),
     "olmo3": ("<function_calls>", "</function_calls>"),
     "lfm2": ("<|tool_call_start|>", "<|tool_call_end|>"),
+    "mistral": ("[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]"),
+    "plamo3": (*(f"<|plamo:{t}:plamo|>" for t in (
+        "begin_tool_name", "end_tool_name", "end_tool_arguments", "begin_tool_arguments",
+        "begin_tool_requests", "end_tool_requests", "begin_tool_request", "end_tool_request",
+        "begin_think", "end_think")), "<|plamo:constrain|>json", "<|plamo:msg|>", "<|plamo:tag|>"),
+    "functiongemma": ("<start_function_call>", "<end_function_call>", "<escape>"),
+    "gemma4": ("<|tool_call>", "<tool_call|>", '<|"|>', "<|channel>thought", "<channel|>"),
 }
 #: Reserved outside reasoning for Kimi (decision 1): never text either, but no marker auto looks for.
 THINK_TAGS = ("<think>", "</think>")

@@ -162,7 +162,168 @@ def block_docs(draw: Any, family: str) -> base.Doc:
     return base.Doc("".join(parts), "".join(visible), calls)
 
 
-PY_DOCS = {"pythonic": pythonic_docs(), "olmo3": block_docs("olmo3"), "lfm2": block_docs("lfm2")}
+
+# ── class C: mistral, plamo3 ─────────────────────────────────────────────────────────────────────
+
+_P = "<|plamo:{}:plamo|>"
+JSON_ARGS = st.dictionaries(base.PLAIN, st.one_of(base.JSON_VALUE, st.sampled_from(
+    ["[TOOL_CALLS]", "[ARGS]", "}", "{", "]", _P.format("end_tool_arguments"), '\\"'])),
+    max_size=3)
+
+
+@st.composite
+def mistral_docs(draw: Any) -> base.Doc:
+    """v11+ calls (with ``[ARGS]`` or a bare ``{``), pre-v11 arrays, ``[THINK]`` reasoning, text
+    between and after calls."""
+    content = _content("mistral")
+    parts: list[str] = []
+    visible: list[str] = []
+    reasoning = ""
+    calls: list[tuple[str, dict[str, Any]]] = []
+    if draw(st.booleans()):
+        reasoning = draw(content.filter(lambda t: base.ends_clean(t, "mistral")))
+        parts.append(f"[THINK]{reasoning}[/THINK]")
+    for _ in range(draw(st.integers(0, 3))):
+        before = draw(content.filter(lambda t: base.ends_clean(t, "mistral")))
+        parts.append(before)
+        visible.append(before)
+        if draw(st.booleans()) and draw(st.booleans()):
+            found = [(draw(base.NAME), draw(JSON_ARGS)) for _ in range(draw(st.integers(0, 2)))]
+            parts.append("[TOOL_CALLS]" + draw(PY_WS) + json.dumps(
+                [{"name": n, "arguments": a} for n, a in found]))
+        else:
+            found = []
+            for _ in range(draw(st.integers(1, 2))):
+                name, args = draw(base.NAME), draw(JSON_ARGS)
+                marker = draw(st.sampled_from(["[ARGS]", "[ARGS] ", ""]))
+                parts.append(f"[TOOL_CALLS]{name}{marker}{json.dumps(args, ensure_ascii=False)}")
+                found.append((name, args))
+        calls += found
+    tail = draw(content.filter(lambda t: base.ends_clean(t, "mistral")))
+    parts.append(tail)
+    visible.append(tail)
+    return base.Doc("".join(parts), "".join(visible), calls, reasoning)
+
+
+@st.composite
+def plamo3_docs(draw: Any) -> base.Doc:
+    """PLaMo 3 requests (wrappers, constrain and msg markers optional), reasoning, text."""
+    content = _content("plamo3")
+    parts: list[str] = []
+    visible: list[str] = []
+    reasoning = ""
+    calls: list[tuple[str, dict[str, Any]]] = []
+    if draw(st.booleans()):
+        reasoning = draw(content.filter(lambda t: base.ends_clean(t, "plamo3")))
+        parts.append(f"{_P.format('begin_think')}{reasoning}{_P.format('end_think')}")
+    for _ in range(draw(st.integers(0, 3))):
+        before = draw(content.filter(lambda t: base.ends_clean(t, "plamo3")))
+        parts.append(before)
+        visible.append(before)
+        wrap = draw(st.booleans())
+        parts.append(_P.format("begin_tool_requests") if wrap else "")
+        for _ in range(draw(st.integers(1, 2))):
+            name, args = draw(base.NAME), draw(JSON_ARGS)
+            constrain = draw(st.sampled_from(["<|plamo:constrain|>json", ""]))
+            parts.append(f"{_P.format('begin_tool_request')}{_P.format('begin_tool_name')}{name}"
+                         f"{_P.format('end_tool_name')}{_P.format('begin_tool_arguments')}"
+                         f"{constrain}<|plamo:msg|>{draw(base.ASCII_PAD)}"
+                         f"{json.dumps(args, ensure_ascii=False)}{draw(base.ASCII_PAD)}"
+                         f"{_P.format('end_tool_arguments')}{_P.format('end_tool_request')}")
+            calls.append((name, args))
+        parts.append(_P.format("end_tool_requests") if wrap else "")
+    tail = draw(content.filter(lambda t: base.ends_clean(t, "plamo3")))
+    parts.append(tail)
+    visible.append(tail)
+    return base.Doc("".join(parts), "".join(visible), calls, reasoning)
+
+
+# ── class E: functiongemma, gemma4 ───────────────────────────────────────────────────────────────
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text.strip(base.ASCII_WS))
+    except ValueError:
+        return False
+    return True
+
+
+BARE_WORD = st.from_regex(r"[A-Za-z][A-Za-z _.-]{0,10}", fullmatch=True).map(
+    lambda w: w.strip()).filter(lambda w: w and not _is_json(w) and w != "None")
+
+
+@st.composite
+def gemma_value(draw: Any, family: str, depth: int = 0) -> tuple[str, Any]:
+    """(text, value) of one Gemma value: delimited strings, bare scalars and words, containers."""
+    delim = "<escape>" if family == "functiongemma" else '<|"|>'
+    kinds = ["str", "str", "scalar", "word", "none"] + (["list", "dict"] if depth < 2 else [])
+    kind = draw(st.sampled_from(kinds))
+    if kind == "str":
+        text = draw(base.RAW_VALUE.filter(lambda t: delim not in t and not any(
+            t.endswith(delim[:k]) for k in range(1, len(delim)))))
+        if family == "functiongemma":  # untyped: strict JSON if it parses, else the string
+            if draw(st.booleans()):
+                value = draw(base.JSON_VALUE)
+                return delim + json.dumps(value, ensure_ascii=False) + delim, value
+            text = text if not _is_json(text) else text + " x"
+        return delim + text + delim, text
+    if kind == "scalar":
+        value = draw(st.one_of(st.integers(-10**6, 10**6), st.booleans(),
+                               st.floats(allow_nan=False, allow_infinity=False)))
+        return draw(base.ASCII_PAD) + json.dumps(value) + draw(base.ASCII_PAD), value
+    if kind == "word":
+        word = draw(BARE_WORD)
+        return word, word
+    if kind == "none":
+        return draw(st.sampled_from(["null", "None"])), None
+    if kind == "list":
+        items = [draw(gemma_value(family, depth + 1)) for _ in range(draw(st.integers(0, 3)))]
+        return "[" + ",".join(t for t, _ in items) + "]", [v for _, v in items]
+    keys = draw(st.lists(IDENT, unique=True, max_size=3))
+    pairs = [(k, draw(gemma_value(family, depth + 1))) for k in keys]
+    return "{" + ",".join(f"{k}:{t}" for k, (t, _) in pairs) + "}", {k: v for k, (_, v) in pairs}
+
+
+@st.composite
+def gemma_docs(draw: Any, family: str) -> base.Doc:
+    fg = family == "functiongemma"
+    opener, closer = ("<start_function_call>", "<end_function_call>") if fg else (
+        "<|tool_call>", "<tool_call|>")
+    delim = "<escape>" if fg else '<|"|>'
+    content = _content(family)
+    parts: list[str] = []
+    visible: list[str] = []
+    reasoning = ""
+    calls: list[tuple[str, dict[str, Any]]] = []
+    if not fg and draw(st.booleans()):
+        reasoning = draw(content.filter(lambda t: base.ends_clean(t, family)))
+        parts.append(f"<|channel>thought{reasoning}<channel|>")
+    for _ in range(draw(st.integers(0, 3))):
+        before = draw(content.filter(lambda t: base.ends_clean(t, family)))
+        parts.append(before)
+        visible.append(before)
+        name = draw(IDENT)
+        keys = draw(st.lists(IDENT, unique=True, max_size=4))
+        body: list[str] = []
+        args: dict[str, Any] = {}
+        for k in keys:
+            text, value = draw(gemma_value(family))
+            key = f"{delim}{k}{delim}" if not fg and draw(st.booleans()) else k
+            sep = "" if (fg and body and body[-1].endswith(delim) and draw(st.booleans())) else ","
+            body.append((sep if body else "") + f"{key}:{text}")
+            args[k] = value
+        parts.append(f"{opener}call:{name}{{{''.join(body)}}}{closer}")
+        calls.append((name, args))
+    tail = draw(content.filter(lambda t: base.ends_clean(t, family)))
+    parts.append(tail)
+    visible.append(tail)
+    return base.Doc("".join(parts), "".join(visible), calls, reasoning)
+
+
+PY_DOCS = {"pythonic": pythonic_docs(), "olmo3": block_docs("olmo3"), "lfm2": block_docs("lfm2"),
+           "mistral": mistral_docs(), "plamo3": plamo3_docs(),
+           "functiongemma": gemma_docs("functiongemma"), "gemma4": gemma_docs("gemma4")}
 
 #: Families whose calls need no marker (a bare list where the answer starts): ``auto`` never takes
 #: those for calls, so it agrees with the named parser only where a marker stands.
@@ -174,6 +335,11 @@ PY_SOUP = [
     "'x'", '"y"', "'''", "\\'", "True", "None", "null", "(1,)", "{'k': 1}", "{1, 2}", ",",
     "<function_calls>", "</function_calls>", "<|tool_call_start|>", "<|tool_call_end|>",
     '[{"name": "f", "arguments": {}}]', "b'x'", "x+1",
+    "[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]", "[TOOL_CALLS]f[ARGS]", "[TOOL_CALLS] [",
+    _P.format("begin_tool_name"), _P.format("end_tool_name"), _P.format("begin_tool_arguments"),
+    "<|plamo:msg|>", _P.format("end_tool_arguments"), _P.format("begin_tool_requests"),
+    "<start_function_call>", "call:f{", "<escape>", "<end_function_call>", "<|tool_call>",
+    '<|"|>', "<tool_call|>", "<|channel>thought", "<channel|>", "k:", "None",
 ]
 
 #: Canned streams for the interleaving test.
@@ -183,6 +349,14 @@ PY_CANNED = {
     "olmo3": ["<function_calls>f(a=1)\ng(b='''two\nlines''')</function_calls>"],
     "lfm2": ["<|tool_call_start|>[f(a=1)]<|tool_call_end|>",
              '<|tool_call_start|>[{"name": "g", "arguments": {"b": "]"}}]<|tool_call_end|>'],
+    "mistral": ['[TOOL_CALLS]f[ARGS]{"a": "[TOOL_CALLS]"}', '[TOOL_CALLS] [{"name": "g", '
+                '"arguments": {}}]', "[THINK]hm[/THINK]"],
+    "plamo3": [_P.format("begin_tool_name") + "f" + _P.format("end_tool_name")
+               + _P.format("begin_tool_arguments") + '<|plamo:msg|>{"a": 1}'
+               + _P.format("end_tool_arguments")],
+    "functiongemma": ["<start_function_call>call:f{a:<escape>x, y}<escape>b:2}"
+                      "<end_function_call>"],
+    "gemma4": ['<|tool_call>call:f{a:<|"|>x<|"|>,n:[1,{b:null}]}<tool_call|>'],
 }
 
 
