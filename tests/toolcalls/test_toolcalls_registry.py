@@ -31,7 +31,9 @@ from sseguard.toolcalls import (
 from sseguard.verdict import Api
 
 BUILT_INS = ["dsml-v32", "dsml-v4", "dsml-v41", "deepseek-v3", "deepseek-v31", "hermes", "glm45",
-             "glm47", "qwen3-coder", "kimi-k2", "harmony", "minimax-m2"]
+             "glm47", "qwen3-coder", "kimi-k2", "harmony", "minimax-m2",
+             # MARKUP3.md classes C, D and E
+             "functiongemma", "gemma4", "lfm2", "mistral", "olmo3", "plamo3", "pythonic"]
 KNOWN = ", ".join(BUILT_INS)
 
 
@@ -57,7 +59,7 @@ def test_every_family_has_every_facet(name: str) -> None:
         assert facet and all(isinstance(m, str) and m for m in facet)
     assert isinstance(fam.reasoning_exits, tuple)  # Harmony's is empty: its reasoning is a channel
     assert set(fam.reasoning_exits) <= set(FAMILIES["auto"].reasoning_exits)
-    assert fam.leads == {"<"}
+    assert fam.leads == ({"["} if name == "mistral" else {"<"})
     rendered = fam.render([Call("get_weather", {"city": "Paris"}, '{"city": "Paris"}')], False)
     assert any(marker in rendered for marker in fam.leak_markers)
     assert fam.claim(rendered.lstrip("\n"), True) is Claim.YES

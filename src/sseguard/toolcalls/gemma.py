@@ -493,7 +493,7 @@ def _render(s: Syntax, calls: Sequence[CallLike], malformed: bool) -> str:
                    for c in calls)
 
 
-def gemma_family(name: str, syntax: Syntax, rank: int = 80) -> Family:
+def gemma_family(name: str, syntax: Syntax, rank: int = 95) -> Family:
     """A class-E family for ``syntax``."""
     make: Callable[[ToolSpec | None], GemmaParser] = partial(GemmaParser, family=name,
                                                              syntax=syntax)

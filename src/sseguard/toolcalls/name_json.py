@@ -463,7 +463,7 @@ def name_then_json(name: str, opener: str, args_marker: str, closer: str | None 
 # ── the families ─────────────────────────────────────────────────────────────────────────────────
 
 MISTRAL = name_then_json("mistral", "[TOOL_CALLS]", "[ARGS]", think=("[THINK]", "[/THINK]"),
-                         brace_opens=True, array=True, rank=80)
+                         brace_opens=True, array=True, rank=95)
 
 _P = "<|plamo:{}:plamo|>"
 PLAMO3 = name_then_json(
@@ -477,6 +477,6 @@ PLAMO3 = name_then_json(
            _P.format("begin_tool_name")),
     render_wrap=(_P.format("begin_tool_requests"), _P.format("begin_tool_request"),
                  _P.format("end_tool_request"), _P.format("end_tool_requests")),
-    rank=80)
+    rank=95)
 
 __all__ = ["MISTRAL", "PLAMO3", "Grammar", "NameThenJSONParser", "name_then_json"]

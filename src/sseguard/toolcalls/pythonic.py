@@ -380,18 +380,18 @@ PYTHONIC = Family(
     name="pythonic", make=PythonicParser, markers=(PYTHON_START, PYTHON_END),
     leak_markers=(PYTHON_START, PYTHON_END), reasoning_exits=(PYTHON_START,),
     auto_markers=(PYTHON_START, PYTHON_END), claim=_claim_pythonic, render=_render_pythonic,
-    rank=80, aliases=("llama4_pythonic",))
+    rank=95, aliases=("llama4_pythonic",))
 
 OLMO3 = Family(
     name="olmo3", make=Olmo3Parser, markers=(FUNCTION_CALLS, FUNCTION_CALLS_END),
     leak_markers=(FUNCTION_CALLS, FUNCTION_CALLS_END), reasoning_exits=(FUNCTION_CALLS,),
     auto_markers=(FUNCTION_CALLS, FUNCTION_CALLS_END), claim=_claim_block(FUNCTION_CALLS),
-    render=_render_olmo3, rank=80)
+    render=_render_olmo3, rank=95)
 
 LFM2 = Family(
     name="lfm2", make=Lfm2Parser, markers=(TOOL_CALL_START, TOOL_CALL_END),
     leak_markers=(TOOL_CALL_START, TOOL_CALL_END), reasoning_exits=(TOOL_CALL_START,),
     auto_markers=(TOOL_CALL_START, TOOL_CALL_END), claim=_claim_block(TOOL_CALL_START),
-    render=_render_lfm2, rank=80)
+    render=_render_lfm2, rank=95)
 
 __all__ = ["LFM2", "OLMO3", "PYTHONIC", "py_call", "py_literal"]
