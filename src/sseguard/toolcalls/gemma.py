@@ -89,8 +89,6 @@ class GemmaParser(BaseParser):
         self._s = syntax
         self._markers = markers = Markers(syntax.literals)
         self._find, self._hold = markers.find, markers.hold
-        self._reason_markers = Markers((syntax.think[1], syntax.opener) if syntax.think else
-                                       (syntax.opener,))
         self._mark = 0
         self._buf: list[str] = []  # a name, key, bare value or buffered string
         self._size = 0
@@ -152,17 +150,24 @@ class GemmaParser(BaseParser):
         return end
 
     def _reason(self, data: str, pos: int) -> int:
-        m, lit = self._reason_markers.find(data, pos)
+        """Reasoning text up to its closer, or up to a call opener (which ends it implicitly); any
+        other marker of the family there is reported, never reasoning text."""
+        m, lit = self._find(data, pos)
         if m == -1:
-            k = self._reason_markers.hold(data, pos)
+            k = self._hold(data, pos)
             self._reasoning(data[pos:k])
             return ~k
         self._reasoning(data[pos:m])
-        self._state = CONTENT
-        if self._s.think and lit == self._s.think[1]:
+        think = self._s.think
+        if think and lit == think[1]:
             self._markup(lit)
+            self._state = CONTENT
             return m + len(lit)
-        return m  # a call opener ends reasoning (MARKUP3.md §4 decision 9)
+        if lit in (self._s.opener,):
+            self._state = CONTENT
+            return m
+        self._event(MarkupError(MALFORMED, lit))
+        return m + len(lit)
 
     # the call's head ------------------------------------------------------------------------------
 

@@ -79,8 +79,6 @@ class NameThenJSONParser(BaseParser):
         self._markers = markers = Markers(grammar.literals)
         self._lead_char = markers.lead or grammar.opener[0]
         self._find, self._hold = markers.find, markers.hold
-        think_close = (grammar.think[1],) if grammar.think else ()
-        self._reason_markers = Markers((*think_close, *(grammar.exits or (grammar.opener,))))
         lead = re.escape(markers.leads)
         self._out_re = re.compile(f'["{{}}\\[\\]{lead}]')
         self._mark = 0
@@ -145,18 +143,24 @@ class NameThenJSONParser(BaseParser):
         return end
 
     def _reason(self, data: str, pos: int) -> int:
-        """Reasoning text up to its closer, or up to a call opener (which ends it implicitly)."""
-        m, lit = self._reason_markers.find(data, pos)
+        """Reasoning text up to its closer, or up to a call opener (which ends it implicitly); any
+        other marker of the family there is reported, never reasoning text."""
+        m, lit = self._find(data, pos)
         if m == -1:
-            k = self._reason_markers.hold(data, pos)
+            k = self._hold(data, pos)
             self._reasoning(data[pos:k])
             return ~k
         self._reasoning(data[pos:m])
-        self._state = CONTENT
-        if self._g.think and lit == self._g.think[1]:
+        think = self._g.think
+        if think and lit == think[1]:
             self._markup(lit)
+            self._state = CONTENT
             return m + len(lit)
-        return m
+        if lit in self._g.exits:
+            self._state = CONTENT
+            return m
+        self._event(MarkupError(MALFORMED, lit))
+        return m + len(lit)
 
     # the name -------------------------------------------------------------------------------------
 
