@@ -482,20 +482,27 @@ def _skip_ws(data: str, pos: int) -> int:
 # ── rendering and the families ───────────────────────────────────────────────────────────────────
 
 
-def gemma_value(value: Any, delim: str) -> str:
-    """A JSON value in Gemma's syntax: strings delimited, scalars bare, containers nested."""
+_BARE_KEY = re.compile(r"[A-Za-z_][\w.-]*")
+
+
+def gemma_value(value: Any, delim: str, quote_keys: bool = False) -> str:
+    """A JSON value in Gemma's syntax: strings delimited, scalars bare, containers nested; a key
+    that is no plain word is delimited where the family allows it (``quote_keys``, Gemma 4)."""
     if isinstance(value, str):
         return f"{delim}{value}{delim}"
     if isinstance(value, list):
-        return "[" + ",".join(gemma_value(v, delim) for v in value) + "]"
+        return "[" + ",".join(gemma_value(v, delim, quote_keys) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ",".join(f"{k}:{gemma_value(v, delim)}" for k, v in value.items()) + "}"
+        def key(k: str) -> str:
+            return k if not quote_keys or _BARE_KEY.fullmatch(k) else f"{delim}{k}{delim}"
+        return "{" + ",".join(f"{key(k)}:{gemma_value(v, delim, quote_keys)}"
+                              for k, v in value.items()) + "}"
     return json.dumps(value)
 
 
 def _render(s: Syntax, calls: Sequence[CallLike], malformed: bool) -> str:
-    return "".join(f"{s.opener}{CALL_WORD}{c.name}{gemma_value(c.values, s.delim)}{s.closer}"
-                   for c in calls)
+    return "".join(f"{s.opener}{CALL_WORD}{c.name}{gemma_value(c.values, s.delim, s.quoted_keys)}"
+                   f"{s.closer}" for c in calls)
 
 
 def gemma_family(name: str, syntax: Syntax, rank: int = 95) -> Family:

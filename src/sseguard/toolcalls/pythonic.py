@@ -38,7 +38,7 @@ from sseguard.toolcalls._pycalls import (
     PyCallsParser,
     _ws_end,
 )
-from sseguard.toolcalls.events import MarkupError, MarkupErrorKind
+from sseguard.toolcalls.events import Event, MarkupError, MarkupErrorKind
 from sseguard.toolcalls.family import CallLike, Claim, Family
 from sseguard.toolcalls.json_array import Body, JSONArrayParser, Opener
 from sseguard.toolcalls.schema import ToolSpec
@@ -252,6 +252,17 @@ class Lfm2Parser(BlockCallsParser):
 
     def _extra_handlers(self) -> tuple[Callable[[str, int], int], ...]:
         return (self._open_block, self._json_block)
+
+    def feed(self, text: str) -> list[Event]:
+        """Parse more text; inside a JSON array's streaming string the class-B engine's own hot
+        path takes the chunk (no state of its changes there)."""
+        inner = self._json
+        if (self._state == JSON_BLOCK and inner is not None and not self._pend and text
+                and not self._closed and inner._args_open and inner._inside
+                and not inner._escape and not inner._pend and '"' not in text
+                and "\\" not in text):
+            return inner.feed(text)
+        return super().feed(text)
 
     def _enter_block(self) -> None:
         self._state = OPEN
