@@ -73,15 +73,15 @@ _SIMPLE_ESCAPES = {"\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b", "f": "\
 _HEX_LEN = {"x": 2, "u": 4, "U": 8}
 #: Where a string's plain text stops: its quote, a backslash, a line end.
 _STOPS = {q: re.compile(f"[\\\\\n\r{q}]") for q in "'\""}
-#: Longest name, keyword or bare word, and longest number literal, read before giving up.
-NAME_CAP = 256
 #: What the skip of a void call looks for inside a string: its end, an escape, a line end.
 _SKIP_IN = {q: re.compile(f"[\\\\\n{q}]") for q in "'\""}
+#: Longest name, keyword or bare word, and longest number literal, read before giving up.
+NAME_CAP = 256
 NUMBER_CAP = 4096
 _CLOSERS = {"[": "]", "(": ")", "{": "}"}
 
-#: A string prefix: raw and unicode strings are literals; bytes and f-strings are not (bad_param_json).
-_PREFIXES = {"r": True, "u": True, "R": True, "U": True}
+#: String prefixes of literals: raw and unicode strings (bytes and f-strings are not: bad_param_json).
+_PREFIXES = frozenset(("r", "u", "R", "U"))
 
 # value frames
 _LIST, _PAREN, _TUPLE, _BRACE, _DICT, _SET = range(6)
@@ -110,8 +110,9 @@ N_STATES = 14
 
 
 class PyCallsParser(BaseParser):
-    """The call-list reader. A family subclass says how lists open (``_opener`` and the states it
-    adds), what may follow a call (``_after_call_char``) and what ends a list (``_list_end``).
+    """The call-list reader. A family subclass says how a list opens (its ``_opener`` calls
+    ``_begin_list``; states of its own come from ``_extra_handlers``, numbered from ``N_STATES``)
+    and what may follow one (``_close_tail``: the list's closer, if the family has one).
 
     ``_markers`` are the family's markers: met outside a string inside a list they break it
     (``malformed_tag``) and are then read as in content. ``_newline_calls``: calls are separated by
@@ -142,7 +143,6 @@ class PyCallsParser(BaseParser):
         self._skip_quote = ""
         self._skip_escape = False
         self._newline_seen = False
-        self._in_list = False
         self._pending_dup = False
         self._handlers = (self._content, self._list, self._name, self._arg, self._kwarg,
                           self._value, self._string, self._number, self._bare_word, self._after,
@@ -224,7 +224,6 @@ class PyCallsParser(BaseParser):
     def _begin_list(self) -> None:
         """A list of calls starts (its opener is already markup): the next thing is a call."""
         self._state = LIST
-        self._in_list = True
         self._newline_seen = True
 
     def _list(self, data: str, pos: int) -> int:
@@ -263,7 +262,7 @@ class PyCallsParser(BaseParser):
         """After the call's name: optional whitespace, then ``(``."""
         q = _ws_end(data, pos)
         if q == len(data):
-            return ~pos if q > pos else q
+            return q
         if data[q] != "(":
             return self._break_list(data, q)
         self._name_call("".join(self._word))
@@ -290,6 +289,8 @@ class PyCallsParser(BaseParser):
         m = _IDENT.match(data, q)
         if m is None:
             return self._value_start_error(data, q)
+        if m.end() - q > NAME_CAP:
+            return self._void_call(data, q, BAD)
         if m.end() == len(data):
             return ~q
         self._word = [m.group()]
@@ -300,7 +301,7 @@ class PyCallsParser(BaseParser):
         """After a keyword: ``=`` (not ``==``), else it was a positional expression."""
         q = _ws_end(data, pos)
         if q + 1 >= len(data):
-            return ~pos
+            return ~q
         if data[q] == "=" and data[q + 1] != "=":
             key = self._word[0]
             call = self._call
@@ -634,7 +635,7 @@ class PyCallsParser(BaseParser):
                 return self._marker_in_list(data, q)
         m = _IDENT.match(data, q)
         if m is not None:
-            if m.end() == len(data):
+            if m.end() == len(data) and m.end() - q <= NAME_CAP:
                 return ~q
             if m.group() in _EXPR_WORDS:
                 return self._void_call(data, q, BAD)
@@ -778,7 +779,6 @@ class PyCallsParser(BaseParser):
         if done:
             self._record(data, r)
             self._fail_call()
-            self._in_list = False
             self._state = TAIL
             return r
         if r < len(data):
@@ -818,7 +818,6 @@ class PyCallsParser(BaseParser):
         return self._break_list(data, pos)
 
     def _end_list(self, data: str, pos: int) -> int:
-        self._in_list = False
         self._state = TAIL
         return pos
 
