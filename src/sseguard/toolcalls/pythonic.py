@@ -30,14 +30,8 @@ from typing import Any
 
 from sseguard.toolcalls._engine import CONTENT
 from sseguard.toolcalls._markers import Markers
-from sseguard.toolcalls._pycalls import (
-    N_STATES,
-    NAME_RE,
-    SKIP_LIST,
-    TAIL,
-    PyCallsParser,
-    _ws_end,
-)
+from sseguard.toolcalls._pycalls import PyCallsParser
+from sseguard.toolcalls._pyvalues import N_STATES, NAME_RE, SKIP_LIST, TAIL, _ws_end
 from sseguard.toolcalls.events import Event, MarkupError, MarkupErrorKind
 from sseguard.toolcalls.family import CallLike, Claim, Family
 from sseguard.toolcalls.json_array import Body, JSONArrayParser, Opener
