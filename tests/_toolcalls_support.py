@@ -53,7 +53,7 @@ LEAK_MARKERS: dict[str, tuple[str, ...]] = {
     "plamo3": (*(f"<|plamo:{t}:plamo|>" for t in (
         "begin_tool_name", "end_tool_name", "end_tool_arguments", "begin_tool_arguments",
         "begin_tool_requests", "end_tool_requests", "begin_tool_request", "end_tool_request",
-        "begin_think", "end_think")), "<|plamo:constrain|>json", "<|plamo:msg|>", "<|plamo:tag|>"),
+        "begin_think", "end_think")), "<|plamo:constrain|>", "<|plamo:msg|>", "<|plamo:tag|>"),
     "functiongemma": ("<start_function_call>", "<end_function_call>", "<escape>"),
     "gemma4": ("<|tool_call>", "<tool_call|>", '<|"|>', "<|channel>thought", "<channel|>"),
 }

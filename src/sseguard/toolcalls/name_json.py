@@ -46,7 +46,8 @@ class Grammar:
     """The markers of one class-C family.
 
     ``preamble``: markers that may stand (with whitespace) between the arguments marker and the
-    object; ``brace_opens``: a ``{`` right after the name starts the arguments without the marker
+    object, and ``preamble_words`` plain words that may stand there too (PLaMo's ``json`` after its
+    constrain token); ``brace_opens``: a ``{`` right after the name starts the arguments without the marker
     (Mistral, V ``parser/mistral.py`` L274-284); ``array``: after the opener, ``[`` opens a JSON array
     of call objects instead (Mistral before v11); ``framing``: markup wherever it stands;
     ``think``: the reasoning tags (open, close); ``exits``: openers that end reasoning.
@@ -61,6 +62,7 @@ class Grammar:
     framing: tuple[str, ...] = ()
     think: tuple[str, str] | None = None
     exits: tuple[str, ...] = ()
+    preamble_words: tuple[str, ...] = ()
 
     @property
     def literals(self) -> tuple[str, ...]:
@@ -238,6 +240,11 @@ class NameThenJSONParser(BaseParser):
         lit = self._markers.match(data, q)
         if lit in self._g.preamble:
             return q + len(lit)
+        for word in self._g.preamble_words:
+            if data.startswith(word, q):
+                return q + len(word)
+            if word.startswith(data[q:q + len(word)]):
+                return ~q  # the word may be cut by the chunk's end
         if not lit and self._markers.hold(data, q) == q and data[q] in self._markers.leads:
             return ~q
         if data[q] != "{":
@@ -428,7 +435,8 @@ def _render(g: Grammar, wrap: tuple[str, str, str, str], calls: Sequence[CallLik
     after each, after the calls)."""
     out = [wrap[0]]
     for call in calls:
-        out.append(f"{wrap[1]}{g.opener}{call.name}{g.args_marker}{''.join(g.preamble)}"
+        out.append(f"{wrap[1]}{g.opener}{call.name}{g.args_marker}{''.join(g.preamble[:-1])}"
+                   f"{''.join(g.preamble_words)}{''.join(g.preamble[-1:])}"
                    f"{call.arguments}{g.closer or ''}{wrap[2]}")
     out.append(wrap[3])
     return "".join(out)
@@ -436,13 +444,15 @@ def _render(g: Grammar, wrap: tuple[str, str, str, str], calls: Sequence[CallLik
 
 def name_then_json(name: str, opener: str, args_marker: str, closer: str | None = None, *,
                    preamble: tuple[str, ...] = (), framing: tuple[str, ...] = (),
+                   preamble_words: tuple[str, ...] = (),
                    think: tuple[str, str] | None = None, exits: tuple[str, ...] = (),
                    brace_opens: bool = False, array: bool = False,
                    render_wrap: tuple[str, str, str, str] = ("", "", "", ""),
                    aliases: tuple[str, ...] = (), rank: int = 100) -> Family:
     """A complete class-C family: ``opener`` NAME ``args_marker`` [preamble] ``{…}`` [``closer``].
 
-    ``framing`` markers are markup wherever they stand (PLaMo's request wrappers); ``think`` the
+    ``preamble_words`` plain words allowed among the preamble markers; ``framing`` markers are
+    markup wherever they stand (PLaMo's request wrappers); ``think`` the
     family's reasoning tags; ``exits`` the markers that end reasoning (default: the opener);
     ``brace_opens``: a ``{`` after the name starts the arguments without the
     marker; ``array``: ``opener`` followed by ``[`` is a JSON array of call objects (class B);
@@ -453,7 +463,7 @@ def name_then_json(name: str, opener: str, args_marker: str, closer: str | None 
         raise UsageError(f"family {name!r}: opener and arguments marker must differ and be "
                          "non-empty")
     grammar = Grammar(opener, args_marker, closer, preamble, brace_opens, array, framing, think,
-                      exits or (opener,))
+                      exits or (opener,), preamble_words)
     make: Callable[[ToolSpec | None], NameThenJSONParser] = partial(
         NameThenJSONParser, family=name, grammar=grammar)
     markers = grammar.literals
@@ -473,7 +483,8 @@ _P = "<|plamo:{}:plamo|>"
 PLAMO3 = name_then_json(
     "plamo3", _P.format("begin_tool_name"), _P.format("end_tool_name"),
     _P.format("end_tool_arguments"),
-    preamble=(_P.format("begin_tool_arguments"), "<|plamo:constrain|>json", "<|plamo:msg|>"),
+    preamble=(_P.format("begin_tool_arguments"), "<|plamo:constrain|>", "<|plamo:msg|>"),
+    preamble_words=("json",),
     framing=(_P.format("begin_tool_requests"), _P.format("end_tool_requests"),
              _P.format("begin_tool_request"), _P.format("end_tool_request"), "<|plamo:tag|>"),
     think=(_P.format("begin_think"), _P.format("end_think")),
