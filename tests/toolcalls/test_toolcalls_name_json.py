@@ -146,3 +146,24 @@ def test_junk_inside_is_reported_not_shown(fam: str) -> None:
         assert_robust(fam, text)
 
     prop()
+
+
+# ── the builder ──────────────────────────────────────────────────────────────────────────────────
+
+
+def test_name_then_json_builds_a_family_with_or_without_a_closer() -> None:
+    from sseguard.errors import UsageError
+    from sseguard.toolcalls import name_then_json
+
+    closed = name_then_json("toy-closed", "<<fn>>", "<<args>>", "<</fn>>")
+    parser = closed.make(None)
+    events = parser.feed('hi<<fn>> get <<args>> {"a": [1]} <</fn>>bye') + parser.close()
+    assert [e for e in events if isinstance(e, ToolCallEnd)] == [
+        ToolCallEnd(0, "get", '{"a": [1]}')]
+    open_ended = name_then_json("toy-open", "<<fn>>", "<<args>>")
+    parser = open_ended.make(None)
+    events = parser.feed('<<fn>>get<<args>>{"a": "}"} then text') + parser.close()
+    assert [e for e in events if isinstance(e, ToolCallEnd)] == [
+        ToolCallEnd(0, "get", '{"a": "}"}')]
+    with pytest.raises(UsageError):
+        name_then_json("bad", "<<x>>", "<<x>>")
