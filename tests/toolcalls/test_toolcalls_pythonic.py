@@ -49,6 +49,7 @@ TABLE: list[tuple[str, str, str, list[tuple[str, Any]], list[tuple[str, int | No
     ("pythonic", "Sure: [f(a=1)]", "Sure: [f(a=1)]", [], []),
     ("pythonic", "[1, 2, 3] are numbers", "[1, 2, 3] are numbers", [], []),
     ("pythonic", "[link](http://x) [f(", "[link](http://x) [f(", [], []),
+    ("pythonic", "[see (x)] prose", "[see (x)] prose", [], []),
     ("pythonic", "  [f(a=1)] done", "   done", [("f", {"a": 1})], []),
     ("pythonic", f"Calling. {PS}[f(a=1)]{PE} Done.", "Calling.  Done.", [("f", {"a": 1})], []),
     # text after the list is visible (vLLM's whole-output match drops the calls then)

@@ -81,9 +81,7 @@ def list_head(buf: str, final: bool) -> tuple[Claim, int, int]:
     k = m.end()
     if k == n or (buf[k] == "." and k + 1 == n):
         return more, 0, ps
-    k = _ws_end(buf, k)
-    if k == n:
-        return more, 0, ps
+    # ``NAME(`` exactly, as the spec's lookahead says: "[see (x)]" opening an answer is prose
     return (Claim.YES, j, ps) if buf[k] == "(" else (Claim.NO, 0, ps)
 
 
