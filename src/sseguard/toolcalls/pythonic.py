@@ -162,9 +162,6 @@ class BlockCallsParser(PyCallsParser):
     _open = ""
     _close = ""
 
-    def _extra_handlers(self) -> tuple[Callable[[str, int], int], ...]:
-        return (self._open_block,)
-
     def _opener(self, data: str, pos: int, m: int, lit: str) -> int:
         self._text(data[pos:m])
         if lit == self._open:
@@ -176,9 +173,6 @@ class BlockCallsParser(PyCallsParser):
 
     def _enter_block(self) -> None:
         self._begin_list()
-
-    def _open_block(self, data: str, pos: int) -> int:
-        raise NotImplementedError  # pragma: no cover - only lfm2 has this state
 
     def _junk(self, q: int) -> int:
         """Text in the block that is no list: void up to the next marker."""
