@@ -135,3 +135,15 @@ def test_junk_inside_is_reported_not_shown(fam: str) -> None:
         assert_robust(fam, text)
 
     prop()
+
+
+def test_auto_does_not_take_an_answer_that_mentions_escape_for_functiongemma() -> None:
+    from sseguard.toolcalls import ToolCallEnd, parser_for
+
+    text = 'Wrap it in <escape> tags.\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'
+    parser = parser_for("auto")
+    events = parser.feed(text) + parser.close()
+    assert getattr(parser, "detected", None) == "hermes"
+    assert [e.name for e in events if isinstance(e, ToolCallEnd)] == ["f"]
+    # named, the delimiter out of place is reported, never shown
+    assert outcome("functiongemma", "a <escape> b") == ("a  b", [], [(MAL, None)])

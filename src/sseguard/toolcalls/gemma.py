@@ -56,7 +56,9 @@ class Syntax:
     """The markers of one class-E family. ``typed_strings``: delimited values are typed by the schema
     (FunctionGemma) rather than always strings (Gemma 4); ``quoted_keys``: keys may be delimited;
     ``comma_optional``: a key may follow a delimited value without a comma; ``think``: the reasoning
-    channel's (opener, closer)."""
+    channel's (opener, closer); ``generic_delim``: the delimiter is a tag other text uses too
+    (FunctionGemma's ``<escape>``), so ``auto`` does not look for it (a Hermes answer that mentions
+    it must stay Hermes) and the leak scan does not report it alone."""
 
     opener: str
     closer: str
@@ -65,10 +67,16 @@ class Syntax:
     quoted_keys: bool
     comma_optional: bool
     think: tuple[str, str] | None = None
+    generic_delim: bool = False
 
     @property
     def literals(self) -> tuple[str, ...]:
         return (self.opener, self.closer, self.delim, *(self.think or ()))
+
+    @property
+    def noticed(self) -> tuple[str, ...]:
+        """The markers ``auto`` looks for and the leak scan reports."""
+        return tuple(m for m in self.literals if not (self.generic_delim and m == self.delim))
 
 
 class _Frame:
@@ -510,14 +518,14 @@ def gemma_family(name: str, syntax: Syntax, rank: int = 95) -> Family:
     make: Callable[[ToolSpec | None], GemmaParser] = partial(GemmaParser, family=name,
                                                              syntax=syntax)
     return Family(name=name, make=make, markers=syntax.literals,
-                  leak_markers=syntax.literals, reasoning_exits=(syntax.opener,),
-                  auto_markers=syntax.literals, claim=claim_openers(syntax.literals),
+                  leak_markers=syntax.noticed, reasoning_exits=(syntax.opener,),
+                  auto_markers=syntax.noticed, claim=claim_openers(syntax.noticed),
                   render=partial(_render, syntax), rank=rank)
 
 
 FUNCTIONGEMMA = gemma_family("functiongemma", Syntax(
     "<start_function_call>", "<end_function_call>", "<escape>", typed_strings=True,
-    quoted_keys=False, comma_optional=True))
+    quoted_keys=False, comma_optional=True, generic_delim=True))
 GEMMA4 = gemma_family("gemma4", Syntax(
     "<|tool_call>", "<tool_call|>", '<|"|>', typed_strings=False, quoted_keys=True,
     comma_optional=False, think=("<|channel>thought", "<channel|>")))
