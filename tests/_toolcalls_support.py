@@ -60,9 +60,10 @@ LEAK_MARKERS: dict[str, tuple[str, ...]] = {
 #: Reserved outside reasoning for Kimi (decision 1): never text either, but no marker auto looks for.
 THINK_TAGS = ("<think>", "</think>")
 
-#: Markers a named parser never shows but auto does not look for (MARKUP3.md: FunctionGemma's
-#: ``<escape>`` is a tag other answers use too; auto must not take a Hermes answer for FunctionGemma).
-NOT_AUTO = ("<escape>",)
+#: Markers a named parser never shows but auto does not look for: the Gemma families' value
+#: delimiters, which mean something only inside a call (FunctionGemma's ``<escape>`` is a tag other
+#: answers mention; auto must not take a Hermes answer for FunctionGemma).
+NOT_AUTO = ("<escape>", '<|"|>')
 LEAK_MARKERS["auto"] = tuple(sorted({m for ms in LEAK_MARKERS.values() for m in ms} - set(NOT_AUTO)))
 
 

@@ -56,9 +56,7 @@ class Syntax:
     """The markers of one class-E family. ``typed_strings``: delimited values are typed by the schema
     (FunctionGemma) rather than always strings (Gemma 4); ``quoted_keys``: keys may be delimited;
     ``comma_optional``: a key may follow a delimited value without a comma; ``think``: the reasoning
-    channel's (opener, closer); ``generic_delim``: the delimiter is a tag other text uses too
-    (FunctionGemma's ``<escape>``), so ``auto`` does not look for it (a Hermes answer that mentions
-    it must stay Hermes) and the leak scan does not report it alone."""
+    channel's (opener, closer)."""
 
     opener: str
     closer: str
@@ -67,7 +65,6 @@ class Syntax:
     quoted_keys: bool
     comma_optional: bool
     think: tuple[str, str] | None = None
-    generic_delim: bool = False
 
     @property
     def literals(self) -> tuple[str, ...]:
@@ -75,8 +72,11 @@ class Syntax:
 
     @property
     def noticed(self) -> tuple[str, ...]:
-        """The markers ``auto`` looks for and the leak scan reports."""
-        return tuple(m for m in self.literals if not (self.generic_delim and m == self.delim))
+        """The markers ``auto`` looks for and the leak scan reports: not the delimiter, which means
+        something only inside a call (and FunctionGemma's ``<escape>`` is a tag other answers
+        mention: a Hermes answer that does must stay Hermes); the named parser still reports one out
+        of place."""
+        return tuple(m for m in self.literals if m != self.delim)
 
 
 class _Frame:
@@ -525,7 +525,7 @@ def gemma_family(name: str, syntax: Syntax, rank: int = 95) -> Family:
 
 FUNCTIONGEMMA = gemma_family("functiongemma", Syntax(
     "<start_function_call>", "<end_function_call>", "<escape>", typed_strings=True,
-    quoted_keys=False, comma_optional=True, generic_delim=True))
+    quoted_keys=False, comma_optional=True))
 GEMMA4 = gemma_family("gemma4", Syntax(
     "<|tool_call>", "<tool_call|>", '<|"|>', typed_strings=False, quoted_keys=True,
     comma_optional=False, think=("<|channel>thought", "<channel|>")))
