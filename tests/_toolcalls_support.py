@@ -45,11 +45,26 @@ LEAK_MARKERS: dict[str, tuple[str, ...]] = {
     "glm45": ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
     "glm47": ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
     "minimax-m2": ("<minimax:tool_call>", "</minimax:tool_call>"),
+    # MARKUP3.md classes C, D and E
+    "pythonic": ("<|python_start|>", "<|python_end|>"),
+    "olmo3": ("<function_calls>", "</function_calls>"),
+    "lfm2": ("<|tool_call_start|>", "<|tool_call_end|>"),
+    "mistral": ("[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]"),
+    "plamo3": (*(f"<|plamo:{t}:plamo|>" for t in (
+        "begin_tool_name", "end_tool_name", "end_tool_arguments", "begin_tool_arguments",
+        "begin_tool_requests", "end_tool_requests", "begin_tool_request", "end_tool_request",
+        "begin_think", "end_think")), "<|plamo:constrain|>", "<|plamo:msg|>", "<|plamo:tag|>"),
+    "functiongemma": ("<start_function_call>", "<end_function_call>", "<escape>"),
+    "gemma4": ("<|tool_call>", "<tool_call|>", '<|"|>', "<|channel>thought", "<channel|>"),
 }
 #: Reserved outside reasoning for Kimi (decision 1): never text either, but no marker auto looks for.
 THINK_TAGS = ("<think>", "</think>")
 
-LEAK_MARKERS["auto"] = tuple(sorted({m for ms in LEAK_MARKERS.values() for m in ms}))
+#: Markers a named parser never shows but auto does not look for: the Gemma families' value
+#: delimiters, which mean something only inside a call (FunctionGemma's ``<escape>`` is a tag other
+#: answers mention; auto must not take a Hermes answer for FunctionGemma).
+NOT_AUTO = ("<escape>", '<|"|>')
+LEAK_MARKERS["auto"] = tuple(sorted({m for ms in LEAK_MARKERS.values() for m in ms} - set(NOT_AUTO)))
 
 
 @dataclass
@@ -409,12 +424,13 @@ def framed(first: str, visible: list[str]) -> str:
 from _toolcalls_support_json import JSON_DOCS, JSON_SOUP  # noqa: E402 - uses the above
 from _toolcalls_support_jsoncalls import PART3_DOCS, PART3_SOUP  # noqa: E402 - uses the above
 from _toolcalls_support_markup2 import MARKUP2_DOCS, MARKUP2_SOUP  # noqa: E402 - uses the above
+from _toolcalls_support_python import PY_DOCS, PY_SOUP  # noqa: E402 - uses the above
 
 DOCS = {
     "dsml-v32": dsml_docs("dsml-v32"), "dsml-v4": dsml_docs("dsml-v4"),
     "dsml-v41": dsml_docs("dsml-v41"), "deepseek-v3": v3_docs("deepseek-v3"),
     "deepseek-v31": v3_docs("deepseek-v31"), "hermes": hermes_docs(), "qwen3-coder": qwen_docs(),
-    **JSON_DOCS, **MARKUP2_DOCS, **PART3_DOCS,
+    **JSON_DOCS, **MARKUP2_DOCS, **PART3_DOCS, **PY_DOCS,
 }
 assert set(DOCS) == set(FAMILIES) - {"auto"}
 
@@ -427,6 +443,6 @@ SOUP_PIECES = st.sampled_from([
     "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "function", "```json", "```",
     "<tool_call>", "</tool_call>", "<function=f>", "</function>", "<parameter=p>", "</parameter>",
     '{"name": "f", "arguments": {}}', "<think>", "</think>", "\\", "null", *JSON_SOUP,
-    *MARKUP2_SOUP, *PART3_SOUP,
+    *MARKUP2_SOUP, *PART3_SOUP, *PY_SOUP,
 ])
 SOUP = st.lists(st.one_of(SOUP_PIECES, PLAIN), max_size=40).map("".join)

@@ -37,6 +37,7 @@ from _toolcalls_support import (
 )
 from _toolcalls_support_jsoncalls import AUTO_NEVER, BARE_START
 from _toolcalls_support_markup2 import GLM_TOOLS, MINIMAX_TOOLS, glm_docs, minimax_docs
+from _toolcalls_support_python import PY_CANNED, UNMARKED
 from sseguard.toolcalls import FAMILIES, MarkupError, consumed_text, parser_for
 
 #: SSEGUARD_PROPS_SCALE=10 runs every property here with ten times the examples (issue 29: a longer
@@ -109,6 +110,8 @@ def test_auto_parses_every_family_like_the_named_parser(family: str) -> None:
         assume(family not in FRAMED or doc.text[:1] not in tuple(ASCII_WS))
         # auto never claims an unmarked answer (MARKUP3.md §4 decision 2)
         assume(family not in BARE_START or doc.text.lstrip()[:1] not in ("{", "["))
+        # a call list without a marker is calls only to the named parser (MARKUP3.md decision 2)
+        assume(family not in UNMARKED or not doc.text.lstrip(ASCII_WS).startswith("["))
         named = run(family, doc.text)
         auto = run("auto", doc.text, cuts, markers_of=family)
         check_invariants(family, auto)
@@ -228,6 +231,7 @@ def _random_markup(rng: random.Random, family: str) -> str:
         "glm47": ["<tool_call>f<arg_key>a</arg_key><arg_value><arg_key></arg_value></tool_call>"],
         "minimax-m2": ['\n<minimax:tool_call>\n<invoke name="f">\n<parameter name="a">x < y'
                        '</parameter>\n</invoke>\n</minimax:tool_call>', '<invoke name="g">'],
+        **PY_CANNED,
     }
     key = "dsml" if family.startswith("dsml") or family == "auto" else family
     # a family without canned pieces: what it renders, whole and with its closer misspelled

@@ -36,7 +36,10 @@ FIRST = ["dsml-v32", "dsml-v4", "dsml-v41", "deepseek-v3", "deepseek-v31", "herm
 JSON_CALLS = ["llama3-json", "granite", "granite-20b-fc", "internlm", "jamba", "hunyuan-a13b",
               "minimax-m1", "phi4-mini", "apertus", "cohere-command", "gigachat3", "longcat",
               "ernie45", "inkling", "xlam"]
-BUILT_INS = [*FIRST, *JSON_CALLS]
+#: MARKUP3.md classes C, D and E
+PY_CALLS = ["functiongemma", "gemma4", "lfm2", "mistral", "olmo3", "plamo3", "pythonic"]
+#: rank, then name: the rank-95 families sort among themselves
+BUILT_INS = [*FIRST, *JSON_CALLS[:-1], *PY_CALLS, "xlam"]
 KNOWN = ", ".join(BUILT_INS)
 #: Families whose markup ``auto`` reads as an earlier family's, with the same result (identical
 #: grammars), or never claims (every marker of xLAM is another family's).
