@@ -17,8 +17,14 @@ received, time to first chunk (p50, p99), proxy CPU and memory. Direct and proxy
 processes are not pinned (they share the machine's two cores with the upstream and the client, which
 stay on core 0); its CPU and RSS are summed over the supervisor and its workers.
 
+``--stores sqlite,none`` runs the proxy once per store side by side (``none``: ``--store none``, no
+records), to measure what the record store costs a client; ``--baseline-src DIR`` adds each proxy
+variant once more, importing ``sseguard`` from ``DIR`` (the ``src`` of another tree: a before and after
+measured in one run). ``--no-bare`` leaves the bare relay out.
+
 Run: .venv/bin/python bench/bench_proxy.py [--repeats 3] [--workers 1,2] [--only 100,1000]
-     [--apis responses,messages] [--no-slow] [--append docs/benchmarks.md]
+     [--apis responses,messages] [--stores sqlite,none] [--baseline-src DIR] [--no-bare] [--no-slow]
+     [--append docs/benchmarks.md]
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -170,19 +176,22 @@ def rss_mb(pid: int) -> float:
     return total
 
 
-def pinned(core: int) -> object:
+def pinned(core: int) -> Callable[[], None]:
     def pin() -> None:
         os.sched_setaffinity(0, {core})
     return pin
 
 
 @contextlib.contextmanager
-def process(args: list[str], core: int | None, *,
-            raw: bool = False) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """Start a server pinned to ``core`` (None: every core); yield it and the first line it prints."""
+def process(args: list[str], core: int | None, *, raw: bool = False,
+            src: str | None = None) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """Start a server pinned to ``core`` (None: every core); yield it and the first line it prints.
+    ``src``: import ``sseguard`` from there (another tree's ``src``) instead of this checkout."""
     command = args if raw else [*SSEGUARD, *args]
+    env = None if src is None else {**os.environ, "PYTHONPATH": src}
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            preexec_fn=pinned(core) if core is not None else None)  # type: ignore[arg-type]
+                            env=env,
+                            preexec_fn=pinned(core) if core is not None else None)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -261,28 +270,49 @@ async def load(url: str, sc: Scenario, proxy_pid: int | None, chaos_pid: int) ->
     return run
 
 
-def proxy_name(workers: int) -> str:
-    return "sseguard proxy" if workers == 1 else f"sseguard proxy ×{workers}"
+@dataclass(frozen=True)
+class Variant:
+    """One ``sseguard proxy`` under test: its process count, its store, and which tree it runs."""
+
+    workers: int = 1
+    store: str = "sqlite"  # sqlite (a file in the run's temporary directory) or none
+    src: str | None = None  # another tree's src directory (PYTHONPATH), the baseline
+
+    @property
+    def name(self) -> str:
+        name = "sseguard proxy" if self.workers == 1 else f"sseguard proxy ×{self.workers}"
+        if self.store == "none":
+            name += ", no store"
+        return name + (" (baseline)" if self.src else "")
 
 
-def scenario(sc: Scenario, repeats: int, store: Path, workers: list[int]) -> dict[str, list[Run]]:
-    """Direct, a bare aiohttp relay and the sseguard proxy (one entry per ``workers`` count),
-    alternating, ``repeats`` times."""
+def variants(workers: list[int], stores: list[str], baseline_src: str | None) -> list[Variant]:
+    return [Variant(n, store, src) for src in (None, *([baseline_src] if baseline_src else []))
+            for n in workers for store in stores]
+
+
+def scenario(sc: Scenario, repeats: int, store: Path, proxies: list[Variant],
+             bare_relay: bool = True) -> dict[str, list[Run]]:
+    """Direct, a bare aiohttp relay and the sseguard proxy (one entry per variant), alternating,
+    ``repeats`` times."""
     chaos_args = ["chaos", "--listen", "127.0.0.1:0", "--json", "--tokens", str(sc.tokens),
                   "--inter-token-ms", str(sc.inter_token_ms)]
-    runs: dict[str, list[Run]] = {"direct": [], "bare relay": []}
-    runs.update({proxy_name(n): [] for n in workers})
+    runs: dict[str, list[Run]] = {"direct": [], **({"bare relay": []} if bare_relay else {})}
+    runs.update({v.name: [] for v in proxies})
     with process(chaos_args, 0) as (chaos, chaos_line), contextlib.ExitStack() as stack:
         upstream = json.loads(chaos_line)["url"]
-        bare_args = [sys.executable, __file__, "--bare-relay", upstream]
-        bare, bare_line = stack.enter_context(process(bare_args, 1, raw=True))
-        targets: dict[str, tuple[str, int | None]] = {
-            "direct": (upstream, None), "bare relay": (bare_line.split()[4], bare.pid)}
-        for n in workers:
+        targets: dict[str, tuple[str, int | None]] = {"direct": (upstream, None)}
+        if bare_relay:
+            bare_args = [sys.executable, __file__, "--bare-relay", upstream]
+            bare, bare_line = stack.enter_context(process(bare_args, 1, raw=True))
+            targets["bare relay"] = (bare_line.split()[4], bare.pid)
+        for i, v in enumerate(proxies):
+            db = "none" if v.store == "none" else str(store.with_name(f"{store.stem}-{i}.db"))
             proxy_args = ["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0", "--store",
-                          str(store), "--workers", str(n)]
-            proxy, proxy_line = stack.enter_context(process(proxy_args, 1 if n == 1 else None))
-            targets[proxy_name(n)] = (proxy_line.split()[4], proxy.pid)
+                          db, "--workers", str(v.workers)]
+            proxy, proxy_line = stack.enter_context(process(proxy_args, 1 if v.workers == 1 else None,
+                                                            src=v.src))
+            targets[v.name] = (proxy_line.split()[4], proxy.pid)
         idle = {name: rss_mb(pid) if pid else 0.0 for name, (_, pid) in targets.items()}
         for rep in range(repeats):
             order = list(targets) if rep % 2 == 0 else list(reversed(targets))
@@ -469,6 +499,11 @@ def main() -> None:
                         help="Proxy variants by --workers count, side by side (default 1).")
     parser.add_argument("--apis", metavar="API[,API…]",
                         help="Run only scenarios of these protocols (chat,responses,messages,gemini).")
+    parser.add_argument("--stores", default="sqlite", metavar="STORE[,STORE…]",
+                        help="Proxy variants by store, side by side: sqlite, none (default sqlite).")
+    parser.add_argument("--baseline-src", metavar="DIR",
+                        help="Run every proxy variant once more from this src directory.")
+    parser.add_argument("--no-bare", action="store_true", help="Leave the bare relay out.")
     parser.add_argument("--no-slow", action="store_true", help="Skip the slow-reader scenario.")
     parser.add_argument("--bare-relay", metavar="UPSTREAM", help=argparse.SUPPRESS)
     parser.add_argument("--frame-upstream", type=int, metavar="FRAMES", help=argparse.SUPPRESS)
@@ -489,6 +524,10 @@ def main() -> None:
         sys.exit("needs two cores: the relay gets one of its own")
     os.sched_setaffinity(0, {0})
     workers = [int(n) for n in args.workers.split(",")]
+    stores = args.stores.split(",")
+    if not set(stores) <= {"sqlite", "none"}:
+        sys.exit(f"--stores {args.stores}: use sqlite, none or both")
+    proxies = variants(workers, stores, args.baseline_src)
     rows = []
     started = time.time()
     with tempfile.TemporaryDirectory() as tmp:
@@ -499,7 +538,8 @@ def main() -> None:
                 continue
             if apis is not None and sc.api not in apis:
                 continue
-            runs = scenario(sc, args.repeats, Path(tmp) / "bench.db", workers)
+            runs = scenario(sc, args.repeats, Path(tmp) / "bench.db", proxies,
+                            bare_relay=not args.no_bare)
             direct = runs["direct"]
             d_eps = med([r.events_per_s for r in direct])
             d50, d99 = med([r.p50 for r in direct]), med([r.p99 for r in direct])
@@ -508,7 +548,7 @@ def main() -> None:
                         f"{d_eps:,.0f} | 100% | {d50:.2f} / {d99:.2f} | – | – | – | "
                         f"{med([r.client_cpu for r in direct]):.0%} | "
                         f"{med([r.others_cpu for r in direct]):.0%} |")
-            for name in ("bare relay", *(proxy_name(n) for n in workers)):
+            for name in [n for n in runs if n != "direct"]:
                 rs = runs[name]
                 eps = med([r.events_per_s for r in rs])
                 p50, p99 = med([r.p50 for r in rs]), med([r.p99 for r in rs])

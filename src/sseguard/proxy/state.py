@@ -24,7 +24,7 @@ from sseguard.proxy.config import ProxyConfig
 from sseguard.proxy.metrics import ProxyMetrics
 from sseguard.proxy.relay import StreamRelay
 from sseguard.proxy.retry import Sleep
-from sseguard.record import Record, record_from_verdict
+from sseguard.record import Record, raw_record
 from sseguard.redact import DEFAULT, RedactingFilter, Redactor
 from sseguard.verdict import Verdict
 
@@ -179,18 +179,20 @@ class ProxyState:
         except Exception:  # evidence must never take the proxy down
             log.exception("could not build the record of a stream")
             return
-        self.writer.put(record)
+        # Unredacted: the writer's thread redacts it (with this client's redactor) before the store
+        # sees it, so the secret searches (most of a record's cost) are not spent on the loop.
+        self.writer.put(record, relay.redactor)
 
     def _record(self, relay: StreamRelay, verdict: Verdict, duration: float) -> Record:
+        """The stream's record, not yet redacted (``BatchWriter.put`` is given the redactor)."""
         outcome = relay.outcome
         extra: dict[str, Any] = {"action": outcome.action, **relay.frames.facts(), **outcome.extra}
         if outcome.code is not None:
             extra["error_code"] = outcome.code
         if outcome.client_gone:
             extra["client_disconnected"] = True
-        record = record_from_verdict(
+        record = raw_record(
             verdict, policy=self.policy, headers=dict(relay.upstream_headers),
-            redactor=relay.redactor,
             source="proxy", run_id=self.config.run_id, arm=self.config.arm_name,
             index=self.next_index() if relay.index is None else relay.index, workload="proxy",
             started_at=relay.started_at,
@@ -199,11 +201,11 @@ class ProxyState:
             ttft_ms=None if relay.ttft is None else relay.ttft * 1000,
             duration_ms=duration * 1000, max_gap_ms=relay.max_gap * 1000,
             prompt_bytes=len(relay.body), concurrency=relay.concurrency,
-            extra=relay.redactor.obj(extra), heal_of=relay.heal_of, healed=relay.healed,
+            extra=extra, heal_of=relay.heal_of, healed=relay.healed,
             heal_attempts=relay.heal_attempts, heal_tokens=relay.heal_tokens,
         )
         if record.model is None and isinstance(relay.request_obj.get("model"), str):
-            record.model = relay.redactor.text(relay.request_obj["model"])
+            record.model = relay.request_obj["model"]
         if outcome.client_gone:
             record.status = None if relay.ttfb is None else record.status
         return record
