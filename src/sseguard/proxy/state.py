@@ -49,7 +49,6 @@ class ProxyState:
         self.metrics = ProxyMetrics(shared=config.workers > 1)
         self.redactor: Redactor = DEFAULT.with_secrets(config.secrets)
         self.session: aiohttp.ClientSession | None = None
-        self.store: Any = None
         self.writer: Any = None
         self.pruner: Any = None
         self.active = 0
@@ -74,16 +73,15 @@ class ProxyState:
 
     async def start(self, app: web.Application) -> None:
         if self.config.store is not None:
-            from sseguard.store import BatchWriter, open_store
+            from sseguard.store.process import ProcessWriter
+            from sseguard.store.retention import RetentionThread
 
-            # Opening a SQLite file or connecting to PostgreSQL is blocking: keep it off the loop.
-            from sseguard.store.retention import RetentionThread, SampledStore
-
-            self.store = await asyncio.to_thread(open_store, self.config.store)
+            # The store is opened, redacted into and written by a process of its own, so the relay's
+            # loop pays a queue append per stream and nothing else (``store/process.py``); starting it
+            # is blocking: keep it off the loop.
             retention = self.config.retention
-            if retention.sample_healthy is not None:
-                self.store = SampledStore(self.store, retention.sample_healthy)
-            self.writer = BatchWriter(self.store)
+            self.writer = await asyncio.to_thread(ProcessWriter, self.config.store,
+                                                  sample_healthy=retention.sample_healthy)
             if retention.prunes and self.config.worker == 0:  # one pruner per store, not per worker
                 self.pruner = RetentionThread(self.config.store, retention).start()
         # Idle upstream connections are dropped after 4 s, below uvicorn's 5 s keep-alive (vLLM,
@@ -110,8 +108,6 @@ class ProxyState:
             await asyncio.to_thread(self.writer.close)
         if self.pruner is not None:
             await asyncio.to_thread(self.pruner.stop)
-        if self.store is not None:
-            await asyncio.to_thread(self.store.close)
 
     def stream_started(self) -> None:
         """One more stream in flight."""
@@ -179,12 +175,12 @@ class ProxyState:
         except Exception:  # evidence must never take the proxy down
             log.exception("could not build the record of a stream")
             return
-        # Unredacted: the writer's thread redacts it (with this client's redactor) before the store
-        # sees it, so the secret searches (most of a record's cost) are not spent on the loop.
+        # Unredacted: the writer redacts it (with this client's redactor) before the store sees it,
+        # so the secret searches (most of a record's cost) are not spent on the loop.
         self.writer.put(record, relay.redactor)
 
     def _record(self, relay: StreamRelay, verdict: Verdict, duration: float) -> Record:
-        """The stream's record, not yet redacted (``BatchWriter.put`` is given the redactor)."""
+        """The stream's record, not yet redacted (the writer's ``put`` is given the redactor)."""
         outcome = relay.outcome
         extra: dict[str, Any] = {"action": outcome.action, **relay.frames.facts(), **outcome.extra}
         if outcome.code is not None:
