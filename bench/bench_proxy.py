@@ -108,6 +108,7 @@ class Run:
     client_cpu: float = 0.0
     proxy_cpu: float = 0.0  # the relay's CPU (share of one core) over the run
     proxy_cpu_s: float = 0.0
+    own_cpu_s: float = 0.0  # the proxy's own process alone (a store writer process not counted)
     proxy_rss_mb: float = 0.0
     idle_rss_mb: float = 0.0
     others_cpu: float = 0.0  # CPU (in cores) used by processes outside the benchmark meanwhile
@@ -116,6 +117,10 @@ class Run:
     @property
     def cpu_us_per_event(self) -> float:
         return self.proxy_cpu_s / self.all_events * 1e6 if self.all_events else float("nan")
+
+    @property
+    def own_us_per_event(self) -> float:
+        return self.own_cpu_s / self.all_events * 1e6 if self.all_events else float("nan")
 
     @property
     def events_per_s(self) -> float:
@@ -144,9 +149,10 @@ def tree(pid: int) -> list[int]:
     return pids
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_seconds(pid: int, *, alone: bool = False) -> float:
+    """CPU seconds of ``pid`` and its descendants (``alone``: of ``pid`` only)."""
     total = 0.0
-    for each in tree(pid):
+    for each in [pid] if alone else tree(pid):
         try:
             with open(f"/proc/{each}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
@@ -218,6 +224,7 @@ async def load(url: str, sc: Scenario, proxy_pid: int | None, chaos_pid: int) ->
     timeout = aiohttp.ClientTimeout(total=None, sock_read=30)
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     proxy0 = cpu_seconds(proxy_pid) if proxy_pid else 0.0
+    own0 = cpu_seconds(proxy_pid, alone=True) if proxy_pid else 0.0
     chaos0 = cpu_seconds(chaos_pid)
     busy0 = machine_busy_seconds()
     peak_rss = 0.0
@@ -263,6 +270,7 @@ async def load(url: str, sc: Scenario, proxy_pid: int | None, chaos_pid: int) ->
     run.client_cpu = (cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime) / elapsed
     if proxy_pid:
         run.proxy_cpu_s = cpu_seconds(proxy_pid) - proxy0
+        run.own_cpu_s = cpu_seconds(proxy_pid, alone=True) - own0
         run.proxy_cpu = run.proxy_cpu_s / elapsed
         run.proxy_rss_mb = peak_rss
     ours = (run.client_cpu * elapsed + run.proxy_cpu_s + cpu_seconds(chaos_pid) - chaos0)
@@ -325,7 +333,8 @@ def scenario(sc: Scenario, repeats: int, store: Path, proxies: list[Variant],
                       f"{run.p50:7.2f} ms p99 {run.p99:8.2f} ms  completed {run.completed:,} "
                       f"failed {run.failed}  client CPU {run.client_cpu:.0%}  others "
                       f"{run.others_cpu:.0%}"
-                      + (f"  relay CPU {run.proxy_cpu:.0%} ({run.cpu_us_per_event:.1f} µs/event)"
+                      + (f"  relay CPU {run.proxy_cpu:.0%} ({run.cpu_us_per_event:.1f} µs/event, "
+                         f"its own process {run.own_us_per_event:.1f})"
                          f" RSS {run.proxy_rss_mb:.0f} MB" if pid else ""), flush=True)
     return runs
 
@@ -555,7 +564,8 @@ def main() -> None:
                 rows.append(
                     f"| | {name} | {eps:,.0f} | **{eps / d_eps:.1%}** | {p50:.2f} / {p99:.2f} | "
                     f"**{p50 - d50:+.2f}** / {p99 - d99:+.2f} | {med([r.proxy_cpu for r in rs]):.0%}, "
-                    f"{med([r.cpu_us_per_event for r in rs]):.1f} µs/event | "
+                    f"{med([r.cpu_us_per_event for r in rs]):.1f} µs/event (own process "
+                    f"{med([r.own_us_per_event for r in rs]):.1f}) | "
                     f"{rs[0].idle_rss_mb:.0f} → {max(r.proxy_rss_mb for r in rs):.0f} MB | "
                     f"{med([r.client_cpu for r in rs]):.0%} | {med([r.others_cpu for r in rs]):.0%} |")
         slow = ({} if args.no_slow
