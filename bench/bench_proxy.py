@@ -142,10 +142,15 @@ def tree(pid: int) -> list[int]:
     pids = [pid]
     for current in pids:
         try:
-            with open(f"/proc/{current}/task/{current}/children") as f:
-                pids.extend(int(child) for child in f.read().split())
+            tasks = os.listdir(f"/proc/{current}/task")
         except OSError:
             continue
+        for task in tasks:  # a child started from a thread (the store writer) is that thread's
+            try:
+                with open(f"/proc/{current}/task/{task}/children") as f:
+                    pids.extend(int(child) for child in f.read().split())
+            except OSError:
+                continue
     return pids
 
 

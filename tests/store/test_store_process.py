@@ -9,15 +9,17 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from _store_support import KEY, record, records
 from _streams import text_stream
 from sseguard.contract import StreamChecker
 from sseguard.errors import ConfigError
 from sseguard.policy import Policy
-from sseguard.record import raw_record
+from sseguard.record import raw_record, record_from_verdict
 from sseguard.redact import DEFAULT
-from sseguard.store import open_store
+from sseguard.store import BatchWriter, open_store
 from sseguard.store.process import ProcessWriter
 
 
@@ -87,3 +89,34 @@ def test_puts_after_close_are_counted_as_dropped(tmp_path: Path) -> None:
     writer.close()
     writer.put(record())
     assert writer.dropped == 1
+
+
+_secret_text = st.sampled_from(["", "plain words", KEY, f"Bearer {KEY}", "client-key-7731-xyz",
+                                "said client-key-7731-xyz twice client-key-7731-xyz"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pieces=st.lists(_secret_text, min_size=1, max_size=4), header=_secret_text, note=_secret_text)
+def test_a_raw_record_redacted_by_the_writer_is_stored_as_one_redacted_before_the_put(
+        tmp_path_factory: pytest.TempPathFactory, pieces: list[str], header: str, note: str) -> None:
+    checker = StreamChecker()
+    checker.feed(text_stream(pieces, done=False))
+    verdict = checker.close()
+    redactor = DEFAULT.with_secrets(["client-key-7731-xyz"])
+    headers = {"x-upstream": header, "Date": "today"}
+    before = record_from_verdict(verdict, policy=Policy.from_spec(), redactor=redactor, run_id="same",
+                                 headers=headers, extra=redactor.obj({"note": note}))
+    before.model = redactor.text(note) if note else None  # the proxy's model, from the request
+    raw = raw_record(verdict, policy=Policy.from_spec(), run_id="same", headers=headers,
+                     extra={"note": note})
+    raw.model = note or None
+    db = tmp_path_factory.mktemp("eq") / "eq.db"
+    store = open_store(str(db))
+    writer = BatchWriter(store)
+    writer.put(before)
+    writer.put(raw, redactor)
+    writer.close()
+    store.close()
+    first, second = _stored(db)
+    assert first == second
+    assert KEY not in second and "client-key-7731-xyz" not in second
