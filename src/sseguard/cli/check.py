@@ -19,8 +19,9 @@ from rich.table import Table
 
 from sseguard.cli._app import Command, app, console, fail
 from sseguard.cli._names import check_family, families, protocols
-from sseguard.contract import check_body, detect_api, protocol
+from sseguard.contract import check_body, detect_api
 from sseguard.contract.protocol import Protocol
+from sseguard.contract.registry import protocol
 from sseguard.errors import ConfigError
 from sseguard.policy import Policy
 from sseguard.verdict import Api, Verdict
@@ -110,6 +111,17 @@ def print_verdict(outcome: CheckOutcome, console: Console) -> None:
     table.add_row("response id", f"{v.first_id}" + (f" → {v.last_id}" if v.last_id != v.first_id else ""))
     for what, summary in _answer_rows(v):
         table.add_row(what, summary)
+    described = protocol(v.api)
+    reasons, outline = described.reasons, described.outline
+    # (an answer without candidates names its prompt's block reason, ``Outline.unanswered``: the
+    # blocked table classes it)
+    blocked = (outline.unanswered is not None and outline.candidates is not None
+               and not v.message.get(outline.candidates))
+    for index, reason in enumerate(described.finish_of(v.message)):
+        if reason is not None:
+            table.add_row(f"reason {index}", f"{reason}: {reasons.classify(reason, blocked=blocked)}")
+    if v.unknown_kinds:
+        table.add_row("unknown kinds", ", ".join(v.unknown_kinds) + " (passed through)")
     if v.error:
         table.add_row("error", v.error[:300])
     if not v.findings:
