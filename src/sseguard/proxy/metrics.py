@@ -54,6 +54,15 @@ class ProxyMetrics:
         self.heal_attempts = Counter("sseguard_proxy_heal_attempts", "Upstream attempts the client never "
                                      "saw (replaced by a retry or a continuation), by protocol and how "
                                      "they ended.", ["api", "ending"], registry=r)
+        self.retries = Counter("sseguard_proxy_retries", "Upstream retries sent (before the client "
+                               "got a byte, or for a continuation), by protocol and the failure "
+                               "retried.", ["api", "reason"], registry=r)
+        self.retries_refused = Counter("sseguard_proxy_retries_refused", "Retries the retry budget "
+                                       "(--retry-budget) refused: the failure went to the client at "
+                                       "once.", ["api", "reason"], registry=r)
+        self.dont_retry = Counter("sseguard_proxy_dont_retry_answers", "Error answers the proxy "
+                                  "marked x-should-retry: false, by protocol and the failure.",
+                                  ["api", "reason"], registry=r)
         self.active = Gauge("sseguard_proxy_active_streams", "Streams being relayed now.", registry=r,
                             multiprocess_mode="livesum")
         self._kinds: dict[str, Counter] = {}  # requests' children by kind: labels() locks and looks up
