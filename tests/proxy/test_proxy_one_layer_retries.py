@@ -188,13 +188,13 @@ async def test_a_transient_failure_is_healed_by_the_proxys_own_retry(sdk: str) -
 
 async def test_the_proxys_502_says_do_not_retry_after_its_own_retries_and_retry_with_retry_0() -> None:
     payload = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
-    async with behind_proxy("fail") as (_, px, _), aiohttp.ClientSession() as session:
-        async with session.post(f"{px.url}/chat/completions", json=payload) as resp:
-            assert resp.status == 502 and resp.headers["x-should-retry"] == "false"
-            assert "retry-after" not in resp.headers  # never invented
-    async with behind_proxy("fail", retry=0) as (up, px, _), aiohttp.ClientSession() as session:
-        async with session.post(f"{px.url}/chat/completions", json=payload) as resp:
-            assert resp.status == 502 and resp.headers["x-should-retry"] == "true"
+    async with behind_proxy("fail") as (_, px, _), aiohttp.ClientSession() as session, \
+            session.post(f"{px.url}/chat/completions", json=payload) as resp:
+        assert resp.status == 502 and resp.headers["x-should-retry"] == "false"
+        assert "retry-after" not in resp.headers  # never invented
+    async with behind_proxy("fail", retry=0) as (up, px, _), aiohttp.ClientSession() as session, \
+            session.post(f"{px.url}/chat/completions", json=payload) as resp:
+        assert resp.status == 502 and resp.headers["x-should-retry"] == "true"
     assert up.requests == 1
 
 

@@ -51,16 +51,16 @@ def test_a_quiet_proxy_still_retries_up_to_the_floor() -> None:
     budget = RetryBudget(0.2)
     budget.request(100.0)
     allowed = []
-    for _ in range(5):
+    for _ in range(12):
         allowed.append(budget.allows(100.5))
         if allowed[-1]:
             budget.spend(100.5)
-    assert allowed == [True, True, True, False, False]
+    assert allowed == [True] * 10 + [False, False]
 
 
 def test_the_budget_frees_up_once_the_window_has_passed() -> None:
     budget = RetryBudget(0.2)
-    for _ in range(3):
+    for _ in range(10):
         budget.spend(0.0)
     assert not budget.allows(5.0)
     assert budget.allows(11.0)  # the retries of second 0 have left the 10 s window
@@ -77,7 +77,7 @@ def test_a_zero_budget_never_retries() -> None:
        wants=st.integers(1, 5))
 def test_retries_never_add_more_than_the_budget_to_any_window(starts: list[float],
                                                               wants: int) -> None:
-    """However the requests arrive, the 10 s that end at any retry hold at most max(3, 20 % of
+    """However the requests arrive, the 10 s that end at any retry hold at most max(10, 20 % of
     their requests) retries."""
     budget = RetryBudget(0.2)
     events: list[tuple[float, str]] = []
@@ -92,4 +92,4 @@ def test_retries_never_add_more_than_the_budget_to_any_window(starts: list[float
         if kind != "retry":
             continue
         inside = [k for t, k in events[:i + 1] if int(end) - 9 <= int(t)]
-        assert inside.count("retry") <= max(3, 0.2 * inside.count("request"))
+        assert inside.count("retry") <= max(10, 0.2 * inside.count("request"))

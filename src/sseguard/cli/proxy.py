@@ -115,7 +115,7 @@ def proxy(
                                               "goes to the client at once."),
     retry_budget: str = typer.Option("20%", "--retry-budget", metavar="PERCENT",
                                      help="Retries may add at most this share to the upstream "
-                                          "requests of the last 10 s (at least 3 retries); beyond "
+                                          "requests of the last 10 s (at least 10 retries); beyond "
                                           "it a failure is answered at once, with x-should-retry: "
                                           "false. 0 turns retries off as --retry 0 does."),
     resume: str = typer.Option("off", "--resume", metavar="vllm|deepseek|anthropic|off",

@@ -86,8 +86,9 @@ def completion_tokens(verdict: Verdict) -> int:
 
 #: The window a retry budget counts requests over, in seconds (Envoy's and Finagle's budgets: 10 s).
 BUDGET_WINDOW = 10.0
-#: Retries a budget allows in any window however few requests it saw: a quiet proxy can still retry.
-BUDGET_FLOOR = 3
+#: Retries a budget allows in any window however few requests it saw (one a second): a quiet proxy
+#: can still retry a few requests in full (``--retry 2`` each).
+BUDGET_FLOOR = 10
 
 
 class RetryBudget:
