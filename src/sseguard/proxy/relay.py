@@ -223,6 +223,7 @@ class StreamRelay:
         (``HeadersWithFirstBytes``); if the first read writes nothing they go out by themselves.
         """
         held = bool(first)
+        self._watch = watch
         machine = self.machine
         receive = machine.receive
         wants = machine.wants
