@@ -93,3 +93,20 @@ def test_retries_never_add_more_than_the_budget_to_any_window(starts: list[float
             continue
         inside = [k for t, k in events[:i + 1] if int(end) - 9 <= int(t)]
         assert inside.count("retry") <= max(10, 0.2 * inside.count("request"))
+
+
+@pytest.mark.parametrize(("given", "share"), [("20%", 0.2), ("0.5", 0.5), ("0", 0.0), (0.1, 0.1)])
+def test_retry_budget_takes_a_percentage_or_a_share(given: str | float, share: float) -> None:
+    from sseguard.proxy import ProxyConfig
+
+    config = ProxyConfig.from_options(upstream="http://127.0.0.1:9/v1", retry_budget=given)
+    assert config.retry_budget == pytest.approx(share)
+
+
+@pytest.mark.parametrize("given", ["lots", "-5%", "2000%"])
+def test_a_bad_retry_budget_is_a_one_line_config_error(given: str) -> None:
+    from sseguard.errors import ConfigError
+    from sseguard.proxy import ProxyConfig
+
+    with pytest.raises(ConfigError, match=r"^--retry-budget"):
+        ProxyConfig.from_options(upstream="http://127.0.0.1:9/v1", retry_budget=given)
