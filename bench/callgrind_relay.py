@@ -29,7 +29,7 @@ from sseguard.proxy.frames import Frames
 from sseguard.proxy.relay import StreamRelay
 from sseguard.proxy.stall import StallWatch
 from sseguard.proxy.state import ProxyState
-from sseguard.proxy.wire import WIRES
+from sseguard.contract import protocol
 from sseguard.redact import DEFAULT
 
 api, mode, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -63,17 +63,17 @@ async def main():
             checker.close()
             continue
         relay = StreamRelay(config, state.policy, state.stream_done, Request(), b"{}", request_obj,
-                            Frames(), checker, DEFAULT, WIRES[api])
+                            Frames(), checker, DEFAULT, protocol(api).relay, api=protocol(api).api)
         relay._resp = relay._writer = Resp()
         body = Body()
         watch = StallWatch(loop, config.stall_timeout, body)
         await relay._pump(body, watch, b"", None)
         watch.close()
         if mode == "stream":
-            verdict = relay._verdict(None, False)
+            verdict = relay.machine._verdict(None, False)
             state.stream_done(relay, verdict)
         else:
-            relay._verdict(None, False)
+            relay.machine._verdict(None, False)
 
 asyncio.run(main())
 print(len(reads))

@@ -196,3 +196,26 @@ def test_the_graph_reader_sees_lazy_and_type_checking_imports() -> None:
     assert "sseguard.proxy.config" in GRAPH["sseguard.cli.proxy"]
     assert "sseguard.client" in GRAPH["sseguard"]
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+#: The relay machine and what it is made of (DESIGN.md "The relay is a machine"): sans-IO, as the core.
+MACHINE = ["sseguard.proxy.machine", "sseguard.proxy.actions", "sseguard.proxy.heal",
+           "sseguard.proxy.resume", "sseguard.proxy.resume_messages", "sseguard.proxy.resume_usage",
+           "sseguard.proxy.frames", "sseguard.proxy.outcome"]
+#: What the machine may import from the proxy: its own pure modules; the rest is the core.
+MACHINE_ALLOWED = tuple(MACHINE)
+
+
+def test_the_relay_machine_imports_the_core_and_its_own_pure_modules_only() -> None:
+    clock_or_io = ("aiohttp", "asyncio", "time", "socket", "yarl", "multidict", "threading")
+    for module in MACHINE:
+        path = MODULES[module]
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                assert name.split(".")[0] not in clock_or_io, f"{module} imports {name}"
+        for target in _imports(module, path):
+            assert layer(target) == 0 or target in MACHINE_ALLOWED, \
+                f"{module} imports {target}: the machine takes only the core and its own modules"

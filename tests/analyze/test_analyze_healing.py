@@ -198,3 +198,18 @@ def test_export_keeps_the_heal_columns_from_files_and_stores(tmp_path: Path) -> 
     assert got["healing"]["healed_by_resume"] == 25
     assert_same(want, got)
     assert_same(want, _analysis([str(_parquet(tmp_path))]))
+
+
+def test_retry_amplification_above_one_and_a_half_is_a_headline() -> None:
+    from sseguard.analyze.headlines import healing
+    from sseguard.analyze.model import Healing
+    from sseguard.analyze.stats import Rate
+
+    stormy = Healing(streams=10, by_retry=2, by_resume=0, failed=8, spent_attempts=2, spent_tokens=0,
+                     attempts={"transport_error": 18, "http_error": 2}, broke=Rate.of(10, 10))
+    assert healing(stormy)[1] == ("retry amplification: 3.00 upstream requests per client request "
+                                  "(30 for 10 client streams); retries are adding load to an "
+                                  "upstream that keeps failing")
+    calm = Healing(streams=10, by_retry=2, by_resume=0, failed=0, spent_attempts=2, spent_tokens=0,
+                   attempts={"http_error": 2}, broke=Rate.of(2, 10))
+    assert not any(line.startswith("retry amplification") for line in healing(calm))

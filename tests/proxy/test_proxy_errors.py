@@ -81,9 +81,16 @@ async def test_an_upstream_http_error_reaches_the_client_unchanged() -> None:
     body = b'{"error": {"message": "slow down", "type": "rate_limit_error", "code": "rate"}}'
     script = Script([body], status=429, headers={"Content-Type": "application/json",
                                                  "Retry-After": "3"})
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:  # the proxy's retries wait on this, not on a clock
+        waits.append(seconds)
+
     async with scripted(script) as up, run_proxy(proxy_config(up.url)) as px:
+        px.state.sleep = sleep
         got = await raw_post(f"{px.url}/chat/completions", chat())
         text = px.state.metrics.render().decode()
+    assert waits == [3.0, 3.0]  # --retry 2, each after the upstream's Retry-After
     assert got.status == 429 and got.body == body and got.headers["Retry-After"] == "3"
     assert 'sseguard_proxy_streams_total{api="chat",ending="http_error"} 1.0' in text
 

@@ -207,6 +207,8 @@ async def test_a_retry_after_beyond_the_cap_goes_to_the_client_at_once() -> None
         got = await raw_post(f"{px.url}/chat/completions", chat())
         await _settled(records, 1)
     assert got.status == 429 and got.headers["Retry-After"] == "60"
+    # The proxy did not wait: the client may, as long as the upstream asked (its own Retry-After).
+    assert got.headers["x-should-retry"] == "true"
     assert got.body == b'{"error":{"message":"quota"}}'
     assert len(up.paths) == 1 and waits == []
     assert [(r.heal_of, r.status) for r in records.items] == [(None, 429)]

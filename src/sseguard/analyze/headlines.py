@@ -86,6 +86,10 @@ def attribute(res: AttributeResult, reason: str | None = None, *, verb: str | No
     return text
 
 
+#: Upstream requests per client request above which the retries themselves are a headline.
+AMPLIFICATION = 1.5
+
+
 def healing(h: Healing, said: Sequence[AttributeResult] = ()) -> list[str]:
     """What healing hid from the clients: how many streams it saved, how many it could not, the
     upstream failures behind them, and the attribute that separates the streams whose upstream broke
@@ -101,6 +105,12 @@ def healing(h: Healing, said: Sequence[AttributeResult] = ()) -> list[str]:
         text += (f"; counting healed streams, the upstream broke on {h.broke.failed} of "
                  f"{h.broke.total}, {h.broke}")
     lines = [text]
+    if h.streams and (h.streams + made) / h.streams > AMPLIFICATION:
+        # Retries stacked on a persistent failure multiply the load on the upstream that fails
+        # (issue 42: one agent question became 31 upstream requests).
+        lines.append(f"retry amplification: {(h.streams + made) / h.streams:.2f} upstream requests "
+                     f"per client request ({h.streams + made} for {h.streams} client streams); "
+                     "retries are adding load to an upstream that keeps failing")
     lead = h.lead()
     named = {(a.key, a.best.values if a.best else ()) for a in said}
     if (lead is not None and lead.headline is not None and h.healed

@@ -29,7 +29,8 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT
                       echo: Callable[..., None], workers: str = "1", retain: str | None = None,
                       retain_healthy: str | None = None, sample_healthy: float | None = None,
                       retry: int = 2, retry_max_wait: float = 10.0, resume: str = "off",
-                      resume_max: int = 2, resume_base_url: str | None = None) -> int:
+                      resume_max: int = 2, resume_base_url: str | None = None,
+                      retry_budget: str = "20%") -> int:
     """Serve with the given flags until interrupted (uvloop when installed); returns the exit status."""
     from sseguard._serve import serve_workers
     from sseguard.proxy.config import ProxyConfig
@@ -41,7 +42,7 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT
         timeout=timeout, max_body=max_body, store=store, workers=workers, retain=retain,
         retain_healthy=retain_healthy, sample_healthy=sample_healthy, retry=retry,
         retry_max_wait=retry_max_wait, resume=resume, resume_max=resume_max,
-        resume_base_url=resume_base_url)
+        resume_base_url=resume_base_url, retry_budget=retry_budget)
     if config.store is not None:
         from sseguard.store import open_store
 
@@ -112,6 +113,11 @@ def proxy(
     retry_max_wait: float = typer.Option(10.0, "--retry-max-wait", metavar="SECONDS",
                                          help="Longest wait before a retry; a Retry-After beyond it "
                                               "goes to the client at once."),
+    retry_budget: str = typer.Option("20%", "--retry-budget", metavar="PERCENT",
+                                     help="Retries may add at most this share to the upstream "
+                                          "requests of the last 10 s (at least 10 retries); beyond "
+                                          "it a failure is answered at once, with x-should-retry: "
+                                          "false. 0 turns retries off as --retry 0 does."),
     resume: str = typer.Option("off", "--resume", metavar="vllm|deepseek|anthropic|off",
                                help="Continue a stream that broke after content: ask the upstream "
                                     "for the rest (vllm: chat continue_final_message; deepseek: chat "
@@ -149,7 +155,8 @@ def proxy(
             stall_timeout=stall_timeout, timeout=timeout, store=store, max_body=max_body,
             echo=typer.echo, workers=workers, retain=retain, retain_healthy=retain_healthy,
             sample_healthy=sample_healthy, retry=retry, retry_max_wait=retry_max_wait,
-            resume=resume, resume_max=resume_max, resume_base_url=resume_base_url)
+            resume=resume, resume_max=resume_max, resume_base_url=resume_base_url,
+            retry_budget=retry_budget)
     except ConfigError as exc:
         fail(str(exc))
     if status:

@@ -28,8 +28,8 @@ from sseguard.proxy.config import ProxyConfig
 from sseguard.proxy.forward import (
     MOUNTS,
     PathRejected,
+    client_protocol,
     error_response,
-    speaks_anthropic,
     stream_route,
     upstream_url,
 )
@@ -67,13 +67,19 @@ async def _read_body(request: web.Request, limit: int) -> bytes:
     return bytes(buf)
 
 
-def _too_large(state: ProxyState, anthropic: bool) -> web.Response:
+def _too_large(state: ProxyState, proto: Protocol) -> web.Response:
     state.metrics.requested("rejected_413")
     # Close the connection: the rest of an oversized body is not worth reading.
-    return error_response(413, f"request body is larger than the proxy's limit of "
-                               f"{state.config.max_body} bytes (--max-body)",
-                          type_="invalid_request_error", code="request_too_large",
-                          headers=[("Connection", "close")], anthropic=anthropic)
+    return _final(state, proto, error_response(
+        proto, 413, f"request body is larger than the proxy's limit of {state.config.max_body} "
+                    "bytes (--max-body)", type_="invalid_request_error", code="request_too_large",
+        headers=[("Connection", "close")]), "request_too_large")
+
+
+def _final(state: ProxyState, proto: Protocol, resp: web.Response, reason: str) -> web.Response:
+    """The proxy's own refusal of a request: the same request would be refused again."""
+    state.tell_retry(resp, str(proto.api), reason, "bad_request", retried=False)
+    return resp
 
 
 async def v1(request: web.Request) -> web.StreamResponse:
@@ -84,40 +90,40 @@ async def v1(request: web.Request) -> web.StreamResponse:
     """
     state = request.app[STATE]
     found = stream_route(request.rel_url.raw_path) if request.method == "POST" else None
-    api = None if found is None else found[0].api
-    anthropic = speaks_anthropic(request, api)
+    shape = client_protocol(request, None if found is None else found[0])
     try:
         target = upstream_url(state.config.upstream, request)
     except PathRejected as exc:
         state.metrics.requested("rejected_path")
-        return error_response(400, f"path not forwarded: {exc}", type_="invalid_request_error",
-                              code="invalid_path", anthropic=anthropic)
+        return _final(state, shape, error_response(
+            shape, 400, f"path not forwarded: {exc}", type_="invalid_request_error",
+            code="invalid_path"), "invalid_path")
     if found is None:
         state.metrics.requested("passthrough")
-        return await relay_as_is(state, request, target, None, anthropic)
+        return await relay_as_is(state, request, target, None, shape)
     proto, route = found
     # The route or the body decides whether this is a stream: it is read (bounded by --max-body).
     try:
         body = await _read_body(request, state.config.max_body)
     except _TooLarge:
-        return _too_large(state, anthropic)
+        return _too_large(state, proto)
     try:
         obj = msgspec.json.decode(body)
     except msgspec.DecodeError as exc:
         state.metrics.requested("rejected_400")
-        return error_response(400, f"the request body is not valid JSON: {exc}",
-                              type_="invalid_request_error", code="invalid_json",
-                              anthropic=anthropic)
+        return _final(state, proto, error_response(
+            proto, 400, f"the request body is not valid JSON: {exc}",
+            type_="invalid_request_error", code="invalid_json"), "invalid_json")
     if not isinstance(obj, dict):
         state.metrics.requested("rejected_400")
-        return error_response(400, "the request body must be a JSON object",
-                              type_="invalid_request_error", code="invalid_json",
-                              anthropic=anthropic)
+        return _final(state, proto, error_response(
+            proto, 400, "the request body must be a JSON object", type_="invalid_request_error",
+            code="invalid_json"), "invalid_json")
     if _streams(proto, route, obj):
         state.metrics.requested("stream")
-        return await guard_stream(state, request, body, obj, proto.api, target, anthropic=anthropic)
+        return await guard_stream(state, request, body, obj, proto, target)
     state.metrics.requested("non_stream")
-    return await relay_as_is(state, request, target, body, anthropic, proto.api)
+    return await relay_as_is(state, request, target, body, proto, guarded=True)
 
 
 def _streams(proto: Protocol, route: Route, obj: dict[str, object]) -> bool:

@@ -57,6 +57,18 @@ def parse_size(value: str | int, flag: str = "--max-body") -> int:
     return size
 
 
+def parse_share(value: str | float, flag: str) -> float:
+    """``"20%"``, ``"0.2"``, ``0.2`` → 0.2: a share from 0 to 10 (1,000 %)."""
+    text = str(value).strip()
+    try:
+        share = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise ConfigError(f"{flag} {value!r} is not a share (examples: 20%, 0.2, 0)") from None
+    if not 0 <= share <= 10:
+        raise ConfigError(f"{flag} {value!r}: use a share from 0 to 1000%")
+    return share
+
+
 def parse_upstream(value: str) -> URL:
     """The upstream base URL (``http://host:port/v1``), without a trailing slash."""
     try:
@@ -97,17 +109,17 @@ def _resume(value: str | None, repair_markup: str) -> str | None:
     names = [n.strip() for n in (value or "off").split(",") if n.strip()]
     if not names or names == ["off"] or names == ["none"]:
         return None
-    from sseguard.proxy.resume import DIALECTS
+    from sseguard.proxy.heal import DIALECTS
 
     for name in names:
         if name not in DIALECTS:
             raise ConfigError(f"--resume {value!r}: use off, or one or more of "
                               f"{', '.join(DIALECTS)} (comma-separated)")
     names = list(dict.fromkeys(names))
-    protocols = [DIALECTS[n] for n in names]
+    protocols = [str(DIALECTS[n].api) for n in names]
     for proto in set(protocols):
         if protocols.count(proto) > 1:
-            clash = " and ".join(n for n in names if DIALECTS[n] == proto)
+            clash = " and ".join(n for n in names if str(DIALECTS[n].api) == proto)
             raise ConfigError(f"--resume {value!r}: {clash} both continue {proto} streams; "
                               "name one dialect per protocol")
     if repair_markup.strip() != "off":
@@ -117,19 +129,23 @@ def _resume(value: str | None, repair_markup: str) -> str | None:
 
 
 def _resume_base(value: str | None, dialect: str | None, upstream: URL) -> URL | None:
-    """Where ``--resume deepseek`` sends its continuations: ``--resume-base-url``, or by default the
+    """Where a dialect with its own base (``heal.Dialect.own_base``: DeepSeek's prefix completion,
+    served only under ``/beta``) sends its continuations: ``--resume-base-url``, or by default the
     upstream's base with its version segment replaced by ``beta`` (``https://api.deepseek.com/v1`` →
-    ``https://api.deepseek.com/beta``: DeepSeek serves prefix completion only under ``/beta``)."""
-    deepseek = dialect is not None and "deepseek" in dialect.split(",")
+    ``https://api.deepseek.com/beta``)."""
+    from sseguard.proxy.heal import DIALECTS
+
+    own = [n for n in (dialect or "").split(",") if n in DIALECTS and DIALECTS[n].own_base]
     if value is None or not value.strip():
-        if not deepseek:
+        if not own:
             return None
         path = upstream.raw_path.rstrip("/")
         head, _, last = path.rpartition("/")
         base = head if _VERSION.match(last) else path
         return upstream.with_path(f"{base}/beta", encoded=True)
-    if not deepseek:
-        raise ConfigError("--resume-base-url is used only by --resume deepseek")
+    if not own:
+        names = ", ".join(n for n, d in DIALECTS.items() if d.own_base)
+        raise ConfigError(f"--resume-base-url is used only by --resume {names}")
     try:
         url = URL(value.strip())
     except ValueError as exc:
@@ -175,6 +191,8 @@ class ProxyConfig:
     retry: int = 2
     #: ``--retry-max-wait``: the longest wait before a retry; a ``Retry-After`` beyond it is not waited.
     retry_max_wait: float = 10.0
+    #: ``--retry-budget``: the share retries may add to the upstream requests of the last 10 s.
+    retry_budget: float = 0.2
     #: ``--resume``: the continuation dialect of the upstream (None: off), and continuations per stream.
     resume: str | None = None
     resume_max: int = 2
@@ -195,7 +213,8 @@ class ProxyConfig:
                      retain_healthy: str | None = None,
                      sample_healthy: float | None = None, retry: int = 2,
                      retry_max_wait: float = 10.0, resume: str | None = None,
-                     resume_max: int = 2, resume_base_url: str | None = None) -> ProxyConfig:
+                     resume_max: int = 2, resume_base_url: str | None = None,
+                     retry_budget: str | float = 0.2) -> ProxyConfig:
         """Check every option as a person typed it; raise ``ConfigError`` naming the bad flag."""
         host, port = parse_listen(listen)
         try:
@@ -221,6 +240,7 @@ class ProxyConfig:
             retention=Retention.from_options(retain, retain_healthy, sample_healthy), retry=retry,
             retry_max_wait=_seconds(retry_max_wait, "--retry-max-wait"), resume=dialect,
             resume_max=resume_max, resume_base_url=_resume_base(resume_base_url, dialect, base),
+            retry_budget=parse_share(retry_budget, "--retry-budget"),
         )
 
     @property

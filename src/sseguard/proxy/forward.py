@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
+from typing import Any
 from urllib.parse import unquote
 
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
-from sseguard.contract import Protocol, Route, protocol, protocols
+from sseguard.contract import Protocol, Route, protocols
 from sseguard.redact import Redactor
-from sseguard.verdict import Api
 
 #: RFC 9110 §7.6.1 connection-specific headers, plus the legacy ones proxies still see.
 HOP_BY_HOP = frozenset({
@@ -141,20 +141,27 @@ def _upstream_url(base: URL, raw: str, query: str) -> URL:
     return URL(f"{target}?{query}" if query else target, encoded=True)
 
 
-def error_body(message: str, *, type_: str, code: str | None, param: str | None = None,
-               anthropic: bool = False) -> dict[str, object]:
-    """An error object in the client's API's own shape, which its SDK knows how to surface.
+def error_body(proto: Protocol, status: int, message: str, *, type_: str,
+               code: str) -> dict[str, Any]:
+    """The proxy's own error answer in ``proto``'s shape, which the client's SDK raises as ``status``.
 
-    The shapes are the protocols' own (``Protocol.error_body``): OpenAI's for every OpenAI-compatible
-    path, Anthropic's (``anthropic``) for a client that speaks Anthropic's API.
+    The body is the protocol's own for that status (``Protocol.status_error``: Google's
+    ``{"error": {"code", "message", "status"}}`` for Gemini, Anthropic's ``{"type": "error", …}``,
+    OpenAI's error object); where the shape has an error type (OpenAI's, Anthropic's), it names the
+    proxy's ``type_`` and carries its ``code`` (``upstream_unreachable``), which their SDKs keep.
     """
-    return protocol(Api.MESSAGES if anthropic else Api.CHAT).error_body(
-        message, type_=type_, code=code, param=param)
+    body = proto.status_error(status, message)
+    error = body.get("error")
+    if isinstance(error, dict) and "type" in error:
+        error["type"] = type_
+        error["code"] = code
+    return body
 
 
-def error_response(status: int, message: str, *, type_: str, code: str | None,
-                   headers: Iterable[tuple[str, str]] = (), anthropic: bool = False) -> web.Response:
-    resp = web.json_response(error_body(message, type_=type_, code=code, anthropic=anthropic),
+def error_response(proto: Protocol, status: int, message: str, *, type_: str, code: str,
+                   headers: Iterable[tuple[str, str]] = ()) -> web.Response:
+    """``error_body`` as a JSON response of ``status``."""
+    resp = web.json_response(error_body(proto, status, message, type_=type_, code=code),
                              status=status)
     for name, value in headers:
         resp.headers[name] = value
@@ -167,9 +174,38 @@ def unreachable(upstream: URL, exc: BaseException, redactor: Redactor) -> str:
     return redactor.text(f"the upstream {upstream} is unreachable: {reason}")
 
 
-def speaks_anthropic(request: web.BaseRequest, api: Api | None) -> bool:
-    """Whether the client speaks Anthropic's API: its errors then come in Anthropic's shape."""
-    return api is Api.MESSAGES or "anthropic-version" in request.headers
+def _own_headers() -> dict[str, Protocol]:
+    """Request headers only one protocol sends (its required headers, an auth header no other
+    protocol uses): such a header tells whose client is asking on a path of no protocol's."""
+    seen: dict[str, list[Protocol]] = {}
+    for proto in protocols():
+        for name in {*(h.lower() for h in proto.headers), proto.auth.header.lower()}:
+            seen.setdefault(name, []).append(proto)
+    return {name: found[0] for name, found in seen.items() if len(found) == 1}
+
+
+_OWN_HEADERS = _own_headers()
+
+
+def client_protocol(request: web.BaseRequest, found: Protocol | None) -> Protocol:
+    """The protocol whose error shape the proxy's own answers to ``request`` take.
+
+    A guarded route's protocol (``found``) when there is one; otherwise the protocol a header only it
+    sends names (``anthropic-version``, ``x-goog-api-key``), then the one whose own mount the path is
+    under (``/v1beta``), then the first protocol (OpenAI's shape, which most clients read).
+    """
+    if found is not None:
+        return found
+    headers = request.headers
+    for name, proto in _OWN_HEADERS.items():
+        if name in headers:
+            return proto
+    raw = request.rel_url.raw_path
+    for proto in protocols():
+        mount = proto.mounts[0]
+        if mount != "/v1" and raw.startswith(f"{mount}/"):
+            return proto
+    return protocols()[0]
 
 
 class HeadersWithFirstBytes(web.StreamResponse):

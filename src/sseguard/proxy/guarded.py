@@ -22,51 +22,49 @@ from aiohttp import web
 from multidict import CIMultiDictProxy
 from yarl import URL
 
-from sseguard.contract import Framing, checker_for, protocol
-from sseguard.proxy.forward import (
-    error_response,
-    request_headers,
-    response_headers,
-    speaks_anthropic,
-    unreachable,
-)
-from sseguard.proxy.heal import resumer_for
-from sseguard.proxy.relay import StreamDone, StreamRelay
+from sseguard.contract import Framing, Protocol, checker_for
+from sseguard.proxy.config import ProxyConfig
+from sseguard.proxy.forward import error_response, request_headers, response_headers, unreachable
+from sseguard.proxy.heal import dialect_for
+from sseguard.proxy.relay import StreamRelay
 from sseguard.proxy.repair import checker_markup, frames_for
 from sseguard.proxy.retry import completion_tokens, retry_after, retryable_status, wait_before_retry
 from sseguard.proxy.stall import Stalled, StallWatch
 from sseguard.proxy.state import ProxyState
-from sseguard.proxy.wire import WIRES
 from sseguard.redact import Redactor
 from sseguard.sse import SSEEvent
-from sseguard.verdict import Api, Verdict
+from sseguard.verdict import Verdict
 
 
 async def guard_stream(state: ProxyState, request: web.Request, body: bytes, obj: dict[str, Any],
-                       api: Api, target: URL, *, anthropic: bool | None = None) -> web.StreamResponse:
-    """Send the stream request ``obj`` (read as ``body``) to ``target`` and guard its answer.
+                       proto: Protocol, target: URL) -> web.StreamResponse:
+    """Send the stream request ``obj`` (read as ``body``, of protocol ``proto``) to ``target`` and
+    guard its answer.
 
     With ``--retry N`` a failure before the first event is asked again, up to N times (``retry.py``
     says which and how long to wait); each failed attempt is recorded on its own, linked to the
-    stream by ``heal_of``. ``anthropic``: whether the client speaks Anthropic's API, when the caller
-    already knows (``speaks_anthropic``).
+    stream by ``heal_of``. The proxy's own errors take ``proto``'s shape.
     """
-    if anthropic is None:
-        anthropic = speaks_anthropic(request, api)
     redactor = state.request_redactor(request)
-    attempts = _Attempts(state, request, body, obj, api, redactor, target)
+    attempts = _Attempts(state, request, body, obj, proto, redactor, target)
     state.stream_started()
+    budget = state.budget(attempts.origin)
+    budget.request(state.clock())
     try:
         while True:
             relay = attempts.new_relay()
             relay.concurrency = state.active
-            failed = await _attempt(state, relay, target, anthropic, last=attempts.last,
-                                    done=attempts.done)
+            # No retry could follow (none left, or the budget is spent now): the attempt is
+            # relayed as it comes, exactly as without retries.
+            last = attempts.last or not budget.allows(state.clock())
+            failed = await _attempt(state, relay, target, proto, attempts, last=last)
             if isinstance(failed, web.StreamResponse):
                 return failed
-            wait = attempts.failed(relay, *failed)
-            if wait is None:  # a Retry-After beyond --retry-max-wait: this answer goes out now
-                return _as_is(failed[1])
+            verdict, upstream = failed
+            wait, refused = attempts.failed(relay, verdict, upstream)
+            if wait is None:  # a Retry-After beyond --retry-max-wait, or the budget refused
+                return attempts.answer(verdict, upstream, budget_spent=refused,
+                                       waited_too_long=not refused)
             await state.sleep(wait)
     except asyncio.CancelledError:
         attempts.client_left()
@@ -79,13 +77,19 @@ class _Attempts:
     """The upstream attempts made for one client stream: their relays, and when to stop asking."""
 
     def __init__(self, state: ProxyState, request: web.Request, body: bytes, obj: dict[str, Any],
-                 api: Api, redactor: Redactor, target: URL) -> None:
+                 proto: Protocol, redactor: Redactor, target: URL) -> None:
         self.state = state
         self.target = target
         self.request = request
         self.body = body
         self.obj = obj
-        self.api = api
+        self.proto = proto
+        self.api = proto.api
+        self.dialect = dialect_for(state.config.resume, proto.api)
+        self.origin = str(target.origin())  # whose retry budget the retries spend
+        # Only a protocol with two framings looks at the query (parsing it costs on every stream).
+        self.array = (len(proto.framings) > 1
+                      and proto.framing_for(request.query) is Framing.JSON_ARRAY)
         self.redactor = redactor
         self.index = state.next_index()  # the client stream's record; attempts point at it
         self.made = 0
@@ -107,40 +111,65 @@ class _Attempts:
         # in flight.
         checker = checker_for(self.api, self.obj, markup=checker_markup(config.repair_markup, self.api),
                               keep_text=False)
-        resume = None if config.resume is None else resumer_for(
-            config, self.api, self.obj, self.target, functools.partial(_ask, self.state, self.request))
-        frames = resume[1] if resume else frames_for(config.repair_markup, self.obj, self.api)
-        relay = StreamRelay(config, self.state.policy, self.done, self.request,
-                            self.body, self.obj, frames, checker, self.redactor, WIRES[self.api])
-        proto = protocol(self.api)
-        # Only a protocol with two framings looks at the query (parsing it costs on every stream).
-        relay.array = (len(proto.framings) > 1
-                       and proto.framing_for(self.request.query) is Framing.JSON_ARRAY)
+        dialect = self.dialect
+        if dialect is None:
+            relay = StreamRelay(config, self.state.policy, self.done, self.request, self.body,
+                                self.obj, frames_for(config.repair_markup, self.obj, self.api),
+                                checker, self.redactor, self.proto.relay, api=self.api,
+                                array=self.array)
+        else:
+            target = continuation_url(config, self.target) if dialect.own_base else self.target
+            relay = StreamRelay(config, self.state.policy, self.done, self.request, self.body,
+                                self.obj, dialect.frames(), checker, self.redactor,
+                                self.proto.relay, api=self.api, array=self.array,
+                                resume=dialect.state(self.obj, config.resume_max),
+                                continued_frames=dialect.frames,
+                                ask=functools.partial(_ask, self.state, self.request, target))
         self.made += 1
         # The client's stream is the one record that counts its whole time, retries included.
         relay.index, relay.t0, relay.started_at = self.index, self.t0, self.started_at
         if config.retry or config.resume:
             relay.healed = "retry" if self.made > 1 else "none"
             relay.heal_attempts, relay.heal_tokens = self.made - 1, self.tokens
-        if resume:
-            relay.resume = resume[0]
         return relay
 
-    def failed(self, relay: StreamRelay, verdict: Verdict, upstream: _Failed) -> float | None:
-        """Record a failed attempt; how long to wait before the next.
+    def failed(self, relay: StreamRelay, verdict: Verdict,
+               upstream: _Failed) -> tuple[float | None, bool]:
+        """Record a failed attempt; how long to wait before the next, and whether the retry budget
+        refused it.
 
-        None: the upstream asked to wait longer than ``--retry-max-wait``, so this attempt's answer
-        is the client's, and its record the client stream's.
+        None: the upstream asked to wait longer than ``--retry-max-wait``, or the budget refused the
+        retry, so this attempt's answer is the client's, and its record the client stream's.
         """
         state = self.state
         asked = None if upstream.headers is None else retry_after(upstream.headers, time.time())
         wait = wait_before_retry(self.made - 1, asked, state.config.retry_max_wait, state.rng)
+        refused = wait is not None and not state.may_retry(self.origin, str(self.api),
+                                                            upstream.reason_for(verdict))
+        if refused:
+            wait = None
         if wait is not None:
             relay.index, relay.heal_of, relay.healed = None, self.index, None
             relay.heal_attempts = relay.heal_tokens = 0
             self.tokens += completion_tokens(verdict)
         self.done(relay, verdict)
-        return wait
+        return wait, refused
+
+    def answer(self, verdict: Verdict, failed: _Failed, *, budget_spent: bool = False,
+               waited_too_long: bool = False) -> web.StreamResponse:
+        """A failed attempt's answer, as the client's (marked whether a client retry can help)."""
+        if failed.headers is not None:  # the upstream's own error answer, as it came
+            resp: web.StreamResponse = _as_is(failed)
+            cause = "upstream" if retryable_status(failed.status, failed.body) else "client_error"
+        else:  # it failed before its first byte: the proxy words it in the protocol's shape
+            message = (f"the upstream failed before its first byte: {verdict.ending}"
+                       + (f" ({verdict.error})" if verdict.error else ""))
+            resp = error_response(self.proto, 502, self.redactor.text(message),
+                                  type_="upstream_error", code=str(verdict.ending))
+            cause = "upstream"
+        return self.state.tell_retry(resp, str(self.api), failed.reason_for(verdict), cause,
+                                     retried=self.made > 1, upstream_headers=failed.headers,
+                                     budget_spent=budget_spent, waited_too_long=waited_too_long)
 
     def done(self, relay: StreamRelay, verdict: Verdict) -> None:
         """``state.stream_done``, noting whether that was this stream's record or a linked attempt."""
@@ -178,12 +207,18 @@ class _Failed:
         self.headers = headers
         self.body = body
 
+    def reason_for(self, verdict: Verdict) -> str:
+        """The metrics' name for this failure: ``http_<status>`` or how the attempt ended."""
+        return f"http_{self.status}" if self.headers is not None else str(verdict.ending)
 
-async def _attempt(state: ProxyState, relay: StreamRelay, target: URL, anthropic: bool, *,
-                   last: bool, done: StreamDone) -> web.StreamResponse | tuple[Verdict, _Failed]:
+
+async def _attempt(state: ProxyState, relay: StreamRelay, target: URL, proto: Protocol,
+                   attempts: _Attempts, *, last: bool) -> web.StreamResponse | tuple[Verdict, _Failed]:
     """One upstream attempt: the client's response, or (on a retryable failure, ``last`` false) the
-    attempt's verdict and what it left. ``done`` records a stream (``_Attempts.done``); ``anthropic``:
-    errors go out in Anthropic's shape."""
+    attempt's verdict and what it left. ``attempts.done`` records a stream; the proxy's own errors
+    take ``proto``'s shape and say whether a client retry can help (``x-should-retry``)."""
+    done = attempts.done
+    retried = attempts.made > 1
     config = state.config
     checker = relay.checker
     request = relay.request
@@ -198,8 +233,9 @@ async def _attempt(state: ProxyState, relay: StreamRelay, target: URL, anthropic
         state.metrics.upstream_errors.labels("timeout").inc()
         message = f"the upstream sent no response within {config.timeout:g} s (--timeout)"
         done(relay, checker.close(transport_error=message))
-        return error_response(504, message, type_="upstream_timeout", code="upstream_timeout",
-                              anthropic=anthropic)
+        return state.tell_retry(error_response(proto, 504, message, type_="upstream_timeout",
+                                               code="upstream_timeout"),
+                                str(proto.api), "timeout", "timeout", retried=retried)
     except aiohttp.ClientError as exc:
         state.metrics.upstream_errors.labels("connect").inc()
         message = unreachable(config.upstream, exc, relay.redactor)
@@ -207,12 +243,14 @@ async def _attempt(state: ProxyState, relay: StreamRelay, target: URL, anthropic
         if not last:
             return verdict, _Failed()
         done(relay, verdict)
-        return error_response(502, message, type_="upstream_unreachable",
-                              code="upstream_unreachable", anthropic=anthropic)
+        return state.tell_retry(error_response(proto, 502, message, type_="upstream_unreachable",
+                                               code="upstream_unreachable"),
+                                str(proto.api), "connect", "upstream", retried=retried,
+                                budget_spent=attempts.made <= state.config.retry)
     relay.ttfb = time.perf_counter() - relay.t0
     relay.upstream_headers = upstream.headers  # made a dict by the record, after the stream
     if not 200 <= upstream.status < 300:
-        return await _http_error(state, relay, upstream, last=last, done=done)
+        return await _http_error(state, relay, upstream, attempts, last=last)
     if last or not config.retry:
         return await relay.relay(upstream)
     # One stall timer for the first event and the relay after it: arming a second costs a timer.
@@ -268,10 +306,11 @@ async def _first_event(relay: StreamRelay, watch: StallWatch
             transport_error=relay.redactor.text(f"{type(exc).__name__}: {exc}"))
 
 
-async def _http_error(state: ProxyState, relay: StreamRelay, upstream: aiohttp.ClientResponse, *,
-                      last: bool, done: StreamDone) -> web.StreamResponse | tuple[Verdict, _Failed]:
+async def _http_error(state: ProxyState, relay: StreamRelay, upstream: aiohttp.ClientResponse,
+                      attempts: _Attempts, *,
+                      last: bool) -> web.StreamResponse | tuple[Verdict, _Failed]:
     """A non-2xx answer to a stream request goes to the client as it is (the SDK raises on it),
-    unless it is worth retrying and a retry is left."""
+    unless it is worth retrying and a retry is left; marked whether a client retry can help."""
     state.metrics.upstream_errors.labels(f"http_{upstream.status}").inc()
     try:
         async with asyncio.timeout(state.config.timeout):
@@ -284,8 +323,9 @@ async def _http_error(state: ProxyState, relay: StreamRelay, upstream: aiohttp.C
     failed = _Failed(upstream.status, upstream.reason, upstream.headers, payload)
     if not last and state.config.retry and retryable_status(upstream.status, payload):
         return verdict, failed
-    done(relay, verdict)
-    return _as_is(failed)
+    attempts.done(relay, verdict)
+    return attempts.answer(verdict, failed,
+                           budget_spent=attempts.made <= state.config.retry)
 
 
 def _as_is(failed: _Failed) -> web.Response:
@@ -293,17 +333,31 @@ def _as_is(failed: _Failed) -> web.Response:
     return web.Response(status=failed.status, reason=failed.reason, body=failed.body, headers=headers)
 
 
+def continuation_url(config: ProxyConfig, target: URL) -> URL:
+    """``target`` (the upstream base plus the client's path) moved onto ``--resume-base-url``."""
+    base = config.resume_base_url
+    if base is None:
+        return target
+    prefix = config.upstream.raw_path.rstrip("/") + "/"
+    rest = target.raw_path[len(prefix):] if target.raw_path.startswith(prefix) else \
+        target.raw_path.rpartition("/")[2]
+    url = str(base.with_path(f"{base.raw_path.rstrip('/')}/{rest}", encoded=True))
+    query = target.raw_query_string
+    return URL(f"{url}?{query}" if query else url, encoded=True)
+
+
 async def _ask(state: ProxyState, request: web.Request, target: URL,
                body: bytes) -> aiohttp.ClientResponse | None:
     """A continuation request (``--resume``), with the client's headers: its 2xx answer, or None.
 
     Nothing of the continuation has reached the client yet, so it is retried like the first
-    request (``--retry``) when it cannot connect or gets ``429``/``5xx``.
+    request (``--retry``, within the retry budget) when it cannot connect or gets ``429``/``5xx``.
     """
     config = state.config
     assert state.session is not None
     for attempt in range(config.retry + 1):
         asked: float | None = None
+        reason = "connect"
         try:
             async with asyncio.timeout(config.timeout):
                 upstream = await state.session.post(
@@ -322,8 +376,10 @@ async def _ask(state: ProxyState, request: web.Request, target: URL,
             if not retryable_status(upstream.status):
                 return None
             asked = retry_after(upstream.headers, time.time())
+            reason = f"http_{upstream.status}"
         wait = wait_before_retry(attempt, asked, config.retry_max_wait, state.rng)
-        if wait is None or attempt == config.retry:
+        if wait is None or attempt == config.retry or not state.may_retry(
+                str(target.origin()), "continuation", reason):
             return None
         await state.sleep(wait)
     return None

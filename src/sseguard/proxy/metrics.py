@@ -58,6 +58,15 @@ class ProxyMetrics:
                                      "block or delta kind the protocol's tables do not know (passed "
                                      "through, never a failure), by protocol and kind.",
                                      ["api", "kind"], registry=r)
+        self.retries = Counter("sseguard_proxy_retries", "Upstream retries sent (before the client "
+                               "got a byte, or for a continuation), by protocol and the failure "
+                               "retried.", ["api", "reason"], registry=r)
+        self.retries_refused = Counter("sseguard_proxy_retries_refused", "Retries the retry budget "
+                                       "(--retry-budget) refused: the failure went to the client at "
+                                       "once.", ["api", "reason"], registry=r)
+        self.dont_retry = Counter("sseguard_proxy_dont_retry_answers", "Error answers the proxy "
+                                  "marked x-should-retry: false, by protocol and the failure.",
+                                  ["api", "reason"], registry=r)
         self.active = Gauge("sseguard_proxy_active_streams", "Streams being relayed now.", registry=r,
                             multiprocess_mode="livesum")
         self._kinds: dict[str, Counter] = {}  # requests' children by kind: labels() locks and looks up

@@ -19,12 +19,11 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
-from sseguard.contract import protocol
+from sseguard.contract import Protocol
 from sseguard.proxy.forward import error_response, request_headers, response_headers, unreachable
 from sseguard.proxy.retry import retry_after, retryable_status, wait_before_retry
 from sseguard.proxy.stall import Stalled, StallWatch, broke_off
 from sseguard.proxy.state import ProxyState
-from sseguard.verdict import Api
 
 
 class _Upload:
@@ -62,13 +61,28 @@ class _Upload:
             self._deadline.reschedule(loop.time() + self._timeout)
 
 
+class _Asked:
+    """How a guarded non-streaming call's retries went: what the client is told about retrying."""
+
+    __slots__ = ("refused", "retried", "waited_too_long")
+
+    def __init__(self) -> None:
+        self.retried = False  # the proxy retried this request at least once
+        self.refused = False  # the retry budget refused a retry
+        self.waited_too_long = False  # the upstream asked to wait beyond --retry-max-wait
+
+
 async def _ask_with_retries(state: ProxyState, request: web.Request, target: URL, body: bytes,
-                            headers: Any, skip: Any) -> aiohttp.ClientResponse:
-    """A guarded endpoint's non-streaming call, asked again (``--retry``) on a connect error, a reset
-    before the answer, ``429`` or ``5xx``: nothing has reached the client yet. The last attempt's
-    answer, or one whose ``Retry-After`` exceeds ``--retry-max-wait``, is the client's."""
+                            headers: Any, skip: Any, api: str,
+                            asked_how: _Asked) -> aiohttp.ClientResponse:
+    """A guarded endpoint's non-streaming call, asked again (``--retry``, within the retry budget)
+    on a connect error, a reset before the answer, ``429`` or ``5xx``: nothing has reached the client
+    yet. The last attempt's answer, one whose ``Retry-After`` exceeds ``--retry-max-wait``, or the
+    one the budget leaves no retry after, is the client's; ``asked_how`` says which."""
     config = state.config
     assert state.session is not None
+    origin = str(target.origin())
+    state.budget(origin).request(state.clock())
     for attempt in range(config.retry + 1):
         last = attempt == config.retry
         try:
@@ -76,7 +90,8 @@ async def _ask_with_retries(state: ProxyState, request: web.Request, target: URL
                 request.method, target, data=body, allow_redirects=False, headers=headers,
                 skip_auto_headers=skip)
         except aiohttp.ClientError:
-            if last:
+            if last or not state.may_retry(origin, api, "connect"):
+                asked_how.refused = not last
                 raise
             state.metrics.upstream_errors.labels("connect").inc()
             wait: float | None = wait_before_retry(attempt, None, config.retry_max_wait, state.rng)
@@ -86,21 +101,27 @@ async def _ask_with_retries(state: ProxyState, request: web.Request, target: URL
             asked = retry_after(upstream.headers, time.time())
             wait = wait_before_retry(attempt, asked, config.retry_max_wait, state.rng)
             if wait is None:
+                asked_how.waited_too_long = True
+                return upstream
+            if not state.may_retry(origin, api, f"http_{upstream.status}"):
+                asked_how.refused = True
                 return upstream
             state.metrics.upstream_errors.labels(f"http_{upstream.status}").inc()
             upstream.close()
         state.metrics.heal_attempts.labels("non_stream", "retried").inc()
+        asked_how.retried = True
         assert wait is not None
         await state.sleep(wait)
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body: bytes | None,
-                      anthropic: bool, api: Api | None = None) -> web.StreamResponse:
+                      proto: Protocol, *, guarded: bool = False) -> web.StreamResponse:
     """Copy a request to the upstream and its answer back, both bodies streamed as they come.
 
-    ``body`` is a request body already read (the guarded endpoints' non-streaming calls, ``api``
-    their protocol); otherwise the client's body is streamed. Only hop-by-hop headers stay behind;
+    ``body`` is a request body already read (``guarded``: a guarded endpoint's non-streaming call);
+    otherwise the client's body is streamed. ``proto``: the protocol whose shape the proxy's own
+    errors take (``forward.client_protocol``). Only hop-by-hop headers stay behind;
     length and content coding are kept, so the answer arrives exactly as the upstream sent it
     (compressed bodies included).
 
@@ -111,7 +132,7 @@ async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body
     """
     config = state.config
     assert state.session is not None
-    guarded = api is not None and body is not None
+    guarded = guarded and body is not None
     headers = request_headers(request.headers, identity=False)
     wait = min(config.timeout, config.stall_timeout) if guarded else config.timeout
     deadline = asyncio.timeout(wait)
@@ -126,10 +147,15 @@ async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body
             headers["Content-Length"] = str(request.content_length)
     # aiohttp would add its own Content-Type to a body that has none: the upstream sees the client's.
     skip = () if "Content-Type" in request.headers else ("Content-Type",)
+    api = str(proto.api)
+    asked_how = _Asked()
+    # The proxy retries only a guarded endpoint's calls; on any other path a client retry is the one.
+    retry_off = None if guarded and config.retry else True
     try:
         async with deadline:
             if body is not None and config.retry:
-                upstream = await _ask_with_retries(state, request, target, body, headers, skip)
+                upstream = await _ask_with_retries(state, request, target, body, headers, skip, api,
+                                                   asked_how)
             else:
                 upstream = await state.session.request(
                     request.method, target, data=data, allow_redirects=False, headers=headers,
@@ -139,27 +165,33 @@ async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body
             upload.waiting = False
         if upload is not None and upload.failure is not None:
             state.metrics.requested("rejected_408")
-            return error_response(408, upload.failure, type_="invalid_request_error",
-                                  code="request_body_incomplete", anthropic=anthropic,
-                                  headers=[("Connection", "close")])
+            return state.tell_retry(
+                error_response(proto, 408, upload.failure, type_="invalid_request_error",
+                               code="request_body_incomplete", headers=[("Connection", "close")]),
+                api, "request_body_incomplete", "bad_request", retried=False)
         if isinstance(exc, TimeoutError):
             if guarded and config.stall_timeout < config.timeout:
                 state.metrics.upstream_errors.labels("stalled").inc()
-                assert api is not None
-                return _protocol_error(504, _silent(config.stall_timeout), api, anthropic)
+                return state.tell_retry(_protocol_error(proto, 504, _silent(config.stall_timeout)),
+                                        api, "stalled", "timeout", retried=asked_how.retried,
+                                        retry_off=retry_off)
             state.metrics.upstream_errors.labels("timeout").inc()
-            return error_response(504, f"the upstream sent no response within {config.timeout:g} s "
-                                       "(--timeout)", type_="upstream_timeout",
-                                  code="upstream_timeout", anthropic=anthropic)
+            return state.tell_retry(
+                error_response(proto, 504, f"the upstream sent no response within "
+                                           f"{config.timeout:g} s (--timeout)",
+                               type_="upstream_timeout", code="upstream_timeout"),
+                api, "timeout", "timeout", retried=asked_how.retried, retry_off=retry_off)
         state.metrics.upstream_errors.labels("connect").inc()
-        return error_response(502, unreachable(config.upstream, exc, state.redactor),
-                              type_="upstream_unreachable", code="upstream_unreachable",
-                              anthropic=anthropic)
+        return state.tell_retry(
+            error_response(proto, 502, unreachable(config.upstream, exc, state.redactor),
+                           type_="upstream_unreachable", code="upstream_unreachable"),
+            api, "connect", "upstream", retried=asked_how.retried, budget_spent=asked_how.refused,
+            retry_off=retry_off)
     if upload is not None:
         upload.waiting = False
     if guarded:
-        assert api is not None
-        return await _answer_whole(state, request, upstream, api, anthropic)
+        resp = await _answer_whole(state, request, upstream, proto, asked_how)
+        return resp
     watch = StallWatch(asyncio.get_running_loop(), config.stall_timeout, upstream.content)
     complete = False
     try:
@@ -193,17 +225,19 @@ def _silent(stall_timeout: float) -> str:
     return f"the upstream sent nothing for {stall_timeout:g} s (--stall-timeout); the answer was cut"
 
 
-def _protocol_error(status: int, message: str, api: Api, anthropic: bool) -> web.Response:
+def _protocol_error(proto: Protocol, status: int, message: str) -> web.Response:
     """An error in the protocol's own shape for ``status`` (``Protocol.status_error``), which the
     client's SDK raises as that status."""
-    proto = protocol(Api.MESSAGES if anthropic else api)
     return web.json_response(proto.status_error(status, message), status=status)
 
 
 async def _answer_whole(state: ProxyState, request: web.Request, upstream: aiohttp.ClientResponse,
-                        api: Api, anthropic: bool) -> web.StreamResponse:
-    """A guarded endpoint's non-streamed answer, read whole under the stall timer, then sent."""
+                        proto: Protocol, asked_how: _Asked) -> web.StreamResponse:
+    """A guarded endpoint's non-streamed answer, read whole under the stall timer, then sent; an
+    error answer says whether a client retry can help (``x-should-retry``)."""
     config = state.config
+    api = str(proto.api)
+    retry_off = None if config.retry else True
     watch = StallWatch(asyncio.get_running_loop(), config.stall_timeout, upstream.content)
     parts: list[bytes] = []
     received = 0
@@ -215,11 +249,15 @@ async def _answer_whole(state: ProxyState, request: web.Request, upstream: aioht
         complete = True
     except Stalled:
         state.metrics.upstream_errors.labels("stalled").inc()
-        return _protocol_error(504, _silent(config.stall_timeout), api, anthropic)
+        return state.tell_retry(_protocol_error(proto, 504, _silent(config.stall_timeout)), api,
+                                "stalled", "timeout", retried=asked_how.retried,
+                                retry_off=retry_off)
     except (aiohttp.ClientError, OSError) as exc:
         state.metrics.upstream_errors.labels("transport").inc()
-        return _protocol_error(502, f"the upstream's answer broke off: {broke_off(exc, received)}",
-                               api, anthropic)
+        return state.tell_retry(
+            _protocol_error(proto, 502, f"the upstream's answer broke off: "
+                                        f"{broke_off(exc, received)}"),
+            api, "transport_error", "timeout", retried=asked_how.retried, retry_off=retry_off)
     finally:
         watch.close()
         if complete:
@@ -228,6 +266,11 @@ async def _answer_whole(state: ProxyState, request: web.Request, upstream: aioht
             upstream.close()
     headers = response_headers(upstream.headers, keep_framing=True)
     resp = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
+    if upstream.status >= 400:
+        cause = "upstream" if retryable_status(upstream.status) else "client_error"
+        state.tell_retry(resp, api, f"http_{upstream.status}", cause, retried=asked_how.retried,
+                         upstream_headers=upstream.headers, budget_spent=asked_how.refused,
+                         waited_too_long=asked_how.waited_too_long, retry_off=retry_off)
     if "Content-Length" not in headers:
         resp.content_length = received  # read whole: no need to re-frame it as chunked
     try:

@@ -1,49 +1,57 @@
-"""The guarded relay: forward each complete frame as it arrives, check it in flight, end it honestly.
+"""The guarded relay's driver: sockets and timers in, the relay machine's decisions out.
 
-One engine for the three protocols; what differs (the terminal event, the error frame, …) is the
-stream's ``Wire`` table (``wire.py``). Per upstream read (``read(READ_MAX)``: what has arrived, at most
-16 KiB, never waiting for a size to fill: that holds events back) the bytes go through the protocol's
-checker and every frame they complete goes through the stream's ``Frames`` (``frames.py``: unchanged,
-or the markup repair) and is written to the client at once. Two things are held back: the terminal
-event (``data: [DONE]``, ``response.completed``, ``message_stop``), until the upstream's end shows the
-stream deserves it (a stream whose tool arguments are not JSON, or that carries a frame after its end,
-must not end cleanly), and, in repair mode, a partial markup marker. When the stream fails the policy
-the client gets what ``--on-bad-end`` says instead of a clean end. Each ``await write()`` drains the
-socket, so a slow client slows the upstream read (TCP flow control does the rest) and memory stays
-flat.
+Every decision of a guarded stream lives in ``machine.RelayMachine`` (what to forward, hold,
+continue, how to end, what to record). This module only turns the world into its events — each
+upstream read (``read(READ_MAX)``: what has arrived, at most 16 KiB, never waiting for a size to
+fill: that holds events back), the upstream's end or break, a stall of the timer, a continuation's
+answer, the client gone — and performs what it answers: writes to the client (each ``await write()``
+drains the socket, so a slow client slows the upstream read and memory stays flat), the end of the
+body or a reset, closing or releasing the upstream, asking for a continuation, recording.
 
 The relay knows its config, its policy and whom to tell when a stream is done (``done``: metrics and
-the record, in ``state.py``); it holds no app state.
+the record, in ``state.py``); it holds no app state. It also keeps what only a clock can say: the
+stream's timings.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import replace
-from typing import Any, Protocol
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 
-from sseguard.contract import Checker
+from sseguard.contract import Checker, Relay
 from sseguard.policy import Policy
-from sseguard.proxy.config import OnBadEnd, ProxyConfig
+from sseguard.proxy.actions import (
+    Action,
+    AskContinuation,
+    CloseUpstream,
+    Drain,
+    EndBody,
+    Record,
+    ReleaseUpstream,
+    Reset,
+    ShortenStall,
+    Write,
+)
+from sseguard.proxy.config import ProxyConfig
 from sseguard.proxy.forward import STREAM_HEADERS, HeadersWithFirstBytes, response_headers
-from sseguard.proxy.frames import Failure, Frames
-from sseguard.proxy.outcome import Outcome, failure_message
+from sseguard.proxy.frames import Frames
+from sseguard.proxy.machine import RelayMachine, Resume
+from sseguard.proxy.outcome import Outcome
 from sseguard.proxy.stall import READ_MAX, Body, Stalled, StallWatch, broke_off, drain
-from sseguard.proxy.wire import UpstreamError, Wire
 from sseguard.redact import Redactor
 from sseguard.sse import SSEEvent
-from sseguard.verdict import Ending, Verdict
+from sseguard.verdict import Api, Verdict
 
-#: Undelivered bytes longer than this are a frame still arriving, not a block of keep-alive comments.
-_COMMENT_SCAN = 4096
-#: After the terminal event, how long the upstream may take to end its body before the proxy ends it.
-DONE_GRACE = 1.0
+#: Sends a continuation request body (where continuations of this stream go): its 2xx response, or
+#: None (unreachable, refused).
+Ask = Callable[[bytes], Awaitable[aiohttp.ClientResponse | None]]
 
 
 class _ClientGone(Exception):
@@ -54,43 +62,28 @@ class _ClientGone(Exception):
 StreamDone = Callable[["StreamRelay", Verdict], None]
 
 
-class ResumedBody(Body, Protocol):
-    """A continuation's body as the client's stream goes on (``heal.py`` splices it)."""
-
-    def failure(self) -> Failure | None:
-        """Why the continuation did not line up with what the client has (None: it did)."""
-
-
-class Resumer(Protocol):
-    """``--resume``: notes what the client got; after a break, the next upstream to relay, or None
-    (the stream then ends as it would without ``--resume``)."""
-
-    def note(self, data: bytes) -> None:
-        """Bytes just written to the client."""
-
-    async def next(self, relay: StreamRelay, upstream: aiohttp.ClientResponse, watch: StallWatch,
-                   transport_error: str | None) -> tuple[aiohttp.ClientResponse, StallWatch,
-                                                         ResumedBody] | None:
-        """The continuation of ``relay``'s stream, whose ``upstream`` just ended or broke."""
-
-
 class StreamRelay:
     """One guarded stream (of the protocol ``wire`` describes), from the upstream's response headers
-    to the last byte."""
+    to the last byte: the driver of its ``RelayMachine``."""
 
     def __init__(self, config: ProxyConfig, policy: Policy, done: StreamDone,
                  request: web.Request, body: bytes, request_obj: dict[str, Any], frames: Frames,
-                 checker: Checker, redactor: Redactor, wire: Wire) -> None:
+                 checker: Checker, redactor: Redactor, wire: Relay, *, api: Api,
+                 array: bool = False, resume: Resume | None = None,
+                 continued_frames: Callable[[], Frames] | None = None,
+                 ask: Ask | None = None) -> None:
         self.config = config
-        self.policy = policy
         self._done = done
-        self.wire = wire
         self.request = request
         self.body = body
         self.request_obj = request_obj
-        self.frames = frames
-        self.checker = checker
         self.redactor = redactor
+        self.machine = RelayMachine(
+            api=api, wire=wire, policy=policy, checker=checker, frames=frames, redactor=redactor,
+            request_obj=request_obj, on_bad_end=str(config.on_bad_end),
+            complete_done=config.complete_done, stall_timeout=config.stall_timeout, array=array,
+            resume=resume, continued_frames=continued_frames)
+        self._ask = ask
         self.loop = asyncio.get_running_loop()
         # perf_counter for what is reported: uvloop's loop clock ticks in whole milliseconds.
         self.t0 = time.perf_counter()
@@ -98,21 +91,16 @@ class StreamRelay:
         self.ttfb: float | None = None
         self.ttft: float | None = None
         self.max_gap = 0.0
-        self.outcome = Outcome()
+        #: What the record gets: the machine's outcome and frames as of the verdict recorded.
+        self.outcome: Outcome = self.machine.outcome
+        self.frames: Frames = frames
         self._resp: web.StreamResponse | None = None
+        self._upstream: aiohttp.ClientResponse  # the upstream answer being relayed (set by relay())
+        self._watch: StallWatch
         #: The response's body writer (``prepare``'s): the pump writes to it, one coroutine fewer per
         #: read than ``StreamResponse.write``, whose checks hold once the headers are prepared.
         self._writer: AbstractStreamWriter | None = None
-        # Bytes received but not yet part of a dispatched event (a frame still arriving), kept as
-        # parts: a large frame arriving in many reads must not be re-joined on every read.
-        self._pending: list[bytes] = []
-        self._pending_len = 0
-        self._ahead = 0  # of those, bytes of a comment-only block already sent
-        self._last_verdict: Verdict | None = None
         self.upstream_headers: Mapping[str, str] = {}
-        self._done_raw = b""  # the held terminal event (and its tolerated trailer)
-        self._sent = b""  # the last frames written, for the error frame's sequence number
-        self._delivered = False  # the client's stream has been ended (cleanly or by a reset)
         self.concurrency = 1  # streams in flight when this one started, itself included
         # Healing (``guarded.py``): the record index this stream's record takes (None: the next one),
         # the client stream an upstream attempt was made for, and what healing this stream needed.
@@ -121,14 +109,11 @@ class StreamRelay:
         self.healed: str | None = None  # retry | resume | none; None when healing is off
         self.heal_attempts = 0
         self.heal_tokens = 0
-        #: ``--resume``: asks for the rest of a stream that broke after content (``heal.py``).
-        self.resume: Resumer | None = None
-        self._closed = False  # the checker has given its verdict
-        #: The body is one JSON array (Gemini without ``alt=sse``): whatever ends it early must also
-        #: close it with ``]``, or the client's JSON parser fails instead of raising the error.
-        self.array = False
-        #: How the upstream connection broke, in the client's words (``stall.broke_off``).
-        self._broke: str | None = None
+
+    @property
+    def checker(self) -> Checker:
+        """The checker judging the client's stream (a continuation gets a new one)."""
+        return self.machine.checker
 
     # ── the relay ──────────────────────────────────────────────────────────────────────────────
     async def relay(self, upstream: aiohttp.ClientResponse, first: bytes = b"",
@@ -137,7 +122,7 @@ class StreamRelay:
         """Stream ``upstream`` (a 2xx) to the client; always closes ``upstream``.
 
         ``first``: body bytes already read from ``upstream`` (to see its first event before the client
-        got anything); they are relayed before the rest. ``events``: what ``self.checker`` already
+        got anything); they are relayed before the rest. ``events``: what the checker already
         found in them (they were fed to it), or None to feed them now. ``watch``: the stall timer
         those bytes were read under (None: a new one), kept rather than armed again.
         """
@@ -149,114 +134,101 @@ class StreamRelay:
         headers.update(STREAM_HEADERS)
         if watch is None:
             watch = StallWatch(self.loop, self.config.stall_timeout, upstream.content)
+        self._upstream, self._watch = upstream, watch
         try:
             try:
                 self._writer = await resp.prepare(self.request)
             except ConnectionResetError:
                 raise _ClientGone from None
-            transport_error, stop, forwarded = await self._pump(upstream.content, watch, first,
-                                                                events)
-            while stop is None and self.resume is not None:
-                resumed = await self.resume.next(self, upstream, watch, transport_error)
-                if resumed is None:
-                    break
-                upstream, watch, body = resumed
-                transport_error, stop, forwarded = await self._pump(body, watch, b"", None)
-                stop = stop or body.failure()
-            if stop is not None and stop[0] != "error_event":
-                # A repair failure: the client's stream ends now; the upstream is still read to its
-                # end so that the record says how the upstream itself ended.
-                await self._end_with_error(stop, upstream_error_forwarded=False)
-                try:  # the rest goes into the checker only: the client is done
-                    error = await drain(watch, self.checker.feed)
-                finally:
-                    upstream.close()
-                verdict = self._verdict(error and self.redactor.text(error), watch.fired)
-            elif stop is not None:
-                upstream.close()  # the upstream reported an error: nothing more is wanted from it
-                verdict = self._verdict(transport_error, watch.fired)
-                await self._end_with_error(stop, upstream_error_forwarded=forwarded)
-            else:
-                if (transport_error is not None or watch.fired
-                        or "lingered_after_done" in self.outcome.extra):
-                    upstream.close()
-                else:
-                    upstream.release()
-                verdict = await self._conclude(transport_error, watch.fired)
+            await self._perform(await self._pump(upstream.content, watch, first, events))
         except _ClientGone:
-            self._client_left(upstream, watch)
+            self._settle(self.machine.client_gone())
             return resp
         except asyncio.CancelledError:
-            self._client_left(upstream, watch)
+            self._settle(self.machine.client_gone())
             raise
-        watch.close()
-        self._done(self, verdict)
         return resp
 
-    async def _conclude(self, transport_error: str | None, stalled: bool) -> Verdict:
-        """The upstream ended by itself: judge it and end the client's stream accordingly."""
-        flushed = self.frames.flush()  # before the verdict: what it finds counts
-        verdict = self._verdict(transport_error, stalled)
-        failure = self.policy.failure(verdict)
-        passing = self.config.on_bad_end is OnBadEnd.PASS
-        if failure is not None and failure == str(verdict.ending) and not passing:
-            await self._end_with_error((failure, self._message(verdict, failure)),
-                                       upstream_error_forwarded=False)
-        elif self.frames.failure is not None:
-            # Unparseable markup is never shown as content, whatever --on-bad-end says.
-            await self._end_with_error(self.frames.failure, upstream_error_forwarded=False)
-        elif passing and verdict.ending in (Ending.TRANSPORT_ERROR, Ending.STALLED):
-            # "As it came" for a connection that failed is a connection that fails: ending it
-            # cleanly would be the very silent truncation this proxy exists to prevent.
-            self.outcome.action = "pass"
-            rest = flushed + self._pending_bytes()[self._ahead:]
-            if rest:
-                await self._write(rest)
-            self._reset()
-        elif failure is None or passing:
-            await self._end_well(verdict, failure, flushed)
-        else:
-            await self._end_with_error((failure, self._message(verdict, failure)),
-                                       upstream_error_forwarded=False)
-        return verdict
+    async def _perform(self, actions: list[Action]) -> None:
+        """Carry out the machine's actions, feeding it what they bring (a continuation, a drain)."""
+        machine = self.machine
+        queue = deque(actions)
+        while queue:
+            action = queue.popleft()
+            if isinstance(action, Write):
+                await self._write(action.data)
+            elif isinstance(action, EndBody):
+                await self._eof()
+            elif isinstance(action, Drain):
+                try:  # the rest goes into the checker only: the client is done
+                    error = await drain(self._watch, machine.absorb)
+                finally:
+                    self._upstream.close()
+                queue.extend(machine.drained(error, self._watch.fired))
+            elif isinstance(action, AskContinuation):
+                self._watch.close()
+                answer = None if self._ask is None else await self._ask(action.body)
+                if answer is None:
+                    queue.extend(machine.continuation(False))
+                    continue
+                self._upstream = answer
+                self._watch = StallWatch(self.loop, self.config.stall_timeout, answer.content)
+                self.upstream_headers = dict(answer.headers)
+                self._settle(machine.continuation(True))
+                queue.extend(await self._pump(answer.content, self._watch, b"", None))
+            else:
+                self._settle([action])
 
-    def _client_left(self, upstream: aiohttp.ClientResponse, watch: StallWatch) -> None:
-        """Client disconnects cancel the upstream request at once: closing the connection is what
-        serving engines watch to abort the generation."""
-        # Cancelled while draining the upstream after the client's stream had ended: the client
-        # got its whole answer, only the record's view of the upstream is cut short.
-        self.outcome.client_gone = not self._delivered
-        upstream.close()
-        watch.close()
-        reason = ("the proxy stopped reading after the client's stream had ended" if self._delivered
-                  else "client disconnected")
-        verdict = self._last_verdict or self._verdict(reason, False)
-        self._done(self, verdict)
+    def _settle(self, actions: list[Action]) -> None:
+        """The actions that need no waiting."""
+        for action in actions:
+            if isinstance(action, Record):
+                self._watch.close()
+                self._record(action)
+            elif isinstance(action, CloseUpstream):
+                self._upstream.close()
+                self._watch.close()
+            elif isinstance(action, ReleaseUpstream):
+                self._upstream.release()
+            elif isinstance(action, ShortenStall):
+                self._watch.shorten(action.seconds)
+            elif isinstance(action, Reset):
+                self._reset()
+            else:  # pragma: no cover - the machine's actions are all handled above
+                raise AssertionError(f"unhandled relay action {action!r}")
+
+    def _record(self, action: Record) -> None:
+        """Tell ``done`` about a verdict: the client stream's, or an attempt a continuation replaced."""
+        self.outcome, self.frames = action.outcome, action.frames
+        if not action.attempt:
+            self._done(self, action.verdict)
+            return
+        saved = (self.index, self.healed, self.heal_attempts, self.heal_tokens)
+        self.index, self.heal_of, self.healed = None, saved[0], None
+        self.heal_attempts = self.heal_tokens = 0
+        try:
+            self._done(self, action.verdict)
+        finally:
+            self.index, self.heal_of, self.healed = saved[0], None, "resume"
+            self.heal_attempts, self.heal_tokens = saved[2] + 1, saved[3] + action.tokens
+            self.outcome, self.frames = self.machine.outcome, self.machine.frames
 
     async def _pump(self, content: Body, watch: StallWatch, first: bytes,
-                    fed: list[SSEEvent] | None) -> tuple[str | None, Failure | None, bool]:
-        """Forward frames until the upstream ends or must be cut off (``first``: bytes already read,
-        ``fed``: the events the checker found in them when they were already fed to it).
-
-        Returns the transport error (if the upstream connection failed), the error that stopped the
-        stream early (code, message) and whether that error's own frame was forwarded.
+                    fed: list[SSEEvent] | None) -> list[Action]:
+        """Feed the machine the upstream's reads and write what it answers, until the upstream ends
+        or the machine stops it (``first``: bytes already read, ``fed``: the events the checker
+        found in them when they were already fed to it); what the machine then decides.
 
         With ``first`` the client's headers wait to go out with the first bytes written
         (``HeadersWithFirstBytes``); if the first read writes nothing they go out by themselves.
         """
         held = bool(first)
-        hold = self.config.on_bad_end is not OnBadEnd.PASS
-        checker = self.checker
-        frames = self.frames
-        note = None if self.resume is None else self.resume.note
+        self._watch = watch
+        machine = self.machine
+        receive = machine.receive
+        wants = machine.wants
         assert self._writer is not None
         write = self._writer.write
-        wire = self.wire
-        terminal = wire.terminal
-        # The plain ``Frames`` forwards every frame unchanged and never fails: skip its calls.
-        verbatim = type(frames) is Frames
-        after_done = False
-        received = consumed = 0
         # Per read, everything below runs for every stream's every event: locals, no helper calls
         # (``watch.start_read()`` inlined, the longest gap kept here and stored once at the end).
         clock = time.perf_counter
@@ -278,117 +250,35 @@ class StreamRelay:
                     finally:
                         watch.reading = False
                 if not chunk:
-                    return None, None, False
+                    return machine.upstream_ended()
                 now = clock()
                 if now - last > max_gap:
                     max_gap = now - last
                 last = now
-                if events is None:
-                    events = checker.feed(chunk)
-                size = len(chunk)
-                received += size
-                if len(events) == 1:
-                    consumed += len(events[0].raw)
-                elif events:
-                    consumed += sum([len(event.raw) for event in events])
-                left = received - consumed
-                if not left:
-                    if self._pending_len:
-                        self._pending, self._pending_len = [], 0
-                elif left <= size:
-                    self._pending, self._pending_len = [chunk[size - left:]], left
-                else:
-                    self._pending.append(chunk)
-                    self._pending_len = left
-                if not events:
-                    if left <= _COMMENT_SCAN and self._pending_bytes()[
-                            self._ahead:self._ahead + 1] == b":":
-                        # Keep-alive comments (": ping") go out at once: holding them until the
-                        # next event would defeat their purpose during a long prefill.
-                        await self._send_comments()
-                    if held:
-                        held = self._send_headers()
-                    continue
-                out: list[bytes] = []
-                stop: Failure | None = None
-                forwarded = False
-                error_gate = hold and checker.error_message is not None
-                for event in events:
-                    raw = event.raw
-                    if self._ahead:
-                        cut = min(self._ahead, len(raw))
-                        raw = raw[cut:]
-                        self._ahead -= cut
-                        event = SSEEvent(event.data, event.event, event.id, event.retry, raw)
-                    if after_done:
-                        # Frames after the terminal event are never delivered (the checker notes
-                        # them), but for a trailer the protocol tolerates.
-                        if wire.trailer(event):
-                            self._done_raw += raw
-                        continue
-                    if terminal(event):
-                        # As it came (a repair renumbers a Responses terminal event's items).
-                        raw = frames.transform(event)
-                        if hold:
-                            after_done = True
-                            self._done_raw = raw  # sent once the end is known good
-                            # An upstream that never ends its body after its terminal event is not
-                            # stalled: the answer is whole, so it gets a short grace, then the end.
-                            watch.shorten(DONE_GRACE)
-                        else:
-                            out.append(raw)
-                        continue
-                    if error_gate:
-                        what = wire.upstream_error(event)
-                        if what is UpstreamError.REPLACE:
-                            stop = ("error_event", checker.error_message or "upstream error event")
-                            break
-                        if what is UpstreamError.FORWARD:
-                            out.append(wire.forwarded(event, self._sent))  # the SDK raises on it
-                            forwarded = True
-                            stop = ("error_event", checker.error_message or "upstream error")
-                            break
-                    if verbatim:
-                        out.append(raw)
-                        continue
-                    piece = frames.transform(event)
-                    if piece:
-                        out.append(piece)
-                    if frames.failure is not None:
-                        stop = frames.failure
-                        break
-                data = out[0] if len(out) == 1 else b"".join(out)
-                # While the write waits on a slow client only the bytes being sent stay alive: the
-                # read, its decoded events and the frame list would triple what a paused reader costs.
-                del chunk, events, event, out
+                data = receive(chunk, events)
+                # While the write waits on a slow client only the bytes being sent stay alive.
+                del chunk, events
+                if wants:
+                    self._settle(wants)
+                    wants.clear()
                 if data:
-                    self._sent = data  # the error frame's sequence number continues from it
-                    if note is not None:
-                        note(data)
                     try:  # self._write inlined: one coroutine fewer per read on the hot path
                         await write(data)
                     except ConnectionResetError:
                         raise _ClientGone from None
                 elif held:
                     held = self._send_headers()
-                if self.ttft is None and checker.saw_content:
+                if self.ttft is None and machine.checker.saw_content:
                     self.ttft = clock() - self.t0
-                if stop is not None:
-                    return None, stop, forwarded
+                if machine.stop is not None:
+                    return machine.upstream_ended()
         except Stalled:
-            if after_done:
-                watch.fired = False
-                self.outcome.extra["lingered_after_done"] = True
-            return None, None, False
+            return machine.upstream_ended(stalled=True)
         except (aiohttp.ClientError, OSError) as exc:
-            return self._broken(exc, received), None, False
+            return machine.upstream_ended(broke=broke_off(exc, machine.received),
+                                          detail=f"{type(exc).__name__}: {exc}")
         finally:
             self.max_gap = max_gap
-
-    def _broken(self, exc: BaseException, received: int) -> str:
-        """Note how the upstream broke off (the client's words); the record's words, with detail."""
-        self._broke = broke_off(exc, received)
-        return self.redactor.text(f"{self._broke} ({type(exc).__name__}: {exc})")
 
     def _send_headers(self) -> bool:
         """Send the client's headers if they are still held (``HeadersWithFirstBytes``); False."""
@@ -406,100 +296,6 @@ class StreamRelay:
         except ConnectionResetError:
             raise _ClientGone from None
 
-    def _pending_bytes(self) -> bytes:
-        if len(self._pending) > 1:
-            self._pending = [b"".join(self._pending)]
-        return self._pending[0] if self._pending else b""
-
-    async def _send_comments(self) -> None:
-        """Send the comment-only lines of the undelivered bytes, up to their last blank line."""
-        pending = self._pending_bytes()[self._ahead:]
-        end = pending.rfind(b"\n\n")
-        if end == -1 or b"\r" in pending:
-            return
-        block = pending[:end + 2]
-        if all(line == b"" or line.startswith(b":") for line in block.split(b"\n")):
-            await self._write(block)
-            self._ahead += len(block)
-
-    def _verdict(self, transport_error: str | None, stalled: bool) -> Verdict:
-        if self._closed and self._last_verdict is not None:
-            return self._last_verdict  # a resumed stream's upstream was judged before it was continued
-        self._closed = True
-        verdict = self.checker.close(transport_error=transport_error, stalled=stalled)
-        extra = self.frames.findings()
-        if extra:
-            verdict = replace(verdict, findings=(*verdict.findings, *extra))
-        self._last_verdict = verdict
-        return verdict
-
-    # ── healing (``heal.py`` drives it) ────────────────────────────────────────────────────────
-    def upstream_verdict(self, transport_error: str | None, stalled: bool) -> Verdict:
-        """How the current upstream ended (judged once; the client's stream may still go on)."""
-        return self._verdict(transport_error, stalled)
-
-    def record_attempt(self, verdict: Verdict, tokens: int) -> None:
-        """Record the upstream answer just ended as an attempt of this client stream."""
-        saved = (self.index, self.healed, self.heal_attempts, self.heal_tokens)
-        self.index, self.heal_of, self.healed = None, saved[0], None
-        self.heal_attempts = self.heal_tokens = 0
-        try:
-            self._done(self, verdict)
-        finally:
-            self.index, self.heal_of, self.healed = saved[0], None, "resume"
-            self.heal_attempts, self.heal_tokens = saved[2] + 1, saved[3] + tokens
-            self.outcome = Outcome()
-
-    def restart(self, checker: Checker, forwarded: bytes) -> None:
-        """Judge the client's stream afresh: ``checker`` re-reads what the client got, then the
-        continuation's frames."""
-        checker.feed(forwarded)
-        self.checker = checker
-        self._closed, self._last_verdict = False, None
-        self._pending, self._pending_len, self._ahead = [], 0, 0
-        self._done_raw = b""
-
-    # ── endings ────────────────────────────────────────────────────────────────────────────────
-    async def _end_well(self, verdict: Verdict, failure: str | None, flushed: bytes) -> None:
-        hold = self.config.on_bad_end is not OnBadEnd.PASS
-        out = [flushed]
-        if failure is not None:
-            self.outcome.action = "pass"
-            out.append(self._pending_bytes()[self._ahead:])  # a cut frame goes out as it came
-        sentinel = self.wire.sentinel
-        if hold and self._done_raw:
-            out.append(self._done_raw)
-        elif (self.policy.complete and (hold or self.config.complete_done) and sentinel
-              and not self._done_raw and verdict.ending is Ending.NO_DONE):
-            # A finished answer that only lacks its sentinel: the client gets the end it expects,
-            # the record keeps the ending (no_done) and says it was completed (the action).
-            # ``--on-bad-end pass`` forwards as it came unless --complete-done asks for it.
-            out.append(sentinel)
-            self.outcome.action = "completed-done"
-        data = b"".join(out)
-        if data:
-            await self._write(data)
-        await self._eof()
-
-    async def _end_with_error(self, stop: Failure, *, upstream_error_forwarded: bool) -> None:
-        code, message = stop
-        self.outcome.code = code
-        if self.config.on_bad_end is OnBadEnd.ABORT:
-            self.outcome.action = "abort"
-            self._reset()
-            return
-        self.outcome.action = "error-event"
-        if not upstream_error_forwarded:
-            message = self.redactor.text(message)
-            if self.array and not self._sent:
-                # Nothing of the array has been sent: the error element goes out as the whole
-                # array, ``[`` included (the protocol's frame continues an array already begun).
-                frame = self.wire.error_frame(code, message, b"[")
-                await self._write(b"[" + frame.lstrip(b" \t\r\n,"))
-            else:
-                await self._write(self.wire.error_frame(code, message, self._sent))
-        await self._eof()
-
     def _reset(self) -> None:
         """Close with no terminal frame: the client's HTTP layer sees an incomplete body."""
         transport = self.request.transport
@@ -507,7 +303,7 @@ class StreamRelay:
             if self._writer is not None and not transport.is_closing():
                 self._writer.send_headers()  # a status and headers, then the cut (if still held)
             transport.abort()
-        self._delivered = True
+        self.machine.delivered = True
 
     async def _eof(self) -> None:
         assert self._resp is not None
@@ -515,8 +311,4 @@ class StreamRelay:
             await self._resp.write_eof()
         except ConnectionResetError:
             raise _ClientGone from None
-        self._delivered = True
-
-    def _message(self, verdict: Verdict, failure: str) -> str:
-        return failure_message(verdict, failure, policy=self.policy.name, broke=self._broke,
-                               stall_timeout=self.config.stall_timeout, messages=self.wire.messages)
+        self.machine.delivered = True

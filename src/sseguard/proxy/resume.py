@@ -30,11 +30,6 @@ from sseguard.proxy.frames import Frames
 from sseguard.proxy.resume_usage import CHAT_KEYS, UsageSum
 from sseguard.sse import SSEEvent
 
-#: Endings a continuation can cure: the answer stopped, but what was sent is sound.
-RESUMABLE = frozenset({"truncated", "cut_mid_frame", "transport_error", "stalled", "no_finish"})
-#: The dialects ``--resume`` knows, and the protocol each continues (one dialect per protocol).
-DIALECTS = {"vllm": "chat", "deepseek": "chat", "anthropic": "messages"}
-
 _decode = msgspec.json.Decoder()
 
 
@@ -44,7 +39,51 @@ def _data_lines(frame: bytes) -> bytes | None:
     return b"\n".join(parts) if parts else None
 
 
-class HeldToolCalls(Frames):
+class HeldFrames(Frames):
+    """Frames held back from the client until the answer shows they are safe to give (the shared
+    bookkeeping of ``HeldToolCalls`` and ``resume_messages.HeldToolUse``)."""
+
+    def __init__(self) -> None:
+        self.held: list[bytes] = []
+
+    def flush(self) -> bytes:
+        held, self.held = self.held, []
+        return b"".join(held)
+
+
+class ResumeState:
+    """One client stream's continuation state, shared by every dialect: what the client has got
+    (``forwarded``, the text ``sent``), why it cannot be continued (``blocked``), continuations left,
+    and the usage summed over the attempts."""
+
+    def __init__(self, request_obj: dict[str, Any], continuations: int, usage: UsageSum) -> None:
+        self.request_obj = request_obj
+        self.left = continuations
+        self.usage = usage
+        self.spliced = False  # from the first continuation on, the splice notes the usage
+        self.sent: list[str] = []
+        self.forwarded: list[bytes] = []  # every byte written to the client, to re-check the stream
+        self.blocked: str | None = None
+
+    def why_not(self) -> str | None:
+        """Why this stream cannot be continued now (None: it can)."""
+        if self.blocked is not None:
+            return self.blocked
+        if self.left <= 0:
+            return "--resume-max continuations spent"
+        return None
+
+    def end_attempt(self) -> tuple[dict[str, Any] | None, int]:
+        """The attempt being continued ended: its own usage and completion tokens."""
+        return self.usage.end_attempt()
+
+    def spend(self) -> None:
+        """One continuation is being made."""
+        self.left -= 1
+        self.spliced = True
+
+
+class HeldToolCalls(HeldFrames):
     """With ``--resume``, a chat answer's tool calls reach the client only with the answer's end.
 
     No API continues an answer inside or after a tool call, so a call the client had started to
@@ -53,9 +92,6 @@ class HeldToolCalls(Frames):
     the continuation restarts from the text before it and brings the calls whole. Agents act on a call
     only once it is complete, so they lose nothing by the wait.
     """
-
-    def __init__(self) -> None:
-        self.held: list[bytes] = []
 
     def transform(self, event: SSEEvent) -> bytes:
         data = event.data
@@ -77,25 +113,18 @@ class HeldToolCalls(Frames):
             return self.flush()
         return b""
 
-    def flush(self) -> bytes:
-        held, self.held = self.held, []
-        return b"".join(held)
 
+class ChatResume(ResumeState):
+    """One chat stream's continuation state: what the client has got, continuations left.
 
-class ChatResume:
-    """One chat stream's continuation state: what the client has got, continuations left."""
+    ``prefix``: the dialect marks the continued message ``"prefix": true`` (DeepSeek) rather than
+    asking ``continue_final_message`` (vLLM, SGLang)."""
 
     def __init__(self, request_obj: dict[str, Any], continuations: int,
                  dialect: str = "vllm") -> None:
-        self.request_obj = request_obj
-        self.left = continuations
+        super().__init__(request_obj, continuations, UsageSum(CHAT_KEYS))
         self.dialect = dialect
-        self.usage = UsageSum(CHAT_KEYS)
-        self.spliced = False  # from the first continuation on, the splice notes the usage
-        self.sent: list[str] = []
         self.client_id: str | None = None
-        self.forwarded: list[bytes] = []  # every byte written to the client, to re-check the stream
-        self.blocked: str | None = None
         n = request_obj.get("n")
         if isinstance(n, int) and n > 1:
             self.blocked = "n > 1"
@@ -130,14 +159,6 @@ class ChatResume:
                 if isinstance(content, str):
                     self.sent.append(content)
 
-    def why_not(self) -> str | None:
-        """Why this stream cannot be continued now (None: it can)."""
-        if self.blocked is not None:
-            return self.blocked
-        if self.left <= 0:
-            return "--resume-max continuations spent"
-        return None
-
     def body(self) -> bytes:
         """The continuation request: the original one, plus the answer so far as the assistant's,
         marked the way the dialect continues it."""
@@ -154,8 +175,7 @@ class ChatResume:
         return json.dumps(obj, ensure_ascii=False).encode("utf-8")
 
     def splice(self) -> Splice:
-        self.left -= 1
-        self.spliced = True
+        self.spend()
         return Splice("".join(self.sent), self.client_id, self.usage)
 
 

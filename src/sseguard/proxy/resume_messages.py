@@ -21,8 +21,7 @@ from typing import Any
 
 import msgspec
 
-from sseguard.proxy.frames import Frames
-from sseguard.proxy.resume import RepeatTrim
+from sseguard.proxy.resume import HeldFrames, RepeatTrim, ResumeState
 from sseguard.proxy.resume_usage import MESSAGES_KEYS, UsageSum
 from sseguard.sse import SSEEvent
 
@@ -51,42 +50,51 @@ def _frame(obj: dict[str, Any]) -> bytes:
             + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n")
 
 
-class HeldToolUse(Frames):
-    """A Messages answer's ``tool_use`` blocks reach the client only with its ``message_delta``."""
+class HeldToolUse(HeldFrames):
+    """A Messages answer's ``tool_use`` blocks reach the client only with its ``message_delta``, and
+    a text block's ``content_block_stop`` only once the answer's end is known.
+
+    A text block the client saw closed cannot be continued: the continuation would open a new block,
+    and clients that show the last text block (Claude Code printed only the second half of such a
+    healed answer, exit 0) lose the first part. So the stop waits for what follows it: a
+    ``message_delta`` with a ``stop_reason`` or another block says the text is whole; a break before
+    either leaves the block open for the continuation to go on in.
+    """
 
     def __init__(self) -> None:
-        self.held: list[bytes] = []
+        super().__init__()
+        self.tool = False  # a tool_use block is among the held frames
 
     def transform(self, event: SSEEvent) -> bytes:
         data = event.data
+        starts = '"content_block_start"' in data
         if self.held:
             self.held.append(event.raw)
-            if '"message_delta"' in data or '"message_stop"' in data or event.event == "error":
+            if starts and '"tool_use"' in data:
+                self.tool = True
+            elif ('"message_delta"' in data and '"stop_reason":null' not in data.replace(" ", "")) \
+                    or '"message_stop"' in data or event.event == "error" \
+                    or (starts and not self.tool):
                 return self.flush()
             return b""
-        if '"tool_use"' in data and '"content_block_start"' in data:
+        if (starts and '"tool_use"' in data) or '"content_block_stop"' in data:
+            self.tool = starts
             self.held.append(event.raw)
             return b""
         return event.raw
 
     def flush(self) -> bytes:
-        held, self.held = self.held, []
-        return b"".join(held)
+        self.tool = False
+        return super().flush()
 
 
-class MessagesResume:
+class MessagesResume(ResumeState):
     """One Messages stream's continuation state: what the client has got, continuations left."""
 
     def __init__(self, request_obj: dict[str, Any], continuations: int) -> None:
-        self.request_obj = request_obj
-        self.left = continuations
-        self.usage = UsageSum(MESSAGES_KEYS)
-        self.spliced = False  # from the first continuation on, the splice notes the usage
-        self.sent: list[str] = []
-        self.forwarded: list[bytes] = []
+        super().__init__(request_obj, continuations, UsageSum(MESSAGES_KEYS))
         self.open_text: int | None = None  # the client's text block still open
         self.next_index = 0
-        self.blocked: str | None = None
         thinking = request_obj.get("thinking")
         if isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"):
             self.blocked = "a prefill is not allowed with extended thinking"
@@ -123,13 +131,6 @@ class MessagesResume:
             elif kind == "content_block_stop" and index == self.open_text:
                 self.open_text = None
 
-    def why_not(self) -> str | None:
-        if self.blocked is not None:
-            return self.blocked
-        if self.left <= 0:
-            return "--resume-max continuations spent"
-        return None
-
     def body(self) -> bytes:
         obj = copy.copy(self.request_obj)
         prefill = "".join(self.sent).rstrip()
@@ -140,8 +141,7 @@ class MessagesResume:
         return json.dumps(obj, ensure_ascii=False).encode("utf-8")
 
     def splice(self) -> MessagesSplice:
-        self.left -= 1
-        self.spliced = True
+        self.spend()
         sent = "".join(self.sent)
         return MessagesSplice(sent[len(sent.rstrip()):], self.open_text, self.next_index, self.usage)
 

@@ -13,6 +13,7 @@ import itertools
 import logging
 import random
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -23,7 +24,13 @@ from sseguard.policy import Policy
 from sseguard.proxy.config import ProxyConfig
 from sseguard.proxy.metrics import ProxyMetrics
 from sseguard.proxy.relay import StreamRelay
-from sseguard.proxy.retry import Sleep
+from sseguard.proxy.retry import (
+    RetryBudget,
+    Sleep,
+    passed_on_retry_after,
+    retry_after,
+    should_retry,
+)
 from sseguard.record import Record, raw_record
 from sseguard.redact import DEFAULT, RedactingFilter, Redactor
 from sseguard.verdict import Verdict
@@ -63,9 +70,50 @@ class ProxyState:
         #: How a retry waits and where its jitter comes from (tests replace both: no real waits).
         self.sleep: Sleep = asyncio.sleep
         self.rng = random.Random()
+        #: The retry budget's clock (tests replace it: no wall-clock windows) and the budgets, one
+        #: per upstream origin (continuations may go to another base).
+        self.clock: Callable[[], float] = time.monotonic
+        self._budgets: dict[str, RetryBudget] = {}
         # Per client key, its redactor: building one sorts every secret, on each stream's first-chunk
         # path. Held in memory only, as the keys already are while their streams run.
         self._redactors: dict[tuple[str, ...], Redactor] = {}
+
+    def budget(self, origin: str) -> RetryBudget:
+        """The retry budget of the upstream at ``origin`` (``scheme://host:port``)."""
+        budget = self._budgets.get(origin)
+        if budget is None:
+            budget = self._budgets[origin] = RetryBudget(self.config.retry_budget)
+        return budget
+
+    def may_retry(self, origin: str, api: str, reason: str) -> bool:
+        """Whether a retry fits the budget now; spends it if so. Counted either way."""
+        budget = self.budget(origin)
+        now = self.clock()
+        if budget.allows(now):
+            budget.spend(now)
+            self.metrics.retries.labels(api, reason).inc()
+            return True
+        self.metrics.retries_refused.labels(api, reason).inc()
+        return False
+
+    def tell_retry(self, resp: web.StreamResponse, api: str, reason: str, cause: str, *,
+                   retried: bool, upstream_headers: Mapping[str, str] | None = None,
+                   budget_spent: bool = False, waited_too_long: bool = False,
+                   retry_off: bool | None = None) -> web.StreamResponse:
+        """Mark an error answer the proxy writes with ``x-should-retry`` (``retry.should_retry``),
+        the upstream's own ``retry-after`` going with a ``true``; count a ``false``."""
+        asked = None if upstream_headers is None else retry_after(upstream_headers, time.time())
+        if retry_off is None:
+            retry_off = self.config.retry == 0 or self.config.retry_budget == 0
+        value = should_retry(cause, retried=retried, retry_off=retry_off, budget_spent=budget_spent,
+                             asked=asked, waited_too_long=waited_too_long)
+        resp.headers["x-should-retry"] = value
+        if value == "true":
+            for name, header in passed_on_retry_after(upstream_headers):
+                resp.headers[name] = header
+        else:
+            self.metrics.dont_retry.labels(api, reason).inc()
+        return resp
 
     def next_index(self) -> int:
         """The next record index of this run (a worker's indexes never meet another's)."""

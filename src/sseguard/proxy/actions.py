@@ -1,0 +1,82 @@
+"""What the relay machine asks its driver to do: small immutable actions, as h11's events are.
+
+The machine (``machine.py``) decides; the driver (``relay.py``) only performs. Writing bytes, the
+one action of nearly every upstream read, is the machine's plain return value (``bytes``), so the
+hot path allocates nothing more; the rest are these, returned as a list when a stream reaches a
+decision point (the upstream ended, a continuation answered, the client left).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sseguard.proxy.frames import Frames
+from sseguard.proxy.outcome import Outcome
+from sseguard.verdict import Verdict
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """Send these bytes to the client."""
+
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class EndBody:
+    """End the client's body cleanly (the last chunk of a chunked body)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reset:
+    """Cut the client's connection with no terminal frame (its headers go out first if still held)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CloseUpstream:
+    """The upstream's body is not wanted any more: close its connection (engines abort on it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseUpstream:
+    """The upstream's body ended cleanly: its connection may go back to the pool."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShortenStall:
+    """From now on, an upstream silence of ``seconds`` ends the read (a whole answer's grace)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Drain:
+    """Read the rest of the upstream's body into ``RelayMachine.absorb`` (the client is done), then
+    tell the machine ``drained``."""
+
+
+@dataclass(frozen=True, slots=True)
+class AskContinuation:
+    """Ask the upstream for the rest of the answer with this request body; answer with
+    ``RelayMachine.continuation``."""
+
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """Record ``verdict`` with how the relay ended (``outcome``) and what rewrote the frames
+    (``frames``, whose facts the record keeps): the client stream's own record, or (``attempt``) an
+    upstream attempt the client never saw as such, replaced by a continuation that reported
+    ``tokens`` completion tokens."""
+
+    verdict: Verdict
+    outcome: Outcome
+    frames: Frames
+    attempt: bool = False
+    tokens: int = 0
+
+
+#: Every action but ``Write``-as-bytes.
+Action = Write | EndBody | Reset | CloseUpstream | ReleaseUpstream | ShortenStall | Drain | \
+    AskContinuation | Record
