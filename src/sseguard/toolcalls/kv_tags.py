@@ -3,8 +3,11 @@
 
 ```
 iquest-q1:   <iquest_tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></iquest_tool_call>
-hunyuan:     <tool_calls>\\n<tool_call>NAME<tool_sep>\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>\\n</tool_call>\\n</tool_calls>
-k2-horizon:  <ifm|tool_calls><ifm|tool_call>NAME<ifm|arg_key>K</ifm|arg_key><ifm|arg_type>string</ifm|arg_type><ifm|arg_value>V</ifm|arg_value></ifm|tool_call></ifm|tool_calls>
+hunyuan:     <tool_calls>\\n<tool_call>NAME<tool_sep>\\n<arg_key>K</arg_key>\\n
+             <arg_value>V</arg_value>\\n</tool_call>\\n</tool_calls>
+k2-horizon:  <ifm|tool_calls><ifm|tool_call>NAME<ifm|arg_key>K</ifm|arg_key>
+             <ifm|arg_type>string</ifm|arg_type><ifm|arg_value>V</ifm|arg_value>
+             </ifm|tool_call></ifm|tool_calls>          (one line each; the type tag optional)
 ```
 
 Decisions (MARKUP3.md §3, §4): GLM's rules throughout — values typed by the schema, untyped values

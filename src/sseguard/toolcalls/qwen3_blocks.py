@@ -1,7 +1,8 @@
 """The Qwen3-Coder body in other blocks (MARKUP3.md class F): ``seed-oss`` and ``zaya``.
 
 ```
-seed-oss:  text\\n\\n<seed:tool_call>\\n<function=NAME>\\n<parameter=K>\\nV\\n</parameter>\\n</function>\\n</seed:tool_call>
+seed-oss:  text\\n\\n<seed:tool_call>\\n<function=NAME>\\n<parameter=K>\\nV\\n</parameter>\\n</function>\\n
+           </seed:tool_call>
 zaya:      text\\n\\n<zyphra_tool_call>\\n<function=NAME>…</function>\\n</zyphra_tool_call>
 ```
 
