@@ -107,7 +107,7 @@ class GLMParser(ReasoningTags, TypedValueParser):
     _UNTYPED = ValueTyping(ANY_JSON, True)  # strict JSON if it parses, else the raw string
 
     def __init__(self, family: str = "glm45", tools: ToolSpec | None = None, *,
-                 tags: KVTags = GLM_TAGS, separator: str | None = None) -> None:
+                 tags: KVTags = GLM_TAGS, separator: str | None = None, frame: bool = True) -> None:
         super().__init__(tools)
         if separator is None:
             if family not in SEPARATORS:
@@ -120,7 +120,9 @@ class GLMParser(ReasoningTags, TypedValueParser):
         self._VALUE_BREAKS = tuple(t for t in (tags.call_end, tags.block_end) if t is not None)
         self._part: list[str] = []  # the name or key being read
         self._wire_type: str | None = None  # the value's type named by the arg_type tag
-        self._frame = True  # decision 2: the whitespace that frames the answer is not text
+        # decision 2: the whitespace that frames the answer is not text (GLM's own families; the
+        # families of MARKUP3.md keep visible text verbatim, §4 decision 1)
+        self._frame = frame
         markers = markers_of(tags)
         self._find, self._hold = markers.find, markers.hold
         self._handlers = (self._content, self._name, self._between_tags, self._key_text,

@@ -58,7 +58,7 @@ K2_TAGS = KVTags(call="<ifm|tool_call>", call_end="</ifm|tool_call>", key="<ifm|
 
 
 def _make(name: str, tags: KVTags, tools: ToolSpec | None = None) -> GLMParser:
-    return GLMParser(name, tools, tags=tags, separator="")
+    return GLMParser(name, tools, tags=tags, separator="", frame=False)
 
 
 def _wire_type(value: Any) -> str:

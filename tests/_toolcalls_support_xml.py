@@ -1,0 +1,152 @@
+"""Hypothesis strategies for the families of MARKUP3.md classes F, G and H: valid documents with the
+text and calls a correct parser must find. Markers are written out here, as the spec spells them,
+never taken from the parsers.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import assume
+from hypothesis import strategies as st
+
+import _toolcalls_support as base
+import _toolcalls_support_markup2 as m2
+
+#: class F: the Qwen3-Coder body in each family's block (opener, closer).
+QWEN_BLOCKS = {"seed-oss": ("<seed:tool_call>", "</seed:tool_call>"),
+               "zaya": ("<zyphra_tool_call>", "</zyphra_tool_call>")}
+
+#: class H: the tags of each family (call, call end, key, key end, value, value end, block, block
+#: end, name separator, type tag, type end); "" where the family has none.
+KV_TAGS = {
+    "iquest-q1": ("<iquest_tool_call>", "</iquest_tool_call>", "<arg_key>", "</arg_key>",
+                  "<arg_value>", "</arg_value>", "", "", "", "", ""),
+    "hunyuan": ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>",
+                "</arg_value>", "<tool_calls>", "</tool_calls>", "<tool_sep>", "", ""),
+    "k2-horizon": ("<ifm|tool_call>", "</ifm|tool_call>", "<ifm|arg_key>", "</ifm|arg_key>",
+                   "<ifm|arg_value>", "</ifm|arg_value>", "<ifm|tool_calls>", "</ifm|tool_calls>",
+                   "", "<ifm|arg_type>", "</ifm|arg_type>"),
+}
+
+XML_LEAK_MARKERS: dict[str, tuple[str, ...]] = {
+    **{fam: (o, c, "<function=", "</function>", "<parameter=", "</parameter>")
+       for fam, (o, c) in QWEN_BLOCKS.items()},
+    **{fam: tuple(t for t in tags if t) for fam, tags in KV_TAGS.items()},
+}
+XML_LEAK_MARKERS["seed-oss"] += ("<seed:think>", "</seed:think>")
+XML_LEAK_MARKERS["hunyuan"] += ("<think>", "</think>")
+XML_LEAK_MARKERS["iquest-q1"] += ("<think>", "</think>")
+XML_LEAK_MARKERS["k2-horizon"] += ("<ifm|think>", "</ifm|think>")
+
+
+@st.composite
+def qwen_block_docs(draw: Any, family: str) -> base.Doc:
+    """Class F documents: ``qwen3-coder``'s rules (``\\n\\n`` before the first block and ``\\n``
+    before later ones removed from the text; one wrapping newline per value), another block."""
+    opener, closer = QWEN_BLOCKS[family]
+    content = base.RAW_VALUE.filter(base._free_of(XML_LEAK_MARKERS[family]))
+    value_text = base.RAW_VALUE.filter(base._free_of(base.QWEN_RESERVED))
+    parts: list[str] = []
+    visible: list[str] = []
+    calls: list[tuple[str, dict[str, Any]]] = []
+    first = True
+    for _ in range(draw(st.integers(0, 3))):
+        base._before_opener(draw, content, "\n\n" if first else "\n", parts, visible)
+        first = False
+        # a bare <function=…> is a call too, but to auto it is Qwen3-Coder's: after a block only
+        bare = bool(calls) and draw(st.booleans()) and draw(st.booleans())
+        if not bare:
+            parts.append(opener + draw(base.ASCII_PAD))
+        name = draw(base.NAME)
+        parts.append(f"<function={name}>{draw(base.ASCII_PAD)}")
+        args: dict[str, Any] = {}
+        for key in draw(st.lists(base.NAME, unique=True, max_size=3)):
+            args[key] = value = draw(value_text)  # no tools: every value a string
+            parts.append(f"<parameter={key}>\n{value}\n</parameter>{draw(base.ASCII_PAD)}")
+        parts.append("</function>")
+        if not bare:
+            parts.append(draw(base.ASCII_PAD) + closer)
+        calls.append((name, args))
+    tail = draw(content.filter(lambda t: base.ends_clean(t, family)))
+    parts.append(tail)
+    visible.append(tail)
+    return base.Doc("".join(parts), "".join(visible), calls)
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+@st.composite
+def kv_docs(draw: Any, family: str) -> base.Doc:
+    """Class H documents, untyped (GLM's rule: strict JSON if it parses, else the raw string), text
+    verbatim around the calls; calls in a block or bare; K2's type tag on some values."""
+    call, call_end, key_t, key_end, val_t, val_end, block, block_end, sep, typ, typ_end = \
+        KV_TAGS[family]
+    reserved = (val_end, call_end, *((block_end,) if block_end else ()))
+    content = base.RAW_VALUE.filter(base._free_of(XML_LEAK_MARKERS[family]))
+    parts: list[str] = []
+    visible: list[str] = []
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for _ in range(draw(st.integers(0, 3))):
+        text = draw(content)
+        parts.append(text)
+        visible.append(text)
+        # Hunyuan's template always writes the block (a bare <tool_call> is GLM's to auto)
+        in_block = bool(block) and (family == "hunyuan" or draw(st.booleans()))
+        if in_block:
+            parts.append(block + draw(m2.PAD))
+        for _ in range(draw(st.integers(1, 2)) if in_block else 1):
+            name = draw(base.NAME)
+            name_sep = sep if sep and draw(st.booleans()) else draw(st.sampled_from(["", "\n"]))
+            parts.append(f"{call}{draw(m2.NAME_PAD)}{name}{draw(m2.NAME_PAD)}{name_sep}")
+            args: dict[str, Any] = {}
+            for key in draw(st.lists(base.NAME, unique=True, max_size=3)):
+                typed = ""
+                if typ and draw(st.booleans()):
+                    if draw(st.booleans()):
+                        value: Any = draw(m2.VALUE)
+                        body = value  # "string": the raw text, whatever it looks like
+                    else:  # any other type: strict JSON of that type
+                        value = draw(base.JSON_VALUE.filter(lambda v: not isinstance(v, str)))
+                        body = draw(m2.PAD) + json.dumps(value, ensure_ascii=False) + draw(m2.PAD)
+                    typed = f"{typ}{_type_name(value)}{typ_end}"
+                elif draw(st.booleans()):
+                    value = draw(base.JSON_VALUE)
+                    body = draw(m2.PAD) + json.dumps(value, ensure_ascii=False) + draw(m2.PAD)
+                else:
+                    value = body = draw(m2.VALUE.filter(m2._not_json))
+                assume(base._free_of(reserved)(body))
+                args[key] = value
+                parts.append(f"{key_t}{draw(m2.NAME_PAD)}{key}{draw(m2.NAME_PAD)}{key_end}"
+                             f"{draw(m2.PAD)}{typed}{val_t}{body}{val_end}{draw(m2.PAD)}")
+            parts.append(call_end + (draw(m2.PAD) if in_block else ""))
+            calls.append((name, args))
+        if in_block:
+            parts.append(block_end)
+    tail = draw(content.filter(lambda t: base.ends_clean(t, family)))
+    parts.append(tail)
+    visible.append(tail)
+    return base.Doc("".join(parts), "".join(visible), calls)
+
+
+XML_DOCS = {**{fam: qwen_block_docs(fam) for fam in QWEN_BLOCKS},
+            **{fam: kv_docs(fam) for fam in KV_TAGS}}
+#: Pieces of these families' markup for the fuzz soup of every family.
+XML_SOUP = ["<seed:tool_call>", "</seed:tool_call>", "<zyphra_tool_call>", "</zyphra_tool_call>",
+            "<iquest_tool_call>", "</iquest_tool_call>", "<tool_calls>", "</tool_calls>",
+            "<tool_sep>", "<ifm|tool_calls>", "<ifm|tool_call>", "</ifm|tool_call>",
+            "</ifm|tool_calls>", "<ifm|arg_key>", "</ifm|arg_key>", "<ifm|arg_value>",
+            "</ifm|arg_value>", "<ifm|arg_type>", "string", "integer", "</ifm|arg_type>"]
