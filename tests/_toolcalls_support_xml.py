@@ -36,9 +36,20 @@ XML_LEAK_MARKERS: dict[str, tuple[str, ...]] = {
     **{fam: tuple(t for t in tags if t) for fam, tags in KV_TAGS.items()},
 }
 XML_LEAK_MARKERS["seed-oss"] += ("<seed:think>", "</seed:think>")
-XML_LEAK_MARKERS["hunyuan"] += ("<think>", "</think>")
-XML_LEAK_MARKERS["iquest-q1"] += ("<think>", "</think>")
 XML_LEAK_MARKERS["k2-horizon"] += ("<ifm|think>", "</ifm|think>")
+#: Reserved tags that are not the family's own (GLM's think tags): never in generated text.
+XML_RESERVED = {"hunyuan": ("<think>", "</think>"), "iquest-q1": ("<think>", "</think>")}
+
+
+def _content(family: str) -> Any:
+    """Visible text of a family's documents: none of its markers, no cut marker at its end."""
+    return base.RAW_VALUE.filter(base._free_of(XML_LEAK_MARKERS[family]
+                                               + XML_RESERVED.get(family, ())))
+
+
+def _clean_end(text: str, family: str) -> bool:
+    return base.ends_clean(text, family) and not any(
+        text.endswith(m[:k]) for m in XML_RESERVED.get(family, ()) for k in range(2, len(m)))
 
 
 @st.composite
@@ -46,7 +57,7 @@ def qwen_block_docs(draw: Any, family: str) -> base.Doc:
     """Class F documents: ``qwen3-coder``'s rules (``\\n\\n`` before the first block and ``\\n``
     before later ones removed from the text; one wrapping newline per value), another block."""
     opener, closer = QWEN_BLOCKS[family]
-    content = base.RAW_VALUE.filter(base._free_of(XML_LEAK_MARKERS[family]))
+    content = _content(family)
     value_text = base.RAW_VALUE.filter(base._free_of(base.QWEN_RESERVED))
     parts: list[str] = []
     visible: list[str] = []
@@ -69,7 +80,7 @@ def qwen_block_docs(draw: Any, family: str) -> base.Doc:
         if not bare:
             parts.append(draw(base.ASCII_PAD) + closer)
         calls.append((name, args))
-    tail = draw(content.filter(lambda t: base.ends_clean(t, family)))
+    tail = draw(content.filter(lambda t: _clean_end(t, family)))
     parts.append(tail)
     visible.append(tail)
     return base.Doc("".join(parts), "".join(visible), calls)
@@ -96,7 +107,7 @@ def kv_docs(draw: Any, family: str) -> base.Doc:
     call, call_end, key_t, key_end, val_t, val_end, block, block_end, sep, typ, typ_end = \
         KV_TAGS[family]
     reserved = (val_end, call_end, *((block_end,) if block_end else ()))
-    content = base.RAW_VALUE.filter(base._free_of(XML_LEAK_MARKERS[family]))
+    content = _content(family)
     parts: list[str] = []
     visible: list[str] = []
     calls: list[tuple[str, dict[str, Any]]] = []
@@ -136,7 +147,7 @@ def kv_docs(draw: Any, family: str) -> base.Doc:
             calls.append((name, args))
         if in_block:
             parts.append(block_end)
-    tail = draw(content.filter(lambda t: base.ends_clean(t, family)))
+    tail = draw(content.filter(lambda t: _clean_end(t, family)))
     parts.append(tail)
     visible.append(tail)
     return base.Doc("".join(parts), "".join(visible), calls)

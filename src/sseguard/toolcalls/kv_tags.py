@@ -113,18 +113,20 @@ def _claim_block(tags: KVTags, held: str, final: bool) -> Claim:
 
 
 def family(name: str, tags: KVTags, nl: str = "", aliases: tuple[str, ...] = (),
-           claim: Any = None, rank: int = 60) -> Family:
-    """A class H family from its tag table. With its own ``claim`` a family is noticed by its
-    block opener alone (Hunyuan's bare ``<tool_call>`` is GLM's to ``auto``)."""
+           claim: Any = None, rank: int = 90) -> Family:
+    """A class H family from its tag table. ``auto`` notices it by any of its tags (a stray one is
+    reported by the first family that has it) and by its reasoning openers; ``claim`` (default: its
+    openers) says which markup is its own."""
     markers = tags.family_markers
     reserved = tuple(t for pair in tags.think for t in pair)
+    think_openers = tuple(pair[0] for pair in tags.think)
     openers = tuple(t for t in (tags.block, tags.call) if t)
     return Family(
         name=name, make=partial(_make, name, tags), markers=(*markers, *reserved),
         leak_markers=markers,
         # decision 9: K2 Horizon's reasoning keeps call markup; the others end it at an opener
         reasoning_exits=() if tags.think else openers,
-        auto_markers=openers[:1] if claim else openers, claim=claim or claim_openers(openers),
+        auto_markers=(*markers, *reserved), claim=claim or claim_openers(openers + think_openers),
         render=partial(render, tags, nl), malformable=True, rank=rank, aliases=aliases)
 
 

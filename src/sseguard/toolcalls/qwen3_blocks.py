@@ -50,9 +50,9 @@ def family(name: str, opener: str, closer: str, aliases: tuple[str, ...],
     openers = (opener, *(pair[0] for pair in think))
     return Family(name=name, make=partial(_make, name, opener, closer, think),
                   markers=(*markers, *think_tags), leak_markers=(opener, closer),
-                  reasoning_exits=() if think else (opener,), auto_markers=openers,
+                  reasoning_exits=() if think else (opener,), auto_markers=(*markers, *think_tags),
                   claim=claim_openers(openers),
-                  render=partial(_render, opener, closer), rank=60, aliases=aliases)
+                  render=partial(_render, opener, closer), rank=90, aliases=aliases)
 
 
 def _render(opener: str, closer: str, calls: Sequence[CallLike], malformed: bool) -> str:
