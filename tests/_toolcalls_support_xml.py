@@ -30,7 +30,21 @@ KV_TAGS = {
                    "", "<ifm|arg_type>", "</ifm|arg_type>"),
 }
 
+#: class G: (block, block end, call wrapper begin/separator/end, invoke element, parameter
+#: element, name quotes, untyped values JSON if they parse); "" where the family has none.
+INVOKE_TAGS = {
+    "dots": ("<dots_function_call>", "</dots_function_call>", "", "", "", "invoke", "parameter",
+             '"', False),
+    "step3": ("<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>", "<｜tool_sep｜>",
+              "<｜tool_call_end｜>", "steptml:invoke", "steptml:parameter", '"', True),
+    "minicpm5": ("", "", "", "", "", "function", "param", "\"'", False),
+}
+
 XML_LEAK_MARKERS: dict[str, tuple[str, ...]] = {
+    "dots": ("<dots_function_call>", "</dots_function_call>"),
+    "step3": ("<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>",
+              "<｜tool_sep｜>", "<｜tool_call_end｜>"),
+    "minicpm5": ('<function name="', "<function name='"),
     **{fam: (o, c, "<function=", "</function>", "<parameter=", "</parameter>")
        for fam, (o, c) in QWEN_BLOCKS.items()},
     **{fam: tuple(t for t in tags if t) for fam, tags in KV_TAGS.items()},
@@ -38,7 +52,7 @@ XML_LEAK_MARKERS: dict[str, tuple[str, ...]] = {
 XML_LEAK_MARKERS["seed-oss"] += ("<seed:think>", "</seed:think>")
 XML_LEAK_MARKERS["k2-horizon"] += ("<ifm|think>", "</ifm|think>")
 #: Reserved tags that are not the family's own (GLM's think tags): never in generated text.
-XML_RESERVED = {"hunyuan": ("<think>", "</think>"), "iquest-q1": ("<think>", "</think>")}
+XML_RESERVED = {fam: ("<think>", "</think>") for fam in ("hunyuan", "iquest-q1", *INVOKE_TAGS)}
 
 
 def _content(family: str) -> Any:
@@ -153,11 +167,67 @@ def kv_docs(draw: Any, family: str) -> base.Doc:
     return base.Doc("".join(parts), "".join(visible), calls)
 
 
-XML_DOCS = {**{fam: qwen_block_docs(fam) for fam in QWEN_BLOCKS},
+@st.composite
+def invoke_docs(draw: Any, family: str) -> base.Doc:
+    """Class G documents, untyped: MiniMax's rule (the raw string) or, for Step-3, GLM's (strict
+    JSON if it parses, else the raw string); text verbatim around the blocks."""
+    block, block_end, begin, sep, end, invoke, param, quotes, as_json = INVOKE_TAGS[family]
+    reserved = (f"</{param}>", f"</{invoke}>", *(t for t in (block_end, end) if t),
+                *(("<![CDATA[",) if family == "minicpm5" else ()))
+    content = _content(family)
+    parts: list[str] = []
+    visible: list[str] = []
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for _ in range(draw(st.integers(0, 3))):
+        text = draw(content)
+        parts.append(text)
+        visible.append(text)
+        parts.append(block + (draw(m2.PAD) if block else ""))
+        for _ in range(draw(st.integers(0 if block else 1, 2 if block else 1))):
+            if begin:
+                parts.append(f"{begin}{draw(m2.PAD)}function{draw(m2.PAD)}{sep}{draw(m2.PAD)}")
+            name = draw(base.NAME)
+            q = draw(st.sampled_from(quotes))
+            parts.append(f"<{invoke}{draw(base.ATTR_WS)}name={q}{name}{q}{draw(base.GT_WS)}>"
+                         + draw(m2.PAD))
+            args: dict[str, Any] = {}
+            for key in draw(st.lists(base.NAME, unique=True, max_size=3)):
+                if as_json and draw(st.booleans()):
+                    value: Any = draw(base.JSON_VALUE)
+                    body = draw(m2.PAD) + json.dumps(value, ensure_ascii=False) + draw(m2.PAD)
+                elif family == "minicpm5" and draw(st.booleans()):  # a CDATA section: as is
+                    value = draw(base.RAW_VALUE.filter(lambda v: "]]>" not in v))
+                    body = f"<![CDATA[{value}]]>"
+                else:
+                    value = body = draw(m2.VALUE.filter(m2._not_json) if as_json else m2.VALUE)
+                    assume(body != "null")
+                    assume(base._free_of(reserved)(body))
+                args[key] = value
+                q = draw(st.sampled_from(quotes))
+                parts.append(f"<{param}{draw(base.ATTR_WS)}name={q}{key}{q}{draw(base.GT_WS)}>"
+                             f"{body}</{param}>{draw(m2.PAD)}")
+            parts.append(f"</{invoke}>")
+            if end:
+                parts.append(draw(m2.PAD) + end)
+            parts.append(draw(m2.PAD) if block else "")
+            calls.append((name, args))
+        parts.append(block_end)
+    tail = draw(content.filter(lambda t: _clean_end(t, family)))
+    parts.append(tail)
+    visible.append(tail)
+    return base.Doc("".join(parts), "".join(visible), calls)
+
+
+XML_DOCS = {**{fam: invoke_docs(fam) for fam in INVOKE_TAGS},**{fam: qwen_block_docs(fam) for fam in QWEN_BLOCKS},
             **{fam: kv_docs(fam) for fam in KV_TAGS}}
 #: Pieces of these families' markup for the fuzz soup of every family.
 XML_SOUP = ["<seed:tool_call>", "</seed:tool_call>", "<zyphra_tool_call>", "</zyphra_tool_call>",
             "<iquest_tool_call>", "</iquest_tool_call>", "<tool_calls>", "</tool_calls>",
             "<tool_sep>", "<ifm|tool_calls>", "<ifm|tool_call>", "</ifm|tool_call>",
             "</ifm|tool_calls>", "<ifm|arg_key>", "</ifm|arg_key>", "<ifm|arg_value>",
-            "</ifm|arg_value>", "<ifm|arg_type>", "string", "integer", "</ifm|arg_type>"]
+            "</ifm|arg_value>", "<ifm|arg_type>", "string", "integer", "</ifm|arg_type>",
+            "<dots_function_call>", "</dots_function_call>", "<｜tool_calls_begin｜>",
+            "<｜tool_call_begin｜>function<｜tool_sep｜>", "<｜tool_call_end｜>", "<｜tool_calls_end｜>",
+            '<steptml:invoke name="f">', "</steptml:invoke>", '<steptml:parameter name="p">',
+            "</steptml:parameter>", '<function name="f">', "<function name='g'>", "</function>",
+            '<param name="p">', "</param>", "<![CDATA[", "]]>"]
