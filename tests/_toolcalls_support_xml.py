@@ -41,6 +41,7 @@ INVOKE_TAGS = {
 }
 
 XML_LEAK_MARKERS: dict[str, tuple[str, ...]] = {
+    "gigachat35": ("<｜GCML｜", "</｜GCML｜"),
     "dots": ("<dots_function_call>", "</dots_function_call>"),
     "step3": ("<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>",
               "<｜tool_sep｜>", "<｜tool_call_end｜>"),
@@ -218,7 +219,27 @@ def invoke_docs(draw: Any, family: str) -> base.Doc:
     return base.Doc("".join(parts), "".join(visible), calls)
 
 
-XML_DOCS = {**{fam: invoke_docs(fam) for fam in INVOKE_TAGS},**{fam: qwen_block_docs(fam) for fam in QWEN_BLOCKS},
+def _swap(value: Any) -> Any:
+    """``｜DSML｜`` → ``｜GCML｜`` everywhere in a decoded value (keys included)."""
+    if isinstance(value, str):
+        return value.replace("｜DSML｜", "｜GCML｜")
+    if isinstance(value, list):
+        return [_swap(v) for v in value]
+    if isinstance(value, dict):
+        return {_swap(k): _swap(v) for k, v in value.items()}
+    return value
+
+
+def gcml_docs() -> Any:
+    """GigaChat 3.5 documents: V4 DSML documents with the marker swapped (the grammar is the same,
+    so the swap maps every valid document and its expectations onto valid ones)."""
+    return base.dsml_docs("dsml-v4").map(lambda d: base.Doc(
+        _swap(d.text), _swap(d.visible), [(_swap(n), _swap(a)) for n, a in d.calls],
+        _swap(d.reasoning)))
+
+
+XML_DOCS = {"gigachat35": gcml_docs(), **{fam: invoke_docs(fam) for fam in INVOKE_TAGS},
+            **{fam: qwen_block_docs(fam) for fam in QWEN_BLOCKS},
             **{fam: kv_docs(fam) for fam in KV_TAGS}}
 #: Pieces of these families' markup for the fuzz soup of every family.
 XML_SOUP = ["<seed:tool_call>", "</seed:tool_call>", "<zyphra_tool_call>", "</zyphra_tool_call>",
@@ -230,4 +251,6 @@ XML_SOUP = ["<seed:tool_call>", "</seed:tool_call>", "<zyphra_tool_call>", "</zy
             "<｜tool_call_begin｜>function<｜tool_sep｜>", "<｜tool_call_end｜>", "<｜tool_calls_end｜>",
             '<steptml:invoke name="f">', "</steptml:invoke>", '<steptml:parameter name="p">',
             "</steptml:parameter>", '<function name="f">', "<function name='g'>", "</function>",
-            '<param name="p">', "</param>", "<![CDATA[", "]]>"]
+            '<param name="p">', "</param>", "<![CDATA[", "]]>", "<｜GCML｜tool_calls>",
+            '<｜GCML｜invoke name="f">', '<｜GCML｜parameter name="p" string="true">',
+            "</｜GCML｜parameter>", "</｜GCML｜invoke>", "</｜GCML｜tool_calls>"]

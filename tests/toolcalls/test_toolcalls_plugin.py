@@ -106,7 +106,8 @@ def test_the_plugin_family_parses_by_name_and_auto_claims_it(toy: Path) -> None:
 def test_the_plugin_family_is_listed_after_the_built_ins(toy: Path) -> None:
     done = _python("from sseguard.toolcalls import families; print(','.join(families()))", toy)
     assert done.stdout.strip() == ("dsml-v32,dsml-v4,dsml-v41,deepseek-v3,deepseek-v31,hermes,glm45,"
-                                   "glm47,qwen3-coder,kimi-k2,harmony,minimax-m2,dots,hunyuan,"
+                                   "glm47,qwen3-coder,kimi-k2,harmony,minimax-m2,dots,gigachat35,"
+                                   "hunyuan,"
                                    "iquest-q1,k2-horizon,minicpm5,seed-oss,step3,zaya,toy")
 
 
