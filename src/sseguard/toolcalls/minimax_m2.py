@@ -107,8 +107,9 @@ class _Compiled:
         blocks = tuple(x for x in (t.block, t.block_end) if x is not None)
         call_tags = (t.invoke_open, t.invoke_end, t.param_open, t.param_end,
                      *((CDATA,) if t.cdata else ()), *(t.wrap or ()))
-        # outside calls: the block tokens, or (no block) the invoke opener itself
-        self.content = Markers((*(blocks or (t.invoke_open,)), *t.reserved))
+        # outside calls: the block tokens (Step-3's call wrappers too: special tokens, never text),
+        # or (no block) the invoke opener itself
+        self.content = Markers((*(blocks or (t.invoke_open,)), *(t.wrap or ()), *t.reserved))
         self.inside = Markers(tuple(dict.fromkeys((*blocks, *call_tags, *t.reserved))))
         self.invoke_re = t.tag_pattern(t.invoke)
         self.param_re = t.tag_pattern(t.parameter)
