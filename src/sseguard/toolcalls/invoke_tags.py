@@ -84,4 +84,4 @@ STEP3 = family("step3", STEP3_TAGS, ("<｜tool_calls_begin｜>",), (),
                ("<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>",
                 "<｜tool_call_end｜>", "<steptml:"))
 MINICPM5 = family("minicpm5", MINICPM5_TAGS, ('<function name="', "<function name='"),
-                  ("minicpm", "minicpm4_xml"), ('<function name="', "<function name='", "</param>"))
+                  (), ('<function name="', "<function name='", "</param>"))
