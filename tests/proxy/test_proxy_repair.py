@@ -169,7 +169,13 @@ def test_markup_of_a_family_not_repaired_is_still_a_leak() -> None:
 
 #: Every family the chaos server can leave in content, and a piece of its markup.
 ALL_FAMILIES = {"dsml-v32": MARK, "dsml-v4": MARK, "dsml-v41": MARK, "deepseek-v3": "tool▁calls",
-                "deepseek-v31": "tool▁calls", "hermes": "<tool_call>", "qwen3-coder": "<tool_call>"}
+                "deepseek-v31": "tool▁calls", "hermes": "<tool_call>", "qwen3-coder": "<tool_call>",
+                # MARKUP3.md classes F, G, H
+                "seed-oss": "<seed:tool_call>", "zaya": "<zyphra_tool_call>",
+                "dots": "<dots_function_call>", "step3": "<｜tool_calls_begin｜>",
+                "minicpm5": '<function name="', "gigachat35": "｜GCML｜",
+                "iquest-q1": "<iquest_tool_call>", "hunyuan": "<tool_calls>",
+                "k2-horizon": "<ifm|tool_calls>"}
 
 
 async def _generated_calls(chaos: ChaosConfig) -> list[tuple[str, Any]]:

@@ -78,8 +78,9 @@ def family(name: str, tags: InvokeTags, openers: tuple[str, ...], aliases: tuple
                   rank=90, aliases=aliases)
 
 
+# the block tokens are special; stripped, they leave the plain-text invoke tag (as MiniMax-M2's)
 DOTS = family("dots", DOTS_TAGS, ("<dots_function_call>",), ("dots3", "dots3_note"),
-              ("<dots_function_call>", "</dots_function_call>"))
+              ("<dots_function_call>", "</dots_function_call>", '<invoke name="'))
 STEP3 = family("step3", STEP3_TAGS, ("<｜tool_calls_begin｜>",), (),
                ("<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>",
                 "<｜tool_call_end｜>", "<steptml:"))

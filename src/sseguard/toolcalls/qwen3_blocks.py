@@ -49,7 +49,9 @@ def family(name: str, opener: str, closer: str, aliases: tuple[str, ...],
     markers = (opener, closer, FUNCTION, FUNCTION_END, PARAMETER, PARAMETER_END)
     openers = (opener, *(pair[0] for pair in think))
     return Family(name=name, make=partial(_make, name, opener, closer, think),
-                  markers=(*markers, *think_tags), leak_markers=(opener, closer),
+                  # the block tokens are special; stripped, they leave Qwen3-Coder's plain tags
+                  markers=(*markers, *think_tags),
+                  leak_markers=(opener, closer, FUNCTION, FUNCTION_END, PARAMETER),
                   reasoning_exits=() if think else (opener,), auto_markers=(*markers, *think_tags),
                   claim=claim_openers(openers),
                   render=partial(_render, opener, closer), rank=90, aliases=aliases)
