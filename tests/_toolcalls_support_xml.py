@@ -41,6 +41,7 @@ INVOKE_TAGS = {
 }
 
 XML_LEAK_MARKERS: dict[str, tuple[str, ...]] = {
+    "kimi-k3": ("<|open|>", "<|close|>", "<|sep|>"),
     "gigachat35": ("<｜GCML｜", "</｜GCML｜"),
     "dots": ("<dots_function_call>", "</dots_function_call>"),
     "step3": ("<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>",
@@ -238,7 +239,52 @@ def gcml_docs() -> Any:
         _swap(d.reasoning)))
 
 
-XML_DOCS = {"gigachat35": gcml_docs(), **{fam: invoke_docs(fam) for fam in INVOKE_TAGS},
+@st.composite
+def kimi_k3_docs(draw: Any) -> base.Doc:
+    """Kimi K3 documents: think, response and tools channels in any order; string arguments raw,
+    others JSON of their named type."""
+    xtml = ("<|open|>", "<|close|>", "<|sep|>")
+    free = base.RAW_VALUE.filter(base._free_of(xtml)).filter(lambda t: _clean_end(t, "kimi-k3"))
+    parts: list[str] = []
+    visible: list[str] = []
+    reasoning: list[str] = []
+    calls: list[tuple[str, dict[str, Any]]] = []
+    index = 0
+    for channel in draw(st.lists(st.sampled_from(["think", "response", "tools"]), max_size=4)):
+        if channel == "think":
+            text = draw(free)
+            parts.append(f"<|open|>think<|sep|>{text}<|close|>think<|sep|>")
+            reasoning.append(text)
+        elif channel == "response":
+            text = draw(free)
+            parts.append(f"<|open|>response<|sep|>{text}<|close|>response<|sep|>")
+            visible.append(text)
+        else:
+            parts.append("<|open|>tools<|sep|>" + draw(m2.PAD))
+            for _ in range(draw(st.integers(0, 2))):
+                index += 1
+                name = draw(base.NAME)
+                parts.append(f'<|open|>call tool="{name}" index="{index}"<|sep|>' + draw(m2.PAD))
+                args: dict[str, Any] = {}
+                for key in draw(st.lists(base.NAME, unique=True, max_size=3)):
+                    if draw(st.booleans()):
+                        value: Any = draw(free)
+                        kind, body = "string", value
+                    else:
+                        value = draw(base.JSON_VALUE.filter(lambda v: not isinstance(v, str)))
+                        kind = _type_name(value)
+                        body = draw(m2.PAD) + json.dumps(value, ensure_ascii=False) + draw(m2.PAD)
+                    args[key] = value
+                    parts.append(f'<|open|>argument key="{key}" type="{kind}"<|sep|>{body}'
+                                 f"<|close|>argument<|sep|>{draw(m2.PAD)}")
+                parts.append("<|close|>call<|sep|>" + draw(m2.PAD))
+                calls.append((name, args))
+            parts.append("<|close|>tools<|sep|>")
+    return base.Doc("".join(parts), "".join(visible), calls, "".join(reasoning))
+
+
+XML_DOCS = {"gigachat35": gcml_docs(), "kimi-k3": kimi_k3_docs(),
+            **{fam: invoke_docs(fam) for fam in INVOKE_TAGS},
             **{fam: qwen_block_docs(fam) for fam in QWEN_BLOCKS},
             **{fam: kv_docs(fam) for fam in KV_TAGS}}
 #: Pieces of these families' markup for the fuzz soup of every family.
@@ -253,4 +299,7 @@ XML_SOUP = ["<seed:tool_call>", "</seed:tool_call>", "<zyphra_tool_call>", "</zy
             "</steptml:parameter>", '<function name="f">', "<function name='g'>", "</function>",
             '<param name="p">', "</param>", "<![CDATA[", "]]>", "<｜GCML｜tool_calls>",
             '<｜GCML｜invoke name="f">', '<｜GCML｜parameter name="p" string="true">',
-            "</｜GCML｜parameter>", "</｜GCML｜invoke>", "</｜GCML｜tool_calls>"]
+            "</｜GCML｜parameter>", "</｜GCML｜invoke>", "</｜GCML｜tool_calls>", "<|open|>",
+            "<|close|>", "<|sep|>", "<|open|>tools<|sep|>", '<|open|>call tool="f" index="1"<|sep|>',
+            '<|open|>argument key="a" type="string"<|sep|>', "<|close|>argument<|sep|>",
+            "<|close|>call<|sep|>", "think<|sep|>", "response<|sep|>"]

@@ -230,6 +230,9 @@ def _random_markup(rng: random.Random, family: str) -> str:
                       "</iquest_tool_call>"],
         "hunyuan": ["<tool_calls>\n<tool_call>f<tool_sep>\n<arg_key>a</arg_key>\n"
                     "<arg_value>x < y</arg_value>\n</tool_call>\n</tool_calls>"],
+        "kimi-k3": ["<|open|>think<|sep|>t<|close|>think<|sep|>", "<|open|>tools<|sep|><|open|>call "
+                    'tool="f" index="1"<|sep|><|open|>argument key="a" type="string"<|sep|>x < y'
+                    "<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>"],
         "k2-horizon": ["<ifm|think><ifm|tool_call></ifm|think>", "<ifm|tool_calls><ifm|tool_call>"
                        "f<ifm|arg_key>a</ifm|arg_key><ifm|arg_type>integer</ifm|arg_type>"
                        "<ifm|arg_value>1</ifm|arg_value></ifm|tool_call></ifm|tool_calls>"],

@@ -33,8 +33,8 @@ from sseguard.verdict import Api
 BUILT_INS = ["dsml-v32", "dsml-v4", "dsml-v41", "deepseek-v3", "deepseek-v31", "hermes", "glm45",
              "glm47", "qwen3-coder", "kimi-k2", "harmony", "minimax-m2",
              # MARKUP3.md classes F, G, H (rank 90: after the families of MARKUP.md and MARKUP2.md)
-             "dots", "gigachat35", "hunyuan", "iquest-q1", "k2-horizon", "minicpm5", "seed-oss",
-             "step3", "zaya"]
+             "dots", "gigachat35", "hunyuan", "iquest-q1", "k2-horizon", "kimi-k3", "minicpm5",
+             "seed-oss", "step3", "zaya"]
 KNOWN = ", ".join(BUILT_INS)
 
 
@@ -74,7 +74,8 @@ def test_every_family_has_every_facet(name: str) -> None:
 def test_the_malformable_families_are_the_ones_with_a_broken_rendering() -> None:
     assert [n for n, f in families().items() if f.malformable] == [
         "dsml-v32", "dsml-v4", "dsml-v41", "glm45", "glm47", "kimi-k2", "harmony", "minimax-m2",
-        "dots", "gigachat35", "hunyuan", "iquest-q1", "k2-horizon", "minicpm5", "step3"]
+        "dots", "gigachat35", "hunyuan", "iquest-q1", "k2-horizon", "kimi-k3", "minicpm5",
+        "step3"]
 
 
 def test_the_stripped_token_shapes_are_kimis_and_harmonys() -> None:
