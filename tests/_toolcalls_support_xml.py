@@ -41,6 +41,7 @@ INVOKE_TAGS = {
 }
 
 XML_LEAK_MARKERS: dict[str, tuple[str, ...]] = {
+    "minimax-m3": ("]<]minimax[>[",),
     "kimi-k3": ("<|open|>", "<|close|>", "<|sep|>"),
     "gigachat35": ("<｜GCML｜", "</｜GCML｜"),
     "dots": ("<dots_function_call>", "</dots_function_call>"),
@@ -283,7 +284,55 @@ def kimi_k3_docs(draw: Any) -> base.Doc:
     return base.Doc("".join(parts), "".join(visible), calls, "".join(reasoning))
 
 
-XML_DOCS = {"gigachat35": gcml_docs(), "kimi-k3": kimi_k3_docs(),
+M3 = "]<]minimax[>["
+
+
+@st.composite
+def minimax_m3_docs(draw: Any) -> base.Doc:
+    """MiniMax-M3 documents: parameters as elements named by their keys, leaves raw strings (the
+    untyped rule), some parameters objects of leaves; the token may be followed by whitespace."""
+    free = base.RAW_VALUE.filter(lambda t: "]<]" not in t and not t.endswith(("]", "]<")))
+    key = st.text(st.sampled_from("abcdefgh_xyz0123"), min_size=1, max_size=6).filter(
+        lambda k: k not in ("invoke", "tool_call"))
+
+    def tag(inner: str) -> str:
+        return M3 + draw(st.sampled_from(["", "", " ", "\n"])) + inner
+
+    parts: list[str] = []
+    visible: list[str] = []
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for _ in range(draw(st.integers(0, 2))):
+        text = draw(free)
+        parts.append(text)
+        visible.append(text)
+        parts.append(tag("<tool_call>") + draw(m2.PAD))
+        for _ in range(draw(st.integers(0, 2))):
+            name = draw(base.NAME)
+            q = draw(st.sampled_from(['"', "'"]))
+            parts.append(tag(f"<invoke name={q}{name}{q}>") + draw(m2.PAD))
+            args: dict[str, Any] = {}
+            for k in draw(st.lists(key, unique=True, max_size=3)):
+                if draw(st.booleans()):
+                    value: Any = draw(free.filter(lambda v: v != "null"))
+                    parts.append(tag(f"<{k}>") + value + tag(f"</{k}>") + draw(m2.PAD))
+                else:
+                    value = {}
+                    parts.append(tag(f"<{k}>") + draw(m2.PAD))
+                    for c in draw(st.lists(key, unique=True, min_size=1, max_size=2)):
+                        value[c] = draw(free.filter(lambda v: v != "null"))
+                        parts.append(tag(f"<{c}>") + value[c] + tag(f"</{c}>") + draw(m2.PAD))
+                    parts.append(tag(f"</{k}>") + draw(m2.PAD))
+                args[k] = value
+            parts.append(tag("</invoke>") + draw(m2.PAD))
+            calls.append((name, args))
+        parts.append(tag("</tool_call>"))
+    tail = draw(free)
+    parts.append(tail)
+    visible.append(tail)
+    return base.Doc("".join(parts), "".join(visible), calls)
+
+
+XML_DOCS = {"gigachat35": gcml_docs(), "kimi-k3": kimi_k3_docs(), "minimax-m3": minimax_m3_docs(),
             **{fam: invoke_docs(fam) for fam in INVOKE_TAGS},
             **{fam: qwen_block_docs(fam) for fam in QWEN_BLOCKS},
             **{fam: kv_docs(fam) for fam in KV_TAGS}}
@@ -302,4 +351,6 @@ XML_SOUP = ["<seed:tool_call>", "</seed:tool_call>", "<zyphra_tool_call>", "</zy
             "</｜GCML｜parameter>", "</｜GCML｜invoke>", "</｜GCML｜tool_calls>", "<|open|>",
             "<|close|>", "<|sep|>", "<|open|>tools<|sep|>", '<|open|>call tool="f" index="1"<|sep|>',
             '<|open|>argument key="a" type="string"<|sep|>', "<|close|>argument<|sep|>",
-            "<|close|>call<|sep|>", "think<|sep|>", "response<|sep|>"]
+            "<|close|>call<|sep|>", "think<|sep|>", "response<|sep|>", "]<]minimax[>[",
+            "]<]minimax[>[<tool_call>", '<invoke name="f">', "<a>", "</a>", "]<]minimax[>[</a>",
+            "]<]minimax[>[</invoke>", "]<]minimax[>[</tool_call>", "]", "]<]"]

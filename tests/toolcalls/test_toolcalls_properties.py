@@ -230,6 +230,8 @@ def _random_markup(rng: random.Random, family: str) -> str:
                       "</iquest_tool_call>"],
         "hunyuan": ["<tool_calls>\n<tool_call>f<tool_sep>\n<arg_key>a</arg_key>\n"
                     "<arg_value>x < y</arg_value>\n</tool_call>\n</tool_calls>"],
+        "minimax-m3": ["]<]minimax[>[<tool_call>]<]minimax[>[<invoke name=\"f\">]<]minimax[>[<a>x < y"
+                       "]<]minimax[>[</a>]<]minimax[>[</invoke>]<]minimax[>[</tool_call>"],
         "kimi-k3": ["<|open|>think<|sep|>t<|close|>think<|sep|>", "<|open|>tools<|sep|><|open|>call "
                     'tool="f" index="1"<|sep|><|open|>argument key="a" type="string"<|sep|>x < y'
                     "<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>"],
