@@ -175,7 +175,8 @@ ALL_FAMILIES = {"dsml-v32": MARK, "dsml-v4": MARK, "dsml-v41": MARK, "deepseek-v
                 "dots": "<dots_function_call>", "step3": "<｜tool_calls_begin｜>",
                 "minicpm5": '<function name="', "gigachat35": "｜GCML｜",
                 "iquest-q1": "<iquest_tool_call>", "hunyuan": "<tool_calls>",
-                "k2-horizon": "<ifm|tool_calls>", "kimi-k3": "<|open|>tools<|sep|>"}
+                "k2-horizon": "<ifm|tool_calls>", "kimi-k3": "<|open|>tools<|sep|>",
+                "minimax-m3": "]<]minimax[>["}
 
 
 async def _generated_calls(chaos: ChaosConfig) -> list[tuple[str, Any]]:
