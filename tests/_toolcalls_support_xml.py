@@ -41,6 +41,7 @@ INVOKE_TAGS = {
 }
 
 XML_LEAK_MARKERS: dict[str, tuple[str, ...]] = {
+    "muse": ("<atem:function_calls>", "</atem:function_calls>"),
     "minimax-m3": ("]<]minimax[>[",),
     "kimi-k3": ("<|open|>", "<|close|>", "<|sep|>"),
     "gigachat35": ("<｜GCML｜", "</｜GCML｜"),
@@ -332,7 +333,51 @@ def minimax_m3_docs(draw: Any) -> base.Doc:
     return base.Doc("".join(parts), "".join(visible), calls)
 
 
+@st.composite
+def muse_docs(draw: Any) -> base.Doc:
+    """Muse documents: ``to=self`` messages (reasoning), answer messages with text and blocks of
+    ``atem:`` invokes (raw string values), or bare blocks."""
+    tokens = ("<|start|>", "<|message|>", "<|eom|>", "<atem:", "</atem:", "<think>", "</think>")
+    free = base.RAW_VALUE.filter(base._free_of(tokens)).filter(
+        lambda t: not any(t.endswith(m[:k]) for m in tokens for k in range(2, len(m))))
+    value = m2.VALUE.filter(base._free_of(("</atem:parameter>", "</atem:invoke>",
+                                           "</atem:function_calls>", "<|eom|>")))
+    parts: list[str] = []
+    visible: list[str] = []
+    reasoning: list[str] = []
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for kind in draw(st.lists(st.sampled_from(["self", "user", "tool", "bare"]), max_size=3)):
+        if kind == "self":
+            text = draw(free)
+            parts.append(f"<|start|>assistant to=self<|message|>{text}<|eom|>")
+            reasoning.append(text)
+            continue
+        text = draw(free)
+        visible.append(text)
+        block = ["<atem:function_calls>"]
+        for _ in range(draw(st.integers(0, 2))):
+            name = draw(base.NAME)
+            block.append(f'<atem:invoke name="{name}">')
+            args: dict[str, Any] = {}
+            for key in draw(st.lists(base.NAME, unique=True, max_size=2)):
+                args[key] = v = draw(value)
+                assume(v != "null")
+                block.append(f'<atem:parameter name="{key}">{v}</atem:parameter>')
+            block.append("</atem:invoke>")
+            calls.append((name, args))
+        block.append("</atem:function_calls>")
+        body = text + "".join(block)
+        if kind == "user":
+            parts.append(f"<|start|>assistant to=user<|message|>{body}<|eom|>")
+        elif kind == "tool":
+            parts.append(f"<|start|>assistant to=functions.f<|message|>{body}<|eom|>")
+        else:
+            parts.append(body)
+    return base.Doc("".join(parts), "".join(visible), calls, "".join(reasoning))
+
+
 XML_DOCS = {"gigachat35": gcml_docs(), "kimi-k3": kimi_k3_docs(), "minimax-m3": minimax_m3_docs(),
+            "muse": muse_docs(),
             **{fam: invoke_docs(fam) for fam in INVOKE_TAGS},
             **{fam: qwen_block_docs(fam) for fam in QWEN_BLOCKS},
             **{fam: kv_docs(fam) for fam in KV_TAGS}}
@@ -353,4 +398,7 @@ XML_SOUP = ["<seed:tool_call>", "</seed:tool_call>", "<zyphra_tool_call>", "</zy
             '<|open|>argument key="a" type="string"<|sep|>', "<|close|>argument<|sep|>",
             "<|close|>call<|sep|>", "think<|sep|>", "response<|sep|>", "]<]minimax[>[",
             "]<]minimax[>[<tool_call>", '<invoke name="f">', "<a>", "</a>", "]<]minimax[>[</a>",
-            "]<]minimax[>[</invoke>", "]<]minimax[>[</tool_call>", "]", "]<]"]
+            "]<]minimax[>[</invoke>", "]<]minimax[>[</tool_call>", "]", "]<]",
+            "<|start|>assistant to=self<|message|>", "<|eom|>", "<atem:function_calls>",
+            '<atem:invoke name="f">', '<atem:parameter name="p">', "</atem:parameter>",
+            "</atem:invoke>", "</atem:function_calls>"]

@@ -486,7 +486,7 @@ FAMILIES = ["dsml-v32", "dsml-v4", "dsml-v41", "deepseek-v3", "deepseek-v31", "h
             "qwen3-coder", "kimi-k2", "glm45", "glm47", "harmony", "minimax-m2",
             # MARKUP3.md classes F, G, H
             "seed-oss", "zaya", "dots", "step3", "minicpm5", "gigachat35", "iquest-q1", "hunyuan",
-            "k2-horizon", "kimi-k3", "minimax-m3"]
+            "k2-horizon", "kimi-k3", "minimax-m3", "muse"]
 
 
 @pytest.mark.parametrize("family", FAMILIES)

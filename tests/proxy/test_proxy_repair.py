@@ -176,7 +176,7 @@ ALL_FAMILIES = {"dsml-v32": MARK, "dsml-v4": MARK, "dsml-v41": MARK, "deepseek-v
                 "minicpm5": '<function name="', "gigachat35": "｜GCML｜",
                 "iquest-q1": "<iquest_tool_call>", "hunyuan": "<tool_calls>",
                 "k2-horizon": "<ifm|tool_calls>", "kimi-k3": "<|open|>tools<|sep|>",
-                "minimax-m3": "]<]minimax[>["}
+                "minimax-m3": "]<]minimax[>[", "muse": "<atem:function_calls>"}
 
 
 async def _generated_calls(chaos: ChaosConfig) -> list[tuple[str, Any]]:

@@ -108,8 +108,8 @@ def test_the_plugin_family_is_listed_after_the_built_ins(toy: Path) -> None:
     assert done.stdout.strip() == ("dsml-v32,dsml-v4,dsml-v41,deepseek-v3,deepseek-v31,hermes,glm45,"
                                    "glm47,qwen3-coder,kimi-k2,harmony,minimax-m2,dots,gigachat35,"
                                    "hunyuan,"
-                                   "iquest-q1,k2-horizon,kimi-k3,minicpm5,minimax-m3,seed-oss,"
-                                   "step3,zaya,toy")
+                                   "iquest-q1,k2-horizon,kimi-k3,minicpm5,minimax-m3,muse,"
+                                   "seed-oss,step3,zaya,toy")
 
 
 def test_sseguard_parse_reads_the_plugin_family(toy: Path, tmp_path: Path) -> None:

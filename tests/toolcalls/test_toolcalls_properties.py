@@ -232,6 +232,9 @@ def _random_markup(rng: random.Random, family: str) -> str:
                     "<arg_value>x < y</arg_value>\n</tool_call>\n</tool_calls>"],
         "minimax-m3": ["]<]minimax[>[<tool_call>]<]minimax[>[<invoke name=\"f\">]<]minimax[>[<a>x < y"
                        "]<]minimax[>[</a>]<]minimax[>[</invoke>]<]minimax[>[</tool_call>"],
+        "muse": ["<|start|>assistant to=self<|message|>t<|eom|>", "<|start|>assistant to=user"
+                 '<|message|>a<atem:function_calls><atem:invoke name="f"><atem:parameter name="a">'
+                 "x < y</atem:parameter></atem:invoke></atem:function_calls><|eom|>"],
         "kimi-k3": ["<|open|>think<|sep|>t<|close|>think<|sep|>", "<|open|>tools<|sep|><|open|>call "
                     'tool="f" index="1"<|sep|><|open|>argument key="a" type="string"<|sep|>x < y'
                     "<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>"],

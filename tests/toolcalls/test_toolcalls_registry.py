@@ -34,7 +34,7 @@ BUILT_INS = ["dsml-v32", "dsml-v4", "dsml-v41", "deepseek-v3", "deepseek-v31", "
              "glm47", "qwen3-coder", "kimi-k2", "harmony", "minimax-m2",
              # MARKUP3.md classes F, G, H (rank 90: after the families of MARKUP.md and MARKUP2.md)
              "dots", "gigachat35", "hunyuan", "iquest-q1", "k2-horizon", "kimi-k3", "minicpm5",
-             "minimax-m3", "seed-oss", "step3", "zaya"]
+             "minimax-m3", "muse", "seed-oss", "step3", "zaya"]
 KNOWN = ", ".join(BUILT_INS)
 
 
@@ -75,7 +75,7 @@ def test_the_malformable_families_are_the_ones_with_a_broken_rendering() -> None
     assert [n for n, f in families().items() if f.malformable] == [
         "dsml-v32", "dsml-v4", "dsml-v41", "glm45", "glm47", "kimi-k2", "harmony", "minimax-m2",
         "dots", "gigachat35", "hunyuan", "iquest-q1", "k2-horizon", "kimi-k3", "minicpm5",
-        "minimax-m3", "step3"]
+        "minimax-m3", "muse", "step3"]
 
 
 def test_the_stripped_token_shapes_are_kimis_and_harmonys() -> None:

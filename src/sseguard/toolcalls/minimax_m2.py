@@ -74,6 +74,7 @@ class InvokeTags:
     separator: str = SEPARATOR
     frame: bool = True
     reserved: tuple[str, ...] = THINK_TAGS
+    messages: tuple[str, ...] = ()  # message tokens read in content by a subclass (Muse's)
 
     @property
     def invoke_open(self) -> str:
@@ -109,7 +110,8 @@ class _Compiled:
                      *((CDATA,) if t.cdata else ()), *(t.wrap or ()))
         # outside calls: the block tokens (Step-3's call wrappers too: special tokens, never text),
         # or (no block) the invoke opener itself
-        self.content = Markers((*(blocks or (t.invoke_open,)), *(t.wrap or ()), *t.reserved))
+        self.content = Markers((*(blocks or (t.invoke_open,)), *(t.wrap or ()), *t.reserved,
+                                *t.messages))
         self.inside = Markers(tuple(dict.fromkeys((*blocks, *call_tags, *t.reserved))))
         self.invoke_re = t.tag_pattern(t.invoke)
         self.param_re = t.tag_pattern(t.parameter)
