@@ -9,7 +9,8 @@
 Outside, messages (class I): a header ``<|start|>assistant to=RECIPIENT<|message|>`` and the end token
 ``<|eom|>`` are markup; a ``to=self`` message is reasoning (emitted as ``Reasoning``), a
 ``to=developer`` message is not shown (markup; *unverified*), any other message is the answer: its text
-visible, its ``<atem:function_calls>`` blocks calls. Inside, MiniMax-M2's invoke/parameter body with
+visible, its ``<atem:function_calls>`` blocks calls. A block opener inside a ``to=self`` message ends
+the reasoning there (MARKUP3.md §4 decision 9). Inside, MiniMax-M2's invoke/parameter body with
 the ``atem:`` prefix (class G, ``minimax_m2.MiniMaxM2Parser`` with a table): untyped values are the raw
 string. A tool registered bare may come back as ``name.name``: with tools given, such a name is taken
 as ``name`` when ``name`` is offered and ``name.name`` is not. Text outside any message is shown.
@@ -18,10 +19,10 @@ as ``name`` when ``name`` is offered and ``name.name`` is not. Text outside any 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sseguard.toolcalls._engine import CONTENT, Call
-from sseguard.toolcalls._markers import TAG_CAP
+from sseguard.toolcalls._markers import TAG_CAP, Markers
 from sseguard.toolcalls.events import MarkupError, MarkupErrorKind
 from sseguard.toolcalls.family import CallLike, Family, claim_openers
 from sseguard.toolcalls.invoke_tags import render as render_invokes
@@ -35,6 +36,8 @@ TAGS = InvokeTags(block="<atem:function_calls>", block_end="</atem:function_call
 _RECIPIENT = re.compile(r"\s*assistant\s+to=(\S+)\s*")
 
 REASON, HIDDEN = 10, 11
+_EOM = Markers((EOM,))
+_REASON_STOPS = Markers((EOM, "<atem:function_calls>"))
 
 
 class MuseParser(MiniMaxM2Parser):
@@ -71,26 +74,29 @@ class MuseParser(MiniMaxM2Parser):
         self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, data[m:end]))
         return end
 
-    def _until_eom(self, data: str, pos: int, out: str) -> int:
-        k = data.find(EOM, pos)
-        if k == -1:
-            hold = max(pos, len(data) - len(EOM) + 1)
-            while hold < len(data) and not EOM.startswith(data[hold:]):
-                hold += 1
-            (self._reasoning if out == "r" else self._markup)(data[pos:hold])
-            return ~hold
-        (self._reasoning if out == "r" else self._markup)(data[pos:k])
-        self._markup(EOM)
+    def _until(self, data: str, pos: int, stops: Markers, emit: Callable[[str], None]) -> int:
+        """A ``to=self`` or ``to=developer`` message: up to its ``<|eom|>`` (markup, back to the
+        answer); a block opener in a reasoning message ends the reasoning there (decision 9: a call
+        opener ends reasoning) and is read as in the answer."""
+        m, lit = stops.find(data, pos)
+        if m == -1:
+            k = stops.hold(data, pos)
+            emit(data[pos:k])
+            return ~k
+        emit(data[pos:m])
         self._state = CONTENT
-        return k + len(EOM)
+        if lit == EOM:
+            self._markup(EOM)
+            return m + len(EOM)
+        return m
 
     def _reason(self, data: str, pos: int) -> int:
-        """State ``REASON``: a ``to=self`` message, up to its ``<|eom|>``."""
-        return self._until_eom(data, pos, "r")
+        """State ``REASON``: a ``to=self`` message."""
+        return self._until(data, pos, _REASON_STOPS, self._reasoning)
 
     def _hidden(self, data: str, pos: int) -> int:
-        """State ``HIDDEN``: a ``to=developer`` message, markup up to its ``<|eom|>``."""
-        return self._until_eom(data, pos, "m")
+        """State ``HIDDEN``: a ``to=developer`` message, markup."""
+        return self._until(data, pos, _EOM, self._markup)
 
     def _finish(self, rest: str) -> None:
         if self._state == REASON:
