@@ -31,7 +31,7 @@ from bench_parsers import CHUNK, TOOLS, make_value
 
 from sseguard.toolcalls import FAMILIES, ToolCallEnd, parser_for
 
-OURS = ("seed-oss", "zaya", "dots", "step3", "minicpm5", "gigachat35", "kimi-k3", "minimax-m3",
+OURS = ("seed-oss", "zaya", "dots", "step3", "minicpm5", "gigachat35", "kimi-k3", "minimax-m3", "muse",
         "iquest-q1", "hunyuan", "k2-horizon")
 REFERENCE = ("qwen3-coder", "glm47", "minimax-m2", "dsml-v4")
 SIZES_KB = (80, 320)
