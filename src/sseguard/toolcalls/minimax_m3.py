@@ -250,6 +250,8 @@ def render(calls: Sequence[CallLike], malformed: bool) -> str:
 FAMILY = Family(name="minimax-m3", make=MiniMaxM3Parser,
                 markers=(NS, f"{NS}<tool_call>", f"{NS}</tool_call>", f"{NS}<invoke name=\"",
                          f"{NS}</invoke>"),
-                leak_markers=(NS,), reasoning_exits=(NS,), auto_markers=(NS,),
+                # "<]minimax[>[" is in every leaked token and starts with "<", the lead every other
+                # leak marker has: the checker's scan stays on its two-lead fast path
+                leak_markers=(NS[1:],), reasoning_exits=(NS,), auto_markers=(NS,),
                 claim=claim_openers((NS,)), render=render, malformable=True, rank=90,
                 aliases=("minimax_m3",))
