@@ -425,12 +425,16 @@ from _toolcalls_support_json import JSON_DOCS, JSON_SOUP  # noqa: E402 - uses th
 from _toolcalls_support_jsoncalls import PART3_DOCS, PART3_SOUP  # noqa: E402 - uses the above
 from _toolcalls_support_markup2 import MARKUP2_DOCS, MARKUP2_SOUP  # noqa: E402 - uses the above
 from _toolcalls_support_python import PY_DOCS, PY_SOUP  # noqa: E402 - uses the above
+from _toolcalls_support_xml import XML_DOCS, XML_LEAK_MARKERS, XML_SOUP  # noqa: E402
+
+LEAK_MARKERS.update(XML_LEAK_MARKERS)
+LEAK_MARKERS["auto"] = tuple(sorted({m for f, ms in LEAK_MARKERS.items() if f != "auto" for m in ms}))
 
 DOCS = {
     "dsml-v32": dsml_docs("dsml-v32"), "dsml-v4": dsml_docs("dsml-v4"),
     "dsml-v41": dsml_docs("dsml-v41"), "deepseek-v3": v3_docs("deepseek-v3"),
     "deepseek-v31": v3_docs("deepseek-v31"), "hermes": hermes_docs(), "qwen3-coder": qwen_docs(),
-    **JSON_DOCS, **MARKUP2_DOCS, **PART3_DOCS, **PY_DOCS,
+    **JSON_DOCS, **MARKUP2_DOCS, **PART3_DOCS, **PY_DOCS, **XML_DOCS,
 }
 assert set(DOCS) == set(FAMILIES) - {"auto"}
 
@@ -443,6 +447,6 @@ SOUP_PIECES = st.sampled_from([
     "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "function", "```json", "```",
     "<tool_call>", "</tool_call>", "<function=f>", "</function>", "<parameter=p>", "</parameter>",
     '{"name": "f", "arguments": {}}', "<think>", "</think>", "\\", "null", *JSON_SOUP,
-    *MARKUP2_SOUP, *PART3_SOUP, *PY_SOUP,
+    *MARKUP2_SOUP, *PART3_SOUP, *PY_SOUP, *XML_SOUP,
 ])
 SOUP = st.lists(st.one_of(SOUP_PIECES, PLAIN), max_size=40).map("".join)

@@ -485,7 +485,10 @@ def test_every_encoded_stream_gives_the_expected_verdict(
 FAMILIES = ["dsml-v32", "dsml-v4", "dsml-v41", "deepseek-v3", "deepseek-v31", "hermes",
             "qwen3-coder", "kimi-k2", "glm45", "glm47", "harmony", "minimax-m2",
             # MARKUP3.md classes C, D and E
-            "pythonic", "olmo3", "lfm2", "mistral", "plamo3", "functiongemma", "gemma4"]
+            "pythonic", "olmo3", "lfm2", "mistral", "plamo3", "functiongemma", "gemma4",
+            # MARKUP3.md classes F, G, H
+            "seed-oss", "zaya", "dots", "step3", "minicpm5", "gigachat35", "iquest-q1", "hunyuan",
+            "k2-horizon", "kimi-k3", "minimax-m3", "muse"]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -511,7 +514,9 @@ async def test_raw_markup_parses_back_to_the_calls_with_the_real_parser(
 
 
 @pytest.mark.parametrize("family", ["dsml-v32", "dsml-v4", "dsml-v41", "kimi-k2", "glm45", "glm47",
-                                    "harmony", "minimax-m2"])
+                                    "harmony", "minimax-m2", "dots", "step3", "minicpm5",
+                                    "gigachat35", "iquest-q1", "hunyuan", "k2-horizon",
+                                    "kimi-k3", "minimax-m3"])
 async def test_malformed_closing_tag_is_a_malformed_tag_for_the_real_parser(
         family: str, client: httpx2.AsyncClient) -> None:
     from sseguard.toolcalls import MarkupError, ToolCallEnd, parser_for

@@ -103,7 +103,8 @@ def test_dsml_in_content_becomes_the_same_tool_calls_under_any_split(
 
 
 @settings(max_examples=100, deadline=None)
-@given(texts=st.lists(st.text(st.characters(blacklist_characters="<\n｜",
+# no marker lead: "<", "｜", and "]" (MiniMax-M3's token ]<]minimax[>[, which auto holds at a chunk end)
+@given(texts=st.lists(st.text(st.characters(blacklist_characters="<\n｜]",
                                             blacklist_categories=("Cs",)), min_size=1),
                       min_size=1, max_size=6),
        family=st.sampled_from([*DSML, "auto"]))
@@ -174,7 +175,14 @@ ALL_FAMILIES = {"dsml-v32": MARK, "dsml-v4": MARK, "dsml-v41": MARK, "deepseek-v
                 "pythonic": "<|python_start|>", "olmo3": "<function_calls>",
                 "lfm2": "<|tool_call_start|>", "mistral": "[TOOL_CALLS]",
                 "plamo3": "<|plamo:begin_tool_name:plamo|>",
-                "functiongemma": "<start_function_call>", "gemma4": "<|tool_call>"}
+                "functiongemma": "<start_function_call>", "gemma4": "<|tool_call>",
+                # MARKUP3.md classes F, G, H
+                "seed-oss": "<seed:tool_call>", "zaya": "<zyphra_tool_call>",
+                "dots": "<dots_function_call>", "step3": "<｜tool_calls_begin｜>",
+                "minicpm5": '<function name="', "gigachat35": "｜GCML｜",
+                "iquest-q1": "<iquest_tool_call>", "hunyuan": "<tool_calls>",
+                "k2-horizon": "<ifm|tool_calls>", "kimi-k3": "<|open|>tools<|sep|>",
+                "minimax-m3": "]<]minimax[>[", "muse": "<atem:function_calls>"}
 
 
 async def _generated_calls(chaos: ChaosConfig) -> list[tuple[str, Any]]:
@@ -317,7 +325,8 @@ def test_dsml_in_a_messages_text_block_becomes_tool_use_blocks_under_any_split(
 
 
 @settings(max_examples=80, deadline=None)
-@given(texts=st.lists(st.text(st.characters(blacklist_characters="<\n｜",
+# no marker lead: "<", "｜", and "]" (MiniMax-M3's token ]<]minimax[>[, which auto holds at a chunk end)
+@given(texts=st.lists(st.text(st.characters(blacklist_characters="<\n｜]",
                                             blacklist_categories=("Cs",)), min_size=1),
                       min_size=0, max_size=6),
        family=st.sampled_from([*DSML, "auto"]), own_tool=st.booleans())
@@ -464,7 +473,8 @@ def test_dsml_in_output_text_becomes_function_call_items_under_any_split(
 
 
 @settings(max_examples=80, deadline=None)
-@given(texts=st.lists(st.text(st.characters(blacklist_characters="<\n｜",
+# no marker lead: "<", "｜", and "]" (MiniMax-M3's token ]<]minimax[>[, which auto holds at a chunk end)
+@given(texts=st.lists(st.text(st.characters(blacklist_characters="<\n｜]",
                                             blacklist_categories=("Cs",)), min_size=1),
                       min_size=0, max_size=6),
        family=st.sampled_from([*DSML, "auto"]), own_item=st.booleans())

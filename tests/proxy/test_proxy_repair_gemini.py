@@ -201,7 +201,8 @@ def test_markup2_in_text_parts_becomes_the_same_function_calls_under_any_split(
 
 
 @settings(max_examples=100, deadline=None)
-@given(texts=st.lists(st.text(st.characters(blacklist_characters="<\n｜",
+# no marker lead: "<", "｜", and "]" (MiniMax-M3's token ]<]minimax[>[, which auto holds at a chunk end)
+@given(texts=st.lists(st.text(st.characters(blacklist_characters="<\n｜]",
                                             blacklist_categories=("Cs",)), min_size=1),
                       min_size=0, max_size=6),
        family=st.sampled_from([*DSML, "hermes", "auto"]), framing=st.sampled_from(FRAMINGS),

@@ -232,6 +232,37 @@ def _random_markup(rng: random.Random, family: str) -> str:
         "minimax-m2": ['\n<minimax:tool_call>\n<invoke name="f">\n<parameter name="a">x < y'
                        '</parameter>\n</invoke>\n</minimax:tool_call>', '<invoke name="g">'],
         **PY_CANNED,
+        # MARKUP3.md classes F, G, H
+        "seed-oss": ["<seed:think>q <seed:tool_call></seed:think>", "\n\n<seed:tool_call>\n"
+                     "<function=f>\n<parameter=a>\nx < y\n</parameter>\n</function>\n"
+                     "</seed:tool_call>"],
+        "zaya": ["<zyphra_tool_call><function=f><parameter=a>1</parameter></function>"
+                 "</zyphra_tool_call>"],
+        "dots": ['<dots_function_call><invoke name="f"><parameter name="a">x < y</parameter>'
+                 "</invoke></dots_function_call>"],
+        "step3": ['<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke '
+                  'name="f"><steptml:parameter name="a">x < y</steptml:parameter>'
+                  "</steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>"],
+        "minicpm5": ["<function name='f'><param name=\"a\"><![CDATA[x</param>]]></param>"
+                     "</function>", "<function=g>"],
+        "gigachat35": ['\n\n<｜GCML｜tool_calls>\n<｜GCML｜invoke name="f">\n<｜GCML｜parameter '
+                       'name="a" string="true">v<1</｜GCML｜parameter>\n</｜GCML｜invoke>\n'
+                       "</｜GCML｜tool_calls>"],
+        "iquest-q1": ["<iquest_tool_call>f<arg_key>a</arg_key><arg_value>[1]</arg_value>"
+                      "</iquest_tool_call>"],
+        "hunyuan": ["<tool_calls>\n<tool_call>f<tool_sep>\n<arg_key>a</arg_key>\n"
+                    "<arg_value>x < y</arg_value>\n</tool_call>\n</tool_calls>"],
+        "minimax-m3": ["]<]minimax[>[<tool_call>]<]minimax[>[<invoke name=\"f\">]<]minimax[>[<a>x < y"
+                       "]<]minimax[>[</a>]<]minimax[>[</invoke>]<]minimax[>[</tool_call>"],
+        "muse": ["<|start|>assistant to=self<|message|>t<|eom|>", "<|start|>assistant to=user"
+                 '<|message|>a<atem:function_calls><atem:invoke name="f"><atem:parameter name="a">'
+                 "x < y</atem:parameter></atem:invoke></atem:function_calls><|eom|>"],
+        "kimi-k3": ["<|open|>think<|sep|>t<|close|>think<|sep|>", "<|open|>tools<|sep|><|open|>call "
+                    'tool="f" index="1"<|sep|><|open|>argument key="a" type="string"<|sep|>x < y'
+                    "<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>"],
+        "k2-horizon": ["<ifm|think><ifm|tool_call></ifm|think>", "<ifm|tool_calls><ifm|tool_call>"
+                       "f<ifm|arg_key>a</ifm|arg_key><ifm|arg_type>integer</ifm|arg_type>"
+                       "<ifm|arg_value>1</ifm|arg_value></ifm|tool_call></ifm|tool_calls>"],
     }
     key = "dsml" if family.startswith("dsml") or family == "auto" else family
     # a family without canned pieces: what it renders, whole and with its closer misspelled

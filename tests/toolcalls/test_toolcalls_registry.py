@@ -38,8 +38,11 @@ JSON_CALLS = ["llama3-json", "granite", "granite-20b-fc", "internlm", "jamba", "
               "ernie45", "inkling", "xlam"]
 #: MARKUP3.md classes C, D and E
 PY_CALLS = ["functiongemma", "gemma4", "lfm2", "mistral", "olmo3", "plamo3", "pythonic"]
-#: rank, then name: the rank-95 families sort among themselves
-BUILT_INS = [*FIRST, *JSON_CALLS[:-1], *PY_CALLS, "xlam"]
+#: MARKUP3.md classes F, G, G′ and H
+XML_CALLS = ["dots", "gigachat35", "hunyuan", "iquest-q1", "k2-horizon", "kimi-k3", "minicpm5",
+             "minimax-m3", "muse", "seed-oss", "step3", "zaya"]
+#: rank, then name: the rank-95 families sort among themselves; classes F–H rank 96
+BUILT_INS = [*FIRST, *JSON_CALLS[:-1], *PY_CALLS, "xlam", *XML_CALLS]
 KNOWN = ", ".join(BUILT_INS)
 #: Families whose markup ``auto`` reads as an earlier family's, with the same result (identical
 #: grammars), or never claims (every marker of xLAM is another family's).
@@ -70,7 +73,7 @@ def test_every_family_has_every_facet(name: str) -> None:
         assert facet and all(isinstance(m, str) and m for m in facet)
     assert isinstance(fam.reasoning_exits, tuple)  # Harmony's is empty: its reasoning is a channel
     assert set(fam.reasoning_exits) <= set(FAMILIES["auto"].reasoning_exits)
-    assert fam.leads <= {"<", "f", "["}  # Phi-4-mini's functools[, GigaChat's "function call"
+    assert fam.leads <= {"<", "f", "[", "]"}  # functools[, "function call", MiniMax-M3's ]<]
     assert fam.grammar
     rendered = fam.render([Call("get_weather", {"city": "Paris"}, '{"city": "Paris"}')], False)
     assert any(marker in rendered for marker in fam.leak_markers)
@@ -90,7 +93,8 @@ def test_the_malformable_families_are_the_ones_with_a_broken_rendering() -> None
     assert [n for n, f in families().items() if f.malformable] == [
         "dsml-v32", "dsml-v4", "dsml-v41", "glm45", "glm47", "kimi-k2", "harmony", "minimax-m2",
         "jamba", "hunyuan-a13b", "minimax-m1", "apertus", "cohere-command", "longcat", "ernie45",
-        "xlam"]
+        "xlam", "dots", "gigachat35", "hunyuan", "iquest-q1", "k2-horizon", "kimi-k3", "minicpm5",
+        "minimax-m3", "muse", "step3"]
 
 
 def test_the_stripped_token_shapes_are_kimis_and_harmonys() -> None:

@@ -147,6 +147,7 @@ class DSMLParser(BlockParser):
         self._buf: list[str] = []  # a string="false" value or a JSON body, until its closer
         self._key = ""
         self._find, self._hold = find_marker, hold_start
+        self._classify = classify  # a family with another marker binds its own three
         self._handlers = (self._content, self._between_calls, self._in_invoke, self._string_value,
                           self._json_value, self._json_body, self._skip)
 
@@ -166,7 +167,7 @@ class DSMLParser(BlockParser):
         if tend < 0:
             return -1, "", None
         text = data[m:tend]
-        return tend, text, classify(text)
+        return tend, text, self._classify(text)
 
     # states ---------------------------------------------------------------------------------------
 
@@ -252,8 +253,8 @@ class DSMLParser(BlockParser):
         return m
 
     def _string_value(self, data: str, pos: int) -> int:
-        m, _ = find_marker(data, pos)
-        end = m if m != -1 else hold_start(data, pos)
+        m, _ = self._find(data, pos)
+        end = m if m != -1 else self._hold(data, pos)
         if end > pos:  # the value's text, inlined rather than _gather: this is the hot path
             s = data[pos:end]
             assert self._call is not None

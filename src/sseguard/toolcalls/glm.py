@@ -19,6 +19,7 @@ is strict JSON if it parses, else the raw string.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import partial
 
 from sseguard.errors import UsageError
@@ -27,10 +28,11 @@ from sseguard.toolcalls._engine import Call
 from sseguard.toolcalls._json import ASCII_WS
 from sseguard.toolcalls._markers import THINK_TAGS, Markers, first_non_ws
 from sseguard.toolcalls._render import tag_values
+from sseguard.toolcalls._thinking import ReasoningTags
 from sseguard.toolcalls._typed import TypedValueParser
 from sseguard.toolcalls.events import MarkupError, MarkupErrorKind
 from sseguard.toolcalls.family import CallLike, Claim, Family
-from sseguard.toolcalls.schema import ANY_JSON, ToolSpec, ValueTyping
+from sseguard.toolcalls.schema import ANY_JSON, JSON_TYPES, ToolSpec, ValueTyping
 
 TOOL_CALL = "<tool_call>"
 TOOL_CALL_END = "</tool_call>"
@@ -39,40 +41,112 @@ ARG_KEY_END = "</arg_key>"
 ARG_VALUE = "<arg_value>"
 ARG_VALUE_END = "</arg_value>"
 FAMILY_MARKERS = (TOOL_CALL, TOOL_CALL_END, ARG_KEY, ARG_KEY_END, ARG_VALUE, ARG_VALUE_END)
-MARKERS = Markers((*FAMILY_MARKERS, *THINK_TAGS))
 REASONING_EXITS = (TOOL_CALL,)
 #: family → the separator its template writes before each ``<tool_call>`` (decision 2)
 SEPARATORS = {"glm45": "\n", "glm47": ""}
 
-CONTENT, NAME, CALL, KEY, AFTER_KEY, VALUE, STRING, SKIP = range(8)
+
+@dataclass(frozen=True, slots=True)
+class KVTags:
+    """The tags of one key/value family (MARKUP3.md class H): GLM's, or another family's spelling of
+    the same grammar. ``block``/``block_end``: a wrapper around the calls (Hunyuan's
+    ``<tool_calls>``; a bare call without it is still a call); ``name_end``: a tag that may end the
+    name (Hunyuan Hy3's ``<tool_sep>``); ``arg_type``/``arg_type_end``: an optional tag between a key
+    and its value naming the value's type (K2 Horizon); ``reserved``: other tags that are never text
+    (the reasoning tags)."""
+
+    call: str = TOOL_CALL
+    call_end: str = TOOL_CALL_END
+    key: str = ARG_KEY
+    key_end: str = ARG_KEY_END
+    value: str = ARG_VALUE
+    value_end: str = ARG_VALUE_END
+    block: str | None = None
+    block_end: str | None = None
+    name_end: str | None = None
+    arg_type: str | None = None
+    arg_type_end: str | None = None
+    reserved: tuple[str, ...] = THINK_TAGS
+    think: tuple[tuple[str, str], ...] = ()  # reasoning spans the parser reads (opener, closer)
+
+    @property
+    def family_markers(self) -> tuple[str, ...]:
+        """Every tag of the grammar, as the template writes them."""
+        optional = (self.block, self.block_end, self.name_end, self.arg_type, self.arg_type_end)
+        return (self.call, self.call_end, self.key, self.key_end, self.value, self.value_end,
+                *(t for t in optional if t is not None))
+
+    @property
+    def all_markers(self) -> tuple[str, ...]:
+        """What the parser searches for: the grammar's tags, the reserved ones, the reasoning tags."""
+        return tuple(dict.fromkeys((*self.family_markers, *self.reserved,
+                                    *(t for pair in self.think for t in pair))))
 
 
-class GLMParser(TypedValueParser):
-    """Incremental parser for ``glm45`` and ``glm47``; see MARKUP2.md for the format and decisions."""
+GLM_TAGS = KVTags()
+_MARKERS: dict[KVTags, Markers] = {}
 
-    _SKIP, _VALUE, _STRING = SKIP, VALUE, STRING
-    _VALUE_END, _VALUE_BREAKS, _AFTER_VALUE = ARG_VALUE_END, (TOOL_CALL_END,), CALL
+
+def markers_of(tags: KVTags) -> Markers:
+    """The marker search of a tag table (built once per table)."""
+    found = _MARKERS.get(tags)
+    if found is None:
+        found = _MARKERS[tags] = Markers(tags.all_markers)
+    return found
+
+
+CONTENT, NAME, CALL, KEY, AFTER_KEY, VALUE, STRING, SKIP, BLOCK, ARG_TYPE, THINK = range(11)
+
+
+class GLMParser(ReasoningTags, TypedValueParser):
+    """Incremental parser for ``glm45`` and ``glm47`` (see MARKUP2.md for the format and decisions),
+    and for the families that spell the same grammar with other tags (``KVTags``)."""
+
+    _SKIP, _VALUE, _STRING, _BLOCK, _THINK = SKIP, VALUE, STRING, BLOCK, THINK
+    _AFTER_VALUE = CALL
     _UNTYPED = ValueTyping(ANY_JSON, True)  # strict JSON if it parses, else the raw string
 
-    def __init__(self, family: str = "glm45", tools: ToolSpec | None = None) -> None:
+    def __init__(self, family: str = "glm45", tools: ToolSpec | None = None, *,
+                 tags: KVTags = GLM_TAGS, separator: str | None = None, frame: bool = True) -> None:
         super().__init__(tools)
-        if family not in SEPARATORS:
-            raise UsageError(f"not a GLM family: {family}")
+        if separator is None:
+            if family not in SEPARATORS:
+                raise UsageError(f"not a GLM family: {family}")
+            separator = SEPARATORS[family]
         self.family = family
-        self._sep = SEPARATORS[family]
+        self._t = tags
+        self._sep = separator
+        self._VALUE_END = tags.value_end
+        self._VALUE_BREAKS = tuple(t for t in (tags.call_end, tags.block_end) if t is not None)
         self._part: list[str] = []  # the name or key being read
-        self._frame = True  # decision 2: the whitespace that frames the answer is not text
-        self._find, self._hold = MARKERS.find, MARKERS.hold
+        self._wire_type: str | None = None  # the value's type named by the arg_type tag
+        # decision 2: the whitespace that frames the answer is not text (GLM's own families; the
+        # families of MARKUP3.md keep visible text verbatim, §4 decision 1)
+        self._frame = frame
+        markers = markers_of(tags)
+        self._find, self._hold = markers.find, markers.hold
         self._handlers = (self._content, self._name, self._between_tags, self._key_text,
-                          self._after_key, self._value, self._value, self._skip)
+                          self._after_key, self._value, self._value, self._skip,
+                          self._between_calls, self._arg_type, self._in_reasoning)
+        self._think_tags = dict(tags.think)
+
+    def _open_call(self, lit: str, in_block: bool) -> None:
+        self._new_unit(lit, in_block=in_block)
+        self._part = []
+        self._state = NAME
 
     def _opener(self, data: str, pos: int, m: int, lit: str) -> int:
-        if lit == TOOL_CALL:
+        t = self._t
+        if lit == t.call:
             self._markup(data[pos:m])
-            self._new_unit(lit, in_block=False)
-            self._part = []
-            self._state = NAME
+            self._open_call(lit, False)
             return m + len(lit)
+        if lit == t.block:
+            self._markup(data[pos:m + len(lit)])
+            self._state = BLOCK
+            return m + len(lit)
+        if lit in self._think_tags:
+            return self._enter_reasoning(data, pos, m, lit)
         # decisions 1 and 9: a reserved marker outside a call (arg tags without <tool_call>, a
         # stray closer, a think tag) is reported; the text around it stays visible
         self._text(data[pos:m])
@@ -80,7 +154,12 @@ class GLMParser(TypedValueParser):
         return m + len(lit)
 
     def _block_marker(self, data: str, m: int, lit: str) -> int | None:
-        """GLM calls stand alone: there is no block, so no state between calls of one."""
+        """Between the calls of a block: the next call, or the block's closer."""
+        if lit == self._t.call:
+            self._open_call(lit, True)
+            return m + len(lit)
+        if lit == self._t.block_end:
+            return self._close_block(lit, m + len(lit))
         return None
 
     def _name(self, data: str, pos: int) -> int:
@@ -102,8 +181,13 @@ class GLMParser(TypedValueParser):
             return end if m != -1 else ~end
         if m == -1:
             return ~pos
-        if lit in (ARG_KEY, TOOL_CALL_END):  # the name ends here; the tag is the next state's
+        t = self._t
+        if lit in (t.key, t.call_end):  # the name ends here; the tag is the next state's
             self._named()
+        elif lit == t.name_end:  # Hy3's separator ends the name and belongs to the call
+            call.raw.append(lit)
+            self._named()
+            return pos + len(lit)
         else:
             self._void(MarkupErrorKind.MALFORMED_TAG)
         return pos
@@ -123,15 +207,19 @@ class GLMParser(TypedValueParser):
         r, lit = self._tag_in_call(data, pos)  # decision 7: only whitespace between tags
         if lit is None:
             return r
-        if lit == ARG_KEY:
+        t = self._t
+        if lit == t.key:
             call.raw.append(lit)
             self._part = []
             self._state = KEY
             return pos + len(lit)
-        if lit == TOOL_CALL_END:
+        if lit == t.call_end:
             call.raw.append(lit)
             self._end_call()
-            self._after_call(False)
+            self._after_call(call.in_block)
+            return pos + len(lit)
+        if lit == t.name_end and not call.keys and t.name_end not in call.raw:
+            call.raw.append(lit)  # Hy3: the separator after a name that a newline ended
             return pos + len(lit)
         self._void(MarkupErrorKind.MALFORMED_TAG)
         return pos
@@ -143,7 +231,7 @@ class GLMParser(TypedValueParser):
         r, lit = self._gather(data, pos, self._part.append)
         if r != pos:
             return r
-        if lit != ARG_KEY_END:
+        if lit != self._t.key_end:
             self._void(MarkupErrorKind.MALFORMED_TAG)
             return pos
         call.raw.append(lit)
@@ -152,29 +240,75 @@ class GLMParser(TypedValueParser):
             self._void(MarkupErrorKind.MALFORMED_TAG)
         elif self._add_key(key):
             self._key = key
+            self._wire_type = None
             self._state = AFTER_KEY
         return pos + len(lit)
 
     def _after_key(self, data: str, pos: int) -> int:
-        """State ``AFTER_KEY``: whitespace, then the key's ``<arg_value>``."""
+        """State ``AFTER_KEY``: whitespace, then the key's ``<arg_value>`` (or, where the family
+        has one, the type tag before it)."""
         call = self._call
         assert call is not None
         r, lit = self._tag_in_call(data, pos)
         if lit is None:
             return r
-        if lit == ARG_VALUE:
+        t = self._t
+        if lit == t.value:
             call.raw.append(lit)
             self._open_value(self._key)
+            return pos + len(lit)
+        if lit == t.arg_type and self._wire_type is None:
+            call.raw.append(lit)
+            self._part = []
+            self._state = ARG_TYPE
             return pos + len(lit)
         self._void(MarkupErrorKind.MALFORMED_TAG)
         return pos
 
+    def _arg_type(self, data: str, pos: int) -> int:
+        """State ``ARG_TYPE``: the value's type name up to its closer, trimmed; it must be a JSON
+        Schema type name (MARKUP3.md decision 6: like DSML's string flag)."""
+        call = self._call
+        assert call is not None
+        r, lit = self._gather(data, pos, self._part.append)
+        if r != pos:
+            return r
+        if lit != self._t.arg_type_end:
+            self._void(MarkupErrorKind.MALFORMED_TAG)
+            return pos
+        call.raw.append(lit)
+        kind = "".join(self._part).strip(ASCII_WS)
+        if kind not in JSON_TYPES:
+            self._void(MarkupErrorKind.INVALID_STRING_FLAG)
+        else:
+            self._wire_type = kind
+            self._state = AFTER_KEY
+        return pos + len(lit)
+
+    def _open_value(self, key: str) -> None:
+        """A value whose type the wire named is typed by that name, not by the schema."""
+        kind = self._wire_type
+        if kind is None:
+            super()._open_value(key)
+            return
+        call = self._call
+        assert call is not None
+        self._key, self._vbuf, self._null_head, self._undecided = key, [], None, False
+        if kind == "string":
+            self._typing = ValueTyping(frozenset(), True)
+            self._delta(call.key_prefix(key) + '"')
+            self._state = STRING
+        else:
+            self._typing = ValueTyping(frozenset({kind}), False)
+            self._state = VALUE
+
     def _skip_marker(self, data: str, m: int, lit: str, call: Call) -> tuple[int, int]:
         """A void call is swallowed up to its ``</tool_call>``, or up to the next ``<tool_call>``
-        when it never closed."""
-        if lit == TOOL_CALL:
+        when it never closed (in a block also up to the block's closer)."""
+        t = self._t
+        if lit == t.call or (call.in_block and lit == t.block_end):
             return m + len(lit), RESUME
-        return m + len(lit), END if lit == TOOL_CALL_END else SWALLOW
+        return m + len(lit), END if lit == t.call_end else SWALLOW
 
 
 # ── the family descriptors ─────────────────────────────────────────────────────────────────────────

@@ -19,6 +19,7 @@ from sseguard.toolcalls._block import END, RESUME, SWALLOW, BlockParser
 from sseguard.toolcalls._engine import Call
 from sseguard.toolcalls._json import json_string_body
 from sseguard.toolcalls._markers import Markers, first_non_ws
+from sseguard.toolcalls._thinking import ReasoningTags
 from sseguard.toolcalls.events import MarkupError, MarkupErrorKind
 from sseguard.toolcalls.family import CallLike, Claim, Family
 from sseguard.toolcalls.schema import ToolSpec
@@ -29,21 +30,32 @@ FUNCTION = "<function="
 FUNCTION_END = "</function>"
 PARAMETER = "<parameter="
 PARAMETER_END = "</parameter>"
-MARKERS = Markers((TOOL_CALL, TOOL_CALL_END, FUNCTION, FUNCTION_END, PARAMETER, PARAMETER_END))
 REASONING_EXITS = (TOOL_CALL, FUNCTION)
 FAMILY_MARKERS = (TOOL_CALL, TOOL_CALL_END, FUNCTION, FUNCTION_END, PARAMETER, PARAMETER_END)
 
-CONTENT, BLOCK, FUNC, STRING_VALUE, JSON_VALUE, SKIP = range(6)
+CONTENT, BLOCK, FUNC, STRING_VALUE, JSON_VALUE, SKIP, THINK = range(7)
+_MARKERS: dict[tuple[str, ...], Markers] = {}
 
 
-class Qwen3CoderParser(BlockParser):
-    """Incremental parser for the Qwen3-Coder XML tool-call format."""
+class Qwen3CoderParser(ReasoningTags, BlockParser):
+    """Incremental parser for the Qwen3-Coder XML tool-call format, and for the families that wrap
+    the same body in another block (MARKUP3.md class F): ``opener``/``closer`` are the block's tags,
+    ``think`` the reasoning spans the family writes itself (opener, closer)."""
 
-    family = "qwen3-coder"
-    _BLOCK, _SKIP = BLOCK, SKIP
+    _BLOCK, _SKIP, _THINK = BLOCK, SKIP, THINK
 
-    def __init__(self, tools: ToolSpec | None = None) -> None:
+    def __init__(self, tools: ToolSpec | None = None, *, family: str = "qwen3-coder",
+                 opener: str = TOOL_CALL, closer: str = TOOL_CALL_END,
+                 think: tuple[tuple[str, str], ...] = ()) -> None:
         super().__init__(tools)
+        self.family = family
+        self._open, self._close = opener, closer
+        self._think_tags = dict(think)
+        literals = (opener, closer, FUNCTION, FUNCTION_END, PARAMETER, PARAMETER_END,
+                    *(t for pair in think for t in pair))
+        markers = _MARKERS.get(literals)
+        if markers is None:
+            markers = _MARKERS[literals] = Markers(literals)
         # decision 8: "\n\n" before the first opener, "\n" before later ones
         self._sep = "\n\n"
         self._key = ""
@@ -52,9 +64,9 @@ class Qwen3CoderParser(BlockParser):
         self._newline = False  # a held "\n" that is the wrapper if the value ends here
         self._maybe_null = False  # with tools: the string value so far could still be ``null``
         self._head = ""
-        self._find, self._hold = MARKERS.find, MARKERS.hold
+        self._find, self._hold = markers.find, markers.hold
         self._handlers = (self._content, self._between_calls, self._function, self._string_value,
-                          self._json_value, self._skip)
+                          self._json_value, self._skip, self._in_reasoning)
 
     def _named_tag(self, data: str, m: int, prefix: str) -> tuple[int, str | None]:
         """Read ``<function=NAME>`` / ``<parameter=NAME>``: (end, name or None if malformed);
@@ -66,7 +78,7 @@ class Qwen3CoderParser(BlockParser):
         return end, name or None
 
     def _opener(self, data: str, pos: int, m: int, lit: str) -> int:
-        if lit == TOOL_CALL:
+        if lit == self._open:
             self._markup(data[pos:m + len(lit)])
             self._sep = "\n"
             self._state = BLOCK
@@ -84,6 +96,8 @@ class Qwen3CoderParser(BlockParser):
             self._text(data[pos:m])
             self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, data[m:end]))
             return end
+        if lit in self._think_tags:
+            return self._enter_reasoning(data, pos, m, lit)
         self._text(data[pos:m])
         self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, lit))
         return m + len(lit)
@@ -92,7 +106,7 @@ class Qwen3CoderParser(BlockParser):
         if lit == FUNCTION:
             tend, name = self._named_tag(data, m, lit)
             return self._call_opener(data, m, tend, name, FUNC)
-        if lit == TOOL_CALL_END:
+        if lit == self._close:
             return self._close_block(lit, m + len(lit))
         return None
 
@@ -198,7 +212,7 @@ class Qwen3CoderParser(BlockParser):
 
     def _skip_marker(self, data: str, m: int, lit: str, call: Call) -> tuple[int, int]:
         tend = m + len(lit)
-        resume = lit == TOOL_CALL_END if call.in_block else lit == TOOL_CALL
+        resume = lit == self._close if call.in_block else lit == self._open
         if lit == FUNCTION:  # resume only where the next state accepts the tag
             tend, name = self._named_tag(data, m, lit)
             resume = name is not None
@@ -223,21 +237,23 @@ def _claim(held: str, final: bool) -> Claim:
     return Claim.YES if held[q] == "<" else Claim.NO
 
 
-def _render(calls: Sequence[CallLike], malformed: bool) -> str:
-    """``\\n\\n`` before the first call and ``\\n`` before later ones; each value on its own lines."""
+def render(calls: Sequence[CallLike], malformed: bool, opener: str = TOOL_CALL,
+           closer: str = TOOL_CALL_END) -> str:
+    """``\\n\\n`` before the first call and ``\\n`` before later ones; each value on its own lines
+    (``opener``/``closer``: the block's tags, another family's in class F)."""
     parts = []
     for i, c in enumerate(calls):
         params = "".join(
             f"{PARAMETER}{k}>\n{v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}"
             f"\n{PARAMETER_END}\n" for k, v in c.values.items())
         sep = "\n\n" if i == 0 else "\n"
-        parts.append(f"{sep}{TOOL_CALL}\n{FUNCTION}{c.name}>\n{params}{FUNCTION_END}\n{TOOL_CALL_END}")
+        parts.append(f"{sep}{opener}\n{FUNCTION}{c.name}>\n{params}{FUNCTION_END}\n{closer}")
     return "".join(parts)
 
 
 FAMILY = Family(name="qwen3-coder", make=Qwen3CoderParser, markers=FAMILY_MARKERS,
                 leak_markers=(FUNCTION, FUNCTION_END, PARAMETER), reasoning_exits=REASONING_EXITS,
-                auto_markers=FAMILY_MARKERS, claim=_claim, render=_render, rank=50,
+                auto_markers=FAMILY_MARKERS, claim=_claim, render=render, rank=50,
                 # the engines' names for this grammar (MARKUP3.md, "Already covered" and "Aliases")
                 aliases=("qwen3_coder", "qwen3_xml", "step3p5", "nanbeige", "mimo",
                          "granite_toolcall_parser", "step5"), grammar="F")
