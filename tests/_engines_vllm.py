@@ -140,16 +140,19 @@ async def chat(server: Server, script: Script, tools: list[Any] | None, *, strea
         chunks: list[dict[str, Any]] = []
         async with client.stream("POST", "/v1/chat/completions", json=body) as resp:
             assert resp.status_code == 200, await resp.aread()
-            async for line in resp.aiter_lines():
-                if not line.startswith("data: "):
-                    continue
-                data = line[len("data: "):]
-                if data == "[DONE]":
-                    break
-                chunk = json.loads(data)
-                chunks.append(chunk)
-                if on_chunk is not None:
-                    on_chunk(chunk)
+            # lines end at "\n" only (httpx's line iterator also splits at U+2028 and the like,
+            # which vLLM writes raw inside its JSON)
+            held = ""
+            async for text in resp.aiter_text():
+                held += text
+                *lines, held = held.split("\n")
+                for line in lines:
+                    if not line.startswith("data: ") or line == "data: [DONE]":
+                        continue
+                    chunk = json.loads(line[len("data: "):])
+                    chunks.append(chunk)
+                    if on_chunk is not None:
+                        on_chunk(chunk)
     return assemble(chunks)
 
 
