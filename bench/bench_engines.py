@@ -31,11 +31,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
-from _engines_model import build_model_dir  # noqa: E402
-from _engines_support import harvest, matches, reference, tools_for  # noqa: E402
-from _engines_vllm import Server, chat  # noqa: E402
-
-from sseguard.toolcalls import aliases, families, family  # noqa: E402
+from _engines_model import build_model_dir
+from _engines_support import harvest, matches, reference, tools_for
+from _engines_vllm import Server, chat
+from sseguard.toolcalls import aliases, families, family
 
 #: vLLM 0.33's parser names for the families (``Family.aliases`` once the registry carries them)
 VLLM_NAMES = {"hermes": "hermes", "qwen3_coder": "qwen3-coder", "glm45": "glm45", "glm47": "glm47",

@@ -19,15 +19,14 @@ from typing import Any
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # no GPU here: device inference would fail
 
-import httpx  # noqa: E402
-from vllm.entrypoints.common.cli_args import make_arg_parser, validate_api_server_args  # noqa: E402
-from vllm.entrypoints.launchers.api_server.app_state import init_app_state  # noqa: E402
-from vllm.entrypoints.launchers.app import build_app  # noqa: E402
-from vllm.outputs import CompletionOutput, RequestOutput  # noqa: E402
-from vllm.renderers import renderer_from_config  # noqa: E402
-from vllm.utils.argparse_utils import FlexibleArgumentParser  # noqa: E402
-
-from vllm.engine.arg_utils import AsyncEngineArgs  # noqa: E402  # isort: skip
+import httpx
+from vllm.engine.arg_utils import AsyncEngineArgs
+from vllm.entrypoints.common.cli_args import make_arg_parser, validate_api_server_args
+from vllm.entrypoints.launchers.api_server.app_state import init_app_state
+from vllm.entrypoints.launchers.app import build_app
+from vllm.outputs import CompletionOutput, RequestOutput
+from vllm.renderers import renderer_from_config
+from vllm.utils.argparse_utils import FlexibleArgumentParser
 
 #: the completion the next request generates, and how it is cut into deltas
 Script = tuple[str, int, str]  # (text, delta size in characters, finish reason)
