@@ -4,8 +4,9 @@ Run as ``pytest tests/toolcalls -p _engines_harvest`` with ``SSEGUARD_ENGINE_VEC
 ``parser_for(family, tools)`` a test makes is followed, and when its parser is closed the whole text
 it was fed goes to the file as one JSON line ``{"family", "text", "tools"}``. Property tests
 (hypothesis, and the ``*properties*`` modules) are left out: their inputs are generated, not the
-tables' examples. The engines' tests then drive each example through the real serving code and compare with the parser itself, so
-the examples of families added later are covered without a list kept here.
+tables' examples. The engines' tests then drive each example through the real serving code and
+compare with the parser itself, so the examples of families added later are covered without a list
+kept here.
 """
 
 from __future__ import annotations

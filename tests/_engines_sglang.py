@@ -19,6 +19,7 @@ from sglang.srt.entrypoints.openai.serving_chat import (
     OpenAIServingChat,
     _incomplete_tool_call_indices,
 )
+from sglang.srt.parser.reasoning_parser import ReasoningParser
 from sglang.srt.plugins import load_plugins
 
 load_plugins()
@@ -29,8 +30,11 @@ def serving(tool_parser: str | None, reasoning_parser: str | None = None) -> Any
     chat.tool_call_parser = tool_parser
     chat.reasoning_parser = reasoning_parser
     chat._encoding_adapter = None
-    chat.template_manager = types.SimpleNamespace(force_reasoning=False)
+    chat.template_manager = types.SimpleNamespace(force_reasoning=False, reasoning_config=None)
     chat.tokenizer_manager = types.SimpleNamespace(tokenizer=None)
+    # as OpenAIServingChat.__init__ builds it: the detector whose defaults decide forced reasoning
+    chat._reasoning_detector = (ReasoningParser(model_type=reasoning_parser, stream_reasoning=True).detector
+                                if reasoning_parser else None)
     return chat
 
 
@@ -53,8 +57,6 @@ async def stream(chat: Any, text: str, size: int, tools: list[dict[str, Any]] | 
     for n, delta in enumerate(pieces):
         last = n == len(pieces) - 1
         if chat.reasoning_parser:
-            if think and 0 not in reasoners:  # the prompt opened reasoning (DeepSeek's thinking mode)
-                chat.template_manager.force_reasoning = True
             said, delta = chat._process_reasoning_stream(0, delta, reasoners, content, request,
                                                          finish if last else None)
             reasoning.append(said or "")
@@ -68,7 +70,6 @@ async def stream(chat: Any, text: str, size: int, tools: list[dict[str, Any]] | 
                     frames.append(extra)
         elif delta:
             frames.append("data: " + json.dumps({"choices": [{"delta": {"content": delta}}]}) + "\n\n")
-    chat.template_manager.force_reasoning = False
     verdict = finish
     if has_calls.get(0, False) and finish == "stop" and not _incomplete_tool_call_indices(parsers.get(0)):
         verdict = "tool_calls"

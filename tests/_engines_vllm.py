@@ -73,8 +73,15 @@ class ScriptedEngine:
         prompt_ids = list(prompt.get("prompt_token_ids", []) if isinstance(prompt, dict) else
                           getattr(prompt, "prompt_token_ids", None) or [])
         pieces = [text[i:i + size] for i in range(0, len(text), size)] or [""]
+        kind = getattr(getattr(sampling_params, "output_kind", None), "name", "DELTA")
+        if kind == "FINAL_ONLY":  # a non-streaming request: one output with the whole text
+            pieces = [text]
+        done = ""
         for n, piece in enumerate(pieces):
             last = n == len(pieces) - 1
+            done += piece
+            if kind == "CUMULATIVE":
+                piece = done
             ids = self._tokenizer.encode(piece, add_special_tokens=False) if piece else []
             out = CompletionOutput(index=0, text=piece, token_ids=ids, cumulative_logprob=None,
                                    logprobs=None, finish_reason=finish if last else None)

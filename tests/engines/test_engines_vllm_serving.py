@@ -79,7 +79,7 @@ async def test_every_example_non_streamed_gives_our_parsers_text_and_calls(
     for vector in (v for v in vectors if v.family == family):
         tools = tools_for(vector)
         want = reference(family, vector.text, tools)
-        got = await chat(server, (vector.text, len(vector.text) or 1, "stop"), tools, stream=False)
+        got = await chat(server, (vector.text, 4, "stop"), tools, stream=False)
         # vLLM itself turns whitespace-only content next to calls into null (abstract_parser.py)
         content = "" if want.calls and not want.content.strip() else want.content
         # and ExtractedToolCallInformation has no reasoning field: Harmony's analysis is not returned
@@ -168,3 +168,35 @@ async def test_markers_that_are_special_tokens_are_not_skipped_by_the_detokenize
     server = await server_for(model_dir, "sseguard-kimi-k2")
     await chat(server, ("Hi.", 4, "stop"), [{"type": "function", "function": {"name": "f"}}])
     assert server.engine.seen[-1].skip_special_tokens is False
+
+
+ANSWER = ('Sure.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+          '\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Ro",}}\n</tool_call>')
+
+
+async def test_the_responses_api_gets_the_same_calls(model_dir: Path) -> None:
+    server = await server_for(model_dir, "sseguard-hermes")
+    server.engine.script = (ANSWER, 4, "stop")
+    body = {"model": "m", "input": "hi", "tools": [
+        {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]}
+    async with server.client() as client:
+        resp = await client.post("/v1/responses", json=body)
+    assert resp.status_code == 200, resp.text
+    items = resp.json()["output"]
+    calls = [(i["name"], i["arguments"]) for i in items if i["type"] == "function_call"]
+    texts = [c["text"] for i in items if i["type"] == "message" for c in i["content"]]
+    assert calls == [("get_weather", '{"city": "Paris"}')] and texts == ["Sure."]
+
+
+async def test_anthropic_messages_get_the_same_calls(model_dir: Path) -> None:
+    server = await server_for(model_dir, "sseguard-hermes")
+    server.engine.script = (ANSWER, 4, "stop")
+    body = {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}],
+            "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}]}
+    async with server.client() as client:
+        resp = await client.post("/v1/messages", json=body)
+    assert resp.status_code == 200, resp.text
+    blocks = resp.json()["content"]
+    assert [(b["type"], b.get("text"), b.get("name"), b.get("input")) for b in blocks] == [
+        ("text", "Sure.", None, None), ("tool_use", None, "get_weather", {"city": "Paris"})]
+    assert resp.json()["stop_reason"] == "tool_use"

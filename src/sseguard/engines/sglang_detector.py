@@ -138,8 +138,11 @@ class SseguardReasoningDetector(BaseReasoningFormatDetector):
 
     def __init__(self, stream_reasoning: bool = True, force_reasoning: bool = False,
                  **kwargs: Any) -> None:
+        # reasoning_default: without a template toggle, SGLang forces reasoning for this parser only
+        # when the request asks for it (chat_template_kwargs {"thinking": true}, DeepSeek's toggle);
+        # otherwise the text decides (a leading <think>)
         super().__init__(THINK, END_THINK, force_reasoning=force_reasoning,
-                         stream_reasoning=stream_reasoning)
+                         stream_reasoning=stream_reasoning, reasoning_default="explicit_thinking")
         self._split = ReasoningSplit(self.sseguard.family, starts_in_reasoning=force_reasoning)
         self._force = force_reasoning
 
