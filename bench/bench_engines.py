@@ -67,6 +67,15 @@ def long_call(fam: str, kb: int) -> tuple[str, list[dict[str, Any]]]:
     return text, tools
 
 
+ALIGNED = True
+
+
+def made(model: Path, parser: str | None) -> Server:
+    server = made(model, parser)
+    server.engine.aligned = ALIGNED
+    return server
+
+
 async def timed(server: Server, text: str, tools: list[dict[str, Any]] | None, budget: float) -> float | None:
     start = time.perf_counter()
     try:
@@ -82,13 +91,18 @@ async def main() -> None:
     ap.add_argument("--families", default="hermes,glm47,qwen3-coder,kimi-k2")
     ap.add_argument("--budget", type=float, default=300.0, help="seconds one request may take")
     ap.add_argument("--skip-vectors", action="store_true")
+    ap.add_argument("--chars", action="store_true",
+                    help="cut deltas every 4 characters instead of at token boundaries (>= 4 chars)")
     ap.add_argument("--json", type=Path)
     opts = ap.parse_args()
+    global ALIGNED
+    ALIGNED = not opts.chars
     tmp = Path(tempfile.mkdtemp(prefix="bench-engines-"))
     model = build_model_dir(tmp / "model")
     report: dict[str, Any] = {"utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                               "machine": f"{platform.machine()} {os.cpu_count()} cores",
-                              "load": os.getloadavg(), "vectors": {}, "timing": {}}
+                              "load": os.getloadavg(), "deltas": "4 chars" if opts.chars else
+                              "whole tokens, >= 4 chars", "vectors": {}, "timing": {}}
     if not opts.skip_vectors:
         vectors = harvest(tmp / "vectors.jsonl")
         for fam in families():
@@ -98,7 +112,7 @@ async def main() -> None:
             for label, parser in (("vllm", own), ("sseguard", f"sseguard-{fam}")):
                 if parser is None:
                     continue
-                server = Server(model, parser)
+                server = made(model, parser)
                 await server.start()
                 right = 0
                 for v in mine:
@@ -112,20 +126,20 @@ async def main() -> None:
             row["vllm_name"] = own
             report["vectors"][fam] = row
             print(fam, row, flush=True)
-    none = Server(model, None)
+    none = made(model, None)
     await none.start()
-    for fam in opts.families.split(","):
+    for fam in filter(None, opts.families.split(",")):
         own = vllm_name(fam)
         rows: dict[str, Any] = {}
         for kb in (int(s) for s in opts.sizes.split(",")):
             text, tools = long_call(fam, kb)
-            row: dict[str, Any] = {"deltas": len(text) // 4 + 1,
+            row: dict[str, Any] = {"chars": len(text),
                                    "engine_only": await timed(none, text, None, opts.budget)}
             for label, parser in (("vllm", own), ("sseguard", f"sseguard-{fam}"),
                                   ("sseguard_stream", f"sseguard-{fam}-stream")):
                 if parser is None:
                     continue
-                server = Server(model, parser)
+                server = made(model, parser)
                 await server.start()
                 row[label] = await timed(server, text, tools, opts.budget)
             rows[f"{kb}KB"] = row

@@ -20,6 +20,7 @@ from typing import Any
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # no GPU here: device inference would fail
 
 import httpx
+from tokenizers import Tokenizer
 from vllm.engine.arg_utils import AsyncEngineArgs
 from vllm.entrypoints.common.cli_args import make_arg_parser, validate_api_server_args
 from vllm.entrypoints.launchers.api_server.app_state import init_app_state
@@ -44,6 +45,23 @@ class ScriptedEngine:
         self.script: Script = ("", 4, "stop")
         self.seen: list[Any] = []
         self._tokenizer = renderer.tokenizer
+        #: cut deltas at token boundaries, as a real engine does (a special-token marker is never
+        #: split); otherwise at every ``size`` characters, which is what tests of chunking want
+        self.aligned = False
+        self._raw = Tokenizer.from_file(str(Path(vllm_config.model_config.tokenizer) / "tokenizer.json"))
+
+    def token_pieces(self, text: str, size: int) -> list[str]:
+        """``text`` in deltas of whole tokens, each at least ``size`` characters where it can be."""
+        ends = [end for _, end in self._raw.encode(text, add_special_tokens=False).offsets]
+        pieces: list[str] = []
+        start = 0
+        for end in ends:
+            if end - start >= size:
+                pieces.append(text[start:end])
+                start = end
+        if start < len(text):
+            pieces.append(text[start:])
+        return pieces
 
     is_running = True
     is_stopped = False
@@ -72,7 +90,8 @@ class ScriptedEngine:
         text, size, finish = self.script
         prompt_ids = list(prompt.get("prompt_token_ids", []) if isinstance(prompt, dict) else
                           getattr(prompt, "prompt_token_ids", None) or [])
-        pieces = [text[i:i + size] for i in range(0, len(text), size)] or [""]
+        pieces = (self.token_pieces(text, size) if self.aligned else
+                  [text[i:i + size] for i in range(0, len(text), size)]) or [""]
         kind = getattr(getattr(sampling_params, "output_kind", None), "name", "DELTA")
         if kind == "FINAL_ONLY":  # a non-streaming request: one output with the whole text
             pieces = [text]
