@@ -71,7 +71,7 @@ ALIGNED = True
 
 
 def made(model: Path, parser: str | None) -> Server:
-    server = made(model, parser)
+    server = Server(model, parser)
     server.engine.aligned = ALIGNED
     return server
 
