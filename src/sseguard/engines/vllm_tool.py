@@ -1,0 +1,152 @@
+"""vLLM ``ToolParser`` adapters: one class per registered name, made on first use.
+
+vLLM imports this module when a ``sseguard-*`` tool parser is first looked up (``vllm_plugin``),
+and asks it for the class named like the parser (``getattr(module, "sseguard-hermes")``); the
+module ``__getattr__`` makes a ``SseguardToolParser`` subclass bound to that family and mode.
+
+How vLLM drives it (ENGINES.md, vLLM 0.33.0): ``engine_based_streaming`` makes the serving code pass
+only the new text of each delta (so the parser reads ``delta_text`` and nothing is re-scanned) and
+call ``finish_streaming()`` once, on the delta that carries the finish reason: that is the parser's
+``close()``. The lists ``prev_tool_call_arr`` and ``streamed_args_for_tool`` stay empty, so
+``get_remaining_unstreamed_args()`` appends nothing of its own. Call ids are set on a call's first
+delta: the markup's own (Kimi's ``functions.NAME:IDX``) or vLLM's ``chatcmpl-tool-…``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from vllm.entrypoints.generate.base.protocol import (
+    DeltaFunctionCall,
+    DeltaMessage,
+    DeltaToolCall,
+    ExtractedToolCallInformation,
+    FunctionCall,
+    ToolCall,
+)
+from vllm.renderers.chat_utils import make_tool_call_id
+from vllm.tool_parsers.abstract_tool_parser import ToolParser
+
+from sseguard.engines import ParserName, tool_parser_names
+from sseguard.engines._relay import Relay, Step, parse_whole
+from sseguard.errors import UsageError
+from sseguard.toolcalls import MarkupError, Parser, family, parser_for
+
+_log = logging.getLogger(__name__)
+
+
+def openai_tools(tools: Sequence[Any]) -> list[dict[str, Any]]:
+    """vLLM's tool objects (chat's ``ChatCompletionToolsParam``, Responses' flat ``FunctionTool``) as
+    OpenAI chat tool dicts, what ``ToolSpec`` reads."""
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        data = tool.model_dump(exclude_none=True) if hasattr(tool, "model_dump") else dict(tool)
+        if "function" not in data:  # Responses: {"type": "function", "name": …, "parameters": …}
+            data = {"type": "function", "function": {k: v for k, v in data.items() if k != "type"}}
+        out.append(data)
+    return out
+
+
+def log_errors(errors: list[MarkupError], parser_name: str) -> None:
+    """The client never sees rejected markup; the operator's log says what and where (kind and
+    index only: the raw text may hold a secret)."""
+    for err in errors:
+        at = "" if err.index is None else f" (call {err.index})"
+        _log.warning("%s: markup not passed on as a call: %s%s", parser_name, err.kind, at)
+
+
+class SseguardToolParser(ToolParser):
+    """sseguard's parser of one family behind vLLM's ``ToolParser`` interface (see the module)."""
+
+    engine_based_streaming = True
+    #: the family and mode; set on the per-name subclasses
+    sseguard: ParserName = ParserName("hermes")
+    registered_as = ""
+
+    def __init__(self, tokenizer: Any, tools: list[Any] | None = None, *args: Any, **kwargs: Any) -> None:
+        super().__init__(tokenizer, tools)
+        self._relay: Relay | None = None
+
+    def _parser(self) -> Parser:
+        try:
+            return parser_for(self.sseguard.family, openai_tools(self.tools) if self.tools else None)
+        except UsageError:  # a tools list ToolSpec cannot read: parse without names
+            return parser_for(self.sseguard.family)
+
+    def adjust_request(self, request: Any) -> Any:
+        """Markers that the tokenizer holds as added tokens must reach the parser as text."""
+        request = super().adjust_request(request)
+        try:
+            added = self.model_tokenizer.get_added_vocab()
+        except Exception:  # a tokenizer without added tokens: the markers are plain text
+            added = {}
+        if any(marker in added for marker in family(self.sseguard.family).markers):
+            request.skip_special_tokens = False
+        return request
+
+    def extract_tool_calls(self, model_output: str, request: Any) -> Any:
+        step, relay = parse_whole(self._parser(), model_output, make_tool_call_id)
+        log_errors(relay.errors, self.registered_as)
+        calls = [ToolCall(id=piece.id, type="function",
+                          function=FunctionCall(name=piece.name or "", arguments=piece.arguments))
+                 for piece in step.calls]
+        return ExtractedToolCallInformation(tools_called=bool(calls), tool_calls=calls,
+                                            content=step.content or None)
+
+    def extract_tool_calls_streaming(self, previous_text: str, current_text: str, delta_text: str,
+                                     previous_token_ids: Sequence[int], current_token_ids: Sequence[int],
+                                     delta_token_ids: Sequence[int], request: Any) -> Any:
+        if self._relay is None:
+            self._relay = Relay(self._parser(), stream=self.sseguard.stream, new_id=make_tool_call_id)
+        return _delta(self._relay.feed(delta_text))
+
+    def finish_streaming(self) -> Any:
+        """The end of the stream: the parser's ``close()``."""
+        if self._relay is None:
+            return None
+        relay, self._relay = self._relay, None
+        step = relay.close()
+        log_errors(relay.errors, self.registered_as)
+        return _delta(step)
+
+
+def _delta(step: Step) -> Any:
+    """A ``DeltaMessage`` with only the fields that carry something (vLLM serializes with
+    ``exclude_unset``: a field passed as None would reach the client as ``null``)."""
+    if not step:
+        return None
+    fields: dict[str, Any] = {}
+    if step.content:
+        fields["content"] = step.content
+    if step.reasoning:
+        fields["reasoning"] = step.reasoning
+    if step.calls:
+        calls = []
+        for piece in step.calls:
+            if piece.name is not None:
+                calls.append(DeltaToolCall(id=piece.id, type="function", index=piece.index,
+                                           function=DeltaFunctionCall(name=piece.name,
+                                                                      arguments=piece.arguments)))
+            else:
+                calls.append(DeltaToolCall(index=piece.index,
+                                           function=DeltaFunctionCall(arguments=piece.arguments)))
+        fields["tool_calls"] = calls
+    return DeltaMessage(**fields)
+
+
+_classes: dict[str, type[SseguardToolParser]] = {}
+
+
+def __getattr__(name: str) -> type[SseguardToolParser]:
+    """The parser class registered as ``name`` (``sseguard-<family>[-stream]``), made once."""
+    found = _classes.get(name)
+    if found is None:
+        meaning = tool_parser_names().get(name)
+        if meaning is None:
+            raise AttributeError(name)
+        found = _classes[name] = type(name, (SseguardToolParser,), {
+            "sseguard": meaning, "registered_as": name, "__module__": __name__,
+            "__doc__": f"sseguard's {meaning.family} parser ({'stream' if meaning.stream else 'hold'})."})
+    return found
