@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import given, reject, settings
+from hypothesis import example, given, reject, settings
 from hypothesis import strategies as st
 
 from _protocol_streams import Messages, responses_text
@@ -303,6 +303,9 @@ def test_no_protocol_stream_ends_silently_badly_whatever_the_split_and_fault(
        cuts=st.lists(st.integers(0, 10**6), max_size=12),
        sizes=st.lists(st.integers(1, 6), max_size=6),
        answered=st.booleans(), resume_max=st.integers(0, 2))
+# found by this test: a Messages answer cut after its stop_reason was continued into a second answer
+@example(resume="anthropic", words=["\n"], fault="cut", at=304112, cuts=[], sizes=[], answered=True,
+         resume_max=1)
 def test_a_healed_stream_is_the_fault_free_answer_byte_for_byte(
         resume: str, words: list[str], fault: str, at: int, cuts: list[int], sizes: list[int],
         answered: bool, resume_max: int) -> None:

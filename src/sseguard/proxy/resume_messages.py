@@ -130,6 +130,11 @@ class MessagesResume(ResumeState):
                     self.blocked = "a tool_use or thinking delta was forwarded"
             elif kind == "content_block_stop" and index == self.open_text:
                 self.open_text = None
+            elif kind == "message_delta" and isinstance(obj.get("delta"), dict) and \
+                    obj["delta"].get("stop_reason") is not None:
+                # The client has the whole answer, only ``message_stop`` is missing: a continuation
+                # could only add a second answer after it (found by the machine's property test).
+                self.blocked = "the answer's stop_reason was forwarded; nothing is left to continue"
 
     def body(self) -> bytes:
         obj = copy.copy(self.request_obj)
