@@ -103,8 +103,9 @@ def test_dsml_in_content_becomes_the_same_tool_calls_under_any_split(
 
 
 @settings(max_examples=100, deadline=None)
-# no marker lead: "<", "｜", and "]" (MiniMax-M3's token ]<]minimax[>[, which auto holds at a chunk end)
-@given(texts=st.lists(st.text(st.characters(blacklist_characters="<\n｜]",
+# no marker lead: "<", "｜", "]" (MiniMax-M3's token ]<]minimax[>[), "[" (Mistral's [TOOL_CALLS]) and
+# "f" (Phi-4-mini's functools[, GigaChat 3's "function call"), which auto holds at a chunk end
+@given(texts=st.lists(st.text(st.characters(blacklist_characters="<\n｜][f",
                                             blacklist_categories=("Cs",)), min_size=1),
                       min_size=1, max_size=6),
        family=st.sampled_from([*DSML, "auto"]))
@@ -325,8 +326,9 @@ def test_dsml_in_a_messages_text_block_becomes_tool_use_blocks_under_any_split(
 
 
 @settings(max_examples=80, deadline=None)
-# no marker lead: "<", "｜", and "]" (MiniMax-M3's token ]<]minimax[>[, which auto holds at a chunk end)
-@given(texts=st.lists(st.text(st.characters(blacklist_characters="<\n｜]",
+# no marker lead: "<", "｜", "]" (MiniMax-M3's token ]<]minimax[>[), "[" (Mistral's [TOOL_CALLS]) and
+# "f" (Phi-4-mini's functools[, GigaChat 3's "function call"), which auto holds at a chunk end
+@given(texts=st.lists(st.text(st.characters(blacklist_characters="<\n｜][f",
                                             blacklist_categories=("Cs",)), min_size=1),
                       min_size=0, max_size=6),
        family=st.sampled_from([*DSML, "auto"]), own_tool=st.booleans())
@@ -473,8 +475,9 @@ def test_dsml_in_output_text_becomes_function_call_items_under_any_split(
 
 
 @settings(max_examples=80, deadline=None)
-# no marker lead: "<", "｜", and "]" (MiniMax-M3's token ]<]minimax[>[, which auto holds at a chunk end)
-@given(texts=st.lists(st.text(st.characters(blacklist_characters="<\n｜]",
+# no marker lead: "<", "｜", "]" (MiniMax-M3's token ]<]minimax[>[), "[" (Mistral's [TOOL_CALLS]) and
+# "f" (Phi-4-mini's functools[, GigaChat 3's "function call"), which auto holds at a chunk end
+@given(texts=st.lists(st.text(st.characters(blacklist_characters="<\n｜][f",
                                             blacklist_categories=("Cs",)), min_size=1),
                       min_size=0, max_size=6),
        family=st.sampled_from([*DSML, "auto"]), own_item=st.booleans())
