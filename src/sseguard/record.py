@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from sseguard.contract import protocol
+from sseguard.contract.usage import cache_share
 from sseguard.policy import Policy
 from sseguard.redact import DEFAULT, Redactor
 from sseguard.verdict import Api, Verdict
@@ -102,6 +103,25 @@ class Record(msgspec.Struct, kw_only=True, omit_defaults=False):
     healed: str | None = None
     heal_attempts: int = 0
     heal_tokens: int = 0
+    # What the server said about its cache (``contract.usage``, read by the protocol's descriptor):
+    # the whole prompt and the part of it served from (and written to) the cache, in tokens, and the
+    # serving build's fingerprint. None: the server did not say (older records read as None too).
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    fingerprint: str | None = None
+    # The consistency workload (``probe.consistency``): this answer against its prompt's reference
+    # answer at concurrency 1 — ``reference``, ``identical`` or ``diverged``, and where it diverged
+    # (a character of the answer text, and about which token: ``consistency.token_position``).
+    # None: not compared. A divergence is a fact to count, never a failed stream.
+    consistency: str | None = None
+    diverged_at: int | None = None
+    diverged_token: int | None = None
+
+    @property
+    def cache(self) -> str | None:
+        """How much of the prompt came from cache: none | partial | most (None: not reported)."""
+        return cache_share(self.cached_tokens, self.prompt_tokens)
 
     @property
     def finding_kinds(self) -> list[str]:
@@ -120,7 +140,12 @@ def record_from_verdict(verdict: Verdict, *, policy: Policy, headers: dict[str, 
     kept = redactor.headers({k: v for k, v in (headers or {}).items()
                              if (low := k.lower()) in _INTERESTING or low.startswith("x-")})
     facts.setdefault("api", verdict.api)
+    cache = protocol(verdict.api).usage_of(verdict.message)
     return Record(
+        prompt_tokens=cache.prompt_tokens,
+        cached_tokens=cache.cached_tokens,
+        cache_write_tokens=cache.cache_write_tokens,
+        fingerprint=redactor.text(cache.fingerprint) if cache.fingerprint else None,
         status=verdict.http_status,
         ending=str(verdict.ending),
         findings=[redactor.obj(f.to_dict()) for f in verdict.findings],

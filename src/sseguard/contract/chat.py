@@ -38,6 +38,7 @@ from sseguard.contract.request import (
     blocks_of,
     json_arguments,
 )
+from sseguard.contract.usage import UsageFacts, count, field, text
 from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
 
@@ -336,6 +337,15 @@ def _claims(obj: Mapping[str, Any]) -> bool:
 DONE = "[DONE]"
 DONE_FRAME = b"data: [DONE]\n\n"
 
+def usage_of(message: Mapping[str, Any]) -> UsageFacts:
+    """``usage.prompt_tokens_details.cached_tokens`` of the prompt's ``usage.prompt_tokens``, and the
+    ``system_fingerprint`` of the serving build."""
+    usage = message.get("usage")
+    return UsageFacts(prompt_tokens=count(field(usage, "prompt_tokens")),
+                      cached_tokens=count(field(usage, "prompt_tokens_details", "cached_tokens")),
+                      fingerprint=text(message.get("system_fingerprint")))
+
+
 CHAT = Protocol(
     api=Api.CHAT,
     title="OpenAI Chat Completions",
@@ -360,6 +370,7 @@ CHAT = Protocol(
     status_error=status_error,
     finish_reasons=frozenset({"stop", "length", "tool_calls", "content_filter", "function_call"}),
     finish_of=finish_of,
+    usage_of=usage_of,
     terminal_events=frozenset({DONE}),
     bad_endings=("truncated", "no_done", "no_finish", "cut_mid_frame", "transport_error",
                  "error_event", "http_error", "empty", "tool_call_unterminated"),

@@ -47,6 +47,7 @@ from sseguard.contract.protocol import (
     Protocol,
     Route,
 )
+from sseguard.contract.usage import UsageFacts, count, field, text
 from sseguard.jsonarray import JsonArrayDecoder, JsonElement
 from sseguard.sse import SSEDecoder, SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
@@ -443,6 +444,18 @@ def finish_of(message: Mapping[str, Any]) -> list[str | None]:
     return [reason if isinstance(reason, str) else None]
 
 
+def usage_of(message: Mapping[str, Any]) -> UsageFacts:
+    """``usageMetadata.cachedContentTokenCount`` of ``promptTokenCount`` (which includes it), and the
+    ``modelVersion`` of the serving build. A record without the cached count used no cache."""
+    usage = message.get("usageMetadata")
+    prompt = count(field(usage, "promptTokenCount"))
+    cached = count(field(usage, "cachedContentTokenCount"))
+    if cached is None and prompt is not None:
+        cached = 0  # (Gemini omits zero counts from usageMetadata)
+    return UsageFacts(prompt_tokens=prompt, cached_tokens=cached,
+                      fingerprint=text(message.get("modelVersion")))
+
+
 GEMINI = Protocol(
     api=Api.GEMINI,
     title="Gemini generateContent",
@@ -464,6 +477,7 @@ GEMINI = Protocol(
     finish_reasons=frozenset({"STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "LANGUAGE", "BLOCKLIST",
                               "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}),
     finish_of=finish_of,
+    usage_of=usage_of,
     terminal_events=frozenset({"finishReason"}),
     bad_endings=("truncated", "cut_mid_frame", "transport_error", "error_event", "http_error",
                  "empty"),

@@ -32,6 +32,7 @@ from sseguard.contract.request import (
     json_arguments,
     role_of,
 )
+from sseguard.contract.usage import UsageFacts, count, field
 from sseguard.errors import ConfigError
 from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
@@ -468,6 +469,17 @@ def _claims(obj: Mapping[str, Any]) -> bool:
     return obj.get("type") in EVENT_TYPES
 
 
+def usage_of(message: Mapping[str, Any]) -> UsageFacts:
+    """``usage.cache_read_input_tokens`` and ``cache_creation_input_tokens``: Anthropic counts both
+    apart from ``input_tokens``, so the whole prompt is the three added."""
+    usage = message.get("usage")
+    read = count(field(usage, "cache_read_input_tokens"))
+    written = count(field(usage, "cache_creation_input_tokens"))
+    fresh = count(field(usage, "input_tokens"))
+    prompt = None if fresh is None else fresh + (read or 0) + (written or 0)
+    return UsageFacts(prompt_tokens=prompt, cached_tokens=read, cache_write_tokens=written)
+
+
 MESSAGES = Protocol(
     api=Api.MESSAGES,
     title="Anthropic Messages",
@@ -494,6 +506,7 @@ MESSAGES = Protocol(
     finish_reasons=frozenset({"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn",
                               "refusal"}),
     finish_of=finish_of,
+    usage_of=usage_of,
     terminal_events=frozenset({MESSAGE_STOP}),
     bad_endings=("truncated", "no_done", "no_finish", "cut_mid_frame", "transport_error",
                  "error_event", "http_error", "empty", "tool_call_unterminated"),

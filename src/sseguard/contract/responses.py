@@ -37,6 +37,7 @@ from sseguard.contract.responses_assembler import (
 )
 from sseguard.contract.responses_format import ResponsesFormat
 from sseguard.contract.responses_relay import RELAY, TERMINAL_EVENTS
+from sseguard.contract.usage import UsageFacts, count, field
 from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
 
@@ -453,6 +454,14 @@ def _claims(obj: Mapping[str, Any]) -> bool:
     return isinstance(etype, str) and etype.startswith("response.") and "sequence_number" in obj
 
 
+def usage_of(message: Mapping[str, Any]) -> UsageFacts:
+    """``usage.input_tokens_details.cached_tokens`` of the terminal response's ``usage.input_tokens``
+    (the Responses API sends no fingerprint; the model snapshot is the record's ``model``)."""
+    usage = message.get("usage")
+    return UsageFacts(prompt_tokens=count(field(usage, "input_tokens")),
+                      cached_tokens=count(field(usage, "input_tokens_details", "cached_tokens")))
+
+
 RESPONSES = Protocol(
     api=Api.RESPONSES,
     title="OpenAI Responses",
@@ -468,6 +477,7 @@ RESPONSES = Protocol(
     # A completed response has no finish field; an incomplete one says why in incomplete_details.
     finish_reasons=frozenset({"completed", "max_output_tokens", "content_filter"}),
     finish_of=finish_of,
+    usage_of=usage_of,
     terminal_events=TERMINAL_EVENTS,
     bad_endings=("truncated", "no_finish", "cut_mid_frame", "transport_error", "error_event",
                  "http_error", "empty", "tool_call_unterminated"),
