@@ -26,8 +26,13 @@ from sseguard.errors import ConfigError
 from sseguard.record import id_prefix
 
 Row = tuple[Any, ...]
-#: DuckDB's working memory; past it, large aggregations spill to a temporary directory.
-DUCKDB_MEMORY = "600MB"
+#: DuckDB's working memory (MB); past it, large aggregations spill to a temporary directory.
+DUCKDB_MEMORY_MB = 600
+#: What one DuckDB thread holds that cannot spill: reading JSONL, each thread keeps its own read
+#: buffers (a 32 MiB allocation each for records of a few KiB). DuckDB starts one thread per core, so a
+#: fixed limit that passes on 2 cores fails on 16 ("failed to allocate data of size 32.0 MiB (571.1
+#: MiB/572.2 MiB used)", issue 39): the threads are chosen with the limit, one per this many MB.
+DUCKDB_THREAD_MB = 48
 #: Where an engine keeps the facts it read once (see ``Engine.materialize``).
 FACTS_TABLE = "sseguard_facts"
 #: A SQLite store is read in this many parts at once (two cores; see ``SQLiteEngine``).
@@ -63,7 +68,8 @@ class DuckDBEngine:
     dialect = Dialect("duckdb")
 
     def __init__(self, source: FileSource, *, threads: int | None = None,
-                 progress: Callable[[float], None] | None = None) -> None:
+                 progress: Callable[[float], None] | None = None,
+                 memory_mb: int = DUCKDB_MEMORY_MB) -> None:
         import duckdb
 
         self.source: Source = source
@@ -78,13 +84,16 @@ class DuckDBEngine:
             shutil.rmtree(self._spill, ignore_errors=True)
             raise
         self._con.execute(f"SET temp_directory = '{self._spill}'")
-        self._con.execute(f"SET memory_limit = '{DUCKDB_MEMORY}'")
+        self._con.execute(f"SET memory_limit = '{int(memory_mb)}MB'")
         # Track progress for our own bar (``query_progress``) when there is one; never print DuckDB's.
         self._con.execute(f"SET enable_progress_bar = {'true' if progress is not None else 'false'}")
         self._con.execute("SET enable_progress_bar_print = false")
         self._con.execute("SET preserve_insertion_order = false")
-        if threads is not None:
-            self._con.execute(f"SET threads = {int(threads)}")
+        wanted = threads if threads is not None else int(self._con.execute(
+            "SELECT current_setting('threads')").fetchone()[0])  # type: ignore[index]  # (one row)
+        #: The threads DuckDB runs with: as many as asked (one per core), as few as the limit affords.
+        self.threads = duckdb_threads(wanted, memory_mb)
+        self._con.execute(f"SET threads = {self.threads}")
 
     def rows(self, sql: str) -> list[Row]:
         import duckdb
@@ -95,7 +104,17 @@ class DuckDBEngine:
             watcher = threading.Thread(target=self._watch, args=(done,), daemon=True)
             watcher.start()
         try:
-            return list(self._con.execute(sql).fetchall())
+            while True:
+                try:
+                    return list(self._con.execute(sql).fetchall())
+                except duckdb.OutOfMemoryException:
+                    # Our own limit, too small for this many threads' buffers after all (records
+                    # wider than ``DUCKDB_THREAD_MB`` reckons with): half the threads, the same
+                    # limit, the same statement (a failed statement leaves nothing behind).
+                    if self.threads <= 1:
+                        raise
+                    self.threads //= 2
+                    self._con.execute(f"SET threads = {self.threads}")
         except duckdb.Error as exc:
             raise EngineError(_duckdb_message(exc, self.source.label)) from None
         finally:
@@ -125,6 +144,12 @@ class DuckDBEngine:
     def close(self) -> None:
         self._con.close()
         shutil.rmtree(self._spill, ignore_errors=True)
+
+
+def duckdb_threads(wanted: int, memory_mb: int) -> int:
+    """The threads a DuckDB with ``memory_mb`` of memory reads JSONL with: ``wanted`` (its cores), at
+    most one per ``DUCKDB_THREAD_MB``, at least one. Memory is the target that holds; threads give."""
+    return max(1, min(int(wanted), int(memory_mb) // DUCKDB_THREAD_MB))
 
 
 _BAD_LINE = re.compile(r'in file "(?P<file>[^"]+)", at byte \d+ in line (?P<line>\d+): (?P<why>[^\n]*)')
