@@ -17,7 +17,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "sseguard"
 
 CORE = ["sseguard", "sseguard.sse", "sseguard.jsonarray", "sseguard.contract",
-        "sseguard.contract.chat_assembler",
+        "sseguard.contract.chat.assembler",
         "sseguard.verdict", "sseguard.policy", "sseguard.record", "sseguard.redact", "sseguard.errors",
         "sseguard.toolcalls", "sseguard.reasoning"]
 FORBIDDEN = ["aiohttp", "httpx", "httpx2", "asyncio", "sqlite3", "psycopg", "urllib.request",

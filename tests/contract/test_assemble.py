@@ -1,4 +1,4 @@
-"""MessageAssembler: folds deltas like a client, tolerant of the shapes good servers send."""
+"""ChatAssembler: folds deltas like a client, tolerant of the shapes good servers send."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sseguard.contract.chat_assembler import ChatChunk, MessageAssembler
+from sseguard.contract.chat.assembler import ChatAssembler, ChatChunk
 
 
 def test_content_reasoning_and_metadata_fold() -> None:
-    asm = MessageAssembler()
+    asm = ChatAssembler()
     for c in [
         {"id": "x1", "model": "m", "system_fingerprint": "fp", "choices": [
             {"index": 0, "delta": {"role": "assistant", "reasoning": "think "}, "finish_reason": ""}]},
@@ -30,7 +30,7 @@ def test_content_reasoning_and_metadata_fold() -> None:
 
 
 def test_tool_calls_by_index_and_n_choices() -> None:
-    asm = MessageAssembler()
+    asm = ChatAssembler()
     asm.add({"choices": [
         {"index": 1, "delta": {"tool_calls": [
             {"index": 1, "id": "b", "type": "function", "function": {"name": "g", "arguments": "{"}},
@@ -46,7 +46,7 @@ def test_tool_calls_by_index_and_n_choices() -> None:
 
 
 def test_missing_tool_index_follows_the_id() -> None:
-    asm = MessageAssembler()
+    asm = ChatAssembler()
     for call in ({"id": "a", "function": {"name": "f", "arguments": "{"}},
                  {"function": {"arguments": "}"}},
                  {"id": "b", "function": {"name": "g", "arguments": "[]"}}):
@@ -56,7 +56,7 @@ def test_missing_tool_index_follows_the_id() -> None:
 
 
 def test_wrong_types_are_reported_not_raised() -> None:
-    asm = MessageAssembler()
+    asm = ChatAssembler()
     problems = asm.add({"id": 5, "choices": [{"index": "0"}, "x", {"delta": []},
                                              {"delta": {"content": 1, "tool_calls": {}}},
                                              {"finish_reason": 3}], "usage": []})
@@ -106,9 +106,9 @@ def test_typed_fold_equals_the_generic_fold(chunks: list[dict[str, Any]], keep_t
     """Chunks that decode into ``ChatChunk`` fold through ``add_typed`` exactly as through ``add``
     (text, tool calls, ids, problems, every text delta seen); the others do not decode."""
     seen: dict[str, list[tuple[int, str, str]]] = {"generic": [], "typed": []}
-    generic = MessageAssembler(keep_text=keep_text,
+    generic = ChatAssembler(keep_text=keep_text,
                                on_text=lambda *a: seen["generic"].append(a))
-    typed = MessageAssembler(keep_text=keep_text, on_text=lambda *a: seen["typed"].append(a))
+    typed = ChatAssembler(keep_text=keep_text, on_text=lambda *a: seen["typed"].append(a))
     decoder = msgspec.json.Decoder(ChatChunk)
     for chunk in chunks:
         body = msgspec.json.encode(chunk)
@@ -129,6 +129,6 @@ def test_well_formed_chunks_decode_into_the_typed_shape() -> None:
     body = (b'{"id":"x1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,'
             b'"delta":{"content":"Hi"},"logprobs":null,"finish_reason":null}],"obfuscation":"p"}')
     chunk = msgspec.json.Decoder(ChatChunk).decode(body)
-    asm = MessageAssembler()
+    asm = ChatAssembler()
     assert asm.add_typed(chunk) == []
     assert asm.to_openai()["choices"][0]["message"] == {"role": "assistant", "content": "Hi"}

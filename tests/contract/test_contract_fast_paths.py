@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sseguard.contract import checker_for
-from sseguard.contract import messages as messages_module
-from sseguard.contract import responses as responses_module
+from sseguard.contract.messages import checker as messages_module
+from sseguard.contract.responses import checker as responses_module
 from sseguard.verdict import Verdict
 
 

@@ -19,7 +19,7 @@ from _gemini_support import sdk_client
 from _proxy_support import chaos_proxy
 from sseguard.chaos import ChaosConfig, Pacing, run_chaos
 from sseguard.contract.gemini import GeminiChecker
-from sseguard.contract.gemini_request import normal_request
+from sseguard.contract.gemini.request import normal_request
 from sseguard.verdict import FindingKind
 
 #: Property names with underscores: user data, never renamed.

@@ -8,11 +8,11 @@ import json
 from typing import Any
 
 import anthropic
+from test_proxy_heal_retry import Step, heal_proxy, proxy_config
 
 from _proxy_support import KEY, raw_post
 from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
 from sseguard.proxy import run_proxy
-from test_proxy_heal_retry import Step, heal_proxy, proxy_config
 
 
 def _ev(obj: dict[str, Any]) -> bytes:

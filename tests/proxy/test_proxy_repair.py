@@ -23,7 +23,7 @@ from _proxy_support import KEY, MESSAGES, WEATHER_TOOL, chaos_proxy, chat, raw_p
 from sseguard.chaos import ChaosConfig, Pacing, run_chaos
 from sseguard.chaos.generate import Call, render_markup
 from sseguard.contract import checker_for
-from sseguard.contract.chat_assembler import MessageAssembler
+from sseguard.contract.chat.assembler import ChatAssembler
 from sseguard.proxy.repair import (
     MessagesRepairFrames,
     RepairFrames,
@@ -59,7 +59,7 @@ def _run(frames: RepairFrames, events: list[SSEEvent]) -> tuple[bytes, list[byte
 
 
 def _assemble(body: bytes) -> dict[str, Any]:
-    asm = MessageAssembler()
+    asm = ChatAssembler()
     for ev in SSEDecoder().feed(body):
         assert not asm.add(json.loads(ev.data))
     return asm.to_openai()["choices"][0]

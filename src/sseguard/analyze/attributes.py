@@ -180,7 +180,7 @@ def _rank(found: list[_Found], failed: Sequence[bool]) -> list[AttributeResult]:
             groups.append([f])
     # A header leads only when no recorded attribute picks the same streams: every response has an id
     # prefix, while a routing header (`x-backend`, chaos's own `x-sseguard-route`) is the server's
-    # choice to send, and with three protocols' own prefixes it would win on fewer splits alone.
+    # choice to send, and with each protocol's own prefixes it would win on fewer splits alone.
     leads = [min(group, key=lambda f: (f.key.startswith("header:"), f.tried, f.priority))
              for group in groups]
     explained = _explained(leads, failed, threshold)

@@ -41,7 +41,7 @@ from sseguard.chaos.generate import Answer, schema_value
 from sseguard.chaos.request import BadRequest, ChatRequest, Tool, decode_object, int_field, text_of
 from sseguard.chaos.writer import Writer
 from sseguard.contract.gemini import GEMINI
-from sseguard.contract.gemini_request import (
+from sseguard.contract.gemini.request import (
     function_declarations,
     json_schema,
     normal_request,

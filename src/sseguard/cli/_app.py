@@ -70,7 +70,7 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
                                  help="Print the version and exit."),
 ) -> None:
-    """sseguard: strict checking for OpenAI- and Anthropic-compatible streaming responses."""
+    """sseguard: strict checking for OpenAI-, Anthropic- and Gemini-compatible streaming responses."""
 
 
 def main() -> None:

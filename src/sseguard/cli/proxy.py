@@ -132,7 +132,7 @@ def proxy(
                                                 help="Store this share of healthy streams, weighted so "
                                                      "`analyze` rates stay unbiased (e.g. 0.1)."),
 ) -> None:
-    """Guard an OpenAI- or Anthropic-compatible endpoint: no stream ends as a silent, clean end.
+    """Guard an OpenAI-, Anthropic- or Gemini-compatible endpoint: no stream ends as a silent, clean end.
 
     Chat completions, Responses and Messages streams are forwarded as they arrive and checked in
     flight; one that ends badly under the policy ends with an error the SDK raises, in its protocol.

@@ -1,7 +1,10 @@
 """The streaming contracts of the wire protocols, behind one door.
 
-Each protocol is one ``Protocol`` descriptor in ``contract/<protocol>.py`` (routes, auth, sniffing,
-request format, relay table, error body, finish reasons, terminal events, checker, assembler), listed
+Each protocol is one folder, ``contract/<protocol>/``, the same four modules in each: ``checker.py``
+(the stream contract), ``assembler.py`` (the final object, as the SDK folds it), ``request.py`` (how a
+conversation is written as its body) and ``relay.py`` (what ends a stream, its error bodies and
+frames); its ``__init__.py`` is the one ``Protocol`` descriptor that ties them together (routes, auth,
+sniffing, finish reasons, terminal events, …), listed
 one line each in ``contract/registry.py``: ``protocols()`` and ``protocol(api)`` are how every consumer
 reads them. ``checker_for(api)`` returns the checker of one protocol; every checker has the surface of
 the chat ``StreamChecker`` (``feed(bytes)``, ``close(...) -> Verdict``, ``saw_content``, ``saw_done``,

@@ -92,11 +92,13 @@ class GarbleScanner:
         elif not text.isspace():
             self._answered.add(owner)
         reported = place.reported
+        found: list[tuple[int, FindingKind, str]] = []
         if FindingKind.INVALID_TEXT not in reported and (at := text.find("\ufffd")) != -1:
-            self._once(place, FindingKind.INVALID_TEXT, f"U+FFFD at {place.seen + at}", index, where)
+            found.append((at, FindingKind.INVALID_TEXT, "U+FFFD"))
         if FindingKind.CONTROL_CHARACTER not in reported and (bad := _CONTROL.search(text)):
-            self._once(place, FindingKind.CONTROL_CHARACTER,
-                       f"{bad.group()!r} at {place.seen + bad.start()}", index, where)
+            found.append((bad.start(), FindingKind.CONTROL_CHARACTER, repr(bad.group())))
+        for at, kind, what in sorted(found):  # (in text order, however the text was split)
+            self._once(place, kind, f"{what} at {place.seen + at}", index, where)
         self._words(place, text, index, where)
         place.seen += len(text)
 

@@ -1,9 +1,9 @@
 """What a wire protocol is, as data: the ``Protocol`` descriptor every consumer reads.
 
-Each ``contract/<protocol>.py`` exports one ``Protocol`` that owns every fact about its protocol, and
+Each ``contract/<protocol>/__init__.py`` exports one ``Protocol`` that owns every fact about its protocol, and
 ``contract/registry.py`` lists them one line each. Checker selection, ``check``, chaos, the proxy, the
 strict transports, the probe, Locust and the pytest plugin read these fields and keep no table of their
-own, so a fourth protocol is one descriptor (plus its chaos writer), never an edit to each consumer.
+own, so a fifth protocol is one descriptor (plus its chaos writer), never an edit to each consumer.
 
 The fields are chosen so that protocols unlike the first three fit without a new consumer branch:
 

@@ -1,7 +1,7 @@
 """The protocols sseguard speaks, one line each: every consumer reads this, none keeps a list.
 
-A fourth protocol is its descriptor in ``contract/<protocol>.py``, its chaos writer in
-``chaos/<protocol>.py``, one ``Api`` member and one line here and in ``chaos/registry.py``
+A fifth protocol is its folder ``contract/<protocol>/`` (descriptor in its ``__init__.py``), its
+chaos writer in ``chaos/<protocol>.py``, one ``Api`` member and one line here and in ``chaos/registry.py``
 (``docs/protocols.md``, "Adding a protocol").
 """
 

@@ -37,10 +37,10 @@ import gevent
 from geventhttpclient.client import HTTPClient
 from geventhttpclient.response import HTTPSocketPoolResponse
 from geventhttpclient.url import URL
-from locust import FastHttpUser, constant, events, task
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+from locust import FastHttpUser, constant, events, task
 from sseguard.errors import ConfigError
 from sseguard.locust.launch import DEFAULT_OUT_ROOT, Settings
 from sseguard.policy import Policy

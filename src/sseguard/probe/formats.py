@@ -1,6 +1,6 @@
 """How a workload's turns become a request of each protocol, for the probe and the Locust user.
 
-The formats themselves are the protocols' own (``Protocol.format``, in ``contract/<protocol>.py``; the
+The formats themselves are the protocols' own (``Protocol.format``, in ``contract/<protocol>/request.py``; the
 neutral vocabulary is ``contract/request.py``). This module looks them up by name and adds what only a
 run needs: reading a user's own ``--body`` file and telling whether it fits the arm's protocol.
 """

@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from sseguard.contract.gemini_request import function_declarations, parameters_schema
+from sseguard.contract.gemini.request import function_declarations, parameters_schema
 from sseguard.proxy.repair.engine import ChoiceRepair, Repair, chat_tools, json_object, plain
 from sseguard.sse import SSEEvent
 from sseguard.toolcalls import MarkupErrorKind, Reasoning, Text, ToolCallEnd

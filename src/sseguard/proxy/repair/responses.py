@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from sseguard.contract.responses_relay import TERMINAL_EVENTS
+from sseguard.contract.responses.relay import TERMINAL_EVENTS
 from sseguard.proxy.repair.engine import (
     BlockRepair,
     ChoiceRepair,
@@ -34,7 +34,7 @@ from sseguard.toolcalls import ToolArgsDelta, ToolCallEnd, ToolCallStart
 _encode = msgspec.json.encode
 
 
-#: The terminal events are the protocol's own (spelt once, in ``contract/responses.py``).
+#: The terminal events are the protocol's own (spelt once, in ``contract/responses/``).
 _RESPONSES_TERMINAL = TERMINAL_EVENTS
 _REASONING_DELTAS = frozenset({"response.reasoning_summary_text.delta",
                                "response.reasoning_text.delta"})

@@ -15,16 +15,14 @@ openai-python's ``ResponseStreamManager`` does; ``ResponsesChecker`` adds the co
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import msgspec
 
 from sseguard.contract._base import FINISHED, JSON_ERRORS, CheckerBase
-from sseguard.contract.chat import error_body, status_error
 from sseguard.contract.folding import Block, Joined, is_int
-from sseguard.contract.protocol import Auth, Protocol, Route
-from sseguard.contract.responses_assembler import (
+from sseguard.contract.responses.assembler import (
     ARGUMENTS,
     CONTENT_PART,
     OUTPUT_TEXT,
@@ -35,13 +33,8 @@ from sseguard.contract.responses_assembler import (
     ResponsesAssembler,
     TextStream,
 )
-from sseguard.contract.responses_format import ResponsesFormat
-from sseguard.contract.responses_relay import RELAY, TERMINAL_EVENTS
-from sseguard.contract.usage import UsageFacts, count, field
 from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
-
-__all__ = ["RESPONSES", "ResponsesAssembler", "ResponsesChecker", "ResponsesFormat"]
 
 #: Events that carry the response object itself.
 _LIFECYCLE = frozenset({"response.created", "response.queued", "response.in_progress"})
@@ -79,7 +72,7 @@ class ResponsesChecker(CheckerBase):
                  markup: str | Iterable[str] | None = "all", keep_text: bool = True) -> None:
         super().__init__(request, markup=markup, keep_text=keep_text)
         self._asm = ResponsesAssembler(keep_text=keep_text)
-        self._terminal: dict[str, Any] | None = None  # the completed / incomplete response
+        self.is_terminal: dict[str, Any] | None = None  # the completed / incomplete response
         self._ended = False  # a terminal, failed or done-marker event came: nothing may follow
         self._done_marker = False
         # The lane's message item and its text part, where its deltas go (``_lane_fold``).
@@ -105,7 +98,7 @@ class ResponsesChecker(CheckerBase):
     @property
     def saw_done(self) -> bool:
         """``response.completed`` or ``response.incomplete`` arrived."""
-        return self._terminal is not None
+        return self.is_terminal is not None
 
     # ── folding ───────────────────────────────────────────────────────────────────────────────
     def _on_event(self, event: SSEEvent) -> None:
@@ -225,9 +218,9 @@ class ResponsesChecker(CheckerBase):
         self._ended = True
         if response is not None:
             self._asm.note_response(response)
-            self._terminal = response
+            self.is_terminal = response
         else:
-            self._terminal = {}
+            self.is_terminal = {}
 
     def _on_failed(self, etype: str, obj: dict[str, Any]) -> None:
         # ``response.failed`` is an error ending; its ``response.error`` says why.
@@ -397,14 +390,14 @@ class ResponsesChecker(CheckerBase):
 
     # ── the verdict ───────────────────────────────────────────────────────────────────────────
     def _clean_ending(self) -> Ending:
-        if self._terminal is not None:
+        if self.is_terminal is not None:
             return Ending.COMPLETE
         return Ending.NO_FINISH if self._done_marker else Ending.TRUNCATED
 
     def _final_findings(self, ending: Ending) -> None:
         self._check_tool_blocks(self._asm.items.values(), "output item")
-        if ending in FINISHED and self._terminal is not None \
-                and not isinstance(self._terminal.get("usage"), dict):
+        if ending in FINISHED and self.is_terminal is not None \
+                and not isinstance(self.is_terminal.get("usage"), dict):
             self._find(FindingKind.MISSING_USAGE, "the terminal response carries no usage")
 
     def _ids(self) -> tuple[str | None, str | None, bool]:
@@ -433,53 +426,3 @@ _HANDLERS: dict[str, Callable[[ResponsesChecker, str, dict[str, Any]], None]] = 
     **{prefix + ".delta": ResponsesChecker._on_delta for prefix in TEXT_STREAMS},
     **{prefix + ".done": ResponsesChecker._on_text_done for prefix in TEXT_STREAMS},
 }
-
-
-#: Statuses of a response object that has not ended.
-_UNFINISHED = frozenset({"in_progress", "queued"})
-
-
-def finish_of(message: Mapping[str, Any]) -> list[str | None]:
-    """The terminal status, or the ``incomplete_details.reason`` of an incomplete response."""
-    status = message.get("status")
-    if status == "incomplete":
-        details = message.get("incomplete_details")
-        reason = details.get("reason") if isinstance(details, dict) else None
-        return [reason if isinstance(reason, str) else "incomplete"]
-    return [status if isinstance(status, str) and status not in _UNFINISHED else None]
-
-
-def _claims(obj: Mapping[str, Any]) -> bool:
-    etype = obj.get("type")
-    return isinstance(etype, str) and etype.startswith("response.") and "sequence_number" in obj
-
-
-def usage_of(message: Mapping[str, Any]) -> UsageFacts:
-    """``usage.input_tokens_details.cached_tokens`` of the terminal response's ``usage.input_tokens``
-    (the Responses API sends no fingerprint; the model snapshot is the record's ``model``)."""
-    usage = message.get("usage")
-    return UsageFacts(prompt_tokens=count(field(usage, "input_tokens")),
-                      cached_tokens=count(field(usage, "input_tokens_details", "cached_tokens")))
-
-
-RESPONSES = Protocol(
-    api=Api.RESPONSES,
-    title="OpenAI Responses",
-    routes=(Route("/responses"),),
-    auth=Auth("authorization", scheme="Bearer"),
-    claims=_claims,
-    format=ResponsesFormat(),
-    checker=ResponsesChecker,
-    assembler=ResponsesAssembler,
-    relay=RELAY,
-    error_body=error_body,
-    status_error=status_error,
-    # A completed response has no finish field; an incomplete one says why in incomplete_details.
-    finish_reasons=frozenset({"completed", "max_output_tokens", "content_filter"}),
-    finish_of=finish_of,
-    usage_of=usage_of,
-    terminal_events=TERMINAL_EVENTS,
-    bad_endings=("truncated", "no_finish", "cut_mid_frame", "transport_error", "error_event",
-                 "http_error", "empty", "tool_call_unterminated"),
-    dialects=("trailing_done",),
-)

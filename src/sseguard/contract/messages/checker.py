@@ -15,29 +15,15 @@ anthropic SDK's ``MessageStream`` accumulates it; ``MessagesChecker`` adds the c
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sseguard.contract._base import FINISHED, JSON_ERRORS, CheckerBase, decode_json
 from sseguard.contract.folding import Block
-from sseguard.contract.messages_assembler import DELTAS, TOOL_BLOCKS, MessagesAssembler
-from sseguard.contract.protocol import Auth, Protocol, Relay, Route, UpstreamError, dumps, never
-from sseguard.contract.request import (
-    Answer,
-    Call,
-    Format,
-    Settings,
-    Tool,
-    Turn,
-    json_arguments,
-    role_of,
-)
-from sseguard.contract.usage import UsageFacts, count, field
-from sseguard.errors import ConfigError
+from sseguard.contract.messages.assembler import DELTAS, TOOL_BLOCKS, MessagesAssembler
 from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
 
-__all__ = ["MESSAGES", "MessagesAssembler", "MessagesChecker", "MessagesFormat", "thinking_budget"]
 
 class MessagesChecker(CheckerBase):
     """Feed it one Messages stream body; ``close()`` returns the ``Verdict`` (``api="messages"``).
@@ -287,158 +273,6 @@ class MessagesChecker(CheckerBase):
         return self._asm.to_message()
 
 
-# ── the protocol's other facts: requests, relay, errors, sniffing, the descriptor ─────────────────
-
-#: ``max_tokens`` is required by Anthropic Messages; the probe sends this when nothing else says.
-DEFAULT_MESSAGES_MAX_TOKENS = 1024
-#: Reasoning effort → Anthropic thinking budget (tokens). The API's minimum budget is 1,024.
-THINKING_BUDGETS = {"minimal": 1024, "low": 1024, "medium": 4096, "high": 16384}
-MIN_THINKING_BUDGET = 1024
-
-
-def thinking_budget(effort: str) -> int:
-    """The Anthropic thinking budget for a reasoning effort (``low``…``high``, or a token count)."""
-    if effort.isdigit():
-        budget = int(effort)
-        if budget < MIN_THINKING_BUDGET:
-            raise ConfigError(f"reasoning-effort {effort}: a thinking budget is at least "
-                              f"{MIN_THINKING_BUDGET} tokens")
-        return budget
-    try:
-        return THINKING_BUDGETS[effort]
-    except KeyError:
-        raise ConfigError(f"reasoning-effort {effort!r} for a messages arm: give "
-                          f"{', '.join(THINKING_BUDGETS)} or a thinking budget in tokens") from None
-
-
-def _arguments_object(arguments: str) -> Any:
-    """Messages carries tool input as an object; unparsable arguments are kept as a string field."""
-    try:
-        value = json.loads(arguments or "{}")
-    except ValueError:
-        return {"arguments": arguments}
-    return value if isinstance(value, dict) else {"value": value}
-
-
-class MessagesFormat(Format):
-    """Anthropic Messages: a top-level ``system``, ``tool_use`` blocks in assistant turns and
-    ``tool_result`` blocks in the user turn that answers them; ``max_tokens`` is required."""
-
-    api = Api.MESSAGES
-    expected = ("an Anthropic Messages body (a JSON object with a 'messages' list of user/assistant "
-                "turns and the system prompt as a top-level 'system')")
-    turns_field = "messages"
-    max_tokens_field = "max_tokens"
-    setting_fields = ("thinking",)
-
-    def render(self, system: str, turns: Sequence[Turn], tools: Sequence[Tool]) -> dict[str, Any]:
-        messages: list[dict[str, Any]] = []
-        for turn in turns:
-            if turn.role == "tool":
-                messages.append({"role": "user", "content": [
-                    {"type": "tool_result", "tool_use_id": call.id, "content": text}
-                    for call, text in turn.results]})
-            elif turn.calls:
-                blocks: list[dict[str, Any]] = [{"type": "text", "text": turn.text}] if turn.text else []
-                blocks.extend({"type": "tool_use", "id": c.id, "name": c.name,
-                               "input": _arguments_object(c.arguments)} for c in turn.calls)
-                messages.append({"role": "assistant", "content": blocks})
-            else:
-                messages.append({"role": turn.role, "content": turn.text or ""})
-        body: dict[str, Any] = {"system": system, "messages": messages}
-        if tools:
-            body["tools"] = [{"name": t.name, "description": t.description,
-                              "input_schema": dict(t.parameters)} for t in tools]
-            body["tool_choice"] = {"type": "auto"}
-        return body
-
-    def finish(self, body: dict[str, Any], *, model: str, settings: Settings) -> dict[str, Any]:
-        # Usage always comes in message_start/message_delta: Messages has no option for it.
-        body["model"] = model
-        body["stream"] = True
-        if settings.max_tokens is not None:
-            body["max_tokens"] = settings.max_tokens
-        if settings.reasoning_effort is not None:
-            budget = thinking_budget(settings.reasoning_effort)
-            # The API wants max_tokens above the budget; the answer still gets the usual room.
-            body["max_tokens"] = max(int(body.get("max_tokens") or 0),
-                                     budget + DEFAULT_MESSAGES_MAX_TOKENS)
-            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
-        body.setdefault("max_tokens", DEFAULT_MESSAGES_MAX_TOKENS)
-        return body
-
-    def check_settings(self, settings: Settings) -> None:
-        if settings.reasoning_effort is not None:
-            thinking_budget(settings.reasoning_effort)
-
-    def answer(self, message: Mapping[str, Any]) -> Answer | None:
-        content = message.get("content")
-        if not isinstance(content, list):
-            return None
-        texts: list[str] = []
-        calls: list[Call] = []
-        for block in content:
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "text":
-                texts.append(str(block.get("text") or ""))
-            elif block.get("type") == "tool_use":
-                calls.append(Call(str(block.get("id") or f"toolu_{len(calls)}"),
-                                  str(block.get("name") or ""), json_arguments(block.get("input"))))
-        return Answer("".join(texts), tuple(calls))
-
-    def misfit(self, body: Mapping[str, Any]) -> str | None:
-        messages = body.get("messages")
-        if not isinstance(messages, list):
-            return ("it has 'input' (a Responses body)" if "input" in body
-                    else "it has no 'messages' list")
-        roles = {role_of(m) for m in messages}
-        if roles & {"system", "developer", "tool"}:
-            role = sorted(r for r in roles & {"system", "developer", "tool"} if r)[0]
-            return f"it has a '{role}' role message (a Chat Completions body)"
-        if any(isinstance(m, dict) and "tool_calls" in m for m in messages):
-            return "it has 'tool_calls' (a Chat Completions body)"
-        if any(isinstance(t, dict) and "function" in t for t in body.get("tools") or []):
-            return "its tools are in the Chat Completions format ('function')"
-        if "stream_options" in body:
-            return "it has 'stream_options' (a Chat Completions body)"
-        return None
-
-
-#: The error ``type`` Anthropic's API gives each HTTP status (``api_error`` for the rest).
-ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-               404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
-               503: "overloaded_error", 529: "overloaded_error"}
-#: Every Anthropic API version this was checked against; the one its SDKs send.
-ANTHROPIC_VERSION = "2023-06-01"
-MESSAGE_STOP = "message_stop"
-MESSAGE_STOP_FRAME = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
-#: Event types only an Anthropic Messages stream sends (``message_start`` opens every one).
-EVENT_TYPES = frozenset({"message_start", "content_block_start", "content_block_delta",
-                         "content_block_stop", "message_delta", MESSAGE_STOP})
-
-
-def error_body(message: str, *, type_: str, code: str | int | None = None,
-               param: str | None = None) -> dict[str, Any]:
-    """Anthropic's error shape ``{"type": "error", "error": {"type", "message"}}``; a ``code`` rides
-    along when given (its SDK keeps the whole body). Anthropic names no ``param``."""
-    error: dict[str, Any] = {"type": type_, "message": message}
-    if code is not None:
-        error["code"] = code
-    return {"type": "error", "error": error}
-
-
-def status_error(status: int, message: str) -> dict[str, Any]:
-    """The error body Anthropic's API sends for an HTTP status."""
-    return error_body(message, type_=ERROR_TYPES.get(status, "api_error"))
-
-
-def messages_error_frame(code: str, message: str, sent: bytes = b"") -> bytes:
-    """The ``event: error`` the anthropic SDKs raise on; the message starts with the ending's name."""
-    body = {"type": "error", "error": {"type": "api_error", "message": f"{code}: {message}"}}
-    return b"event: error\ndata: " + dumps(body) + b"\n\n"
-
-
 #: Each event type's fold, by type: a table of the class's functions, not of one checker's bound
 #: methods (those would tie every checker in a reference cycle, freed only by the cyclic GC).
 _HANDLERS: dict[str, Callable[[MessagesChecker, str, dict[str, Any]], None]] = {
@@ -449,66 +283,3 @@ _HANDLERS: dict[str, Callable[[MessagesChecker, str, dict[str, Any]], None]] = {
     "message_delta": MessagesChecker._on_message_delta,
     "message_stop": MessagesChecker._on_message_stop,
 }
-
-
-def _terminal(event: SSEEvent) -> bool:
-    return event.event == MESSAGE_STOP
-
-
-def _upstream_error(event: SSEEvent) -> UpstreamError | None:
-    return UpstreamError.FORWARD if event.event == "error" else None
-
-
-def finish_of(message: Mapping[str, Any]) -> list[str | None]:
-    """The ``stop_reason`` (None when the stream never gave one)."""
-    stop = message.get("stop_reason")
-    return [stop if isinstance(stop, str) else None]
-
-
-def _claims(obj: Mapping[str, Any]) -> bool:
-    return obj.get("type") in EVENT_TYPES
-
-
-def usage_of(message: Mapping[str, Any]) -> UsageFacts:
-    """``usage.cache_read_input_tokens`` and ``cache_creation_input_tokens``: Anthropic counts both
-    apart from ``input_tokens``, so the whole prompt is the three added."""
-    usage = message.get("usage")
-    read = count(field(usage, "cache_read_input_tokens"))
-    written = count(field(usage, "cache_creation_input_tokens"))
-    fresh = count(field(usage, "input_tokens"))
-    prompt = None if fresh is None else fresh + (read or 0) + (written or 0)
-    return UsageFacts(prompt_tokens=prompt, cached_tokens=read, cache_write_tokens=written)
-
-
-MESSAGES = Protocol(
-    api=Api.MESSAGES,
-    title="Anthropic Messages",
-    routes=(Route("/messages"),),
-    auth=Auth("x-api-key"),
-    headers={"anthropic-version": ANTHROPIC_VERSION},
-    claims=_claims,
-    format=MessagesFormat(),
-    checker=MessagesChecker,
-    assembler=MessagesAssembler,
-    relay=Relay(
-        terminal=_terminal, upstream_error=_upstream_error, error_frame=messages_error_frame,
-        sentinel=MESSAGE_STOP_FRAME, trailer=never,
-        messages={
-            Ending.TRUNCATED: "the upstream stopped after content with neither a stop_reason nor "
-                              "message_stop; the answer is incomplete",
-            Ending.NO_FINISH: "the upstream sent message_stop without a stop_reason",
-            Ending.NO_DONE: "the upstream gave a stop_reason but never sent message_stop",
-            Ending.CUT_MID_FRAME: "the upstream body stopped in the middle of an event",
-            Ending.EMPTY: "the upstream sent no event at all",
-        }),
-    error_body=error_body,
-    status_error=status_error,
-    finish_reasons=frozenset({"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn",
-                              "refusal"}),
-    finish_of=finish_of,
-    usage_of=usage_of,
-    terminal_events=frozenset({MESSAGE_STOP}),
-    bad_endings=("truncated", "no_done", "no_finish", "cut_mid_frame", "transport_error",
-                 "error_event", "http_error", "empty", "tool_call_unterminated"),
-    dialects=("no_done",),
-)

@@ -23,7 +23,7 @@ aggregator joins them like this): text joined, thoughts apart, function calls wh
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -31,37 +31,16 @@ from msgspec import UNSET
 
 from sseguard.contract._base import FINISHED, JSON_ERRORS, CheckerBase, FrameTail, decode_json
 from sseguard.contract.folding import ToolFacts, is_int
-from sseguard.contract.gemini_assembler import CandidateState, GeminiAssembler, Record
-from sseguard.contract.gemini_assembler import decode_record as _decode_record
-from sseguard.contract.gemini_relay import ARRAY_CLOSE, RELAY
-from sseguard.contract.gemini_request import (
-    GeminiFormat,
-    error_body,
+from sseguard.contract.gemini.assembler import CandidateState, GeminiAssembler, Record
+from sseguard.contract.gemini.assembler import decode_record as _decode_record
+from sseguard.contract.gemini.relay import ARRAY_CLOSE
+from sseguard.contract.gemini.request import (
     function_declarations,
     parameters_schema,
-    status_error,
 )
-from sseguard.contract.protocol import (
-    Auth,
-    Framing,
-    Protocol,
-    Route,
-)
-from sseguard.contract.usage import UsageFacts, count, field, text
 from sseguard.jsonarray import JsonArrayDecoder, JsonElement
 from sseguard.sse import SSEDecoder, SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
-
-__all__ = [
-    "ARRAY_CLOSE",
-    "ERROR_FINISH_REASONS",
-    "GEMINI",
-    "GeminiAssembler",
-    "GeminiChecker",
-    "GeminiFormat",
-    "GeminiFrames",
-    "looks_like_gemini",
-]
 
 #: Finish reasons that say the model failed, not that the answer ended: the stream is an error.
 ERROR_FINISH_REASONS = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "OTHER",
@@ -430,60 +409,3 @@ class GeminiChecker(CheckerBase):
 
     def _message(self) -> dict[str, Any]:
         return self._asm.to_response()
-
-
-# ── the protocol's other facts: requests, relay, errors, sniffing, the descriptor ─────────────────
-
-def finish_of(message: Mapping[str, Any]) -> list[str | None]:
-    """One ``finishReason`` per candidate; a blocked prompt's ``blockReason`` when none came."""
-    candidates = message.get("candidates")
-    if isinstance(candidates, list) and candidates:
-        return [c.get("finishReason") if isinstance(c, dict) else None for c in candidates]
-    feedback = message.get("promptFeedback")
-    reason = feedback.get("blockReason") if isinstance(feedback, dict) else None
-    return [reason if isinstance(reason, str) else None]
-
-
-def usage_of(message: Mapping[str, Any]) -> UsageFacts:
-    """``usageMetadata.cachedContentTokenCount`` of ``promptTokenCount`` (which includes it), and the
-    ``modelVersion`` of the serving build. A record without the cached count used no cache."""
-    usage = message.get("usageMetadata")
-    prompt = count(field(usage, "promptTokenCount"))
-    cached = count(field(usage, "cachedContentTokenCount"))
-    if cached is None and prompt is not None:
-        cached = 0  # (Gemini omits zero counts from usageMetadata)
-    return UsageFacts(prompt_tokens=prompt, cached_tokens=cached,
-                      fingerprint=text(message.get("modelVersion")))
-
-
-GEMINI = Protocol(
-    api=Api.GEMINI,
-    title="Gemini generateContent",
-    routes=(Route("/models/{model}:streamGenerateContent", streams=True),
-            Route("/models/{model}:generateContent", streams=False),
-            Route("/projects/{project}/locations/{location}/publishers/google/models/{model}"
-                  ":streamGenerateContent", streams=True),
-            Route("/projects/{project}/locations/{location}/publishers/google/models/{model}"
-                  ":generateContent", streams=False)),
-    mounts=("/v1beta", "/v1"),
-    auth=Auth("x-goog-api-key", query="key"),
-    claims=looks_like_gemini,
-    format=GeminiFormat(),
-    checker=GeminiChecker,
-    assembler=GeminiAssembler,
-    relay=RELAY,
-    error_body=error_body,
-    status_error=status_error,
-    finish_reasons=frozenset({"STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "LANGUAGE", "BLOCKLIST",
-                              "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}),
-    finish_of=finish_of,
-    usage_of=usage_of,
-    terminal_events=frozenset({"finishReason"}),
-    bad_endings=("truncated", "cut_mid_frame", "transport_error", "error_event", "http_error",
-                 "empty"),
-    dialects=(),
-    stream_field=None,
-    model_field=None,
-    framings=(Framing.SSE, Framing.JSON_ARRAY),
-    sse_query=("alt", "sse"),
-)

@@ -55,7 +55,7 @@ def gemini_error_frame(code: str, message: str, sent: bytes = b"") -> bytes:
     return _bare(body)
 
 
-def _upstream_error(event: SSEEvent) -> UpstreamError | None:
+def upstream_error_of(event: SSEEvent) -> UpstreamError | None:
     if b'"error"' not in event.raw:
         return None
     try:
@@ -83,7 +83,7 @@ RELAY = Relay(
     # SSE has no terminal event: the end of the body is the end, and the guard decides it. The
     # array framing's closing ``]`` is held like one: sent once the end is known good, or
     # replaced by the guard's error element and its own ``]``.
-    terminal=_array_close, upstream_error=_upstream_error, error_frame=gemini_error_frame,
+    terminal=_array_close, upstream_error=upstream_error_of, error_frame=gemini_error_frame,
     sentinel=b"", trailer=never, forwarded=_forwarded,
     messages={
         Ending.TRUNCATED: "the upstream stopped after content without a finishReason; the "

@@ -89,7 +89,7 @@ class ChatChunk(msgspec.Struct, gc=False):
 TextWatcher = Callable[[int, str, str], None]
 
 
-class MessageAssembler:
+class ChatAssembler:
     """``add(chunk)`` folds one decoded chunk and returns the schema problems it found in it.
 
     ``keep_text=False`` folds everything but the content and reasoning text itself, so a relay watching

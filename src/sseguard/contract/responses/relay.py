@@ -38,7 +38,7 @@ def responses_error_frame(code: str, message: str, sent: bytes = b"") -> bytes:
     return b"event: error\ndata: " + dumps(body) + b"\n\n"
 
 
-def _terminal(event: SSEEvent) -> bool:
+def is_terminal(event: SSEEvent) -> bool:
     # data: [DONE] too: openai-python stops reading at it, so one that came without
     # response.completed (no_finish) must still be replaceable by an error.
     if event.event in TERMINAL_EVENTS or event.data == "[DONE]":
@@ -46,7 +46,7 @@ def _terminal(event: SSEEvent) -> bool:
     return event.event == "message" and data_type(event, TERMINAL_EVENTS) is not None
 
 
-def _upstream_error(event: SSEEvent) -> UpstreamError | None:
+def upstream_error_of(event: SSEEvent) -> UpstreamError | None:
     # A nested error object would make openai-python raise too, but a flat one or response.failed
     # would not: one shape for all of them, with the code the client can act on.
     if event.event in ERROR_EVENTS:
@@ -62,7 +62,7 @@ def _trailer(event: SSEEvent) -> bool:
 
 #: The relay's table of a Responses stream (the ``Protocol`` descriptor's ``relay``).
 RELAY = Relay(
-    terminal=_terminal, upstream_error=_upstream_error, error_frame=responses_error_frame,
+    terminal=is_terminal, upstream_error=upstream_error_of, error_frame=responses_error_frame,
     sentinel=b"", trailer=_trailer,
     messages={
         Ending.TRUNCATED: "the upstream stopped after content without response.completed or "

@@ -12,8 +12,7 @@ silently, which is why it is the first thing this checker exists to name.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -21,28 +20,12 @@ import msgspec
 from sseguard.contract._base import (
     FINISHED,
     JSON_ERRORS,
-    TAIL_BYTES,
     CheckerBase,
     decode_json,
 )
-from sseguard.contract.chat_assembler import AssembledChoice, ChatChunk, MessageAssembler
-from sseguard.contract.leaks import LEAK_MARKERS, leak_markers
-from sseguard.contract.protocol import Auth, Protocol, Relay, Route, UpstreamError, dumps, never
-from sseguard.contract.request import (
-    Answer,
-    Call,
-    Format,
-    Settings,
-    Tool,
-    Turn,
-    blocks_of,
-    json_arguments,
-)
-from sseguard.contract.usage import UsageFacts, count, field, text
+from sseguard.contract.chat.assembler import AssembledChoice, ChatAssembler, ChatChunk
 from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
-
-__all__ = ["CHAT", "LEAK_MARKERS", "TAIL_BYTES", "ChatFormat", "StreamChecker", "leak_markers"]
 
 #: Chunks of the common shape decode straight into typed structs (no dict lookups to fold them);
 #: anything else — bad JSON, other types, too deep — falls back to the generic decode and ``add``.
@@ -70,7 +53,7 @@ class StreamChecker(CheckerBase):
         self._include_usage = bool(isinstance(opts, dict) and opts.get("include_usage"))
         n = request.get("n")
         self._n = n if isinstance(n, int) and n > 0 else None
-        self._assembler = MessageAssembler(keep_text=keep_text, on_text=self._leaks.scan)
+        self._assembler = ChatAssembler(keep_text=keep_text, on_text=self._leaks.scan)
         self._done_frame: int | None = None
         # The choice the lane's text goes to, and its text parts (None without ``keep_text``).
         self._lane_choice = _NO_CHOICE
@@ -213,166 +196,3 @@ class StreamChecker(CheckerBase):
 
     def _message(self) -> dict[str, Any]:
         return self._assembler.to_openai()
-
-
-# ── the protocol's other facts: requests, relay, errors, sniffing, the descriptor ─────────────────
-
-
-class ChatFormat(Format):
-    """OpenAI Chat Completions: ``messages`` with a system message, ``tool`` messages for results."""
-
-    api = Api.CHAT
-    expected = "a Chat Completions body (a JSON object with a 'messages' list)"
-    turns_field = "messages"
-    max_tokens_field = "max_tokens"
-    setting_fields = ("reasoning_effort", "stream_options")
-
-    def render(self, system: str, turns: Sequence[Turn], tools: Sequence[Tool]) -> dict[str, Any]:
-        messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
-        for turn in turns:
-            if turn.role == "tool":
-                messages.extend({"role": "tool", "tool_call_id": call.id, "content": text}
-                                for call, text in turn.results)
-            elif turn.calls:
-                messages.append({"role": "assistant", "content": turn.text, "tool_calls": [
-                    {"id": c.id, "type": "function",
-                     "function": {"name": c.name, "arguments": c.arguments}} for c in turn.calls]})
-            else:
-                messages.append({"role": turn.role, "content": turn.text or ""})
-        body: dict[str, Any] = {"messages": messages}
-        if tools:
-            body["tools"] = [{"type": "function", "function": {
-                "name": t.name, "description": t.description, "parameters": dict(t.parameters)}}
-                for t in tools]
-            body["tool_choice"] = "auto"
-        return body
-
-    def finish(self, body: dict[str, Any], *, model: str, settings: Settings) -> dict[str, Any]:
-        body["model"] = model
-        body["stream"] = True
-        if settings.include_usage:
-            opts = body.get("stream_options")
-            body["stream_options"] = {**(opts if isinstance(opts, dict) else {}), "include_usage": True}
-        if settings.max_tokens is not None:
-            body["max_tokens"] = settings.max_tokens
-        if settings.reasoning_effort is not None:
-            body["reasoning_effort"] = settings.reasoning_effort
-        return body
-
-    def answer(self, message: Mapping[str, Any]) -> Answer | None:
-        choices = message.get("choices") or []
-        first = choices[0] if isinstance(choices, list) and choices else None
-        said = first.get("message") if isinstance(first, dict) else None
-        if not isinstance(said, dict):
-            return None
-        calls = []
-        for i, call in enumerate(said.get("tool_calls") or []):
-            fn = call.get("function") if isinstance(call, dict) else None
-            if isinstance(fn, dict):
-                calls.append(Call(str(call.get("id") or f"call_{i}"), str(fn.get("name") or ""),
-                                  json_arguments(fn.get("arguments"))))
-        return Answer(str(said.get("content") or ""), tuple(calls))
-
-    def misfit(self, body: Mapping[str, Any]) -> str | None:
-        if not isinstance(body.get("messages"), list):
-            return ("it has 'input' (a Responses body)" if "input" in body
-                    else "it has no 'messages' list")
-        if "system" in body:
-            return "it has a top-level 'system' (an Anthropic Messages body)"
-        kinds = {b.get("type") for m in body["messages"] for b in blocks_of(m)}
-        if kinds & {"tool_use", "tool_result"}:
-            return "its messages hold tool_use/tool_result blocks (an Anthropic Messages body)"
-        if any(isinstance(t, dict) and "input_schema" in t for t in body.get("tools") or []):
-            return "its tools have 'input_schema' (the Anthropic Messages tool format)"
-        return None
-
-
-def status_error(status: int, message: str) -> dict[str, Any]:
-    """The error body an OpenAI-compatible server sends for an HTTP status (``type``/``code`` by it)."""
-    kind, code = {429: ("rate_limit_error", "rate_limit_exceeded"),
-                  503: ("server_error", "service_unavailable")}.get(status, ("server_error", None))
-    return error_body(message, type_=kind, code=code if code is not None else status)
-
-
-def error_body(message: str, *, type_: str, code: str | int | None,
-               param: str | None = None) -> dict[str, Any]:
-    """OpenAI's error object ``{"error": {"message", "type", "param", "code"}}`` (chat and Responses)."""
-    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
-
-
-def chat_error_frame(code: str, message: str, sent: bytes = b"") -> bytes:
-    """The frame the openai SDKs raise ``APIError`` on (they ignore ``event: error``)."""
-    body = {"error": {"message": message, "type": "upstream_stream_error", "code": code}}
-    return b"data: " + dumps(body) + b"\n\n"
-
-
-def _terminal(event: SSEEvent) -> bool:
-    return event.data == DONE
-
-
-def _upstream_error(event: SSEEvent) -> UpstreamError | None:
-    if event.event == "error":
-        return UpstreamError.REPLACE  # not every client raises on a named event
-    if b'"error"' in event.raw:
-        try:
-            obj = json.loads(event.data)
-        except ValueError:
-            return None
-        if isinstance(obj, dict) and "error" in obj and not obj.get("choices"):
-            return UpstreamError.FORWARD
-    return None
-
-
-def finish_of(message: Mapping[str, Any]) -> list[str | None]:
-    """One ``finish_reason`` per choice."""
-    choices = message.get("choices") or []
-    return [c.get("finish_reason") for c in choices if isinstance(c, dict)]
-
-
-def _claims(obj: Mapping[str, Any]) -> bool:
-    return obj.get("object") == "chat.completion.chunk" or isinstance(obj.get("choices"), list)
-
-
-#: The sentinel that ends every chat stream.
-DONE = "[DONE]"
-DONE_FRAME = b"data: [DONE]\n\n"
-
-def usage_of(message: Mapping[str, Any]) -> UsageFacts:
-    """``usage.prompt_tokens_details.cached_tokens`` of the prompt's ``usage.prompt_tokens``, and the
-    ``system_fingerprint`` of the serving build."""
-    usage = message.get("usage")
-    return UsageFacts(prompt_tokens=count(field(usage, "prompt_tokens")),
-                      cached_tokens=count(field(usage, "prompt_tokens_details", "cached_tokens")),
-                      fingerprint=text(message.get("system_fingerprint")))
-
-
-CHAT = Protocol(
-    api=Api.CHAT,
-    title="OpenAI Chat Completions",
-    routes=(Route("/chat/completions"),),
-    auth=Auth("authorization", scheme="Bearer"),
-    claims=_claims,
-    format=ChatFormat(),
-    checker=StreamChecker,
-    assembler=MessageAssembler,
-    relay=Relay(
-        terminal=_terminal, upstream_error=_upstream_error, error_frame=chat_error_frame,
-        sentinel=DONE_FRAME, trailer=never,
-        messages={
-            Ending.TRUNCATED: "the upstream stopped after content with neither a finish_reason nor "
-                              "data: [DONE]; the answer is incomplete",
-            Ending.NO_FINISH: "the upstream sent data: [DONE] without a finish_reason for every choice",
-            Ending.NO_DONE: "the upstream finished the answer but never sent data: [DONE]",
-            Ending.CUT_MID_FRAME: "the upstream body stopped in the middle of an event",
-            Ending.EMPTY: "the upstream sent no event at all",
-        }),
-    error_body=error_body,
-    status_error=status_error,
-    finish_reasons=frozenset({"stop", "length", "tool_calls", "content_filter", "function_call"}),
-    finish_of=finish_of,
-    usage_of=usage_of,
-    terminal_events=frozenset({DONE}),
-    bad_endings=("truncated", "no_done", "no_finish", "cut_mid_frame", "transport_error",
-                 "error_event", "http_error", "empty", "tool_call_unterminated"),
-    dialects=("no_finish_reason", "no_done", "empty_finish_reason", "usage_choices_null"),
-)
