@@ -95,6 +95,12 @@ class Policy:
         name = policy if not extra else f"{policy}+{','.join(sorted(map(str, extra)))}"
         return cls(name=name, tolerate=base | extra, complete=policy in COMPLETING)
 
+    @property
+    def listed(self) -> list[str]:
+        """What this policy tolerates beyond the warnings every preset tolerates, as written in a
+        summary or a saved config (``from_spec`` adds the warnings back)."""
+        return sorted(map(str, self.tolerate - WARNINGS))
+
     def failure(self, verdict: Verdict) -> str | None:
         """Why the verdict fails under this policy (the ending, or the first untolerated finding)."""
         if verdict.ending is not Ending.COMPLETE and verdict.ending not in self.tolerate:

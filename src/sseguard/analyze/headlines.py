@@ -109,6 +109,17 @@ def healing(h: Healing, said: Sequence[AttributeResult] = ()) -> list[str]:
     return lines
 
 
+def consistency(total: Rate, attributes: Sequence[AttributeResult]) -> list[str]:
+    """The consistency workload in words: how many answers changed against their reference, and the
+    significant attributes the changed ones share (a divergence is an outcome, not a failure)."""
+    lines = [f"{total.failed} of {total.total} answers of the consistency workload diverged from their "
+             f"prompt's reference at concurrency 1 ({total})"]
+    for attr in attributes:
+        if attr.lead and attr.significant and attr.headline:
+            lines.append(f"divergence: {attr.headline}")
+    return lines
+
+
 def explained(attributes: Sequence[AttributeResult]) -> str | None:
     """One line for the significant attributes that only follow stronger ones, so a reader sees them
     set aside rather than missing: ``reuse_index 16–31 follows time_window``."""

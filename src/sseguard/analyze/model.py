@@ -248,6 +248,8 @@ class Analysis:
     within_api: dict[str, list[AttributeResult]] = field(default_factory=dict)
     #: Streams the proxy healed, when records were written with healing on (``healing``).
     healing: Healing | None = None
+    #: The consistency workload's answers against their references, when the run has any.
+    consistency: Any = None  # ``analyze.consistency.Consistency`` (it imports this module)
 
     @property
     def requests(self) -> int:
@@ -264,7 +266,7 @@ class Analysis:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "policy": {"name": self.policy.name, "tolerate": sorted(map(str, self.policy.tolerate))},
+            "policy": {"name": self.policy.name, "tolerate": self.policy.listed},
             "requests": self.requests, **self.total.to_dict(),
             "endings": self.endings, "findings": self.findings, "failures": self.failures,
             "runs": self.runs, "span_s": self.span_s, "bucket_s": self.bucket_s,
@@ -281,4 +283,5 @@ class Analysis:
             "within_api": {api: [a.to_dict() for a in attrs]
                            for api, attrs in self.within_api.items()},
             **({"healing": self.healing.to_dict()} if self.healing is not None else {}),
+            **({"consistency": self.consistency.to_dict()} if self.consistency is not None else {}),
         }
