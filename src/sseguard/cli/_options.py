@@ -45,7 +45,7 @@ LOAD: tuple[Shared, ...] = (
         None, "--key-env", metavar="NAME", help="Env var holding the key (never the key itself).")),
     Shared("workload", "workload", str | None, typer.Option(
         None, "--workload", metavar="WORKLOAD", help="small, big, reuse, tools or consistency "
-                                    "(fixed prompts, deterministic, each answer compared with its reference).")),
+        "(fixed prompts, deterministic, each answer compared with its reference).")),
     Shared("body", "body", str | None, typer.Option(
         None, "--body", metavar="FILE", help="Your own request body, in the arm's api format.")),
     Shared("policy", "policy", str | None, typer.Option(
