@@ -60,12 +60,15 @@ class Consistency:
 
     levels: list[LevelDivergence]
     total: Rate
-    attributes: list[AttributeResult] = field(default_factory=list)  # ranked, outcome "diverged"
+    #: Per arm, its attributes ranked with "diverged" as the outcome: each arm is its own deployment,
+    #: so a healthy arm beside a corrupting one names nothing (pooled, "arm" would be the finding).
+    attributes: dict[str, list[AttributeResult]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"compared": self.total.total, "diverged": self.total.failed,
                 "levels": [lv.to_dict() for lv in self.levels],
-                "attributes": [a.to_dict() for a in self.attributes]}
+                "attributes": {arm: [a.to_dict() for a in found]
+                               for arm, found in self.attributes.items()}}
 
 
 def analyze_consistency(cs: CellSet,
@@ -88,6 +91,11 @@ def analyze_consistency(cs: CellSet,
     levels = [LevelDivergence(arm, level, Rate.of(d, n),
                               {b: where.get((arm, level), Counter())[b] for b in BUCKETS})
               for (arm, level), (d, n) in sorted(per.items())]
-    found = [headline(a) for a in search(columns(replace(cs, cells=compared)), reasons, weights)]
+    found: dict[str, list[AttributeResult]] = {}
+    for arm in sorted({c.arm for c in compared}):
+        mine = [i for i, c in enumerate(compared) if c.arm == arm]
+        cells = [compared[i] for i in mine]
+        found[arm] = [headline(a) for a in search(columns(replace(cs, cells=cells)),
+                                                  [reasons[i] for i in mine], [weights[i] for i in mine])]
     total = Rate.of(sum(d for d, _ in per.values()), sum(n for _, n in per.values()))
     return Consistency(levels=levels, total=total, attributes=found)

@@ -145,9 +145,10 @@ def _html_consistency(c: Consistency) -> list[str]:
              "are not batch-invariant changes a few answers late; a corrupting cache changes many, "
              "early.</p>",
              _html_table(_CONSISTENCY_COLUMNS, _consistency_rows(c))]
-    for attr in c.attributes[:SHOWN_ATTRIBUTES]:
-        if attr.headline:
-            parts.append(f"<p>{_e(attr.headline)}</p>")
+    for arm, found in c.attributes.items():
+        for attr in [a for a in found if a.lead and a.significant][:SHOWN_ATTRIBUTES]:
+            if attr.headline:
+                parts.append(f"<p>Arm {_e(arm)}: {_e(attr.headline)}</p>")
     return parts
 
 

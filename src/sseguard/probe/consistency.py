@@ -4,9 +4,10 @@ A race in a serving engine's prefix cache corrupts the answers built on cached t
 load: markup leaking into ``content`` is the visible part, garbled plain text the rest. With
 deterministic sampling (temperature 0, ``top_p`` 1, a fixed ``seed`` where the API has one) an answer
 should not depend on how many other streams share the batch. So the workload sends a fixed set of
-prompts — one long shared prefix (what a prefix cache serves) and a short question each — first one at
-a time (the *reference*, at concurrency 1), then at every level of the run, and compares each answer
-with its prompt's reference: identical, or diverged at a character (and about which token).
+prompts — half of them one long shared prefix (what a prefix cache serves) and a short question, half
+a short question alone (what no cache serves) — first one at a time (the *reference*, at concurrency
+1), then at every level of the run, and compares each answer with its prompt's reference: identical,
+or diverged at a character (and about which token).
 
 A divergence is a fact, never a failure: a healthy engine whose kernels are not batch-invariant
 changes some answers too, but late (the floating-point order of a bigger batch tips one near-tie
@@ -55,8 +56,12 @@ _TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
 def prompt(i: int) -> str:
-    """The ``i``-th fixed prompt's user text: the shared prefix and its own question."""
-    return f"{_PREFIX}\n\nQuestion: {_QUESTIONS[i % PROMPTS]}"
+    """The ``i``-th fixed prompt's user text. Even prompts are the shared prefix and a question (a
+    prefix cache serves all but the first); odd ones the question alone, shorter than one cache block
+    (16 tokens in vLLM and SGLang), so no prefix cache serves them: the run holds cached and uncached
+    prompts side by side, and the analysis can tell a fault of the cache from one of the load."""
+    question = _QUESTIONS[i % PROMPTS]
+    return f"{_PREFIX}\n\nQuestion: {question}" if i % 2 == 0 else question
 
 
 def render(fmt: Format, i: int) -> dict[str, Any]:
