@@ -24,6 +24,7 @@ from sseguard.analyze.facts import Dialect
 from sseguard.analyze.sources import FileSource, Source, StoreSource, spark_schema
 from sseguard.errors import ConfigError
 from sseguard.record import id_prefix
+from sseguard.store.fields import CACHE_FACTS
 
 Row = tuple[Any, ...]
 #: DuckDB's working memory (MB); past it, large aggregations spill to a temporary directory.
@@ -190,6 +191,15 @@ def _first_bad_line(path: str) -> str | None:
     return None
 
 
+def older_columns(columns: set[str]) -> str:
+    """What a store of an older layout lacks, as SQL columns: ``weight`` (before sampling, every
+    record counts once) and the cache facts (before schema 3: NULL, not reported). Empty: none."""
+    added = [] if "weight" in columns else ["1 AS weight"]
+    added += [f"CAST(NULL AS BIGINT) AS {c}" if c != "consistency" else f"CAST(NULL AS TEXT) AS {c}"
+              for c in CACHE_FACTS if c not in columns]
+    return ", ".join(added)
+
+
 def _columns_from(columns: set[str], fetch: Callable[[str], list[Row]], meta: str) -> int | None:
     """The first ``seq`` whose row has the fact columns (``store.fields``), or None when the store has
     none (schema 1, never opened by a writer of schema 2): then every row is read from its JSON."""
@@ -243,8 +253,9 @@ class SQLiteEngine:
         columns = {row[1] for row in self._con.execute(f"PRAGMA table_info({TABLE})")}
         if not columns:
             raise EngineError(f"{self.source.label} is not an sseguard store (no {TABLE} table)")
-        if "weight" not in columns:  # a store written before weights existed: every record counts once
-            self._con.execute(f"CREATE TEMP VIEW {TABLE} AS SELECT *, 1 AS weight FROM main.{TABLE}")
+        added = older_columns(columns)
+        if added:
+            self._con.execute(f"CREATE TEMP VIEW {TABLE} AS SELECT *, {added} FROM main.{TABLE}")
         self.columns_from = _columns_from(columns, lambda sql: self._con.execute(sql).fetchall(), META)
 
     def seq_span(self) -> tuple[int, int]:
@@ -290,8 +301,9 @@ class PostgresEngine:
         if not columns:
             self._con.close()
             raise EngineError(f"{source.label} is not an sseguard store (no {TABLE} table)")
-        if "weight" not in columns:
-            self._con.execute(f"CREATE TEMP VIEW {TABLE} AS SELECT *, 1 AS weight FROM public.{TABLE}")
+        added = older_columns(columns)
+        if added:
+            self._con.execute(f"CREATE TEMP VIEW {TABLE} AS SELECT *, {added} FROM public.{TABLE}")
         self.columns_from = _columns_from(columns, self.rows, META)
 
     def rows(self, sql: str) -> list[Row]:
