@@ -97,18 +97,14 @@ class MessagesFormat(Format):
                                      budget + DEFAULT_MESSAGES_MAX_TOKENS)
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}
         body.setdefault("max_tokens", DEFAULT_MESSAGES_MAX_TOKENS)
-        if settings.seed is not None:
-            # Anthropic takes no seed; greedy is temperature 0 with top_k 1 (``check_settings``
-            # refuses it with thinking, which requires temperature 1).
-            body.update(temperature=0, top_k=1)
+        # ``settings.seed`` (deterministic sampling) has no words here: the current Messages API takes
+        # no seed and no sampling parameters (the anthropic SDK 2 dropped ``temperature`` and
+        # ``top_k``), so a messages arm is compared at the server's own sampling (docs/probe.md).
         return body
 
     def check_settings(self, settings: Settings) -> None:
         if settings.reasoning_effort is not None:
             thinking_budget(settings.reasoning_effort)
-            if settings.seed is not None:
-                raise ConfigError("deterministic sampling (the consistency workload) cannot go with "
-                                  "thinking on messages: Anthropic requires temperature 1 there")
 
     def answer(self, message: Mapping[str, Any]) -> Answer | None:
         content = message.get("content")
