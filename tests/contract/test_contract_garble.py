@@ -51,14 +51,20 @@ def test_a_bell_character_is_a_control_character_but_tab_and_newlines_are_text()
     assert scan([(0, "content", "x\x85y")]) == [("control_character", 0, "content")]
 
 
-def test_a_word_repeated_sixteen_times_is_found_across_deltas_and_fifteen_is_not() -> None:
-    assert scan([(0, "content", "Par"), (0, "content", "is " + "Paris " * 15)]) == [
+def test_one_token_sixteen_times_in_a_row_is_found_and_fifteen_is_not() -> None:
+    assert scan([(0, "content", "The capital is")] + [(0, "content", " Paris")] * 16) == [
         ("repeated_token", 0, "content")]
+    assert scan([(0, "content", " Paris")] * 15 + [(0, "content", " Lyon")]) == []
+
+
+def test_a_delta_of_many_words_is_looked_into_for_a_run() -> None:
+    assert scan([(0, "content", "It is " + "Paris " * 16)]) == [("repeated_token", 0, "content")]
     assert scan([(0, "content", "Paris " * 15 + "Lyon")]) == []
 
 
 def test_numbers_and_rules_repeated_are_legitimate_text() -> None:
     assert scan([(0, "content", "0 " * 40 + "-" * 200 + " |---|" * 30)]) == []
+    assert scan([(0, "content", " 0")] * 40 + [(0, "content", "-")] * 40) == []
 
 
 def test_reasoning_after_the_answer_began_is_found_per_choice() -> None:
@@ -78,15 +84,26 @@ def test_one_finding_per_signal_and_place() -> None:
         ("invalid_text", 0, "content")]
 
 
-_TEXT = st.lists(st.sampled_from(["Paris", " ", "\ufffd", "\x07", "a", "\n", "0"]), max_size=40).map("".join)
+_DELTA = st.sampled_from([" Paris", " is", "\ufffd", "Pa\x07ris", "\n", " 0", "Paris " * 16, "a"])
+
+
+def _chat(deltas: list[str]) -> bytes:
+    frames = [b'data: {"id":"c","object":"chat.completion.chunk","model":"m","choices":[{"index":0,'
+              b'"delta":' + json.dumps({"content": d}).encode() + b',"finish_reason":null}]}\n\n'
+              for d in deltas]
+    return b"".join(frames) + (b'data: {"id":"c","object":"chat.completion.chunk","model":"m",'
+                               b'"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+                               b"data: [DONE]\n\n")
 
 
 @settings(max_examples=60, deadline=None)
-@given(text=_TEXT.map(lambda t: t + " Paris" * 17), cuts=st.lists(st.integers(0, 200), max_size=8))
-def test_any_split_of_the_same_text_gives_the_same_findings(text: str, cuts: list[int]) -> None:
-    points = sorted({c for c in cuts if 0 < c < len(text)})
-    parts = [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
-    assert scan([(0, "content", p) for p in parts]) == scan([(0, "content", text)])
+@given(deltas=st.lists(_DELTA, max_size=40), size=st.integers(1, 97))
+def test_any_split_of_the_body_gives_the_same_findings(deltas: list[str], size: int) -> None:
+    body = _chat(deltas)
+    whole = check("chat", body)
+    split = check("chat", body, size)
+    assert [(f.kind, f.detail, f.frame, f.offset) for f in split.findings] == [
+        (f.kind, f.detail, f.frame, f.offset) for f in whole.findings]
 
 
 @settings(max_examples=30, deadline=None)
