@@ -15,60 +15,20 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
 from sseguard.analyze.attributes import search
 from sseguard.analyze.columns import columns
 from sseguard.analyze.counts import CellSet
-from sseguard.analyze.facts import DIVERGED_EDGES, diverged_label
-from sseguard.analyze.model import AttributeResult
+from sseguard.analyze.facts import DIVERGED_BUCKETS
+from sseguard.analyze.model import AttributeResult, Consistency, LevelDivergence
 from sseguard.analyze.stats import Rate
 
 #: The outcome the search gives an answer that differs from its reference.
 DIVERGED = "diverged"
 IDENTICAL = "identical"
 REFERENCE = "reference"
-#: The divergence buckets, earliest first (the first one is "early").
-BUCKETS = tuple(diverged_label(lo, hi) for lo, hi in zip(DIVERGED_EDGES, (*DIVERGED_EDGES[1:], None),
-                                                         strict=True))
-
-
-@dataclass(frozen=True, slots=True)
-class LevelDivergence:
-    """One arm at one concurrency level: answers compared, diverged (with its interval), and where."""
-
-    arm: str
-    concurrency: int
-    rate: Rate  # diverged of compared
-    positions: dict[str, int]  # diverged answers per bucket of ``BUCKETS``
-
-    @property
-    def early(self) -> int:
-        """Diverged within the first ``facts.EARLY_TOKENS`` tokens."""
-        return self.positions.get(BUCKETS[0], 0)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"arm": self.arm, "concurrency": self.concurrency, "compared": self.rate.total,
-                "diverged": self.rate.failed, "rate": self.rate.to_dict(), "early": self.early,
-                "positions": dict(self.positions)}
-
-
-@dataclass(frozen=True, slots=True)
-class Consistency:
-    """The consistency workload's answers in a run: divergence per level, and what the diverged share."""
-
-    levels: list[LevelDivergence]
-    total: Rate
-    #: Per arm, its attributes ranked with "diverged" as the outcome: each arm is its own deployment,
-    #: so a healthy arm beside a corrupting one names nothing (pooled, "arm" would be the finding).
-    attributes: dict[str, list[AttributeResult]] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"compared": self.total.total, "diverged": self.total.failed,
-                "levels": [lv.to_dict() for lv in self.levels],
-                "attributes": {arm: [a.to_dict() for a in found]
-                               for arm, found in self.attributes.items()}}
+BUCKETS = DIVERGED_BUCKETS
 
 
 def analyze_consistency(cs: CellSet,

@@ -227,6 +227,11 @@ def diverged_label(lo: int, hi: int | None) -> str:
     return f"diverged at token {lo}–{hi - 1}" if hi is not None else f"diverged at token ≥{lo}"
 
 
+#: The divergence buckets' labels, earliest first (the first one is "early").
+DIVERGED_BUCKETS = tuple(diverged_label(lo, hi) for lo, hi in
+                         zip(DIVERGED_EDGES, (*DIVERGED_EDGES[1:], None), strict=True))
+
+
 def _div_label() -> str:
     """The consistency label of a record: ``identical``, ``reference``, a divergence bucket, or NULL
     (not a consistency answer)."""

@@ -20,7 +20,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from sseguard.analyze.consistency import Consistency
 from sseguard.analyze.facts import EARLY_TOKENS
 from sseguard.analyze.healing import SHOWN_ATTRIBUTES, SHOWN_VALUES
 from sseguard.analyze.model import (
@@ -28,6 +27,7 @@ from sseguard.analyze.model import (
     ApiRow,
     ArmComparison,
     AttributeResult,
+    Consistency,
     GroupRow,
     Healing,
     value_rows,
