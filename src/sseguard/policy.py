@@ -22,9 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sseguard.contract.garble import GARBLE_KINDS
 from sseguard.errors import ConfigError
-from sseguard.verdict import Ending, FindingKind, Verdict
+from sseguard.verdict import GARBLE_KINDS, Ending, FindingKind, Verdict
 
 #: Findings every preset but those of ``TEXT_STRICT`` tolerates: recorded, never a failure by default.
 WARNINGS: frozenset[Ending | FindingKind] = frozenset(GARBLE_KINDS)

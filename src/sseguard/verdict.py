@@ -66,6 +66,11 @@ class FindingKind(StrEnum):
     REASONING_AFTER_ANSWER = "reasoning_after_answer"  # reasoning text after the answer began
 
 
+#: The garbled-text findings (``contract.garble``): warnings, which only ``--policy strict-text`` fails.
+GARBLE_KINDS = frozenset({FindingKind.INVALID_TEXT, FindingKind.CONTROL_CHARACTER,
+                          FindingKind.REPEATED_TOKEN, FindingKind.REASONING_AFTER_ANSWER})
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
     """One thing wrong in a stream and where: the data frame number and the byte offset in the body."""

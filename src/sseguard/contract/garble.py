@@ -28,15 +28,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from sseguard.verdict import FindingKind
+from sseguard.verdict import GARBLE_KINDS, FindingKind
+
+__all__ = ["GARBLE_KINDS", "REASONING_PLACES", "REPEAT_BOUND", "GarbleScanner"]
 
 #: Consecutive repeats of one word that no healthy answer reaches ("very very very" is three).
 REPEAT_BOUND = 16
 #: The text fields (the ``where`` of a text delta) that carry reasoning, in every protocol's words.
 REASONING_PLACES = frozenset({"reasoning", "thinking", "thought"})
-#: The finding kinds this module makes: the ``strict-text`` policy fails them, the others tolerate.
-GARBLE_KINDS = frozenset({FindingKind.INVALID_TEXT, FindingKind.CONTROL_CHARACTER,
-                          FindingKind.REPEATED_TOKEN, FindingKind.REASONING_AFTER_ANSWER})
 
 # Tab, LF and CR are whitespace; every other C0 control, DEL and the C1 controls are not text.
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
