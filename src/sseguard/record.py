@@ -117,6 +117,9 @@ class Record(msgspec.Struct, kw_only=True, omit_defaults=False):
     consistency: str | None = None
     diverged_at: int | None = None
     diverged_token: int | None = None
+    #: Event, block and delta kinds the protocol's tables did not know (``Verdict.unknown_kinds``):
+    #: passed through, never a failure; what an operator classifies next.
+    unknown_kinds: list[str] = msgspec.field(default_factory=list)
 
     @property
     def cache(self) -> str | None:
@@ -160,6 +163,7 @@ def record_from_verdict(verdict: Verdict, *, policy: Policy, headers: dict[str, 
         chunks=verdict.chunks,
         bytes=verdict.bytes,
         finish_reasons=finish_reasons(verdict),
+        unknown_kinds=list(verdict.unknown_kinds),
         usage=usage if isinstance(usage := verdict.message.get("usage"), dict) else None,
         tail=redactor.text(verdict.tail[-TAIL_BYTES:].decode("utf-8", "replace")),
         model=model if isinstance(model := verdict.message.get("model"), str) else None,

@@ -54,6 +54,10 @@ class ProxyMetrics:
         self.heal_attempts = Counter("sseguard_proxy_heal_attempts", "Upstream attempts the client never "
                                      "saw (replaced by a retry or a continuation), by protocol and how "
                                      "they ended.", ["api", "ending"], registry=r)
+        self.unknown_kinds = Counter("sseguard_proxy_unknown_kinds", "Streams that carried an event, "
+                                     "block or delta kind the protocol's tables do not know (passed "
+                                     "through, never a failure), by protocol and kind.",
+                                     ["api", "kind"], registry=r)
         self.active = Gauge("sseguard_proxy_active_streams", "Streams being relayed now.", registry=r,
                             multiprocess_mode="livesum")
         self._kinds: dict[str, Counter] = {}  # requests' children by kind: labels() locks and looks up
@@ -71,6 +75,8 @@ class ProxyMetrics:
         self.streams.labels(api, "client_disconnect" if client_gone else str(verdict.ending)).inc()
         for finding in verdict.findings:
             self.findings.labels(api, str(finding.kind)).inc()
+        for kind in verdict.unknown_kinds:
+            self.unknown_kinds.labels(api, kind).inc()
         if ttft_s is not None:
             self.ttft.observe(ttft_s)
         self.duration.observe(duration_s)
