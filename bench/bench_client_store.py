@@ -5,8 +5,13 @@
    server runs in another process, so the client's ``process_time`` is the client's alone.
 2. Store: 10,000 records through a ``BatchWriter`` into SQLite (and PostgreSQL when its binaries are
    installed): records/s, and how long ``put()`` keeps the caller.
+3. The proxy's store hook (``--only hook``): the CPU one stream's record costs the proxy's process
+   (its event loop and any thread of it, which share its GIL and its core) and the writer process,
+   for the three ways the proxy has handed records to the store: built and redacted on the loop, then
+   a ``BatchWriter`` thread (before issue 35); built raw on the loop, redacted by the thread; built raw,
+   then a ``ProcessWriter`` (now). The record is a 100-event chat stream's, as the proxy makes it.
 
-Run: .venv/bin/python bench/bench_client_store.py [--events 2000] [--repeat 5]
+Run: .venv/bin/python bench/bench_client_store.py [--events 2000] [--repeat 5] [--only hook]
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import openai
@@ -138,14 +144,99 @@ def bench_store(target: str, n: int) -> None:
           f"{writer.dropped} dropped")
 
 
+def _hook_inputs() -> tuple[Any, dict[str, Any], Any]:
+    """A verdict of a 100-event chat stream, the proxy's facts for its record, and a client's redactor."""
+    from sseguard.contract import check_body
+    from sseguard.redact import DEFAULT
+    from sseguard.verdict import Api
+
+    verdict = check_body(_body(100), Api.CHAT)
+    facts: dict[str, Any] = dict(
+        source="proxy", run_id="20261206-020000-abcdef", arm="proxy", index=1, workload="proxy",
+        started_at=time.time(), method="POST", path="/v1/chat/completions", stream=True, ttfb_ms=1.2,
+        ttft_ms=1.3, duration_ms=1000.0, max_gap_ms=12.0, prompt_bytes=120, concurrency=100,
+        headers={"Content-Type": "text/event-stream", "Date": "Sun, 06 Dec 2026 02:00:00 GMT",
+                 "Server": "Python/3.11 aiohttp/3.14", "Transfer-Encoding": "chunked",
+                 "x-request-id": "req-123456", "Cache-Control": "no-cache"})
+    return verdict, facts, DEFAULT.with_secrets(["sk-bench-not-a-real-key"])
+
+
+def bench_hook(n: int, repeat: int) -> None:
+    import resource
+
+    from sseguard.policy import Policy
+    from sseguard.record import raw_record, record_from_verdict
+    from sseguard.store.process import ProcessWriter
+
+    verdict, facts, redactor = _hook_inputs()
+    policy = Policy.from_spec()
+
+    def before(writer: Any) -> None:  # built and redacted on the loop; the thread encodes and writes
+        writer.put(record_from_verdict(verdict, policy=policy, redactor=redactor,
+                                       extra=redactor.obj({"action": "forwarded"}), **facts))
+
+    def raw(writer: Any) -> None:  # built raw on the loop; the writer redacts
+        writer.put(raw_record(verdict, policy=policy, extra={"action": "forwarded"}, **facts), redactor)
+
+    def self_cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    def child_cpu(writer: Any) -> float:  # the writer process's CPU so far (its start-up excluded)
+        process = getattr(writer, "_process", None)
+        if process is None or process.pid is None:
+            return 0.0
+        with open(f"/proc/{process.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    cases: dict[str, tuple[Callable[[str], Any], Callable[[Any], None]]] = {
+        "BatchWriter, redacted on the loop (before)": (lambda db: BatchWriter(open_store(db)), before),
+        "BatchWriter, raw hand-off": (lambda db: BatchWriter(open_store(db)), raw),
+        "ProcessWriter, raw hand-off (now)": (lambda db: ProcessWriter(db), raw),
+    }
+    results: dict[str, list[tuple[float, float, float]]] = {k: [] for k in cases}
+    with tempfile.TemporaryDirectory() as tmp:
+        for rep in range(repeat):  # interleaved, so machine load hits every case alike
+            for i, (name, (make, put)) in enumerate(cases.items()):
+                writer = make(str(Path(tmp) / f"hook-{rep}-{i}.db"))
+                writer.flush()
+                proc0, child0 = self_cpu(), child_cpu(writer)
+                t0 = time.thread_time()
+                for _ in range(n):
+                    put(writer)
+                caller = time.thread_time() - t0
+                writer.flush()
+                proc, child = self_cpu() - proc0, child_cpu(writer) - child0
+                store = getattr(writer, "store", None)
+                writer.close()
+                if store is not None:
+                    store.close()
+                results[name].append((caller / n * 1e6, proc / n * 1e6, child / n * 1e6))
+    print(f"store hook: {n} records of a 100-event chat stream, CPU per record in µs, median of {repeat}")
+    print(f"  {'':44s} {'caller (loop)':>14s} {'proxy process':>14s} {'writer process':>15s}")
+    for name, rows in results.items():
+        caller, proc, child = (statistics.median(r[k] for r in rows) for k in range(3))
+        print(f"  {name:44s} {caller:14.1f} {proc:14.1f} {child:15.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument("--only", choices=("transport", "store", "hook"),
+                        help="Run one part (default: transport and store).")
     args = parser.parse_args()
-    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs")
-    bench_transport(args.events, args.repeat)
+    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, load "
+          f"{' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.only == "hook":
+        bench_hook(args.records, args.repeat)
+        return
+    if args.only in (None, "transport"):
+        bench_transport(args.events, args.repeat)
+    if args.only == "transport":
+        return
     with tempfile.TemporaryDirectory() as tmp:
         bench_store(str(Path(tmp) / "bench.db"), args.records)
     from _postgres_support import find_bindir, postgres_server

@@ -17,8 +17,14 @@ received, time to first chunk (p50, p99), proxy CPU and memory. Direct and proxy
 processes are not pinned (they share the machine's two cores with the upstream and the client, which
 stay on core 0); its CPU and RSS are summed over the supervisor and its workers.
 
+``--stores sqlite,none`` runs the proxy once per store side by side (``none``: ``--store none``, no
+records), to measure what the record store costs a client; ``--baseline-src DIR`` adds each proxy
+variant once more, importing ``sseguard`` from ``DIR`` (the ``src`` of another tree: a before and after
+measured in one run). ``--no-bare`` leaves the bare relay out.
+
 Run: .venv/bin/python bench/bench_proxy.py [--repeats 3] [--workers 1,2] [--only 100,1000]
-     [--apis responses,messages] [--no-slow] [--append docs/benchmarks.md]
+     [--apis responses,messages] [--stores sqlite,none] [--baseline-src DIR] [--no-bare] [--no-slow]
+     [--append docs/benchmarks.md]
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +108,7 @@ class Run:
     client_cpu: float = 0.0
     proxy_cpu: float = 0.0  # the relay's CPU (share of one core) over the run
     proxy_cpu_s: float = 0.0
+    own_cpu_s: float = 0.0  # the proxy's own process alone (a store writer process not counted)
     proxy_rss_mb: float = 0.0
     idle_rss_mb: float = 0.0
     others_cpu: float = 0.0  # CPU (in cores) used by processes outside the benchmark meanwhile
@@ -110,6 +117,10 @@ class Run:
     @property
     def cpu_us_per_event(self) -> float:
         return self.proxy_cpu_s / self.all_events * 1e6 if self.all_events else float("nan")
+
+    @property
+    def own_us_per_event(self) -> float:
+        return self.own_cpu_s / self.all_events * 1e6 if self.all_events else float("nan")
 
     @property
     def events_per_s(self) -> float:
@@ -131,16 +142,22 @@ def tree(pid: int) -> list[int]:
     pids = [pid]
     for current in pids:
         try:
-            with open(f"/proc/{current}/task/{current}/children") as f:
-                pids.extend(int(child) for child in f.read().split())
+            tasks = os.listdir(f"/proc/{current}/task")
         except OSError:
             continue
+        for task in tasks:  # a child started from a thread (the store writer) is that thread's
+            try:
+                with open(f"/proc/{current}/task/{task}/children") as f:
+                    pids.extend(int(child) for child in f.read().split())
+            except OSError:
+                continue
     return pids
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_seconds(pid: int, *, alone: bool = False) -> float:
+    """CPU seconds of ``pid`` and its descendants (``alone``: of ``pid`` only)."""
     total = 0.0
-    for each in tree(pid):
+    for each in [pid] if alone else tree(pid):
         try:
             with open(f"/proc/{each}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
@@ -170,19 +187,22 @@ def rss_mb(pid: int) -> float:
     return total
 
 
-def pinned(core: int) -> object:
+def pinned(core: int) -> Callable[[], None]:
     def pin() -> None:
         os.sched_setaffinity(0, {core})
     return pin
 
 
 @contextlib.contextmanager
-def process(args: list[str], core: int | None, *,
-            raw: bool = False) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """Start a server pinned to ``core`` (None: every core); yield it and the first line it prints."""
+def process(args: list[str], core: int | None, *, raw: bool = False,
+            src: str | None = None) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """Start a server pinned to ``core`` (None: every core); yield it and the first line it prints.
+    ``src``: import ``sseguard`` from there (another tree's ``src``) instead of this checkout."""
     command = args if raw else [*SSEGUARD, *args]
+    env = None if src is None else {**os.environ, "PYTHONPATH": src}
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            preexec_fn=pinned(core) if core is not None else None)  # type: ignore[arg-type]
+                            env=env,
+                            preexec_fn=pinned(core) if core is not None else None)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -209,6 +229,7 @@ async def load(url: str, sc: Scenario, proxy_pid: int | None, chaos_pid: int) ->
     timeout = aiohttp.ClientTimeout(total=None, sock_read=30)
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     proxy0 = cpu_seconds(proxy_pid) if proxy_pid else 0.0
+    own0 = cpu_seconds(proxy_pid, alone=True) if proxy_pid else 0.0
     chaos0 = cpu_seconds(chaos_pid)
     busy0 = machine_busy_seconds()
     peak_rss = 0.0
@@ -254,6 +275,7 @@ async def load(url: str, sc: Scenario, proxy_pid: int | None, chaos_pid: int) ->
     run.client_cpu = (cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime) / elapsed
     if proxy_pid:
         run.proxy_cpu_s = cpu_seconds(proxy_pid) - proxy0
+        run.own_cpu_s = cpu_seconds(proxy_pid, alone=True) - own0
         run.proxy_cpu = run.proxy_cpu_s / elapsed
         run.proxy_rss_mb = peak_rss
     ours = (run.client_cpu * elapsed + run.proxy_cpu_s + cpu_seconds(chaos_pid) - chaos0)
@@ -261,28 +283,49 @@ async def load(url: str, sc: Scenario, proxy_pid: int | None, chaos_pid: int) ->
     return run
 
 
-def proxy_name(workers: int) -> str:
-    return "sseguard proxy" if workers == 1 else f"sseguard proxy ×{workers}"
+@dataclass(frozen=True)
+class Variant:
+    """One ``sseguard proxy`` under test: its process count, its store, and which tree it runs."""
+
+    workers: int = 1
+    store: str = "sqlite"  # sqlite (a file in the run's temporary directory) or none
+    src: str | None = None  # another tree's src directory (PYTHONPATH), the baseline
+
+    @property
+    def name(self) -> str:
+        name = "sseguard proxy" if self.workers == 1 else f"sseguard proxy ×{self.workers}"
+        if self.store == "none":
+            name += ", no store"
+        return name + (" (baseline)" if self.src else "")
 
 
-def scenario(sc: Scenario, repeats: int, store: Path, workers: list[int]) -> dict[str, list[Run]]:
-    """Direct, a bare aiohttp relay and the sseguard proxy (one entry per ``workers`` count),
-    alternating, ``repeats`` times."""
+def variants(workers: list[int], stores: list[str], baseline_src: str | None) -> list[Variant]:
+    return [Variant(n, store, src) for src in (None, *([baseline_src] if baseline_src else []))
+            for n in workers for store in stores]
+
+
+def scenario(sc: Scenario, repeats: int, store: Path, proxies: list[Variant],
+             bare_relay: bool = True) -> dict[str, list[Run]]:
+    """Direct, a bare aiohttp relay and the sseguard proxy (one entry per variant), alternating,
+    ``repeats`` times."""
     chaos_args = ["chaos", "--listen", "127.0.0.1:0", "--json", "--tokens", str(sc.tokens),
                   "--inter-token-ms", str(sc.inter_token_ms)]
-    runs: dict[str, list[Run]] = {"direct": [], "bare relay": []}
-    runs.update({proxy_name(n): [] for n in workers})
+    runs: dict[str, list[Run]] = {"direct": [], **({"bare relay": []} if bare_relay else {})}
+    runs.update({v.name: [] for v in proxies})
     with process(chaos_args, 0) as (chaos, chaos_line), contextlib.ExitStack() as stack:
         upstream = json.loads(chaos_line)["url"]
-        bare_args = [sys.executable, __file__, "--bare-relay", upstream]
-        bare, bare_line = stack.enter_context(process(bare_args, 1, raw=True))
-        targets: dict[str, tuple[str, int | None]] = {
-            "direct": (upstream, None), "bare relay": (bare_line.split()[4], bare.pid)}
-        for n in workers:
+        targets: dict[str, tuple[str, int | None]] = {"direct": (upstream, None)}
+        if bare_relay:
+            bare_args = [sys.executable, __file__, "--bare-relay", upstream]
+            bare, bare_line = stack.enter_context(process(bare_args, 1, raw=True))
+            targets["bare relay"] = (bare_line.split()[4], bare.pid)
+        for i, v in enumerate(proxies):
+            db = "none" if v.store == "none" else str(store.with_name(f"{store.stem}-{i}.db"))
             proxy_args = ["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0", "--store",
-                          str(store), "--workers", str(n)]
-            proxy, proxy_line = stack.enter_context(process(proxy_args, 1 if n == 1 else None))
-            targets[proxy_name(n)] = (proxy_line.split()[4], proxy.pid)
+                          db, "--workers", str(v.workers)]
+            proxy, proxy_line = stack.enter_context(process(proxy_args, 1 if v.workers == 1 else None,
+                                                            src=v.src))
+            targets[v.name] = (proxy_line.split()[4], proxy.pid)
         idle = {name: rss_mb(pid) if pid else 0.0 for name, (_, pid) in targets.items()}
         for rep in range(repeats):
             order = list(targets) if rep % 2 == 0 else list(reversed(targets))
@@ -295,7 +338,8 @@ def scenario(sc: Scenario, repeats: int, store: Path, workers: list[int]) -> dic
                       f"{run.p50:7.2f} ms p99 {run.p99:8.2f} ms  completed {run.completed:,} "
                       f"failed {run.failed}  client CPU {run.client_cpu:.0%}  others "
                       f"{run.others_cpu:.0%}"
-                      + (f"  relay CPU {run.proxy_cpu:.0%} ({run.cpu_us_per_event:.1f} µs/event)"
+                      + (f"  relay CPU {run.proxy_cpu:.0%} ({run.cpu_us_per_event:.1f} µs/event, "
+                         f"its own process {run.own_us_per_event:.1f})"
                          f" RSS {run.proxy_rss_mb:.0f} MB" if pid else ""), flush=True)
     return runs
 
@@ -469,6 +513,11 @@ def main() -> None:
                         help="Proxy variants by --workers count, side by side (default 1).")
     parser.add_argument("--apis", metavar="API[,API…]",
                         help="Run only scenarios of these protocols (chat,responses,messages,gemini).")
+    parser.add_argument("--stores", default="sqlite", metavar="STORE[,STORE…]",
+                        help="Proxy variants by store, side by side: sqlite, none (default sqlite).")
+    parser.add_argument("--baseline-src", metavar="DIR",
+                        help="Run every proxy variant once more from this src directory.")
+    parser.add_argument("--no-bare", action="store_true", help="Leave the bare relay out.")
     parser.add_argument("--no-slow", action="store_true", help="Skip the slow-reader scenario.")
     parser.add_argument("--bare-relay", metavar="UPSTREAM", help=argparse.SUPPRESS)
     parser.add_argument("--frame-upstream", type=int, metavar="FRAMES", help=argparse.SUPPRESS)
@@ -489,6 +538,10 @@ def main() -> None:
         sys.exit("needs two cores: the relay gets one of its own")
     os.sched_setaffinity(0, {0})
     workers = [int(n) for n in args.workers.split(",")]
+    stores = args.stores.split(",")
+    if not set(stores) <= {"sqlite", "none"}:
+        sys.exit(f"--stores {args.stores}: use sqlite, none or both")
+    proxies = variants(workers, stores, args.baseline_src)
     rows = []
     started = time.time()
     with tempfile.TemporaryDirectory() as tmp:
@@ -499,7 +552,8 @@ def main() -> None:
                 continue
             if apis is not None and sc.api not in apis:
                 continue
-            runs = scenario(sc, args.repeats, Path(tmp) / "bench.db", workers)
+            runs = scenario(sc, args.repeats, Path(tmp) / "bench.db", proxies,
+                            bare_relay=not args.no_bare)
             direct = runs["direct"]
             d_eps = med([r.events_per_s for r in direct])
             d50, d99 = med([r.p50 for r in direct]), med([r.p99 for r in direct])
@@ -508,14 +562,15 @@ def main() -> None:
                         f"{d_eps:,.0f} | 100% | {d50:.2f} / {d99:.2f} | – | – | – | "
                         f"{med([r.client_cpu for r in direct]):.0%} | "
                         f"{med([r.others_cpu for r in direct]):.0%} |")
-            for name in ("bare relay", *(proxy_name(n) for n in workers)):
+            for name in [n for n in runs if n != "direct"]:
                 rs = runs[name]
                 eps = med([r.events_per_s for r in rs])
                 p50, p99 = med([r.p50 for r in rs]), med([r.p99 for r in rs])
                 rows.append(
                     f"| | {name} | {eps:,.0f} | **{eps / d_eps:.1%}** | {p50:.2f} / {p99:.2f} | "
                     f"**{p50 - d50:+.2f}** / {p99 - d99:+.2f} | {med([r.proxy_cpu for r in rs]):.0%}, "
-                    f"{med([r.cpu_us_per_event for r in rs]):.1f} µs/event | "
+                    f"{med([r.cpu_us_per_event for r in rs]):.1f} µs/event (own process "
+                    f"{med([r.own_us_per_event for r in rs]):.1f}) | "
                     f"{rs[0].idle_rss_mb:.0f} → {max(r.proxy_rss_mb for r in rs):.0f} MB | "
                     f"{med([r.client_cpu for r in rs]):.0%} | {med([r.others_cpu for r in rs]):.0%} |")
         slow = ({} if args.no_slow

@@ -8,7 +8,13 @@ asked one after the other (each 100 events 20 ms apart, so that one read carries
 valgrind's speed, as at 100 real streams), then dumped. Reported per protocol: instructions per event
 delivered (per-stream work, the request and its record, included) and the ratio proxy ÷ bare relay.
 
+``--stores sqlite,none`` runs the proxy once per store (``none``: no records), and ``--baseline-src
+DIR`` each proxy once more importing ``sseguard`` from ``DIR``: what the record store costs the
+proxy's own process, before and after, in one run. Only the proxy's process is counted (callgrind does
+not follow a child process: a store writer process of its own is not in the count).
+
 Run: .venv/bin/python bench/callgrind_proxy.py [--apis chat,responses,messages,gemini] [--streams 4]
+     [--stores sqlite,none] [--baseline-src DIR] [--proxy-only]
 """
 
 from __future__ import annotations
@@ -69,6 +75,10 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=TOKENS, help="Content events per stream.")
     parser.add_argument("--proxy-only", action="store_true",
                         help="Skip the bare relay (its counts do not change between trees).")
+    parser.add_argument("--stores", default="sqlite", metavar="STORE[,STORE…]",
+                        help="Proxy variants by store: sqlite, none (default sqlite).")
+    parser.add_argument("--baseline-src", metavar="DIR",
+                        help="Run every proxy variant once more from this src directory.")
     parser.add_argument("--keep", metavar="DIR", help="Keep the callgrind dumps in DIR "
                         "(read them with callgrind_annotate).")
     args = parser.parse_args()
@@ -84,9 +94,18 @@ def main() -> None:
         targets = {
             "bare relay": [*valgrind, sys.executable, str(Path(__file__).parent / "bench_proxy.py"),
                            "--bare-relay", upstream],
-            "sseguard proxy": [*valgrind, *bp.SSEGUARD, "proxy", "--upstream", upstream, "--listen",
-                               "127.0.0.1:0", "--store", str(out_dir / "s.db")],
         }
+        sources: dict[str, str | None] = {"": None}
+        if args.baseline_src:
+            sources[" (baseline)"] = args.baseline_src
+        for suffix, src in sources.items():
+            for store in args.stores.split(","):
+                name = "sseguard proxy" + (", no store" if store == "none" else "") + suffix
+                db = "none" if store == "none" else str(out_dir / f"s{len(targets)}.db")
+                targets[name] = [*valgrind, *bp.SSEGUARD, "proxy", "--upstream", upstream,
+                                 "--listen", "127.0.0.1:0", "--store", db]
+                if src:
+                    targets[name] = ["env", f"PYTHONPATH={src}", *targets[name]]
         if args.proxy_only:
             del targets["bare relay"]
         results: dict[str, dict[str, float]] = {}
@@ -105,11 +124,13 @@ def main() -> None:
                     results.setdefault(api, {})[name] = ir / events
                     print(f"  {api:10} {name:15} {ir / events:12,.0f} instructions per event "
                           f"({events} events)", flush=True)
-        print("\n| protocol | bare relay, instr./event | sseguard proxy, instr./event | ÷ bare |")
-        print("|---|---|---|---|")
+        names = [n for n in targets if n != "bare relay"]
+        print("\n| protocol | bare relay | " + " | ".join(names) + " |")
+        print("|---|---|" + "---|" * len(names))
         for api in apis:
-            bare, ours = results[api].get("bare relay", float("nan")), results[api]["sseguard proxy"]
-            print(f"| {api} | {bare:,.0f} | {ours:,.0f} | **{ours / bare:.2f}×** |")
+            bare = results[api].get("bare relay", float("nan"))
+            print(f"| {api} | {bare:,.0f} | "
+                  + " | ".join(f"{results[api][n]:,.0f}" for n in names) + " |")
 
 
 if __name__ == "__main__":

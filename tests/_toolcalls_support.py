@@ -21,9 +21,9 @@ from sseguard.toolcalls import (
     ToolArgsDelta,
     ToolCallEnd,
     ToolCallStart,
-    _dsml,
     consumed_text,
     deepseek_v3,
+    dsml,
     hermes,
     join_events,
     parser_for,
@@ -32,8 +32,8 @@ from sseguard.toolcalls import (
 
 #: Complete markers per family: none of them may ever appear in Text.
 LEAK_MARKERS: dict[str, tuple[str, ...]] = {
-    "dsml-v32": (_dsml.OPEN, _dsml.CLOSE), "dsml-v4": (_dsml.OPEN, _dsml.CLOSE),
-    "dsml-v41": (_dsml.OPEN, _dsml.CLOSE),
+    "dsml-v32": (dsml.OPEN, dsml.CLOSE), "dsml-v4": (dsml.OPEN, dsml.CLOSE),
+    "dsml-v41": (dsml.OPEN, dsml.CLOSE),
     "deepseek-v3": deepseek_v3.FAMILY_MARKERS, "deepseek-v31": deepseek_v3.FAMILY_MARKERS,
     "hermes": hermes.FAMILY_MARKERS, "qwen3-coder": qwen3_coder.FAMILY_MARKERS,
     # written out here, not taken from the parsers: the spec's markers (MARKUP2.md)
@@ -45,11 +45,26 @@ LEAK_MARKERS: dict[str, tuple[str, ...]] = {
     "glm45": ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
     "glm47": ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
     "minimax-m2": ("<minimax:tool_call>", "</minimax:tool_call>"),
+    # MARKUP3.md classes C, D and E
+    "pythonic": ("<|python_start|>", "<|python_end|>"),
+    "olmo3": ("<function_calls>", "</function_calls>"),
+    "lfm2": ("<|tool_call_start|>", "<|tool_call_end|>"),
+    "mistral": ("[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]"),
+    "plamo3": (*(f"<|plamo:{t}:plamo|>" for t in (
+        "begin_tool_name", "end_tool_name", "end_tool_arguments", "begin_tool_arguments",
+        "begin_tool_requests", "end_tool_requests", "begin_tool_request", "end_tool_request",
+        "begin_think", "end_think")), "<|plamo:constrain|>", "<|plamo:msg|>", "<|plamo:tag|>"),
+    "functiongemma": ("<start_function_call>", "<end_function_call>", "<escape>"),
+    "gemma4": ("<|tool_call>", "<tool_call|>", '<|"|>', "<|channel>thought", "<channel|>"),
 }
 #: Reserved outside reasoning for Kimi (decision 1): never text either, but no marker auto looks for.
 THINK_TAGS = ("<think>", "</think>")
 
-LEAK_MARKERS["auto"] = tuple(sorted({m for ms in LEAK_MARKERS.values() for m in ms}))
+#: Markers a named parser never shows but auto does not look for: the Gemma families' value
+#: delimiters, which mean something only inside a call (FunctionGemma's ``<escape>`` is a tag other
+#: answers mention; auto must not take a Hermes answer for FunctionGemma).
+NOT_AUTO = ("<escape>", '<|"|>')
+LEAK_MARKERS["auto"] = tuple(sorted({m for ms in LEAK_MARKERS.values() for m in ms} - set(NOT_AUTO)))
 
 
 @dataclass
@@ -224,9 +239,9 @@ def dsml_docs(draw: Any, family: str = "dsml-v32") -> Doc:
     calls: list[tuple[str, dict[str, Any]]] = []
     for _ in range(draw(st.integers(0, 3))):
         _before_opener(draw, content, "\n\n", parts, visible)
-        dialect, word = draw(st.sampled_from([(_dsml.UNSPACED, "function_calls"),
-                                              (_dsml.UNSPACED, "tool_calls"),
-                                              (_dsml.SPACED, "calls")]))
+        dialect, word = draw(st.sampled_from([(dsml.UNSPACED, "function_calls"),
+                                              (dsml.UNSPACED, "tool_calls"),
+                                              (dsml.SPACED, "calls")]))
         bare = draw(st.booleans()) and draw(st.booleans())
         if not bare:
             parts.append(dialect.tag(word) + draw(GT_WS) + ">" + draw(ASCII_PAD))
@@ -407,13 +422,15 @@ def framed(first: str, visible: list[str]) -> str:
 
 
 from _toolcalls_support_json import JSON_DOCS, JSON_SOUP  # noqa: E402 - uses the above
+from _toolcalls_support_jsoncalls import PART3_DOCS, PART3_SOUP  # noqa: E402 - uses the above
 from _toolcalls_support_markup2 import MARKUP2_DOCS, MARKUP2_SOUP  # noqa: E402 - uses the above
+from _toolcalls_support_python import PY_DOCS, PY_SOUP  # noqa: E402 - uses the above
 
 DOCS = {
     "dsml-v32": dsml_docs("dsml-v32"), "dsml-v4": dsml_docs("dsml-v4"),
     "dsml-v41": dsml_docs("dsml-v41"), "deepseek-v3": v3_docs("deepseek-v3"),
     "deepseek-v31": v3_docs("deepseek-v31"), "hermes": hermes_docs(), "qwen3-coder": qwen_docs(),
-    **JSON_DOCS, **MARKUP2_DOCS,
+    **JSON_DOCS, **MARKUP2_DOCS, **PART3_DOCS, **PY_DOCS,
 }
 assert set(DOCS) == set(FAMILIES) - {"auto"}
 
@@ -426,6 +443,6 @@ SOUP_PIECES = st.sampled_from([
     "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "function", "```json", "```",
     "<tool_call>", "</tool_call>", "<function=f>", "</function>", "<parameter=p>", "</parameter>",
     '{"name": "f", "arguments": {}}', "<think>", "</think>", "\\", "null", *JSON_SOUP,
-    *MARKUP2_SOUP,
+    *MARKUP2_SOUP, *PART3_SOUP, *PY_SOUP,
 ])
 SOUP = st.lists(st.one_of(SOUP_PIECES, PLAIN), max_size=40).map("".join)

@@ -28,12 +28,20 @@ FORBIDDEN = ["aiohttp", "httpx", "httpx2", "asyncio", "sqlite3", "psycopg", "url
 CORE_PREFIXES = ("sseguard.sse", "sseguard.jsonarray", "sseguard.contract", "sseguard.verdict",
                  "sseguard.policy", "sseguard.record", "sseguard.redact", "sseguard.errors",
                  "sseguard.toolcalls", "sseguard.reasoning")
-#: The command line: layer 2. Everything else (chaos, probe, analyze, proxy, store, client, locust,
+#: The command line: layer 3. Below it, the modules that string several adapters together for one
+#: command (``demo``: chaos, probe, proxy, store and analyze), layer 2, so that no adapter imports
+#: another for their sake. Everything else (chaos, probe, analyze, proxy, store, client, locust,
 #: testing, the pytest plugin, the shared ``_serve``/``_config`` helpers) is an adapter: layer 1. The
 #: package root ranks with the adapters: it is the public face and re-exports ``StreamEndedBadly``
 #: from ``client`` (lazily, so ``import sseguard`` loads only the core, which the test above proves).
 CLI_PREFIX = "sseguard.cli"
-LAYER_NAMES = ("core", "adapter", "cli")
+COMPOSITIONS = ("sseguard.demo",)
+LAYER_NAMES = ("core", "adapter", "composition", "cli")
+#: Adapters that must not import certain others: the probe measures an endpoint and writes its own
+#: results; the upstream it may probe (chaos), the proxy and the store are other programs to it.
+APART: dict[str, tuple[str, ...]] = {
+    "sseguard.probe": ("sseguard.chaos", "sseguard.proxy", "sseguard.store"),
+}
 
 #: Import edges known to close a circle, each named with why it is still here. Only edges in code
 #: another change is restructuring belong here; that change removes them, and then this entry (the
@@ -54,8 +62,14 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
 def layer(module: str) -> int:
-    if module == CLI_PREFIX or module.startswith(CLI_PREFIX + "."):
+    if _within(module, CLI_PREFIX):
+        return 3
+    if any(_within(module, c) for c in COMPOSITIONS):
         return 2
     if any(module == p or module.startswith(p + ".") for p in CORE_PREFIXES):
         return 0
@@ -145,6 +159,22 @@ def test_no_module_imports_from_a_layer_above_its_own() -> None:
     upward = sorted(f"{src} ({LAYER_NAMES[layer(src)]}) → {dst} ({LAYER_NAMES[layer(dst)]})"
                     for src, targets in GRAPH.items() for dst in targets if layer(dst) > layer(src))
     assert upward == []
+
+
+def test_adapters_kept_apart_import_nothing_of_each_other() -> None:
+    crossing = sorted(f"{src} → {dst}" for src, targets in GRAPH.items() for dst in targets
+                      for adapter, others in APART.items() if _within(src, adapter)
+                      for other in others if _within(dst, other))
+    assert crossing == []
+
+
+def test_the_demo_is_a_composition_above_the_adapters() -> None:
+    # Literal oracles: the demo strings chaos, probe, proxy and store together, and only the CLI
+    # imports it.
+    assert layer("sseguard.demo") == 2
+    assert {"sseguard.chaos", "sseguard.proxy", "sseguard.store"} <= GRAPH["sseguard.demo"]
+    assert sorted(src for src, targets in GRAPH.items() if "sseguard.demo" in targets) == [
+        "sseguard.cli.demo"]
 
 
 def test_no_import_circle_type_checking_and_lazy_imports_included() -> None:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from sseguard.errors import UsageError
 from sseguard.reasoning import Answer, Reasoning, ThinkSplitter
 from sseguard.toolcalls import join_events, parser_for
-from sseguard.toolcalls._base import Markup, MarkupError, Text, ToolCallEnd
+from sseguard.toolcalls.events import Markup, MarkupError, Text, ToolCallEnd
 
 CALL = ('\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="f">\n</｜DSML｜invoke>\n'
         '</｜DSML｜function_calls>')

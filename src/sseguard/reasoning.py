@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sseguard.errors import UsageError
-from sseguard.toolcalls import FAMILIES
-from sseguard.toolcalls._base import MIN_PARTIAL, Markers, Reasoning
+from sseguard.toolcalls import FAMILIES, canonical
+from sseguard.toolcalls._markers import MIN_PARTIAL, Markers
+from sseguard.toolcalls.events import Reasoning
 
 THINK = "<think>"
 END_THINK = "</think>"
@@ -44,8 +45,10 @@ class ThinkSplitter:
     """
 
     def __init__(self, starts_in_reasoning: bool = False, *, family: str | None = None) -> None:
-        if family is not None and family not in FAMILIES:
-            raise UsageError(f"unknown markup family {family!r}")
+        if family is not None:
+            family = canonical(family)  # an engine's name for the family
+            if family not in FAMILIES:
+                raise UsageError(f"unknown markup family {family!r}")
         exits = FAMILIES["auto" if family is None else family].reasoning_exits
         self._exits = frozenset(exits)
         self._markers = Markers((END_THINK, *exits))

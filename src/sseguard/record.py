@@ -138,37 +138,68 @@ def record_from_verdict(verdict: Verdict, *, policy: Policy, headers: dict[str, 
                         redactor: Redactor = DEFAULT, **facts: Any) -> Record:
     """Fill a record from a verdict plus the adapter's own facts; every stored string is redacted.
 
-    Only the headers a record keeps are redacted: the others (Date, Transfer-Encoding, …) would cost
-    ~6 µs of secret searches each, per stream, to be dropped."""
-    kept = redactor.headers({k: v for k, v in (headers or {}).items()
-                             if (low := k.lower()) in _INTERESTING or low.startswith("x-")})
+    ``raw_record`` then ``redact_record``: an adapter that must not spend the redaction's time where
+    it builds the record (the proxy's event loop) calls the two apart."""
+    return redact_record(raw_record(verdict, policy=policy, headers=headers, **facts), redactor)
+
+
+def raw_record(verdict: Verdict, *, policy: Policy, headers: dict[str, str] | None = None,
+               **facts: Any) -> Record:
+    """The record of a verdict before redaction: the facts copied, no secret searched for.
+
+    It may hold secrets (a key echoed in the body's tail, an error, a header), so it must go through
+    ``redact_record`` before it is stored, logged or shown. Only the headers a record keeps are
+    copied: the others (Date, Transfer-Encoding, …) would cost ~6 µs of secret searches each, per
+    stream, to be dropped."""
+    kept = {low: str(v) for k, v in (headers or {}).items()
+            if (low := k.lower()) in _INTERESTING or low.startswith("x-")}
     facts.setdefault("api", verdict.api)
     cache = protocol(verdict.api).usage_of(verdict.message)
     return Record(
         prompt_tokens=cache.prompt_tokens,
         cached_tokens=cache.cached_tokens,
         cache_write_tokens=cache.cache_write_tokens,
-        fingerprint=redactor.text(cache.fingerprint) if cache.fingerprint else None,
+        fingerprint=cache.fingerprint,
         status=verdict.http_status,
         ending=str(verdict.ending),
-        findings=[redactor.obj(f.to_dict()) for f in verdict.findings],
+        findings=[f.to_dict() for f in verdict.findings],
         passed=policy.passes(verdict),
         policy=policy.name,
-        error=redactor.text(verdict.error) if verdict.error else None,
+        error=verdict.error or None,
         response_id=verdict.first_id,
         last_response_id=verdict.last_id,
         id_prefix=id_prefix(verdict.first_id),
         headers=kept,
-        injected=kept.get("x-sseguard-fault"),
         chunks=verdict.chunks,
         bytes=verdict.bytes,
         finish_reasons=finish_reasons(verdict),
         unknown_kinds=list(verdict.unknown_kinds),
         usage=usage if isinstance(usage := verdict.message.get("usage"), dict) else None,
-        tail=redactor.text(verdict.tail[-TAIL_BYTES:].decode("utf-8", "replace")),
+        tail=verdict.tail[-TAIL_BYTES:].decode("utf-8", "replace"),
         model=model if isinstance(model := verdict.message.get("model"), str) else None,
         **facts,
     )
+
+
+def redact_record(record: Record, redactor: Redactor = DEFAULT) -> Record:
+    """``record`` (from ``raw_record``) with every free-text field redacted, in place; returned.
+
+    The fields a peer or a client can put a secret in: the kept headers (by name and by value), the
+    findings, the error, the body's tail, ``extra``, the model name and the serving fingerprint. ``injected`` is the redacted
+    ``x-sseguard-fault`` header."""
+    record.headers = redactor.headers(record.headers)
+    record.injected = record.headers.get("x-sseguard-fault")
+    record.findings = [redactor.obj(f) for f in record.findings]
+    if record.error:
+        record.error = redactor.text(record.error)
+    record.tail = redactor.text(record.tail)
+    if record.extra:
+        record.extra = redactor.obj(record.extra)
+    if record.model is not None:
+        record.model = redactor.text(record.model)
+    if record.fingerprint is not None:
+        record.fingerprint = redactor.text(record.fingerprint)
+    return record
 
 
 def finish_reasons(verdict: Verdict) -> list[str | None]:

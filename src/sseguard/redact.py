@@ -178,6 +178,12 @@ class Redactor:
         # Longest first so a secret that contains another is removed whole.
         self._secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
 
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The exact strings this redactor removes beside the key shapes (``Redactor(r.secrets)``
+        is ``r`` again: what a writer in another process is given)."""
+        return tuple(self._secrets)
+
     def with_secrets(self, secrets: Iterable[str]) -> Redactor:
         return Redactor([*self._secrets, *secrets])
 

@@ -483,7 +483,9 @@ def test_every_encoded_stream_gives_the_expected_verdict(
 # ── the markup the server writes is what sseguard.toolcalls reads ─────────────────────────────────
 
 FAMILIES = ["dsml-v32", "dsml-v4", "dsml-v41", "deepseek-v3", "deepseek-v31", "hermes",
-            "qwen3-coder", "kimi-k2", "glm45", "glm47", "harmony", "minimax-m2"]
+            "qwen3-coder", "kimi-k2", "glm45", "glm47", "harmony", "minimax-m2",
+            # MARKUP3.md classes C, D and E
+            "pythonic", "olmo3", "lfm2", "mistral", "plamo3", "functiongemma", "gemma4"]
 
 
 @pytest.mark.parametrize("family", FAMILIES)

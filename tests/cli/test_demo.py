@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from sseguard.chaos import ApiPattern, Fault, LoadPattern, RoutedPattern, WindowPattern
-from sseguard.probe.demo import LEVELS, run_demo, scenario
+from sseguard.demo import LEVELS, run_demo, scenario
 
 
 def test_scenario_hides_one_pattern_of_each_kind_inside_the_sweep() -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 from rich.console import Console
 
 from sseguard.chaos import run_chaos
+from sseguard.demo import HealAct, heal_act, heal_table, run_demo, scenario
 from sseguard.policy import Policy
-from sseguard.probe.demo import HealAct, heal_act, heal_table, run_demo, scenario
 
 
 async def _act(tmp_path: Path) -> HealAct:

@@ -22,7 +22,8 @@ from aiohttp import web
 
 from _proxy_support import KEY, chat, proxy_config, raw_post
 from sseguard.proxy import RunningProxy, run_proxy
-from sseguard.record import Record, decode_record, encode_record
+from sseguard.record import Record, decode_record, encode_record, redact_record
+from sseguard.redact import Redactor
 
 GOOD = (b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
         b'{"role":"assistant","content":"Hel"},"finish_reason":null}]}\n\n'
@@ -92,7 +93,10 @@ class Records:
     def __init__(self) -> None:
         self.items: list[Record] = []
 
-    def put(self, record: Record) -> None:
+    def put(self, record: Record, redactor: Redactor | None = None) -> None:
+        """As ``BatchWriter.put``: a record handed over with its redactor is redacted first."""
+        if redactor is not None:
+            record = redact_record(record, redactor)
         self.items.append(decode_record(encode_record(record)))
 
     def close(self) -> None:

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from sseguard.toolcalls._base import JSONProblem, ToolSpec, ValueTyping, declared_types
+from sseguard.toolcalls._json import JSONProblem
+from sseguard.toolcalls.schema import ToolSpec, ValueTyping, declared_types
 
 
 @pytest.mark.parametrize("schema,types", [

@@ -24,15 +24,10 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from sseguard.analyze.facts import FILTERABLE, Filter
-from sseguard.analyze.healing import HealReader
 from sseguard.analyze.model import Analysis
-from sseguard.analyze.sources import resolve
 from sseguard.errors import ConfigError
 from sseguard.policy import Policy
 from sseguard.store.retention import parse_age
-
-#: Failing records the HTML report quotes in full (fetched by query, never all of them).
-EVIDENCE_COUNT = 10
 
 
 def parse_time(text: str, flag: str, now: float | None = None) -> float:
@@ -113,8 +108,8 @@ def run_analyze(sources: Sequence[str], *, policy: str = "strict", tolerate: str
     With ``--json`` stdout carries the JSON document only (through ``echo``, never wrapped to the
     terminal's width), so the paths written go to stderr.
     """
-    from sseguard.analyze.report import print_summary, write_html, write_pngs
-    from sseguard.analyze.summary import analyze_counts, failing_facts
+    from sseguard.analyze.report import EVIDENCE_COUNT, print_summary, write_html, write_pngs
+    from sseguard.analyze.summary import analyze_with_evidence
 
     judge = Policy.from_spec(policy, tolerate)
     if top < 1:
@@ -122,11 +117,10 @@ def run_analyze(sources: Sequence[str], *, policy: str = "strict", tolerate: str
     if engine not in ("auto", "duckdb", "spark"):
         raise ConfigError(f"--engine {engine!r}: use duckdb or spark (stores count in their database)")
     flt = make_filter(since, until, where)
-    with stdin_spooled(sources) as named, progress_bar(err_console, "counting") as progress, \
-            HealReader(resolve(named), engine=engine, spark=spark, progress=progress) as reader:
-        cells = reader.cells(flt)
-        result = analyze_counts(reader, judge, top=top, flt=flt, counted=cells)
-        evidence = reader.evidence(flt, failing_facts(cells, judge), EVIDENCE_COUNT) if html else []
+    with stdin_spooled(sources) as named, progress_bar(err_console, "counting") as progress:
+        result, evidence = analyze_with_evidence(named, judge, top=top, flt=flt, engine=engine,
+                                                 spark=spark, progress=progress,
+                                                 evidence=EVIDENCE_COUNT if html else 0)
     written: list[Path] = []
     if html:
         written.append(write_html(result, evidence, html))

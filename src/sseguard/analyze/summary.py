@@ -86,6 +86,22 @@ def analyze_sources(sources: Sequence[str], policy: Policy = STRICT, *, top: int
         return analyze_counts(reader, policy, top=top, flt=flt or Filter())
 
 
+def analyze_with_evidence(sources: Sequence[str], policy: Policy = STRICT, *, top: int = 5,
+                          evidence: int = 0, flt: Filter | None = None, engine: str = "auto",
+                          spark: Any = None, progress: Callable[[float], None] | None = None,
+                          ) -> tuple[Analysis, list[Record]]:
+    """``analyze_sources`` plus up to ``evidence`` failing records, fetched by query where the records
+    are (what an HTML report quotes): a run's own results file is analyzed as it lies on disk."""
+    if top < 1:
+        raise ConfigError(f"--top must be at least 1, got {top}")
+    flt = flt or Filter()
+    with HealReader(resolve(sources), engine=engine, spark=spark, progress=progress) as reader:
+        cells = reader.cells(flt)
+        result = analyze_counts(reader, policy, top=top, flt=flt, counted=cells)
+        quoted = reader.evidence(flt, failing_facts(cells, policy), evidence) if evidence else []
+    return result, quoted
+
+
 def analyze_counts(reader: Reader, policy: Policy, *, top: int = 5, flt: Filter | None = None,
                    counted: CellSet | None = None) -> Analysis:
     """The analysis from an open ``Reader``: one count of the filter (unless ``counted`` holds it

@@ -21,7 +21,7 @@ from sseguard._config import string as _string
 from sseguard.chaos.faults import Dialect, Fault
 from sseguard.contract import protocols
 from sseguard.errors import ConfigError
-from sseguard.toolcalls import Family, families
+from sseguard.toolcalls import Family, canonical, families
 
 #: The protocols an ``ApiPattern`` can single out (the protocol registry's names).
 API_NAMES = tuple(str(p.api) for p in protocols())
@@ -77,9 +77,10 @@ MALFORMABLE: Sequence[str] = _FamilyNames(lambda fam: fam.malformable)
 
 
 def parse_family(name: str) -> str:
-    if name not in families():
+    """The family ``name`` means (an engine's alias included), or one line listing the known."""
+    if canonical(name) not in families():
         raise ConfigError(f"unknown markup family {name!r} (known: {_known(families())})")
-    return name
+    return canonical(name)
 
 
 def parse_fault_spec(spec: str) -> tuple[Fault, float]:
@@ -222,8 +223,8 @@ class ChaosConfig:
         shares = sum(p.share for p in self.patterns if isinstance(p, RoutedPattern))
         if shares > 1.0 + 1e-9:
             raise ConfigError(f"routed shares add up to {shares:g}, more than 1")
-        if self.raw_markup is not None:
-            parse_family(self.raw_markup)
+        if self.raw_markup is not None:  # an engine's alias names its family from here on
+            object.__setattr__(self, "raw_markup", parse_family(self.raw_markup))
 
     @property
     def routes(self) -> tuple[RoutedPattern, ...]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sseguard.errors import ConfigError
-from sseguard.toolcalls import FAMILIES
+from sseguard.toolcalls import FAMILIES, canonical
 from sseguard.verdict import Api
 
 #: What ``auto`` means wherever a family is asked for.
@@ -40,10 +40,14 @@ def check_protocol(value: str | None, flag: str = "--api") -> str | None:
 
 
 def check_family(value: str | None, flag: str, *, also: Sequence[str] = ()) -> str | None:
-    """``value`` when it names a family (or one of ``also``: auto, all, off); else one line, exit 2."""
+    """The family ``value`` names — itself, or the family an engine's alias means (``qwen3_xml`` →
+    ``qwen3-coder``) — or ``value`` when it is one of ``also`` (auto, all, off); else one line,
+    exit 2."""
     known = [*families(), *also]
-    if value is None or value in known:
+    if value is None or value in also:
         return value
+    if canonical(value) in known:
+        return canonical(value)
     raise ConfigError(f"{flag} {value!r}: unknown markup family; known: {', '.join(known)}")
 
 

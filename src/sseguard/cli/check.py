@@ -20,6 +20,7 @@ from rich.table import Table
 from sseguard.cli._app import Command, app, console, fail
 from sseguard.cli._names import check_family, families, protocols
 from sseguard.contract import check_body, detect_api
+from sseguard.contract.protocol import Protocol
 from sseguard.contract.registry import protocol
 from sseguard.errors import ConfigError
 from sseguard.policy import Policy
@@ -110,10 +111,13 @@ def print_verdict(outcome: CheckOutcome, console: Console) -> None:
     table.add_row("response id", f"{v.first_id}" + (f" → {v.last_id}" if v.last_id != v.first_id else ""))
     for what, summary in _answer_rows(v):
         table.add_row(what, summary)
-    reasons = protocol(v.api).reasons
-    # (a Gemini answer without candidates names its prompt's blockReason: that table classes it)
-    blocked = v.api == Api.GEMINI and not v.message.get("candidates")
-    for index, reason in enumerate(protocol(v.api).finish_of(v.message)):
+    described = protocol(v.api)
+    reasons, outline = described.reasons, described.outline
+    # (an answer without candidates names its prompt's block reason, ``Outline.unanswered``: the
+    # blocked table classes it)
+    blocked = (outline.unanswered is not None and outline.candidates is not None
+               and not v.message.get(outline.candidates))
+    for index, reason in enumerate(described.finish_of(v.message)):
         if reason is not None:
             table.add_row(f"reason {index}", f"{reason}: {reasons.classify(reason, blocked=blocked)}")
     if v.unknown_kinds:
@@ -128,35 +132,50 @@ def print_verdict(outcome: CheckOutcome, console: Console) -> None:
 
 
 def _answer_rows(v: Verdict) -> list[tuple[str, str]]:
-    """One row per chat choice, Responses output item or Messages content block: what came back."""
+    """What came back, in the words of the protocol's ``Outline``: its finish, one row per
+    candidate (a chat choice, a Gemini candidate) and one per block (a Messages content block, a
+    Responses output item)."""
     rows: list[tuple[str, str]] = []
-    message = v.message
-    if v.api == Api.RESPONSES:
-        rows.append(("status", f"{_shown(message.get('status'))}"
-                               f"{_incomplete_reason(message.get('incomplete_details'))}"))
-        for index, item in enumerate(_dicts(message.get("output"))):
-            rows.append((f"output {index}", _item_summary(item)))
-    elif v.api == Api.MESSAGES:
-        rows.append(("stop_reason", _shown(message.get("stop_reason"))))
-        for index, block in enumerate(_dicts(message.get("content"))):
-            rows.append((f"block {index}", _item_summary(block)))
-    else:
-        for choice in _dicts(message.get("choices")):
-            msg = choice.get("message", {})
-            content = msg.get("content") or ""
-            summary = f"finish_reason={choice.get('finish_reason')}, {len(content)} chars"
-            if msg.get("tool_calls"):
-                names = ", ".join(tc["function"]["name"] for tc in msg["tool_calls"])
-                summary += f", tool calls: {names}"
-            rows.append((f"choice {choice.get('index')}", summary))
+    described = protocol(v.api)
+    outline, message = described.outline, v.message
+    if outline.finish is not None:
+        detail = message.get(outline.finish_detail) if outline.finish_detail else None
+        rows.append((outline.finish, f"{_shown(message.get(outline.finish))}{_reason(detail)}"))
+    if outline.candidates is not None:
+        candidates = _dicts(message.get(outline.candidates))
+        for position, candidate in enumerate(candidates):
+            index = candidate.get("index")  # its own index; where it gives none, its place
+            rows.append((f"{outline.candidate} {index if isinstance(index, int) else position}",
+                         _candidate_summary(described, candidate)))
+        if not candidates and outline.unanswered is not None:
+            where, field = outline.unanswered
+            said = message.get(where)
+            if isinstance(said, dict) and field in said:
+                rows.append((field, _shown(said[field])))
+    if outline.blocks is not None:
+        for index, block in enumerate(_dicts(message.get(outline.blocks))):
+            rows.append((f"{outline.block} {index}", _item_summary(block)))
     return rows
+
+
+def _candidate_summary(described: Protocol, candidate: dict[str, Any]) -> str:
+    """A candidate's finish, the length of its text and its tool calls (the protocol's own answer
+    reader, given a message holding this candidate alone)."""
+    outline = described.outline
+    assert outline.candidates is not None
+    answer = described.format.answer({outline.candidates: [candidate]})
+    summary = f"{outline.candidate_finish}={_shown(candidate.get(outline.candidate_finish or ''))}"
+    summary += f", {len(answer.text) if answer else 0} chars"
+    if answer and answer.calls:
+        summary += f", tool calls: {', '.join(call.name for call in answer.calls)}"
+    return summary
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
-def _incomplete_reason(details: Any) -> str:
+def _reason(details: Any) -> str:
     return f" ({_shown(details.get('reason'))})" if isinstance(details, dict) else ""
 
 
@@ -213,7 +232,7 @@ def check(
       sseguard check examples/bodies/messages_no_done.sse --api messages
     """
     try:
-        check_family(markup, "--markup", also=("all", "auto"))
+        markup = check_family(markup, "--markup", also=("all", "auto")) or markup
         outcome = check_file(body_file, request_path=request, policy=policy, tolerate=tolerate,
                              status=status, markup=markup, api=api)
     except ConfigError as exc:

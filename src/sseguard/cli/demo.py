@@ -1,6 +1,6 @@
 """``sseguard demo``: probe an in-process chaos upstream with hidden faults and show what analysis finds.
 
-Registers itself on the app when ``sseguard.cli`` imports it; ``sseguard.probe.demo`` does the work.
+Registers itself on the app when ``sseguard.cli`` imports it; ``sseguard.demo`` does the work.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def demo(
     Example:
       sseguard demo --out demo-run
     """
-    from sseguard.probe.demo import run_demo
+    from sseguard.demo import run_demo
 
     try:
         result = run_demo(out, seconds=seconds, console=console, err_console=err_console,

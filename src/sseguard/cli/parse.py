@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sseguard.cli._app import Command, app, console, fail
-from sseguard.cli._names import families
+from sseguard.cli._names import families as family_names
 from sseguard.errors import ConfigError, UsageError
 from sseguard.reasoning import Answer, Reasoning, ThinkSplitter
 from sseguard.toolcalls import (
@@ -30,6 +30,8 @@ from sseguard.toolcalls import (
     ToolArgsDelta,
     ToolCallEnd,
     ToolCallStart,
+    canonical,
+    families,
     join_events,
     parser_for,
 )
@@ -68,6 +70,7 @@ def load_tools(path: str | None) -> list[dict[str, Any]] | None:
 def parse_text(text: str, family: str = "auto", *, tools: list[dict[str, Any]] | None = None,
                chunk: int = 0, starts_in_reasoning: bool = False) -> ParseResult:
     """Split reasoning, parse tool calls, in chunks of ``chunk`` characters (0: all at once)."""
+    family = canonical(family)  # the engines' names for a family are accepted too (qwen3_xml, …)
     if family not in FAMILIES:
         raise ConfigError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")
     if chunk < 0:
@@ -145,6 +148,22 @@ def final_message(result: ParseResult) -> dict[str, Any]:
                        for e in result.errors]}
 
 
+def family_list() -> list[dict[str, Any]]:
+    """Every registered family with its grammar class (MARKUP3.md §2) and the engines' aliases."""
+    return [{"family": name, "grammar": fam.grammar, "aliases": list(fam.aliases)}
+            for name, fam in families().items()]
+
+
+def print_family_list(console: Console) -> None:
+    table = Table(title="sseguard markup families", title_justify="left")
+    table.add_column("family")
+    table.add_column("class")
+    table.add_column("aliases (engine names)", overflow="fold")
+    for row in family_list():
+        table.add_row(row["family"], row["grammar"], ", ".join(row["aliases"]))
+    console.print(table)
+
+
 def _short(text: str, limit: int = 120) -> str:
     shown = text if len(text) <= limit else text[:limit - 1] + "…"
     return escape(repr(shown)[1:-1])
@@ -183,10 +202,10 @@ def print_events(result: ParseResult, console: Console) -> None:
 
 @app.command(cls=Command, short_help="Parse tool-call markup out of raw model output.", name="parse")
 def parse_command(
-    file: str = typer.Argument(..., metavar="FILE", help="Raw model output (UTF-8 text)."),
+    file: str | None = typer.Argument(None, metavar="FILE", help="Raw model output (UTF-8 text)."),
     family: str = typer.Option("auto", "--family", metavar="NAME",
-                               help=f"{', '.join(families())}, or auto (detect from the first "
-                                    "marker)."),
+                               help=f"{', '.join(family_names())}, an engine's name for one (see "
+                                    "--list), or auto (detect from the first marker)."),
     tools: str | None = typer.Option(None, "--tools", metavar="TOOLS.json",
                                      help="OpenAI tools list (or a request body with tools): "
                                           "enables undefined_function and the schema types of "
@@ -198,6 +217,9 @@ def parse_command(
                                        "MiniMax-M2)."),
     as_json: bool = typer.Option(False, "--json",
                                  help="Print the final message as OpenAI JSON, with the errors."),
+    list_families: bool = typer.Option(False, "--list",
+                                       help="List every family with its grammar class and the "
+                                            "names the serving engines give it, then exit."),
 ) -> None:
     """Parse tool-call markup out of raw model output, as a streaming server should.
 
@@ -206,7 +228,16 @@ def parse_command(
     \b
     Example:
       sseguard parse examples/markup/dsml-v4.txt --family auto --chunk 3
+      sseguard parse --list
     """
+    if list_families:
+        if as_json:
+            typer.echo(json.dumps(family_list(), ensure_ascii=False, indent=2))
+        else:
+            print_family_list(console)
+        raise typer.Exit(0)
+    if file is None:
+        fail("a FILE to parse is needed (or --list)")
     try:
         result = parse_file(file, family, tools_path=tools, chunk=chunk,
                             starts_in_reasoning=thinking)

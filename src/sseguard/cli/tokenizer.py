@@ -20,7 +20,7 @@ from rich.table import Table
 from sseguard.cli._app import Command, app, console, fail
 from sseguard.cli._names import families
 from sseguard.errors import ConfigError
-from sseguard.toolcalls import FAMILIES
+from sseguard.toolcalls import FAMILIES, canonical
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +60,9 @@ def families_for(name: str | None) -> list[str]:
     """The families to report: one, or every concrete family for ``None``/``auto``."""
     if name is None or name == "auto":
         return [f for f in FAMILIES if f != "auto"]
-    if name not in FAMILIES:
+    if canonical(name) not in FAMILIES:
         raise ConfigError(f"unknown family {name!r}; known: {', '.join(FAMILIES)}")
-    return [name]
+    return [canonical(name)]
 
 
 def check_tokenizer(path: str, family: str | None = None) -> list[MarkerReport]:

@@ -15,13 +15,13 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, ParamSpec
 
-from sseguard.toolcalls import families, family
-from sseguard.toolcalls.family import unknown
+from sseguard.toolcalls import canonical, families
+from sseguard.toolcalls.family import LEAK_SHAPE_HINT, unknown
 
 #: The markup values that are no family name: every family (``all``, ``auto``, or ``None``), or none.
 ALL, AUTO, NONE = "all", "auto", "none"
 
-_SHAPE_HINT = "functions."  # what both shipped shapes hold; the regex runs only where it occurs
+_SHAPE_HINT = LEAK_SHAPE_HINT  # what every shape holds (``Family`` checks it); the regex runs only there
 _SHAPE_SPAN = 96  # no shape is longer
 _SHAPE_START = len("to=" + _SHAPE_HINT) - 1
 # What the end of a delta holds when a shape's start spans the boundary.
@@ -50,7 +50,8 @@ LEAK_MARKERS: Mapping[str, tuple[str, ...]] = _LeakTable()
 
 def family_names(markup: str | Iterable[str] | None) -> list[str]:
     """The families ``markup`` names: ``all``/``auto``/None every one, ``none`` (or an empty list)
-    none, else family names. An unknown name is the caller's mistake: ``UsageError`` listing them."""
+    none, else family names or the engines' aliases for them. An unknown name is the caller's
+    mistake: ``UsageError`` listing them."""
     if markup is None or markup in (ALL, AUTO):
         return list(families())
     if markup == NONE:
@@ -61,8 +62,8 @@ def family_names(markup: str | Iterable[str] | None) -> list[str]:
     for name in names:
         if name in (ALL, AUTO):
             out.extend(known)
-        elif name in known:
-            out.append(family(name).name)
+        elif canonical(name) in known:  # a family, or an engine's alias for one
+            out.append(canonical(name))
         else:
             raise unknown("markup family", name, [*known, ALL, AUTO, NONE])
     return list(dict.fromkeys(out))

@@ -126,6 +126,36 @@ class Relay:
 
 
 @dataclass(frozen=True, slots=True)
+class Outline:
+    """Where an assembled answer keeps what a person is shown of it (``sseguard check``): its finish,
+    its candidates (answers side by side, each with its own finish) and its blocks.
+
+    Every field names a field of the assembled message (or of one candidate), so ``check`` words all
+    protocols with one function; a candidate's text and tool calls are the ``Format.answer`` of a
+    message holding that candidate alone.
+    """
+
+    #: The answer's own finish field, shown as one row of that name (``stop_reason``); None: none.
+    finish: str | None = None
+    #: A field whose ``reason`` qualifies the finish, shown after it in brackets (Responses'
+    #: ``incomplete_details``).
+    finish_detail: str | None = None
+    #: The list of candidates (``choices``), each shown as one row; None: the answer is one.
+    candidates: str | None = None
+    #: How a candidate's row is named (``choice`` → ``choice 0``).
+    candidate: str = "candidate"
+    #: A candidate's finish field (``finish_reason``).
+    candidate_finish: str | None = None
+    #: ``(object, field)``: where the finish is when no candidate came (Gemini's blocked prompt:
+    #: ``promptFeedback.blockReason``), shown as a row named for the field.
+    unanswered: tuple[str, str] | None = None
+    #: The list of blocks (content blocks, output items), each shown as one row; None: none.
+    blocks: str | None = None
+    #: How a block's row is named (``block`` → ``block 0``).
+    block: str = "block"
+
+
+@dataclass(frozen=True, slots=True)
 class Protocol:
     """Every fact about one wire protocol (``PROTOCOLS.md``), in one place."""
 
@@ -165,6 +195,8 @@ class Protocol:
     bad_endings: tuple[str, ...]
     #: Shapes of good streams real servers send that naive checkers misread (chaos dialect names).
     dialects: tuple[str, ...]
+    #: Where the assembled answer keeps its finish, candidates and blocks (what ``check`` shows).
+    outline: Outline
     #: Where the routes are served (the chaos server, the proxy's guarded paths).
     mounts: tuple[str, ...] = ("/v1",)
     #: Headers every request of this protocol carries (``anthropic-version``).

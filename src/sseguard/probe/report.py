@@ -12,8 +12,9 @@ from typing import Any
 
 from rich.console import Console
 
-from sseguard.analyze import analyze, print_summary
+from sseguard.analyze import analyze_sources, print_summary
 from sseguard.analyze.model import Analysis
+from sseguard.errors import ConfigError
 from sseguard.probe.cpu import CPU_WARN
 from sseguard.probe.runner import RunResult
 from sseguard.probe.sink import EVIDENCE_DIR, RESULTS
@@ -29,12 +30,19 @@ def cpu_warning(result: RunResult) -> str | None:
             "as the endpoint — lower --concurrency or spread the load over more processes")
 
 
+def analyze_run(result: RunResult) -> Analysis:
+    """The analysis of the run's results file, read where it lies (as ``sseguard analyze`` reads it)."""
+    if not result.total:
+        raise ConfigError("no records to analyze")
+    return analyze_sources([str(result.results)], result.config.policy)
+
+
 def run_facts(result: RunResult) -> dict[str, Any]:
     evidence = result.out / EVIDENCE_DIR
     return {
         "out": str(result.out), "results": str(result.out / RESULTS),
         "evidence_files": len(list(evidence.glob("*.json"))) if evidence.is_dir() else 0,
-        "run_id": result.run_id, "records": len(result.records), "new_records": result.new_records,
+        "run_id": result.run_id, "records": result.total, "new_records": result.new_records,
         "failed": result.failed, "policy": result.config.policy.name,
         "interrupted": result.interrupted, "elapsed_s": round(result.elapsed, 3),
         "cpu": result.cpu.to_dict(), "exit_code": result.exit_code,
@@ -43,7 +51,7 @@ def run_facts(result: RunResult) -> dict[str, Any]:
 
 def summarize(result: RunResult, console: Console, *, as_json: bool = False) -> Analysis:
     """Print the run's summary; returns the analysis it printed."""
-    analysis = analyze(result.records, result.config.policy)
+    analysis = analyze_run(result)
     facts = run_facts(result)
     if as_json:
         console.print_json(json.dumps({**facts, "analysis": analysis.to_dict()}, default=str))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import signal
 import statistics
@@ -57,20 +58,26 @@ MAX_DEFAULT_RAMP = 60.0
 MAX_BACKOFF = 1.0
 @dataclass
 class RunResult:
-    """What a run left behind; ``records`` are all of ``results.jsonl`` (a resumed run included)."""
+    """What a run left behind: its results file (``results``: every record of the run, a resumed
+    run's earlier ones included) and the counts the run kept as it wrote them. The analysis reads the
+    file where it lies; ``records`` reads it into memory only when asked (a test, a small demo act)."""
 
     out: Path
     run_id: str
     config: ProbeConfig
-    records: list[Record]
+    results: Path
+    total: int  # records in ``results``
+    failed: int  # of them, failed under ``config.policy``
     new_records: int
+    new_failed: int  # of the records this session wrote, failed under ``config.policy``
     interrupted: bool
     cpu: CpuSummary
     elapsed: float
 
-    @property
-    def failed(self) -> int:
-        return sum(1 for r in self.records if r.failed_under(self.config.policy))
+    @functools.cached_property
+    def records(self) -> list[Record]:
+        """Every record of ``results``, read once, when first asked for."""
+        return list(read_results(self.results.parent, self.results.name))
 
     @property
     def exit_code(self) -> int:
@@ -375,6 +382,7 @@ async def execute(config: ProbeConfig, *, resume: bool = False, console: Console
     sink = JsonlSink(out, results=RESULTS if share is None else worker_results(share.index))
     tally = Tally(config.policy)
     tally.extend(existing)
+    failed_before = tally.failed
     view = LiveView(console, tally, enabled=live)
     session_doc: dict[str, Any] = {"started_at": time.time(), "resumed": resume}
     if share is None:
@@ -428,9 +436,9 @@ async def execute(config: ProbeConfig, *, resume: bool = False, console: Console
                             "records": view_sink.written, "cpu": cpu.to_dict()})
         if share is None:
             write_run_file(out, run_doc)
-    records = list(read_results(out, sink.results_path.name))
-    return RunResult(out=out, run_id=run_id, config=config, records=records,
-                     new_records=view_sink.written, interrupted=interrupted, cpu=cpu,
+    return RunResult(out=out, run_id=run_id, config=config, results=sink.results_path,
+                     total=tally.total, failed=tally.failed, new_records=view_sink.written,
+                     new_failed=tally.failed - failed_before, interrupted=interrupted, cpu=cpu,
                      elapsed=time.monotonic() - started)
 
 

@@ -38,7 +38,7 @@ from sseguard.probe.runner import (
     open_run,
     quiet_gc,
 )
-from sseguard.probe.sink import merge_worker_results, read_results, write_run_file
+from sseguard.probe.sink import RESULTS, merge_worker_results, write_run_file
 from sseguard.probe.target import Target
 from sseguard.redact import Redactor
 
@@ -48,6 +48,7 @@ class ShareResult:
     """What one worker process reports back (its records are in its results file)."""
 
     written: int
+    failed: int  # of the records written, failed under the run's policy
     interrupted: bool
     cpu_samples: list[float]
     cpu_seconds: float
@@ -64,7 +65,8 @@ def run_share(config: ProbeConfig, share: Share, run_id: str, resume: bool,
             loop.add_signal_handler(sig, stop.set)
         result = await execute(config, resume=resume, live=False, environ=environ, stop=stop,
                                share=share, run_id=run_id)
-        return ShareResult(written=result.new_records, interrupted=result.interrupted,
+        return ShareResult(written=result.new_records, failed=result.new_failed,
+                           interrupted=result.interrupted,
                            cpu_samples=result.cpu.samples, cpu_seconds=result.cpu.total_seconds)
 
     with quiet_gc(), asyncio.Runner(loop_factory=loop_factory()) as runner:
@@ -94,7 +96,8 @@ def run_parallel(config: ProbeConfig, workers: int, *, resume: bool = False,
     out = Path(config.out)
     targets = [Target.of(arm, environ) for arm in config.arms]
     redactor = Redactor([s for t in targets for s in t.secrets])
-    run_doc, _ = open_run(config, redactor, resume=resume)
+    run_doc, existing = open_run(config, redactor, resume=resume)
+    failed_before = sum(r.failed_under(config.policy) for r in existing)
     run_id = str(run_doc["run_id"])
     if config.check_reachable:
         asyncio.run(check_reachable(targets, config.connect_timeout))
@@ -126,5 +129,8 @@ def run_parallel(config: ProbeConfig, workers: int, *, resume: bool = False,
         session_doc.update({"finished_at": time.time(), "interrupted": interrupted,
                             "records": written, "cpu": cpu.to_dict()})
         write_run_file(out, run_doc)
-    return RunResult(out=out, run_id=run_id, config=config, records=list(read_results(out)),
-                     new_records=written, interrupted=interrupted, cpu=cpu, elapsed=elapsed)
+    new_failed = sum(r.failed for r in results)
+    return RunResult(out=out, run_id=run_id, config=config, results=out / RESULTS,
+                     total=len(existing) + written, failed=failed_before + new_failed,
+                     new_records=written, new_failed=new_failed, interrupted=interrupted, cpu=cpu,
+                     elapsed=elapsed)

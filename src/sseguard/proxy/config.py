@@ -82,8 +82,9 @@ def _repair(value: str) -> str:
     name = value.strip()
     if name in ("off", "auto"):
         return name
-    from sseguard.toolcalls import FAMILIES
+    from sseguard.toolcalls import FAMILIES, canonical
 
+    name = canonical(name)  # an engine's name for the family (qwen3_xml, gpt-oss, …)
     if name not in FAMILIES:
         raise ConfigError(f"--repair-markup {value!r}: use off, auto or a family "
                           f"({', '.join(FAMILIES)})")

@@ -24,7 +24,7 @@ from sseguard.proxy.config import ProxyConfig
 from sseguard.proxy.metrics import ProxyMetrics
 from sseguard.proxy.relay import StreamRelay
 from sseguard.proxy.retry import Sleep
-from sseguard.record import Record, record_from_verdict
+from sseguard.record import Record, raw_record
 from sseguard.redact import DEFAULT, RedactingFilter, Redactor
 from sseguard.verdict import Verdict
 
@@ -49,7 +49,6 @@ class ProxyState:
         self.metrics = ProxyMetrics(shared=config.workers > 1)
         self.redactor: Redactor = DEFAULT.with_secrets(config.secrets)
         self.session: aiohttp.ClientSession | None = None
-        self.store: Any = None
         self.writer: Any = None
         self.pruner: Any = None
         self.active = 0
@@ -74,16 +73,15 @@ class ProxyState:
 
     async def start(self, app: web.Application) -> None:
         if self.config.store is not None:
-            from sseguard.store import BatchWriter, open_store
+            from sseguard.store.process import ProcessWriter
+            from sseguard.store.retention import RetentionThread
 
-            # Opening a SQLite file or connecting to PostgreSQL is blocking: keep it off the loop.
-            from sseguard.store.retention import RetentionThread, SampledStore
-
-            self.store = await asyncio.to_thread(open_store, self.config.store)
+            # The store is opened, redacted into and written by a process of its own, so the relay's
+            # loop pays a queue append per stream and nothing else (``store/process.py``); starting it
+            # is blocking: keep it off the loop.
             retention = self.config.retention
-            if retention.sample_healthy is not None:
-                self.store = SampledStore(self.store, retention.sample_healthy)
-            self.writer = BatchWriter(self.store)
+            self.writer = await asyncio.to_thread(ProcessWriter, self.config.store,
+                                                  sample_healthy=retention.sample_healthy)
             if retention.prunes and self.config.worker == 0:  # one pruner per store, not per worker
                 self.pruner = RetentionThread(self.config.store, retention).start()
         # Idle upstream connections are dropped after 4 s, below uvicorn's 5 s keep-alive (vLLM,
@@ -110,8 +108,6 @@ class ProxyState:
             await asyncio.to_thread(self.writer.close)
         if self.pruner is not None:
             await asyncio.to_thread(self.pruner.stop)
-        if self.store is not None:
-            await asyncio.to_thread(self.store.close)
 
     def stream_started(self) -> None:
         """One more stream in flight."""
@@ -179,18 +175,20 @@ class ProxyState:
         except Exception:  # evidence must never take the proxy down
             log.exception("could not build the record of a stream")
             return
-        self.writer.put(record)
+        # Unredacted: the writer redacts it (with this client's redactor) before the store sees it,
+        # so the secret searches (most of a record's cost) are not spent on the loop.
+        self.writer.put(record, relay.redactor)
 
     def _record(self, relay: StreamRelay, verdict: Verdict, duration: float) -> Record:
+        """The stream's record, not yet redacted (the writer's ``put`` is given the redactor)."""
         outcome = relay.outcome
         extra: dict[str, Any] = {"action": outcome.action, **relay.frames.facts(), **outcome.extra}
         if outcome.code is not None:
             extra["error_code"] = outcome.code
         if outcome.client_gone:
             extra["client_disconnected"] = True
-        record = record_from_verdict(
+        record = raw_record(
             verdict, policy=self.policy, headers=dict(relay.upstream_headers),
-            redactor=relay.redactor,
             source="proxy", run_id=self.config.run_id, arm=self.config.arm_name,
             index=self.next_index() if relay.index is None else relay.index, workload="proxy",
             started_at=relay.started_at,
@@ -199,11 +197,11 @@ class ProxyState:
             ttft_ms=None if relay.ttft is None else relay.ttft * 1000,
             duration_ms=duration * 1000, max_gap_ms=relay.max_gap * 1000,
             prompt_bytes=len(relay.body), concurrency=relay.concurrency,
-            extra=relay.redactor.obj(extra), heal_of=relay.heal_of, healed=relay.healed,
+            extra=extra, heal_of=relay.heal_of, healed=relay.healed,
             heal_attempts=relay.heal_attempts, heal_tokens=relay.heal_tokens,
         )
         if record.model is None and isinstance(relay.request_obj.get("model"), str):
-            record.model = relay.redactor.text(relay.request_obj["model"])
+            record.model = relay.request_obj["model"]
         if outcome.client_gone:
             record.status = None if relay.ttfb is None else record.status
         return record

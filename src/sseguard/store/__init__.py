@@ -2,7 +2,9 @@
 
 ``open_store("sseguard.db")`` / ``open_store("sqlite:///runs/sseguard.db")`` open (and create) a SQLite
 file in WAL mode; ``open_store("postgresql://user@host/db")`` a PostgreSQL table. Writes are
-synchronous; put a ``BatchWriter`` in front of a store to write from an event loop.
+synchronous; put a ``BatchWriter`` (a thread) in front of a store to write from an event loop, or a
+``store.process.ProcessWriter`` (a process of its own, what the proxy uses) where the loop must not
+share its GIL and core with the writing.
 """
 
 from __future__ import annotations

@@ -5,9 +5,12 @@ The proxy finishes a stream on the event loop and must not wait for a disk or a 
 writes each batch in one transaction. ``put()`` does not wake that thread for each record (the thread
 looks every ``max_delay``, or at once when a full batch is waiting): a wake-up per record handed the
 GIL to the writer thread on every stream's end, which cost the proxy's event loop ~4 % of its CPU at
-100 streams in a profile. A failed batch is retried once; if it fails again its records are
-counted in ``dropped`` and logged, never lost without a trace. ``close()`` writes everything still
-queued, so a clean shutdown loses nothing.
+100 streams in a profile. ``put(record, redactor)`` hands over a record that is not yet redacted
+(``record.raw_record``): the secret searches, most of a record's cost, then run on this thread. The
+thread lets the GIL go between records (``_base.yield_gil``), so the loop that wants it back waits for
+one record's work at most, never for a whole batch. A failed batch is retried once; if it fails again
+its records are counted in ``dropped`` and logged, never lost without a trace. ``close()`` writes
+everything still queued, so a clean shutdown loses nothing.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from sseguard.errors import ConfigError
-from sseguard.record import Record
-from sseguard.store._base import RecordStore, log, one_line
+from sseguard.record import Record, redact_record
+from sseguard.redact import Redactor
+from sseguard.store._base import RecordStore, log, one_line, yield_gil
 
 #: Pause before the one retry of a failed batch: long enough for a database failover blip.
 RETRY_DELAY_S = 0.5
@@ -96,8 +100,10 @@ class BatchWriter:
             self._dropped += n
 
     # ── the caller's side ──────────────────────────────────────────────────────────────────────
-    def put(self, record: Record) -> None:
-        """Queue one record; returns at once, whatever the store is doing."""
+    def put(self, record: Record, redactor: Redactor | None = None) -> None:
+        """Queue one record; returns at once, whatever the store is doing. With a ``redactor`` the
+        record is not redacted yet (``record.raw_record``): the writer's thread redacts it with that
+        redactor before the store sees it; without one it is already clean."""
         if self._closed:
             self._count_dropped(1)
             log.warning("record %s/%s put after the writer was closed: dropped",
@@ -110,7 +116,7 @@ class BatchWriter:
                 log.error("store writer queue full (%d pending): %d record(s) dropped so far",
                           self.max_pending, self._dropped)
             return
-        self._queue.append(record)
+        self._queue.append(record if redactor is None else (record, redactor))
         # A whole batch is waiting (or batches are not to wait at all): no reason to wait any longer.
         if queued + 1 >= self.max_batch or not self.max_delay:
             self._wake.set()
@@ -161,8 +167,8 @@ class BatchWriter:
                         break
                     if isinstance(item, _Flush):
                         flushes.append(item)
-                    elif isinstance(item, Record):
-                        batch.append(item)
+                    elif (record := self._clean(item)) is not None:
+                        batch.append(record)
                 if batch:
                     self._write(batch)
                 for marker in flushes:
@@ -174,10 +180,26 @@ class BatchWriter:
             item = self._queue.popleft()
             if isinstance(item, _Flush):
                 item.done.set()
-            elif isinstance(item, Record):
-                late.append(item)
+            elif item is not _STOP and (record := self._clean(item)) is not None:
+                late.append(record)
         for start in range(0, len(late), self.max_batch):
             self._write(late[start:start + self.max_batch])
+
+    def _clean(self, item: object) -> Record | None:
+        """A queued record, redacted here if it came with its redactor (then the GIL is let go:
+        redaction is most of a record's cost). None: it could not be redacted, and is dropped."""
+        if not isinstance(item, tuple):
+            return item if isinstance(item, Record) else None
+        record, redactor = item
+        try:
+            clean = redact_record(record, redactor)
+        except Exception as exc:  # never store what could not be cleaned; never stop the thread
+            self._count_dropped(1)
+            log.error("record %s/%s could not be redacted, dropped: %s", record.run_id, record.index,
+                      type(exc).__name__)
+            return None
+        yield_gil()
+        return clean
 
     def _write(self, batch: list[Record]) -> None:
         for attempt in (1, 2):
@@ -197,3 +219,4 @@ class BatchWriter:
                 self._written += len(batch)
                 self._batches += 1
             return
+

@@ -30,7 +30,7 @@ from sseguard.store._base import (
     one_line,
     read_query,
     safe_target,
-    stored_row,
+    stored_rows,
 )
 from sseguard.store.fields import FACT_COLUMNS
 
@@ -134,8 +134,7 @@ class PostgresStore:
     def write(self, records: Sequence[Record], weights: Sequence[int] | None = None) -> None:
         if not records:
             return
-        rows = [_pg_row(stored_row(r, w))
-                for r, w in zip(records, weights or [1] * len(records), strict=True)]
+        rows = [_pg_row(row) for row in stored_rows(records, weights)]
         with self._lock:
             conn = self._connection()
             with conn.transaction(), conn.cursor() as cur:

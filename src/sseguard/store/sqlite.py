@@ -25,7 +25,7 @@ from sseguard.store._base import (
     keyset_pages,
     one_line,
     read_query,
-    stored_row,
+    stored_rows,
 )
 from sseguard.store.fields import FACT_COLUMNS
 
@@ -118,7 +118,7 @@ class SQLiteStore:
     def write(self, records: Sequence[Record], weights: Sequence[int] | None = None) -> None:
         if not records:
             return
-        rows = [stored_row(r, w) for r, w in zip(records, weights or [1] * len(records), strict=True)]
+        rows = stored_rows(records, weights)
         with self._lock:
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")

@@ -7,7 +7,7 @@ character is in exactly one event's text or raw.
 
 Each family is one ``Family`` descriptor; ``families()`` lists them all, the built-ins and those of
 installed plugins (entry point group ``sseguard.families``), and ``json_in_tags`` makes a complete
-family for the commonest third-party shape.
+family for the commonest third-party shape (``name_then_json`` for a name followed by a JSON object).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from sseguard.toolcalls.events import (
 )
 from sseguard.toolcalls.family import CallLike, Claim, Family, UnknownFamily
 from sseguard.toolcalls.hermes import json_in_tags
+from sseguard.toolcalls.name_json import name_then_json
 from sseguard.toolcalls.registry import (
     GROUP,
     AllFamilies,
@@ -72,5 +73,6 @@ __all__ = [
     "family",
     "join_events",
     "json_in_tags",
+    "name_then_json",
     "parser_for",
 ]

@@ -46,6 +46,11 @@ class Markers:
         #: The one character every marker starts with ("" when they start with several).
         self.lead = self.leads if len(self.leads) == 1 else ""
         self.simple = bool(self.lead) and all(lit.count(self.lead) == 1 for lit in literals)
+        # For the other shapes: every proper prefix of a literal, and where a lead stands, so that
+        # holding back tests only the leads of the final characters, each with one set lookup
+        # (with "f" and "[" among the leads, prose has several in every window).
+        self._prefixes = frozenset(lit[:k] for lit in literals for k in range(1, len(lit) + 1))
+        self._lead_re = re.compile(f"[{re.escape(self.leads)}]")
 
     def find(self, data: str, pos: int) -> tuple[int, str]:
         """The first complete marker at or after ``pos``: (start, literal), or (-1, "")."""
@@ -68,11 +73,14 @@ class Markers:
                     if lit.startswith(tail):
                         return j
             return n
-        for j in range(max(pos, n - self._window), n):
-            if data[j] in self.leads:
-                tail = data[j:]
-                if any(lit.startswith(tail) for lit in self.literals):
-                    return j
+        start = n - self._window
+        if start < pos:
+            start = pos
+        prefixes = self._prefixes
+        for m in self._lead_re.finditer(data, start, n):
+            j = m.start()
+            if data[j:] in prefixes:
+                return j
         return n
 
 

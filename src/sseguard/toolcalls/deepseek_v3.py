@@ -211,10 +211,15 @@ def _render_v31(calls: Sequence[CallLike], malformed: bool) -> str:
     return f"{CALLS_BEGIN}{body}{CALLS_END}"
 
 
+#: The names the engines register for each family (MARKUP3.md, "Already covered").
+ALIASES = {"deepseek-v3": ("deepseek_v3", "deepseekv3"), "deepseek-v31": ("deepseek_v31",)}
+
+
 def _family(name: str, render: Render) -> Family:
     return Family(name=name, make=partial(DeepSeekV3Parser, name), markers=FAMILY_MARKERS,
                   leak_markers=FAMILY_MARKERS, reasoning_exits=REASONING_EXITS,
-                  auto_markers=FAMILY_MARKERS, claim=partial(_claim, name), render=render, rank=20)
+                  auto_markers=FAMILY_MARKERS, claim=partial(_claim, name), render=render, rank=20,
+                  aliases=ALIASES[name], grammar="C")
 
 
 DEEPSEEK_V3 = _family("deepseek-v3", _render_v3)

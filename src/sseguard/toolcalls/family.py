@@ -10,6 +10,7 @@ it from the others, and how the chaos upstream writes calls in it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -52,6 +53,13 @@ class CallLike(Protocol):
 Render = Callable[[Sequence[CallLike], bool], str]
 
 
+#: What every stripped-token shape holds (MARKUP2.md decision 11): the leak scan runs a family's
+#: ``leak_shape`` only where this occurs, from at most ``len("to=")`` characters before it, so a shape
+#: must match starting right at it (after an optional look-behind).
+LEAK_SHAPE_HINT = "functions."
+_SHAPE_START = re.compile(r"(?:\(\?<=[^()]*\))?" + re.escape(re.escape(LEAK_SHAPE_HINT)))
+
+
 def claim_openers(openers: tuple[str, ...]) -> Callable[[str, bool], Claim]:
     """The plain claim: markup that starts with one of ``openers`` is the family's."""
 
@@ -81,7 +89,8 @@ class Family:
     marker belongs to the first family that has it. Built-ins rank below 100, plugins default to 100.
     ``aliases``: the other names the serving engines register for the same grammar (vLLM's
     ``qwen3_xml``, SGLang's ``poolside_v1``, …), accepted wherever a family name is, so an operator
-    can type the name their engine uses (MARKUP3.md).
+    can type the name their engine uses (MARKUP3.md). ``grammar``: its grammar class of MARKUP3.md
+    §2 (``A``, ``B``, ``G (DSML)``, …), as ``sseguard parse --list`` shows it.
     """
 
     name: str
@@ -98,6 +107,7 @@ class Family:
     render_answer: Callable[[str, str, str], str] | None = None
     rank: int = 100
     aliases: tuple[str, ...] = ()
+    grammar: str = ""
     leads: frozenset[str] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -105,10 +115,26 @@ class Family:
             raise UsageError("a family needs a name and at least one non-empty auto marker")
         if not all(self.leak_markers) or not all(self.reasoning_exits):
             raise UsageError(f"family {self.name!r}: empty leak marker or reasoning exit")
+        if self.leak_shape is not None:
+            _check_leak_shape(self.name, self.leak_shape)
         # The first characters of the markers: the only places a marker can start, which is what
         # keeps the parsers' hot paths cheap (every built-in marker starts with "<").
         object.__setattr__(self, "leads", frozenset(m[0] for m in (*self.auto_markers,
                                                                    *self.reasoning_exits)))
+
+
+def _check_leak_shape(name: str, shape: str) -> None:
+    """A ``leak_shape`` the leak scan would never search is a mistake in the family, said at once:
+    the scan looks for it only where ``functions.`` occurs (``contract/leaks.py``), so the pattern
+    must start with that text (a look-behind before it is allowed) and compile."""
+    try:
+        re.compile(shape)
+    except re.error as exc:
+        raise UsageError(f"family {name!r}: leak_shape is no regular expression: {exc}") from None
+    if _SHAPE_START.match(shape) is None:
+        raise UsageError(f"family {name!r}: leak_shape {shape!r} is never searched: the leak scan "
+                         f"runs it only where {LEAK_SHAPE_HINT!r} occurs, so it must start with "
+                         f"{re.escape(LEAK_SHAPE_HINT)!r} (after an optional look-behind)")
 
 
 def unknown(kind: str, name: str, known: Mapping[str, object] | Sequence[str]) -> UnknownFamily:

@@ -189,7 +189,7 @@ def auto_kind(held: str, final: bool) -> str | None:
     q = first_non_ws(held, len(TOOL_CALL), len(held))
     if q == -1:
         return "" if final else None
-    if held[q] == "{":
+    if held[q] in "{[":  # Hermes' object, Granite 3.1's array (MARKUP3.md §4 decision 3)
         return ""
     if held[q] == "<":  # a tag right away: a GLM call without a name, or Qwen3-Coder's function
         after = held[q:]
@@ -229,11 +229,18 @@ def render(name: str, calls: Sequence[CallLike], malformed: bool) -> str:
     return "".join(out)
 
 
+#: The engines' names for each family (MARKUP3.md): SGLang's ``glm`` (GLM-4.5), and the grammars
+#: that are GLM-4.5's with either spacing (``poolside_v1``, ``ling3``, ``spark25``), which ``glm45``
+#: reads.
+ALIASES = {"glm45": ("glm", "poolside_v1", "ling3", "spark25"), "glm47": ()}
+
+
 def _family(name: str) -> Family:
     return Family(name=name, make=partial(GLMParser, name), markers=FAMILY_MARKERS,
                   leak_markers=FAMILY_MARKERS, reasoning_exits=REASONING_EXITS,
                   auto_markers=FAMILY_MARKERS, claim=partial(_claim, name),
-                  render=partial(render, name), malformable=True, rank=40)
+                  render=partial(render, name), malformable=True, rank=40,
+                  aliases=ALIASES[name], grammar="H")
 
 
 GLM45 = _family("glm45")

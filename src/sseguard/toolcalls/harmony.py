@@ -244,4 +244,5 @@ FAMILY = Family(
     claim=claim_openers((START, CHANNEL)), render=_render, malformable=True,
     # MARKUP2.md decision 11: stripped special tokens leave ``…commentary to=functions.f json{…}``
     leak_shape=r"(?<=to=)functions\.[^\s{}]{1,64}?\s{0,4}(?:json)?\s{0,4}\{",
-    auto_prefix=may_open_header, render_answer=_render_answer, rank=70)
+    auto_prefix=may_open_header, render_answer=_render_answer, rank=70,
+    aliases=("openai", "gpt-oss", "gpt_oss"), grammar="I")

@@ -137,4 +137,5 @@ FAMILY = Family(
     reasoning_exits=REASONING_EXITS, auto_markers=FAMILY_MARKERS,
     claim=claim_openers((SECTION_BEGIN, SECTION_BEGIN_1, CALL_BEGIN)), render=_render,
     # MARKUP2.md decision 11: the special tokens stripped, a call leaves ``functions.NAME:IDX{…}``
-    leak_shape=r"functions\.[^\s{}]{1,64}?:[0-9]{1,9}\s{0,4}\{", malformable=True, rank=60)
+    leak_shape=r"functions\.[^\s{}]{1,64}?:[0-9]{1,9}\s{0,4}\{", malformable=True, rank=60,
+    aliases=("kimi_k2",), grammar="C")

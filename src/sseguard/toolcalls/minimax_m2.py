@@ -157,4 +157,5 @@ FAMILY = Family(name="minimax-m2", make=MiniMaxM2Parser, markers=TOKENIZER_MARKE
                 # the block tokens are special; stripped, they leave the plain-text invoke tag
                 leak_markers=(BLOCK, BLOCK_END, '<invoke name="'), reasoning_exits=REASONING_EXITS,
                 auto_markers=FAMILY_MARKERS, claim=claim_openers((BLOCK,)), render=_render,
-                malformable=True, rank=80)
+                malformable=True, rank=80, aliases=("minimax_m2",),
+                grammar="G")

@@ -237,4 +237,7 @@ def _render(calls: Sequence[CallLike], malformed: bool) -> str:
 
 FAMILY = Family(name="qwen3-coder", make=Qwen3CoderParser, markers=FAMILY_MARKERS,
                 leak_markers=(FUNCTION, FUNCTION_END, PARAMETER), reasoning_exits=REASONING_EXITS,
-                auto_markers=FAMILY_MARKERS, claim=_claim, render=_render, rank=50)
+                auto_markers=FAMILY_MARKERS, claim=_claim, render=_render, rank=50,
+                # the engines' names for this grammar (MARKUP3.md, "Already covered" and "Aliases")
+                aliases=("qwen3_coder", "qwen3_xml", "step3p5", "nanbeige", "mimo",
+                         "granite_toolcall_parser", "step5"), grammar="F")

@@ -97,8 +97,22 @@ def _load() -> _Registry:
         elif ep.name in found or ep.name == AUTO:
             _warn(f"{where} is skipped: the name is taken")
         else:
+            _warn_shared_openers(where, obj, sorted((found[e.name] for e in own),
+                                                    key=lambda f: (f.rank, f.name)))
             found[ep.name] = obj
     return _Registry(dict(sorted(found.items(), key=lambda item: (item[1].rank, item[0]))))
+
+
+def _warn_shared_openers(where: str, plugin: Family, builtins: list[Family]) -> None:
+    """A plugin whose ``auto`` marker a built-in already has is loaded, but said so (naming the
+    first such built-in ``auto`` asks): ``auto`` asks the families in rank order, so markup at that
+    marker may be read as either family."""
+    for builtin in builtins:
+        shared = [m for m in plugin.auto_markers if m in builtin.auto_markers]
+        if shared:
+            _warn(f"{where} takes the auto marker {shared[0]!r} of built-in family "
+                  f"{builtin.name!r}: auto may read that markup as either")
+            return
 
 
 def _get() -> _Registry:

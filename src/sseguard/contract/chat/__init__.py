@@ -26,7 +26,7 @@ from sseguard.contract.chat.relay import (
 from sseguard.contract.chat.request import ChatFormat
 from sseguard.contract.chat.vocabulary import KINDS, REASONS
 from sseguard.contract.leaks import LEAK_MARKERS, leak_markers
-from sseguard.contract.protocol import Auth, Protocol, Relay, Route, never
+from sseguard.contract.protocol import Auth, Outline, Protocol, Relay, Route, never
 from sseguard.contract.usage import UsageFacts, count, field, text
 from sseguard.verdict import Api, Ending
 
@@ -84,4 +84,5 @@ CHAT = Protocol(
     bad_endings=("truncated", "no_done", "no_finish", "cut_mid_frame", "transport_error",
                  "error_event", "http_error", "empty", "tool_call_unterminated"),
     dialects=("no_finish_reason", "no_done", "empty_finish_reason", "usage_choices_null"),
+    outline=Outline(candidates="choices", candidate="choice", candidate_finish="finish_reason"),
 )

@@ -25,6 +25,7 @@ from sseguard.contract.gemini.vocabulary import KINDS, REASONS
 from sseguard.contract.protocol import (
     Auth,
     Framing,
+    Outline,
     Protocol,
     Route,
 )
@@ -86,6 +87,8 @@ GEMINI = Protocol(
     bad_endings=("truncated", "cut_mid_frame", "transport_error", "error_event", "http_error",
                  "empty"),
     dialects=(),
+    outline=Outline(candidates="candidates", candidate="candidate", candidate_finish="finishReason",
+                    unanswered=("promptFeedback", "blockReason")),
     stream_field=None,
     model_field=None,
     framings=(Framing.SSE, Framing.JSON_ARRAY),

@@ -24,7 +24,7 @@ from sseguard.contract.messages.relay import (
 )
 from sseguard.contract.messages.request import MessagesFormat, thinking_budget
 from sseguard.contract.messages.vocabulary import KINDS, REASONS
-from sseguard.contract.protocol import Auth, Protocol, Relay, Route, never
+from sseguard.contract.protocol import Auth, Outline, Protocol, Relay, Route, never
 from sseguard.contract.usage import UsageFacts, count, field
 from sseguard.verdict import Api, Ending
 
@@ -87,4 +87,5 @@ MESSAGES = Protocol(
     bad_endings=("truncated", "no_done", "no_finish", "cut_mid_frame", "transport_error",
                  "error_event", "http_error", "empty", "tool_call_unterminated"),
     dialects=("no_done",),
+    outline=Outline(finish="stop_reason", blocks="content", block="block"),
 )

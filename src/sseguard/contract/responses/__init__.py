@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sseguard.contract.chat import error_body, status_error
-from sseguard.contract.protocol import Auth, Protocol, Route
+from sseguard.contract.protocol import Auth, Outline, Protocol, Route
 from sseguard.contract.responses.assembler import (
     ResponsesAssembler,
 )
@@ -72,4 +72,6 @@ RESPONSES = Protocol(
     bad_endings=("truncated", "no_finish", "cut_mid_frame", "transport_error", "error_event",
                  "http_error", "empty", "tool_call_unterminated"),
     dialects=("trailing_done",),
+    outline=Outline(finish="status", finish_detail="incomplete_details", blocks="output",
+                    block="output"),
 )

@@ -13,6 +13,9 @@ A second act sends the same hidden faults through an in-process ``sseguard proxy
 vllm,anthropic`` (chat and messages, which each continue in their own dialect) and counts, per ending,
 the streams the client saw fail without the proxy and with it: fewer fail, and each one that still does
 fails explicitly (an error the client raises), never silently.
+
+It sits above the adapters it strings together (chaos, probe, proxy, store, analyze), beside the CLI
+command that calls it, so that none of them has to import another for its sake.
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ from rich.console import Console
 from rich.table import Table
 
 from sseguard._serve import loop_factory
-from sseguard.analyze import analyze, print_summary, write_html, write_pngs
+from sseguard.analyze import print_summary, write_html, write_pngs
 from sseguard.analyze.model import Analysis, Split
+from sseguard.analyze.report import EVIDENCE_COUNT
+from sseguard.analyze.summary import analyze_with_evidence
 from sseguard.chaos import (
     ApiPattern,
     ChaosConfig,
@@ -176,10 +181,12 @@ async def demo_async(out: str | Path, *, seconds: float = DEFAULT_SECONDS,
             policy=Policy(), check_reachable=False)
         result = await execute(config, console=err_console, live=live)
         heal = await heal_act(server.url, out_dir, config.policy, err_console, live=live) if healing else None
-    analysis = analyze(result.records, config.policy)
+    # The probe's results file, analyzed where it lies; only the failures the report quotes come back.
+    analysis, evidence = analyze_with_evidence([str(result.results)], config.policy,
+                                               evidence=EVIDENCE_COUNT)
     print_summary(analysis, console)
-    report = write_html(analysis, result.records, out_dir / "report.html")
-    plots = write_pngs(analysis, result.records, out_dir / "plots")
+    report = write_html(analysis, evidence, out_dir / "report.html")
+    plots = write_pngs(analysis, evidence, out_dir / "plots")
     named = _named(analysis)
     console.print("[bold]What the demo hid, and whether the analysis named it[/]", highlight=False)
     for pattern, ok in named.items():

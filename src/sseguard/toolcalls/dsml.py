@@ -368,10 +368,16 @@ def render(name: str, calls: Sequence[CallLike], malformed: bool) -> str:
     return "".join(out)
 
 
+#: The names the engines register for each DSML family (MARKUP3.md, "Already covered").
+ALIASES = {"dsml-v32": ("deepseek_v32",), "dsml-v4": ("deepseek_v4", "deepseekv4"),
+           "dsml-v41": ("deepseek_v41", "deepseekv41")}
+
+
 def _family(name: str) -> Family:
     return Family(name=name, make=partial(DSMLParser, name), markers=tuple(family_markers(name)),
                   leak_markers=(MARK,), reasoning_exits=REASONING_EXITS, auto_markers=(OPEN, CLOSE),
-                  claim=partial(_claim, name), render=partial(render, name), malformable=True, rank=10)
+                  claim=partial(_claim, name), render=partial(render, name), malformable=True, rank=10,
+                  aliases=ALIASES[name], grammar="G (DSML)")
 
 
 DSML_V32 = _family("dsml-v32")
