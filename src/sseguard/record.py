@@ -185,8 +185,8 @@ def redact_record(record: Record, redactor: Redactor = DEFAULT) -> Record:
     """``record`` (from ``raw_record``) with every free-text field redacted, in place; returned.
 
     The fields a peer or a client can put a secret in: the kept headers (by name and by value), the
-    findings, the error, the body's tail, ``extra``, the model name and the serving fingerprint. ``injected`` is the redacted
-    ``x-sseguard-fault`` header."""
+    findings, the error, the body's tail, ``extra``, the model name and the serving fingerprint.
+    ``injected`` is the redacted ``x-sseguard-fault`` header."""
     record.headers = redactor.headers(record.headers)
     record.injected = record.headers.get("x-sseguard-fault")
     record.findings = [redactor.obj(f) for f in record.findings]
