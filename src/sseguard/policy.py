@@ -10,6 +10,11 @@ The guards in a stream's path (``sseguard proxy``, the strict transports of ``ss
 by ``agents`` unless told otherwise: the coding agents people run (opencode, Claude Code) take a
 finished answer that lacks only its sentinel as the whole answer it is, so failing it turned a good
 answer into an error (issue 29). ``strict`` keeps every ending but ``complete`` a failure.
+
+The garbled-text findings (``contract.garble``: U+FFFD, control characters, a word repeated past a
+bound, reasoning after the answer) are *warnings* under every preset: they are recorded and counted,
+but a stream that only has them passes, because they are cheap heuristics a healthy answer could
+trip. ``strict-text`` is ``strict`` that fails them too, for a run hunting a corrupting cache.
 """
 
 from __future__ import annotations
@@ -18,7 +23,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sseguard.errors import ConfigError
-from sseguard.verdict import Ending, FindingKind, Verdict
+from sseguard.verdict import GARBLE_KINDS, Ending, FindingKind, Verdict
+
+#: Findings every preset but those of ``TEXT_STRICT`` tolerates: recorded, never a failure by default.
+WARNINGS: frozenset[Ending | FindingKind] = frozenset(GARBLE_KINDS)
 
 #: Named presets: each one tolerates what a known dialect does on a *good* stream.
 PRESETS: dict[str, frozenset[str]] = {
@@ -33,7 +41,11 @@ PRESETS: dict[str, frozenset[str]] = {
     # stop_reason) that only lacks its sentinel passes, and a guard in the stream's path supplies the
     # sentinel (COMPLETING below). Truncated, cut and stalled streams still fail.
     "agents": frozenset({Ending.NO_DONE}),
+    # strict, and the garbled-text warnings fail too.
+    "strict-text": frozenset(),
 }
+#: The presets that fail the garbled-text findings (``WARNINGS``) instead of tolerating them.
+TEXT_STRICT = frozenset({"strict-text"})
 
 
 #: The presets under which a guard in the stream's path appends the missing sentinel (``data: [DONE]``,
@@ -67,7 +79,7 @@ class Policy:
     """A pass/fail judgement over verdicts: ``complete`` without findings passes, plus what is tolerated."""
 
     name: str = "strict"
-    tolerate: frozenset[Ending | FindingKind] = frozenset()
+    tolerate: frozenset[Ending | FindingKind] = WARNINGS
     #: A guard in the stream's path completes a passing ``no_done`` stream with its sentinel.
     complete: bool = False
 
@@ -78,9 +90,15 @@ class Policy:
         if policy not in PRESETS:
             raise ConfigError(f"unknown policy {policy!r} (known: {', '.join(PRESETS)})")
         extra = _parse_names(tolerate)
-        base = _parse_names(PRESETS[policy])
+        base = _parse_names(PRESETS[policy]) | (frozenset() if policy in TEXT_STRICT else WARNINGS)
         name = policy if not extra else f"{policy}+{','.join(sorted(map(str, extra)))}"
         return cls(name=name, tolerate=base | extra, complete=policy in COMPLETING)
+
+    @property
+    def listed(self) -> list[str]:
+        """What this policy tolerates beyond the warnings every preset tolerates, as written in a
+        summary or a saved config (``from_spec`` adds the warnings back)."""
+        return sorted(map(str, self.tolerate - WARNINGS))
 
     def failure(self, verdict: Verdict) -> str | None:
         """Why the verdict fails under this policy (the ending, or the first untolerated finding)."""

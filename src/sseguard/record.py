@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from sseguard.contract import protocol
+from sseguard.contract.usage import cache_share
 from sseguard.policy import Policy
 from sseguard.redact import DEFAULT, Redactor
 from sseguard.verdict import Api, Verdict
@@ -102,9 +103,28 @@ class Record(msgspec.Struct, kw_only=True, omit_defaults=False):
     healed: str | None = None
     heal_attempts: int = 0
     heal_tokens: int = 0
+    # What the server said about its cache (``contract.usage``, read by the protocol's descriptor):
+    # the whole prompt and the part of it served from (and written to) the cache, in tokens, and the
+    # serving build's fingerprint. None: the server did not say (older records read as None too).
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    fingerprint: str | None = None
+    # The consistency workload (``probe.consistency``): this answer against its prompt's reference
+    # answer at concurrency 1 — ``reference``, ``identical`` or ``diverged``, and where it diverged
+    # (a character of the answer text, and about which token: ``consistency.token_position``).
+    # None: not compared. A divergence is a fact to count, never a failed stream.
+    consistency: str | None = None
+    diverged_at: int | None = None
+    diverged_token: int | None = None
     #: Event, block and delta kinds the protocol's tables did not know (``Verdict.unknown_kinds``):
     #: passed through, never a failure; what an operator classifies next.
     unknown_kinds: list[str] = msgspec.field(default_factory=list)
+
+    @property
+    def cache(self) -> str | None:
+        """How much of the prompt came from cache: none | partial | most (None: not reported)."""
+        return cache_share(self.cached_tokens, self.prompt_tokens)
 
     @property
     def finding_kinds(self) -> list[str]:
@@ -134,7 +154,12 @@ def raw_record(verdict: Verdict, *, policy: Policy, headers: dict[str, str] | No
     kept = {low: str(v) for k, v in (headers or {}).items()
             if (low := k.lower()) in _INTERESTING or low.startswith("x-")}
     facts.setdefault("api", verdict.api)
+    cache = protocol(verdict.api).usage_of(verdict.message)
     return Record(
+        prompt_tokens=cache.prompt_tokens,
+        cached_tokens=cache.cached_tokens,
+        cache_write_tokens=cache.cache_write_tokens,
+        fingerprint=cache.fingerprint,
         status=verdict.http_status,
         ending=str(verdict.ending),
         findings=[f.to_dict() for f in verdict.findings],
@@ -160,8 +185,8 @@ def redact_record(record: Record, redactor: Redactor = DEFAULT) -> Record:
     """``record`` (from ``raw_record``) with every free-text field redacted, in place; returned.
 
     The fields a peer or a client can put a secret in: the kept headers (by name and by value), the
-    findings, the error, the body's tail, ``extra`` and the model name. ``injected`` is the redacted
-    ``x-sseguard-fault`` header."""
+    findings, the error, the body's tail, ``extra``, the model name and the serving fingerprint.
+    ``injected`` is the redacted ``x-sseguard-fault`` header."""
     record.headers = redactor.headers(record.headers)
     record.injected = record.headers.get("x-sseguard-fault")
     record.findings = [redactor.obj(f) for f in record.findings]
@@ -172,6 +197,8 @@ def redact_record(record: Record, redactor: Redactor = DEFAULT) -> Record:
         record.extra = redactor.obj(record.extra)
     if record.model is not None:
         record.model = redactor.text(record.model)
+    if record.fingerprint is not None:
+        record.fingerprint = redactor.text(record.fingerprint)
     return record
 
 

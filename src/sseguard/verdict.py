@@ -59,6 +59,16 @@ class FindingKind(StrEnum):
     EVENT_ORDER = "event_order"  # an event for an item/block never opened, opened twice, after the end
     BLOCK_UNTERMINATED = "block_unterminated"  # an output item / content block never closed
     DONE_MISMATCH = "done_mismatch"  # responses: a *.done text/arguments differ from the joined deltas
+    # Garbled text (``contract.garble``): warnings unless the policy is ``strict-text``.
+    INVALID_TEXT = "invalid_text"  # U+FFFD: bytes that were not UTF-8, or a mangled character
+    CONTROL_CHARACTER = "control_character"  # a control character other than tab, LF, CR
+    REPEATED_TOKEN = "repeated_token"  # one word repeated past a bound
+    REASONING_AFTER_ANSWER = "reasoning_after_answer"  # reasoning text after the answer began
+
+
+#: The garbled-text findings (``contract.garble``): warnings, which only ``--policy strict-text`` fails.
+GARBLE_KINDS = frozenset({FindingKind.INVALID_TEXT, FindingKind.CONTROL_CHARACTER,
+                          FindingKind.REPEATED_TOKEN, FindingKind.REASONING_AFTER_ANSWER})
 
 
 @dataclass(frozen=True, slots=True)

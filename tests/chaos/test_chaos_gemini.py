@@ -47,6 +47,7 @@ TABLE: dict[Fault, tuple[Ending, frozenset[FindingKind]]] = {
     Fault.MISSING_USAGE: (E.COMPLETE, frozenset({F.MISSING_USAGE})),
     Fault.ID_CHANGED: (E.COMPLETE, frozenset({F.ID_CHANGED})),
     Fault.EVENT_ORDER: (E.COMPLETE, frozenset({F.EVENT_ORDER})),
+    Fault.GARBLED: (E.COMPLETE, frozenset()),  # corrupted text in a perfect stream
 }
 #: Faults a Gemini stream cannot carry: calls arrive whole with their arguments as an object, there
 #: is no sentinel, no chat finish_reason, no sequence numbers, items or *.done events.

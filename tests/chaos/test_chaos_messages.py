@@ -67,6 +67,7 @@ TABLE: dict[Fault, tuple[Ending, frozenset[FindingKind]]] = {
     Fault.MISSING_USAGE: (E.COMPLETE, frozenset({F.MISSING_USAGE})),
     Fault.EVENT_ORDER: (E.COMPLETE, frozenset({F.EVENT_ORDER})),
     Fault.BLOCK_UNTERMINATED: (E.COMPLETE, frozenset({F.BLOCK_UNTERMINATED})),
+    Fault.GARBLED: (E.COMPLETE, frozenset()),  # corrupted text in a perfect stream
 }
 #: Faults a Messages stream cannot carry: no sequence numbers, no *.done text, one message id sent
 #: once, no chat finish_reason, and content after message_stop is event_order here.

@@ -67,6 +67,7 @@ TABLE: dict[Fault, tuple[Ending, frozenset[FindingKind]]] = {
     Fault.EVENT_ORDER: (E.COMPLETE, frozenset({F.EVENT_ORDER})),
     Fault.BLOCK_UNTERMINATED: (E.COMPLETE, frozenset({F.BLOCK_UNTERMINATED})),
     Fault.DONE_MISMATCH: (E.COMPLETE, frozenset({F.DONE_MISMATCH})),
+    Fault.GARBLED: (E.COMPLETE, frozenset()),  # corrupted text in a perfect stream
 }
 #: Faults a Responses stream cannot carry: no [DONE] to omit, no finish_reason to contradict, and
 #: content after the end is event_order here.

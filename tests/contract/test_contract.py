@@ -37,6 +37,11 @@ EXPECTED = {
     "error_event": (Ending.ERROR_EVENT, set()),
     "error_event_named": (Ending.ERROR_EVENT, set()),
     "empty": (Ending.EMPTY, set()),
+    # Garbled text (contract.garble): warnings under the default policies.
+    "invalid_text": (Ending.COMPLETE, {FindingKind.INVALID_TEXT}),
+    "control_character": (Ending.COMPLETE, {FindingKind.CONTROL_CHARACTER}),
+    "repeated_token": (Ending.COMPLETE, {FindingKind.REPEATED_TOKEN}),
+    "reasoning_after_answer": (Ending.COMPLETE, {FindingKind.REASONING_AFTER_ANSWER}),
     "tool_calls": (Ending.COMPLETE, set()),
     "tool_args_invalid_json": (Ending.COMPLETE, {FindingKind.TOOL_ARGS_INVALID_JSON}),
     "finish_reason_mismatch": (Ending.COMPLETE, {FindingKind.FINISH_REASON_MISMATCH}),

@@ -100,7 +100,7 @@ class Column:
 # ``api`` first: each protocol has its own response-id prefix (``chatcmpl-``, ``resp_``, ``msg_``) and
 # often its own arm, so when one protocol's path fails the three pick the same streams — and "came over
 # messages" is the cause, the prefix and the arm only follow from it.
-PRIORITY = ("api", "id_prefix", "concurrency", "time_window", "arm", "workload", "prompt_size",
+PRIORITY = ("api", "id_prefix", "concurrency", "cache", "time_window", "arm", "workload", "prompt_size",
             "reuse_index")
 
 
@@ -119,6 +119,7 @@ def columns(cs: CellSet) -> list[Column]:
         _categorical("workload", [c.workload for c in cells], weights,
                      Words("ran workload {}", "streams of workload {}", "without a workload")),
         _prompt_size(cells),
+        _cache(cells),
         _reuse_index(cells),
         *_headers(cs),
     ]
@@ -238,6 +239,21 @@ def _log_buckets(buckets: Sequence[int | None], base: int, start: int, key: str,
         labels.append(label)
     order = sorted(spans, key=lambda v: index[v])
     return Column(key, True, labels, order, Words(*words, spans=spans, fmt_span=fmt))
+
+
+#: How much of the prompt the server served from its cache, in order (``facts.CACHE_LABEL``).
+CACHE_ORDER = ("none", "partial", "most")
+
+
+def _cache(cells: Sequence[Cell]) -> Column:
+    """Served from cache: a corrupting prefix cache damages only the answers built on cached tokens."""
+    labels: list[str | None] = [c.cache for c in cells]
+    present = {v for v in labels if v is not None}
+    order = [v for v in CACHE_ORDER if v in present]
+    words = Words("had {} of the prompt served from cache", "streams with {} of the prompt from cache",
+                  "without cache facts", item=str,
+                  short=str)
+    return Column("cache", True, labels, order, words)
 
 
 def _reuse_index(cells: Sequence[Cell]) -> Column:

@@ -55,6 +55,8 @@ class Cell:
     win: int | None  # time window index
     reuse: int | None  # reuse-index bucket
     prompt: int | None  # prompt-size bucket
+    cache: str | None  # how much of the prompt came from cache (``facts.CACHE_LABEL``)
+    div: str | None  # the consistency workload's comparison (``facts._div_label``); None: not one
     headers: tuple[str | None, ...]  # values of ``CellSet.header_names``; None: no headers at all
     weight: int
 
@@ -251,15 +253,17 @@ def _pick(fn: Callable[[Iterable[float]], float], a: Any, b: Any) -> Any:
 
 
 def _cell(key: tuple[Any, ...], weight: int, fixed: int) -> Cell:
-    arm, api, workload, level, ending, kinds, pfx, sep, win, reuse, prompt = key[:fixed]
+    arm, api, workload, level, ending, kinds, pfx, sep, win, reuse, prompt, cache, div = key[:fixed]
     return Cell(str(arm), str(api), str(workload), int(level), str(ending),
                 tuple(str(kinds).split(",")) if kinds else (), pfx, sep,
                 None if win is None else int(win), None if reuse is None else int(reuse),
                 None if prompt is None else int(prompt),
+                None if cache is None else str(cache), None if div is None else str(div),
                 tuple(None if h is None else str(h) for h in key[fixed:]), weight)
 
 
 def _order(c: Cell) -> tuple[Any, ...]:
     return (c.arm, c.api, c.workload, c.concurrency, c.ending, c.kinds, c.pfx or "", c.sep or "",
             -1 if c.win is None else c.win, -1 if c.reuse is None else c.reuse,
-            -1 if c.prompt is None else c.prompt, tuple(h or "" for h in c.headers))
+            -1 if c.prompt is None else c.prompt, c.cache or "", c.div or "",
+            tuple(h or "" for h in c.headers))

@@ -24,10 +24,16 @@ from sseguard.analyze.facts import Dialect
 from sseguard.analyze.sources import FileSource, Source, StoreSource, spark_schema
 from sseguard.errors import ConfigError
 from sseguard.record import id_prefix
+from sseguard.store.fields import CACHE_FACTS
 
 Row = tuple[Any, ...]
-#: DuckDB's working memory; past it, large aggregations spill to a temporary directory.
-DUCKDB_MEMORY = "600MB"
+#: DuckDB's working memory (MB); past it, large aggregations spill to a temporary directory.
+DUCKDB_MEMORY_MB = 600
+#: What one DuckDB thread holds that cannot spill: reading JSONL, each thread keeps its own read
+#: buffers (a 32 MiB allocation each for records of a few KiB). DuckDB starts one thread per core, so a
+#: fixed limit that passes on 2 cores fails on 16 ("failed to allocate data of size 32.0 MiB (571.1
+#: MiB/572.2 MiB used)", issue 39): the threads are chosen with the limit, one per this many MB.
+DUCKDB_THREAD_MB = 48
 #: Where an engine keeps the facts it read once (see ``Engine.materialize``).
 FACTS_TABLE = "sseguard_facts"
 #: A SQLite store is read in this many parts at once (two cores; see ``SQLiteEngine``).
@@ -63,7 +69,8 @@ class DuckDBEngine:
     dialect = Dialect("duckdb")
 
     def __init__(self, source: FileSource, *, threads: int | None = None,
-                 progress: Callable[[float], None] | None = None) -> None:
+                 progress: Callable[[float], None] | None = None,
+                 memory_mb: int = DUCKDB_MEMORY_MB) -> None:
         import duckdb
 
         self.source: Source = source
@@ -78,13 +85,16 @@ class DuckDBEngine:
             shutil.rmtree(self._spill, ignore_errors=True)
             raise
         self._con.execute(f"SET temp_directory = '{self._spill}'")
-        self._con.execute(f"SET memory_limit = '{DUCKDB_MEMORY}'")
+        self._con.execute(f"SET memory_limit = '{int(memory_mb)}MB'")
         # Track progress for our own bar (``query_progress``) when there is one; never print DuckDB's.
         self._con.execute(f"SET enable_progress_bar = {'true' if progress is not None else 'false'}")
         self._con.execute("SET enable_progress_bar_print = false")
         self._con.execute("SET preserve_insertion_order = false")
-        if threads is not None:
-            self._con.execute(f"SET threads = {int(threads)}")
+        wanted = threads if threads is not None else int(self._con.execute(
+            "SELECT current_setting('threads')").fetchone()[0])  # type: ignore[index]  # (one row)
+        #: The threads DuckDB runs with: as many as asked (one per core), as few as the limit affords.
+        self.threads = duckdb_threads(wanted, memory_mb)
+        self._con.execute(f"SET threads = {self.threads}")
 
     def rows(self, sql: str) -> list[Row]:
         import duckdb
@@ -95,7 +105,17 @@ class DuckDBEngine:
             watcher = threading.Thread(target=self._watch, args=(done,), daemon=True)
             watcher.start()
         try:
-            return list(self._con.execute(sql).fetchall())
+            while True:
+                try:
+                    return list(self._con.execute(sql).fetchall())
+                except duckdb.OutOfMemoryException:
+                    # Our own limit, too small for this many threads' buffers after all (records
+                    # wider than ``DUCKDB_THREAD_MB`` reckons with): half the threads, the same
+                    # limit, the same statement (a failed statement leaves nothing behind).
+                    if self.threads <= 1:
+                        raise
+                    self.threads //= 2
+                    self._con.execute(f"SET threads = {self.threads}")
         except duckdb.Error as exc:
             raise EngineError(_duckdb_message(exc, self.source.label)) from None
         finally:
@@ -125,6 +145,12 @@ class DuckDBEngine:
     def close(self) -> None:
         self._con.close()
         shutil.rmtree(self._spill, ignore_errors=True)
+
+
+def duckdb_threads(wanted: int, memory_mb: int) -> int:
+    """The threads a DuckDB with ``memory_mb`` of memory reads JSONL with: ``wanted`` (its cores), at
+    most one per ``DUCKDB_THREAD_MB``, at least one. Memory is the target that holds; threads give."""
+    return max(1, min(int(wanted), int(memory_mb) // DUCKDB_THREAD_MB))
 
 
 _BAD_LINE = re.compile(r'in file "(?P<file>[^"]+)", at byte \d+ in line (?P<line>\d+): (?P<why>[^\n]*)')
@@ -163,6 +189,15 @@ def _first_bad_line(path: str) -> str | None:
     except OSError:
         return None
     return None
+
+
+def older_columns(columns: set[str]) -> str:
+    """What a store of an older layout lacks, as SQL columns: ``weight`` (before sampling, every
+    record counts once) and the cache facts (before schema 3: NULL, not reported). Empty: none."""
+    added = [] if "weight" in columns else ["1 AS weight"]
+    added += [f"CAST(NULL AS BIGINT) AS {c}" if c != "consistency" else f"CAST(NULL AS TEXT) AS {c}"
+              for c in CACHE_FACTS if c not in columns]
+    return ", ".join(added)
 
 
 def _columns_from(columns: set[str], fetch: Callable[[str], list[Row]], meta: str) -> int | None:
@@ -218,8 +253,9 @@ class SQLiteEngine:
         columns = {row[1] for row in self._con.execute(f"PRAGMA table_info({TABLE})")}
         if not columns:
             raise EngineError(f"{self.source.label} is not an sseguard store (no {TABLE} table)")
-        if "weight" not in columns:  # a store written before weights existed: every record counts once
-            self._con.execute(f"CREATE TEMP VIEW {TABLE} AS SELECT *, 1 AS weight FROM main.{TABLE}")
+        added = older_columns(columns)
+        if added:
+            self._con.execute(f"CREATE TEMP VIEW {TABLE} AS SELECT *, {added} FROM main.{TABLE}")
         self.columns_from = _columns_from(columns, lambda sql: self._con.execute(sql).fetchall(), META)
 
     def seq_span(self) -> tuple[int, int]:
@@ -265,8 +301,9 @@ class PostgresEngine:
         if not columns:
             self._con.close()
             raise EngineError(f"{source.label} is not an sseguard store (no {TABLE} table)")
-        if "weight" not in columns:
-            self._con.execute(f"CREATE TEMP VIEW {TABLE} AS SELECT *, 1 AS weight FROM public.{TABLE}")
+        added = older_columns(columns)
+        if added:
+            self._con.execute(f"CREATE TEMP VIEW {TABLE} AS SELECT *, {added} FROM public.{TABLE}")
         self.columns_from = _columns_from(columns, self.rows, META)
 
     def rows(self, sql: str) -> list[Row]:

@@ -15,10 +15,12 @@ into another bucket.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sseguard.store.fields import CACHE_FACTS
 from sseguard.store.fields import FACTS as _STORED_FACTS
 
 #: The columns every source's facts relation has (see ``sources`` and ``with_prefix``): defined with
@@ -207,7 +209,38 @@ def ladder(expr: str, base: int, start: int) -> str:
 
 #: The cell columns ``cells_query`` returns before the headers, in order.
 CELL_KEYS = ("arm", "api", "workload", "concurrency", "ending", "kinds", "pfx", "sep", "win", "reuse",
-             "prompt")
+             "prompt", "cache", "div")
+#: How much of the prompt came from cache (``contract.usage.cache_share``, the same rule in SQL):
+#: none | partial (under half) | most; NULL where the server did not report it.
+CACHE_LABEL = ("CASE WHEN cached_tokens IS NULL THEN NULL WHEN cached_tokens = 0 THEN 'none' "
+               "WHEN prompt_tokens IS NULL OR 2 * cached_tokens >= prompt_tokens THEN 'most' "
+               "ELSE 'partial' END")
+#: Where a consistency answer diverged from its reference, in tokens: the buckets' lower edges. The
+#: first bucket is "early" (``EARLY_TOKENS``): where a corrupting cache shows, and batch effects
+#: of a healthy engine rarely do.
+EARLY_TOKENS = 32
+DIVERGED_EDGES = (0, EARLY_TOKENS, 128, 512)
+
+
+def diverged_label(lo: int, hi: int | None) -> str:
+    """The label of a divergence bucket: tokens ``lo`` to ``hi - 1`` (``hi`` None: and beyond)."""
+    return f"diverged at token {lo}–{hi - 1}" if hi is not None else f"diverged at token ≥{lo}"
+
+
+#: The divergence buckets' labels, earliest first (the first one is "early").
+DIVERGED_BUCKETS = tuple(diverged_label(lo, hi) for lo, hi in
+                         zip(DIVERGED_EDGES, (*DIVERGED_EDGES[1:], None), strict=True))
+
+
+def _div_label() -> str:
+    """The consistency label of a record: ``identical``, ``reference``, a divergence bucket, or NULL
+    (not a consistency answer)."""
+    edges = DIVERGED_EDGES
+    whens = " ".join(f"WHEN diverged_token < {hi} THEN {quote(diverged_label(lo, hi))}"
+                     for lo, hi in itertools.pairwise(edges))
+    last = quote(diverged_label(edges[-1], None))
+    return (f"CASE WHEN consistency = 'diverged' THEN CASE {whens} ELSE {last} END "
+            "ELSE consistency END")
 
 
 def with_prefix(raw: str, dialect: Dialect, *, extra: str = "") -> str:
@@ -221,7 +254,7 @@ def with_prefix(raw: str, dialect: Dialect, *, extra: str = "") -> str:
         # The character after the prefix (`gw-`, `resp_`): how the report writes the prefix.
         f"CASE WHEN {n('response_id')} > {n('pfx')} AND substr(response_id, 1, {n('pfx')}) = pfx "
         f"THEN substr(response_id, {n('pfx')} + 1, 1) END AS sep, "
-        f"reuse_index, prompt_bytes, headers, weight{extra} FROM "
+        f"reuse_index, prompt_bytes, headers, weight, {', '.join(CACHE_FACTS)}{extra} FROM "
         f"(SELECT *, COALESCE(NULLIF(id_prefix, ''), {dialect.id_prefix()}) AS pfx FROM ({raw}) AS r) AS p"
     )
 
@@ -242,7 +275,7 @@ def cells_query(facts: str, flt: Filter, dialect: Dialect, *, firsts: dict[str, 
     labelled = ", ".join([
         "arm", "api", "workload", "concurrency", "ending", "COALESCE(kinds, '') AS kinds", "pfx", "sep",
         f"{win} AS win", f"{ladder('reuse_index', REUSE_BUCKETS[0], REUSE_BUCKETS[1])} AS reuse",
-        f"{prompt} AS prompt", *heads, "weight"])
+        f"{prompt} AS prompt", f"{CACHE_LABEL} AS cache", f"{_div_label()} AS div", *heads, "weight"])
     keys = [*CELL_KEYS, *(f"h{i}" for i in range(len(headers)))]
     grouped = ", ".join(keys)
     return (f"{facts_cte(facts, flt)} "

@@ -119,6 +119,26 @@ def healing(h: Healing, said: Sequence[AttributeResult] = ()) -> list[str]:
     return lines
 
 
+def consistency(total: Rate, attributes: Mapping[str, Sequence[AttributeResult]]) -> list[str]:
+    """The consistency workload in words: how many answers changed against their reference, and the
+    significant attributes the changed ones share (a divergence is an outcome, not a failure)."""
+    lines = [f"{total.failed} of {total.total} answers of the consistency workload diverged from their "
+             f"prompt's reference at concurrency 1 ({total})"]
+    for arm, found in attributes.items():
+        named = [a for a in found if a.lead and a.significant and a.headline]
+        for attr in named:
+            lines.append(f"divergence on arm {arm}: {attr.headline}")
+        # An interaction (a cache that corrupts only under load) shows as several attributes, each
+        # significant alone; the ranking keeps one lead, so name the others too.
+        more = [f"{a.key} {'/'.join(a.best.values)}" for a in found
+                if a.significant and a.best is not None and a not in named]
+        if named and more:
+            lines.append(f"divergence on arm {arm}: also significant on their own: {', '.join(more)}")
+        if not named and any(a.failed for a in found):
+            lines.append(f"divergence on arm {arm}: no attribute separates its diverged answers")
+    return lines
+
+
 def explained(attributes: Sequence[AttributeResult]) -> str | None:
     """One line for the significant attributes that only follow stronger ones, so a reader sees them
     set aside rather than missing: ``reuse_index 16–31 follows time_window``."""

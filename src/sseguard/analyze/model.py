@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sseguard.analyze.facts import DIVERGED_BUCKETS
 from sseguard.analyze.stats import Rate
 from sseguard.policy import Policy
 
@@ -220,6 +221,43 @@ def value_rows(attr: AttributeResult) -> list[dict[str, Any]]:
 
 
 @dataclass(frozen=True, slots=True)
+class LevelDivergence:
+    """One arm at one concurrency level: answers compared, diverged (with its interval), and where."""
+
+    arm: str
+    concurrency: int
+    rate: Rate  # diverged of compared
+    positions: dict[str, int]  # diverged answers per bucket of ``facts.DIVERGED_BUCKETS``
+
+    @property
+    def early(self) -> int:
+        """Diverged within the first ``facts.EARLY_TOKENS`` tokens."""
+        return self.positions.get(DIVERGED_BUCKETS[0], 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"arm": self.arm, "concurrency": self.concurrency, "compared": self.rate.total,
+                "diverged": self.rate.failed, "rate": self.rate.to_dict(), "early": self.early,
+                "positions": dict(self.positions)}
+
+
+@dataclass(frozen=True, slots=True)
+class Consistency:
+    """The consistency workload's answers in a run: divergence per level, and what the diverged share."""
+
+    levels: list[LevelDivergence]
+    total: Rate
+    #: Per arm, its attributes ranked with "diverged" as the outcome: each arm is its own deployment,
+    #: so a healthy arm beside a corrupting one names nothing (pooled, "arm" would be the finding).
+    attributes: dict[str, list[AttributeResult]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"compared": self.total.total, "diverged": self.total.failed,
+                "levels": [lv.to_dict() for lv in self.levels],
+                "attributes": {arm: [a.to_dict() for a in found]
+                               for arm, found in self.attributes.items()}}
+
+
+@dataclass(frozen=True, slots=True)
 class Analysis:
     """A run judged under one policy: rates per arm and level, the attribute ranking, the headlines."""
 
@@ -248,6 +286,8 @@ class Analysis:
     within_api: dict[str, list[AttributeResult]] = field(default_factory=dict)
     #: Streams the proxy healed, when records were written with healing on (``healing``).
     healing: Healing | None = None
+    #: The consistency workload's answers against their references, when the run has any.
+    consistency: Consistency | None = None
 
     @property
     def requests(self) -> int:
@@ -264,7 +304,7 @@ class Analysis:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "policy": {"name": self.policy.name, "tolerate": sorted(map(str, self.policy.tolerate))},
+            "policy": {"name": self.policy.name, "tolerate": self.policy.listed},
             "requests": self.requests, **self.total.to_dict(),
             "endings": self.endings, "findings": self.findings, "failures": self.failures,
             "runs": self.runs, "span_s": self.span_s, "bucket_s": self.bucket_s,
@@ -281,4 +321,5 @@ class Analysis:
             "within_api": {api: [a.to_dict() for a in attrs]
                            for api, attrs in self.within_api.items()},
             **({"healing": self.healing.to_dict()} if self.healing is not None else {}),
+            **({"consistency": self.consistency.to_dict()} if self.consistency is not None else {}),
         }

@@ -20,12 +20,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from sseguard.analyze.facts import EARLY_TOKENS
 from sseguard.analyze.healing import SHOWN_ATTRIBUTES, SHOWN_VALUES
 from sseguard.analyze.model import (
     Analysis,
     ApiRow,
     ArmComparison,
     AttributeResult,
+    Consistency,
     GroupRow,
     Healing,
     value_rows,
@@ -85,6 +87,8 @@ def print_summary(analysis: Analysis, console: Console, *, top: int = 8) -> None
                            "streams as X, via X = nothing left once X is held fixed", style="dim"))
     if analysis.healing is not None:
         console.print(_healing_table(analysis.healing))
+    if analysis.consistency is not None:
+        console.print(_consistency_table(analysis.consistency))
     console.print(Text("Findings", style="bold"))
     findings = Table.grid(padding=(0, 1))
     findings.add_column(width=3, justify="right")
@@ -109,6 +113,43 @@ def _healing_table(h: Healing) -> Table:
             table.add_row(attr.key if i == 0 else "", row["value"], str(row["streams"]), str(row["healed"]),
                           str(row["failed"]))
     return table
+
+
+def _consistency_rows(c: Consistency) -> list[list[str]]:
+    return [[lv.arm, str(lv.concurrency), str(lv.rate.total), str(lv.rate.failed), str(lv.rate),
+             str(lv.early), ", ".join(f"{b.removeprefix('diverged at token ')}: {n}"
+                                      for b, n in lv.positions.items() if n)]
+            for lv in c.levels]
+
+
+_CONSISTENCY_COLUMNS = ["arm", "concurrency", "compared", "diverged", "rate [95% CI]",
+                        f"in first {EARLY_TOKENS} tokens", "where (tokens)"]
+
+
+def _consistency_table(c: Consistency) -> Table:
+    """Per arm and level: answers compared with their concurrency-1 reference, and how many changed."""
+    table = Table(title=f"Answers against their concurrency-1 reference ({c.total.failed} of "
+                        f"{c.total.total} diverged; a divergence is not a failure)", title_justify="left",
+                  box=box.SIMPLE_HEAD)
+    for col in _CONSISTENCY_COLUMNS:
+        table.add_column(col, justify="left" if col in ("arm", "where (tokens)") else "right")
+    for row in _consistency_rows(c):
+        table.add_row(*row)
+    return table
+
+
+def _html_consistency(c: Consistency) -> list[str]:
+    parts = ["<h2>Consistency</h2>",
+             f"<p>{c.total.failed} of {c.total.total} answers diverged from their prompt's reference "
+             "answer at concurrency 1. A divergence is not a failed stream: a healthy engine whose kernels "
+             "are not batch-invariant changes a few answers late; a corrupting cache changes many, "
+             "early.</p>",
+             _html_table(_CONSISTENCY_COLUMNS, _consistency_rows(c))]
+    for arm, found in c.attributes.items():
+        for attr in [a for a in found if a.lead and a.significant][:SHOWN_ATTRIBUTES]:
+            if attr.headline:
+                parts.append(f"<p>Arm {_e(arm)}: {_e(attr.headline)}</p>")
+    return parts
 
 
 def _html_healing(h: Healing) -> list[str]:
@@ -295,6 +336,8 @@ def render_html(analysis: Analysis, records: Sequence[Record], images: dict[str,
                                "p (vs rest)", "why"], rows), "</details>"]
     if analysis.healing is not None:
         parts += _html_healing(analysis.healing)
+    if analysis.consistency is not None:
+        parts += _html_consistency(analysis.consistency)
     parts += ["<h2>Evidence of the first failures</h2>", *_evidence(analysis, records), "</body></html>"]
     return "\n".join(parts)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sseguard.analyze.facts import FACTS, Dialect, quote, with_prefix
 from sseguard.errors import ConfigError
-from sseguard.store.fields import HEAL_FACTS
+from sseguard.store.fields import CACHE_FACTS, HEAL_FACTS
 
 #: The record fields a file source is read with, by name and DuckDB type; JSON-valued fields stay JSON
 #: text, ``headers`` is a string map. Missing fields are NULL and take the record's defaults below.
@@ -36,7 +36,13 @@ RECORD_COLUMNS: tuple[tuple[str, str], ...] = (
     ("extra", "JSON"), ("weight", "BIGINT"),
     # Last, so that Parquet exported before they existed still lines up with the fields before them.
     ("heal_of", "BIGINT"), ("healed", "VARCHAR"), ("heal_attempts", "BIGINT"), ("heal_tokens", "BIGINT"),
+    # The cache and consistency facts (issue 39), after the heal fields for the same reason.
+    ("prompt_tokens", "BIGINT"), ("cached_tokens", "BIGINT"), ("cache_write_tokens", "BIGINT"),
+    ("fingerprint", "VARCHAR"), ("consistency", "VARCHAR"), ("diverged_at", "BIGINT"),
+    ("diverged_token", "BIGINT"),
 )
+#: The fields a file may lack (Parquet exported before they existed): read as NULL there.
+LATE_COLUMNS = RECORD_COLUMNS[-7:]
 _SPARK_TYPES = {"BIGINT": "BIGINT", "VARCHAR": "STRING", "DOUBLE": "DOUBLE", "BOOLEAN": "BOOLEAN",
                 "JSON": "STRING", "MAP(VARCHAR, VARCHAR)": "MAP<STRING, STRING>"}
 _STORE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
@@ -64,7 +70,11 @@ class FileSource:
         """The raw records as a relation (DuckDB); Spark registers its own view (``spark_view``)."""
         listed = "[" + ", ".join(quote(f) for f in self.files) + "]"
         if self.kind == "parquet":
-            return f"read_parquet({listed}, hive_partitioning = false, union_by_name = true)"
+            # Parquet exported before the late fields existed lacks their columns: a typed empty row
+            # set unioned by name supplies them as NULL.
+            late = ", ".join(f"CAST(NULL AS {kind}) AS {name}" for name, kind in LATE_COLUMNS)
+            return (f"(SELECT * FROM read_parquet({listed}, hive_partitioning = false, union_by_name = "
+                    f"true) UNION ALL BY NAME SELECT {late} WHERE false)")
         columns = "{" + ", ".join(f"{quote(name)}: {quote(kind)}" for name, kind in RECORD_COLUMNS) + "}"
         return f"read_json({listed}, format = 'newline_delimited', columns = {columns})"
 
@@ -87,7 +97,7 @@ def typed_facts(relation: str, kinds: str, index: str) -> str:
         "COALESCE(workload, 'small') AS workload, COALESCE(concurrency, 1) AS concurrency, "
         f"COALESCE(ending, 'empty') AS ending, {kinds} AS kinds, id_prefix, response_id, "
         "reuse_index, COALESCE(prompt_bytes, 0) AS prompt_bytes, headers, "
-        f"COALESCE(weight, 1) AS weight FROM {relation}"
+        f"COALESCE(weight, 1) AS weight, {', '.join(CACHE_FACTS)} FROM {relation}"
     )
 
 
@@ -152,7 +162,11 @@ class StoreSource:
             f"{kinds} AS kinds, {field('id_prefix')} AS id_prefix, "
             f"{field('response_id')} AS response_id, CAST({field('reuse_index')} AS {cast}) AS reuse_index, "
             f"CAST(COALESCE({field('prompt_bytes')}, '0') AS {cast}) AS prompt_bytes, {headers} AS headers, "
-            f"weight, CAST({field('heal_of')} AS {cast}) AS heal_of, {field('healed')} AS healed, "
+            f"weight, CAST({field('prompt_tokens')} AS {cast}) AS prompt_tokens, "
+            f"CAST({field('cached_tokens')} AS {cast}) AS cached_tokens, "
+            f"{field('consistency')} AS consistency, "
+            f"CAST({field('diverged_token')} AS {cast}) AS diverged_token, "
+            f"CAST({field('heal_of')} AS {cast}) AS heal_of, {field('healed')} AS healed, "
             f"CAST(COALESCE({field('heal_attempts')}, '0') AS {cast}) AS heal_attempts, "
             f"CAST(COALESCE({field('heal_tokens')}, '0') AS {cast}) AS heal_tokens"
             f"{', record AS doc' if doc else ''} FROM {TABLE}"

@@ -20,6 +20,7 @@ import msgspec
 from sseguard.analyze import headlines
 from sseguard.analyze.attributes import search
 from sseguard.analyze.columns import columns
+from sseguard.analyze.consistency import analyze_consistency
 from sseguard.analyze.counts import Cell, CellSet, Reader
 from sseguard.analyze.facts import Filter
 from sseguard.analyze.healing import HealReader, analyze_healing
@@ -127,11 +128,14 @@ def analyze_counts(reader: Reader, policy: Policy, *, top: int = 5, flt: Filter 
     within_api = _within_api(reader, flt, policy, apis)
     total = Rate.of(sum(w for r, w in zip(reasons, weights, strict=True) if r is not None), sum(weights))
     healing = analyze_healing(reader, policy, flt, cs, reason_of, _broke_headline)
+    consistency = analyze_consistency(cs, _diverged_headline)
     lines = [headlines.overall(total, failures, policy.name)]
     if healing is not None:
         lines.extend(headlines.healing(healing, said=_leads(attributes)))
     lines.extend(_attribute_lines(attributes, by_reason, total, top))
     lines.extend(_within_api_lines(within_api, attributes, by_reason))
+    if consistency is not None:
+        lines.extend(headlines.consistency(consistency.total, consistency.attributes))
     level_line = headlines.by_level(levels, len(arms))
     if level_line:
         lines.append(level_line)
@@ -147,7 +151,7 @@ def analyze_counts(reader: Reader, policy: Policy, *, top: int = 5, flt: Filter 
         attributes=attributes, by_reason=by_reason, apis=apis, api_comparisons=api_comparisons,
         within_api=within_api,
         timeline=_timeline(cells, reasons, cs.width), bucket_s=cs.width,
-        span_s=cs.span, runs=cs.runs, headlines=lines, healing=healing,
+        span_s=cs.span, runs=cs.runs, headlines=lines, healing=healing, consistency=consistency,
     )
 
 
@@ -159,6 +163,10 @@ def failing_facts(cs: CellSet, policy: Policy) -> list[tuple[str, str]]:
 
 def _with_headline(res: AttributeResult, reason: str | None = None) -> AttributeResult:
     return replace(res, headline=headlines.attribute(res, reason))
+
+
+def _diverged_headline(res: AttributeResult) -> AttributeResult:
+    return replace(res, headline=headlines.attribute(res, verb="diverged from their reference"))
 
 
 def _broke_headline(res: AttributeResult) -> AttributeResult:

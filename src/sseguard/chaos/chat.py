@@ -172,6 +172,7 @@ def usage_of(req: ChatRequest, answers: list[Answer]) -> dict[str, Any]:
     reasoning = sum(len(a.reasoning) for a in answers)
     return {"prompt_tokens": req.prompt_words, "completion_tokens": completion,
             "total_tokens": req.prompt_words + completion,
+            "prompt_tokens_details": {"cached_tokens": req.cached_words},
             "completion_tokens_details": {"reasoning_tokens": reasoning}}
 
 

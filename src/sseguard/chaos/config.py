@@ -182,7 +182,21 @@ class ApiPattern:
             raise ConfigError(f"unknown api {self.api!r} (known: {_known(API_NAMES)})")
 
 
-Pattern = LoadPattern | RoutedPattern | WindowPattern | ApiPattern
+@dataclass(frozen=True, slots=True)
+class CachePattern:
+    """The incident's pattern (issue 39): a fault only when the request hits the prefix cache (its
+    prompt starts with a prefix served before, ``chaos.cache``) and only above ``above`` streams in
+    flight — a missing synchronisation in a hierarchical KV cache, seen only under load."""
+
+    fault: Fault
+    above: int
+    probability: float = 1.0
+
+    def p(self, *, cached: bool, inflight: int) -> float:
+        return self.probability if cached and inflight > self.above else 0.0
+
+
+Pattern = LoadPattern | RoutedPattern | WindowPattern | ApiPattern | CachePattern
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,7 +359,7 @@ def _statuses(value: Any, where: str) -> tuple[int, ...]:
 
 
 def parse_pattern(data: Any, index: int = 0) -> Pattern:
-    """One ``[[patterns]]`` table: ``type`` is load, routed, window or api."""
+    """One ``[[patterns]]`` table: ``type`` is load, routed, window, api or cache."""
     where = f"patterns[{index}]"
     if not isinstance(data, dict):
         raise ConfigError(f"{where} must be a table")
@@ -384,7 +398,11 @@ def parse_pattern(data: Any, index: int = 0) -> Pattern:
             raise ConfigError(f"{where}.api must be one of {_known(API_NAMES)}, not {api!r}")
         return ApiPattern(fault, api, _probability(data.get("probability", 1.0),
                                                    f"{where}.probability"))
-    raise ConfigError(f"{where}.type must be one of load, routed, window, api, not {kind!r}")
+    if kind == "cache":
+        _only(data, {"type", "fault", "above", "probability"}, where)
+        return CachePattern(fault, _integer(data.get("above", 0), f"{where}.above", minimum=0),
+                            _probability(data.get("probability", 1.0), f"{where}.probability"))
+    raise ConfigError(f"{where}.type must be one of load, routed, window, api, cache, not {kind!r}")
 
 
 def _load_points(data: Mapping[str, Any], where: str) -> tuple[tuple[float, float], ...]:

@@ -9,18 +9,26 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sseguard.chaos.config import ApiPattern, ChaosConfig, LoadPattern, RoutedPattern, WindowPattern
+from sseguard.chaos.config import (
+    ApiPattern,
+    CachePattern,
+    ChaosConfig,
+    LoadPattern,
+    RoutedPattern,
+    WindowPattern,
+)
 from sseguard.chaos.faults import STREAM_ONLY, Decision, Fault, request_rng
 from sseguard.verdict import Api
 
 
 def decide(config: ChaosConfig, counter: int, *, inflight: int = 1, elapsed_s: float = 0.0,
-           forced: Fault | None = None, force: bool = False, api: str = Api.CHAT.value) -> Decision:
+           forced: Fault | None = None, force: bool = False, api: str = Api.CHAT.value,
+           cached: bool = False) -> Decision:
     """Route and fault for request ``counter``. Patterns are tried in order, then the base faults.
 
     ``force`` (with ``forced`` a fault or None for "none") overrides the fault draw; the route is
     still drawn so that forced requests keep the configured id prefixes. ``api`` is the protocol the
-    request came in (for ``ApiPattern``).
+    request came in (for ``ApiPattern``); ``cached``: it hit the prefix cache (``CachePattern``).
     """
     rng = request_rng(config.seed, counter)
     u_route = rng.random()
@@ -45,6 +53,8 @@ def decide(config: ChaosConfig, counter: int, *, inflight: int = 1, elapsed_s: f
             p, kind = (pattern.probability if pattern.active(elapsed_s) else 0.0), "window"
         elif isinstance(pattern, ApiPattern):
             p, kind = (pattern.probability if pattern.api == api else 0.0), "api"
+        elif isinstance(pattern, CachePattern):
+            p, kind = pattern.p(cached=cached, inflight=inflight), "cache"
         if u < p:
             fault, source = pattern.fault, kind
     u = rng.random()

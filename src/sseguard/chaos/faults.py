@@ -51,6 +51,9 @@ class Fault(StrEnum):
     EVENT_ORDER = "event_order"  # a delta for an output item / content block never opened
     BLOCK_UNTERMINATED = "block_unterminated"  # the text item / block never closed, then the end
     DONE_MISMATCH = "done_mismatch"  # responses: output_text.done differs from the joined deltas
+    # Corruption no markup shows (issue 39): a span of the answer's words shuffled or replaced, in a
+    # stream that is otherwise perfect. Only comparing answers (the consistency workload) sees it.
+    GARBLED = "garbled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +102,7 @@ EXPECTED: dict[Fault, Expectation] = {
     Fault.EVENT_ORDER: _x(Ending.COMPLETE, FindingKind.EVENT_ORDER),
     Fault.BLOCK_UNTERMINATED: _x(Ending.COMPLETE, FindingKind.BLOCK_UNTERMINATED),
     Fault.DONE_MISMATCH: _x(Ending.COMPLETE, FindingKind.DONE_MISMATCH),
+    Fault.GARBLED: _x(Ending.COMPLETE),  # nothing a stream checker can see
 }
 
 #: Faults that only make sense on a streamed body; a non-streamed request drawing one gets none.
@@ -115,7 +119,7 @@ NEEDS_TOOL_CALL = frozenset({
 })
 #: Faults whose answer must be text only.
 NEEDS_TEXT = frozenset({Fault.MARKUP_LEAK, Fault.FINISH_REASON_MISMATCH, Fault.BLOCK_UNTERMINATED,
-                        Fault.DONE_MISMATCH})
+                        Fault.DONE_MISMATCH, Fault.GARBLED})
 
 
 class Dialect(StrEnum):
@@ -149,7 +153,7 @@ class Decision:
     id_prefix: str = "chatcmpl-"
     at: float = 0.5
     variant: int = 0
-    source: str = "none"  # none | base | load | routed | window | api | forced
+    source: str = "none"  # none | base | load | routed | window | api | cache | forced
     drawn: Fault | None = None  # the fault drawn before applicability; differs when skipped
 
     @property

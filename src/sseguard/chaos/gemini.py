@@ -329,6 +329,8 @@ def usage_of(req: ChatRequest, answers: list[Answer]) -> dict[str, Any]:
              "totalTokenCount": req.prompt_words + output + thoughts}
     if thoughts:
         usage["thoughtsTokenCount"] = thoughts
+    if req.cached_words:  # (Gemini leaves zero counts out)
+        usage["cachedContentTokenCount"] = req.cached_words
     return usage
 
 

@@ -117,6 +117,8 @@ def _answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None, choice: 
             content.extend(_split(rng, render_markup(family, leaked)))
         if fault is Fault.FINISH_REASON_MISMATCH:
             finish = "tool_calls"
+        if fault is Fault.GARBLED:
+            content = garble(rng, content)
         return Answer(reasoning, content, [], finish)
     calls = _calls(rng, req, fault)
     preface = _words(rng, rng.randint(2, 5), WORDS) if config.raw_markup or rng.random() < 0.3 else []
@@ -131,6 +133,23 @@ def _answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None, choice: 
     for call in calls:
         call.pieces = _split(rng, call.arguments, minimum=2)
     return Answer(reasoning, preface, calls, "tool_calls")
+
+
+def garble(rng: random.Random, content: list[str]) -> list[str]:
+    """The words of ``content`` with a span early in the answer shuffled, or (when shuffling would
+    change nothing) replaced: what a decode step reading another request's cached positions writes.
+    The pieces keep their count, so the stream's shape and usage stay those of a healthy answer."""
+    out = list(content)
+    if len(out) < 2:
+        return [*out[:-1], "".join(reversed(out[-1]))] if out else out
+    start = rng.randrange(max(1, len(out) // 4))
+    end = min(len(out), start + rng.randint(4, 8))
+    span = out[start:end]
+    rng.shuffle(span)
+    if span == out[start:end]:
+        span[0] = " " + rng.choice([w for w in WORDS if w.strip() != span[0].strip()] or ["lattice"])
+    out[start:end] = span
+    return out
 
 
 def _raw_answer(rng: random.Random, family: str, reasoning: list[str], preface: list[str],

@@ -176,8 +176,10 @@ def _message(ids: ResponseIds, req: ChatRequest, config: ChaosConfig, content: l
     return {"id": ids.response_id, "type": "message", "role": "assistant",
             "model": req.model or config.model, "content": content, "stop_reason": stop_reason,
             "stop_sequence": None,
-            "usage": {"input_tokens": req.prompt_words, "cache_creation_input_tokens": 0,
-                      "cache_read_input_tokens": 0, "output_tokens": output_tokens}}
+            # Anthropic counts cache reads apart from ``input_tokens``.
+            "usage": {"input_tokens": req.prompt_words - req.cached_words,
+                      "cache_creation_input_tokens": 0,
+                      "cache_read_input_tokens": req.cached_words, "output_tokens": output_tokens}}
 
 
 def _events(ids: ResponseIds, answer: Answer, fault: Fault | None) -> list[Ev]:

@@ -138,7 +138,7 @@ def _tool_choice(raw: Any, tools: tuple[Tool, ...]) -> Any:
 def _usage(req: ChatRequest, answer: Answer) -> dict[str, Any]:
     out = answer.completion_tokens
     return {"input_tokens": req.prompt_words,
-            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "input_tokens_details": {"cached_tokens": req.cached_words, "cache_write_tokens": 0},
             "output_tokens": out, "output_tokens_details": {"reasoning_tokens": len(answer.reasoning)},
             "total_tokens": req.prompt_words + out}
 

@@ -43,6 +43,7 @@ from sseguard._serve import (
     serve_workers,
     settle_gc,
 )
+from sseguard.chaos.cache import PrefixCache
 from sseguard.chaos.config import ChaosConfig
 from sseguard.chaos.decide import applicable, decide
 from sseguard.chaos.faults import Decision, Fault
@@ -112,6 +113,8 @@ class ChaosState:
     #: numbers its requests k, k + N, k + 2N, …: every number is drawn once, by one worker.
     counter: int = 0
     step: int = 1
+    #: The prefix cache (``chaos.cache``): which requests hit it, for the cache pattern and usage.
+    cache: PrefixCache = field(default_factory=PrefixCache)
     #: Background (Responses) streams kept for reading again, by response id, oldest first.
     stored: dict[str, StoredStream] = field(default_factory=dict)
 
@@ -226,8 +229,12 @@ async def _serve(request: web.Request, writer: Writer, proto: Protocol, route: R
         ids = _ids(config.seed, counter, writer.id_prefix or config.id_prefix,
                    request.headers.get("traceparent"))
         return _json(400, writer.bad_request_body(exc), _headers(ids, Decision(None), inflight))
+    cached = state.cache.lookup(req)
+    if cached:
+        req = replace(req, cached_words=cached)
     drawn = decide(config, counter, inflight=inflight, elapsed_s=state.clock() - state.started,
-                   forced=forced, force=forced_raw is not None, api=str(writer.api))
+                   forced=forced, force=forced_raw is not None, api=str(writer.api),
+                   cached=cached > 0)
     decision = applicable(drawn, stream=req.stream, tools_offered=req.tools_offered,
                           typed_tool=req.typed_tool, include_usage=req.include_usage,
                           unsupported=writer.cannot_carry(stream=req.stream, req=req))

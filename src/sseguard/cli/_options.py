@@ -44,11 +44,13 @@ LOAD: tuple[Shared, ...] = (
     Shared("key_env", "key_env", str | None, typer.Option(
         None, "--key-env", metavar="NAME", help="Env var holding the key (never the key itself).")),
     Shared("workload", "workload", str | None, typer.Option(
-        None, "--workload", metavar="WORKLOAD", help="small, big, reuse or tools.")),
+        None, "--workload", metavar="WORKLOAD", help="small, big, reuse, tools or consistency "
+        "(fixed prompts, deterministic, each answer compared with its reference).")),
     Shared("body", "body", str | None, typer.Option(
         None, "--body", metavar="FILE", help="Your own request body, in the arm's api format.")),
     Shared("policy", "policy", str | None, typer.Option(
-        None, "--policy", metavar="POLICY", help="strict, no-finish-ok, no-done-ok, lenient.")),
+        None, "--policy", metavar="POLICY", help="strict, no-finish-ok, no-done-ok, lenient, agents, "
+                                    "strict-text (garbled text fails too).")),
     Shared("tolerate", "tolerate", str | None, typer.Option(
         None, "--tolerate", metavar="ENDING,…",
         help="Endings or findings that do not fail a stream.")),

@@ -19,7 +19,8 @@ def analyze_command(
                                              "(a file or directory), or stores (x.db, sqlite:///x.db, "
                                              "postgresql://…); several are one run."),
     policy: str = typer.Option("strict", "--policy", metavar="POLICY",
-                               help="strict, no-finish-ok, no-done-ok, lenient."),
+                               help="strict, no-finish-ok, no-done-ok, lenient, agents, "
+                                    "strict-text (garbled text fails too)."),
     tolerate: str | None = typer.Option(None, "--tolerate", metavar="ENDING,…",
                                         help="Endings or findings that do not fail a stream."),
     since: str | None = typer.Option(None, "--since", metavar="AGE|ISO",

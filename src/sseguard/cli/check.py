@@ -208,7 +208,8 @@ def check(
     request: str | None = typer.Option(None, "--request", metavar="REQUEST.json",
                                        help="The request body that produced the stream."),
     policy: str = typer.Option("strict", "--policy", metavar="POLICY",
-                               help="strict, no-finish-ok, no-done-ok, lenient."),
+                               help="strict, no-finish-ok, no-done-ok, lenient, agents, "
+                                    "strict-text (garbled text fails too)."),
     tolerate: str | None = typer.Option(None, "--tolerate", metavar="ENDING,…",
                                         help="Endings or findings that do not fail the stream."),
     status: int = typer.Option(200, "--status", metavar="STATUS", help="The HTTP status the body came with."),

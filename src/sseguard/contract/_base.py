@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Protocol
 import msgspec
 
 from sseguard.contract.folding import Block, ToolFacts, error_text, is_int, schema_problem
+from sseguard.contract.garble import GarbleScanner
 from sseguard.contract.lane import Lane, Path, plain
 from sseguard.contract.leaks import LeakScanner, leak_tables, weakly
 from sseguard.contract.vocabulary import Kinds, ReasonClass, Reasons
@@ -42,6 +43,10 @@ _LANE_TRIES = 4
 #: first chunk (its client's time to first token) does not wait for it.
 _LANE_AFTER = 8
 
+#: The places whose reasoning and answer share one index (a chat choice, a Gemini candidate); items
+#: and blocks (Responses, Messages) give each its own.
+_SHARED = frozenset({"choice", "candidate"})
+
 #: Endings where the stream says it is finished (a tool call still open there was never closed).
 FINISHED = frozenset({Ending.COMPLETE, Ending.NO_DONE, Ending.NO_FINISH})
 
@@ -63,6 +68,24 @@ class FrameDecoder(Protocol):
     def close(self) -> FrameTail: ...
 
 
+class TextScanner(LeakScanner):
+    """The markup scanner with the garbled-text signals beside it: one call per text delta."""
+
+    __slots__ = ("garble",)
+
+    def __init__(self, markers: tuple[str, ...], report: Callable[[str, int, str, int], None],
+                 shapes: Any, *, garble: GarbleScanner) -> None:
+        super().__init__(markers, report, shapes)
+        self.garble = garble
+
+    def scan(self, index: int, where: str, text: str) -> None:
+        _leak_scan(self, index, where, text)
+        self.garble.scan(index, where, text)
+
+
+_leak_scan = LeakScanner.scan
+
+
 class CheckerBase(ABC):
     """The engine: bytes in, events folded by the protocol's ``_on_event``, one ``Verdict`` out.
 
@@ -81,7 +104,11 @@ class CheckerBase(ABC):
         self._request: dict[str, Any] = request if isinstance(request, dict) else {}
         self._tools = ToolFacts(self._request.get("tools"), self._tool_entry)
         markers, shapes = leak_tables(markup)
-        self._leaks = LeakScanner(markers, weakly(self._on_leak), shapes)
+        #: Every text delta of every protocol goes through ``self._leaks.scan``: the markup scanner,
+        #: and beside it the garbled-text signals (``contract.garble``), so no protocol calls either.
+        self._leaks = TextScanner(markers, weakly(self._on_leak), shapes,
+                                  garble=GarbleScanner(weakly(self._on_garble),
+                                                       shared_index=self._leak_place in _SHARED))
         self._decoder: FrameDecoder = SSEDecoder()
         self._findings: list[Finding] = []
         self._tail_parts: list[bytes] = []
@@ -257,6 +284,9 @@ class CheckerBase(ABC):
                                             f"at {pos}")
 
     _leak_place: ClassVar[str] = "choice"  # what the index of a text stream counts, for the detail
+
+    def _on_garble(self, kind: FindingKind, detail: str, index: int, where: str) -> None:
+        self._find(kind, f"{detail} in {where} of {self._leak_place} {index}")
 
     @staticmethod
     @abstractmethod

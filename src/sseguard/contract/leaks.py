@@ -13,7 +13,7 @@ import functools
 import re
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, ParamSpec
 
 from sseguard.toolcalls import canonical, families
 from sseguard.toolcalls.family import LEAK_SHAPE_HINT, unknown
@@ -116,9 +116,10 @@ def _scan_table(markers: tuple[str, ...]) -> tuple[str, str, re.Pattern[str] | N
 
 
 Report = Callable[[str, int, str, int], None]
+P = ParamSpec("P")
 
 
-def weakly(method: Report) -> Report:
+def weakly(method: Callable[P, None]) -> Callable[P, None]:
     """A bound method as the scanner's ``report`` without keeping its object alive.
 
     The owner holds its scanner; a bound method would tie both in a reference cycle, and every
@@ -128,10 +129,10 @@ def weakly(method: Report) -> Report:
     """
     ref = weakref.WeakMethod(method)
 
-    def report(marker: str, index: int, where: str, pos: int) -> None:
+    def report(*args: P.args, **kwargs: P.kwargs) -> None:
         bound = ref()
         if bound is not None:
-            bound(marker, index, where, pos)
+            bound(*args, **kwargs)
 
     return report
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from sseguard.contract._base import CheckerBase
 from sseguard.contract.request import Format
+from sseguard.contract.usage import UsageFacts
 from sseguard.contract.vocabulary import Kinds, Reasons
 from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Ending
@@ -184,6 +185,9 @@ class Protocol:
     #: Why the answer stopped, read from the assembled message: one entry per choice (None where the
     #: stream never said), in the protocol's own words.
     finish_of: Callable[[Mapping[str, Any]], list[str | None]]
+    #: What the server said about its cache (and build) in the assembled message, in the protocol's
+    #: own usage shape (``contract.usage``).
+    usage_of: Callable[[Mapping[str, Any]], UsageFacts]
     #: The events (``type``s, or the ``[DONE]`` sentinel) that end a good stream.
     terminal_events: frozenset[str]
     #: The faults that end a stream badly without a client-side timeout (what the pytest plugin

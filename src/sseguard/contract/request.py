@@ -64,6 +64,9 @@ class Settings:
     max_tokens: int | None = None
     reasoning_effort: str | None = None
     include_usage: bool = True
+    #: Deterministic sampling (the ``consistency`` workload): temperature 0, ``top_p`` 1 and this seed
+    #: where the API takes one, each in the protocol's own words. None: the server's defaults.
+    seed: int | None = None
 
 
 def json_arguments(value: Any) -> str:

@@ -36,7 +36,7 @@ from sseguard.probe.formats import (
 from sseguard.redact import SECRET_NAMES
 from sseguard.verdict import Api
 
-WORKLOADS = ("small", "big", "reuse", "tools")
+WORKLOADS = ("small", "big", "reuse", "tools", "consistency")
 DEFAULT_BIG_BYTES = 1_700_000
 DEFAULT_COUNT = 100
 DEFAULT_LEVELS = (1, 8, 16, 32, 60)
@@ -188,7 +188,7 @@ class ProbeConfig:
             "rate": self.rate, "ramp": self.ramp, "stall_timeout": self.stall_timeout,
             "timeout": self.timeout, "connect_timeout": self.connect_timeout,
             "policy": self.policy.name.split("+")[0],
-            "tolerate": sorted(map(str, self.policy.tolerate)),
+            "tolerate": self.policy.listed,
             "out": self.out, "seed": self.seed,
         }
 
@@ -429,4 +429,5 @@ def _check_workload_fits(workload: WorkloadSpec, arms: Sequence[Arm]) -> None:
             check_body(load_body_file(path), arm.protocol, path=path, arm=arm.name)
     if workload.reasoning_effort is not None:
         for fmt in {format_for(a.protocol) for a in arms}:
-            fmt.check_settings(Settings(reasoning_effort=workload.reasoning_effort))
+            fmt.check_settings(Settings(reasoning_effort=workload.reasoning_effort,
+                                        seed=0 if workload.name == "consistency" else None))

@@ -115,10 +115,12 @@ async def run_request(session: aiohttp.ClientSession, target: Target, body: dict
                       settings: EngineSettings, sink: Sink, index: int, workload: str = "small",
                       concurrency: int = 1, connections: ConnectionTracker | None = None,
                       extra: Mapping[str, Any] | None = None,
-                      payload: bytes | None = None) -> Outcome:
+                      payload: bytes | None = None,
+                      judge: Callable[[Verdict], Mapping[str, Any]] | None = None) -> Outcome:
     """Send one streamed request in the target's protocol and keep its ``Record`` (and evidence when
     it did not end ``complete``). Peer failures are never raised: they are the record. ``payload`` is
-    the already-encoded ``body`` when the caller has it."""
+    the already-encoded ``body`` when the caller has it. ``judge``: more facts of the record, read off
+    the verdict (the consistency workload's comparison with its reference)."""
     clock = settings.clock
     data = payload if payload is not None else encode_body(body)
     api = target.arm.protocol
@@ -195,6 +197,9 @@ async def run_request(session: aiohttp.ClientSession, target: Target, body: dict
         worker=settings.worker, workload=workload, path=target.path,
         prompt_bytes=len(data), concurrency=concurrency, reuse_index=reuse, connection=label,
         extra=redactor.obj(dict(extra)) if extra else {})
+    if judge is not None:
+        for name, value in judge(verdict).items():
+            setattr(record, name, value)
     if resp is None:
         record.status = None  # no response at all: refused, reset before headers, or silent
     if verdict.ending is not Ending.COMPLETE:

@@ -31,6 +31,7 @@ from rich.console import Console
 
 from sseguard._serve import loop_factory, raise_open_files_limit
 from sseguard.errors import ConfigError
+from sseguard.probe import consistency, references
 from sseguard.probe.config import ProbeConfig
 from sseguard.probe.cpu import CpuMonitor, CpuSummary
 from sseguard.probe.engine import EngineSettings, run_request
@@ -46,7 +47,7 @@ from sseguard.probe.sink import (
     write_run_file,
 )
 from sseguard.probe.target import ConnectionTracker, Target
-from sseguard.probe.workloads import Workload, arm_workloads, encode_body
+from sseguard.probe.workloads import FixedPrompts, Workload, arm_workloads, encode_body
 from sseguard.record import Record
 from sseguard.redact import Redactor
 from sseguard.verdict import Ending
@@ -192,6 +193,7 @@ class _Run:
     done: set[tuple[str, int]]
     view: LiveView
     share: Share = Share()
+    references: consistency.References | None = None  # the consistency workload's
     stream_seconds: dict[str, float] = field(default_factory=dict)  # per arm, for the next ramp
 
 
@@ -242,6 +244,9 @@ async def _arm_level(run: _Run, target: Target, level: int, level_index: int) ->
         # Numbered across processes: two processes must not send the same (cache-defeating) prompts.
         conversation = workload.conversation(f"{arm}:{level_index}:{share.index + k * share.count}",
                                              api)
+        judged = None
+        if run.references is not None and isinstance(conversation, FixedPrompts):
+            judged = references.judge(run.references, arm, conversation, api, run.settings.redactor)
         own: aiohttp.ClientSession | None = None
         if workload.pinned_connection:
             own = _session(config, limit=1)
@@ -259,7 +264,7 @@ async def _arm_level(run: _Run, target: Target, level: int, level_index: int) ->
                 outcome = await run_request(
                     session, target, body, settings=run.settings, sink=run.sink, index=index,
                     workload=workload.name, concurrency=level, connections=run.connections,
-                    payload=payload)
+                    payload=payload, judge=judged)
                 conversation.observe(outcome.verdict)
                 record = outcome.record
                 if record.duration_ms is not None and record.ending == Ending.COMPLETE:
@@ -288,6 +293,16 @@ async def _arm_level(run: _Run, target: Target, level: int, level_index: int) ->
 
 
 async def _levels(run: _Run, targets: list[Target]) -> None:
+    refs = run.references
+    if refs is not None:
+        # The references first, at concurrency 1: their indexes follow the levels' (a resume knows them).
+        run.view.note("[bold]references[/] (each prompt once, at concurrency 1)")
+        base = len(run.config.levels) * _stride(run.config)
+        async with asyncio.TaskGroup() as group:
+            for target in targets:
+                group.create_task(references.collect(
+                    run.session, target, run.workloads[target.arm.name], refs, settings=run.settings,
+                    sink=run.sink, base=base, done=run.done, connections=run.connections))
     for level_index, level in enumerate(run.config.levels):
         if run.config.sweep:
             run.view.note(f"[bold]concurrency {level}[/] ({level_index + 1}/{len(run.config.levels)})")
@@ -393,7 +408,8 @@ async def execute(config: ProbeConfig, *, resume: bool = False, console: Console
                        workloads=arm_workloads(workload, config.arms), session=session,
                        sink=view_sink, connections=ConnectionTracker(),
                        done={(r.arm, r.index) for r in existing}, view=view,
-                       share=share or Share())
+                       share=share or Share(),
+                       references=consistency.References.load(out) if workload.compares else None)
             work = asyncio.create_task(_levels(run, targets))
             waiters: set[asyncio.Future[Any]] = {work}
             stopper = asyncio.create_task(stop.wait()) if stop is not None else None

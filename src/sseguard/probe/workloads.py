@@ -7,7 +7,8 @@ multi-turn workload only grows after a whole answer (a cut answer would poison t
 - ``small``: a short prompt; ``big``: a large prompt made unique at its *start*, so no prefix cache can
   serve it (prefix caches match from the first token); ``reuse``: one growing conversation per worker
   on one kept-alive connection; ``tools``: a dozen tools attached, tool calls answered with a tool
-  result; ``body``: the user's own request file (in the arm's own format).
+  result; ``body``: the user's own request file (in the arm's own format); ``consistency``: fixed
+  prompts with deterministic sampling, each answer compared with its reference (``consistency``).
 
 Every workload is written once, as neutral turns, and rendered into each protocol's request by
 ``formats`` (chat completions, responses, messages): tools in each API's tool format, tool results
@@ -25,6 +26,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from sseguard.probe import consistency
 from sseguard.probe.config import Arm, WorkloadSpec
 from sseguard.probe.formats import (
     DEFAULT_MODEL,
@@ -147,7 +149,8 @@ class Workload:
         self._filler: str | None = None
         self._user_body: dict[str, Any] | None = None
         self._settings = Settings(max_tokens=spec.max_tokens, reasoning_effort=spec.reasoning_effort,
-                                  include_usage=spec.include_usage)
+                                  include_usage=spec.include_usage,
+                                  seed=consistency.SEED if spec.name == "consistency" else None)
         if spec.body_file is not None:
             self._user_body = load_body_file(spec.body_file)
 
@@ -169,7 +172,14 @@ class Workload:
             return _ReuseConversation(self, rng, fmt)
         if self.spec.name == "tools":
             return _ToolsConversation(self, rng, fmt)
+        if self.spec.name == "consistency":
+            return FixedPrompts(fmt, rng.randrange(consistency.PROMPTS))
         return _SingleShot(self, rng, fmt)
+
+    @property
+    def compares(self) -> bool:
+        """Each answer is compared with its prompt's reference (``probe.consistency``)."""
+        return self.spec.name == "consistency"
 
     def finish(self, body: dict[str, Any], *, model: str | None,
                api: str | Api = Api.CHAT) -> dict[str, Any]:
@@ -212,6 +222,23 @@ def arm_workloads(workload: Workload, arms: Iterable[Arm]) -> dict[str, Workload
             spec = replace(workload.spec, name="body", body_file=arm.body_file)
             out[arm.name] = Workload(spec, seed=workload.seed)
     return out
+
+
+class FixedPrompts:
+    """``consistency``: the fixed prompts in turn from ``start``; ``prompt`` is the last one sent."""
+
+    def __init__(self, fmt: Format, start: int = 0) -> None:
+        self._fmt = fmt
+        self._next = start
+        self.prompt = start
+
+    def next_body(self) -> dict[str, Any]:
+        self.prompt = self._next % consistency.PROMPTS
+        self._next += 1
+        return consistency.render(self._fmt, self.prompt)
+
+    def observe(self, verdict: Verdict) -> None:
+        return None
 
 
 class _SingleShot:

@@ -26,8 +26,9 @@ from sseguard.redact import DEFAULT, RedactingFilter, Redactor
 from sseguard.store.fields import FACT_COLUMNS, fact_values
 
 #: Version of the table layout (not of the record schema, which each record carries itself).
-#: 1: the record and its indexed columns; 2: plus ``fields.FACT_COLUMNS``.
-STORE_SCHEMA_VERSION = 2
+#: 1: the record and its indexed columns; 2: plus ``fields.FACT_COLUMNS``; 3: plus the cache and
+#: consistency facts (``fields.CACHE_FACTS``), NULL in the rows written before (none were reported).
+STORE_SCHEMA_VERSION = 3
 TABLE = "sseguard_records"
 META = "sseguard_meta"
 #: The columns both stores index: what ``--since``/``--where``, the id-prefix search and retention's

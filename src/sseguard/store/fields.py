@@ -75,12 +75,19 @@ FACT_COLUMNS: tuple[FactColumn, ...] = (
     FactColumn("healed", "TEXT", "TEXT", lambda r: r.healed),
     FactColumn("heal_attempts", "INTEGER", "BIGINT", lambda r: r.heal_attempts),
     FactColumn("heal_tokens", "INTEGER", "BIGINT", lambda r: r.heal_tokens),
+    # Schema 3: what the server said about its cache, and the consistency workload's comparison.
+    FactColumn("prompt_tokens", "INTEGER", "BIGINT", lambda r: r.prompt_tokens),
+    FactColumn("cached_tokens", "INTEGER", "BIGINT", lambda r: r.cached_tokens),
+    FactColumn("consistency", "TEXT", "TEXT", lambda r: r.consistency),
+    FactColumn("diverged_token", "INTEGER", "BIGINT", lambda r: r.diverged_token),
 )
+#: The cache and consistency facts (schema 3), last in the facts relation: NULL where not reported.
+CACHE_FACTS = ("prompt_tokens", "cached_tokens", "consistency", "diverged_token")
 #: The columns every version of the store has, which the facts relation reads as they are.
 BASE_COLUMNS = ("run_id", "arm", "ending", "started_at", "weight")
 #: The facts relation's columns, in order: what every source presents to the counting queries.
 FACTS = ("schema", "run_id", "idx", "started_at", "arm", "api", "workload", "concurrency", "ending",
-         "kinds", "pfx", "sep", "reuse_index", "prompt_bytes", "headers", "weight")
+         "kinds", "pfx", "sep", "reuse_index", "prompt_bytes", "headers", "weight", *CACHE_FACTS)
 #: The heal fields, which a store's facts relation carries too (``analyze.healing`` reads them there;
 #: files are read for them apart, as Parquet exported before they existed lacks them).
 HEAL_FACTS = ("heal_of", "healed", "heal_attempts", "heal_tokens")

@@ -27,6 +27,7 @@ from sseguard.contract.chat.request import ChatFormat
 from sseguard.contract.chat.vocabulary import KINDS, REASONS
 from sseguard.contract.leaks import LEAK_MARKERS, leak_markers
 from sseguard.contract.protocol import Auth, Outline, Protocol, Relay, Route, never
+from sseguard.contract.usage import UsageFacts, count, field, text
 from sseguard.verdict import Api, Ending
 
 __all__ = [
@@ -43,6 +44,15 @@ def finish_of(message: Mapping[str, Any]) -> list[str | None]:
 
 def claims(obj: Mapping[str, Any]) -> bool:
     return obj.get("object") == "chat.completion.chunk" or isinstance(obj.get("choices"), list)
+
+def usage_of(message: Mapping[str, Any]) -> UsageFacts:
+    """``usage.prompt_tokens_details.cached_tokens`` of the prompt's ``usage.prompt_tokens``, and the
+    ``system_fingerprint`` of the serving build."""
+    usage = message.get("usage")
+    return UsageFacts(prompt_tokens=count(field(usage, "prompt_tokens")),
+                      cached_tokens=count(field(usage, "prompt_tokens_details", "cached_tokens")),
+                      fingerprint=text(message.get("system_fingerprint")))
+
 
 CHAT = Protocol(
     api=Api.CHAT,
@@ -69,6 +79,7 @@ CHAT = Protocol(
     reasons=REASONS,
     kinds=KINDS,
     finish_of=finish_of,
+    usage_of=usage_of,
     terminal_events=frozenset({DONE}),
     bad_endings=("truncated", "no_done", "no_finish", "cut_mid_frame", "transport_error",
                  "error_event", "http_error", "empty", "tool_call_unterminated"),

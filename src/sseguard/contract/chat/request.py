@@ -59,6 +59,8 @@ class ChatFormat(Format):
             body["max_tokens"] = settings.max_tokens
         if settings.reasoning_effort is not None:
             body["reasoning_effort"] = settings.reasoning_effort
+        if settings.seed is not None:  # as the openai SDK sends ``seed=``, ``temperature=``, ``top_p=``
+            body.update(temperature=0, top_p=1, seed=settings.seed)
         return body
 
     def answer(self, message: Mapping[str, Any]) -> Answer | None:

@@ -29,6 +29,7 @@ from sseguard.contract.protocol import (
     Protocol,
     Route,
 )
+from sseguard.contract.usage import UsageFacts, count, field, text
 from sseguard.verdict import Api
 
 __all__ = [
@@ -46,6 +47,18 @@ def finish_of(message: Mapping[str, Any]) -> list[str | None]:
     reason = feedback.get("blockReason") if isinstance(feedback, dict) else None
     return [reason if isinstance(reason, str) else None]
 
+
+
+def usage_of(message: Mapping[str, Any]) -> UsageFacts:
+    """``usageMetadata.cachedContentTokenCount`` of ``promptTokenCount`` (which includes it), and the
+    ``modelVersion`` of the serving build. A record without the cached count used no cache."""
+    usage = message.get("usageMetadata")
+    prompt = count(field(usage, "promptTokenCount"))
+    cached = count(field(usage, "cachedContentTokenCount"))
+    if cached is None and prompt is not None:
+        cached = 0  # (Gemini omits zero counts from usageMetadata)
+    return UsageFacts(prompt_tokens=prompt, cached_tokens=cached,
+                      fingerprint=text(message.get("modelVersion")))
 
 
 GEMINI = Protocol(
@@ -69,6 +82,7 @@ GEMINI = Protocol(
     reasons=REASONS,
     kinds=KINDS,
     finish_of=finish_of,
+    usage_of=usage_of,
     terminal_events=frozenset({"finishReason"}),
     bad_endings=("truncated", "cut_mid_frame", "transport_error", "error_event", "http_error",
                  "empty"),

@@ -247,6 +247,8 @@ class GeminiFormat(Format):
         if settings.reasoning_effort is not None:
             config["thinkingConfig"] = {"thinkingBudget": thinking_budget(settings.reasoning_effort),
                                         "includeThoughts": True}
+        if settings.seed is not None:  # as google-genai writes GenerateContentConfig(seed=…, …)
+            config.update(temperature=0, topP=1, seed=settings.seed)
         if config:
             body["generationConfig"] = config
         return body

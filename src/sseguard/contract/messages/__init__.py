@@ -25,6 +25,7 @@ from sseguard.contract.messages.relay import (
 from sseguard.contract.messages.request import MessagesFormat, thinking_budget
 from sseguard.contract.messages.vocabulary import KINDS, REASONS
 from sseguard.contract.protocol import Auth, Outline, Protocol, Relay, Route, never
+from sseguard.contract.usage import UsageFacts, count, field
 from sseguard.verdict import Api, Ending
 
 __all__ = [
@@ -42,6 +43,17 @@ def finish_of(message: Mapping[str, Any]) -> list[str | None]:
 
 def claims(obj: Mapping[str, Any]) -> bool:
     return obj.get("type") in EVENT_TYPES
+
+
+def usage_of(message: Mapping[str, Any]) -> UsageFacts:
+    """``usage.cache_read_input_tokens`` and ``cache_creation_input_tokens``: Anthropic counts both
+    apart from ``input_tokens``, so the whole prompt is the three added."""
+    usage = message.get("usage")
+    read = count(field(usage, "cache_read_input_tokens"))
+    written = count(field(usage, "cache_creation_input_tokens"))
+    fresh = count(field(usage, "input_tokens"))
+    prompt = None if fresh is None else fresh + (read or 0) + (written or 0)
+    return UsageFacts(prompt_tokens=prompt, cached_tokens=read, cache_write_tokens=written)
 
 
 MESSAGES = Protocol(
@@ -70,6 +82,7 @@ MESSAGES = Protocol(
     reasons=REASONS,
     kinds=KINDS,
     finish_of=finish_of,
+    usage_of=usage_of,
     terminal_events=frozenset({MESSAGE_STOP}),
     bad_endings=("truncated", "no_done", "no_finish", "cut_mid_frame", "transport_error",
                  "error_event", "http_error", "empty", "tool_call_unterminated"),

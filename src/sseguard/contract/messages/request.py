@@ -97,6 +97,9 @@ class MessagesFormat(Format):
                                      budget + DEFAULT_MESSAGES_MAX_TOKENS)
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}
         body.setdefault("max_tokens", DEFAULT_MESSAGES_MAX_TOKENS)
+        # ``settings.seed`` (deterministic sampling) has no words here: the current Messages API takes
+        # no seed and no sampling parameters (the anthropic SDK 2 dropped ``temperature`` and
+        # ``top_k``), so a messages arm is compared at the server's own sampling (docs/probe.md).
         return body
 
     def check_settings(self, settings: Settings) -> None:

@@ -18,6 +18,7 @@ from sseguard.contract.responses.checker import ResponsesChecker
 from sseguard.contract.responses.relay import RELAY, TERMINAL_EVENTS
 from sseguard.contract.responses.request import ResponsesFormat
 from sseguard.contract.responses.vocabulary import KINDS, REASONS
+from sseguard.contract.usage import UsageFacts, count, field
 from sseguard.verdict import Api
 
 #: Statuses of a response object that has not ended.
@@ -43,6 +44,14 @@ def claims(obj: Mapping[str, Any]) -> bool:
     return isinstance(etype, str) and etype.startswith("response.") and "sequence_number" in obj
 
 
+def usage_of(message: Mapping[str, Any]) -> UsageFacts:
+    """``usage.input_tokens_details.cached_tokens`` of the terminal response's ``usage.input_tokens``
+    (the Responses API sends no fingerprint; the model snapshot is the record's ``model``)."""
+    usage = message.get("usage")
+    return UsageFacts(prompt_tokens=count(field(usage, "input_tokens")),
+                      cached_tokens=count(field(usage, "input_tokens_details", "cached_tokens")))
+
+
 RESPONSES = Protocol(
     api=Api.RESPONSES,
     title="OpenAI Responses",
@@ -58,6 +67,7 @@ RESPONSES = Protocol(
     reasons=REASONS,
     kinds=KINDS,
     finish_of=finish_of,
+    usage_of=usage_of,
     terminal_events=TERMINAL_EVENTS,
     bad_endings=("truncated", "no_finish", "cut_mid_frame", "transport_error", "error_event",
                  "http_error", "empty", "tool_call_unterminated"),

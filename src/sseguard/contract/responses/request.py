@@ -61,6 +61,8 @@ class ResponsesFormat(Format):
             reasoning = body.get("reasoning")
             body["reasoning"] = {**(reasoning if isinstance(reasoning, dict) else {}),
                                  "effort": settings.reasoning_effort}
+        if settings.seed is not None:  # the Responses API takes no seed
+            body.update(temperature=0, top_p=1)
         return body
 
     def answer(self, message: Mapping[str, Any]) -> Answer | None:
