@@ -31,7 +31,13 @@ from sseguard.toolcalls._json import JSONProblem, strict_json
 from sseguard.toolcalls._markers import TAG_CAP, Markers
 from sseguard.toolcalls.events import Event, MarkupError, MarkupErrorKind, ToolArgsDelta
 from sseguard.toolcalls.family import CallLike, Family, claim_openers
-from sseguard.toolcalls.json_array import Body, JSONArrayParser, Opener
+from sseguard.toolcalls.json_array import (
+    Body,
+    JSONArrayParser,
+    Opener,
+    finish_embedded,
+    run_embedded,
+)
 from sseguard.toolcalls.schema import ToolSpec
 
 MALFORMED = MarkupErrorKind.MALFORMED_TAG
@@ -371,35 +377,18 @@ class NameThenJSONParser(BaseParser):
     def _array_state(self, data: str, pos: int) -> int:
         inner = self._array
         assert inner is not None
-        handlers = inner._handlers
-        n = len(data)
-        while pos < n and inner._state != CONTENT:
-            r = handlers[inner._state](data, pos)
-            if r < 0:
-                self._take_array()
-                return r
-            pos = r
-        self._take_array()
-        if inner._state == CONTENT:
+        pos, ended = run_embedded(self, inner, data, pos)
+        if ended:
             self._state = CONTENT
         return pos
-
-    def _take_array(self) -> None:
-        inner = self._array
-        assert inner is not None
-        self._flush()
-        self._out.extend(inner._take())
-        self._next_index = inner._next_index
 
     # end of stream --------------------------------------------------------------------------------
 
     def _finish(self, rest: str) -> None:
         state = self._state
         if state == ARRAY:
-            inner = self._array
-            assert inner is not None
-            inner._finish(rest)
-            self._take_array()
+            assert self._array is not None
+            finish_embedded(self, self._array, rest)
         elif state == REASON:
             self._reasoning(rest)
         elif state == CONTENT:

@@ -34,7 +34,13 @@ from sseguard.toolcalls._pycalls import PyCallsParser
 from sseguard.toolcalls._pyvalues import N_STATES, NAME_RE, SKIP_LIST, TAIL, _ws_end
 from sseguard.toolcalls.events import Event, MarkupError, MarkupErrorKind
 from sseguard.toolcalls.family import CallLike, Claim, Family
-from sseguard.toolcalls.json_array import Body, JSONArrayParser, Opener
+from sseguard.toolcalls.json_array import (
+    Body,
+    JSONArrayParser,
+    Opener,
+    finish_embedded,
+    run_embedded,
+)
 from sseguard.toolcalls.schema import ToolSpec
 
 PYTHON_START = "<|python_start|>"
@@ -291,32 +297,15 @@ class Lfm2Parser(BlockCallsParser):
         """The JSON array, read by the class-B engine up to the block's closer."""
         inner = self._json
         assert inner is not None
-        handlers = inner._handlers
-        n = len(data)
-        while pos < n and inner._state != CONTENT:
-            r = handlers[inner._state](data, pos)
-            if r < 0:
-                self._take_json()
-                return r
-            pos = r
-        self._take_json()
-        if inner._state == CONTENT:
+        pos, ended = run_embedded(self, inner, data, pos)
+        if ended:
             self._state = CONTENT
         return pos
 
-    def _take_json(self) -> None:
-        inner = self._json
-        assert inner is not None
-        self._flush()
-        self._out.extend(inner._take())
-        self._next_index = inner._next_index
-
     def _finish(self, rest: str) -> None:
         if self._state == JSON_BLOCK:
-            inner = self._json
-            assert inner is not None
-            inner._finish(rest)
-            self._take_json()
+            assert self._json is not None
+            finish_embedded(self, self._json, rest)
             return
         super()._finish(rest)
 
