@@ -390,3 +390,28 @@ class BaseParser(ABC):
 
 #: What a block family does at a marker while swallowing a void call (``BlockParser._skip``).
 RESUME, SWALLOW, END = range(3)  # leave it to the next state / swallow it / swallow it and stop
+
+
+class MarkedRawParser(BaseParser):
+    """A parser whose current call's raw text is the input between marks: ``_record(data, end)``
+    keeps what ran since the last mark, and the end of each chunk keeps what was read of it (the
+    part held back for the next chunk is the next chunk's). Families that read a call as scattered
+    pieces (Gemma's ``call:NAME{…}``, Mistral's name then arguments) keep their raw text this way."""
+
+    _mark = 0
+
+    def _run(self, data: str) -> None:
+        self._mark = 0
+        super()._run(data)
+        call = self._call
+        if call is not None:
+            end = len(data) - len(self._pend)
+            if end > self._mark:
+                call.raw.append(data[self._mark:end])
+
+    def _record(self, data: str, end: int) -> None:
+        """The current call's raw text runs to ``end``."""
+        assert self._call is not None
+        if end > self._mark:
+            self._call.raw.append(data[self._mark:end])
+        self._mark = end

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from sseguard.toolcalls._engine import CONTENT, BaseParser
+from sseguard.toolcalls._engine import CONTENT, MarkedRawParser
 from sseguard.toolcalls._json import ASCII_WS, JSONProblem, json_string_body
 from sseguard.toolcalls._markers import TAG_CAP, Markers
 from sseguard.toolcalls.events import Event, MarkupError, MarkupErrorKind, ToolArgsDelta
@@ -88,7 +88,7 @@ class _Frame:
         self.keys: set[str] = set()
 
 
-class GemmaParser(BaseParser):
+class GemmaParser(MarkedRawParser):
     """Incremental parser of one class-E family (see the module docstring)."""
 
     def __init__(self, tools: ToolSpec | None = None, *, family: str, syntax: Syntax) -> None:
@@ -108,23 +108,6 @@ class GemmaParser(BaseParser):
         self._handlers = (self._content, self._name, self._key_state, self._qkey, self._colon,
                           self._value, self._string, self._bare, self._after, self._args_end,
                           self._skip, self._reason, self._qcolon)
-
-    # raw accounting -------------------------------------------------------------------------------
-
-    def _run(self, data: str) -> None:
-        self._mark = 0
-        super()._run(data)
-        call = self._call
-        if call is not None:
-            end = len(data) - len(self._pend)
-            if end > self._mark:
-                call.raw.append(data[self._mark:end])
-
-    def _record(self, data: str, end: int) -> None:
-        assert self._call is not None
-        if end > self._mark:
-            self._call.raw.append(data[self._mark:end])
-        self._mark = end
 
     def feed(self, text: str) -> list[Event]:
         """Parse more text; a streaming string value fed without the marker lead is the hot path."""

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from sseguard.errors import UsageError
-from sseguard.toolcalls._engine import CONTENT, BaseParser
+from sseguard.toolcalls._engine import CONTENT, MarkedRawParser
 from sseguard.toolcalls._json import JSONProblem, strict_json
 from sseguard.toolcalls._markers import TAG_CAP, Markers
 from sseguard.toolcalls.events import Event, MarkupError, MarkupErrorKind, ToolArgsDelta
@@ -77,7 +77,7 @@ class Grammar:
                                     *self.framing, *(self.think or ()))))
 
 
-class NameThenJSONParser(BaseParser):
+class NameThenJSONParser(MarkedRawParser):
     """Incremental parser of one class-C family (see the module docstring)."""
 
     def __init__(self, tools: ToolSpec | None = None, *, family: str, grammar: Grammar) -> None:
@@ -98,23 +98,6 @@ class NameThenJSONParser(BaseParser):
         self._array: JSONArrayParser | None = None
         self._handlers = (self._content, self._name_state, self._pre, self._args, self._after_obj,
                           self._reason, self._skip, self._array_state)
-
-    # raw accounting: the current call's raw text is the input between its marks -----------------
-
-    def _run(self, data: str) -> None:
-        self._mark = 0
-        super()._run(data)
-        call = self._call
-        if call is not None:
-            end = len(data) - len(self._pend)
-            if end > self._mark:
-                call.raw.append(data[self._mark:end])
-
-    def _record(self, data: str, end: int) -> None:
-        assert self._call is not None
-        if end > self._mark:
-            self._call.raw.append(data[self._mark:end])
-        self._mark = end
 
     def feed(self, text: str) -> list[Event]:
         """Parse more text; inside a string of the arguments a chunk with no quote and no
