@@ -7,8 +7,14 @@ are shaped as each API sends them: chat chunks with OpenAI's obfuscation field, 
 ``output_text.delta`` events with ``event:`` lines and sequence numbers, Anthropic ``text_delta``
 events.
 
+``--long-line``: the SSE decoders alone on one event whose ``data:`` line is ``--mb`` long, fed in
+pieces of 1, 16 and 4,096 bytes (a long tool argument or base64 image arriving in tiny reads): ours
+against httpx-sse's and the openai SDK's decoder, in bytes per second. A decoder that searches the
+unfinished line again at every read is quadratic here.
+
 Run: .venv/bin/python bench/bench_checker.py [--api all|chat|responses|messages|gemini] [--mb 10]
      [--piece 64] [--repeat 5]
+     .venv/bin/python bench/bench_checker.py --long-line [--mb 1]
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from httpx_sse._decoders import SSEDecoder as HttpxSSEDecoder
 from httpx_sse._decoders import SSELineDecoder
 
 from sseguard.contract import checker_for
+from sseguard.sse import SSEDecoder
 from sseguard.verdict import Ending
 
 WORDS = ["The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", ".", " 你好",
@@ -349,14 +356,59 @@ def measure(api: str, mb_target: float, piece: int, repeat: int) -> None:
     print(f"  speed ratio ours/baseline: {base / mine:.2f}x  (target >= 0.7x)")
 
 
+def _ours_line(pieces: list[bytes]) -> int:
+    decoder = SSEDecoder()
+    n = sum(len(decoder.feed(piece)) for piece in pieces)
+    decoder.close()
+    return n
+
+
+def _httpx_sse_line(pieces: list[bytes]) -> int:
+    text_decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    lines = SSELineDecoder()
+    events = HttpxSSEDecoder()
+    n = 0
+    for piece in pieces:
+        for line in lines.decode(text_decoder.decode(piece)):
+            n += events.decode(line) is not None
+    return n
+
+
+def _openai_line(pieces: list[bytes]) -> int:
+    from openai._streaming import SSEDecoder as OpenAIDecoder
+
+    return sum(1 for _ in OpenAIDecoder().iter_bytes(iter(pieces)))
+
+
+def long_line(mb: float) -> None:
+    """One event with a ``data:`` line of ``mb`` MB, in pieces of 1, 16 and 4,096 bytes."""
+    body = b"data: " + b"x" * int(mb * 1_000_000) + b"\n\n"
+    decoders = {"sseguard": _ours_line, "httpx-sse": _httpx_sse_line, "openai": _openai_line}
+    print(f"one event, a {len(body) / 1e6:.1f} MB data line; bytes/s (CPU time), one run each")
+    for piece in (1, 16, 4096):
+        pieces = [body[i:i + piece] for i in range(0, len(body), piece)]
+        row = []
+        for name, decode in decoders.items():
+            t0 = time.process_time()
+            assert decode(pieces) == 1, name
+            spent = time.process_time() - t0
+            row.append(f"{name} {len(body) / spent / 1e6:8.2f} MB/s ({spent:6.2f} s)")
+        print(f"  {piece:>5} B pieces: " + "  ".join(row))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--api", choices=["all", *BODIES], default="all")
     ap.add_argument("--mb", type=float, default=10.0)
     ap.add_argument("--piece", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--long-line", action="store_true",
+                    help="The SSE decoders alone on one --mb long line (default 1 MB).")
     args = ap.parse_args()
     print(f"python {platform.python_version()}, {os.cpu_count()} CPUs")
+    if args.long_line:
+        long_line(args.mb if args.mb != ap.get_default("mb") else 1.0)
+        return
     for api in BODIES if args.api == "all" else [args.api]:
         measure(api, args.mb, args.piece, args.repeat)
 

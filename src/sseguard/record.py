@@ -102,6 +102,9 @@ class Record(msgspec.Struct, kw_only=True, omit_defaults=False):
     healed: str | None = None
     heal_attempts: int = 0
     heal_tokens: int = 0
+    #: Event, block and delta kinds the protocol's tables did not know (``Verdict.unknown_kinds``):
+    #: passed through, never a failure; what an operator classifies next.
+    unknown_kinds: list[str] = msgspec.field(default_factory=list)
 
     @property
     def finding_kinds(self) -> list[str]:
@@ -135,6 +138,7 @@ def record_from_verdict(verdict: Verdict, *, policy: Policy, headers: dict[str, 
         chunks=verdict.chunks,
         bytes=verdict.bytes,
         finish_reasons=finish_reasons(verdict),
+        unknown_kinds=list(verdict.unknown_kinds),
         usage=usage if isinstance(usage := verdict.message.get("usage"), dict) else None,
         tail=redactor.text(verdict.tail[-TAIL_BYTES:].decode("utf-8", "replace")),
         model=model if isinstance(model := verdict.message.get("model"), str) else None,

@@ -71,7 +71,7 @@ class SSEDecoder:
     """Feed bytes in any split; get the events that completed. ``close()`` says what was left."""
 
     __slots__ = ("_after_cr", "_bom_checked", "_buf", "_closed", "_data", "_event_type",
-                 "_fields_pending", "_frame_start", "_last_id", "_pos", "_retry")
+                 "_fields_pending", "_frame_start", "_last_id", "_pos", "_retry", "_scanned")
 
     def __init__(self) -> None:
         self._buf = bytearray()
@@ -85,6 +85,9 @@ class SSEDecoder:
         self._retry: int | None = None
         self._fields_pending = False  # a field line was seen since the last dispatch
         self._closed = False
+        #: How far into ``_buf`` the unfinished line is known to hold no CR or LF: a long line fed
+        #: in small pieces is searched once, not again from its start at every feed (linear time).
+        self._scanned = 0
 
     def feed(self, data: bytes) -> list[SSEEvent]:
         if self._closed:
@@ -120,10 +123,12 @@ class SSEDecoder:
                 pos += 1
         events: list[SSEEvent] = []
         end = len(buf)
-        if buf.find(b"\r", pos) == -1:
+        scanned = self._scanned if buf is self._buf else 0
+        cr = buf.find(b"\r", pos if pos > scanned else scanned)
+        if cr == -1:
             # Fast path: LF-only line ends, what nearly every server sends.
             while True:
-                eol = buf.find(b"\n", pos)
+                eol = buf.find(b"\n", pos if pos > scanned else scanned)
                 if eol == -1:
                     break
                 if (not self._data and eol + 1 < end and buf[eol + 1] == 0x0A
@@ -154,9 +159,14 @@ class SSEDecoder:
                 self._line(buf, pos, eol, eol + 1, events)
                 pos = eol + 1
         else:
+            # Both searches are kept until passed: a body with many lines of one ending and a far
+            # line of the other must not search to the far one again for every line.
+            lf = buf.find(b"\n", pos if pos > scanned else scanned)
             while pos < end:
-                lf = buf.find(b"\n", pos)
-                cr = buf.find(b"\r", pos)
+                if lf != -1 and lf < pos:
+                    lf = buf.find(b"\n", pos)
+                if cr != -1 and cr < pos:
+                    cr = buf.find(b"\r", pos)
                 if cr == -1 and lf == -1:
                     break
                 if cr == -1 or (lf != -1 and lf < cr):
@@ -172,6 +182,7 @@ class SSEDecoder:
                 self._line(buf, pos, cr, nxt, events)
                 pos = nxt
         # Drop what is dispatched, once per feed (not per event: that would be quadratic).
+        self._scanned = end  # (from ``pos`` to the end there is no CR or LF left: see the loops)
         cut = self._frame_start
         if buf is not self._buf:
             if cut < end:
@@ -182,6 +193,7 @@ class SSEDecoder:
             del buf[:cut]
             pos -= cut
             self._frame_start = 0
+        self._scanned -= cut
         self._pos = pos
         return events
 

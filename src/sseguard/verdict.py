@@ -95,6 +95,9 @@ class Verdict:
     error: str | None = None  # the error message of an error event, HTTP body or transport error
     http_status: int = 200
     api: str = Api.CHAT.value  # which protocol's contract produced it (an ``Api`` value)
+    #: Event, block and delta kinds the protocol's tables do not know, as ``type`` or
+    #: ``block:type``/``delta:type``, sorted: passed through, never a verdict by themselves.
+    unknown_kinds: tuple[str, ...] = ()
 
     @property
     def finding_kinds(self) -> frozenset[FindingKind]:
@@ -118,6 +121,7 @@ class Verdict:
             "error": self.error,
             "http_status": self.http_status,
             "api": self.api,
+            "unknown_kinds": list(self.unknown_kinds),
         }
 
     @classmethod
@@ -139,4 +143,5 @@ class Verdict:
             error=data.get("error"),
             http_status=int(data.get("http_status", 200)),
             api=str(data.get("api", Api.CHAT.value)),
+            unknown_kinds=tuple(str(k) for k in data.get("unknown_kinds", ())),
         )

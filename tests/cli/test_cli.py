@@ -16,7 +16,7 @@ from sseguard.cli import app
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 COMMANDS = ["check", "chaos", "probe", "sweep", "locust", "proxy", "analyze", "parse", "tokenizer",
-            "demo"]
+            "demo", "protocols"]
 #: What a metavar must never be: the parser's type name instead of what goes in.
 GENERIC = re.compile(r"<(?:str|int|float|bool|path|file|list\[[^]]*\])>|\b(?:TEXT|INTEGER|FLOAT|BOOLEAN)\b")
 #: An option row: two spaces, the option, then its metavar (if any).
@@ -122,7 +122,7 @@ def test_help_texts_name_every_protocol_and_family() -> None:
 
 def test_the_proxy_says_it_guards_openai_and_anthropic_apis() -> None:
     assert "OpenAI or Anthropic" in _help()
-    assert "OpenAI- or Anthropic-compatible" in " ".join(_help("proxy").split())
+    assert "OpenAI-, Anthropic- or Gemini-compatible" in " ".join(_help("proxy").split())
     assert "OpenAI-compatible" not in _help().replace("OpenAI- and Anthropic-compatible", "")
 
 

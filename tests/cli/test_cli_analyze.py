@@ -28,9 +28,11 @@ def routed_file(tmp_path_factory: pytest.TempPathFactory) -> str:
 def test_prints_the_summary_and_the_top_finding_in_words(routed_file: str) -> None:
     result = runner.invoke(app, ["analyze", routed_file], env={"COLUMNS": "200"})
     assert result.exit_code == 1, result.output  # streams failed the policy
-    assert "Per arm" in result.output
-    assert "truncated streams had response ids starting `gw-`" in result.output
-    assert "none of" in result.output and "numeric response ids failed" in result.output
+    # rich wraps to the console it found first in this process, so words are compared, not lines
+    words = " ".join(result.output.split())
+    assert "Per arm" in words
+    assert "truncated streams had response ids starting `gw-`" in words
+    assert "none of" in words and "numeric response ids failed" in words
 
 
 def test_json_output_is_one_document_with_stable_keys(routed_file: str) -> None:
@@ -54,7 +56,7 @@ def test_html_and_png_are_written(tmp_path: Path, routed_file: str) -> None:
     assert result.exit_code == 1, result.output
     assert html.read_text().startswith("<!doctype html>")
     assert len(list(pngs.glob("*.png"))) == 3
-    assert f"wrote {html}" in result.output
+    assert f"wrote{html}" in "".join(result.output.split())
 
 
 def test_a_directory_of_worker_files_is_merged(tmp_path: Path) -> None:

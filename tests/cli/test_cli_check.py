@@ -144,3 +144,21 @@ def test_every_sample_body_and_its_cuts_print_a_verdict(tmp_path: Path) -> None:
             result = runner.invoke(app, ["check", str(cut)])
             assert result.exit_code in (0, 1), (path.name, end, result.output)
             assert "Traceback" not in result.output and "ending" in result.output
+
+
+def test_check_shows_each_finish_reason_with_its_class_and_fails_one_no_table_names(
+        tmp_path: Path) -> None:
+    def body(reason: str) -> str:
+        path = tmp_path / f"{reason}.sse"
+        path.write_bytes(
+            b'data: {"candidates":[{"content":{"role":"model","parts":[{"text":"Hi"}]},'
+            b'"finishReason":"' + reason.encode() + b'","index":0}],"usageMetadata":'
+            b'{"promptTokenCount":3,"candidatesTokenCount":1,"totalTokenCount":4},'
+            b'"modelVersion":"m","responseId":"r1"}\r\n\r\n')
+        return str(path)
+
+    safety = runner.invoke(app, ["check", body("SAFETY"), "--api", "gemini"])
+    assert safety.exit_code == 0 and "SAFETY: policy" in safety.output
+    tomorrow = runner.invoke(app, ["check", body("A_REASON_FROM_TOMORROW"), "--api", "gemini"])
+    assert tomorrow.exit_code == 1
+    assert "A_REASON_FROM_TOMORROW: failed" in tomorrow.output

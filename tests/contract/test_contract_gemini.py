@@ -165,7 +165,7 @@ def test_finish_reason_then_a_clean_end_is_complete_with_the_joined_response(fra
 
 @pytest.mark.parametrize("framing", FRAMINGS)
 @pytest.mark.parametrize("reason", ["MAX_TOKENS", "SAFETY", "RECITATION", "LANGUAGE", "BLOCKLIST",
-                                    "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", "A_NEW_REASON"])
+                                    "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"])
 def test_every_other_finish_reason_is_a_legitimate_stop(framing: str, reason: str) -> None:
     v = run(text(["Hi"], reason), framing)
     assert (v.ending, v.findings, v.error) == (E.COMPLETE, (), None)
@@ -179,6 +179,13 @@ def test_a_finish_reason_that_says_the_model_failed_is_an_error_event(framing: s
                                                                       reason: str) -> None:
     v = run(text(["Hi"], reason), framing)
     assert (v.ending, v.error) == (E.ERROR_EVENT, f"finishReason {reason}")
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+def test_a_finish_reason_no_table_names_is_a_failure_not_a_finished_answer(framing: str) -> None:
+    v = run(text(["Hi"], "A_NEW_REASON"), framing)
+    assert v.ending is E.ERROR_EVENT
+    assert v.error is not None and v.error.startswith("finishReason A_NEW_REASON (a reason")
 
 
 @pytest.mark.parametrize("framing", FRAMINGS)

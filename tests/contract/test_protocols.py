@@ -59,7 +59,7 @@ def test_every_protocol_has_every_facet(name: str) -> None:
     assert p.format.turns_field and p.format.max_tokens_field and p.format.expected
     assert p.checker.api == p.api and p.checker(None).close().api == name
     assert callable(p.assembler)
-    assert p.finish_reasons and p.terminal_events
+    assert p.reasons.table and p.terminal_events
     assert p.finish_of({}) in ([], [None])
     relay = p.relay
     assert {Ending.TRUNCATED, Ending.CUT_MID_FRAME, Ending.EMPTY} <= set(relay.messages)

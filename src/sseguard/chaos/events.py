@@ -102,16 +102,25 @@ def encode(events: list[Ev], *, sequenced: bool, gap_at: int | None = None) -> E
 
 
 def plan_events(config: ChaosConfig, decision: Decision, body: list[Ev], trailer: list[Ev],
-                error_frames: Callable[[int], list[bytes]], *, sequenced: bool) -> Plan:
+                error_frames: Callable[[int], list[bytes]], *, sequenced: bool,
+                after: int | None = None) -> Plan:
     """Encode ``body`` (paced, where cuts strike) and ``trailer`` (sent at once) and schedule them.
 
     ``error_frames(next_seq)`` is the protocol's error event, given the sequence number it takes.
+    ``after``: a stored stream read again (Responses' background mode): the events numbered up to
+    ``after`` were read before, so the plan starts with the next one, numbers unchanged.
     """
     gap_at = None
     if decision.fault is Fault.SEQUENCE_GAP:
         deltas = [i for i, ev in enumerate(body) if "delta" in ev.tag] or [len(body) - 1]
         gap_at = _pick(decision.at, deltas)
     encoded = encode(body + trailer, sequenced=sequenced, gap_at=gap_at)
+    if after is not None:
+        # the first event whose number is past ``after``: everything before it was read already
+        skip = next((k for k in range(len(encoded.frames)) if encoded.next_seq[k] > after
+                     and encoded.next_seq[k + 1] > encoded.next_seq[k]), len(encoded.frames))
+        skip = min(skip, len(body))
+        body, encoded = body[skip:], Encoded(encoded.frames[skip:], encoded.next_seq[skip:])
     n = len(body)
     roles = next((i for i, ev in enumerate(body) if "delta" in ev.tag), n)
     ticks, count = [], 0

@@ -5,8 +5,11 @@ parts, ``systemInstruction``, ``tools[].functionDeclarations``, ``toolConfig``, 
 a malformed one is a 400 ``INVALID_ARGUMENT`` in Google's error shape) into the ``ChatRequest`` every
 protocol's answer is generated from; the model is in the path and the path chooses streaming, both of
 which the server applies from the route. The answer is rendered as ``GenerateContentResponse`` records
-(thought parts, text parts, each function call whole in one record, then the record with
-``finishReason`` and the usage) in the framing the query string asked for (``ChatRequest.framing``):
+(thought parts, text parts, each function call whole in one record — or, when the request asks
+``toolConfig.functionCallingConfig.streamFunctionCallArguments``, in pieces: its name, then one
+``partialArgs`` value per record by ``jsonPath``, strings in two, then an empty closing piece; a
+cut there is ``tool_call_unterminated`` — then the record with ``finishReason`` and the usage) in
+the framing the query string asked for (``ChatRequest.framing``):
 ``?alt=sse`` gets ``data: …\\r\\n\\r\\n`` frames and no sentinel; without it the records are the
 elements of one JSON array, ``[{…},\\r\\n{…}\\r\\n]``, streamed element by element, closed by ``]``
 whenever the body ends cleanly (a truncated array is closed too: only its finishReason is missing).
@@ -50,8 +53,9 @@ from sseguard.contract.gemini.request import (
 from sseguard.contract.protocol import Framing
 
 _enc = msgspec.json.encode
-#: What a Gemini stream cannot carry: function calls arrive whole with their arguments as an object
-#: (no invalid JSON, no call cut inside its arguments), there is no sentinel, no finish_reason of
+#: What a Gemini stream cannot carry: function calls arrive with their arguments as an object or as
+#: ``partialArgs`` values (no invalid JSON; a call cut inside its arguments only when the request
+#: asks for them streamed: ``_carries``), there is no sentinel, no finish_reason of
 #: chat's kind, no sequence numbers, items or ``*.done`` events.
 UNSUPPORTED = frozenset({Fault.TOOL_ARGS_INVALID_JSON, Fault.TOOL_CALL_UNTERMINATED, Fault.NO_DONE,
                          Fault.NO_FINISH, Fault.FINISH_REASON_MISMATCH, Fault.FRAME_AFTER_DONE,
@@ -68,6 +72,8 @@ class GeminiRequest(ChatRequest):
 
     json_mode: bool = False
     response_schema: Any = None
+    #: ``functionCallingConfig.streamFunctionCallArguments``: calls stream their arguments.
+    stream_args: bool = False
 
 
 def bad_request_body(exc: BadRequest) -> dict[str, Any]:
@@ -159,7 +165,13 @@ def parse_request(body: bytes) -> ChatRequest:
         n=int_field(config, "candidateCount", minimum=1, maximum=8) or 1,
         reasoning=_reasoning(config), last_role=last_role, last_text=last_text,
         prompt_words=words, fingerprint=digest, json_mode=json_mode,
-        response_schema=schema if json_mode else None)
+        response_schema=schema if json_mode else None, stream_args=_streams_args(data))
+
+
+def _streams_args(data: dict[str, Any]) -> bool:
+    config = data.get("toolConfig")
+    calling = config.get("functionCallingConfig") if isinstance(config, dict) else None
+    return isinstance(calling, dict) and calling.get("streamFunctionCallArguments") is True
 
 
 def _parts(content: Any, where: str) -> list[Any]:
@@ -249,16 +261,65 @@ def _close_array(plan: Plan, fault: Fault | None) -> Plan:
     return plan
 
 
-def _parts_of(answer: Answer, signature: str) -> list[dict[str, Any]]:
-    """The parts of an answer, one per streamed piece; a call whole, the first one signed."""
-    parts: list[dict[str, Any]] = [{"text": piece, "thought": True} for piece in answer.reasoning]
-    parts.extend({"text": piece} for piece in answer.content)
+def _parts_of(answer: Answer, signature: str, *, stream_args: bool = False,
+              ) -> list[tuple[dict[str, Any], str]]:
+    """The parts of an answer, one per streamed piece, each with its tag for ``tokens_from_tags``;
+    a call whole (the first one signed), or in pieces when ``stream_args``."""
+    parts: list[tuple[dict[str, Any], str]] = [({"text": piece, "thought": True}, "")
+                                               for piece in answer.reasoning]
+    parts.extend(({"text": piece}, "") for piece in answer.content)
     for i, call in enumerate(answer.calls):
+        if stream_args:
+            pieces = _streamed_call(call.name, call.values)
+            if i == 0:
+                pieces[0][0]["thoughtSignature"] = signature
+            parts.extend(pieces)
+            continue
         part: dict[str, Any] = {"functionCall": {"name": call.name, "args": call.values}}
         if i == 0:
             part["thoughtSignature"] = signature
-        parts.append(part)
+        parts.append((part, ""))
     return parts
+
+
+def _leaves(value: Any, path: str) -> list[tuple[str, Any]]:
+    """The leaf values of arguments with their ``jsonPath``s (an empty object or list is a leaf)."""
+    if isinstance(value, dict) and value:
+        return [leaf for key, item in value.items() for leaf in _leaves(item, f"{path}.{key}")]
+    if isinstance(value, list) and value:
+        return [leaf for i, item in enumerate(value) for leaf in _leaves(item, f"{path}[{i}]")]
+    return [(path, value)]
+
+
+def _streamed_call(name: str, values: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
+    """One call as Gemini streams its arguments: the name (``willContinue``), one ``partialArgs``
+    value per piece (a string in two pieces, the first ``willContinue``), the empty closing piece."""
+    whole = {k: v for k, v in _leaves(values, "$") if isinstance(v, dict | list)}
+    opening: dict[str, Any] = {"name": name, "willContinue": True}
+    if whole:  # empty objects and lists have no partialArgs value: they come with the name
+        opening["args"] = {path[2:]: v for path, v in whole.items() if path.count(".") == 1}
+    pieces: list[dict[str, Any]] = []
+    for path, value in _leaves(values, "$"):
+        if isinstance(value, dict | list):
+            continue
+        if isinstance(value, str) and len(value) > 1:
+            half = len(value) // 2
+            pieces.append({"jsonPath": path, "stringValue": value[:half], "willContinue": True})
+            pieces.append({"jsonPath": path, "stringValue": value[half:]})
+        elif isinstance(value, str):
+            pieces.append({"jsonPath": path, "stringValue": value})
+        elif isinstance(value, bool):
+            pieces.append({"jsonPath": path, "boolValue": value})
+        elif isinstance(value, int | float):
+            pieces.append({"jsonPath": path, "numberValue": value})
+        else:
+            pieces.append({"jsonPath": path, "nullValue": "NULL_VALUE"})
+    out: list[tuple[dict[str, Any], str]] = [({"functionCall": opening}, "open")]
+    for i, piece in enumerate(pieces):
+        tag = ("first" if i == 0 else "") + (" last" if i == len(pieces) - 1 else "")
+        out.append(({"functionCall": {"partialArgs": [piece], "willContinue": True}}, tag))
+    out.append(({"functionCall": {}}, "close"))
+    return out
 
 
 def usage_of(req: ChatRequest, answers: list[Answer]) -> dict[str, Any]:
@@ -279,10 +340,16 @@ def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: 
     enc = _Records(ids, req.model or config.model, req.prompt_words,
                    usage=fault is not Fault.MISSING_USAGE)
     records: list[dict[str, Any] | bytes] = []
-    per_candidate = [_parts_of(answer, enc.signature) for answer in answers]
+    tags: list[str] = []
+    stream_args = isinstance(req, GeminiRequest) and req.stream_args
+    per_candidate = [_parts_of(answer, enc.signature, stream_args=stream_args)
+                     for answer in answers]
     for step in range(max(len(p) for p in per_candidate)):
-        records.extend(enc.record(index, [parts[step]])
-                       for index, parts in enumerate(per_candidate) if step < len(parts))
+        for index, parts in enumerate(per_candidate):
+            if step < len(parts):
+                part, tag = parts[step]
+                records.append(enc.record(index, [part]))
+                tags.append(tag)
     if fault is Fault.ID_CHANGED:
         # The second half comes from "another backend": same shape, another id.
         half = max(1, len(records) // 2)
@@ -299,6 +366,7 @@ def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: 
                            else whole.replace(b":", b"", 1))
         else:
             records.insert(pos + 1, enc.record(0, [{"text": 42}]))
+        tags.insert(pos + 1, "")
     last_id = ids.response_id + "b" if fault is Fault.ID_CHANGED else None
     usage = usage_of(req, answers) if fault is not Fault.MISSING_USAGE else None
     ends: list[dict[str, Any] | bytes] = [
@@ -309,7 +377,7 @@ def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: 
     framing = req.framing
     frames = _framed(framing, records, 0)
     trailer = _framed(framing, ends, len(frames))
-    toks = tokens_from_tags(frames, [""] * len(frames), 0)
+    toks = tokens_from_tags(frames, tags, 0)
 
     def error_frames(k: int) -> list[bytes]:
         # What Gemini sends when the backend fails after the 200: an error record, then the end.
@@ -332,8 +400,8 @@ def response_body(config: ChaosConfig, req: ChatRequest, decision: Decision, ids
             parts.append({"text": "".join(answer.reasoning), "thought": True})
         if answer.content:
             parts.append({"text": "".join(answer.content)})
-        parts.extend(p for p in _parts_of(Answer([], [], answer.calls, answer.finish_reason),
-                                          enc.signature))
+        parts.extend(p for p, _ in _parts_of(Answer([], [], answer.calls, answer.finish_reason),
+                                             enc.signature))
         candidates.append({"content": {"parts": parts, "role": "model"},
                            "finishReason": _FINISH[answer.finish_reason], "index": index})
     body: dict[str, Any] = {"candidates": candidates}
@@ -343,5 +411,11 @@ def response_body(config: ChaosConfig, req: ChatRequest, decision: Decision, ids
     return _enc(body)
 
 
+def _carries(req: ChatRequest) -> frozenset[Fault]:
+    """A request that streams its calls' arguments can have a call cut inside them."""
+    streams = isinstance(req, GeminiRequest) and req.stream_args and req.tools_offered
+    return frozenset({Fault.TOOL_CALL_UNTERMINATED}) if streams else frozenset()
+
+
 WRITER = Writer(GEMINI.api, parse_request, stream_plan, response_body, bad_request_body,
-                id_prefix=None, unsupported=UNSUPPORTED)
+                id_prefix=None, unsupported=UNSUPPORTED, carries=_carries)

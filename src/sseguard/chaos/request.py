@@ -65,6 +65,9 @@ class ChatRequest:
     #: A continuation request (vLLM/SGLang ``continue_final_message``): the assistant text it continues.
     #: The conversation (and so ``fingerprint``) is the one without it: same answer, its rest sent.
     continued: str | None = None
+    #: A Responses request with ``background: true`` (and ``store: true``, which the API requires):
+    #: the server keeps the stream, so a client may read it again from any sequence number.
+    background: bool = False
 
     @property
     def tools_offered(self) -> bool:

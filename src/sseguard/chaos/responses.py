@@ -11,6 +11,7 @@ rising by one.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -76,6 +77,12 @@ def parse_request(body: bytes) -> ChatRequest:
     stream = data.get("stream", False)
     if not isinstance(stream, bool):
         raise BadRequest("Invalid type for 'stream': expected a boolean.", "stream")
+    background = data.get("background", False)
+    if not isinstance(background, bool):
+        raise BadRequest("Invalid type for 'background': expected a boolean.", "background")
+    if background and data.get("store", True) is False:
+        # OpenAI's own rule: a background response is stored, so it can be read again
+        raise BadRequest("Background mode requires 'store' to be true.", "store")
     reasoning = data.get("reasoning")
     effort = reasoning.get("effort") if isinstance(reasoning, dict) else None
     if effort is not None and effort not in REASONING_SCALE:
@@ -91,7 +98,8 @@ def parse_request(body: bytes) -> ChatRequest:
         parallel_tool_calls=data.get("parallel_tool_calls", True) is not False,
         max_tokens=max_tokens, n=1,
         reasoning=REASONING_SCALE[effort] if effort is not None else 0.0,
-        last_role=last_role, last_text=last_text, prompt_words=words, fingerprint=digest)
+        last_role=last_role, last_text=last_text, prompt_words=words, fingerprint=digest,
+        background=background)
 
 
 def _tools(raw: Any) -> tuple[Tool, ...]:
@@ -143,12 +151,12 @@ def _response(ids: ResponseIds, req: ChatRequest, config: ChaosConfig, *, status
         tool_choice = {"type": "function", "name": tool_choice["function"]["name"]}
     return {
         "id": response_id or ids.response_id, "object": "response", "created_at": ids.created,
-        "status": status, "background": False, "error": None,
+        "status": status, "background": req.background, "error": None,
         "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
         "instructions": None, "max_output_tokens": req.max_tokens, "model": req.model or config.model,
         "output": output, "parallel_tool_calls": req.parallel_tool_calls,
         "previous_response_id": None, "reasoning": {"effort": None, "summary": None},
-        "store": False, "temperature": 1.0, "text": {"format": {"type": "text"}},
+        "store": req.background, "temperature": 1.0, "text": {"format": {"type": "text"}},
         "tool_choice": tool_choice,
         "tools": [{"type": "function", "name": t.name, "parameters": t.parameters, "strict": False}
                   for t in req.tools],
@@ -252,15 +260,20 @@ def _unopened(data: dict[str, Any]) -> None:
 BREAKERS = Breakers(_wrong_type, _unopened)
 
 
-def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: ResponseIds,
-                answers: list[Answer]) -> Plan:
-    """The writes of a streamed Responses answer with ``decision``'s fault applied."""
-    answer = answers[0]
+def _stream_events(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: ResponseIds,
+                   answer: Answer, *, ending: bool = True) -> tuple[list[Ev], list[Ev]]:
+    """The events of a streamed Responses answer (body, trailer) with ``decision``'s fault in them;
+    ``ending=False``: the trailer of a whole answer, whatever ending the fault would give it (what a
+    background response keeps)."""
     fault = decision.fault
     usage = None if fault is Fault.MISSING_USAGE else _usage(req, answer)
-    start = _response(ids, req, config, status="in_progress", output=[], usage=None)
-    body = [Ev("response.created", {"response": start}),
-            Ev("response.in_progress", {"response": start}), *_events(ids, answer, fault)]
+    start = _response(ids, req, config, status="queued" if req.background else "in_progress",
+                      output=[], usage=None)
+    body = [Ev("response.created", {"response": start})]
+    if req.background:
+        body.append(Ev("response.queued", {"response": start}))
+        start = {**start, "status": "in_progress"}
+    body += [Ev("response.in_progress", {"response": start}), *_events(ids, answer, fault)]
     insert_broken(body, decision, BREAKERS)
     incomplete = answer.finish_reason == "length"
     # id_changed: the terminal event comes from "another backend" with its own response id.
@@ -270,18 +283,40 @@ def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: 
                       response_id=final_id)
     trailer = [Ev("response.incomplete" if incomplete else "response.completed",
                   {"response": final})]
-    if fault is Fault.NO_FINISH:
+    if ending and fault is Fault.NO_FINISH:
         trailer = [Ev("", raw=DONE)]
     elif Dialect.TRAILING_DONE in config.dialects:
         trailer.append(Ev("", raw=DONE))
+    return body, trailer
 
+
+def _error_frames(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: ResponseIds
+                  ) -> Callable[[int], list[bytes]]:
     def error_frames(seq: int) -> list[bytes]:
         form = config.options.responses_error_form
         if form == "any":
             form = RESPONSES_ERROR_FORMS[decision.variant % 3]
         return [error_event(form, seq, ids, req, config)]
 
-    return plan_events(config, decision, body, trailer, error_frames, sequenced=True)
+    return error_frames
+
+
+def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: ResponseIds,
+                answers: list[Answer]) -> Plan:
+    """The writes of a streamed Responses answer with ``decision``'s fault applied."""
+    body, trailer = _stream_events(config, req, decision, ids, answers[0])
+    return plan_events(config, decision, body, trailer, _error_frames(config, req, decision, ids),
+                       sequenced=True)
+
+
+def resume_plan(config: ChaosConfig, req: ChatRequest, stored: Decision, reading: Decision,
+                ids: ResponseIds, answers: list[Answer], after: int) -> Plan:
+    """A background response's stream read again from the event after ``after``
+    (``GET /responses/{id}?stream=true&starting_after=N``): the events it was made of, numbers
+    unchanged, ending whole unless ``reading`` (this read's own fault) ends it."""
+    body, trailer = _stream_events(config, req, stored, ids, answers[0], ending=False)
+    return plan_events(config, reading, body, trailer, _error_frames(config, req, reading, ids),
+                       sequenced=True, after=after)
 
 
 def error_event(form: str, seq: int, ids: ResponseIds, req: ChatRequest,
@@ -313,4 +348,4 @@ def response_body(config: ChaosConfig, req: ChatRequest, decision: Decision, ids
 
 
 WRITER = Writer(RESPONSES.api, parse_request, stream_plan, response_body, openai_bad_request,
-                id_prefix=ID_PREFIX, unsupported=UNSUPPORTED)
+                id_prefix=ID_PREFIX, unsupported=UNSUPPORTED, resume=resume_plan)

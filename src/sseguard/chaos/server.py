@@ -47,7 +47,7 @@ from sseguard.chaos.config import ChaosConfig
 from sseguard.chaos.decide import applicable, decide
 from sseguard.chaos.faults import Decision, Fault
 from sseguard.chaos.frames import End, Plan, ResponseIds, completion_plan
-from sseguard.chaos.generate import make_answer
+from sseguard.chaos.generate import Answer, make_answer
 from sseguard.chaos.registry import writers
 from sseguard.chaos.request import BadRequest, ChatRequest
 from sseguard.chaos.writer import Writer
@@ -86,12 +86,14 @@ class ChaosStats:
     sources: Counter[str] = field(default_factory=Counter)  # base | load | routed | window | api | forced
     routes: Counter[str] = field(default_factory=Counter)
     statuses: Counter[int] = field(default_factory=Counter)
+    retrievals: int = 0  # reads of a stored (background) response, streamed or not
 
     def injected(self, fault: Fault | str) -> int:
         return self.faults[str(fault)]
 
     def to_dict(self) -> dict[str, Any]:
         return {"requests": self.requests, "apis": dict(self.apis), "streams": self.streams,
+                "retrievals": self.retrievals,
                 "inflight": self.inflight,
                 "max_inflight": self.max_inflight, "frames": self.frames,
                 "bad_requests": self.bad_requests, "faults": dict(self.faults),
@@ -110,6 +112,27 @@ class ChaosState:
     #: numbers its requests k, k + N, k + 2N, …: every number is drawn once, by one worker.
     counter: int = 0
     step: int = 1
+    #: Background (Responses) streams kept for reading again, by response id, oldest first.
+    stored: dict[str, StoredStream] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredStream:
+    """What a background response's stream is made of: read again, it is made again, exactly."""
+
+    writer: Writer
+    req: ChatRequest
+    decision: Decision
+    ids: ResponseIds
+    answers: list[Answer]
+
+
+#: Background streams one chaos process keeps; the oldest goes first (a bounded test upstream).
+STORED_MAX = 4096
+#: The faults a read of a stored stream can carry: the ways a stream ends, not what it holds (that
+#: was fixed when the answer was made).
+RESUME_FAULTS = frozenset({Fault.TRUNCATED, Fault.CUT_MID_FRAME, Fault.TRANSPORT_ERROR,
+                           Fault.ERROR_EVENT, Fault.STALLED, Fault.HTTP_ERROR})
 
 
 STATE = web.AppKey("sseguard_chaos", ChaosState)
@@ -136,6 +159,9 @@ def make_app(config: ChaosConfig | None = None, *,
             for mount, parse in writer.extra_mounts:
                 app.router.add_post(f"{mount}{route.path}",
                                     _handler(replace(writer, parse=parse), proto, route))
+            if writer.resume is not None:
+                for mount in proto.mounts:
+                    app.router.add_get(f"{mount}{route.path}/{{response_id}}", _retrieve)
     app.router.add_get("/v1/models", _models)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/chaos/stats", _stats)
@@ -204,7 +230,7 @@ async def _serve(request: web.Request, writer: Writer, proto: Protocol, route: R
                    forced=forced, force=forced_raw is not None, api=str(writer.api))
     decision = applicable(drawn, stream=req.stream, tools_offered=req.tools_offered,
                           typed_tool=req.typed_tool, include_usage=req.include_usage,
-                          unsupported=writer.cannot_carry(stream=req.stream))
+                          unsupported=writer.cannot_carry(stream=req.stream, req=req))
     if decision.fault is None and drawn.fault is not None:
         stats.skipped[str(drawn.fault)] += 1
     stats.faults[decision.header] += 1
@@ -229,6 +255,8 @@ async def _serve(request: web.Request, writer: Writer, proto: Protocol, route: R
     if req.stream:
         stats.streams += 1
         plan = writer.stream_plan(config, req, decision, ids, answers)
+        if req.background and writer.resume is not None:
+            _store(state, StoredStream(writer, req, decision, ids, answers))
         framed = {**_SSE_HEADERS, "Content-Type": _JSON_TYPE} \
             if req.framing is not Framing.SSE else _SSE_HEADERS
         response = web.StreamResponse(status=200, headers={**headers, **framed})
@@ -241,6 +269,70 @@ async def _serve(request: web.Request, writer: Writer, proto: Protocol, route: R
     response.content_type = "application/json"
     response.content_length = len(payload)
     return await _play(request, response, plan, state)
+
+
+def _store(state: ChaosState, stream: StoredStream) -> None:
+    stored = state.stored
+    stored[stream.ids.response_id] = stream
+    while len(stored) > STORED_MAX:
+        del stored[next(iter(stored))]
+
+
+async def _retrieve(request: web.Request) -> web.StreamResponse:
+    """``GET …/responses/{id}?stream=true&starting_after=N``: a background response's stream again,
+    from the event after N (OpenAI's own way to resume a broken stream). The read draws a fault of
+    its own, as any request does, but only one that ends a stream (``RESUME_FAULTS``)."""
+    state = request.app[STATE]
+    config, stats = state.config, state.stats
+    counter = state.counter
+    state.counter += state.step
+    stats.requests += 1
+    stats.retrievals += 1
+    stored = state.stored.get(request.match_info["response_id"])
+    query = request.query
+    if stored is None:
+        stats.statuses[404] += 1
+        return _json(404, {"error": {"message": "No response found with id "
+                                     f"'{request.match_info['response_id']}'.",
+                                     "type": "invalid_request_error", "param": None,
+                                     "code": "not_found"}})
+    try:
+        after = int(query.get("starting_after", "-1"))
+    except ValueError:
+        stats.statuses[400] += 1
+        return _json(400, {"error": {"message": "Invalid value for 'starting_after': expected an "
+                                     "integer.", "type": "invalid_request_error",
+                                     "param": "starting_after", "code": None}})
+    if query.get("stream", "false").lower() != "true":
+        stats.statuses[200] += 1
+        return web.Response(body=stored.writer.body(config, stored.req, stored.decision, stored.ids,
+                                                    stored.answers),
+                            content_type="application/json")
+    stats.inflight += 1
+    try:
+        drawn = decide(config, counter, inflight=stats.inflight,
+                       elapsed_s=state.clock() - state.started, forced=None, force=False,
+                       api=str(stored.writer.api))
+        reading = drawn if drawn.fault in RESUME_FAULTS else Decision(None)
+        if reading.fault is None and drawn.fault is not None:
+            stats.skipped[str(drawn.fault)] += 1
+        stats.faults[reading.header] += 1
+        headers = _headers(stored.ids, reading, stats.inflight)
+        if reading.fault is Fault.HTTP_ERROR:
+            status = config.options.http_statuses[reading.variant % len(config.options.http_statuses)]
+            stats.statuses[status] += 1
+            message = _HTTP_ERROR_MESSAGES.get(status, f"upstream error {status}")
+            return _json(status, protocol(stored.writer.api).status_error(status, message), headers)
+        stats.statuses[200] += 1
+        stats.streams += 1
+        assert stored.writer.resume is not None
+        plan = stored.writer.resume(config, stored.req, stored.decision, reading, stored.ids,
+                                    stored.answers, after)
+        response = web.StreamResponse(status=200, headers={**headers, **_SSE_HEADERS})
+        await response.prepare(request)
+        return await _play(request, response, plan, state)
+    finally:
+        stats.inflight -= 1
 
 
 def _from_route(req: ChatRequest, route: Route, params: Mapping[str, str], framing: Framing

@@ -35,7 +35,17 @@ class Writer:
     #: Mounts chaos serves the protocol's routes on besides the protocol's own, each with the parse
     #: requests there get (chat's ``/beta``: DeepSeek's prefix completion).
     extra_mounts: tuple[tuple[str, Callable[[bytes], ChatRequest]], ...] = ()
+    #: A stored (background) stream read again after sequence number ``after``, with the reading's own
+    #: ending fault: ``resume(config, req, stored, reading, ids, answers, after)``. None: the protocol
+    #: keeps no stream (only Responses' background mode does).
+    resume: Callable[[ChaosConfig, ChatRequest, Decision, Decision, ResponseIds, list[Answer], int],
+                     Plan] | None = None
 
-    def cannot_carry(self, *, stream: bool) -> frozenset[Fault]:
+    #: Faults of ``unsupported`` that one request can carry all the same (a Gemini request that asks
+    #: for its calls' arguments streamed can have a call cut inside them).
+    carries: Callable[[ChatRequest], frozenset[Fault]] = lambda req: frozenset()
+
+    def cannot_carry(self, *, stream: bool, req: ChatRequest | None = None) -> frozenset[Fault]:
         """The faults a request of this protocol cannot carry, streamed or not."""
-        return self.unsupported if stream else self.unsupported | self.unsupported_unstreamed
+        base = self.unsupported if stream else self.unsupported | self.unsupported_unstreamed
+        return base - self.carries(req) if req is not None and stream else base

@@ -13,7 +13,8 @@ from sseguard.cli._app import app, main
 
 # Each import registers its command(s); the order here is the order of ``sseguard --help``.
 # isort: off
-from sseguard.cli import check, chaos, probe, locust, proxy, analyze, export, parse, tokenizer, demo  # noqa: F401
+from sseguard.cli import check, chaos, probe, locust, proxy, analyze, export, parse, tokenizer  # noqa: F401
+from sseguard.cli import demo, protocols  # noqa: F401
 # isort: on
 
 __all__ = ["app", "main"]

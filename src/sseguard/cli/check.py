@@ -20,6 +20,7 @@ from rich.table import Table
 from sseguard.cli._app import Command, app, console, fail
 from sseguard.cli._names import check_family, families, protocols
 from sseguard.contract import check_body, detect_api
+from sseguard.contract.registry import protocol
 from sseguard.errors import ConfigError
 from sseguard.policy import Policy
 from sseguard.verdict import Api, Verdict
@@ -109,6 +110,14 @@ def print_verdict(outcome: CheckOutcome, console: Console) -> None:
     table.add_row("response id", f"{v.first_id}" + (f" → {v.last_id}" if v.last_id != v.first_id else ""))
     for what, summary in _answer_rows(v):
         table.add_row(what, summary)
+    reasons = protocol(v.api).reasons
+    # (a Gemini answer without candidates names its prompt's blockReason: that table classes it)
+    blocked = v.api == Api.GEMINI and not v.message.get("candidates")
+    for index, reason in enumerate(protocol(v.api).finish_of(v.message)):
+        if reason is not None:
+            table.add_row(f"reason {index}", f"{reason}: {reasons.classify(reason, blocked=blocked)}")
+    if v.unknown_kinds:
+        table.add_row("unknown kinds", ", ".join(v.unknown_kinds) + " (passed through)")
     if v.error:
         table.add_row("error", v.error[:300])
     if not v.findings:

@@ -20,6 +20,7 @@ import msgspec
 from sseguard.contract.folding import Block, ToolFacts, error_text, is_int, schema_problem
 from sseguard.contract.lane import Lane, Path, plain
 from sseguard.contract.leaks import LeakScanner, leak_tables, weakly
+from sseguard.contract.vocabulary import Kinds, ReasonClass, Reasons
 from sseguard.errors import UsageError
 from sseguard.sse import SSEDecoder, SSEEvent
 from sseguard.verdict import Api, Ending, Finding, FindingKind, Verdict
@@ -70,6 +71,10 @@ class CheckerBase(ABC):
     """
 
     api: ClassVar[Api]
+    #: The protocol's finish reasons and known kinds (``contract/<protocol>/vocabulary.py``; the
+    #: descriptor holds the same objects).
+    reasons: ClassVar[Reasons]
+    kinds: ClassVar[Kinds]
 
     def __init__(self, request: dict[str, Any] | None = None, *,
                  markup: str | Iterable[str] | None = "all", keep_text: bool = True) -> None:
@@ -97,6 +102,8 @@ class CheckerBase(ABC):
         #: The ``sequence_number`` the next event must carry, in a protocol that numbers its events
         #: (Responses; None elsewhere): a numbered lane's frame must carry it.
         self._next_seq: int | None = None
+        #: Kinds the protocol's tables do not know, by name, with how often they came.
+        self._unknown: dict[str, int] = {}
 
     # ── what adapters read while feeding ──────────────────────────────────────────────────────
     @property
@@ -228,6 +235,23 @@ class CheckerBase(ABC):
             self._once_keys.add(key)
             self._find(kind, detail)
 
+    def _unknown_kind(self, name: str) -> None:
+        """A kind the tables do not know passed through (``DESIGN.md`` guarantee 6): recorded in the
+        verdict, never a finding."""
+        self._unknown[name] = self._unknown.get(name, 0) + 1
+
+    def _finish_reason(self, reason: str, where: str, *, blocked: bool = False,
+                       message: object = None) -> ReasonClass:
+        """Classify a finish reason by the protocol's table: a failed one (or one the table does
+        not name) ends the stream as an error, with the reason as its message."""
+        cls = self.reasons.classify(reason, blocked=blocked)
+        if cls is ReasonClass.FAILED and self._error is None:
+            known = reason in (self.reasons.blocked if blocked else self.reasons.table)
+            self._error = (f"{where} {reason}" + ("" if known else " (a reason sseguard does not "
+                                                                   "classify: failed until it does)")
+                           + (f": {message}" if isinstance(message, str) and message else ""))
+        return cls
+
     def _on_leak(self, marker: str, index: int, where: str, pos: int) -> None:
         self._find(FindingKind.MARKUP_LEAK, f"{marker!r} in {where} of {self._leak_place} {index} "
                                             f"at {pos}")
@@ -321,6 +345,7 @@ class CheckerBase(ABC):
             ending = Ending.EMPTY
         else:
             ending = self._clean_ending()
+            error = self._error  # (a reason classified only at the end: a blocked prompt's)
         self._frame_end = self._bytes  # what is found from here on concerns the whole body
         self._frame_raw = b""
         if ending is not Ending.HTTP_ERROR:
@@ -340,6 +365,7 @@ class CheckerBase(ABC):
             error=error,
             http_status=http_status,
             api=str(self.api),
+            unknown_kinds=tuple(sorted(self._unknown)),
         )
 
     @abstractmethod

@@ -29,6 +29,7 @@ from typing import Any
 
 from sseguard.contract._base import CheckerBase
 from sseguard.contract.request import Format
+from sseguard.contract.vocabulary import Kinds, Reasons
 from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Ending
 
@@ -144,8 +145,12 @@ class Protocol:
     error_body: Callable[..., dict[str, Any]]
     #: ``(status, message) -> body``: the error body a server of this API sends for an HTTP status.
     status_error: Callable[[int, str], dict[str, Any]]
-    #: The finish (stop) reasons of a legitimate end.
-    finish_reasons: frozenset[str]
+    #: The finish (stop) reasons, each classified finished / policy / failed; one the table does
+    #: not name is failed (``contract.vocabulary``). The checker, ``check``, ``analyze`` and the
+    #: docs read this one table.
+    reasons: Reasons
+    #: The event, block and delta kinds the checker knows; any other passes and is recorded.
+    kinds: Kinds
     #: Why the answer stopped, read from the assembled message: one entry per choice (None where the
     #: stream never said), in the protocol's own words.
     finish_of: Callable[[Mapping[str, Any]], list[str | None]]

@@ -63,6 +63,10 @@ class ProxyMetrics:
         self.dont_retry = Counter("sseguard_proxy_dont_retry_answers", "Error answers the proxy "
                                   "marked x-should-retry: false, by protocol and the failure.",
                                   ["api", "reason"], registry=r)
+        self.unknown_kinds = Counter("sseguard_proxy_unknown_kinds", "Streams that carried an event, "
+                                     "block or delta kind the protocol's tables do not know (passed "
+                                     "through, never a failure), by protocol and kind.",
+                                     ["api", "kind"], registry=r)
         self.active = Gauge("sseguard_proxy_active_streams", "Streams being relayed now.", registry=r,
                             multiprocess_mode="livesum")
         self._kinds: dict[str, Counter] = {}  # requests' children by kind: labels() locks and looks up
@@ -80,6 +84,8 @@ class ProxyMetrics:
         self.streams.labels(api, "client_disconnect" if client_gone else str(verdict.ending)).inc()
         for finding in verdict.findings:
             self.findings.labels(api, str(finding.kind)).inc()
+        for kind in verdict.unknown_kinds:
+            self.unknown_kinds.labels(api, kind).inc()
         if ttft_s is not None:
             self.ttft.observe(ttft_s)
         self.duration.observe(duration_s)

@@ -24,6 +24,7 @@ from sseguard.contract.chat.relay import (
     upstream_error_of,
 )
 from sseguard.contract.chat.request import ChatFormat
+from sseguard.contract.chat.vocabulary import KINDS, REASONS
 from sseguard.contract.leaks import LEAK_MARKERS, leak_markers
 from sseguard.contract.protocol import Auth, Protocol, Relay, Route, never
 from sseguard.verdict import Api, Ending
@@ -65,7 +66,8 @@ CHAT = Protocol(
         }),
     error_body=error_body,
     status_error=status_error,
-    finish_reasons=frozenset({"stop", "length", "tool_calls", "content_filter", "function_call"}),
+    reasons=REASONS,
+    kinds=KINDS,
     finish_of=finish_of,
     terminal_events=frozenset({DONE}),
     bad_endings=("truncated", "no_done", "no_finish", "cut_mid_frame", "transport_error",

@@ -41,6 +41,10 @@ class AssembledChoice:
     tool_calls: dict[int, AssembledToolCall] = field(default_factory=dict)
     finish_reason: str | None = None
     saw_content: bool = False  # content parts were sent (even an empty string)
+    refusal_parts: list[str] = field(default_factory=list)
+    #: The legacy single call (``delta.function_call``: older servers, some gateways), as a call.
+    function_call: AssembledToolCall | None = None
+    audio: dict[str, Any] | None = None  # ``delta.audio`` pieces, folded as the openai SDK does
 
     @property
     def content(self) -> str:
@@ -59,6 +63,10 @@ class ChatDelta(msgspec.Struct, gc=False):
     reasoning_content: str | None = None
     reasoning: str | None = None
     tool_calls: Any = None  # folded by the generic code: its shapes vary too much among servers
+    # Rarer fields (``_fold_rare``): a refusal, audio pieces, the legacy single function call.
+    refusal: str | None = None
+    audio: Any = None
+    function_call: Any = None
 
 
 class ChatChoice(msgspec.Struct, gc=False):
@@ -84,6 +92,10 @@ class ChatChunk(msgspec.Struct, gc=False):
     choices: list[ChatChoice] | None = None
     error: Any = msgspec.UNSET
 
+
+#: The audio fields whose pieces are joined (``data`` base64, ``transcript`` text); ``id`` and
+#: ``expires_at`` repeat and are replaced.
+_JOINED_AUDIO = frozenset({"data", "transcript"})
 
 #: Called with (choice index, "content" or "reasoning", text) for every non-empty text delta.
 TextWatcher = Callable[[int, str, str], None]
@@ -158,7 +170,8 @@ class ChatAssembler:
             choice = self.choices.get(raw.index)
             if (choice is not None and delta is not None and delta.tool_calls is None
                     and delta.reasoning_content is None and delta.reasoning is None
-                    and not raw.finish_reason):
+                    and not raw.finish_reason and delta.refusal is None
+                    and delta.function_call is None and delta.audio is None):
                 if isinstance(delta.role, str):
                     choice.role = delta.role
                 content = delta.content
@@ -183,6 +196,10 @@ class ChatAssembler:
                 self._fold_delta(choice, delta.role, delta.content,
                                  reasoning if reasoning is not None else delta.reasoning,
                                  delta.tool_calls, problems)
+                if (delta.refusal is not None or delta.audio is not None
+                        or delta.function_call is not None):
+                    self._fold_rare(choice, delta.refusal, delta.audio, delta.function_call,
+                                    problems)
             if raw.finish_reason:
                 choice.finish_reason = raw.finish_reason
         return problems
@@ -236,6 +253,48 @@ class ChatAssembler:
             reasoning = None
         self._fold_delta(choice, delta.get("role"), content, reasoning, delta.get("tool_calls"),
                          problems)
+        refusal, audio, call = delta.get("refusal"), delta.get("audio"), delta.get("function_call")
+        if refusal is not None or audio is not None or call is not None:
+            if refusal is not None and not isinstance(refusal, str):
+                problems.append("refusal is not a string")
+                refusal = None
+            self._fold_rare(choice, refusal, audio, call, problems)
+
+    def _fold_rare(self, choice: AssembledChoice, refusal: str | None, audio: Any, call: Any,
+                   problems: list[str]) -> None:
+        """The delta fields few streams carry, folded as the openai SDK folds them: a refusal's
+        text joined, audio pieces merged (strings joined, the rest replaced), the legacy
+        ``function_call`` joined into one call."""
+        if refusal:
+            choice.refusal_parts.append(refusal)
+            self.saw_token = True
+        if audio is not None:
+            if not isinstance(audio, dict):
+                problems.append("audio is not an object")
+            else:
+                merged = choice.audio if choice.audio is not None else {}
+                for key, value in audio.items():
+                    old = merged.get(key)
+                    joins = isinstance(value, str) and isinstance(old, str) and key in _JOINED_AUDIO
+                    merged[key] = old + value if joins else value
+                choice.audio = merged
+                self.saw_token = True
+        if call is not None:
+            if not isinstance(call, dict):
+                problems.append("function_call is not an object")
+                return
+            held = choice.function_call
+            if held is None:
+                held = choice.function_call = AssembledToolCall(0, type="function")
+            self.saw_token = True
+            for key, parts in (("name", held.name_parts), ("arguments", held.argument_parts)):
+                value = call.get(key)
+                if value is None:
+                    continue
+                if isinstance(value, str):
+                    parts.append(value)
+                else:
+                    problems.append(f"function_call {key} is not a string")
 
     def _fold_delta(self, choice: AssembledChoice, role: Any, content: str | None,
                     reasoning: str | None, tool_calls: Any, problems: list[str]) -> None:
@@ -318,6 +377,13 @@ class ChatAssembler:
             }
             if choice.reasoning_parts:
                 message["reasoning_content"] = choice.reasoning
+            if choice.refusal_parts:
+                message["refusal"] = "".join(choice.refusal_parts)
+            if choice.audio is not None:
+                message["audio"] = choice.audio
+            if choice.function_call is not None:
+                message["function_call"] = {"name": choice.function_call.name,
+                                            "arguments": choice.function_call.arguments}
             if choice.tool_calls:
                 message["tool_calls"] = [
                     {"id": call.id, "type": call.type or "function",

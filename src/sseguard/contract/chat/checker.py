@@ -24,6 +24,7 @@ from sseguard.contract._base import (
     decode_json,
 )
 from sseguard.contract.chat.assembler import AssembledChoice, ChatAssembler, ChatChunk
+from sseguard.contract.chat.vocabulary import KINDS, REASONS
 from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
 
@@ -44,6 +45,8 @@ class StreamChecker(CheckerBase):
     """
 
     api = Api.CHAT
+    reasons = REASONS
+    kinds = KINDS
 
     def __init__(self, request: dict[str, Any] | None = None, *,
                  markup: str | Iterable[str] | None = "all", keep_text: bool = True) -> None:
@@ -85,7 +88,8 @@ class StreamChecker(CheckerBase):
                 self._on_error(data)
             elif data == "[DONE]" and self._done_frame is None:
                 self._done_frame = self._frames
-            # other named events carry no chat chunks (pings, vendor metadata)
+            elif name not in self.kinds.events:
+                self._unknown_kind(name)  # named events carry no chat chunks (vendor metadata)
             return
         try:
             chunk = _decode_chunk(data)
@@ -129,6 +133,8 @@ class StreamChecker(CheckerBase):
         if (delta is None or raw.message is not None or raw.finish_reason or delta.role is not None
                 or delta.tool_calls is not None or delta.reasoning_content is not None
                 or delta.reasoning is not None or not isinstance(delta.content, str)
+                or delta.refusal is not None or delta.audio is not None
+                or delta.function_call is not None
                 or chunk.id != asm.last_id or chunk.model != asm.model
                 or chunk.system_fingerprint != asm.system_fingerprint):
             return
@@ -163,6 +169,12 @@ class StreamChecker(CheckerBase):
         return finished and not (self._n and len(choices) < self._n)
 
     def _clean_ending(self) -> Ending:
+        for index in sorted(self._assembler.choices):
+            reason = self._assembler.choices[index].finish_reason
+            if reason is not None:
+                self._finish_reason(reason, f"choice {index} finish_reason")
+        if self._error is not None:
+            return Ending.ERROR_EVENT  # a finish reason that says the model failed
         done = self._done_frame is not None
         finished = self._finished()
         if done and finished:
@@ -179,6 +191,10 @@ class StreamChecker(CheckerBase):
             for call in calls:
                 self._check_call(f"choice {choice.index} tool call {call.name!r}", call.name,
                                  call.arguments, cut_off=call is calls[-1] and cut_short and not finished)
+            legacy = choice.function_call
+            if legacy is not None:
+                self._check_call(f"choice {choice.index} function_call {legacy.name!r}", legacy.name,
+                                 legacy.arguments, cut_off=cut_short and not finished)
             if choice.finish_reason == "tool_calls" and not calls:
                 self._find(FindingKind.FINISH_REASON_MISMATCH,
                            f"choice {choice.index}: finish_reason tool_calls without tool calls")

@@ -11,7 +11,6 @@ from typing import Any
 
 from sseguard.contract.gemini.assembler import GeminiAssembler
 from sseguard.contract.gemini.checker import (
-    ERROR_FINISH_REASONS,
     GeminiChecker,
     GeminiFrames,
     looks_like_gemini,
@@ -22,6 +21,7 @@ from sseguard.contract.gemini.request import (
     error_body,
     status_error,
 )
+from sseguard.contract.gemini.vocabulary import KINDS, REASONS
 from sseguard.contract.protocol import (
     Auth,
     Framing,
@@ -31,7 +31,7 @@ from sseguard.contract.protocol import (
 from sseguard.verdict import Api
 
 __all__ = [
-    "ARRAY_CLOSE", "ERROR_FINISH_REASONS", "GEMINI", "GeminiAssembler", "GeminiChecker",
+    "ARRAY_CLOSE", "GEMINI", "GeminiAssembler", "GeminiChecker",
     "GeminiFormat", "GeminiFrames", "looks_like_gemini",
 ]
 
@@ -65,8 +65,8 @@ GEMINI = Protocol(
     relay=RELAY,
     error_body=error_body,
     status_error=status_error,
-    finish_reasons=frozenset({"STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "LANGUAGE", "BLOCKLIST",
-                              "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}),
+    reasons=REASONS,
+    kinds=KINDS,
     finish_of=finish_of,
     terminal_events=frozenset({"finishReason"}),
     bad_endings=("truncated", "cut_mid_frame", "transport_error", "error_event", "http_error",

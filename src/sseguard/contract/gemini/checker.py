@@ -11,8 +11,8 @@ Endings (``PROTOCOLS.md``, "The fourth protocol"): ``complete`` when every candi
 ``finishReason`` (``STOP``, ``MAX_TOKENS``, and the safety stops, which the policy may fail) or the
 prompt was blocked (``promptFeedback.blockReason``, no candidates) and the body then ended cleanly;
 ``truncated`` when it ended cleanly before that; ``no_done`` cannot happen. A top-level ``error`` record,
-or a ``finishReason`` that says the model failed (``MALFORMED_FUNCTION_CALL``, ``UNEXPECTED_TOOL_CALL``,
-``OTHER``, ``FINISH_REASON_UNSPECIFIED``), is ``error_event``. A JSON array that is never closed by its
+or a ``finishReason`` that the reason table (``vocabulary.py``) classes as failed — or does not name at
+all — is ``error_event``. A JSON array that is never closed by its
 ``]`` is ``cut_mid_frame``: the array is one JSON document, and a body without its end is a cut one.
 
 ``GeminiAssembler`` folds the records into the final ``GenerateContentResponse`` as a client joining
@@ -33,18 +33,17 @@ from sseguard.contract._base import FINISHED, JSON_ERRORS, CheckerBase, FrameTai
 from sseguard.contract.folding import ToolFacts, is_int
 from sseguard.contract.gemini.assembler import CandidateState, GeminiAssembler, Record
 from sseguard.contract.gemini.assembler import decode_record as _decode_record
+from sseguard.contract.gemini.partial import StreamedCall
 from sseguard.contract.gemini.relay import ARRAY_CLOSE
 from sseguard.contract.gemini.request import (
     function_declarations,
     parameters_schema,
 )
+from sseguard.contract.gemini.vocabulary import KINDS, REASONS
 from sseguard.jsonarray import JsonArrayDecoder, JsonElement
 from sseguard.sse import SSEDecoder, SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
 
-#: Finish reasons that say the model failed, not that the answer ended: the stream is an error.
-ERROR_FINISH_REASONS = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "OTHER",
-                                  "FINISH_REASON_UNSPECIFIED"})
 #: Candidate fields folded by the checker itself; the others are kept as given, the last one wins.
 _FOLDED = frozenset({"content", "index", "finishReason"})
 _BOM = b"\xef\xbb\xbf"
@@ -127,6 +126,8 @@ class GeminiChecker(CheckerBase):
     """
 
     api = Api.GEMINI
+    reasons = REASONS
+    kinds = KINDS
     _leak_place = "candidate"
 
     def __init__(self, request: dict[str, Any] | None = None, *,
@@ -142,6 +143,8 @@ class GeminiChecker(CheckerBase):
         self._lane_record = _NO_RECORD
         self._lane_state_of: CandidateState | None = None
         self._lane_thought = False
+        #: A function call whose arguments are still streaming (``partialArgs``), per candidate.
+        self._streaming: dict[int, StreamedCall] = {}
 
     @staticmethod
     def _tool_entry(tool: dict[str, Any]) -> tuple[Any, Any]:
@@ -346,15 +349,17 @@ class GeminiChecker(CheckerBase):
             return
         if state.finish is None:
             state.finish = finish
-        if finish in ERROR_FINISH_REASONS and self._error is None:
-            message = cand.get("finishMessage")
-            self._error = f"finishReason {finish}" + (f": {message}" if isinstance(message, str)
-                                                       and message else "")
+            self._flag_streaming(state.index, "at its finishReason")
+        self._finish_reason(finish, "finishReason", message=cand.get("finishMessage"))
 
     def _part(self, state: CandidateState, part: Any) -> None:
         if not isinstance(part, dict):
             self._find(FindingKind.CHUNK_SCHEMA, f"candidate {state.index}: a part is not an object")
             return
+        known = self.kinds.blocks
+        for key in part:
+            if key not in known:
+                self._unknown_kind(f"part:{key}")
         text = part.get("text")
         if text is not None:
             if not isinstance(text, str):
@@ -367,8 +372,56 @@ class GeminiChecker(CheckerBase):
             return
         call = part.get("functionCall")
         if call is not None:
+            if isinstance(call, dict) and (state.index in self._streaming
+                                           or "partialArgs" in call
+                                           or call.get("willContinue") is True):
+                self._streamed_call(state, part, call)
+                return
             self._function_call(state, call)
         self._asm.add_part(state, part)
+
+    def _streamed_call(self, state: CandidateState, part: dict[str, Any],
+                       call: dict[str, Any]) -> None:
+        """One piece of a call whose arguments stream (``partialArgs`` by ``jsonPath``, the call
+        ``willContinue`` until its last piece; pieces after the first carry no name). The call is
+        one part of the answer, and its arguments are checked once, when it is complete."""
+        where = f"candidate {state.index}"
+        for key in call:
+            if key not in self.kinds.deltas:
+                self._unknown_kind(f"functionCall:{key}")
+        streamed = self._streaming.get(state.index)
+        name = call.get("name")
+        if streamed is None:
+            if not isinstance(name, str) or not name:
+                self._find(FindingKind.CHUNK_SCHEMA, f"{where}: a streamed functionCall begins "
+                                                     "without a name")
+                return
+            streamed = StreamedCall(name, call.get("args"))
+            self._streaming[state.index] = streamed
+            whole = {k: v for k, v in part.items() if k != "functionCall"}
+            whole["functionCall"] = streamed.call
+            if isinstance(call.get("id"), str):
+                streamed.call["id"] = call["id"]
+            self._asm.add_part(state, whole)
+        elif isinstance(name, str) and name and name != streamed.name:
+            self._find(FindingKind.CHUNK_SCHEMA, f"{where}: a piece of function call "
+                                                 f"{streamed.name!r} names {name!r}")
+        problem = streamed.add(call.get("partialArgs"))
+        if problem is not None:
+            self._find(FindingKind.CHUNK_SCHEMA, f"{where} function call {streamed.name!r}: "
+                                                 f"{problem}")
+        if call.get("willContinue") is not True:
+            del self._streaming[state.index]
+            self._check_call(f"{where} function call {streamed.name!r}", streamed.name,
+                             json.dumps(streamed.args), cut_off=False)
+
+    def _flag_streaming(self, index: int, when: str) -> None:
+        """A call still streaming its arguments where the candidate ends was cut off."""
+        streamed = self._streaming.pop(index, None)
+        if streamed is not None:
+            self._find(FindingKind.TOOL_CALL_UNTERMINATED,
+                       f"candidate {index} function call {streamed.name!r} still willContinue "
+                       f"{when}: its arguments are cut off")
 
     def _function_call(self, state: CandidateState, call: Any) -> None:
         """A function call arrives whole: its name and arguments are checked where it came."""
@@ -391,9 +444,15 @@ class GeminiChecker(CheckerBase):
         return all(c.finish is not None for c in cands.values())
 
     def _clean_ending(self) -> Ending:
+        if not self._asm.candidates and self._blocked is not None:
+            self._finish_reason(self._blocked, "promptFeedback.blockReason", blocked=True)
+            if self._error is not None:
+                return Ending.ERROR_EVENT
         return Ending.COMPLETE if self._finished() else Ending.TRUNCATED
 
     def _final_findings(self, ending: Ending) -> None:
+        for index in sorted(self._streaming):
+            self._flag_streaming(index, "at the end of the stream")
         if ending not in FINISHED:
             return
         usage = self._last_usage

@@ -109,7 +109,8 @@ _TOOL = _Message("googleSearchRetrieval", "codeExecution", "googleSearch", "urlC
 _REQUEST = _Message(
     "model", "cachedContent", "labels",
     contents=_CONTENT, systemInstruction=_CONTENT, tools=_TOOL,
-    toolConfig=_Message(functionCallingConfig=_Message("mode", "allowedFunctionNames"),
+    toolConfig=_Message(functionCallingConfig=_Message("mode", "allowedFunctionNames",
+                                                        "streamFunctionCallArguments"),
                         retrievalConfig=_Message("latLng", "languageCode")),
     safetySettings=_Message("category", "threshold", "method"),
     generationConfig=_Message(

@@ -23,6 +23,7 @@ from sseguard.contract.messages.relay import (
     upstream_error_of,
 )
 from sseguard.contract.messages.request import MessagesFormat, thinking_budget
+from sseguard.contract.messages.vocabulary import KINDS, REASONS
 from sseguard.contract.protocol import Auth, Protocol, Relay, Route, never
 from sseguard.verdict import Api, Ending
 
@@ -66,8 +67,8 @@ MESSAGES = Protocol(
         }),
     error_body=error_body,
     status_error=status_error,
-    finish_reasons=frozenset({"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn",
-                              "refusal"}),
+    reasons=REASONS,
+    kinds=KINDS,
     finish_of=finish_of,
     terminal_events=frozenset({MESSAGE_STOP}),
     bad_endings=("truncated", "no_done", "no_finish", "cut_mid_frame", "transport_error",

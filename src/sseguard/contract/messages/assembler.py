@@ -21,17 +21,34 @@ class Delta:
     leak_field: str | None = None  # where leaked markup is looked for (None: not visible text)
     sets: str | None = None  # not joined: the block field it replaces (a thinking signature)
     appends: str | None = None  # not joined: the block list it extends (citations)
+    #: Not joined: the delta's fields copied onto the block as they came, null included (the SDK
+    #: sets a compaction block's ``content`` and ``encrypted_content`` from each delta).
+    copies: tuple[str, ...] = ()
+
+    def streams_into(self, block_type: str) -> bool:
+        """Whether this delta may stream into a block of ``block_type``: a tool input
+        (``input_json_delta``) into any tool-like block (``is_tool_like``), as the SDK folds it."""
+        return block_type in self.block_types or (self.field == "partial_json"
+                                                  and is_tool_like(block_type))
+
+
+def is_tool_like(block_type: str) -> bool:
+    """A block that carries a tool's input or result: ``tool_use``, ``server_tool_use``,
+    ``mcp_tool_use`` and any later ``*_tool_use`` / ``*_tool_result`` kind."""
+    return block_type.endswith(("tool_use", "_tool_result"))
 
 
 #: Content-block deltas, by delta type: one engine, this table (STYLE.md item 3).
 DELTAS: dict[str, Delta] = {
     "text_delta": Delta("text", frozenset({"text"}), "text"),
     "thinking_delta": Delta("thinking", frozenset({"thinking"}), "thinking"),
-    # A server tool's input (web search, code execution) streams like a client tool's, as the SDK
-    # folds it; only client tool calls are checked against the request's tools.
-    "input_json_delta": Delta("partial_json", frozenset({"tool_use", "server_tool_use"})),
+    # A server tool's input (web search, code execution, MCP) streams like a client tool's, as the
+    # SDK folds it; only client tool calls are checked against the request's tools.
+    "input_json_delta": Delta("partial_json", frozenset({"tool_use"})),
     "signature_delta": Delta("signature", frozenset({"thinking"}), sets="signature"),
     "citations_delta": Delta("citation", frozenset({"text"}), appends="citations"),
+    "compaction_delta": Delta("content", frozenset({"compaction"}),
+                              copies=("content", "encrypted_content")),
 }
 #: Block types that are the model's calls of the request's tools: their input is checked.
 TOOL_BLOCKS = frozenset({"tool_use"})

@@ -5,8 +5,10 @@ A Messages stream is ``message_start``, content blocks opened, streamed and clos
 the output usage, then ``message_stop``. ``complete`` needs both: a non-null ``stop_reason`` *and*
 ``message_stop``. A ``stop_reason`` without ``message_stop`` is ``no_done`` (a gateway dialect), a
 ``message_stop`` without any ``stop_reason`` is ``no_finish`` (what the opencode gateway's Anthropic
-path was reported to send). ``event: error`` is ``error_event``; ``ping`` is a keep-alive and unknown
-event types are ignored. The table is in ``PROTOCOLS.md``.
+path was reported to send). ``event: error`` is ``error_event``; ``ping`` is a keep-alive. Event,
+block and delta types the tables (``vocabulary.py``) do not know pass and are recorded, never judged;
+a ``stop_reason`` the reason table classes as failed, or does not name, is ``error_event``. The table
+is in ``PROTOCOLS.md``.
 
 ``MessagesAssembler`` folds the events into the final ``message`` with its content blocks, as the
 anthropic SDK's ``MessageStream`` accumulates it; ``MessagesChecker`` adds the contract.
@@ -21,6 +23,7 @@ from typing import Any
 from sseguard.contract._base import FINISHED, JSON_ERRORS, CheckerBase, decode_json
 from sseguard.contract.folding import Block
 from sseguard.contract.messages.assembler import DELTAS, TOOL_BLOCKS, MessagesAssembler
+from sseguard.contract.messages.vocabulary import KINDS, REASONS
 from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
 
@@ -33,6 +36,8 @@ class MessagesChecker(CheckerBase):
     """
 
     api = Api.MESSAGES
+    reasons = REASONS
+    kinds = KINDS
     _leak_place = "content block"
 
     def __init__(self, request: dict[str, Any] | None = None, *,
@@ -102,7 +107,9 @@ class MessagesChecker(CheckerBase):
             return
         handler = _HANDLERS.get(etype)
         if handler is None:
-            return  # unknown types are ignored: Anthropic adds event types
+            if etype not in self.kinds.events:
+                self._unknown_kind(etype)  # Anthropic adds event types: passed, recorded
+            return
         if self._stopped:
             self._late(f"{etype} after message_stop")
             return
@@ -163,6 +170,8 @@ class MessagesChecker(CheckerBase):
             return
         btype = content.get("type")
         btype = btype if isinstance(btype, str) else ""
+        if btype not in self.kinds.blocks:
+            self._unknown_kind(f"block:{btype}")
         name = content.get("name")
         block = Block(index, btype, dict(content), is_tool=btype in TOOL_BLOCKS,
                       name=name if isinstance(name, str) else "")
@@ -199,14 +208,26 @@ class MessagesChecker(CheckerBase):
         dtype = delta.get("type")
         spec = DELTAS.get(dtype) if isinstance(dtype, str) else None
         if spec is None:
-            return  # delta types added later carry nothing this checker knows
+            # Delta types added later carry nothing this checker knows: passed, recorded.
+            self._unknown_kind(f"delta:{dtype if isinstance(dtype, str) else ''}")
+            return
+        if spec.copies:
+            if not spec.streams_into(block.type):
+                self._find(FindingKind.CHUNK_SCHEMA, f"{etype}: {dtype} for content block "
+                                                     f"{block.index}, a {block.type or 'untyped'} "
+                                                     "block")
+                return
+            for name in spec.copies:
+                if name in delta:
+                    block.snapshot[name] = delta[name]
+            return
         fragment = delta.get(spec.field)
         wanted = dict if spec.appends else str
         if not isinstance(fragment, wanted):
             self._find(FindingKind.CHUNK_SCHEMA, f"{etype}: {dtype}.{spec.field} is not a "
                                                  f"{'object' if spec.appends else 'string'}")
             return
-        if block.type not in spec.block_types:
+        if not spec.streams_into(block.type):
             self._find(FindingKind.CHUNK_SCHEMA, f"{etype}: {dtype} for content block "
                                                  f"{block.index}, a {block.type or 'untyped'} block")
             return
@@ -249,6 +270,7 @@ class MessagesChecker(CheckerBase):
         if stop and self._stop_reason is None:
             self._flag_open(self._asm.blocks.values(), "content block")
             self._stop_reason = stop
+            self._finish_reason(stop, "stop_reason")
         self._asm.delta(delta, usage)
 
     def _on_message_stop(self, etype: str, obj: dict[str, Any]) -> None:

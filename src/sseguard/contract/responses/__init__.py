@@ -17,6 +17,7 @@ from sseguard.contract.responses.assembler import (
 from sseguard.contract.responses.checker import ResponsesChecker
 from sseguard.contract.responses.relay import RELAY, TERMINAL_EVENTS
 from sseguard.contract.responses.request import ResponsesFormat
+from sseguard.contract.responses.vocabulary import KINDS, REASONS
 from sseguard.verdict import Api
 
 #: Statuses of a response object that has not ended.
@@ -54,8 +55,8 @@ RESPONSES = Protocol(
     relay=RELAY,
     error_body=error_body,
     status_error=status_error,
-    # A completed response has no finish field; an incomplete one says why in incomplete_details.
-    finish_reasons=frozenset({"completed", "max_output_tokens", "content_filter"}),
+    reasons=REASONS,
+    kinds=KINDS,
     finish_of=finish_of,
     terminal_events=TERMINAL_EVENTS,
     bad_endings=("truncated", "no_finish", "cut_mid_frame", "transport_error", "error_event",

@@ -7,7 +7,9 @@ repeated whole in ``*.done``, and one terminal event. ``complete`` is a last eve
 ``response.completed`` or ``response.incomplete`` (a legitimate stop such as ``max_output_tokens``);
 there is no sentinel, so a trailing ``data: [DONE]`` is tolerated, never required, and a ``[DONE]``
 without a terminal event is ``no_finish``. ``response.failed`` and the ``error`` event (flat or nested)
-are ``error_event``. The table is in ``PROTOCOLS.md``.
+are ``error_event``, and so is a terminal response whose reason (``incomplete_details.reason``) the
+reason table (``vocabulary.py``) classes as failed or does not name. Event and output-item types the
+tables do not know pass and are recorded, never judged. The table is in ``PROTOCOLS.md``.
 
 ``ResponsesAssembler`` folds the events into the final ``response`` object with its ``output`` items, as
 openai-python's ``ResponseStreamManager`` does; ``ResponsesChecker`` adds the contract.
@@ -33,6 +35,7 @@ from sseguard.contract.responses.assembler import (
     ResponsesAssembler,
     TextStream,
 )
+from sseguard.contract.responses.vocabulary import KINDS, REASONS
 from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Ending, FindingKind
 
@@ -66,6 +69,8 @@ class ResponsesChecker(CheckerBase):
     """
 
     api = Api.RESPONSES
+    reasons = REASONS
+    kinds = KINDS
     _leak_place = "output item"
 
     def __init__(self, request: dict[str, Any] | None = None, *,
@@ -146,7 +151,9 @@ class ResponsesChecker(CheckerBase):
             return
         handler = _HANDLERS.get(etype)
         if handler is None:
-            return  # unknown types are ignored: OpenAI adds event types
+            if etype not in self.kinds.events:
+                self._unknown_kind(etype)  # OpenAI adds event types: passed, recorded
+            return
         if self._ended:
             self._late(etype)
             return
@@ -221,6 +228,11 @@ class ResponsesChecker(CheckerBase):
             self.is_terminal = response
         else:
             self.is_terminal = {}
+        if etype == "response.incomplete":
+            details = self.is_terminal.get("incomplete_details")
+            reason = details.get("reason") if isinstance(details, dict) else None
+            self._finish_reason(reason if isinstance(reason, str) else "incomplete",
+                                "response.incomplete, incomplete_details.reason")
 
     def _on_failed(self, etype: str, obj: dict[str, Any]) -> None:
         # ``response.failed`` is an error ending; its ``response.error`` says why.
@@ -252,6 +264,8 @@ class ResponsesChecker(CheckerBase):
             self._find(FindingKind.EVENT_ORDER, f"output item {index} opened twice")
             return
         itype = item.get("type")
+        if not isinstance(itype, str) or itype not in self.kinds.blocks:
+            self._unknown_kind(f"item:{itype if isinstance(itype, str) else ''}")
         name = item.get("name")
         block = Block(index, itype if isinstance(itype, str) else "", dict(item),
                       is_tool=itype == "function_call", name=name if isinstance(name, str) else "")
