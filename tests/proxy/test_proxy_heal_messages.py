@@ -68,13 +68,73 @@ async def test_a_messages_break_after_text_is_continued_by_prefill() -> None:
     assert client.ending == "complete" and client.healed == "resume"
 
 
-async def test_with_extended_thinking_a_break_is_not_continued() -> None:
+THOUGHT = (START + _ev({"type": "content_block_start", "index": 0,
+                       "content_block": {"type": "thinking", "thinking": "", "signature": ""}})
+           + _ev({"type": "content_block_delta", "index": 0,
+                  "delta": {"type": "thinking_delta", "thinking": "Let me think."}})
+           + _ev({"type": "content_block_delta", "index": 0,
+                  "delta": {"type": "signature_delta", "signature": "c2ln"}})
+           + _ev({"type": "content_block_stop", "index": 0})
+           + _ev({"type": "content_block_start", "index": 1,
+                  "content_block": {"type": "text", "text": ""}})
+           + _ev({"type": "content_block_delta", "index": 1,
+                  "delta": {"type": "text_delta", "text": "Hello "}}))
+#: The same answer asked with ``display: "omitted"``: the thinking block carries no text.
+OMITTED = THOUGHT.replace(_ev({"type": "content_block_delta", "index": 0,
+                               "delta": {"type": "thinking_delta", "thinking": "Let me think."}}),
+                          b"")
+
+
+async def test_a_break_after_thinking_text_reached_the_client_is_not_continued() -> None:
     request = {**REQUEST, "thinking": {"type": "enabled", "budget_tokens": 1024}}
-    async with heal_proxy([Step(PART, end="reset"), Step(REST)], resume="anthropic") as (
+    async with heal_proxy([Step(THOUGHT, end="reset"), Step(REST)], resume="anthropic") as (
             up, px, _, _r):
         got = await raw_post(f"{px.url}/messages", request, headers=HEADERS)
     assert len(up.paths) == 1
     assert _frames(got.body)[-1]["type"] == "error"
+
+
+async def test_with_thinking_omitted_a_break_is_continued_without_thinking_in_one_text_block() -> None:
+    request = {**REQUEST, "thinking": {"type": "adaptive", "display": "omitted"},
+               "context_management": {"edits": [
+                   {"type": "clear_thinking_20251015", "keep": "all"},
+                   {"type": "clear_tool_uses_20250919"}]}}
+    async with heal_proxy([Step(OMITTED, end="reset"), Step(REST)], resume="anthropic") as (
+            up, px, _, records):
+        got = await raw_post(f"{px.url}/messages", request, headers=HEADERS)
+        for _ in range(500):
+            if len(records.items) >= 2:
+                break
+            await asyncio.sleep(0.01)
+    assert json.loads(up.bodies[1]) == {
+        "model": "m", "max_tokens": 100, "stream": True,
+        "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello"}],
+        "context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]}}
+    frames = _frames(got.body)
+    assert [(f["type"], f.get("index")) for f in frames] == [
+        ("message_start", None), ("content_block_start", 0), ("content_block_delta", 0),
+        ("content_block_stop", 0), ("content_block_start", 1), ("content_block_delta", 1),
+        ("content_block_delta", 1), ("content_block_stop", 1), ("message_delta", None),
+        ("message_stop", None)]
+    assert [f["delta"]["text"] for f in frames if f["type"] == "content_block_delta"
+            and f["delta"]["type"] == "text_delta"] == ["Hello ", "world"]
+    client = next(r for r in records.items if r.heal_of is None)
+    assert client.ending == "complete" and client.healed == "resume"
+    assert client.extra["heal_dialect"] == "anthropic"
+
+
+async def test_with_thinking_cut_inside_an_empty_thinking_block_the_block_is_closed_first() -> None:
+    request = {**REQUEST, "thinking": {"type": "adaptive", "display": "omitted"}}
+    cut = OMITTED[:OMITTED.index(b"event: content_block_stop")]
+    async with heal_proxy([Step(cut, end="reset"), Step(REST)], resume="anthropic") as (
+            up, px, _, _r):
+        got = await raw_post(f"{px.url}/messages", request, headers=HEADERS)
+    assert json.loads(up.bodies[1])["messages"] == [{"role": "user", "content": "hi"}]
+    frames = _frames(got.body)
+    assert [(f["type"], f.get("index")) for f in frames] == [
+        ("message_start", None), ("content_block_start", 0), ("content_block_delta", 0),
+        ("content_block_stop", 0), ("content_block_start", 1), ("content_block_delta", 1),
+        ("content_block_stop", 1), ("message_delta", None), ("message_stop", None)]
 
 
 async def test_chaos_messages_streams_heal_to_the_fault_free_answer_for_the_anthropic_sdk() -> None:
@@ -113,3 +173,33 @@ async def test_chaos_messages_streams_heal_to_the_fault_free_answer_for_the_anth
 
 async def _no_wait(seconds: float) -> None:
     return None
+
+
+def test_a_closed_text_block_ending_in_a_space_with_no_stop_reason_heals_into_one_exact_block() -> None:
+    """The issue-38 bug, literally: the prefill must drop the trailing space, the continuation
+    brings it again, and the client still gets one block with the answer's exact text."""
+    from test_proxy_machine import drive, frames_of, machine_for
+
+    answer = "The weather in Lisbon is mild today, with a light breeze from the Atlantic, " \
+             "and the afternoon should stay dry."
+    half = "The weather in Lisbon is mild today, with a light breeze from the Atlantic, "
+    broken = (START + _ev({"type": "content_block_start", "index": 0,
+                           "content_block": {"type": "text", "text": ""}})
+              + _ev({"type": "content_block_delta", "index": 0,
+                     "delta": {"type": "text_delta", "text": half}})
+              + _ev({"type": "content_block_stop", "index": 0}))
+    asked: list[Any] = []
+
+    def continuation(body: bytes) -> list[bytes]:
+        asked.append(json.loads(body)["messages"][-1])
+        return [REST.replace(b'" world"', b'" and the afternoon should stay dry."')]
+
+    run = drive(machine_for("messages", resume="anthropic"), [broken], {},
+                continuation=continuation)
+    assert asked == [{"role": "assistant", "content": half.rstrip()}]
+    got = frames_of(bytes(run.body))
+    assert [f["type"] for f in got].count("content_block_start") == 1
+    assert {f["index"] for f in got if "index" in f} == {0}
+    text = "".join(f["delta"]["text"] for f in got if f["type"] == "content_block_delta")
+    assert text == answer and len(text) == 110
+    assert run.ended == "eof"
