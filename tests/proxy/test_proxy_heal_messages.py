@@ -8,11 +8,21 @@ import json
 from typing import Any
 
 import anthropic
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_proxy_heal_retry import Step, heal_proxy, proxy_config
+from test_proxy_machine import client_text, drive, frames_of, machine_for, split
 
+from _protocol_streams import Messages
 from _proxy_support import KEY, raw_post
 from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
+from sseguard.contract import checker_for, protocol
+from sseguard.policy import AGENTS
 from sseguard.proxy import run_proxy
+from sseguard.proxy.heal import DIALECTS
+from sseguard.proxy.machine import RelayMachine
+from sseguard.redact import DEFAULT
+from sseguard.verdict import Api
 
 
 def _ev(obj: dict[str, Any]) -> bytes:
@@ -178,8 +188,6 @@ async def _no_wait(seconds: float) -> None:
 def test_a_closed_text_block_ending_in_a_space_with_no_stop_reason_heals_into_one_exact_block() -> None:
     """The issue-38 bug, literally: the prefill must drop the trailing space, the continuation
     brings it again, and the client still gets one block with the answer's exact text."""
-    from test_proxy_machine import drive, frames_of, machine_for
-
     answer = "The weather in Lisbon is mild today, with a light breeze from the Atlantic, " \
              "and the afternoon should stay dry."
     half = "The weather in Lisbon is mild today, with a light breeze from the Atlantic, "
@@ -203,3 +211,66 @@ def test_a_closed_text_block_ending_in_a_space_with_no_stop_reason_heals_into_on
     text = "".join(f["delta"]["text"] for f in got if f["type"] == "content_block_delta")
     assert text == answer and len(text) == 110
     assert run.ended == "eof"
+
+
+THINKING_OMITTED = {"model": "m", "stream": True, "max_tokens": 100,
+                    "thinking": {"type": "adaptive", "display": "omitted"},
+                    "messages": [{"role": "user", "content": "hi"}]}
+
+
+@settings(max_examples=100, deadline=None)
+@given(words=st.lists(st.sampled_from(["Hello", " ", "world", "\n", "é", ".", " end"]), min_size=1,
+                      max_size=6),
+       fault=st.sampled_from(["cut", "reset", "stall"]), at=st.integers(0, 10**6),
+       cuts=st.lists(st.integers(0, 10**6), max_size=8), sizes=st.lists(st.integers(1, 6),
+                                                                          max_size=4))
+def test_a_thinking_omitted_stream_cut_anywhere_heals_into_one_exact_text_block(
+        words: list[str], fault: str, at: int, cuts: list[int], sizes: list[int]) -> None:
+    """Claude Code's requests: the thinking block carries no text, so any break is continued
+    without thinking, and the client's answer is the fault-free one, in one text block."""
+    full = "".join(words)
+    r = Messages(mid="msg_1").start()
+    # display: "omitted": the block, its signature, no thinking text
+    r.ev("content_block_start", index=0, content_block={"type": "thinking", "thinking": "",
+                                                        "signature": ""})
+    r.ev("content_block_delta", index=0, delta={"type": "signature_delta", "signature": "c2ln"})
+    r.ev("content_block_stop", index=0)
+    r.index = 1
+    whole = r.text(words).delta("end_turn").stop().body()
+    at %= len(whole) + 1
+    end = {"cut": {}, "reset": {"broke": "upstream connection reset after 1 bytes"},
+           "stall": {"stalled": True}}[fault]
+    asked: list[dict[str, Any]] = []
+
+    def continuation(body: bytes) -> list[bytes]:
+        obj = json.loads(body)
+        asked.append(obj)
+        assert "thinking" not in obj  # Anthropic refuses a prefill with thinking on
+        last = obj["messages"][-1]
+        done = last["content"] if last["role"] == "assistant" else ""
+        assert full.startswith(done)
+        rest, pieces = full[len(done):], []
+        for size in sizes:
+            if rest:
+                pieces.append(rest[:size])
+                rest = rest[size:]
+        if rest:
+            pieces.append(rest)
+        return split(Messages(mid="msg_2").start().text(pieces).delta("end_turn").stop().body(),
+                     cuts)
+
+    dialect = DIALECTS["anthropic"]
+    proto = protocol(Api.MESSAGES)
+    machine = RelayMachine(
+        api=proto.api, wire=proto.relay, policy=AGENTS,
+        checker=checker_for(proto.api, THINKING_OMITTED, keep_text=False),
+        frames=dialect.frames(), redactor=DEFAULT, request_obj=THINKING_OMITTED,
+        resume=dialect.state(THINKING_OMITTED, 2), continued_frames=dialect.frames)
+    run = drive(machine, split(whole[:at], cuts), end, continuation=continuation)
+    text, blocks = client_text("messages", bytes(run.body))
+    assert full.startswith(text)
+    if run.continuations:
+        assert run.ended == "eof" and text == full and blocks == 1
+        checker = checker_for(Api.MESSAGES, THINKING_OMITTED)
+        checker.feed(bytes(run.body))
+        assert AGENTS.failure(checker.close()) is None
