@@ -111,7 +111,10 @@ class RelayMachine:
         #: close it with ``]``, or the client's JSON parser fails instead of raising the error.
         self.array = array
         self.resume = resume
+        self._note = None if resume is None else resume.note
         self._continued_frames = continued_frames
+        # The plain ``Frames`` forwards every frame unchanged and never fails: its calls are skipped.
+        self._verbatim = type(frames) is Frames
         self.outcome = Outcome()
         #: Actions decided while receiving (rare: the terminal's grace); the driver takes them.
         self.wants: list[Action] = []
@@ -154,23 +157,23 @@ class RelayMachine:
         headers waited on the first event), or None to feed it now. After it, ``stop`` says whether
         the stream must end now (no more reading), ``wants`` holds any other action.
         """
+        # Everything below runs for every stream's every read: locals, one call per read.
         if self._splice is not None:
             chunk = self._splice.feed(chunk)
             if not chunk:
                 return b""
-        return self._relay(chunk, events)
-
-    def _relay(self, chunk: bytes, events: list[SSEEvent] | None) -> bytes:
         checker = self.checker
         if events is None:
             events = checker.feed(chunk)
         size = len(chunk)
-        self._received += size
+        received = self._received = self._received + size
         if len(events) == 1:
-            self._consumed += len(events[0].raw)
+            consumed = self._consumed = self._consumed + len(events[0].raw)
         elif events:
-            self._consumed += sum([len(event.raw) for event in events])
-        left = self._received - self._consumed
+            consumed = self._consumed = self._consumed + sum([len(e.raw) for e in events])
+        else:
+            consumed = self._consumed
+        left = received - consumed
         if not left:
             if self._pending_len:
                 self._pending, self._pending_len = [], 0
@@ -187,10 +190,11 @@ class RelayMachine:
             return b""
         out: list[bytes] = []
         wire = self.wire
+        terminal = wire.terminal
         frames = self.frames
         hold = self.hold
-        # The plain ``Frames`` forwards every frame unchanged and never fails: skip its calls.
-        verbatim = type(frames) is Frames
+        verbatim = self._verbatim
+        after_done = self._after_done
         error_gate = hold and checker.error_message is not None
         for event in events:
             raw = event.raw
@@ -199,17 +203,17 @@ class RelayMachine:
                 raw = raw[cut:]
                 self._ahead -= cut
                 event = SSEEvent(event.data, event.event, event.id, event.retry, raw)
-            if self._after_done:
+            if after_done:
                 # Frames after the terminal event are never delivered (the checker notes them), but
                 # for a trailer the protocol tolerates.
                 if wire.trailer(event):
                     self._done_raw += raw
                 continue
-            if wire.terminal(event):
+            if terminal(event):
                 # As it came (a repair renumbers a Responses terminal event's items).
                 raw = frames.transform(event)
                 if hold:
-                    self._after_done = True
+                    after_done = self._after_done = True
                     self._done_raw = raw  # sent once the end is known good
                     # An upstream that never ends its body after its terminal event is not stalled:
                     # the answer is whole, so it gets a short grace, then the end.
@@ -239,8 +243,9 @@ class RelayMachine:
         data = out[0] if len(out) == 1 else b"".join(out)
         if data:
             self._sent = data  # the error frame's sequence number continues from it
-            if self.resume is not None:
-                self.resume.note(data)
+            note = self._note
+            if note is not None:
+                note(data)
         return data
 
     def _pending_bytes(self) -> bytes:
@@ -275,11 +280,12 @@ class RelayMachine:
             stalled = False  # a whole answer whose body did not end: not a stall
             self.outcome.extra["lingered_after_done"] = True
         if self._splice is not None and broke is None and not stalled and self.stop is None:
-            rest = self._splice.close()  # a frame cut at the end goes on: the checker sees it
-            if rest:
-                data = self._relay(rest, None)
-                if data:
-                    actions.append(Write(data))
+            splice, self._splice = self._splice, None
+            rest = splice.close()  # a frame cut at the end goes on: the checker sees it
+            data = self.receive(rest) if rest else b""
+            self._splice = splice
+            if data:
+                actions.append(Write(data))
         if self.stop is None and self._splice is not None and self._splice.failure is not None:
             self.stop = ("resume_mismatch", self._splice.failure)
         if self.stop is None and self._continuable(transport_error, stalled):
@@ -314,6 +320,7 @@ class RelayMachine:
         checker.feed(b"".join(self.resume.forwarded))
         self.checker = checker
         self.frames = self._continued_frames() if self._continued_frames else Frames()
+        self._verbatim = type(self.frames) is Frames
         self._splice = self.resume.splice()
         self.outcome = Outcome()
         self._closed, self._last_verdict = False, None
