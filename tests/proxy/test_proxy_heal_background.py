@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 import openai
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_proxy_heal_retry import Step, heal_proxy, proxy_config
@@ -23,6 +24,7 @@ from test_proxy_machine import drive, frames_of, split
 from _protocol_streams import Responses
 from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
 from sseguard.contract import checker_for, protocol
+from sseguard.errors import ConfigError
 from sseguard.policy import AGENTS
 from sseguard.proxy import run_proxy
 from sseguard.proxy.actions import AskContinuation
@@ -238,3 +240,23 @@ async def test_chaos_responses_streams_heal_to_the_fault_free_answer_for_the_ope
 
 async def _no_wait(seconds: float) -> None:
     return None
+
+
+def test_resume_store_ok_without_the_background_dialect_is_a_one_line_error() -> None:
+    with pytest.raises(ConfigError) as caught:
+        proxy_config("http://127.0.0.1:9/v1", resume="vllm,anthropic", resume_store_ok=True)
+    assert str(caught.value) == "--resume-store-ok is used only by --resume openai-background"
+    config = proxy_config("http://127.0.0.1:9/v1", resume="vllm,anthropic,openai-background",
+                          resume_store_ok=True)
+    assert config.resume == "vllm,anthropic,openai-background" and config.resume_store_ok
+
+
+def test_the_cli_takes_resume_store_ok() -> None:
+    from typer.testing import CliRunner
+
+    from sseguard.cli import app
+
+    result = CliRunner().invoke(app, ["proxy", "--upstream", "http://127.0.0.1:9/v1", "--store", "none",
+                                      "--resume", "anthropic", "--resume-store-ok"])
+    assert result.exit_code == 2
+    assert "--resume-store-ok is used only by --resume openai-background" in result.output
