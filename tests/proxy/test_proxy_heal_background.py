@@ -260,3 +260,12 @@ def test_the_cli_takes_resume_store_ok() -> None:
                                       "--resume", "anthropic", "--resume-store-ok"])
     assert result.exit_code == 2
     assert "--resume-store-ok is used only by --resume openai-background" in result.output
+
+
+def test_a_reading_framed_with_crlf_is_spliced_frame_by_frame() -> None:
+    whole = stored(["Hello", " world"])
+    cut = whole.index(b'"delta": " world"')
+    run = drive(machine(), [whole[:cut]], {},
+                read_again=lambda ask: [after(whole, 2).replace(b"\n", b"\r\n")])
+    assert frames_of(bytes(run.body)) == frames_of(whole)
+    assert run.ended == "eof"

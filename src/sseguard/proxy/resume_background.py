@@ -120,7 +120,7 @@ class BackgroundSplice:
         self._rest = b""
 
     def feed(self, data: bytes) -> bytes:
-        data = self._rest + data
+        data = self._rest + data.replace(b"\r\n", b"\n")
         end = data.rfind(b"\n\n")
         if end == -1:
             self._rest = data
