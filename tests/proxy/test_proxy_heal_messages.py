@@ -21,6 +21,7 @@ from sseguard.policy import AGENTS
 from sseguard.proxy import run_proxy
 from sseguard.proxy.heal import DIALECTS
 from sseguard.proxy.machine import RelayMachine
+from sseguard.proxy.resume_messages import MessagesResume
 from sseguard.redact import DEFAULT
 from sseguard.verdict import Api
 
@@ -274,3 +275,26 @@ def test_a_thinking_omitted_stream_cut_anywhere_heals_into_one_exact_text_block(
         checker = checker_for(Api.MESSAGES, THINKING_OMITTED)
         checker.feed(bytes(run.body))
         assert AGENTS.failure(checker.close()) is None
+
+
+def _continuation_request(request: dict[str, Any]) -> dict[str, Any]:
+    state = MessagesResume(request, 2)
+    state.note(OMITTED)
+    assert state.why_not() is None
+    return dict(json.loads(state.continuation().body))
+
+
+def test_the_continuation_drops_thinking_and_only_the_edits_that_need_it() -> None:
+    base = {"model": "m", "max_tokens": 100, "stream": True,
+            "messages": [{"role": "user", "content": "hi"}]}
+    prefill = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello"}]
+    only_thinking_edit = {**base, "thinking": {"type": "enabled", "budget_tokens": 2048},
+                          "context_management": {"edits": [{"type": "clear_thinking_20251015"}]}}
+    assert _continuation_request(only_thinking_edit) == {**base, "messages": prefill}
+    other_key = {**base, "thinking": {"type": "adaptive", "display": "omitted"},
+                 "context_management": {"edits": [{"type": "clear_thinking_20251015"}],
+                                        "note": "kept"}}
+    assert _continuation_request(other_key) == {**base, "messages": prefill,
+                                                "context_management": {"note": "kept"}}
+    no_thinking = {**base, "context_management": {"edits": [{"type": "clear_thinking_20251015"}]}}
+    assert _continuation_request(no_thinking) == {**no_thinking, "messages": prefill}
