@@ -141,6 +141,12 @@ class MessagesResume(ResumeState):
                         self.blocked = "thinking content was forwarded"
                 elif what != "signature_delta" and isinstance(delta, dict):
                     self.blocked = "a tool_use delta was forwarded"
+            elif kind == "message_delta":
+                delta = obj.get("delta")
+                if isinstance(delta, dict) and delta.get("stop_reason") is not None:
+                    # The answer had ended: a break now (inside message_stop) has nothing to
+                    # continue, and a continuation would add a second answer after the stop.
+                    self.blocked = "the answer had already ended (its stop_reason was forwarded)"
             elif kind == "content_block_stop":
                 if index == self.open_text:
                     self.open_text = None
