@@ -8,11 +8,22 @@ import json
 from typing import Any
 
 import anthropic
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_proxy_heal_retry import Step, heal_proxy, proxy_config
+from test_proxy_machine import client_text, drive, frames_of, machine_for, split
 
+from _protocol_streams import Messages
 from _proxy_support import KEY, raw_post
 from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
+from sseguard.contract import checker_for, protocol
+from sseguard.policy import AGENTS
 from sseguard.proxy import run_proxy
+from sseguard.proxy.heal import DIALECTS
+from sseguard.proxy.machine import RelayMachine
+from sseguard.proxy.resume_messages import MessagesResume
+from sseguard.redact import DEFAULT
+from sseguard.verdict import Api
 
 
 def _ev(obj: dict[str, Any]) -> bytes:
@@ -68,13 +79,73 @@ async def test_a_messages_break_after_text_is_continued_by_prefill() -> None:
     assert client.ending == "complete" and client.healed == "resume"
 
 
-async def test_with_extended_thinking_a_break_is_not_continued() -> None:
+THOUGHT = (START + _ev({"type": "content_block_start", "index": 0,
+                       "content_block": {"type": "thinking", "thinking": "", "signature": ""}})
+           + _ev({"type": "content_block_delta", "index": 0,
+                  "delta": {"type": "thinking_delta", "thinking": "Let me think."}})
+           + _ev({"type": "content_block_delta", "index": 0,
+                  "delta": {"type": "signature_delta", "signature": "c2ln"}})
+           + _ev({"type": "content_block_stop", "index": 0})
+           + _ev({"type": "content_block_start", "index": 1,
+                  "content_block": {"type": "text", "text": ""}})
+           + _ev({"type": "content_block_delta", "index": 1,
+                  "delta": {"type": "text_delta", "text": "Hello "}}))
+#: The same answer asked with ``display: "omitted"``: the thinking block carries no text.
+OMITTED = THOUGHT.replace(_ev({"type": "content_block_delta", "index": 0,
+                               "delta": {"type": "thinking_delta", "thinking": "Let me think."}}),
+                          b"")
+
+
+async def test_a_break_after_thinking_text_reached_the_client_is_not_continued() -> None:
     request = {**REQUEST, "thinking": {"type": "enabled", "budget_tokens": 1024}}
-    async with heal_proxy([Step(PART, end="reset"), Step(REST)], resume="anthropic") as (
+    async with heal_proxy([Step(THOUGHT, end="reset"), Step(REST)], resume="anthropic") as (
             up, px, _, _r):
         got = await raw_post(f"{px.url}/messages", request, headers=HEADERS)
     assert len(up.paths) == 1
     assert _frames(got.body)[-1]["type"] == "error"
+
+
+async def test_with_thinking_omitted_a_break_is_continued_without_thinking_in_one_text_block() -> None:
+    request = {**REQUEST, "thinking": {"type": "adaptive", "display": "omitted"},
+               "context_management": {"edits": [
+                   {"type": "clear_thinking_20251015", "keep": "all"},
+                   {"type": "clear_tool_uses_20250919"}]}}
+    async with heal_proxy([Step(OMITTED, end="reset"), Step(REST)], resume="anthropic") as (
+            up, px, _, records):
+        got = await raw_post(f"{px.url}/messages", request, headers=HEADERS)
+        for _ in range(500):
+            if len(records.items) >= 2:
+                break
+            await asyncio.sleep(0.01)
+    assert json.loads(up.bodies[1]) == {
+        "model": "m", "max_tokens": 100, "stream": True,
+        "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello"}],
+        "context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]}}
+    frames = _frames(got.body)
+    assert [(f["type"], f.get("index")) for f in frames] == [
+        ("message_start", None), ("content_block_start", 0), ("content_block_delta", 0),
+        ("content_block_stop", 0), ("content_block_start", 1), ("content_block_delta", 1),
+        ("content_block_delta", 1), ("content_block_stop", 1), ("message_delta", None),
+        ("message_stop", None)]
+    assert [f["delta"]["text"] for f in frames if f["type"] == "content_block_delta"
+            and f["delta"]["type"] == "text_delta"] == ["Hello ", "world"]
+    client = next(r for r in records.items if r.heal_of is None)
+    assert client.ending == "complete" and client.healed == "resume"
+    assert client.extra["heal_dialect"] == "anthropic"
+
+
+async def test_with_thinking_cut_inside_an_empty_thinking_block_the_block_is_closed_first() -> None:
+    request = {**REQUEST, "thinking": {"type": "adaptive", "display": "omitted"}}
+    cut = OMITTED[:OMITTED.index(b"event: content_block_stop")]
+    async with heal_proxy([Step(cut, end="reset"), Step(REST)], resume="anthropic") as (
+            up, px, _, _r):
+        got = await raw_post(f"{px.url}/messages", request, headers=HEADERS)
+    assert json.loads(up.bodies[1])["messages"] == [{"role": "user", "content": "hi"}]
+    frames = _frames(got.body)
+    assert [(f["type"], f.get("index")) for f in frames] == [
+        ("message_start", None), ("content_block_start", 0), ("content_block_delta", 0),
+        ("content_block_stop", 0), ("content_block_start", 1), ("content_block_delta", 1),
+        ("content_block_stop", 1), ("message_delta", None), ("message_stop", None)]
 
 
 async def test_chaos_messages_streams_heal_to_the_fault_free_answer_for_the_anthropic_sdk() -> None:
@@ -113,3 +184,117 @@ async def test_chaos_messages_streams_heal_to_the_fault_free_answer_for_the_anth
 
 async def _no_wait(seconds: float) -> None:
     return None
+
+
+def test_a_closed_text_block_ending_in_a_space_with_no_stop_reason_heals_into_one_exact_block() -> None:
+    """The issue-38 bug, literally: the prefill must drop the trailing space, the continuation
+    brings it again, and the client still gets one block with the answer's exact text."""
+    answer = "The weather in Lisbon is mild today, with a light breeze from the Atlantic, " \
+             "and the afternoon should stay dry."
+    half = "The weather in Lisbon is mild today, with a light breeze from the Atlantic, "
+    broken = (START + _ev({"type": "content_block_start", "index": 0,
+                           "content_block": {"type": "text", "text": ""}})
+              + _ev({"type": "content_block_delta", "index": 0,
+                     "delta": {"type": "text_delta", "text": half}})
+              + _ev({"type": "content_block_stop", "index": 0}))
+    asked: list[Any] = []
+
+    def continuation(body: bytes) -> list[bytes]:
+        asked.append(json.loads(body)["messages"][-1])
+        return [REST.replace(b'" world"', b'" and the afternoon should stay dry."')]
+
+    run = drive(machine_for("messages", resume="anthropic"), [broken], {},
+                continuation=continuation)
+    assert asked == [{"role": "assistant", "content": half.rstrip()}]
+    got = frames_of(bytes(run.body))
+    assert [f["type"] for f in got].count("content_block_start") == 1
+    assert {f["index"] for f in got if "index" in f} == {0}
+    text = "".join(f["delta"]["text"] for f in got if f["type"] == "content_block_delta")
+    assert text == answer and len(text) == 110
+    assert run.ended == "eof"
+
+
+THINKING_OMITTED = {"model": "m", "stream": True, "max_tokens": 100,
+                    "thinking": {"type": "adaptive", "display": "omitted"},
+                    "messages": [{"role": "user", "content": "hi"}]}
+
+
+@settings(max_examples=100, deadline=None)
+@given(words=st.lists(st.sampled_from(["Hello", " ", "world", "\n", "é", ".", " end"]), min_size=1,
+                      max_size=6),
+       fault=st.sampled_from(["cut", "reset", "stall"]), at=st.integers(0, 10**6),
+       cuts=st.lists(st.integers(0, 10**6), max_size=8), sizes=st.lists(st.integers(1, 6),
+                                                                          max_size=4))
+def test_a_thinking_omitted_stream_cut_anywhere_heals_into_one_exact_text_block(
+        words: list[str], fault: str, at: int, cuts: list[int], sizes: list[int]) -> None:
+    """Claude Code's requests: the thinking block carries no text, so any break is continued
+    without thinking, and the client's answer is the fault-free one, in one text block."""
+    full = "".join(words)
+    r = Messages(mid="msg_1").start()
+    # display: "omitted": the block, its signature, no thinking text
+    r.ev("content_block_start", index=0, content_block={"type": "thinking", "thinking": "",
+                                                        "signature": ""})
+    r.ev("content_block_delta", index=0, delta={"type": "signature_delta", "signature": "c2ln"})
+    r.ev("content_block_stop", index=0)
+    r.index = 1
+    whole = r.text(words).delta("end_turn").stop().body()
+    at %= len(whole) + 1
+    end = {"cut": {}, "reset": {"broke": "upstream connection reset after 1 bytes"},
+           "stall": {"stalled": True}}[fault]
+    asked: list[dict[str, Any]] = []
+
+    def continuation(body: bytes) -> list[bytes]:
+        obj = json.loads(body)
+        asked.append(obj)
+        assert "thinking" not in obj  # Anthropic refuses a prefill with thinking on
+        last = obj["messages"][-1]
+        done = last["content"] if last["role"] == "assistant" else ""
+        assert full.startswith(done)
+        rest, pieces = full[len(done):], []
+        for size in sizes:
+            if rest:
+                pieces.append(rest[:size])
+                rest = rest[size:]
+        if rest:
+            pieces.append(rest)
+        return split(Messages(mid="msg_2").start().text(pieces).delta("end_turn").stop().body(),
+                     cuts)
+
+    dialect = DIALECTS["anthropic"]
+    proto = protocol(Api.MESSAGES)
+    machine = RelayMachine(
+        api=proto.api, wire=proto.relay, policy=AGENTS,
+        checker=checker_for(proto.api, THINKING_OMITTED, keep_text=False),
+        frames=dialect.frames(), redactor=DEFAULT, request_obj=THINKING_OMITTED,
+        resume=dialect.state(THINKING_OMITTED, 2), continued_frames=dialect.frames)
+    run = drive(machine, split(whole[:at], cuts), end, continuation=continuation)
+    text, blocks = client_text("messages", bytes(run.body))
+    assert full.startswith(text)
+    if run.continuations:
+        assert run.ended == "eof" and text == full and blocks == 1
+        checker = checker_for(Api.MESSAGES, THINKING_OMITTED)
+        checker.feed(bytes(run.body))
+        assert AGENTS.failure(checker.close()) is None
+
+
+def _continuation_request(request: dict[str, Any]) -> dict[str, Any]:
+    state = MessagesResume(request, 2)
+    state.note(OMITTED)
+    assert state.why_not() is None
+    return dict(json.loads(state.continuation().body))
+
+
+def test_the_continuation_drops_thinking_and_only_the_edits_that_need_it() -> None:
+    base = {"model": "m", "max_tokens": 100, "stream": True,
+            "messages": [{"role": "user", "content": "hi"}]}
+    prefill = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello"}]
+    only_thinking_edit = {**base, "thinking": {"type": "enabled", "budget_tokens": 2048},
+                          "context_management": {"edits": [{"type": "clear_thinking_20251015"}]}}
+    assert _continuation_request(only_thinking_edit) == {**base, "messages": prefill}
+    other_key = {**base, "thinking": {"type": "adaptive", "display": "omitted"},
+                 "context_management": {"edits": [{"type": "clear_thinking_20251015"}],
+                                        "note": "kept"}}
+    assert _continuation_request(other_key) == {**base, "messages": prefill,
+                                                "context_management": {"note": "kept"}}
+    no_thinking = {**base, "context_management": {"edits": [{"type": "clear_thinking_20251015"}]}}
+    assert _continuation_request(no_thinking) == {**no_thinking, "messages": prefill}

@@ -155,7 +155,8 @@ async def test_a_429_with_retry_after_is_waited_out_and_healed_for_the_openai_sd
     assert attempt.ending == "http_error" and attempt.healed is None
     assert stream_record.ending == "complete" and stream_record.healed == "retry"
     assert stream_record.heal_attempts == 1 and stream_record.heal_of is None
-    assert 'sseguard_proxy_healed_streams_total{api="chat",how="retry",result="passed"} 1.0' in metrics
+    assert ('sseguard_proxy_healed_streams_total{api="chat",dialect="",how="retry",'
+            'result="passed"} 1.0') in metrics
     assert 'sseguard_proxy_streams_total{api="chat",ending="complete"} 1.0' in metrics
     assert 'sseguard_proxy_heal_attempts_total{api="chat",ending="http_error"} 1.0' in metrics
 

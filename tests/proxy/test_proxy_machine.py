@@ -181,8 +181,11 @@ def machine_for(api: str, *, on_bad_end: str = "error-event", resume: str | None
 
 
 def drive(machine: RelayMachine, reads: list[bytes], end: dict[str, Any], *,
-          gone_at: int | None = None, continuation: Any = None) -> Run:
-    """Feed ``reads`` then the upstream's ``end``; the client leaves before read ``gone_at``."""
+          gone_at: int | None = None, continuation: Any = None, read_again: Any = None) -> Run:
+    """Feed ``reads`` then the upstream's ``end``; the client leaves before read ``gone_at``.
+
+    ``continuation`` answers a continuation posted with a body, ``read_again`` one that reads a
+    stored answer again (an ``AskContinuation`` with a path): their reads, or None (refused)."""
     run = Run()
     upstream: list[list[bytes]] = [reads]
 
@@ -202,7 +205,10 @@ def drive(machine: RelayMachine, reads: list[bytes], end: dict[str, Any], *,
             elif isinstance(action, Drain):
                 queue.extend(machine.drained(None, False))
             elif isinstance(action, AskContinuation):
-                answer = continuation(action.body) if continuation else None
+                if action.path is not None:
+                    answer = read_again(action) if read_again else None
+                else:
+                    answer = continuation(action.body) if continuation else None
                 if answer is None:
                     queue.extend(machine.continuation(False))
                 else:

@@ -70,6 +70,10 @@ class Answer:
         return len(self.reasoning) + len(self.content) + sum(len(c.pieces) for c in self.calls)
 
 
+#: Mixed into the seed of an answer's reasoning words, which are drawn apart from its text.
+_REASONING_SALT = 0x5EA5_0A11
+
+
 def answer_rng(config: ChaosConfig, req: ChatRequest, choice: int) -> random.Random:
     """Text depends on (seed, request, choice index) only, never on arrival order."""
     digest = hashlib.blake2b(req.fingerprint + f":{config.seed}:{choice}".encode(),
@@ -103,8 +107,12 @@ def _answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None, choice: 
     rng = answer_rng(config, req, choice)
     reasoning: list[str] = []
     if req.reasoning > 0:
+        # Drawn apart: the answer's text is the same with thinking on or off, as a continuation
+        # asked without thinking (``--resume anthropic`` drops it) expects of one model.
         count = max(1, round(config.pacing.reasoning_tokens * req.reasoning))
-        reasoning = _words(rng, count, REASONING_WORDS)
+        reasoning = _words(random.Random(rng.getrandbits(64) ^ _REASONING_SALT), count,
+                           REASONING_WORDS)
+        rng = answer_rng(config, req, choice)
     tool_shape = fault in NEEDS_TOOL_CALL or (req.wants_tool_call and fault not in NEEDS_TEXT)
     if not tool_shape:
         count, finish = config.pacing.tokens, "stop"

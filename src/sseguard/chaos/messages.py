@@ -75,6 +75,14 @@ def parse_request(body: bytes) -> ChatRequest:
     stream = data.get("stream", False)
     if not isinstance(stream, bool):
         raise BadRequest("stream: Input should be a valid boolean", "stream")
+    thinking = data.get("thinking")
+    reasoning = _thinking(thinking, max_tokens)
+    if continued is not None and reasoning > 0:
+        # Anthropic's rule: with thinking on, the final assistant turn must start with a thinking
+        # block, so a text prefill is refused.
+        raise BadRequest("messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, "
+                         "but found `text`. When `thinking` is enabled, a final `assistant` "
+                         "message must start with a thinking block.", "messages")
     tools = _tools(data.get("tools"))
     tool_choice, parallel = _tool_choice(data.get("tool_choice"), tools)
     digest = hashlib.blake2b(msgspec.json.encode([model, data.get("system"), messages]),
@@ -82,8 +90,9 @@ def parse_request(body: bytes) -> ChatRequest:
     return ChatRequest(
         model=model, stream=stream, include_usage=True, tools=tools, tool_choice=tool_choice,
         parallel_tool_calls=parallel, max_tokens=max_tokens, n=1,
-        reasoning=_thinking(data.get("thinking"), max_tokens), last_role=last_role,
-        last_text=last_text, prompt_words=words, fingerprint=digest, continued=continued)
+        reasoning=reasoning, last_role=last_role,
+        last_text=last_text, prompt_words=words, fingerprint=digest, continued=continued,
+        reasoning_shown=not (isinstance(thinking, dict) and thinking.get("display") == "omitted"))
 
 
 def _system_text(system: Any) -> str:
@@ -158,11 +167,11 @@ def _signature(ids: ResponseIds) -> str:
     return hashlib.blake2b(ids.response_id.encode(), digest_size=48).hexdigest()
 
 
-def _blocks(ids: ResponseIds, answer: Answer) -> list[dict[str, Any]]:
+def _blocks(ids: ResponseIds, answer: Answer, shown: bool = True) -> list[dict[str, Any]]:
     """The final content blocks (what a non-streamed body holds and the SDK accumulates)."""
     blocks: list[dict[str, Any]] = []
     if answer.reasoning:
-        blocks.append({"type": "thinking", "thinking": "".join(answer.reasoning),
+        blocks.append({"type": "thinking", "thinking": "".join(answer.reasoning) if shown else "",
                        "signature": _signature(ids)})
     if answer.content:
         blocks.append({"type": "text", "text": "".join(answer.content)})
@@ -182,14 +191,16 @@ def _message(ids: ResponseIds, req: ChatRequest, config: ChaosConfig, content: l
                       "cache_read_input_tokens": req.cached_words, "output_tokens": output_tokens}}
 
 
-def _events(ids: ResponseIds, answer: Answer, fault: Fault | None) -> list[Ev]:
+def _events(ids: ResponseIds, answer: Answer, fault: Fault | None, shown: bool = True) -> list[Ev]:
     evs: list[Ev] = []
     index = 0
     if answer.reasoning:
         evs.append(Ev("content_block_start", {"index": index, "content_block": {
             "type": "thinking", "thinking": "", "signature": ""}}))
-        evs.extend(Ev("content_block_delta", {"index": index, "delta": {
-            "type": "thinking_delta", "thinking": piece}}, "delta") for piece in answer.reasoning)
+        if shown:  # display: "omitted": the block and its signature, none of its text
+            evs.extend(Ev("content_block_delta", {"index": index, "delta": {
+                "type": "thinking_delta", "thinking": piece}}, "delta")
+                for piece in answer.reasoning)
         evs.append(Ev("content_block_delta", {"index": index, "delta": {
             "type": "signature_delta", "signature": _signature(ids)}}))
         evs.append(Ev("content_block_stop", {"index": index}))
@@ -237,7 +248,8 @@ def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: 
     answer = answers[0]
     fault = decision.fault
     start = _message(ids, req, config, [], None, 1)
-    body = [Ev("message_start", {"message": start}), Ev("ping"), *_events(ids, answer, fault)]
+    events = _events(ids, answer, fault, req.reasoning_shown)
+    body = [Ev("message_start", {"message": start}), Ev("ping"), *events]
     insert_broken(body, decision, BREAKERS)
     stop = None if fault is Fault.NO_FINISH else _STOP[answer.finish_reason]
     delta: dict[str, Any] = {"delta": {"stop_reason": stop, "stop_sequence": None}}
@@ -260,7 +272,8 @@ def message_body(config: ChaosConfig, req: ChatRequest, decision: Decision, ids:
                  answers: list[Answer]) -> bytes:
     """A non-streamed ``message`` with the content faults applied."""
     answer = answers[0]
-    body = _message(ids, req, config, _blocks(ids, answer), _STOP[answer.finish_reason],
+    body = _message(ids, req, config, _blocks(ids, answer, req.reasoning_shown),
+                    _STOP[answer.finish_reason],
                     answer.completion_tokens)
     if decision.fault is Fault.MISSING_USAGE:
         del body["usage"]

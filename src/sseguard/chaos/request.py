@@ -71,6 +71,9 @@ class ChatRequest:
     #: A Responses request with ``background: true`` (and ``store: true``, which the API requires):
     #: the server keeps the stream, so a client may read it again from any sequence number.
     background: bool = False
+    #: Anthropic's ``thinking.display``: ``"omitted"`` sends thinking blocks without their text
+    #: (the signature only), as Claude Code asks.
+    reasoning_shown: bool = True
 
     @property
     def tools_offered(self) -> bool:

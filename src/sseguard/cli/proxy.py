@@ -30,7 +30,7 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT
                       retain_healthy: str | None = None, sample_healthy: float | None = None,
                       retry: int = 2, retry_max_wait: float = 10.0, resume: str = "off",
                       resume_max: int = 2, resume_base_url: str | None = None,
-                      retry_budget: str = "20%") -> int:
+                      retry_budget: str = "20%", resume_store_ok: bool = False) -> int:
     """Serve with the given flags until interrupted (uvloop when installed); returns the exit status."""
     from sseguard._serve import serve_workers
     from sseguard.proxy.config import ProxyConfig
@@ -42,7 +42,7 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT
         timeout=timeout, max_body=max_body, store=store, workers=workers, retain=retain,
         retain_healthy=retain_healthy, sample_healthy=sample_healthy, retry=retry,
         retry_max_wait=retry_max_wait, resume=resume, resume_max=resume_max,
-        resume_base_url=resume_base_url, retry_budget=retry_budget)
+        resume_base_url=resume_base_url, retry_budget=retry_budget, resume_store_ok=resume_store_ok)
     if config.store is not None:
         from sseguard.store import open_store
 
@@ -118,12 +118,18 @@ def proxy(
                                           "requests of the last 10 s (at least 10 retries); beyond "
                                           "it a failure is answered at once, with x-should-retry: "
                                           "false. 0 turns retries off as --retry 0 does."),
-    resume: str = typer.Option("off", "--resume", metavar="vllm|deepseek|anthropic|off",
+    resume: str = typer.Option("off", "--resume",
+                               metavar="vllm|deepseek|anthropic|openai-background|off",
                                help="Continue a stream that broke after content: ask the upstream "
                                     "for the rest (vllm: chat continue_final_message; deepseek: chat "
                                     "prefix completion on the beta base URL; anthropic: Messages "
-                                    "prefill; one chat dialect and anthropic: e.g. vllm,anthropic) "
+                                    "prefill; openai-background: Responses run with background and "
+                                    "store true, read again after the last sequence number; one "
+                                    "dialect per protocol: e.g. vllm,anthropic,openai-background) "
                                     "and splice it into the client's stream."),
+    resume_store_ok: bool = typer.Option(False, "--resume-store-ok",
+                                         help="--resume openai-background also stores (and so can "
+                                              "continue) a request that asked store: false."),
     resume_max: int = typer.Option(2, "--resume-max", metavar="K",
                                    help="Continuations per stream at most."),
     resume_base_url: str | None = typer.Option(
@@ -156,7 +162,7 @@ def proxy(
             echo=typer.echo, workers=workers, retain=retain, retain_healthy=retain_healthy,
             sample_healthy=sample_healthy, retry=retry, retry_max_wait=retry_max_wait,
             resume=resume, resume_max=resume_max, resume_base_url=resume_base_url,
-            retry_budget=retry_budget)
+            retry_budget=retry_budget, resume_store_ok=resume_store_ok)
     except ConfigError as exc:
         fail(str(exc))
     if status:

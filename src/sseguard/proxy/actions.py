@@ -57,10 +57,17 @@ class Drain:
 
 @dataclass(frozen=True, slots=True)
 class AskContinuation:
-    """Ask the upstream for the rest of the answer with this request body; answer with
-    ``RelayMachine.continuation``."""
+    """Ask the upstream for the rest of the answer; answer with ``RelayMachine.continuation``.
+
+    Most dialects post a new request (``body``) where the stream's own request went; a server that
+    keeps the answer is read again instead (``method`` GET, ``path``: Responses' background mode,
+    ``responses/{id}?stream=true&starting_after=N``), the path relative to the upstream's base URL
+    (the continuation base with ``own_base``) and carrying its query."""
 
     body: bytes
+    method: str = "POST"
+    #: Where the continuation goes, relative to the upstream's base (None: the stream's own target).
+    path: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

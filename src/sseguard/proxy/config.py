@@ -128,6 +128,18 @@ def _resume(value: str | None, repair_markup: str) -> str | None:
     return ",".join(names)
 
 
+def _store_ok(value: bool, dialect: str | None) -> bool:
+    """``--resume-store-ok``: a dialect that stores the client's request (``heal.Dialect
+    .upstream_request``) applies to a request that asked ``store: false`` too."""
+    from sseguard.proxy.heal import DIALECTS
+
+    if value and not any(n in DIALECTS and DIALECTS[n].upstream_request is not None
+                         for n in (dialect or "").split(",")):
+        names = ", ".join(n for n, d in DIALECTS.items() if d.upstream_request is not None)
+        raise ConfigError(f"--resume-store-ok is used only by --resume {names}")
+    return value
+
+
 def _resume_base(value: str | None, dialect: str | None, upstream: URL) -> URL | None:
     """Where a dialect with its own base (``heal.Dialect.own_base``: DeepSeek's prefix completion,
     served only under ``/beta``) sends its continuations: ``--resume-base-url``, or by default the
@@ -198,6 +210,9 @@ class ProxyConfig:
     resume_max: int = 2
     #: ``--resume-base-url``: the base continuations go to with ``--resume deepseek`` (its beta API).
     resume_base_url: URL | None = None
+    #: ``--resume-store-ok``: ``--resume openai-background`` also stores (and so can continue) a
+    #: request whose client asked ``store: false``.
+    resume_store_ok: bool = False
     #: Store retention and sampling of healthy streams (``--retain``, ``--retain-healthy``,
     #: ``--sample-healthy``); see ``sseguard.store.retention``.
     retention: Retention = field(default_factory=Retention)
@@ -214,7 +229,8 @@ class ProxyConfig:
                      sample_healthy: float | None = None, retry: int = 2,
                      retry_max_wait: float = 10.0, resume: str | None = None,
                      resume_max: int = 2, resume_base_url: str | None = None,
-                     retry_budget: str | float = 0.2) -> ProxyConfig:
+                     retry_budget: str | float = 0.2,
+                     resume_store_ok: bool = False) -> ProxyConfig:
         """Check every option as a person typed it; raise ``ConfigError`` naming the bad flag."""
         host, port = parse_listen(listen)
         try:
@@ -241,6 +257,7 @@ class ProxyConfig:
             retry_max_wait=_seconds(retry_max_wait, "--retry-max-wait"), resume=dialect,
             resume_max=resume_max, resume_base_url=_resume_base(resume_base_url, dialect, base),
             retry_budget=parse_share(retry_budget, "--retry-budget"),
+            resume_store_ok=_store_ok(resume_store_ok, dialect),
         )
 
     @property

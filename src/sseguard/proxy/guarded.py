@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import time
 from typing import Any
 
@@ -23,6 +24,7 @@ from multidict import CIMultiDictProxy
 from yarl import URL
 
 from sseguard.contract import Framing, Protocol, checker_for
+from sseguard.proxy.actions import AskContinuation
 from sseguard.proxy.config import ProxyConfig
 from sseguard.proxy.forward import error_response, request_headers, response_headers, unreachable
 from sseguard.proxy.heal import dialect_for
@@ -85,7 +87,16 @@ class _Attempts:
         self.obj = obj
         self.proto = proto
         self.api = proto.api
-        self.dialect = dialect_for(state.config.resume, proto.api)
+        self.dialect = dialect = dialect_for(state.config.resume, proto.api)
+        if dialect is not None and dialect.upstream_request is not None:
+            # The dialect changes what the upstream is asked (openai-background: run in the
+            # background, stored), or does not apply to this request (None: store declined).
+            changed = dialect.upstream_request(obj, state.config.resume_store_ok)
+            if changed is None:
+                self.dialect = None
+            else:
+                self.obj = changed
+                self.body = json.dumps(changed, ensure_ascii=False).encode("utf-8")
         self.origin = str(target.origin())  # whose retry budget the retries spend
         # Only a protocol with two framings looks at the query (parsing it costs on every stream).
         self.array = (len(proto.framings) > 1
@@ -119,12 +130,16 @@ class _Attempts:
                                 array=self.array)
         else:
             target = continuation_url(config, self.target) if dialect.own_base else self.target
+            base = (config.resume_base_url or config.upstream) if dialect.own_base \
+                else config.upstream
             relay = StreamRelay(config, self.state.policy, self.done, self.request, self.body,
                                 self.obj, dialect.frames(), checker, self.redactor,
                                 self.proto.relay, api=self.api, array=self.array,
                                 resume=dialect.state(self.obj, config.resume_max),
                                 continued_frames=dialect.frames,
-                                ask=functools.partial(_ask, self.state, self.request, target))
+                                ask=functools.partial(_ask, self.state, self.request, target,
+                                                      base))
+            relay.heal_dialect = dialect.name
         self.made += 1
         # The client's stream is the one record that counts its whole time, retries included.
         relay.index, relay.t0, relay.started_at = self.index, self.t0, self.started_at
@@ -346,8 +361,17 @@ def continuation_url(config: ProxyConfig, target: URL) -> URL:
     return URL(f"{url}?{query}" if query else url, encoded=True)
 
 
-async def _ask(state: ProxyState, request: web.Request, target: URL,
-               body: bytes) -> aiohttp.ClientResponse | None:
+def _continuation_target(target: URL, base: URL, ask: AskContinuation) -> URL:
+    """Where ``ask`` goes: the stream's own continuation target, or its path under ``base``."""
+    if ask.path is None:
+        return target
+    path, _, query = ask.path.partition("?")
+    url = str(base.with_path(f"{base.raw_path.rstrip('/')}/{path.lstrip('/')}", encoded=True))
+    return URL(f"{url}?{query}" if query else url, encoded=True)
+
+
+async def _ask(state: ProxyState, request: web.Request, target: URL, base: URL,
+               ask: AskContinuation) -> aiohttp.ClientResponse | None:
     """A continuation request (``--resume``), with the client's headers: its 2xx answer, or None.
 
     Nothing of the continuation has reached the client yet, so it is retried like the first
@@ -355,14 +379,18 @@ async def _ask(state: ProxyState, request: web.Request, target: URL,
     """
     config = state.config
     assert state.session is not None
+    url = _continuation_target(target, base, ask)
+    headers = request_headers(request.headers, identity=True)
+    if ask.method != "POST":
+        headers.popall("Content-Type", None)  # a read again carries no body
     for attempt in range(config.retry + 1):
         asked: float | None = None
         reason = "connect"
         try:
             async with asyncio.timeout(config.timeout):
-                upstream = await state.session.post(
-                    target, data=body, allow_redirects=False, auto_decompress=True,
-                    headers=request_headers(request.headers, identity=True))
+                upstream = await state.session.request(
+                    ask.method, url, data=ask.body if ask.method == "POST" else None,
+                    allow_redirects=False, auto_decompress=True, headers=headers)
         except TimeoutError:
             state.metrics.upstream_errors.labels("timeout").inc()
             return None

@@ -9,8 +9,10 @@ the continuation's frames into the client's stream: its opening frames dropped, 
 a block the client saw open continued, the usage summed over the attempts), the ``Frames`` that hold
 back what no continuation could go on from (tool calls; a Messages text block's stop), and whether
 continuations go to another base (DeepSeek serves prefix completion only under ``/beta``:
-``--resume-base-url``). The dialects themselves live in ``resume.py`` (chat) and
-``resume_messages.py`` (Messages); keyed by the same ``Api`` as the repair writers' table
+``--resume-base-url``), and the request the upstream gets when the dialect needs it changed
+(``openai-background`` runs it in the background, stored, so it can be read again). The dialects
+themselves live in ``resume.py`` (chat), ``resume_messages.py`` (Messages) and
+``resume_background.py`` (Responses); keyed by the same ``Api`` as the repair writers' table
 (``repair.WRITERS``).
 
 Adding a dialect is one entry here. Pure (no I/O): ``guarded.py`` builds a stream's entry, the
@@ -27,6 +29,7 @@ from typing import Any
 from sseguard.proxy.frames import Frames
 from sseguard.proxy.machine import Resume
 from sseguard.proxy.resume import ChatResume, HeldToolCalls
+from sseguard.proxy.resume_background import BackgroundResume, upstream_request
 from sseguard.proxy.resume_messages import HeldToolUse, MessagesResume
 from sseguard.verdict import Api
 
@@ -43,6 +46,9 @@ class Dialect:
     frames: Callable[[], Frames]
     #: Continuations go to ``--resume-base-url`` (default: the upstream's base with ``/beta``).
     own_base: bool = False
+    #: ``(request_obj, store_ok) -> the request the upstream gets``, or None when the dialect does
+    #: not apply to it (``store_ok``: ``--resume-store-ok``); absent: the client's request as it is.
+    upstream_request: Callable[[dict[str, Any], bool], dict[str, Any] | None] | None = None
 
 
 #: Every dialect ``--resume`` knows, by name: one line each.
@@ -51,6 +57,8 @@ DIALECTS: Mapping[str, Dialect] = MappingProxyType({d.name: d for d in (
     Dialect("deepseek", Api.CHAT, lambda obj, n: ChatResume(obj, n, "deepseek"), HeldToolCalls,
             own_base=True),
     Dialect("anthropic", Api.MESSAGES, MessagesResume, HeldToolUse),
+    Dialect("openai-background", Api.RESPONSES, BackgroundResume, Frames,
+            upstream_request=upstream_request),
 )})
 
 

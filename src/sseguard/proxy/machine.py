@@ -78,8 +78,8 @@ class Resume(Protocol):
     def why_not(self) -> str | None:
         """Why the stream cannot be continued now (None: it can)."""
 
-    def body(self) -> bytes:
-        """The continuation request body."""
+    def continuation(self) -> AskContinuation:
+        """The continuation request: its body, and (a server that keeps the answer) method and path."""
 
     def splice(self) -> Splice:
         """The splice of the next continuation (spends one)."""
@@ -291,7 +291,7 @@ class RelayMachine:
         if self.stop is None and self._continuable(transport_error, stalled):
             assert self.resume is not None
             self._ended = (transport_error, stalled)
-            return [*actions, CloseUpstream(), AskContinuation(self.resume.body())]
+            return [*actions, CloseUpstream(), self.resume.continuation()]
         return actions + self._finish(transport_error, stalled)
 
     def _continuable(self, transport_error: str | None, stalled: bool) -> bool:

@@ -49,8 +49,9 @@ class ProxyMetrics:
                                 "non_stream, passthrough) and the proxy's own rejections.", ["kind"],
                                 registry=r)
         self.healed = Counter("sseguard_proxy_healed_streams", "Client streams that needed healing, by "
-                              "protocol, how (retry, resume) and whether the client's stream then "
-                              "passed.", ["api", "how", "result"], registry=r)
+                              "protocol, how (retry, resume), the --resume dialect that continued "
+                              "it (empty for a retry) and whether the client's stream then passed.",
+                              ["api", "how", "dialect", "result"], registry=r)
         self.heal_attempts = Counter("sseguard_proxy_heal_attempts", "Upstream attempts the client never "
                                      "saw (replaced by a retry or a continuation), by protocol and how "
                                      "they ended.", ["api", "ending"], registry=r)

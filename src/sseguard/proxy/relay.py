@@ -49,9 +49,9 @@ from sseguard.redact import Redactor
 from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Verdict
 
-#: Sends a continuation request body (where continuations of this stream go): its 2xx response, or
-#: None (unreachable, refused).
-Ask = Callable[[bytes], Awaitable[aiohttp.ClientResponse | None]]
+#: Sends a continuation request (the machine's ``AskContinuation``, where continuations of this stream
+#: go): its 2xx response, or None (unreachable, refused).
+Ask = Callable[[AskContinuation], Awaitable[aiohttp.ClientResponse | None]]
 
 
 class _ClientGone(Exception):
@@ -109,6 +109,9 @@ class StreamRelay:
         self.healed: str | None = None  # retry | resume | none; None when healing is off
         self.heal_attempts = 0
         self.heal_tokens = 0
+        #: The ``--resume`` dialect continuing this stream (``heal.DIALECTS``' name), if any: what
+        #: the record and ``/metrics`` name when it healed the stream.
+        self.heal_dialect: str | None = None
 
     @property
     def checker(self) -> Checker:
@@ -167,7 +170,7 @@ class StreamRelay:
                 queue.extend(machine.drained(error, self._watch.fired))
             elif isinstance(action, AskContinuation):
                 self._watch.close()
-                answer = None if self._ask is None else await self._ask(action.body)
+                answer = None if self._ask is None else await self._ask(action)
                 if answer is None:
                     queue.extend(machine.continuation(False))
                     continue

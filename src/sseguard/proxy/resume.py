@@ -26,6 +26,7 @@ from typing import Any
 
 import msgspec
 
+from sseguard.proxy.actions import AskContinuation
 from sseguard.proxy.frames import Frames
 from sseguard.proxy.resume_usage import CHAT_KEYS, UsageSum
 from sseguard.sse import SSEEvent
@@ -76,6 +77,14 @@ class ResumeState:
     def end_attempt(self) -> tuple[dict[str, Any] | None, int]:
         """The attempt being continued ended: its own usage and completion tokens."""
         return self.usage.end_attempt()
+
+    def body(self) -> bytes:
+        """The continuation request body (each dialect builds its own)."""
+        raise NotImplementedError
+
+    def continuation(self) -> AskContinuation:
+        """A new request, posted where the stream's own request went."""
+        return AskContinuation(self.body())
 
     def spend(self) -> None:
         """One continuation is being made."""

@@ -6,9 +6,13 @@ without its trailing whitespace, and the continuation's leading copy of that whi
 The splice drops the continuation's ``message_start`` and, when the client's text block is still
 open, the continuation's first text ``content_block_start``; its blocks are renumbered to follow the
 client's; its usage (``message_delta``) reports the original input tokens and the output tokens of
-every attempt summed (``resume_usage.py``). Not continued (the stream fails as without
-``--resume``): extended thinking (a prefill is not allowed with it), a request that is itself a
-prefill, a tool-use block or thinking already forwarded.
+every attempt summed (``resume_usage.py``). A request with ``thinking`` is continued without it (a
+prefill is not allowed with thinking) when no thinking content reached the client — none was sent
+yet, or the request asked ``display: "omitted"`` (Claude Code always does), which sends thinking
+blocks without their text: the continuation request drops ``thinking`` and every
+``context_management`` edit that requires it, and the client's empty thinking block is closed
+before the continued text. Not continued (the stream fails as without ``--resume``): thinking text
+already forwarded, a request that is itself a prefill, a tool-use block already forwarded.
 
 Pure (no I/O), like ``resume.py``, whose ``Splice`` overlap rule and tool-call hold it mirrors.
 """
@@ -94,10 +98,10 @@ class MessagesResume(ResumeState):
     def __init__(self, request_obj: dict[str, Any], continuations: int) -> None:
         super().__init__(request_obj, continuations, UsageSum(MESSAGES_KEYS))
         self.open_text: int | None = None  # the client's text block still open
+        #: A thinking block the client saw open with no text in it (``display: "omitted"``, or cut
+        #: before its first delta): the splice closes it before the continuation's text.
+        self.open_thinking: int | None = None
         self.next_index = 0
-        thinking = request_obj.get("thinking")
-        if isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"):
-            self.blocked = "a prefill is not allowed with extended thinking"
         messages = request_obj.get("messages")
         if isinstance(messages, list) and messages and isinstance(messages[-1], dict) and \
                 messages[-1].get("role") == "assistant":
@@ -112,32 +116,46 @@ class MessagesResume(ResumeState):
                 _note_usage(self.usage, obj)
             if kind == "content_block_start" and isinstance(index, int):
                 block = obj.get("content_block")
-                if isinstance(block, dict) and block.get("type") == "text":
+                what = block.get("type") if isinstance(block, dict) else None
+                if what == "text" and isinstance(block, dict):
                     self.open_text = index
                     text = block.get("text")
                     if isinstance(text, str):
                         self.sent.append(text)
+                elif what == "thinking" and isinstance(block, dict) and not block.get("thinking"):
+                    self.open_thinking = index  # no thinking content yet: still continuable
+                elif what == "thinking":
+                    self.blocked = "thinking content was forwarded"
                 else:
-                    self.blocked = "a tool_use or thinking block was forwarded"
+                    self.blocked = "a tool_use or redacted thinking block was forwarded"
                 self.next_index = max(self.next_index, index + 1)
             elif kind == "content_block_delta":
                 delta = obj.get("delta")
-                if isinstance(delta, dict) and delta.get("type") == "text_delta":
+                what = delta.get("type") if isinstance(delta, dict) else None
+                if what == "text_delta" and isinstance(delta, dict):
                     text = delta.get("text")
                     if isinstance(text, str):
                         self.sent.append(text)
-                elif isinstance(delta, dict):
-                    self.blocked = "a tool_use or thinking delta was forwarded"
-            elif kind == "content_block_stop" and index == self.open_text:
-                self.open_text = None
-            elif kind == "message_delta" and isinstance(obj.get("delta"), dict) and \
-                    obj["delta"].get("stop_reason") is not None:
-                # The client has the whole answer, only ``message_stop`` is missing: a continuation
-                # could only add a second answer after it (found by the machine's property test).
-                self.blocked = "the answer's stop_reason was forwarded; nothing is left to continue"
+                elif what == "thinking_delta" and isinstance(delta, dict):
+                    if delta.get("thinking"):
+                        self.blocked = "thinking content was forwarded"
+                elif what != "signature_delta" and isinstance(delta, dict):
+                    self.blocked = "a tool_use delta was forwarded"
+            elif kind == "message_delta":
+                delta = obj.get("delta")
+                if isinstance(delta, dict) and delta.get("stop_reason") is not None:
+                    # The answer had ended: a break now (inside message_stop) has nothing to
+                    # continue, and a continuation would add a second answer after the stop.
+                    self.blocked = "the answer had already ended (its stop_reason was forwarded)"
+            elif kind == "content_block_stop":
+                if index == self.open_text:
+                    self.open_text = None
+                elif index == self.open_thinking:
+                    self.open_thinking = None
 
     def body(self) -> bytes:
         obj = copy.copy(self.request_obj)
+        _without_thinking(obj)
         prefill = "".join(self.sent).rstrip()
         messages = list(obj.get("messages") or [])
         if prefill:
@@ -148,7 +166,33 @@ class MessagesResume(ResumeState):
     def splice(self) -> MessagesSplice:
         self.spend()
         sent = "".join(self.sent)
-        return MessagesSplice(sent[len(sent.rstrip()):], self.open_text, self.next_index, self.usage)
+        return MessagesSplice(sent[len(sent.rstrip()):], self.open_text, self.next_index, self.usage,
+                              close_first=self.open_thinking)
+
+
+#: ``context_management`` edits that the API accepts only with thinking on.
+_THINKING_EDITS = ("clear_thinking_",)
+
+
+def _without_thinking(obj: dict[str, Any]) -> None:
+    """A continuation asks without thinking (no thinking content reached the client, so none is
+    lost; a prefill is refused with it): ``thinking`` goes, and so does every
+    ``context_management.edits`` entry whose ``type`` starts ``clear_thinking_`` (the key itself
+    when no edit is left). Nothing else of the request is touched."""
+    if obj.pop("thinking", None) is None:
+        return
+    management = obj.get("context_management")
+    if not isinstance(management, dict) or not isinstance(management.get("edits"), list):
+        return
+    edits = [e for e in management["edits"] if not (
+        isinstance(e, dict) and isinstance(e.get("type"), str)
+        and e["type"].startswith(_THINKING_EDITS))]
+    if edits:
+        obj["context_management"] = {**management, "edits": edits}
+    elif len(management) == 1:
+        del obj["context_management"]
+    else:
+        obj["context_management"] = {k: v for k, v in management.items() if k != "edits"}
 
 
 def _note_usage(usage: UsageSum, obj: dict[str, Any]) -> None:
@@ -168,7 +212,7 @@ class MessagesSplice:
     """Rewrites a prefill continuation's events into the client's stream."""
 
     def __init__(self, whitespace: str, open_text: int | None, next_index: int,
-                 usage: UsageSum | None = None) -> None:
+                 usage: UsageSum | None = None, *, close_first: int | None = None) -> None:
         self.usage = usage if usage is not None else UsageSum(MESSAGES_KEYS)
         # Only the client's trailing whitespace can come again: the prefill leaves it out.
         self.trim = RepeatTrim(whitespace)
@@ -176,6 +220,9 @@ class MessagesSplice:
         self.next_index = next_index
         self.base: int | None = None
         self.failure: str | None = None
+        #: A block of the client's to close before the continuation's first block (a thinking
+        #: block whose stop was held when the answer broke).
+        self.close_first = close_first
         self._rest = b""
 
     def feed(self, data: bytes) -> bytes:
@@ -200,6 +247,10 @@ class MessagesSplice:
         if kind == "message_start":
             _note_usage(self.usage, obj)  # the continuation's own, never the client's
             return b""
+        if self.close_first is not None and kind in ("content_block_start", "message_delta"):
+            stop = _frame({"type": "content_block_stop", "index": self.close_first})
+            self.close_first = None
+            return stop + self.frame(frame)
         if kind == "message_delta" and isinstance(obj.get("usage"), dict):
             obj["usage"] = self.usage.rewrite(obj["usage"])
             frame = _frame(obj)[:-2]

@@ -207,7 +207,8 @@ class ProxyState:
             self.metrics.stream_ended(verdict, client_gone=outcome.client_gone, ttft_s=relay.ttft,
                                       duration_s=duration)
             if relay.healed is not None and relay.healed != "none":
-                self.metrics.healed.labels(str(verdict.api), relay.healed,
+                dialect = (relay.heal_dialect or "") if relay.healed == "resume" else ""
+                self.metrics.healed.labels(str(verdict.api), relay.healed, dialect,
                                            "passed" if self.policy.passes(verdict) else "failed").inc()
         if outcome.code is not None or outcome.action == "pass":
             self.metrics.actions.labels(outcome.action).inc()
@@ -235,6 +236,8 @@ class ProxyState:
             extra["error_code"] = outcome.code
         if outcome.client_gone:
             extra["client_disconnected"] = True
+        if relay.healed == "resume" and relay.heal_dialect is not None:
+            extra["heal_dialect"] = relay.heal_dialect  # which --resume dialect continued it
         record = raw_record(
             verdict, policy=self.policy, headers=dict(relay.upstream_headers),
             source="proxy", run_id=self.config.run_id, arm=self.config.arm_name,
