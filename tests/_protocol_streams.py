@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hypothesis import strategies as st
+
 from sseguard.verdict import Ending, Finding, FindingKind, Verdict
 
 BODIES = Path(__file__).parent.parent / "examples" / "bodies"
@@ -276,8 +278,6 @@ def shipped_samples(api: str) -> set[str]:
 
 def cut_or_crlf(draw: Any, body: bytes) -> bytes:
     """Maybe cut the body anywhere, maybe turn its line ends into CRLF: how property tests break it."""
-    from hypothesis import strategies as st
-
     if draw(st.booleans()):
         body = body[:draw(st.integers(0, len(body)))]
     if draw(st.booleans()):
@@ -297,6 +297,10 @@ def feed_in_sizes(checker: Any, body: bytes, sizes: list[int]) -> Verdict:
 
 
 #: Every marker of every family, as the tests spell them (not taken from the checker's own table).
+#: Text around a marker in the leak tests: without the leads of every family's leak markers ("<", "｜",
+#: "[", "f"), so that the only markup in it is what ``MARKERS`` names (hypothesis draws string literals
+#: from the code under test, the 46 families' markers among them).
+AROUND = st.text(st.characters(blacklist_characters="<｜[f"), max_size=20)
 MARKERS = ["｜DSML｜", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
            "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<tool_call>", "</tool_call>", "<function=",
            "</function>", "<parameter=",

@@ -236,7 +236,10 @@ def _swap(value: Any) -> Any:
 def gcml_docs() -> Any:
     """GigaChat 3.5 documents: V4 DSML documents with the marker swapped (the grammar is the same,
     so the swap maps every valid document and its expectations onto valid ones)."""
-    return base.dsml_docs("dsml-v4").map(lambda d: base.Doc(
+    # visible text that spells a marker only once its pieces are joined would swap differently in
+    # the text and in the joined visible text: such documents are left out
+    return base.dsml_docs("dsml-v4").filter(
+        lambda d: "DSML" not in d.visible and "GCML" not in d.text).map(lambda d: base.Doc(
         _swap(d.text), _swap(d.visible), [(_swap(n), _swap(a)) for n, a in d.calls],
         _swap(d.reasoning)))
 
