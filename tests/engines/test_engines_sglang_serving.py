@@ -14,7 +14,7 @@ import pytest
 
 from _engines_support import Expected, Vector, engine, harvest, matches, reference, tools_for
 from sseguard.engines._relay import Relay
-from sseguard.toolcalls import families, parser_for
+from sseguard.toolcalls import Reasoning, families, parser_for
 
 engine("sglang.srt.entrypoints.openai.serving_chat")
 
@@ -90,12 +90,23 @@ async def test_the_stream_variant_reports_voided_calls_so_finish_reason_is_not_t
 REASONED = [name for name, fam in families().items() if fam.reasoning_exits]
 
 
+def _tool_parser_reasons(vector: Vector) -> bool:
+    """Whether the family's tool parser itself reads reasoning in the example."""
+    parser = parser_for(vector.family, tools_for(vector))
+    events = parser.feed(vector.text) + parser.close()
+    return any(isinstance(e, Reasoning) for e in events)
+
+
 @pytest.mark.parametrize("family", REASONED)
 async def test_reasoning_then_examples_split_as_our_think_splitter_does(family: str,
                                                                         vectors: list[Vector]) -> None:
     chat = serving(f"sseguard-{family}", f"sseguard-{family}")
     failures = []
-    for vector in [v for v in vectors if v.family == family][:12]:
+    # SGLang's tool-call step has no field for reasoning its tool parser finds (PLaMo's think span,
+    # Harmony's analysis channel): examples with such reasoning are a documented limit
+    # (docs/engines.md), left out here
+    own = [v for v in vectors if v.family == family and not _tool_parser_reasons(v)]
+    for vector in own[:12]:
         tools = tools_for(vector)
         for text, opened in ((f"<think>Let me see.</think>{vector.text}", False),
                              (f"Plan: call it.</think>{vector.text}", True),
