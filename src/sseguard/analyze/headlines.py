@@ -123,7 +123,7 @@ def consistency(total: Rate, attributes: Mapping[str, Sequence[AttributeResult]]
     """The consistency workload in words: how many answers changed against their reference, and the
     significant attributes the changed ones share (a divergence is an outcome, not a failure)."""
     lines = [f"{total.failed} of {total.total} answers of the consistency workload diverged from their "
-             f"prompt's reference at concurrency 1 ({total})"]
+             f"prompt's reference (its answer at concurrency 1): {total}"]
     for arm, found in attributes.items():
         named = [a for a in found if a.lead and a.significant and a.headline]
         for attr in named:
