@@ -1,0 +1,44 @@
+"""A proxy's records carry the streams in flight at the proxy as their concurrency — up to thousands of
+distinct values at 10,000 streams, where a sweep has a handful of levels. The range search over them
+went in powers of two (issue 39: such a store took minutes to analyze), a sweep's levels stay apart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sseguard.analyze.summary import analyze_sources
+from sseguard.record import Record, encode_record
+from sseguard.store.sqlite import SQLiteStore
+
+
+def _record(i: int, level: int, bad: bool) -> Record:
+    return Record(source="proxy", run_id="proxy-1", index=i, started_at=1000.0 + i * 0.01,
+                  ending="truncated" if bad else "complete", passed=not bad, concurrency=level,
+                  response_id=f"chatcmpl-{i}")
+
+
+def test_a_proxy_store_with_a_thousand_levels_is_searched_in_powers_of_two(tmp_path: Path) -> None:
+    # Streams in flight 1…1000 at the proxy; every stream started with 512 or more in flight fails.
+    records = [_record(i, i % 1000 + 1, i % 1000 + 1 >= 512 and i % 3 == 0) for i in range(3000)]
+    store = SQLiteStore(str(tmp_path / "proxy.db"))
+    store.write(records)
+    store.close()
+    analysis = analyze_sources([str(tmp_path / "proxy.db")])
+    level = analysis.attribute("concurrency")
+    assert level is not None and level.best is not None and level.significant
+    assert [v.value for v in level.values] == ["1", "2–3", "4–7", "8–15", "16–31", "32–63", "64–127",
+                                               "128–255", "256–511", "512–1023"]
+    assert level.best.values == ("512–1023",)
+    assert level.best.tried == 54  # the 55 ranges of 10 buckets, less the one holding them all
+    assert "ran at concurrency 512–1023" in " ".join(analysis.headlines)
+
+
+def test_a_sweeps_twelve_levels_keep_their_own_values(tmp_path: Path) -> None:
+    levels = [1, 2, 4, 8, 12, 16, 24, 32, 48, 60, 64, 100]
+    records = [_record(i, levels[i % 12], levels[i % 12] >= 60 and (i // 12) % 2 == 0) for i in range(1200)]
+    path = tmp_path / "sweep.jsonl"
+    path.write_bytes(b"".join(encode_record(r) for r in records))
+    level = analyze_sources([str(path)]).attribute("concurrency")
+    assert level is not None and level.best is not None
+    assert [v.value for v in level.values] == [str(v) for v in levels]
+    assert level.best.values == ("60", "64", "100")
