@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from sseguard.analyze.summary import analyze_sources
 from sseguard.record import Record, encode_record
 from sseguard.store.sqlite import SQLiteStore
@@ -42,3 +45,23 @@ def test_a_sweeps_twelve_levels_keep_their_own_values(tmp_path: Path) -> None:
     assert level is not None and level.best is not None
     assert [v.value for v in level.values] == [str(v) for v in levels]
     assert level.best.values == ("60", "64", "100")
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sets(st.integers(min_value=1, max_value=5000), min_size=13, max_size=40))
+def test_more_than_twelve_levels_fall_in_the_power_of_two_range_holding_each(
+        tmp_path: Path, levels: set[int]) -> None:
+    ordered = sorted(levels)
+    records = [_record(i, level, i % 2 == 0) for i, level in enumerate(ordered * 2)]
+    path = tmp_path / "many.jsonl"
+    path.write_bytes(b"".join(encode_record(r) for r in records))
+    level = analyze_sources([str(path)]).attribute("concurrency")
+    assert level is not None
+
+    def power_of_two_range(v: int) -> str:
+        lo = 1 << (v.bit_length() - 1)
+        return str(lo) if lo == 1 else f"{lo}–{2 * lo - 1}"
+
+    assert [v.value for v in level.values] == sorted({power_of_two_range(v) for v in levels},
+                                                     key=lambda s: int(s.split("–")[0]))
+    assert sum(v.rate.total for v in level.values) == len(records)
