@@ -34,6 +34,10 @@ def test_a_proxy_store_with_a_thousand_levels_is_searched_in_powers_of_two(tmp_p
     assert level.best.values == ("512–1023",)
     assert level.best.tried == 54  # the 55 ranges of 10 buckets, less the one holding them all
     assert "ran at concurrency 512–1023" in " ".join(analysis.headlines)
+    # The load curve in one line, one entry per range: 489 of the 1,467 streams at 512–1023 failed.
+    assert ("failure rate by concurrency: 0% at 1, 0% at 2–3, 0% at 4–7, 0% at 8–15, 0% at 16–31, "
+            "0% at 32–63, 0% at 64–127, 0% at 128–255, 0% at 256–511, 33.3% at 512–1023"
+            ) in analysis.headlines
 
 
 def test_a_sweeps_twelve_levels_keep_their_own_values(tmp_path: Path) -> None:
