@@ -1,13 +1,15 @@
 """``sseguard demo``: the whole story in half a minute, with no network and no key.
 
-A chaos upstream starts in this process on a free loopback port with four hidden faults of the kinds
+A chaos upstream starts in this process on a free loopback port with five hidden faults of the kinds
 real incidents have — cuts that grow with load, truncation on one route (response ids ``gw-…`` among
-the protocols' own), a burst of error events in one time window, and streams without a
-``stop_reason`` on the Anthropic Messages path only (as reported of one gateway's Anthropic path) —
-then a short sweep probes it over every registered protocol side by side (one arm each: chat
-completions, responses, messages, gemini) and the analyzer says, in plain words, what the failing
-streams share. The demo ends by checking its own answer: each hidden pattern against what the
-analysis named.
+the protocols' own), a burst of error events in one time window, streams without a ``stop_reason`` on
+the Anthropic Messages path only (as reported of one gateway's Anthropic path), and markup leaked into
+the text of answers built on a cached prompt prefix, only under load (issue 39's incident: a race in a
+hierarchical KV cache) — then a short sweep probes it over every registered protocol side by side (one
+arm each: chat completions, responses, messages, gemini) with the ``consistency`` workload (half its
+prompts share one long prefix, which the upstream's prefix cache serves; half are short and never
+cached), and the analyzer says, in plain words, what the failing streams share. The demo ends by
+checking its own answer: each hidden pattern against what the analysis named.
 
 A second act sends the same hidden faults through an in-process ``sseguard proxy --retry 2 --resume
 vllm,anthropic`` (chat and messages, which each continue in their own dialect) and counts, per ending,
@@ -37,6 +39,7 @@ from sseguard.analyze.summary import analyze_with_evidence
 from sseguard.chaos import (
     ApiPattern,
     ChaosConfig,
+    ChaosStats,
     Fault,
     LoadPattern,
     Pacing,
@@ -44,10 +47,12 @@ from sseguard.chaos import (
     WindowPattern,
     run_chaos,
 )
+from sseguard.chaos.config import CachePattern
 from sseguard.contract import protocols
 from sseguard.errors import ConfigError
 from sseguard.policy import Policy
-from sseguard.probe.config import ProbeConfig, make_arm
+from sseguard.probe import consistency
+from sseguard.probe.config import ProbeConfig, WorkloadSpec, make_arm
 from sseguard.probe.runner import RunResult, execute, quiet_gc
 from sseguard.proxy import ProxyConfig, run_proxy
 from sseguard.store import open_store
@@ -64,6 +69,9 @@ HEAL_APIS = (Api.CHAT, Api.MESSAGES)
 HEAL_COUNT = 120
 HEAL_LEVEL = 16
 HEAL_SECONDS = 15.0
+#: The share of cached answers at the last level whose text the cache pattern corrupts (of those no
+#: earlier pattern took).
+CACHE_LEAK = 0.4
 #: Endings a client raises on (an error event, an error status, a broken connection); every other bad
 #: ending (truncated, no_finish, a cut frame, …) is a silent half answer.
 EXPLICIT = frozenset({Ending.ERROR_EVENT, Ending.HTTP_ERROR, Ending.TRANSPORT_ERROR})
@@ -79,8 +87,11 @@ class Scenario:
 
 
 def scenario(seconds: float = DEFAULT_SECONDS, *, seed: int = 12) -> Scenario:
-    """Four patterns: load-dependent cuts, a routed truncation, a window of error events, and a
-    fault only the messages path has."""
+    """Five patterns: load-dependent cuts, a routed truncation, a window of error events, a fault
+    only the messages path has, and markup leaked only from a cached prefix under load.
+
+    The window's seconds count from the sweep's first level, not from the server's start
+    (``SweepClock``): the consistency workload's references come first and take as long as they take."""
     if not 3.0 <= seconds <= 600.0:
         raise ConfigError(f"--seconds {seconds:g}: give between 3 and 600")
     level = seconds / len(LEVELS)
@@ -100,9 +111,31 @@ def scenario(seconds: float = DEFAULT_SECONDS, *, seed: int = 12) -> Scenario:
             WindowPattern(Fault.ERROR_EVENT, window[0], window[1], probability=0.9),
             # The Anthropic path of a gateway: message_stop without any stop_reason.
             ApiPattern(Fault.NO_FINISH, str(Api.MESSAGES), probability=0.25),
+            # The incident: answers built on a cached prefix get markup in their text, only when more
+            # than 8 streams per arm are in flight (the last level); uncached prompts never do.
+            CachePattern(Fault.MARKUP_LEAK, above=int(8 * arms), probability=CACHE_LEAK),
         ),
     )
     return Scenario(chaos=chaos, level_seconds=level, window=window)
+
+
+class SweepClock:
+    """The chaos upstream's clock in the demo: 0 until the consistency references are in (the first
+    ``after`` requests, each prompt once per arm at concurrency 1), then the seconds since the next
+    request — the sweep's first. So the hidden window sits inside the level it was placed in however
+    long the references took on a loaded machine."""
+
+    def __init__(self, after: int) -> None:
+        self.after = after
+        self.stats: ChaosStats | None = None  # the server's, once it is up
+        self._zero: float | None = None
+
+    def __call__(self) -> float:
+        if self._zero is None:
+            if self.stats is None or self.stats.requests <= self.after:
+                return 0.0
+            self._zero = time.monotonic()
+        return time.monotonic() - self._zero
 
 
 @dataclass
@@ -133,12 +166,15 @@ class HealAct:
 def _named(analysis: Analysis) -> dict[str, bool]:
     """Which hidden patterns the analysis found: a significant attribute whose best split is the one
     hidden (the ``gw`` prefix; the highest level and not the lowest; a window of error events; the
-    messages api) — searched among the streams that failed the way the pattern fails them, as the
+    messages api; the prompts served from cache, and the highest level and not the lowest, for the
+    leaked markup) — searched among the streams that failed the way the pattern fails them, as the
     analysis does for each kind of failure, else over all failures."""
     prefix = _best(analysis, "id_prefix", "truncated")
     level = _best(analysis, "concurrency", "cut_mid_frame")
     window = _best(analysis, "time_window", "error_event")
     api = _best(analysis, "api", "no_finish")
+    cache = _best(analysis, "cache", "markup_leak")
+    leak_level = _best(analysis, "concurrency", "markup_leak")
     return {
         "routed: ids gw-… truncated": prefix is not None and prefix.values == ("gw",),
         "load: cuts grow with concurrency": level is not None and str(LEVELS[-1]) in level.values
@@ -147,6 +183,9 @@ def _named(analysis: Analysis) -> dict[str, bool]:
         and max(window.failures_in, key=lambda k: window.failures_in[k]) == "error_event",
         "api: messages streams end without stop_reason": api is not None
         and api.values == (str(Api.MESSAGES),),
+        "cache: markup leaks from a cached prefix, under load": cache is not None
+        and cache.values == ("most",) and leak_level is not None
+        and str(LEVELS[-1]) in leak_level.values and str(LEVELS[0]) not in leak_level.values,
     }
 
 
@@ -168,15 +207,18 @@ async def demo_async(out: str | Path, *, seconds: float = DEFAULT_SECONDS,
     err_console = err_console or Console(stderr=True)
     plan = scenario(seconds)
     out_dir = Path(out)
-    async with run_chaos(plan.chaos) as server:
+    references = consistency.References.load(out_dir)
+    clock = SweepClock(sum(len(references.missing(str(api))) for api in APIS))
+    async with run_chaos(plan.chaos, clock=clock) as server:
+        clock.stats = server.stats
         err_console.print(
-            f"[bold]sseguard demo[/]: a chaos upstream on {server.url} with four hidden faults; "
-            f"probing it over {', '.join(map(str, APIS))} at concurrency "
-            f"{', '.join(map(str, LEVELS))} for {plan.level_seconds:.0f} s each…",
+            f"[bold]sseguard demo[/]: a chaos upstream on {server.url} with {len(plan.chaos.patterns)} "
+            f"hidden faults; probing it over {', '.join(map(str, APIS))} with the consistency workload "
+            f"at concurrency {', '.join(map(str, LEVELS))} for {plan.level_seconds:.0f} s each…",
             highlight=False, soft_wrap=True)
         arms = tuple(make_arm(str(api), server.url, model="chaos-1", api=api) for api in APIS)
         config = ProbeConfig(
-            arms=arms, levels=LEVELS, count=None,
+            arms=arms, workload=WorkloadSpec(name="consistency"), levels=LEVELS, count=None,
             duration=plan.level_seconds, stall_timeout=5.0, timeout=30.0, out=str(out_dir),
             policy=Policy(), check_reachable=False)
         result = await execute(config, console=err_console, live=live)

@@ -5,16 +5,16 @@ and Spark in local mode. The golden answers were written by the analyzer before 
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import psycopg
 import pytest
 
 from _analyze_golden import CASES, assert_same, golden, jsonl, records
+from _spark_support import local_spark
 from sseguard.analyze.export import export_parquet
 from sseguard.analyze.summary import analyze_sources
 from sseguard.policy import Policy
@@ -80,20 +80,8 @@ def test_the_postgresql_store_counts_in_the_server_and_equals_the_in_memory_path
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    """One local Spark (2 cores) for the module: starting one costs seconds.
-
-    Spark needs a Java runtime: without one this is a skip on a developer's machine and a failure
-    under ``CI=true`` (``.ci/run`` installs it), so the Spark proof cannot vanish from CI unnoticed.
-    """
-    from sseguard.analyze.engines import spark_session
-
-    if shutil.which("java") is None:
-        missing = "no java on PATH: Spark needs a Java runtime (apt-get install default-jre-headless)"
-        if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
-            pytest.fail(f"CI=true and {missing}")
-        pytest.skip(missing)
-
-    session = spark_session("local[2]")
+    """One local Spark (2 cores) for the module (``_spark_support``)."""
+    session = local_spark()
     yield session
     session.stop()
 
@@ -105,3 +93,43 @@ def test_spark_local_mode_equals_the_in_memory_path_on_jsonl_and_parquet(spark: 
     source = jsonl("every_kind", tmp_path / "every.jsonl")
     export_parquet([str(source)], tmp_path / "pq")
     _check([str(tmp_path / "pq")], "every_kind", "strict-tol", engine="spark", spark=spark)
+
+
+#: An export of the schema before issue 39: the heal fields last, no prompt_tokens, cached_tokens,
+#: cache_write_tokens, fingerprint, consistency, diverged_at, diverged_token.
+OLD_EXPORT = """
+COPY (
+  SELECT * REPLACE (CAST(heal_of AS BIGINT) AS heal_of, CAST(healed AS VARCHAR) AS healed) FROM (VALUES
+    (1, 'probe', 'chat', 'old', 'a', 0, 'small', 1000.0, 'complete', '[]', true, 'chatcmpl-0',
+     'chatcmpl', MAP {'server': 'x'}, 8, 0, 900, 1, NULL, NULL, 0, 0),
+    (1, 'probe', 'chat', 'old', 'a', 1, 'small', 1001.0, 'truncated', '[]', false, 'gw-1', 'gw',
+     MAP {'server': 'x'}, 8, 1, 900, 1, NULL, NULL, 0, 0),
+    (1, 'probe', 'chat', 'old', 'a', 2, 'small', 1002.0, 'complete', '[{"kind": "markup_leak"}]', false,
+     'chatcmpl-2', 'chatcmpl', MAP {'server': 'x'}, 8, 2, 900, 1, NULL, NULL, 0, 0),
+    (1, 'proxy', 'messages', 'old', 'b', 3, 'small', 1003.0, 'complete', '[]', true, 'msg_3', 'msg',
+     MAP {'server': 'y'}, 1, 0, 900, 1, NULL, NULL, 0, 0),
+    (1, 'proxy', 'messages', 'old', 'b', 4, 'small', 1004.0, 'complete', '[]', true, 'msg_4', 'msg',
+     MAP {'server': 'y'}, 1, 1, 900, 3, NULL, NULL, 0, 0)
+  ) AS t(schema, source, api, run_id, arm, "index", workload, started_at, ending, findings, passed,
+         response_id, id_prefix, headers, concurrency, reuse_index, prompt_bytes, weight, heal_of,
+         healed, heal_attempts, heal_tokens)
+) TO '{path}' (FORMAT parquet)
+"""
+
+
+@pytest.mark.timeout(900)
+def test_spark_reads_an_export_from_before_the_cache_columns_as_duckdb_does(spark: Any,
+                                                                            tmp_path: Path) -> None:
+    path = tmp_path / "old.parquet"
+    duckdb.execute(OLD_EXPORT.replace("{path}", str(path)))
+    assert "cached_tokens" not in {c[0] for c in duckdb.execute(
+        f"DESCRIBE SELECT * FROM read_parquet('{path}')").fetchall()}
+    by_spark = analyze_sources([str(path)], engine="spark", spark=spark)
+    by_duckdb = analyze_sources([str(path)])
+    for analysis in (by_spark, by_duckdb):
+        # Two of seven streams (weights 1, 1, 1, 1, 3) failed: the gw- truncation and the leak.
+        assert (analysis.total.failed, analysis.total.total) == (2, 7)
+        assert analysis.failures == {"truncated": 1, "markup_leak": 1}
+        assert analysis.attribute("cache") is None  # no cache facts: NULL, not "none"
+        assert analysis.consistency is None
+    assert by_spark.to_dict() == by_duckdb.to_dict()

@@ -11,8 +11,6 @@ healed streams it is the whole story.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ import pytest
 from rich.console import Console
 
 from _analyze_golden import assert_same
+from _spark_support import local_spark
 from sseguard.analyze.export import export_parquet
 from sseguard.analyze.run import run_analyze
 from sseguard.analyze.summary import analyze_sources
@@ -168,14 +167,7 @@ def test_the_postgresql_store_counts_healing_as_jsonl(pg_dsn: str, tmp_path: Pat
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    from sseguard.analyze.engines import spark_session
-
-    if shutil.which("java") is None:
-        missing = "no java on PATH: Spark needs a Java runtime (apt-get install default-jre-headless)"
-        if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
-            pytest.fail(f"CI=true and {missing}")
-        pytest.skip(missing)
-    session = spark_session("local[2]")
+    session = local_spark()
     yield session
     session.stop()
 

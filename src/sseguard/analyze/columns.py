@@ -184,12 +184,27 @@ def _id_prefix(cells: Sequence[Cell]) -> Column:
     return _categorical("id_prefix", labels, [c.weight for c in cells], words)
 
 
+#: More distinct values than this in an ordered numeric attribute and its ranges are searched in powers
+#: of two: the range search tries every (first, last) pair of values, so its cost grows with their square.
+MANY_VALUES = 12
+
+
+def int_range(lo: float, hi: float | None) -> str:
+    """A bucket's values in words: ``8–15``, or ``1`` alone."""
+    return f"{lo:g}" if lo == hi else f"{lo:g}–{hi:g}"
+
+
 def _concurrency(cells: Sequence[Cell]) -> Column:
-    labels: list[str | None] = [str(c.concurrency) for c in cells]
+    """A sweep's levels, each its own value. A proxy's records carry the streams in flight at the proxy
+    when each started instead: at 10,000 streams over seven workers that is ~1,400 distinct values, whose
+    ~10⁶ ranges took the search minutes (docs/benchmarks.md), so many values go in powers of two."""
+    texts = ("ran at concurrency {}", "streams at concurrency {}", "without a concurrency level")
+    levels = [c.concurrency for c in cells]
+    if len(set(levels)) > MANY_VALUES:
+        return _log_buckets([log_bucket(v, 2, 1) for v in levels], 2, 1, "concurrency", int_range, texts)
+    labels: list[str | None] = [str(v) for v in levels]
     order = sorted({v for v in labels if v is not None}, key=int)
-    words = Words("ran at concurrency {}", "streams at concurrency {}", "without a concurrency level",
-                  item=str)
-    return Column("concurrency", True, labels, order, words)
+    return Column("concurrency", True, labels, order, Words(*texts, item=str))
 
 
 def _time_window(cells: Sequence[Cell], width: float | None) -> Column | None:
@@ -217,6 +232,11 @@ def _time_window(cells: Sequence[Cell], width: float | None) -> Column | None:
     return Column("time_window", True, labels, order, words)
 
 
+def bucket_span(b: int, base: int, start: int) -> tuple[int, int]:
+    """The smallest and the largest value of bucket ``b`` (``facts.log_bucket``)."""
+    return (0, start - 1) if b == 0 else (start * base ** (b - 1), start * base**b - 1)
+
+
 def _log_buckets(buckets: Sequence[int | None], base: int, start: int, key: str,
                  fmt: Callable[[float, float | None], str], words: tuple[str, str, str]) -> Column:
     """Buckets growing by ``base`` from ``start`` up: a 2x change matters at 3 requests, not at 3,000.
@@ -229,10 +249,7 @@ def _log_buckets(buckets: Sequence[int | None], base: int, start: int, key: str,
         if b is None:
             labels.append(None)
             continue
-        if b == 0:
-            lo, hi = 0, start - 1
-        else:
-            lo, hi = start * base ** (b - 1), start * base**b - 1
+        lo, hi = bucket_span(b, base, start)
         label = fmt(lo, hi)
         spans[label] = (lo, hi)
         index[label] = b
@@ -305,12 +322,9 @@ def _numeric_header(name: str, labels: list[str | None], present: list[str]) -> 
     key = f"header:{name}"
     texts = (f"had `{name}` {{}}", f"streams with `{name}` {{}}", "without response headers")
     values: list[int | None] = [int(v) if v is not None and v.isdigit() else None for v in labels]
-    if len(set(present)) > 12:
-        def fmt(lo: float, hi: float | None) -> str:
-            return f"{lo:g}" if lo == hi else f"{lo:g}–{hi:g}"
-
+    if len(set(present)) > MANY_VALUES:
         return _log_buckets([None if v is None else log_bucket(v, 2, 1) for v in values], 2, 1, key,
-                            fmt, texts)
+                            int_range, texts)
     shown: list[str | None] = [str(v) if v is not None else None for v in values]
     order = sorted({v for v in shown if v is not None}, key=int)
     return Column(key, True, shown, order, Words(*texts, item=str))

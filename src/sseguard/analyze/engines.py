@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from sseguard.analyze.facts import Dialect
-from sseguard.analyze.sources import FileSource, Source, StoreSource, spark_schema
+from sseguard.analyze.sources import FileSource, Source, StoreSource, spark_columns, spark_schema
 from sseguard.errors import ConfigError
 from sseguard.record import id_prefix
 from sseguard.store.fields import CACHE_FACTS
@@ -334,7 +334,7 @@ class SparkEngine:
         reader = self._spark.read
         try:
             if source.kind == "parquet":
-                frame = reader.parquet(*source.files)
+                frame = _with_record_columns(reader.parquet(*source.files))
             else:
                 frame = reader.schema(spark_schema()).option("mode", "FAILFAST").json(list(source.files))
         except Exception as exc:  # pyspark's AnalysisException and friends
@@ -355,6 +355,19 @@ class SparkEngine:
         self._spark.sql(f"UNCACHE TABLE IF EXISTS {FACTS_TABLE}")
         self._spark.catalog.dropTempView(FACTS_TABLE)
         self._spark.catalog.dropTempView("sseguard_src")
+
+
+def _with_record_columns(frame: Any) -> Any:
+    """``frame`` with every record field it lacks as a typed NULL column: Parquet exported before a
+    field existed (the heal fields, the cache facts of issue 39) has no column for it, and Spark fails
+    a query naming one ("cannot resolve"), where DuckDB unions them in by name (``FileSource``)."""
+    from pyspark.sql import functions
+
+    have = {name.lower() for name in frame.columns}
+    missing = [(name, kind) for name, kind in spark_columns() if name.lower() not in have]
+    if not missing:
+        return frame
+    return frame.select("*", *(functions.lit(None).cast(kind).alias(name) for name, kind in missing))
 
 
 def spark_session(master: str = "local[2]") -> Any:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from sseguard.analyze.columns import MANY_VALUES, bucket_span, int_range
+from sseguard.analyze.facts import log_bucket
 from sseguard.analyze.model import ArmComparison, AttributeResult, GroupRow, Healing
 from sseguard.analyze.stats import Rate, fmt_p, pct
 from sseguard.verdict import Ending
@@ -123,7 +125,7 @@ def consistency(total: Rate, attributes: Mapping[str, Sequence[AttributeResult]]
     """The consistency workload in words: how many answers changed against their reference, and the
     significant attributes the changed ones share (a divergence is an outcome, not a failure)."""
     lines = [f"{total.failed} of {total.total} answers of the consistency workload diverged from their "
-             f"prompt's reference at concurrency 1 ({total})"]
+             f"prompt's reference (its answer at concurrency 1): {total}"]
     for arm, found in attributes.items():
         named = [a for a in found if a.lead and a.significant and a.headline]
         for attr in named:
@@ -170,7 +172,16 @@ def by_level(levels: Sequence[GroupRow], arms: int) -> str | None:
         cell[1] += row.rate.total
     if len(pooled) < 2 or not any(f for f, _ in pooled.values()):
         return None
-    parts = [f"{pct(f / n)} at {level}" for level, (f, n) in sorted(pooled.items())]
+    if len(pooled) > MANY_VALUES:  # a proxy's streams in flight: one range per power of two
+        ranges: dict[int, list[int]] = {}
+        for level, (f, n) in pooled.items():
+            cell = ranges.setdefault(log_bucket(level, 2, 1), [0, 0])
+            cell[0] += f
+            cell[1] += n
+        parts = [f"{pct(f / n)} at {int_range(*bucket_span(b, 2, 1))}"
+                 for b, (f, n) in sorted(ranges.items())]
+    else:
+        parts = [f"{pct(f / n)} at {level}" for level, (f, n) in sorted(pooled.items())]
     scope = " (all arms)" if arms > 1 else ""
     return f"failure rate by concurrency{scope}: " + ", ".join(parts)
 

@@ -101,9 +101,14 @@ def typed_facts(relation: str, kinds: str, index: str) -> str:
     )
 
 
+def spark_columns() -> list[tuple[str, str]]:
+    """The record fields with their Spark SQL types."""
+    return [(name, _SPARK_TYPES[kind]) for name, kind in RECORD_COLUMNS]
+
+
 def spark_schema() -> str:
     """The record fields as a Spark DDL schema: Spark reads JSONL with the same columns as DuckDB."""
-    return ", ".join(f"`{name}` {_SPARK_TYPES[kind]}" for name, kind in RECORD_COLUMNS)
+    return ", ".join(f"`{name}` {kind}" for name, kind in spark_columns())
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from sseguard.cli._app import Command, app, console, err_console, fail
 from sseguard.errors import ConfigError
 
 
-@app.command(cls=Command, short_help="Probe a chaos upstream with four hidden faults and find them.")
+@app.command(cls=Command, short_help="Probe a chaos upstream with five hidden faults and find them.")
 def demo(
     out: str | None = typer.Option(None, "--out", metavar="DIR",
                                    help="Where results, report.html and plots go "
@@ -20,10 +20,11 @@ def demo(
                                   help="Probing time, split over the levels."),
     no_live: bool = typer.Option(False, "--no-live", help="No live display."),
 ) -> None:
-    """Probe an in-process chaos upstream over chat, responses and messages side by side, with four
-    hidden faults, and show what the analysis finds.
+    """Probe an in-process chaos upstream over chat, responses, messages and gemini side by side, with
+    five hidden faults (one of them markup leaked only from a cached prefix under load), and show what
+    the analysis finds.
 
-    No network, no key; about half a minute.
+    No network, no key; about forty seconds.
 
     \b
     Example:

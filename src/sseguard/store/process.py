@@ -15,14 +15,10 @@ unredacted records cross only this pipe, in memory, between two processes of the
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import multiprocessing
 import os
 import signal
-import threading
-from collections import deque
-from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -32,6 +28,7 @@ from sseguard.errors import ConfigError
 from sseguard.record import Record
 from sseguard.redact import Redactor
 from sseguard.store._base import log, one_line
+from sseguard.store._queue import QueuedWriter
 
 #: Seconds the child may take to start, import and open its store (a busy machine is slow to spawn).
 START_TIMEOUT_S = 120.0
@@ -53,18 +50,11 @@ _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder(list[_Handoff]).decode
 
 
-@dataclass(slots=True)
-class _Flush:
-    done: threading.Event = field(default_factory=threading.Event)
-
-
-_END = object()
-
-
-class ProcessWriter:
+class ProcessWriter(QueuedWriter):
     """Feeds the store at ``target`` (a path or URL, as ``open_store`` takes) from a child process.
 
-    The same calls as ``BatchWriter``: ``put`` (never blocks), ``flush``, ``close`` and the counters.
+    The same calls as ``BatchWriter`` (the queue, ``put``, ``flush`` and ``close`` are
+    ``store._queue``'s): its thread sends each batch to the child instead of writing it.
     ``sample_healthy``: the child keeps healthy streams through ``SampledStore`` at that fraction.
     Opening the store happens in the child: a path it cannot open is a ``ConfigError`` here.
     """
@@ -73,7 +63,6 @@ class ProcessWriter:
                  max_delay: float = 0.2, max_pending: int = 100_000) -> None:
         if max_batch < 1 or max_delay < 0 or max_pending < 1:
             raise ConfigError("max_batch and max_pending must be at least 1, max_delay not negative")
-        self.max_batch, self.max_delay, self.max_pending = max_batch, max_delay, max_pending
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe(duplex=True)
         self._process = context.Process(target=_child, name="sseguard-store-writer",
@@ -90,18 +79,10 @@ class ProcessWriter:
         if answer[0] != "ready":
             self._process.join()
             raise ConfigError(str(answer[1]))
-        # deque appends and pops are atomic: the caller's side takes no lock and wakes nobody.
-        self._queue: deque[object] = deque()
-        self._wake = threading.Event()
-        self._lock = threading.Lock()
-        self._written = 0
-        self._dropped = 0  # here: queue full, put after close, the child gone
         self._child_dropped = 0  # there: a batch the store refused twice, a record not redactable
-        self._closed = False
         self._broken = False
-        self._thread = threading.Thread(target=self._feed, name="sseguard-store-feeder", daemon=True)
-        self._thread.start()
-        atexit.register(self.close)
+        self._open_queue(max_batch=max_batch, max_delay=max_delay, max_pending=max_pending,
+                         name="sseguard-store-feeder")
 
     # ── counters ───────────────────────────────────────────────────────────────────────────────
     @property
@@ -114,51 +95,26 @@ class ProcessWriter:
         """Records given up on, here (queue full, writer closed, child gone) or in the child."""
         return self._dropped + self._child_dropped
 
-    @property
-    def pending(self) -> int:
-        """Records queued here and not yet sent to the child (approximate)."""
-        return len(self._queue)
-
-    def _count_dropped(self, n: int, why: str) -> None:
-        with self._lock:
-            self._dropped += n
-            dropped = self._dropped
+    def _dropped_because(self, n: int, why: str) -> None:
+        dropped = self._count_dropped(n)
         if dropped == n or dropped in (10, 100) or dropped % 1000 == 0:
             log.error("store writer: %d record(s) dropped so far (%s)", dropped, why)
 
     # ── the caller's side ──────────────────────────────────────────────────────────────────────
-    def put(self, record: Record, redactor: Redactor | None = None) -> None:
-        """Queue one record; returns at once. With a ``redactor`` the record is not redacted yet
-        (``record.raw_record``): the child redacts it with that redactor's secrets."""
-        if self._closed or self._broken:
-            self._count_dropped(1, "put after the writer was closed or lost")
-            return
-        queued = len(self._queue)
-        if queued >= self.max_pending:
-            self._count_dropped(1, f"queue full, {self.max_pending} pending")
-            return
-        self._queue.append(_Handoff(record, None if redactor is None else list(redactor.secrets)))
-        if queued + 1 >= self.max_batch or not self.max_delay:
-            self._wake.set()
+    def _item(self, record: Record, redactor: Redactor | None) -> object:
+        """The record not yet redacted, with its redactor's secrets: the child redacts it."""
+        return _Handoff(record, None if redactor is None else list(redactor.secrets))
 
-    def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every record put before this call has been written (or given up on)."""
-        if self._closed or not self._thread.is_alive():
-            return True
-        marker = _Flush()
-        self._queue.append(marker)
-        self._wake.set()
-        return marker.done.wait(timeout)
+    def _refuse(self, record: Record) -> bool:
+        if not (self._closed or self._broken):
+            return False
+        self._dropped_because(1, "put after the writer was closed or lost")
+        return True
 
-    def close(self, timeout: float | None = None) -> None:
-        """Send everything still queued, let the child write it, then stop it. Safe to call twice."""
-        if self._closed:
-            return
-        self._closed = True
-        atexit.unregister(self.close)
-        self._queue.append(_END)
-        self._wake.set()
-        self._thread.join(timeout)
+    def _full(self) -> None:
+        self._dropped_because(1, f"queue full, {self.max_pending} pending")
+
+    def _closed_after(self, timeout: float | None) -> None:
         self._process.join(timeout)
         if self._process.is_alive():
             log.error("store writer did not finish within %ss; stopping it", timeout)
@@ -166,48 +122,26 @@ class ProcessWriter:
             self._process.join()
         self._conn.close()
 
-    def __enter__(self) -> ProcessWriter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # ── the feeder thread ──────────────────────────────────────────────────────────────────────
-    def _feed(self) -> None:
-        while True:
-            self._wake.wait(self.max_delay or None)
-            self._wake.clear()
-            batch: list[_Handoff] = []
-            while self._queue:
-                item = self._queue.popleft()
-                if isinstance(item, _Handoff):
-                    batch.append(item)
-                    if len(batch) >= self.max_batch:
-                        self._send(_RECORDS + _encode(batch), len(batch))
-                        batch = []
-                    continue
-                if batch:
-                    self._send(_RECORDS + _encode(batch), len(batch))
-                    batch = []
-                if isinstance(item, _Flush):
-                    self._ask(_FLUSH)
-                    item.done.set()
-                elif item is _END:
-                    self._ask(_STOP)
-                    self._release()
-                    return
-            if batch:
-                self._send(_RECORDS + _encode(batch), len(batch))
+    def _deliver(self, batch: list[object]) -> None:
+        self._send(_RECORDS + _encode(batch), len(batch))
+
+    def _flushed(self) -> None:
+        self._ask(_FLUSH)
+
+    def _stopped(self) -> None:
+        self._ask(_STOP)
+        self._release()
 
     def _send(self, message: bytes, count: int) -> None:
         if self._broken:
-            self._count_dropped(count, "the store writer process is gone")
+            self._dropped_because(count, "the store writer process is gone")
             return
         try:
             self._conn.send_bytes(message)  # the write runs with the GIL released
         except (OSError, ValueError) as exc:
             self._broken = True
-            self._count_dropped(count, f"the store writer process is gone: {one_line(exc)}")
+            self._dropped_because(count, f"the store writer process is gone: {one_line(exc)}")
 
     def _ask(self, what: bytes) -> None:
         """A flush or stop: the child answers once everything sent before it is written."""
@@ -224,15 +158,9 @@ class ProcessWriter:
 
     def _release(self) -> None:
         """Wake whoever waits on a flush that raced the close, and count what is left as dropped."""
-        left = 0
-        while self._queue:
-            item = self._queue.popleft()
-            if isinstance(item, _Flush):
-                item.done.set()
-            elif isinstance(item, _Handoff):
-                left += 1
+        left = len(self._late())
         if left:
-            self._count_dropped(left, "put while the writer was closing")
+            self._dropped_because(left, "put while the writer was closing")
 
 
 def _child(conn: Connection, target: str, sample_healthy: float | None, max_batch: int,
