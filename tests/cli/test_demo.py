@@ -3,7 +3,6 @@ all five hidden patterns (the fifth: markup leaked only from a cached prefix, on
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from rich.console import Console
@@ -44,12 +43,9 @@ def test_the_sweep_clock_stands_still_until_the_references_are_in() -> None:
 
 def test_short_demo_names_every_hidden_pattern_and_writes_the_report(tmp_path: Path) -> None:
     console = Console(record=True, width=120)
-    began = time.monotonic()
     result = run_demo(tmp_path / "demo", seconds=9.0, console=console,
                       err_console=Console(stderr=True, quiet=True), live=False, healing=False)
-    elapsed = time.monotonic() - began
     assert result.named == dict.fromkeys(result.named, True), console.export_text()
-    assert elapsed < 30
     records = result.run.records
     assert {r.concurrency for r in records} == set(LEVELS)
     assert {(r.arm, r.api) for r in records} == {("chat", "chat"), ("responses", "responses"),
