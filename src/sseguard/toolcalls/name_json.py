@@ -26,18 +26,14 @@ from dataclasses import dataclass
 from functools import partial
 
 from sseguard.errors import UsageError
+from sseguard.toolcalls._array_embed import finish_embedded, run_embedded
+from sseguard.toolcalls._array_engine import JSONArrayParser
+from sseguard.toolcalls._array_tables import Body, Opener
 from sseguard.toolcalls._engine import CONTENT, MarkedRawParser
 from sseguard.toolcalls._json import JSONProblem, strict_json
 from sseguard.toolcalls._markers import TAG_CAP, Markers
 from sseguard.toolcalls.events import Event, MarkupError, MarkupErrorKind, ToolArgsDelta
 from sseguard.toolcalls.family import CallLike, Family, claim_openers
-from sseguard.toolcalls.json_array import (
-    Body,
-    JSONArrayParser,
-    Opener,
-    finish_embedded,
-    run_embedded,
-)
 from sseguard.toolcalls.schema import ToolSpec
 
 MALFORMED = MarkupErrorKind.MALFORMED_TAG
