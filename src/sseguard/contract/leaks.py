@@ -223,19 +223,20 @@ class LeakScanner:
     def scan(self, index: int, where: str, text: str) -> None:
         key = (index, where)
         state = self._state.get(key)
-        fresh = False
         if state is None:
             if not (self._markers or self._shapes or self._start) or not text:
                 return
             state = self._state[key] = ["", 0]
-            fresh = self._start is not None  # the field's start: its start shapes are matched
+            if self._start is not None:  # the field's start: its start shapes are matched
+                self._general(state, index, where, text, "")
+                return
         carry = state[0]
         if carry is None:
             return
         leads = self._leads
         # The common delta: nothing carried, no marker's lead, no shape's hint nor a start of one
         # at its end; only its length is kept (what the general way below would conclude).
-        if (not carry and not fresh
+        if (not carry
                 and ((self._lead1 not in text and self._lead2 not in text) if leads is None
                      else leads.search(text) is None)
                 and (self._shapes is None
@@ -244,6 +245,12 @@ class LeakScanner:
                          and (text[-1:] not in self._ends or not text.endswith(self._prefixes))))):
             state[1] += len(text)
             return
+        self._general(state, index, where, text, carry)
+
+    def _general(self, state: list[Any], index: int, where: str, text: str, carry: str) -> None:
+        """The general way: markers, shapes and the answer's start searched in the carried text
+        and ``text``; what may still complete across the next boundary is carried."""
+        leads = self._leads
         start = state[1]
         window = carry + text if carry else text
         if (self._lead1 in window or self._lead2 in window) if leads is None else leads.search(window):
