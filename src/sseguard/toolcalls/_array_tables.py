@@ -40,8 +40,10 @@ class Shape:
     write: Callable[[str, dict[str, Any], str | None], dict[str, Any]]
 
 
-def _read_name_args(obj: Any, keys: tuple[str, ...] = ("arguments", "parameters"),
-                    ) -> tuple[str, dict[str, Any], str | None] | None:
+def read_name_args(obj: Any, keys: tuple[str, ...] = ("arguments", "parameters"),
+                   ) -> tuple[str, dict[str, Any], str | None] | None:
+    """A call object ``{"name": …, "arguments"|"parameters": {…}}`` as (name, arguments, None), or
+    ``None`` when it is none (MARKUP3.md §4 decision 4: missing, both, or not an object)."""
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return None
     present = [k for k in keys if k in obj]
@@ -71,10 +73,10 @@ def _name_args_head(keys: str = "arguments|parameters") -> re.Pattern[str]:
 
 
 #: ``{"name": …, "arguments"|"parameters": {…}}``: most families.
-NAME_ARGUMENTS = Shape(_name_args_head(), _read_name_args,
+NAME_ARGUMENTS = Shape(_name_args_head(), read_name_args,
                        lambda name, args, _id: {"name": name, "arguments": args})
 #: The same, written with ``parameters`` (Llama 3's template).
-NAME_PARAMETERS = Shape(_name_args_head(), _read_name_args,
+NAME_PARAMETERS = Shape(_name_args_head(), read_name_args,
                         lambda name, args, _id: {"name": name, "parameters": args})
 #: ``{"NAME": {args}}``: Apertus.
 NAME_KEY = Shape(re.compile(rf"\{{\s*(?P<name>{_JSON_STR})\s*:\s*\{{"), _read_name_key,
