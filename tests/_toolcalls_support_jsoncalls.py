@@ -52,7 +52,7 @@ LITERALS: dict[str, tuple[str, ...]] = {
 }
 base.LEAK_MARKERS.update(PART3_LEAKS)
 base.LEAK_MARKERS["auto"] = tuple(sorted({m for k, ms in base.LEAK_MARKERS.items() if k != "auto"
-                                          for m in ms}))
+                                          for m in ms} - set(base.NOT_AUTO)))
 
 Call = tuple[str, dict[str, Any]]
 #: Families whose calls may stand unmarked at the answer's start, which ``auto`` never claims.
