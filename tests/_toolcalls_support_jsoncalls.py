@@ -47,10 +47,12 @@ LITERALS: dict[str, tuple[str, ...]] = {
     "gigachat3": ("<|function_call|>", "function call<|role_sep|>", "<|message_sep|>", "</s>"),
     "inkling": ("<|message_model|>", "<|content_invoke_tool_json|>", "<|content_text|>",
                 "<|content_thinking|>", "<|end_message|>", "<|content_model_end_sampling|>"),
+    "ernie45": ("<tool_call>", "</tool_call>", "<response>", "</response>"),
+    "hunyuan-a13b": ("<tool_calls>", "</tool_calls>", "<answer>", "</answer>"),
 }
 base.LEAK_MARKERS.update(PART3_LEAKS)
 base.LEAK_MARKERS["auto"] = tuple(sorted({m for k, ms in base.LEAK_MARKERS.items() if k != "auto"
-                                          for m in ms}))
+                                          for m in ms} - set(base.NOT_AUTO)))
 
 Call = tuple[str, dict[str, Any]]
 #: Families whose calls may stand unmarked at the answer's start, which ``auto`` never claims.

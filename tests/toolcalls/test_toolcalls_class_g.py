@@ -24,6 +24,8 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": 
 
 DOTS_CALL = ('<dots_function_call><invoke name="get_weather"><parameter name="city">Paris'
              '</parameter><parameter name="days">2</parameter></invoke></dots_function_call>')
+DOTS_JSON = ('<dots_function_call>{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}'
+             "</dots_function_call>")
 DOTS = [
     Case("MiniMax's body in <dots_function_call>; untyped values raw", "Hi " + DOTS_CALL + " ok",
          "Hi  ok", [("get_weather", {"city": "Paris", "days": "2"})]),
@@ -41,6 +43,32 @@ DOTS = [
          "a<dots_function", "a", [], ["unterminated"]),
     Case("a stray closer is reported (SGLang strips it)", "a</dots_function_call>b", "ab", [],
          ["malformed_tag"]),
+    # MARKUP3.md §3: the block may hold one JSON object {name, arguments} instead of invokes
+    Case("a JSON-object block is a call", "Hi " + DOTS_JSON + " ok", "Hi  ok",
+         [("get_weather", {"city": "Paris", "days": 2})]),
+    Case("a JSON block pretty-printed, its name last",
+         '<dots_function_call>\n{\n "arguments": {"a": "}]"},\n "name": "f"\n}\n'
+         "</dots_function_call>", "", [("f", {"a": "}]"})]),
+    Case("a JSON block after an invoke in one block",
+         '<dots_function_call><invoke name="f"></invoke>\n{"name": "g", "arguments": {}}'
+         "</dots_function_call>", "", [("f", {}), ("g", {})]),
+    Case("a JSON block's arguments are not typed by the schema (as DSML's JSON body)",
+         '<dots_function_call>{"name": "get_weather", "arguments": {"city": "Paris"}}'
+         "</dots_function_call>", "", [("get_weather", {"city": "Paris"})], tools=TOOLS),
+    Case("the object runs to the block's closer: an invoke after it makes it bad_param_json",
+         '<dots_function_call>{"name": "f", "arguments": {}}<invoke name="g"></invoke>'
+         "</dots_function_call>x", "x", [], ["bad_param_json"]),
+    Case("a JSON block without arguments is bad_param_json (never text: SGLang shows it)",
+         '<dots_function_call>{"name": "f"}</dots_function_call>x', "x", [], ["bad_param_json"]),
+    Case("a JSON block with a repeated key is duplicate_parameter",
+         '<dots_function_call>{"name": "f", "arguments": {"a": 1}, "name": "g"}'
+         "</dots_function_call>", "", [], ["duplicate_parameter"]),
+    Case("an unknown name in a JSON block keeps the call with undefined_function",
+         '<dots_function_call>{"name": "nope", "arguments": {}}</dots_function_call>', "",
+         [("nope", {})], ["undefined_function"], tools=TOOLS),
+    Case("a JSON block cut off at the end is unterminated",
+         '<dots_function_call>{"name": "f", "arguments": {"a": "x</dots_func', "", [],
+         ["unterminated"]),
     Case("the invoke's closer inside a value voids the call",
          '<dots_function_call><invoke name="f"><parameter name="a">x</invoke>'
          '<invoke name="g"></invoke></dots_function_call>', "", [("g", {})], ["malformed_tag"]),
@@ -129,7 +157,7 @@ def test_gigachat35_table(case: Case) -> None:
     check_case("gigachat35", case)
 
 
-@pytest.mark.parametrize("family,text", [("dots", DOTS_CALL), ("step3", STEP),
+@pytest.mark.parametrize("family,text", [("dots", DOTS_CALL), ("dots", DOTS_JSON), ("step3", STEP),
                                          ("minicpm5", MINICPM[1].text), ("gigachat35", GC)])
 def test_a_stream_cut_at_any_position_never_raises_or_leaks(family: str, text: str) -> None:
     check_every_cut(family, text)
@@ -138,6 +166,7 @@ def test_a_stream_cut_at_any_position_never_raises_or_leaks(family: str, text: s
 @pytest.mark.parametrize("family,text", [
     ("dots", '<dots_function_call><parameter name="a">1</parameter><invoke name="f">'
              "</dots_function_call></invoke>"),
+    ("dots", '<dots_function_call>{"name": "f", <invoke name="g">}</dots_function_call></invoke>{'),
     ("step3", "<｜tool_calls_begin｜><｜tool_sep｜>function<｜tool_call_begin｜></steptml:invoke>"
               "<｜tool_calls_end｜>z"),
     ("minicpm5", "<function name='f'><param name=\"a\"><![CDATA[x</function>y"),

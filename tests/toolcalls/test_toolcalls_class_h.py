@@ -83,6 +83,8 @@ K2_CALL = ("<ifm|tool_calls><ifm|tool_call>get_weather<ifm|arg_key>city</ifm|arg
            "<ifm|arg_type>string</ifm|arg_type><ifm|arg_value>42</ifm|arg_value>"
            "<ifm|arg_key>days</ifm|arg_key><ifm|arg_type>integer</ifm|arg_type>"
            "<ifm|arg_value>2</ifm|arg_value></ifm|tool_call></ifm|tool_calls>")
+K2_JSON = ('<ifm|tool_calls><ifm|tool_call>{"name": "get_weather", "arguments": {"city": "Paris", '
+           '"days": 2}}</ifm|tool_call></ifm|tool_calls>')
 K2 = [
     Case("the type tag types the value: string raw, integer JSON", "Hi" + K2_CALL, "Hi",
          [("get_weather", {"city": "42", "days": 2})]),
@@ -106,6 +108,45 @@ K2 = [
     Case("GLM's tags are text here", "<tool_call>f<arg_key>", "<tool_call>f<arg_key>", []),
     Case("an open call at the end is unterminated", "<ifm|tool_calls><ifm|tool_call>f", "", [],
          ["unterminated"]),
+    # MARKUP3.md §3: a call body that is one JSON object {name, arguments} is accepted
+    Case("a JSON-object call body", K2_JSON, "", [("get_weather", {"city": "Paris", "days": 2})]),
+    Case("a JSON body pretty-printed, its name last, text around kept",
+         'Hi<ifm|tool_call>\n{\n  "arguments": {"a": [1, {"b": "}"}]},\n  "name": "f"\n}\n'
+         "</ifm|tool_call>ok", "Hiok", [("f", {"a": [1, {"b": "}"}]})]),
+    Case("a JSON body beside a tag call in one block",
+         '<ifm|tool_calls><ifm|tool_call>{"name": "f", "arguments": {}}</ifm|tool_call>'
+         "<ifm|tool_call>g<ifm|arg_key>a</ifm|arg_key><ifm|arg_value>1</ifm|arg_value>"
+         "</ifm|tool_call></ifm|tool_calls>", "", [("f", {}), ("g", {"a": 1})]),
+    Case("a JSON body with parameters for arguments",
+         '<ifm|tool_call>{"name": "f", "parameters": {"a": 1}}</ifm|tool_call>', "",
+         [("f", {"a": 1})]),
+    Case("a JSON body whose arguments are a string holding an object is bad_param_json",
+         '<ifm|tool_call>{"name": "f", "arguments": "{}"}</ifm|tool_call>x', "x", [],
+         ["bad_param_json"]),
+    Case("a JSON body without a name is bad_param_json",
+         '<ifm|tool_call>{"arguments": {}}</ifm|tool_call>', "", [], ["bad_param_json"]),
+    Case("a JSON body with a repeated key is duplicate_parameter",
+         '<ifm|tool_call>{"name": "f", "arguments": {"a": 1, "a": 2}}</ifm|tool_call>', "", [],
+         ["duplicate_parameter"]),
+    Case("a JSON body that is not strict JSON is bad_param_json",
+         "<ifm|tool_call>{'name': 'f', 'arguments': {}}</ifm|tool_call>", "", [],
+         ["bad_param_json"]),
+    Case("the call's closer ends a JSON body, in a string too: the object is cut (as GLM's "
+         "closer inside a value), what follows is text and the second closer a stray one",
+         '<ifm|tool_call>{"name": "f", "arguments": {"a": "</ifm|tool_call>"}}</ifm|tool_call>',
+         '"}}', [], ["bad_param_json", "malformed_tag"]),
+    Case("a JSON body cut off at the end is unterminated",
+         '<ifm|tool_calls><ifm|tool_call>{"name": "f", "arguments": {"a": 1', "", [],
+         ["unterminated"]),
+    Case("an unknown name keeps the call with undefined_function",
+         '<ifm|tool_call>{"name": "nope", "arguments": {}}</ifm|tool_call>', "", [("nope", {})],
+         ["undefined_function"], tools=TOOLS),
+    Case("a newline before a tag call's name still leaves an empty name (GLM's rule)",
+         "<ifm|tool_call>\nf<ifm|arg_key>a</ifm|arg_key><ifm|arg_value>1</ifm|arg_value>"
+         "</ifm|tool_call>", "", [], ["malformed_tag"]),
+    Case("blanks before a tag call's name are trimmed",
+         "<ifm|tool_call> f<ifm|arg_key>a</ifm|arg_key><ifm|arg_value>1</ifm|arg_value>"
+         "</ifm|tool_call>", "", [("f", {"a": 1})]),
 ]
 
 
@@ -141,7 +182,7 @@ def test_hunyuan_tags_carry_the_tokenizers_suffix() -> None:
 
 
 @pytest.mark.parametrize("family,text", [("iquest-q1", "a" + IQ + "b"), ("hunyuan", HY3),
-                                         ("k2-horizon", K2_CALL)])
+                                         ("k2-horizon", K2_CALL), ("k2-horizon", K2_JSON)])
 def test_a_stream_cut_at_any_position_never_raises_or_leaks(family: str, text: str) -> None:
     check_every_cut(family, text)
 
@@ -155,6 +196,8 @@ def test_a_stream_cut_at_any_position_never_raises_or_leaks(family: str, text: s
     ("k2-horizon", "<ifm|tool_call>f<ifm|arg_type>string</ifm|arg_type><ifm|arg_key>a"
                    "</ifm|arg_key></ifm|tool_call>"),
     ("k2-horizon", "</ifm|think><ifm|tool_calls>x<ifm|tool_call>f</ifm|tool_calls>"),
+    ("k2-horizon", '<ifm|tool_call>{"name": <ifm|arg_key>"f"}</ifm|tool_calls></ifm|tool_call>{'),
+    ("k2-horizon", '<ifm|tool_call> {"name": "f", "arguments": {}}} junk</ifm|tool_call>'),
 ])
 def test_garbled_markup_is_reported_never_raised(family: str, text: str) -> None:
     check_garbled(family, text)

@@ -76,6 +76,17 @@ HUNYUAN_A13B: list[Case] = [
     # vLLM's streaming path reads one nesting level only
     ('<tool_calls>[{"name": "f", "arguments": {"a": {"b": {"c": [1, {"d": "]}"}]}}}}]</tool_calls>'
      " after", " after", [("f", {"a": {"b": {"c": [1, {"d": "]}"}]}}})], []),
+    # MARKUP3.md §3: <answer>…</answer> is the answer's framing: the tags go, the text stays
+    ("<answer>\nIt is sunny.\n</answer>", "\nIt is sunny.\n", [], []),
+    ('<answer>\nChecking.<tool_calls>[{"name": "f", "arguments": {"a": 1}}]</tool_calls>\nDone.'
+     "</answer>", "\nChecking.\nDone.", [("f", {"a": 1})], []),
+    # inside a JSON string the tags are string text
+    ('<tool_calls>[{"name": "f", "arguments": {"a": "</answer>"}}]</tool_calls>', "",
+     [("f", {"a": "</answer>"})], []),
+    # the answer closed before its block: the block is unterminated, its closed calls kept
+    ('<answer><tool_calls>[{"name": "f", "arguments": {}}]</answer>ok', "ok", [("f", {})],
+     ["unterminated"]),
+    ("<answer>Hi</ans", "Hi", [], ["unterminated"]),
 ]
 
 MINIMAX_M1: list[Case] = [

@@ -39,6 +39,20 @@ ERNIE45: list[Case] = [
      "Let me check.\nmore", [("f", {"a": {"b": 1}})], []),
     ('<tool_call>\n{"name": "f", "arguments": {"a": "}"}}\n</tool_call>', "", [("f", {"a": "}"})],
      []),
+    # MARKUP3.md §3: <response>…</response> is the answer's framing: the tags go, the text stays
+    ("<response>\nIt is sunny.\n</response>", "\nIt is sunny.\n", [], []),
+    ('<response>\nLet me check.\n<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>\n'
+     "</response>", "\nLet me check.\n", [("f", {"a": 1})], []),
+    # the template's separator goes with a call only; before </response> the newline is text
+    ("<response>Hi\n</response>after", "Hi\nafter", [], []),
+    # inside a call's JSON string the tags are string text
+    ('<tool_call>{"name": "f", "arguments": {"a": "<response>x</response>"}}</tool_call>', "",
+     [("f", {"a": "<response>x</response>"})], []),
+    # outside a string they are junk in the call: the call is void, never text
+    ('<tool_call>{"name": "f", "arguments": {}}<response></tool_call>ok', "ok", [],
+     ["bad_param_json"]),
+    # a framing tag cut off at the end of the stream is a cut marker (MARKUP3.md §4 decision 3)
+    ("<response>Hi</resp", "Hi", [], ["unterminated"]),
 ]
 
 INKLING: list[Case | tuple[str, str, list[tuple[str, Any]], list[str], str]] = [

@@ -97,8 +97,10 @@ def test_the_malformable_families_are_the_ones_with_a_broken_rendering() -> None
         "minimax-m3", "muse", "step3"]
 
 
-def test_the_stripped_token_shapes_are_kimis_and_harmonys() -> None:
-    assert [n for n, f in families().items() if f.leak_shape] == ["kimi-k2", "harmony"]
+def test_the_stripped_token_shapes_are_kimis_harmonys_gemmas_and_mistrals() -> None:
+    assert [n for n, f in families().items() if f.leak_shape] == [
+        "kimi-k2", "harmony", "functiongemma", "gemma4"]
+    assert [n for n, f in families().items() if f.leak_start] == ["mistral"]
 
 
 # ── render → parse ──────────────────────────────────────────────────────────────────────────────

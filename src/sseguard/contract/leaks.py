@@ -13,22 +13,55 @@ import functools
 import re
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, ParamSpec
 
 from sseguard.toolcalls import canonical, families
-from sseguard.toolcalls.family import LEAK_SHAPE_HINT, unknown
+from sseguard.toolcalls.family import LEAK_START_SPAN, unknown
 
 #: The markup values that are no family name: every family (``all``, ``auto``, or ``None``), or none.
 ALL, AUTO, NONE = "all", "auto", "none"
 
-_SHAPE_HINT = LEAK_SHAPE_HINT  # what every shape holds (``Family`` checks it); the regex runs only there
 _SHAPE_SPAN = 96  # no shape is longer
-_SHAPE_START = len("to=" + _SHAPE_HINT) - 1
-# What the end of a delta holds when a shape's start spans the boundary.
-_SHAPE_PREFIXES = tuple(sorted({w[:k] for w in ("to=" + _SHAPE_HINT, _SHAPE_HINT)
-                                 for k in range(1, len(w))}))
+_BACK = len("to=")  # the longest look-behind a shape may have before its hint
 _NEVER = re.compile(r"(?!)")  # the leads of no marker at all
-_SHAPE_ENDS = frozenset(p[-1] for p in _SHAPE_PREFIXES)  # a delta ending otherwise starts no shape
+_BLANK = re.compile(r"\s")
+_LITERAL_BEHIND = re.compile(r"\(\?<=([^()\[\]\\]{1,3})\)")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Shapes:
+    """The stripped-token shapes of a set of families (MARKUP2.md decision 11), as the scan reads
+    them: ``pattern`` (every family's ``leak_shape``, searched only where one of ``hints`` occurs),
+    ``prefixes`` (what the end of a delta holds when a shape's start, its literal look-behind
+    included, spans the boundary; ``ends`` their last characters, tested first), ``keep`` (the
+    characters kept then), and ``start`` (every family's ``leak_start``, matched on the start of a
+    text field only)."""
+
+    pattern: re.Pattern[str] | None
+    hints: tuple[str, ...]
+    prefixes: tuple[str, ...]
+    ends: frozenset[str]
+    keep: int
+    start: re.Pattern[str] | None
+
+
+def _shapes(pairs: list[tuple[str, str]], starts: list[str]) -> Shapes | None:
+    """The ``Shapes`` of (shape, hint) pairs and start shapes; ``None`` when there are none."""
+    if not pairs and not starts:
+        return None
+    hints = tuple(dict.fromkeys(hint for _, hint in pairs))
+    words = set(hints)
+    for shape, hint in pairs:
+        behind = _LITERAL_BEHIND.match(shape)  # Harmony's "to=" before "functions."
+        if behind is not None:
+            words.add(behind.group(1) + hint)
+    prefixes = tuple(sorted({w[:k] for w in words for k in range(1, len(w))}))
+    return Shapes(
+        pattern=re.compile("|".join(dict.fromkeys(s for s, _ in pairs))) if pairs else None,
+        hints=hints, prefixes=prefixes, ends=frozenset(p[-1] for p in prefixes),
+        keep=max((len(w) for w in words), default=1) - 1,
+        start=re.compile("|".join(dict.fromkeys(starts))) if starts else None)
 
 
 class _LeakTable(Mapping[str, tuple[str, ...]]):
@@ -75,19 +108,21 @@ def leak_markers(markup: str | Iterable[str] | None = ALL) -> tuple[str, ...]:
     return tuple(dict.fromkeys(m for name in family_names(markup) for m in known[name].leak_markers))
 
 
-def leak_shapes(markup: str | Iterable[str] | None = ALL) -> re.Pattern[str] | None:
-    """One pattern for the stripped-token shapes of the families (``None``: none applies)."""
+def leak_shapes(markup: str | Iterable[str] | None = ALL) -> Shapes | None:
+    """The stripped-token shapes of the families, anywhere and at an answer's start (``None``:
+    none applies)."""
     known = families()
-    shapes = [s for name in family_names(markup) if (s := known[name].leak_shape) is not None]
-    return re.compile("|".join(dict.fromkeys(shapes))) if shapes else None
+    fams = [known[name] for name in family_names(markup)]
+    return _shapes([(f.leak_shape, f.leak_hint) for f in fams if f.leak_shape is not None],
+                   [f.leak_start for f in fams if f.leak_start is not None])
 
 
 #: ``leak_tables`` answers, per markup value, with the registry they were read from.
-_TABLES: dict[object, tuple[Mapping[str, object], tuple[str, ...], re.Pattern[str] | None]] = {}
+_TABLES: dict[object, tuple[Mapping[str, object], tuple[str, ...], Shapes | None]] = {}
 
 
 def leak_tables(markup: str | Iterable[str] | None = ALL,
-                ) -> tuple[tuple[str, ...], re.Pattern[str] | None]:
+                ) -> tuple[tuple[str, ...], Shapes | None]:
     """``leak_markers`` and ``leak_shapes`` of ``markup`` together, worked out once per markup value
     and registry: every checker asks for them, one per stream, and the answer never changes."""
     key: object = markup if markup is None or isinstance(markup, str) else tuple(markup)
@@ -143,17 +178,43 @@ class LeakScanner:
     Scanning in flight (not the assembled text at the end) says in which frame markup leaked and lets a
     relay drop the text itself. Only the last ``longest marker - 1`` characters are carried between
     deltas, so the cost is linear; one finding per stream (choice, item or block) and field is enough
-    evidence. The stripped-token shapes (``shapes``) need a regex, run only on text that holds
-    ``functions.``; from there on at most one shape's length is carried.
+    evidence. The stripped-token shapes (``shapes``) need a regex, run only on text that holds one of
+    their hints (``functions.``, ``call:``); from there on at most one shape's length is carried. A
+    field's first ``LEAK_START_SPAN`` characters are kept whole while start shapes apply (Mistral's
+    stripped ``NAME{"k": …`` is a leak only where the answer starts).
     """
 
-    __slots__ = ("_keep", "_lead1", "_lead2", "_leads", "_markers", "_report", "_shapes", "_state")
+    __slots__ = (
+        "_ends",
+        "_hint1",
+        "_hint2",
+        "_hints",
+        "_keep",
+        "_kshape",
+        "_lead1",
+        "_lead2",
+        "_leads",
+        "_markers",
+        "_prefixes",
+        "_report",
+        "_shapes",
+        "_start",
+        "_state",
+    )
 
     def __init__(self, markers: tuple[str, ...], report: Callable[[str, int, str, int], None],
-                 shapes: re.Pattern[str] | None = None) -> None:
+                 shapes: Shapes | None = None) -> None:
         self._markers = markers
         self._lead1, self._lead2, self._leads, self._keep = _scan_table(markers)
-        self._shapes = shapes
+        self._shapes = shapes.pattern if shapes is not None else None
+        self._start = shapes.start if shapes is not None else None
+        hints = shapes.hints if shapes is not None and shapes.hints else ("\0",)
+        # Two hints are two ``in`` tests (every built-in set); more go through one regex.
+        self._hint1, self._hint2 = hints[0], hints[-1]
+        self._hints = re.compile("|".join(map(re.escape, hints))) if len(hints) > 2 else None
+        self._prefixes = shapes.prefixes if shapes is not None else ()
+        self._ends = shapes.ends if shapes is not None else frozenset()
+        self._kshape = shapes.keep if shapes is not None else 0
         self._report = report
         # Per (index, field): [the tail kept, its offset in the text]; the tail is None once a
         # leak was reported there (one finding per stream and field).
@@ -163,9 +224,12 @@ class LeakScanner:
         key = (index, where)
         state = self._state.get(key)
         if state is None:
-            if not (self._markers or self._shapes):
+            if not (self._markers or self._shapes or self._start) or not text:
                 return
             state = self._state[key] = ["", 0]
+            if self._start is not None:  # the field's start: its start shapes are matched
+                self._general(state, index, where, text, "")
+                return
         carry = state[0]
         if carry is None:
             return
@@ -176,10 +240,17 @@ class LeakScanner:
                 and ((self._lead1 not in text and self._lead2 not in text) if leads is None
                      else leads.search(text) is None)
                 and (self._shapes is None
-                     or (_SHAPE_HINT not in text and (text[-1:] not in _SHAPE_ENDS
-                                                      or not text.endswith(_SHAPE_PREFIXES))))):
+                     or (((self._hint1 not in text and self._hint2 not in text)
+                          if self._hints is None else self._hints.search(text) is None)
+                         and (text[-1:] not in self._ends or not text.endswith(self._prefixes))))):
             state[1] += len(text)
             return
+        self._general(state, index, where, text, carry)
+
+    def _general(self, state: list[Any], index: int, where: str, text: str, carry: str) -> None:
+        """The general way: markers, shapes and the answer's start searched in the carried text
+        and ``text``; what may still complete across the next boundary is carried."""
+        leads = self._leads
         start = state[1]
         window = carry + text if carry else text
         if (self._lead1 in window or self._lead2 in window) if leads is None else leads.search(window):
@@ -196,18 +267,42 @@ class LeakScanner:
         if (self._lead1 in tail or self._lead2 in tail) if leads is None else leads.search(tail):
             cut = n - len(tail)
         if self._shapes is not None:
-            first = window.find(_SHAPE_HINT)
+            first = self._first_hint(window)
             if first == -1:
-                if window.endswith(_SHAPE_PREFIXES):  # "to=functions." may span the boundary
-                    cut = min(cut, max(0, n - _SHAPE_START))
+                if window.endswith(self._prefixes):  # "to=functions." may span the boundary
+                    cut = min(cut, max(0, n - self._kshape))
             else:
-                shape = self._shapes.search(window, max(0, first - 3))
+                shape = self._shapes.search(window, max(0, first - _BACK))
                 if shape is not None:
                     state[0] = None
                     self._report(shape.group(), index, where, start + shape.start())
                     return
-                hint = window.rfind(_SHAPE_HINT)
+                hint = self._last_hint(window)
                 # a shape may still complete: keep it and its "to=", and what may start the next
-                cut = min(cut, max(0, hint - 3 if n - hint < _SHAPE_SPAN else n - _SHAPE_START))
+                cut = min(cut, max(0, hint - _BACK if n - hint < _SHAPE_SPAN
+                                   else n - self._kshape))
+        if start == 0 and self._start is not None:
+            head = self._start.match(window)
+            if head is not None:
+                lead = len(head.group()) - len(head.group().lstrip())
+                state[0] = None
+                self._report(head.group()[lead:], index, where, lead)
+                return
+            # the start may still complete (a start shape has no blank after its first character):
+            # keep it whole
+            if n < LEAK_START_SPAN and _BLANK.search(window.lstrip()) is None:
+                cut = 0
         state[0] = window[cut:]
         state[1] = start + cut
+
+    def _first_hint(self, window: str) -> int:
+        found = [p for h in (self._hint1, self._hint2) if (p := window.find(h)) != -1]
+        if self._hints is not None:
+            hit = self._hints.search(window)
+            found = [hit.start()] if hit is not None else []
+        return min(found, default=-1)
+
+    def _last_hint(self, window: str) -> int:
+        if self._hints is not None:
+            return max(m.start() for m in self._hints.finditer(window))
+        return max(window.rfind(self._hint1), window.rfind(self._hint2))

@@ -53,11 +53,13 @@ class CallLike(Protocol):
 Render = Callable[[Sequence[CallLike], bool], str]
 
 
-#: What every stripped-token shape holds (MARKUP2.md decision 11): the leak scan runs a family's
-#: ``leak_shape`` only where this occurs, from at most ``len("to=")`` characters before it, so a shape
-#: must match starting right at it (after an optional look-behind).
+#: What a stripped-token shape holds by default (MARKUP2.md decision 11: Kimi's and Harmony's): the
+#: leak scan runs a family's ``leak_shape`` only where its ``leak_hint`` occurs, from at most
+#: ``len("to=")`` characters before it, so a shape must match starting right at the hint (after an
+#: optional look-behind of at most that many characters).
 LEAK_SHAPE_HINT = "functions."
-_SHAPE_START = re.compile(r"(?:\(\?<=[^()]*\))?" + re.escape(re.escape(LEAK_SHAPE_HINT)))
+#: How much of the start of an answer ``leak_start`` is matched against (no shape is longer).
+LEAK_START_SPAN = 128
 
 
 def claim_openers(openers: tuple[str, ...]) -> Callable[[str, bool], Claim]:
@@ -76,8 +78,13 @@ class Family:
     ``make(tools)`` returns a fresh parser for one stream. ``markers``: the literals as its template
     writes them (what ``sseguard tokenizer`` looks up). ``leak_markers``: substrings whose presence in
     visible text or reasoning means its markup leaked; ``leak_shape``: a regular expression for what a
-    call leaves when a server strips special tokens (searched only where ``functions.`` occurs, the
-    one hint both shipped shapes share). ``reasoning_exits``: openers that end reasoning implicitly.
+    call leaves when a server strips special tokens, anywhere in the text (searched only where its
+    ``leak_hint`` occurs: ``functions.`` for Kimi and Harmony, ``call:`` for Gemma's); ``leak_start``:
+    one for what a call leaves at the start of an answer, where a shape with no literal of its own
+    (Mistral's ``NAME{"k": …``) is told from prose (matched on the first ``LEAK_START_SPAN``
+    characters of each text field only, and only while they hold no blank after the first non-blank
+    character: such a shape must match before one). ``reasoning_exits``: openers that end
+    reasoning implicitly.
     ``auto_markers``: what ``auto`` searches for to notice the family; ``claim(held, final)`` then says
     whether markup starting at one of them is the family's (``final``: the stream ended, answer YES or
     NO). ``render`` writes calls for the chaos upstream; ``malformable``: its ``malformed`` rendering
@@ -102,6 +109,8 @@ class Family:
     claim: Callable[[str, bool], Claim]
     render: Render
     leak_shape: str | None = None
+    leak_hint: str = LEAK_SHAPE_HINT
+    leak_start: str | None = None
     malformable: bool = False
     auto_prefix: Callable[[str], bool] | None = None
     render_answer: Callable[[str, str, str], str] | None = None
@@ -116,25 +125,34 @@ class Family:
         if not all(self.leak_markers) or not all(self.reasoning_exits):
             raise UsageError(f"family {self.name!r}: empty leak marker or reasoning exit")
         if self.leak_shape is not None:
-            _check_leak_shape(self.name, self.leak_shape)
+            _check_leak_shape(self.name, self.leak_shape, self.leak_hint)
+        if self.leak_start is not None:
+            try:
+                re.compile(self.leak_start)
+            except re.error as exc:
+                raise UsageError(f"family {self.name!r}: leak_start is no regular expression: "
+                                 f"{exc}") from None
         # The first characters of the markers: the only places a marker can start, which is what
         # keeps the parsers' hot paths cheap (every built-in marker starts with "<").
         object.__setattr__(self, "leads", frozenset(m[0] for m in (*self.auto_markers,
                                                                    *self.reasoning_exits)))
 
 
-def _check_leak_shape(name: str, shape: str) -> None:
+def _check_leak_shape(name: str, shape: str, hint: str) -> None:
     """A ``leak_shape`` the leak scan would never search is a mistake in the family, said at once:
-    the scan looks for it only where ``functions.`` occurs (``contract/leaks.py``), so the pattern
-    must start with that text (a look-behind before it is allowed) and compile."""
+    the scan looks for it only where its ``hint`` occurs (``contract/leaks.py``), so the pattern
+    must start with that text (a look-behind of at most three characters before it is allowed) and
+    compile."""
     try:
         re.compile(shape)
     except re.error as exc:
         raise UsageError(f"family {name!r}: leak_shape is no regular expression: {exc}") from None
-    if _SHAPE_START.match(shape) is None:
+    start = re.compile(r"(?:\(\?<[=!](?:[^()\[\]\\]{0,3}|\[[^\]]*\])\))?"
+                       + re.escape(re.escape(hint)))
+    if not hint or start.match(shape) is None:
         raise UsageError(f"family {name!r}: leak_shape {shape!r} is never searched: the leak scan "
-                         f"runs it only where {LEAK_SHAPE_HINT!r} occurs, so it must start with "
-                         f"{re.escape(LEAK_SHAPE_HINT)!r} (after an optional look-behind)")
+                         f"runs it only where {hint!r} occurs, so it must start with "
+                         f"{re.escape(hint)!r} (after an optional look-behind)")
 
 
 def unknown(kind: str, name: str, known: Mapping[str, object] | Sequence[str]) -> UnknownFamily:

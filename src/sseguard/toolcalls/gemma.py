@@ -496,6 +496,12 @@ def _render(s: Syntax, calls: Sequence[CallLike], malformed: bool) -> str:
                    f"{s.closer}" for c in calls)
 
 
+#: What a Gemma call leaves when a server strips its special tokens (the call tags and the string
+#: delimiter): ``call:get_weather{city:Paris}``; the leak scan runs it where ``call:`` occurs.
+LEAK_HINT = CALL_WORD
+LEAK_SHAPE = r"(?<![\w.])call:[A-Za-z_][\w.\-]{0,63}\{"
+
+
 def gemma_family(name: str, syntax: Syntax, rank: int = 95) -> Family:
     """A class-E family for ``syntax``."""
     make: Callable[[ToolSpec | None], GemmaParser] = partial(GemmaParser, family=name,
@@ -503,7 +509,8 @@ def gemma_family(name: str, syntax: Syntax, rank: int = 95) -> Family:
     return Family(name=name, make=make, markers=syntax.literals,
                   leak_markers=syntax.noticed, reasoning_exits=(syntax.opener,),
                   auto_markers=syntax.noticed, claim=claim_openers(syntax.noticed),
-                  render=partial(_render, syntax), rank=rank, grammar="E")
+                  render=partial(_render, syntax), rank=rank, grammar="E",
+                  leak_shape=LEAK_SHAPE, leak_hint=LEAK_HINT)
 
 
 FUNCTIONGEMMA = gemma_family("functiongemma", Syntax(

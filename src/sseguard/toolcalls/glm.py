@@ -18,14 +18,16 @@ is strict JSON if it parses, else the raw string.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
 from sseguard.errors import UsageError
+from sseguard.toolcalls._array_tables import read_name_args
 from sseguard.toolcalls._block import END, RESUME, SWALLOW
 from sseguard.toolcalls._engine import Call
-from sseguard.toolcalls._json import ASCII_WS
+from sseguard.toolcalls._json import ASCII_WS, JSONProblem, strict_json
 from sseguard.toolcalls._markers import THINK_TAGS, Markers, first_non_ws
 from sseguard.toolcalls._render import tag_values
 from sseguard.toolcalls._thinking import ReasoningTags
@@ -53,7 +55,8 @@ class KVTags:
     ``<tool_calls>``; a bare call without it is still a call); ``name_end``: a tag that may end the
     name (Hunyuan Hy3's ``<tool_sep>``); ``arg_type``/``arg_type_end``: an optional tag between a key
     and its value naming the value's type (K2 Horizon); ``reserved``: other tags that are never text
-    (the reasoning tags)."""
+    (the reasoning tags); ``json_body``: a call's body may be one JSON object
+    ``{"name", "arguments"}`` instead of a name and key/value tags (K2 Horizon, MARKUP3.md §3)."""
 
     call: str = TOOL_CALL
     call_end: str = TOOL_CALL_END
@@ -68,6 +71,7 @@ class KVTags:
     arg_type_end: str | None = None
     reserved: tuple[str, ...] = THINK_TAGS
     think: tuple[tuple[str, str], ...] = ()  # reasoning spans the parser reads (opener, closer)
+    json_body: bool = False
 
     @property
     def family_markers(self) -> tuple[str, ...]:
@@ -95,7 +99,7 @@ def markers_of(tags: KVTags) -> Markers:
     return found
 
 
-CONTENT, NAME, CALL, KEY, AFTER_KEY, VALUE, STRING, SKIP, BLOCK, ARG_TYPE, THINK = range(11)
+CONTENT, NAME, CALL, KEY, AFTER_KEY, VALUE, STRING, SKIP, BLOCK, ARG_TYPE, THINK, JSON_BODY = range(12)
 
 
 class GLMParser(ReasoningTags, TypedValueParser):
@@ -127,8 +131,11 @@ class GLMParser(ReasoningTags, TypedValueParser):
         self._find, self._hold = markers.find, markers.hold
         self._handlers = (self._content, self._name, self._between_tags, self._key_text,
                           self._after_key, self._value, self._value, self._skip,
-                          self._between_calls, self._arg_type, self._in_reasoning)
+                          self._between_calls, self._arg_type, self._in_reasoning,
+                          self._json_body)
         self._think_tags = dict(tags.think)
+        self._body: list[str] = []  # a JSON-body call's text
+        self._call_end = Markers((tags.call_end,)) if tags.json_body else None
 
     def _open_call(self, lit: str, in_block: bool) -> None:
         self._new_unit(lit, in_block=in_block)
@@ -167,6 +174,10 @@ class GLMParser(ReasoningTags, TypedValueParser):
         ``</tool_call>``, trimmed (decision 3); another marker there is malformed (decision 7)."""
         call = self._call
         assert call is not None
+        if self._t.json_body and not "".join(self._part).strip(ASCII_WS):
+            r = self._json_or_name(data, pos)
+            if r is not None:
+                return r
         m, lit = self._find(data, pos)
         end = m if m != -1 else self._hold(data, pos)
         nl = data.find("\n", pos, end)
@@ -191,6 +202,58 @@ class GLMParser(ReasoningTags, TypedValueParser):
         else:
             self._void(MarkupErrorKind.MALFORMED_TAG)
         return pos
+
+    def _json_or_name(self, data: str, pos: int) -> int | None:
+        """Before the name of a ``json_body`` family: whitespace is held until the first other
+        character says whether the body is one JSON object (``{``) or a name; then the usual
+        reading goes on as if the whitespace had been read by it (a newline in it ended an empty
+        name: ``malformed_tag``). Returns where to go on, or ``None`` to read the name."""
+        call = self._call
+        assert call is not None
+        q = first_non_ws(data, pos, len(data))
+        ws = data[pos:] if q == -1 else data[pos:q]
+        call.raw.append(ws)
+        self._part.append(ws)
+        if q == -1:
+            return len(data)
+        if data[q] == "{":
+            self._body = []
+            self._state = JSON_BODY
+            return q
+        if "\n" in "".join(self._part):
+            self._named()  # an empty name: void
+            return q
+        return None if q == pos else q
+
+    def _json_body(self, data: str, pos: int) -> int:
+        """State ``JSON_BODY``: the object runs to the call's closer (reserved, in strings too, as
+        DSML's JSON-body invoke), then it is the call if it is one strict JSON object
+        ``{"name": …, "arguments"|"parameters": {…}}`` (duplicate keys ``duplicate_parameter``, any
+        other shape ``bad_param_json``). The call goes out whole at the closer."""
+        call = self._call
+        ends = self._call_end
+        assert call is not None and ends is not None
+        m, lit = ends.find(data, pos)
+        end = m if m != -1 else ends.hold(data, pos)
+        call.raw.append(data[pos:end])
+        self._body.append(data[pos:end])
+        if m == -1:
+            return ~end
+        body, self._body = "".join(self._body), []
+        call.raw.append(lit)
+        try:
+            got = read_name_args(strict_json(body))
+            if got is None:
+                raise JSONProblem(MarkupErrorKind.BAD_PARAM_JSON)
+        except JSONProblem as problem:
+            self._fail_call(problem.kind)
+        else:
+            name, args, _ = got
+            self._name_call(name)
+            self._delta(json.dumps(args, ensure_ascii=False))
+            self._end_call(close_object=False)
+        self._after_call(call.in_block)
+        return m + len(lit)
 
     def _named(self) -> None:
         name = "".join(self._part).strip(ASCII_WS)

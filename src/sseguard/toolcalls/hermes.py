@@ -56,14 +56,17 @@ class JSONInTagsParser(BaseParser):
     after the opener (whitespace between allowed: InternLM's ``<|action_start|> <|plugin|>``; what
     else follows leaves the opener as text); ``channels``, other tokens after the opener that open a
     visible-text or reasoning message ended by the closer (Inkling); ``closers``, further closers;
-    ``keys``, the members the arguments may be under; ``stray``, what a closer outside any call is.
+    ``keys``, the members the arguments may be under; ``stray``, what a closer outside any call is;
+    ``framing``, tags that wrap the answer (ERNIE's ``<response>``): markup wherever they stand
+    outside a call, the text between them visible.
     """
 
     def __init__(self, tools: ToolSpec | None = None, *, family: str = "hermes",
                  opener: str = TOOL_CALL, closer: str = TOOL_CALL_END,
                  separator: str = SEPARATOR, follow: str = "",
                  channels: Mapping[str, str] | None = None, closers: tuple[str, ...] = (),
-                 keys: tuple[str, ...] = ARGS_KEYS, stray: str = ERROR) -> None:
+                 keys: tuple[str, ...] = ARGS_KEYS, stray: str = ERROR,
+                 framing: tuple[str, ...] = ()) -> None:
         super().__init__(tools)
         self.family = family
         self._open, self._close = opener, closer
@@ -74,7 +77,9 @@ class JSONInTagsParser(BaseParser):
         self._head_re = _head(keys)
         self._stray = stray
         self._after_open: list[str] = []
-        literals = (opener, closer, *closers, *([follow] if follow else []), *self._channels)
+        self._frames = frozenset(framing)
+        literals = (opener, closer, *closers, *([follow] if follow else []), *self._channels,
+                    *framing)
         self._markers = markers = Markers(tuple(dict.fromkeys(literals)))
         self._lead_char = markers.lead
         self._sep = separator
@@ -88,8 +93,10 @@ class JSONInTagsParser(BaseParser):
 
     def _opener(self, data: str, pos: int, m: int, lit: str) -> int:
         if lit != self._open:
-            self._text(data[pos:m])
-            if lit in self._closers and self._stray == TEXT:
+            self._text(data[pos:m])  # the separator is a call's only: before anything else, text
+            if lit in self._frames:
+                self._markup(lit)
+            elif lit in self._closers and self._stray == TEXT:
                 self._text(lit)
             elif lit in self._closers and self._stray == MARKUP:
                 self._markup(lit)
@@ -324,7 +331,7 @@ def json_in_tags(name: str, opener: str, closer: str, *, separator: str = "",
                  stray: str = ERROR, aliases: tuple[str, ...] = (), grammar: str = "A",
                  leak_markers: tuple[str, ...] | None = None,
                  reasoning_exits: tuple[str, ...] | None = None,
-                 malformable: bool = False) -> Family:
+                 malformable: bool = False, framing: tuple[str, ...] = ()) -> Family:
     """A complete family for one JSON object ``{"name": …, "arguments": {…}}`` between ``opener``
     and ``closer`` (Hermes-like): parser, leak markers, reasoning exit, ``auto`` claim and rendering.
 
@@ -335,7 +342,9 @@ def json_in_tags(name: str, opener: str, closer: str, *, separator: str = "",
     instead of a call; ``closers``, further closers; ``keys``, the members that may hold the
     arguments (the first is the one rendered); ``stray``, what a closer outside a call is
     (``"error"``, ``"text"`` or ``"markup"``); ``aliases`` and ``grammar`` as on ``Family``;
-    ``leak_markers`` and ``reasoning_exits`` where the tags alone are not the right ones.
+    ``leak_markers`` and ``reasoning_exits`` where the tags alone are not the right ones;
+    ``framing``, tags that wrap the answer and are removed as markup wherever they stand outside a
+    call (ERNIE's ``<response>``; no leak when seen, they are no call markup).
     The two tags must differ, start with the same character (the parsers hold back text only from
     there), neither may start with the other, and neither may start with a quote or a backslash.
     """
@@ -343,7 +352,7 @@ def json_in_tags(name: str, opener: str, closer: str, *, separator: str = "",
         raise UsageError(f"family {name!r}: opener and closer must be non-empty strings")
     if opener.startswith(closer) or closer.startswith(opener):
         raise UsageError(f"family {name!r}: neither tag may start with the other")
-    tags = (opener, closer, *closers, *([follow] if follow else []), *(channels or {}))
+    tags = (opener, closer, *closers, *([follow] if follow else []), *(channels or {}), *framing)
     if any(t[0] != opener[0] for t in tags) or opener[0] in '"\\':
         raise UsageError(f"family {name!r}: both tags must start with the same character, "
                          "not a quote or a backslash")
@@ -353,7 +362,8 @@ def json_in_tags(name: str, opener: str, closer: str, *, separator: str = "",
                          "channels text or reasoning")
     make: Callable[[ToolSpec | None], JSONInTagsParser] = partial(
         JSONInTagsParser, family=name, opener=opener, closer=closer, separator=separator,
-        follow=follow, channels=channels, closers=closers, keys=keys, stray=stray)
+        follow=follow, channels=channels, closers=closers, keys=keys, stray=stray,
+        framing=framing)
     markers = tuple(dict.fromkeys(tags))
     leaks = leak_markers if leak_markers is not None else (
         (follow, closer, *closers) if follow else (opener, closer, *closers))

@@ -32,7 +32,7 @@ from sseguard.toolcalls.minimax_m2 import InvokeTags, MiniMaxM2Parser
 from sseguard.toolcalls.schema import ToolSpec
 
 DOTS_TAGS = InvokeTags(block="<dots_function_call>", block_end="</dots_function_call>",
-                       separator="", frame=False)
+                       separator="", frame=False, json_body=True)
 STEP3_TAGS = InvokeTags(block="<｜tool_calls_begin｜>", block_end="<｜tool_calls_end｜>",
                         invoke="steptml:invoke", parameter="steptml:parameter",
                         wrap=("<｜tool_call_begin｜>", "<｜tool_sep｜>", "<｜tool_call_end｜>"),

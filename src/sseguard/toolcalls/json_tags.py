@@ -3,7 +3,10 @@
 
 - ``longcat`` (LongCat-Flash): ``<longcat_tool_call>{…}</longcat_tool_call>``.
 - ``ernie45`` (ERNIE-4.5 Thinking): Hermes' grammar and separator (``\\n`` before ``<tool_call>``);
-  ``auto`` reads that markup as ``hermes`` (asked first), with the same result.
+  ``auto`` reads that markup as ``hermes`` (asked first), with the same result. The
+  ``<response>``…``</response>`` wrapper its template writes around the answer after the reasoning
+  is framing (MARKUP3.md §3, §4 decision 1): the tags are ``Markup`` wherever they stand outside a
+  call, the text between them visible verbatim (vLLM's parser drops the text after a call).
 - ``internlm`` (InternLM2, Intern-S1): ``<|action_start|><|plugin|>\\n{…}<|action_end|>``, with any
   whitespace between the two opening tokens (SGLang writes a space, vLLM none); ``parameters`` is
   the template's key. ``<|action_start|>`` before anything but ``<|plugin|>`` (the code interpreter's
@@ -20,8 +23,9 @@ from sseguard.toolcalls.hermes import MARKUP, REASONING, TEXT, json_in_tags
 
 LONGCAT = json_in_tags("longcat", "<longcat_tool_call>", "</longcat_tool_call>", rank=92,
                        malformable=True)
+RESPONSE, RESPONSE_END = "<response>", "</response>"
 ERNIE45 = json_in_tags("ernie45", "<tool_call>", "</tool_call>", separator="\n", rank=93,
-                       malformable=True)
+                       malformable=True, framing=(RESPONSE, RESPONSE_END))
 INTERNLM = json_in_tags("internlm", "<|action_start|>", "<|action_end|>", follow="<|plugin|>",
                         keys=("parameters", "arguments"), stray=TEXT, leak_markers=("<|plugin|>",),
                         rank=84, aliases=("interns1",))

@@ -54,7 +54,7 @@ K2_TAGS = KVTags(call="<ifm|tool_call>", call_end="</ifm|tool_call>", key="<ifm|
                  key_end="</ifm|arg_key>", value="<ifm|arg_value>", value_end="</ifm|arg_value>",
                  block="<ifm|tool_calls>", block_end="</ifm|tool_calls>",
                  arg_type="<ifm|arg_type>", arg_type_end="</ifm|arg_type>", reserved=(),
-                 think=K2_THINK)
+                 think=K2_THINK, json_body=True)
 
 
 def _make(name: str, tags: KVTags, tools: ToolSpec | None = None) -> GLMParser:

@@ -21,14 +21,16 @@ is the raw string, and a value that is exactly ``null`` is null whatever its typ
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sseguard.toolcalls._array_tables import read_name_args
 from sseguard.toolcalls._block import END, RESUME, SWALLOW
 from sseguard.toolcalls._engine import Call
-from sseguard.toolcalls._json import ASCII_WS
-from sseguard.toolcalls._markers import THINK_TAGS, Markers
+from sseguard.toolcalls._json import ASCII_WS, JSONProblem, strict_json
+from sseguard.toolcalls._markers import THINK_TAGS, Markers, first_non_ws
 from sseguard.toolcalls._render import tag_values
 from sseguard.toolcalls._typed import TypedValueParser
 from sseguard.toolcalls.events import MarkupError, MarkupErrorKind
@@ -61,7 +63,9 @@ class InvokeTags:
     call end); ``cdata``: a value may be one CDATA section, whose inside is taken as is;
     ``untyped_json``: GLM's rule for untyped values (strict JSON if it parses) instead of MiniMax's
     (the raw string); ``separator``/``frame``: what the template writes before a block and around
-    the answer (MARKUP2.md decision 2; the families of MARKUP3.md keep text verbatim)."""
+    the answer (MARKUP2.md decision 2; the families of MARKUP3.md keep text verbatim);
+    ``json_body``: a block may hold a call written as one JSON object ``{"name", "arguments"}``
+    instead of an invoke (dots, MARKUP3.md §3), read up to the block's closer."""
 
     block: str | None = BLOCK
     block_end: str | None = BLOCK_END
@@ -75,6 +79,7 @@ class InvokeTags:
     frame: bool = True
     reserved: tuple[str, ...] = THINK_TAGS
     messages: tuple[str, ...] = ()  # message tokens read in content by a subclass (Muse's)
+    json_body: bool = False
 
     @property
     def invoke_open(self) -> str:
@@ -116,12 +121,13 @@ class _Compiled:
         self.invoke_re = t.tag_pattern(t.invoke)
         self.param_re = t.tag_pattern(t.parameter)
         self.cdata_end = Markers((CDATA_END,))
+        self.block_end = Markers((t.block_end,)) if t.block_end is not None else None
 
 
 _COMPILED: dict[InvokeTags, _Compiled] = {}
 
 (CONTENT, IN_BLOCK, INVOKE_BODY, VALUE, STRING, SKIP, IN_CDATA, WRAP_TYPE, WRAP_OPEN,
- WRAP_CLOSE) = range(10)
+ WRAP_CLOSE, JSON_BODY) = range(11)
 
 
 class MiniMaxM2Parser(TypedValueParser):
@@ -155,7 +161,8 @@ class MiniMaxM2Parser(TypedValueParser):
         self._find, self._hold = c.content.find, c.content.hold
         self._handlers = (self._content, self._between_calls, self._invoke_body, self._value,
                           self._value, self._skip, self._cdata, self._wrap_type, self._wrap_open,
-                          self._wrap_close)
+                          self._wrap_close, self._json_body)
+        self._body: list[str] = []  # a JSON-body call's text
 
     def _read_tag(self, data: str, m: int, pattern: re.Pattern[str]) -> tuple[int, str | None]:
         """The ``<invoke …>``/``<parameter …>`` tag at ``m``: (its end, its name or None when it is
@@ -219,6 +226,49 @@ class MiniMaxM2Parser(TypedValueParser):
         if lit == t.block_end:
             return self._close_block(lit, m + len(lit))
         return None
+
+    def _between_calls(self, data: str, pos: int) -> int:
+        """Between calls of a ``json_body`` block, a ``{`` opens a call written as one JSON object;
+        the rest is read as in any block."""
+        if self._t.json_body:
+            q = first_non_ws(data, pos, len(data))
+            if q != -1 and data[q] == "{":
+                self._markup(data[pos:q])
+                self._new_unit("", in_block=True)
+                self._body = []
+                self._state = JSON_BODY
+                return q
+        return super()._between_calls(data, pos)
+
+    def _json_body(self, data: str, pos: int) -> int:
+        """State ``JSON_BODY``: the object runs to the block's closer (as DSML's JSON-body invoke
+        runs to its invoke closer: the closer is reserved, in strings too), then it is one call if
+        it is one strict JSON object ``{"name": …, "arguments"|"parameters": {…}}`` — duplicate
+        keys ``duplicate_parameter``, any other shape ``bad_param_json``, never text. The call goes
+        out whole at the closer (its name may come last)."""
+        call = self._call
+        ends = self._c.block_end
+        assert call is not None and ends is not None
+        m, _ = ends.find(data, pos)
+        end = m if m != -1 else ends.hold(data, pos)
+        call.raw.append(data[pos:end])
+        self._body.append(data[pos:end])
+        if m == -1:
+            return ~end
+        body, self._body = "".join(self._body), []
+        self._state = IN_BLOCK  # the closer is read there
+        try:
+            got = read_name_args(strict_json(body))
+            if got is None:
+                raise JSONProblem(MarkupErrorKind.BAD_PARAM_JSON)
+        except JSONProblem as problem:
+            self._fail_call(problem.kind)
+            return m
+        name, args, _ = got
+        self._name_call(name)
+        self._delta(json.dumps(args, ensure_ascii=False))
+        self._end_call(close_object=False)
+        return m
 
     def _wrap_type(self, data: str, pos: int) -> int:
         """State ``WRAP_TYPE`` (Step-3): the type word up to the separator; only ``function``."""

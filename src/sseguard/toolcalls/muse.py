@@ -26,7 +26,7 @@ from sseguard.toolcalls._markers import TAG_CAP, Markers
 from sseguard.toolcalls.events import MarkupError, MarkupErrorKind
 from sseguard.toolcalls.family import CallLike, Family, claim_openers
 from sseguard.toolcalls.invoke_tags import render as render_invokes
-from sseguard.toolcalls.minimax_m2 import InvokeTags, MiniMaxM2Parser
+from sseguard.toolcalls.minimax_m2 import JSON_BODY, InvokeTags, MiniMaxM2Parser
 from sseguard.toolcalls.schema import ToolSpec
 
 START, MESSAGE, EOM = "<|start|>", "<|message|>", "<|eom|>"
@@ -35,7 +35,7 @@ TAGS = InvokeTags(block="<atem:function_calls>", block_end="</atem:function_call
                   messages=(START, MESSAGE, EOM))
 _RECIPIENT = re.compile(r"\s*assistant\s+to=(\S+)\s*")
 
-REASON, HIDDEN = 10, 11
+REASON, HIDDEN = JSON_BODY + 1, JSON_BODY + 2  # the states after MiniMaxM2Parser's
 _EOM = Markers((EOM,))
 _REASON_STOPS = Markers((EOM, "<atem:function_calls>"))
 

@@ -26,18 +26,14 @@ from dataclasses import dataclass
 from functools import partial
 
 from sseguard.errors import UsageError
+from sseguard.toolcalls._array_embed import finish_embedded, run_embedded
+from sseguard.toolcalls._array_engine import JSONArrayParser
+from sseguard.toolcalls._array_tables import Body, Opener
 from sseguard.toolcalls._engine import CONTENT, MarkedRawParser
 from sseguard.toolcalls._json import JSONProblem, strict_json
 from sseguard.toolcalls._markers import TAG_CAP, Markers
 from sseguard.toolcalls.events import Event, MarkupError, MarkupErrorKind, ToolArgsDelta
 from sseguard.toolcalls.family import CallLike, Family, claim_openers
-from sseguard.toolcalls.json_array import (
-    Body,
-    JSONArrayParser,
-    Opener,
-    finish_embedded,
-    run_embedded,
-)
 from sseguard.toolcalls.schema import ToolSpec
 
 MALFORMED = MarkupErrorKind.MALFORMED_TAG
@@ -420,7 +416,8 @@ def name_then_json(name: str, opener: str, args_marker: str, closer: str | None 
                    think: tuple[str, str] | None = None, exits: tuple[str, ...] = (),
                    brace_opens: bool = False, array: bool = False,
                    render_wrap: tuple[str, str, str, str] = ("", "", "", ""),
-                   aliases: tuple[str, ...] = (), rank: int = 100) -> Family:
+                   aliases: tuple[str, ...] = (), rank: int = 100,
+                   leak_start: str | None = None) -> Family:
     """A complete class-C family: ``opener`` NAME ``args_marker`` [preamble] ``{…}`` [``closer``].
 
     ``preamble_words`` plain words allowed among the preamble markers; ``framing`` markers are
@@ -429,7 +426,8 @@ def name_then_json(name: str, opener: str, args_marker: str, closer: str | None 
     ``brace_opens``: a ``{`` after the name starts the arguments without the
     marker; ``array``: ``opener`` followed by ``[`` is a JSON array of call objects (class B);
     ``render_wrap``: what the chaos rendering writes before the calls, before and after each, and
-    after them.
+    after them; ``leak_start``: what a call leaves at an answer's start when a server strips the
+    family's special tokens (``Family.leak_start``).
     """
     if not opener or not args_marker or opener == args_marker:
         raise UsageError(f"family {name!r}: opener and arguments marker must differ and be "
@@ -443,13 +441,19 @@ def name_then_json(name: str, opener: str, args_marker: str, closer: str | None 
     return Family(name=name, make=make, markers=markers, leak_markers=markers,
                   reasoning_exits=grammar.exits, auto_markers=markers,
                   claim=claim_openers(markers), render=partial(_render, grammar, render_wrap),
-                  aliases=aliases, rank=rank, grammar="B / C" if array else "C")
+                  aliases=aliases, rank=rank, grammar="B / C" if array else "C",
+                  leak_start=leak_start)
 
 
 # ── the families ─────────────────────────────────────────────────────────────────────────────────
 
+#: What a Mistral call leaves when ``[TOOL_CALLS]`` and ``[ARGS]`` (control tokens) are stripped:
+#: ``get_weather{"city": …`` (v11+) or `` [{"name": …`` (pre-v11). A name glued to a JSON object is
+#: also Go's ``map[string]int{"a": 1}``, so it counts only where the answer starts (MARKUP2.md
+#: decision 11), up to the first key's colon (an empty object: its ``}``).
+MISTRAL_LEAK_START = r'\s{0,8}(?:\[\{"name":|[A-Za-z_][\w.\-]{0,63}\{(?:"[^"\s\\]{1,64}":|\}))'
 MISTRAL = name_then_json("mistral", "[TOOL_CALLS]", "[ARGS]", think=("[THINK]", "[/THINK]"),
-                         brace_opens=True, array=True, rank=95)
+                         brace_opens=True, array=True, rank=95, leak_start=MISTRAL_LEAK_START)
 
 _P = "<|plamo:{}:plamo|>"
 PLAMO3 = name_then_json(

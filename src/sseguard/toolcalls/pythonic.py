@@ -18,7 +18,7 @@ Python-looking list); it takes ``pythonic`` only at ``<|python_start|>``.
 
 ``olmo3``'s block holds one call per line (MARKUP3.md §3); ``<function_calls>`` is plain text in the
 vocabulary, reserved only as the whole tag. ``lfm2`` puts a list in its tags; a JSON array there
-(``[{"name": …}]``) is class B, read by the JSON array engine (``json_array``).
+(``[{"name": …}]``) is class B, read by the JSON array engine (``_array_engine``).
 
 The literal grammar, the streaming and the errors are ``_pycalls``'.
 """
@@ -28,19 +28,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from sseguard.toolcalls._array_embed import finish_embedded, run_embedded
+from sseguard.toolcalls._array_engine import JSONArrayParser
+from sseguard.toolcalls._array_tables import Body, Opener
 from sseguard.toolcalls._engine import CONTENT
 from sseguard.toolcalls._markers import Markers
 from sseguard.toolcalls._pycalls import PyCallsParser
 from sseguard.toolcalls._pyvalues import N_STATES, NAME_RE, SKIP_LIST, TAIL, _ws_end
 from sseguard.toolcalls.events import Event, MarkupError, MarkupErrorKind
 from sseguard.toolcalls.family import CallLike, Claim, Family
-from sseguard.toolcalls.json_array import (
-    Body,
-    JSONArrayParser,
-    Opener,
-    finish_embedded,
-    run_embedded,
-)
 from sseguard.toolcalls.schema import ToolSpec
 
 PYTHON_START = "<|python_start|>"
@@ -230,7 +226,7 @@ class Lfm2Parser(BlockCallsParser):
     """``lfm2``: ``<|tool_call_start|>`` a Python list or a JSON array ``<|tool_call_end|>``.
 
     The first non-blank character after ``[`` chooses (MARKUP3.md §3): ``{`` hands the block to the
-    class-B engine (``json_array``), driven state by state from here until its closer, so that call
+    class-B engine (``_array_engine``), driven state by state from here until its closer, so that call
     indexes run on across blocks of both kinds; anything else is a Python list.
     """
 
