@@ -27,7 +27,7 @@ from sseguard.cli import app
 from sseguard.errors import ConfigError
 
 PACING = Pacing(tokens=12, reasoning_tokens=0)
-HELLO = [{"role": "user", "content": "Say hello"}]
+HELLO: list[Any] = [{"role": "user", "content": "Say hello"}]
 
 
 def _request(first_user: str, *, stream: bool = True) -> ChatRequest:
@@ -125,10 +125,10 @@ async def test_a_background_reading_of_a_broken_first_answer_is_whole() -> None:
         client = openai.AsyncOpenAI(base_url=up.url, api_key="sk-test", max_retries=0)
         stream = await client.responses.create(model="m", input="Say hello", stream=True,
                                                background=True, store=True)
-        events = [e async for e in stream]
+        events: list[Any] = [e async for e in stream]
         again = await client.responses.retrieve(events[0].response.id, stream=True,
                                                 starting_after=events[-1].sequence_number)
-        rest = [e async for e in again]
+        rest: list[Any] = [e async for e in again]
         await client.close()
     assert events[-1].type != "response.completed" and rest[-1].type == "response.completed"
     numbers = [e.sequence_number for e in events + rest]
