@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from sseguard.chaos import ChaosConfig, Fault, FaultOptions, Pacing, run_chaos, run_chaos_in_thread
 from sseguard.chaos.conversations import ConversationLog, first_answer_decision, settle
 from sseguard.chaos.faults import Decision
-from sseguard.chaos.request import ChatRequest
+from sseguard.chaos.request import ChatRequest, Tool
 from sseguard.cli import app
 from sseguard.errors import ConfigError
 
@@ -30,22 +30,27 @@ PACING = Pacing(tokens=12, reasoning_tokens=0)
 HELLO: list[Any] = [{"role": "user", "content": "Say hello"}]
 
 
-def _request(first_user: str, *, stream: bool = True) -> ChatRequest:
-    return ChatRequest(model="m", stream=stream, include_usage=False, tools=(), tool_choice=None,
+def _request(first_user: str, *, stream: bool = True, calls: bool = False) -> ChatRequest:
+    """A request of conversation ``first_user``; ``calls``: its answer is a tool call (tools
+    offered, the user's turn)."""
+    return ChatRequest(model="m", stream=stream, include_usage=False,
+                       tools=(Tool("t", {}),) if calls else (), tool_choice=None,
                        parallel_tool_calls=True, max_tokens=None, n=1, reasoning=0.0,
                        last_role="user", last_text=first_user, prompt_words=2,
                        fingerprint=b"f", first_user=first_user)
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.booleans()), max_size=12))
-def test_each_conversation_breaks_once_at_its_first_request_that_can_carry_the_fault(
-        arrivals: list[tuple[str, bool]]) -> None:
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.booleans(), st.booleans()),
+                max_size=12))
+def test_each_conversation_breaks_once_at_its_first_text_stream(
+        arrivals: list[tuple[str, bool, bool]]) -> None:
     log = ConversationLog()
     broken: list[tuple[str, int]] = []
-    for position, (who, stream) in enumerate(arrivals):
-        _, conv = log.arrive(_request(who, stream=stream))
-        fault, at = first_answer_decision(Fault.TRUNCATED, conv)
+    for position, (who, stream, calls) in enumerate(arrivals):
+        _, conv = log.arrive(_request(who, stream=stream, calls=calls))
+        fault, at = first_answer_decision(Fault.TRUNCATED, conv,
+                                          _request(who, stream=stream, calls=calls))
         # truncated is a stream fault: a plain request cannot carry it (``decide.applicable``)
         applied = Decision(fault if stream else None, at=at)
         settle(applied, conv)
@@ -54,7 +59,8 @@ def test_each_conversation_breaks_once_at_its_first_request_that_can_carry_the_f
             assert at == 0.5
     expected = []
     for who in ("a", "b", "c"):
-        first = next((i for i, (w, s) in enumerate(arrivals) if w == who and s), None)
+        first = next((i for i, (w, s, c) in enumerate(arrivals) if w == who and s and not c),
+                     None)
         if first is not None:
             expected.append((who, first))
     assert sorted(broken) == sorted(expected)
@@ -90,6 +96,25 @@ def test_the_first_answer_is_cut_at_half_and_every_later_request_is_whole() -> N
     assert sorted((c["requests"], c["broken"]) for c in log.values()) == [
         (2, "truncated"), (3, "truncated")]
     assert {c["last_text"] for c in log.values()} == {later, other_again}
+
+
+def test_a_tool_call_answer_is_whole_and_the_text_answer_after_its_result_is_cut() -> None:
+    tools: list[Any] = [{"type": "function", "function": {
+        "name": "get_weather", "parameters": {"type": "object", "properties": {
+            "location": {"type": "string"}}}}}]
+    config = ChaosConfig(seed=4, pacing=PACING, first_answer=Fault.TRUNCATED)
+    with run_chaos_in_thread(config) as up, \
+            openai.OpenAI(base_url=up.url, api_key="sk-test", max_retries=0) as client:
+        call = client.chat.completions.create(model="chaos-1", messages=HELLO, tools=tools)
+        made = (call.choices[0].message.tool_calls or [])[0]
+        turn = [*HELLO, call.choices[0].message.model_dump(exclude_none=True),
+                {"role": "tool", "tool_call_id": made.id, "content": "sunny"}]
+        cut = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
+            model="chaos-1", messages=turn, tools=tools, stream=True) if c.choices)
+        whole = _chat_text(client, turn)  # no tools: the same conversation, answered whole
+    assert call.choices[0].finish_reason == "tool_calls"
+    assert len(cut.split()) == 7 and len(whole.split()) == 12 and whole.startswith(cut)
+    assert up.stats.faults == {"none": 2, "truncated": 1}
 
 
 def test_a_plain_request_cannot_be_cut_so_the_conversations_next_stream_is() -> None:

@@ -9,11 +9,16 @@ one request is what a run shows; the upstream breaking again would measure somet
 A conversation is known by its first user message (``ChatRequest.first_user``, hashed with the
 model): every turn of an agent's conversation repeats it, and a side request of the agent (a title,
 a summary) starts with a message of its own and is another conversation. The first request of a
-conversation that can carry the fault gets it (a non-streamed request cannot be cut mid-stream: it is
-answered whole and the conversation's next request is tried); the fault strikes at half the answer
-(``Decision.at`` 0.5). The log keeps, per conversation, its requests, the fault its first answer got
-and the text of its latest answer made whole, which ``GET /chaos/conversations`` shows, so that a
-harness can tell whether a client printed the whole answer.
+conversation that can carry the fault gets it; the fault strikes at half the answer (``Decision.at``
+0.5). A fault that cuts the answer along its way (``ALONG_THE_TEXT``) waits for an answer in text:
+an agent's first answer is usually a tool call, which chaos can only cut once the call is whole (a
+cut inside it is ``tool_call_unterminated``), so "after half the text" means the conversation's first
+text answer — the one after the tool's result. A non-streamed request cannot be cut mid-stream
+either: it is answered whole and the conversation's next request is tried.
+
+The log keeps, per conversation, its requests, the fault its first answer got and the text of its
+latest answer made whole, which ``GET /chaos/conversations`` shows, so that a harness can tell
+whether a client printed the whole answer.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ from sseguard.chaos.request import ChatRequest
 
 #: Where along the answer the first answer's fault strikes: half of it.
 FIRST_ANSWER_AT = 0.5
+#: Faults that strike along the answer's text (after half of it): they wait for a text answer.
+ALONG_THE_TEXT = frozenset({Fault.TRUNCATED, Fault.CUT_MID_FRAME, Fault.TRANSPORT_ERROR,
+                            Fault.ERROR_EVENT, Fault.STALLED})
 #: Conversations one chaos process remembers; the oldest is forgotten first (a bounded test server).
 CONVERSATIONS_MAX = 4096
 
@@ -71,12 +79,14 @@ class ConversationLog:
         return {key: conv.to_dict() for key, conv in self.seen.items()}
 
 
-def first_answer_decision(fault: Fault, conv: Conversation) -> tuple[Fault | None, float]:
+def first_answer_decision(fault: Fault, conv: Conversation,
+                          req: ChatRequest) -> tuple[Fault | None, float]:
     """The fault (and where it strikes) the conversation's next answer gets: ``fault`` at half the
-    answer while its first answer has not been broken, none after."""
-    if conv.broken is None:
-        return fault, FIRST_ANSWER_AT
-    return None, FIRST_ANSWER_AT
+    answer while its first answer has not been broken (a fault along the text: its first text
+    answer, not one that calls a tool), none after."""
+    if conv.broken is not None or (fault in ALONG_THE_TEXT and req.wants_tool_call):
+        return None, FIRST_ANSWER_AT
+    return fault, FIRST_ANSWER_AT
 
 
 def settle(decision: Decision, conv: Conversation) -> None:

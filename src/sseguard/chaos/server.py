@@ -247,7 +247,7 @@ async def _serve(request: web.Request, writer: Writer, proto: Protocol, route: R
         # Each conversation's first answer breaks, nothing else does (``chaos.conversations``).
         _, conversation = state.conversations.arrive(req)
         stats.conversations = len(state.conversations.seen)
-        fault, at = first_answer_decision(config.first_answer, conversation)
+        fault, at = first_answer_decision(config.first_answer, conversation, req)
         drawn = decide(config, counter, forced=fault, force=True, api=str(writer.api))
         drawn = replace(drawn, at=at, source="first_answer" if fault is not None else "none")
     else:
