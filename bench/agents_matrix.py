@@ -399,9 +399,13 @@ def heal_table(path: Path) -> str:
                 if not runs:
                     continue
                 good = sum(healed(r, baseline) for r in runs)
-                whole0 = sum(1 for r in runs if r["exit"] == 0 and r["whole"])
-                other = ", ".join(sorted({_heal_other(r) for r in runs
-                                          if not (r["exit"] == 0 and r["whole"])}))
+                if ending == "healthy":  # nothing broke: no answer to compare, the exit says
+                    whole0 = sum(1 for r in runs if r["exit"] == 0)
+                    other = ", ".join(sorted({_heal_other(r) for r in runs if r["exit"] != 0}))
+                else:
+                    whole0 = sum(1 for r in runs if r["exit"] == 0 and r["whole"])
+                    other = ", ".join(sorted({_heal_other(r) for r in runs
+                                              if not (r["exit"] == 0 and r["whole"])}))
                 reqs = sorted({f"{r['upstream']}" + (f" ({r['client']})" if r["client"] else "")
                                for r in runs})
                 cell = "–" if mode == "direct" or ending == "healthy" else f"**{good}/{len(runs)}**"
@@ -411,11 +415,13 @@ def heal_table(path: Path) -> str:
 
 
 def _heal_other(r: dict[str, object]) -> str:
+    """What a run that did not end whole did (and whether chaos ever broke its conversation)."""
+    never = " before any answer broke" if r["ending"] != "healthy" and not r["broken"] else ""
     if r["exit"] is None:
-        return f"killed at {r['seconds']} s"
+        return f"killed at {r['seconds']} s{never}"
     if r["exit"] == 0:
-        return "half answer, exit 0"
-    return f"exit {r['exit']}"
+        return f"half answer, exit 0{never}"
+    return f"exit {r['exit']}{never}"
 
 
 def setup(npm: Path) -> None:
