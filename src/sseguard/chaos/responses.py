@@ -70,7 +70,9 @@ def parse_request(body: bytes) -> ChatRequest:
             if first_user is None and last_role == "user":
                 first_user = last_text
         elif kind == "function_call_output":
-            if not isinstance(item.get("call_id"), str):
+            # Codex CLI 0.171 also sends an output named by ``name`` and ``namespace`` (its goal
+            # objective, ``"namespace": "agent"``) with no ``call_id``, which OpenAI accepts.
+            if not isinstance(item.get("call_id"), str) and not isinstance(item.get("name"), str):
                 raise BadRequest(f"Missing required parameter: 'input[{i}].call_id'.",
                                  f"input[{i}].call_id")
             last_role, last_text = "tool", str(item.get("output", ""))
