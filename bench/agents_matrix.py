@@ -20,6 +20,18 @@ Run:
     .venv/bin/python bench/agents_matrix.py --table agents.jsonl
 Subsets: --agents opencode,codex --faults truncated,no_done --modes direct; a proxy option:
     --proxy-arg=--complete-done
+
+Healing (issue 38, ``--heal``): chaos breaks only each conversation's first answer
+(``sseguard chaos --first-answer truncated``: cut after half of it; ``http_error``: a 503 before the
+first byte) and answers every later request of the conversation whole; the proxy runs with
+``--retry 2 --resume vllm,anthropic,openai-background`` (``HEAL_PROXY_ARGS``). A run is **healed**
+when the agent exited 0, printed the conversation's whole last answer (chaos's
+``/chaos/conversations``), made as many requests as on a healthy run through the same proxy (so
+it did not ask again itself), and the proxy counted a healed stream and no failed one:
+    .venv/bin/python bench/agents_matrix.py --heal --agents claude,opencode --runs 10 \
+        --endings truncated,http_error --out heal.jsonl
+    .venv/bin/python bench/agents_matrix.py --heal --agents codex --proxy-arg=--resume-store-ok ...
+    .venv/bin/python bench/agents_matrix.py --heal-table heal.jsonl
 """
 
 from __future__ import annotations
@@ -28,6 +40,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -250,6 +263,167 @@ def run_one(agent: Agent, fault: str, mode: str, bound: float, sseguard: str,
                   classify(fault, exit_code, seconds, stats["requests"]), " | ".join(lines[-3:])[-300:])
 
 
+#: The proxy's healing options the ``--heal`` runs measure (``--proxy-arg`` adds to them).
+HEAL_PROXY_ARGS = ("--retry", "2", "--resume", "vllm,anthropic,openai-background")
+#: The first-answer endings: a cut after half the answer, a failure before the first byte.
+HEAL_ENDINGS = ("truncated", "http_error")
+
+
+@dataclass
+class HealResult:
+    """One ``--heal`` run: what the agent did, what the proxy and the upstream saw."""
+
+    agent: str
+    ending: str  # the first answer's fault, or "healthy"
+    mode: str
+    seed: int
+    exit: int | None
+    seconds: float
+    upstream: int  # requests chaos received (retries, continuations and readings included)
+    client: int | None  # requests the proxy received from the agent (None: directly)
+    healed_pass: int  # client streams the proxy healed that then passed
+    healed_fail: int
+    retries: int  # the proxy's retries (before the first byte)
+    whole: bool  # the output holds the whole last answer of a conversation
+    broken: int  # conversations whose first answer chaos broke
+    retrievals: int
+    proxy_args: list[str]
+    tail: str
+
+
+def _metric_sum(text: str, name: str, **labels: str) -> int:
+    """The sum of a Prometheus counter's samples whose labels include ``labels``."""
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        if all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return int(total)
+
+
+def _words(text: str) -> str:
+    return " ".join(re.sub(r"[*_`#>]", " ", text).split())
+
+
+def run_heal(agent: Agent, ending: str, mode: str, seed: int, bound: float, sseguard: str,
+             npm: Path, proxy_args: tuple[str, ...] = ()) -> HealResult:
+    """One bounded run against a chaos that breaks each conversation's first answer (``ending``)
+    once, directly or through the healing proxy."""
+    with tempfile.TemporaryDirectory(prefix=f"heal-{agent.name}-") as tmp:
+        run = Path(tmp)
+        warm = npm / "homes" / agent.name
+        if warm.is_dir():
+            shutil.copytree(warm, run / "home", symlinks=True)
+        else:
+            (run / "home").mkdir()
+        chaos_argv = [sseguard, "chaos", "--listen", "127.0.0.1:0", "--seed", str(seed), "--json"]
+        if ending != "healthy":
+            chaos_argv += ["--first-answer", ending]
+        if ending == "http_error":  # one status, the commonest overload answer
+            (run / "chaos.toml").write_text("[fault_options]\nhttp_statuses = [503]\n")
+            chaos_argv += ["--config", str(run / "chaos.toml")]
+        chaos, upstream = _start(chaos_argv, run)
+        proxy = None
+        args = [*HEAL_PROXY_ARGS, *proxy_args]
+        try:
+            base = upstream
+            if mode == "proxy":
+                proxy, base = _start([sseguard, "proxy", "--upstream", upstream,
+                                      "--listen", "127.0.0.1:0", *args], run)
+            env = {**os.environ, "HOME": str(run / "home"), "PWD": str(run), "NO_COLOR": "1",
+                   **agent.configure(run, base)}
+            started = time.monotonic()
+            proc = subprocess.Popen(list(agent.argv), cwd=run, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    start_new_session=True, errors="replace")
+            try:
+                out, _ = proc.communicate(timeout=bound)
+                exit_code: int | None = proc.returncode
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                out, _ = proc.communicate()
+                exit_code = None
+            seconds = time.monotonic() - started
+            root = upstream.removesuffix("/v1")
+            with urllib.request.urlopen(root + "/chaos/stats") as reply:
+                stats = json.load(reply)
+            with urllib.request.urlopen(root + "/chaos/conversations") as reply:
+                conversations = json.load(reply)
+            metrics = ""
+            if proxy is not None:
+                with urllib.request.urlopen(base.removesuffix("/v1") + "/metrics") as reply:
+                    metrics = reply.read().decode()
+        finally:
+            if proxy is not None:
+                _stop(proxy)
+            _stop(chaos)
+    printed = _words(out)
+    whole = any(c["last_text"] and _words(c["last_text"]) in printed
+                for c in conversations.values())
+    client = None
+    if proxy is not None:
+        client = (_metric_sum(metrics, "sseguard_proxy_requests_total", kind="stream")
+                  + _metric_sum(metrics, "sseguard_proxy_requests_total", kind="non_stream"))
+    lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
+    return HealResult(
+        agent.name, ending, mode, seed, exit_code, round(seconds, 1), stats["requests"], client,
+        _metric_sum(metrics, "sseguard_proxy_healed_streams_total", result="passed"),
+        _metric_sum(metrics, "sseguard_proxy_healed_streams_total", result="failed"),
+        _metric_sum(metrics, "sseguard_proxy_retries_total"), whole,
+        sum(1 for c in conversations.values() if c["broken"]), stats.get("retrievals", 0),
+        args if proxy is not None else [], " | ".join(lines[-3:])[-300:])
+
+
+def healed(r: dict[str, object], baseline: int | None) -> bool:
+    """The agent got the whole answer, exit 0, from its one request: the proxy healed it."""
+    return (r["mode"] == "proxy" and r["exit"] == 0 and bool(r["whole"])
+            and baseline is not None and r["client"] == baseline
+            and int(str(r["healed_pass"])) > 0 and r["healed_fail"] == 0)
+
+
+def heal_table(path: Path) -> str:
+    """The healed column of docs/agents.md: per agent, ending and mode, healed runs of all runs,
+    and what the others did."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    out = ["| agent | first answer | mode | healed | runs: exit 0 whole / other; upstream req "
+           "(client req) |", "|---|---|---|---|---|"]
+    for name in dict.fromkeys(r["agent"] for r in rows):
+        mine = [r for r in rows if r["agent"] == name]
+        healthy = [r["client"] for r in mine if r["ending"] == "healthy" and r["mode"] == "proxy"
+                   and r["exit"] == 0]
+        baseline = max(set(healthy), key=healthy.count) if healthy else None
+        for ending in ("healthy", *HEAL_ENDINGS):
+            for mode in ("direct", "proxy"):
+                runs = [r for r in mine if r["ending"] == ending and r["mode"] == mode]
+                if not runs:
+                    continue
+                good = sum(healed(r, baseline) for r in runs)
+                if ending == "healthy":  # nothing broke: no answer to compare, the exit says
+                    whole0 = sum(1 for r in runs if r["exit"] == 0)
+                    other = ", ".join(sorted({_heal_other(r) for r in runs if r["exit"] != 0}))
+                else:
+                    whole0 = sum(1 for r in runs if r["exit"] == 0 and r["whole"])
+                    other = ", ".join(sorted({_heal_other(r) for r in runs
+                                              if not (r["exit"] == 0 and r["whole"])}))
+                reqs = sorted({f"{r['upstream']}" + (f" ({r['client']})" if r["client"] else "")
+                               for r in runs})
+                cell = "–" if mode == "direct" or ending == "healthy" else f"**{good}/{len(runs)}**"
+                out.append(f"| {name} | {ending} | {mode} | {cell} | {whole0}/{len(runs)}"
+                           f"{'; ' + other if other else ''}; {', '.join(reqs)} |")
+    return "\n".join(out)
+
+
+def _heal_other(r: dict[str, object]) -> str:
+    """What a run that did not end whole did (and whether chaos ever broke its conversation)."""
+    never = " before any answer broke" if r["ending"] != "healthy" and not r["broken"] else ""
+    if r["exit"] is None:
+        return f"killed at {r['seconds']} s{never}"
+    if r["exit"] == 0:
+        return f"half answer, exit 0{never}"
+    return f"exit {r['exit']}{never}"
+
+
 def setup(npm: Path) -> None:
     """Install the agents from npm into NPM_DIR/<agent> and write the AI SDK script."""
     for name, packages in PACKAGES.items():
@@ -313,15 +487,41 @@ def main() -> None:
     parser.add_argument("--proxy-arg", action="append", default=[],
                         help="an option for sseguard proxy (repeatable; default: none)")
     parser.add_argument("--table", type=Path)
+    parser.add_argument("--heal", action="store_true",
+                        help="measure healing: chaos breaks each conversation's first answer")
+    parser.add_argument("--endings", default="healthy," + ",".join(HEAL_ENDINGS))
+    parser.add_argument("--runs", type=int, default=5, help="--heal runs per cell (seeds 7, 8, …)")
+    parser.add_argument("--heal-table", type=Path)
     args = parser.parse_args()
     if args.table:
         print(table(args.table))
+        return
+    if args.heal_table:
+        print(heal_table(args.heal_table))
         return
     if args.setup:
         setup(args.npm_dir)
         return
     sseguard = shutil.which("sseguard") or str(Path(sys.executable).parent / "sseguard")
     known = agents(args.npm_dir)
+    if args.heal:
+        cells = [(known[a], e, m, 7 + i) for i in range(args.runs)
+                 for e in args.endings.split(",") for a in args.agents.split(",")
+                 for m in args.modes.split(",")]
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool, \
+                args.out.open("a") as sink:
+            heal_futures = [pool.submit(run_heal, a, e, m, seed, args.timeout, sseguard,
+                                        args.npm_dir, tuple(args.proxy_arg))
+                            for a, e, m, seed in cells]
+            for done in concurrent.futures.as_completed(heal_futures):
+                got = done.result()
+                sink.write(json.dumps(asdict(got)) + "\n")
+                sink.flush()
+                print(f"{got.agent:10} {got.ending:11} {got.mode:6} seed {got.seed}: exit "
+                      f"{got.exit} {got.seconds} s, whole {got.whole}, upstream {got.upstream}, "
+                      f"client {got.client}, healed {got.healed_pass}/{got.healed_fail}",
+                      flush=True)
+        return
     plan = [(known[a], f, m) for f in args.faults.split(",") for a in args.agents.split(",")
             for m in args.modes.split(",")]
     plan.sort(key=lambda p: p[1] != "stalled")  # the long runs first

@@ -108,3 +108,20 @@ async def test_a_stream_not_in_background_is_not_kept() -> None:
         assert events[0].response.background is False
         with pytest.raises(openai.NotFoundError):
             await _retrieve(client, events[0].response.id, 0)
+
+
+async def test_a_cancelled_background_response_says_cancelled_and_is_counted_once() -> None:
+    async with run_chaos(ChaosConfig(seed=3, pacing=FAST)) as server:
+        client = _client(server.url)
+        whole, error = await _stream(client, background=True, store=True)
+        assert error is None
+        rid = whole[0].response.id
+        first = await client.responses.cancel(rid)
+        again = await client.responses.cancel(rid)
+        stored = await client.responses.retrieve(rid)
+        with pytest.raises(openai.NotFoundError):
+            await client.responses.cancel("resp_unknown")
+        await client.close()
+    assert first.status == again.status == stored.status == "cancelled"
+    assert first.id == rid
+    assert server.stats.cancels == 1

@@ -357,3 +357,23 @@ async def test_each_protocols_stream_is_detected_as_that_protocol(
         }
     assert {api: str(detect_api(resp.content)) for api, resp in bodies.items()} == {
         "chat": "chat", "responses": "responses", "messages": "messages"}
+
+
+@pytest.mark.parametrize(("thinking", "shown"), [
+    ({"type": "adaptive"}, False),  # the API's default on the adaptive-only models: omitted
+    ({"type": "adaptive", "display": "omitted"}, False),
+    ({"type": "adaptive", "display": "summarized"}, True),
+    ({"type": "enabled", "budget_tokens": 2048}, True),
+    ({"type": "enabled", "budget_tokens": 2048, "display": "omitted"}, False),
+])
+def test_thinking_text_is_sent_as_display_says_and_adaptive_omits_it_by_default(
+        thinking: dict[str, Any], shown: bool) -> None:
+    config = ChaosConfig(pacing=Pacing(tokens=4, reasoning_tokens=4))
+    req = parse_request(msgspec.json.encode(messages_request()
+                                            | {"thinking": thinking}))
+    plan = stream_plan(config, req, decide(config, 0),
+                       ResponseIds("msg_1", "r", "0" * 32, "0" * 16, 0),
+                       [make_answer(config, req, None)])
+    body = b"".join(w.data for w in plan.writes)
+    assert b'"signature_delta"' in body
+    assert (b'"thinking_delta"' in body) is shown

@@ -316,3 +316,17 @@ async def test_non_streamed_invalid_arguments_are_sent_as_is(client: httpx2.Asyn
     assert arguments.endswith(",}")
     with pytest.raises(json.JSONDecodeError):
         json.loads(arguments)
+
+
+async def test_a_named_function_call_output_without_call_id_is_accepted_as_codex_sends_it(
+        client: httpx2.AsyncClient) -> None:
+    """Codex CLI 0.171 adds its goal objective as ``{"type": "function_call_output", "name":
+    "goal_objective", "namespace": "agent", "output": …}``, no ``call_id``: OpenAI accepts it."""
+    body = {"model": "m", "stream": True, "input": [
+        {"role": "user", "content": "Say hello"},
+        {"type": "function_call_output", "name": "goal_objective", "namespace": "agent",
+         "output": "frame hold engine"}]}
+    async with run_chaos(ChaosConfig(pacing=FAST)) as server:
+        out = await fetch(client, server.responses_url, body, api=API)
+        assert server.stats.bad_requests == 0
+    assert out.verdict.ending is Ending.COMPLETE

@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import jsonschema
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -43,3 +44,25 @@ def test_inclusive_bounds_still_hold(seed: int) -> None:
     assert value in (3, 4, 5)
     number = schema_value(random.Random(seed), {"type": "number", "minimum": 10, "maximum": 11}, 0)
     assert 10 <= number <= 11
+
+
+#: Codex CLI 0.171's ``request_user_input`` parameters, as it sends them (required kept, texts cut).
+REQUEST_USER_INPUT: dict[str, Any] = {
+    "type": "object", "required": ["questions"], "additionalProperties": False,
+    "properties": {"questions": {"type": "array", "items": {
+        "type": "object", "required": ["id", "header", "question", "options"],
+        "additionalProperties": False,
+        "properties": {
+            "id": {"type": "string"}, "header": {"type": "string"},
+            "question": {"type": "string"},
+            "options": {"type": "array", "items": {
+                "type": "object", "required": ["label", "description"],
+                "additionalProperties": False,
+                "properties": {"label": {"type": "string"},
+                               "description": {"type": "string"}}}}}}}}}
+
+
+@given(st.integers(0, 2**32))
+def test_a_deeply_nested_tool_schema_gets_every_required_property(seed: int) -> None:
+    value = schema_value(random.Random(seed), REQUEST_USER_INPUT, 0)
+    jsonschema.validate(value, REQUEST_USER_INPUT)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -22,7 +23,7 @@ from test_proxy_heal_retry import Step, heal_proxy, proxy_config
 from test_proxy_machine import drive, frames_of, split
 
 from _protocol_streams import Responses
-from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
+from sseguard.chaos import ChaosConfig, Fault, FaultOptions, Pacing, run_chaos
 from sseguard.contract import checker_for, protocol
 from sseguard.errors import ConfigError
 from sseguard.policy import AGENTS
@@ -30,7 +31,7 @@ from sseguard.proxy import run_proxy
 from sseguard.proxy.actions import AskContinuation
 from sseguard.proxy.heal import DIALECTS
 from sseguard.proxy.machine import RelayMachine
-from sseguard.proxy.resume_background import upstream_request
+from sseguard.proxy.resume_background import BackgroundResume, upstream_request
 from sseguard.redact import DEFAULT
 from sseguard.verdict import Api, Ending
 
@@ -269,3 +270,63 @@ def test_a_reading_framed_with_crlf_is_spliced_frame_by_frame() -> None:
                 read_again=lambda ask: [after(whole, 2).replace(b"\n", b"\r\n")])
     assert frames_of(bytes(run.body)) == frames_of(whole)
     assert run.ended == "eof"
+
+
+# ── an abandoned background response is cancelled ──────────────────────────────────────────────
+
+def test_an_abandoned_stream_asks_to_cancel_its_stored_response_once() -> None:
+    resume = BackgroundResume(REQUEST, 2)
+    assert resume.abandoned() is None  # no id reached the client
+    resume.note(stored(["a", "b"], rid="resp_x/1").split(b"\n\n", 1)[0] + b"\n\n")
+    assert resume.abandoned() == AskContinuation(
+        b"", method="POST", path="responses/resp_x%2F1/cancel")
+    assert resume.abandoned() is None
+
+
+async def _until(predicate: Callable[[], bool]) -> None:
+    """Wait (bounded by the test's timeout) for the proxy's detached cancel task to land."""
+    while not predicate():
+        await asyncio.sleep(0.01)
+
+
+async def test_a_client_that_leaves_mid_answer_gets_its_background_response_cancelled() -> None:
+    options = FaultOptions(stall_ms=600_000, stall_then="hang")
+    async with run_chaos(ChaosConfig(seed=5, pacing=PACING, options=options)) as up, \
+            run_proxy(proxy_config(up.url, resume="openai-background")) as px:
+        client = openai.AsyncOpenAI(base_url=px.url, api_key="sk-test", max_retries=0, timeout=30)
+        stream = await client.responses.create(
+            model="chaos-1", input=INPUT, stream=True,
+            extra_headers={"x-sseguard-inject": str(Fault.STALLED)})
+        seen = []
+        async for event in stream:  # chaos stalls half-way: the client leaves after a delta
+            seen.append(event)
+            if event.type == "response.output_text.delta":
+                break
+        await stream.close()
+        await _until(lambda: up.stats.cancels == 1)
+        stored_response = await openai.AsyncOpenAI(
+            base_url=up.url, api_key="sk-test").responses.retrieve(seen[0].response.id)
+        await client.close()
+    assert stored_response.status == "cancelled"
+    assert up.stats.cancels == 1 and up.stats.retrievals == 1  # the read above, no resume
+
+
+async def test_a_stream_the_proxy_gives_up_on_gets_its_background_response_cancelled() -> None:
+    faults = {Fault.TRUNCATED: 1.0}  # the answer and every reading of it are cut
+    async with run_chaos(ChaosConfig(seed=5, pacing=PACING, faults=faults)) as up, \
+            run_proxy(proxy_config(up.url, resume="openai-background", resume_max=1)) as px:
+        with pytest.raises(openai.APIError):
+            await _events(px.url)
+        await _until(lambda: up.stats.cancels == 1)
+    assert up.stats.retrievals == 1 and up.stats.cancels == 1
+
+
+async def test_a_whole_or_healed_background_stream_is_not_cancelled() -> None:
+    async with run_chaos(ChaosConfig(seed=5, pacing=PACING)) as up, \
+            run_proxy(proxy_config(up.url, resume="openai-background")) as px:
+        whole = await _events(px.url)
+        healed = await _events(px.url, extra_headers={"x-sseguard-inject": str(Fault.TRUNCATED)})
+        metrics = await _metrics(px.url)  # after both records: a cancel would have been sent
+    assert whole[-1].type == healed[-1].type == "response.completed"
+    assert up.stats.retrievals == 1 and up.stats.cancels == 0
+    assert 'sseguard_proxy_streams_total{api="responses",ending="complete"} 2.0' in metrics

@@ -85,10 +85,14 @@ def parse_request(body: bytes, *, beta: bool = False) -> ChatRequest:
     elif ends_assistant and data.get("continue_final_message") is True:
         continued, messages = text_of(last.get("content")), messages[:-1]
     words = 0
+    first_user: str | None = None
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
             raise BadRequest(f"messages[{i}] must be an object with a role", f"messages[{i}]")
-        words += len(text_of(msg.get("content")).split()) + 4
+        text = text_of(msg.get("content"))
+        if first_user is None and msg["role"] == "user":
+            first_user = text
+        words += len(text.split()) + 4
     stream = data.get("stream", False)
     if not isinstance(stream, bool):
         raise BadRequest("stream must be a boolean", "stream")
@@ -129,6 +133,7 @@ def parse_request(body: bytes, *, beta: bool = False) -> ChatRequest:
         prompt_words=words,
         fingerprint=digest,
         continued=continued,
+        first_user=first_user or "",
     )
 
 

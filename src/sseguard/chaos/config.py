@@ -212,6 +212,9 @@ class ChaosConfig:
     dialects: frozenset[Dialect] = frozenset()
     raw_markup: str | None = None  # a MARKUP_FAMILIES name: tool calls left as markup in content
     patterns: tuple[Pattern, ...] = ()
+    #: Break each conversation's first answer with this fault and nothing else (``first_answer``,
+    #: ``chaos.conversations``): the draw (faults, patterns) is not made while it is set.
+    first_answer: Fault | None = None
 
     def __post_init__(self) -> None:
         total = 0.0
@@ -234,7 +237,8 @@ class ChaosConfig:
                        dialects: Iterable[str] = (), raw_markup: str | None = None,
                        ttft_ms: float | None = None, inter_token_ms: float | None = None,
                        tokens: int | None = None, stall_ms: float | None = None,
-                       stall_then: str | None = None, model: str | None = None) -> ChaosConfig:
+                       stall_then: str | None = None, model: str | None = None,
+                       first_answer: str | None = None) -> ChaosConfig:
         """Apply CLI flags on top of this (file) configuration; flags win, ``--fault`` entries merge."""
         merged = dict(self.faults)
         for spec in faults:
@@ -262,6 +266,8 @@ class ChaosConfig:
             options=options,
             dialects=self.dialects | {parse_dialect(d) for d in dialects},
             raw_markup=self.raw_markup if raw_markup is None else parse_family(raw_markup),
+            first_answer=(self.first_answer if first_answer is None
+                          else parse_fault_name(first_answer)),
         )
 
     @classmethod
@@ -285,7 +291,7 @@ class ChaosConfig:
     def from_mapping(cls, data: Mapping[str, Any]) -> ChaosConfig:
         """Build from the TOML layout (a dict); unknown keys are errors, so typos are not ignored."""
         _only(data, {"seed", "model", "id_prefix", "pacing", "faults", "fault_options", "dialects",
-                     "raw_markup", "patterns"}, "the top level")
+                     "raw_markup", "patterns", "first_answer"}, "the top level")
         pacing = Pacing(**_table(data, "pacing", {
             "ttft_ms": lambda v, w: _number(v, w),
             "inter_token_ms": lambda v, w: _number(v, w),
@@ -323,6 +329,8 @@ class ChaosConfig:
             raw_markup=None if raw_markup is None else parse_family(_string(raw_markup,
                                                                             "raw_markup")),
             patterns=tuple(parse_pattern(p, i) for i, p in enumerate(patterns_raw)),
+            first_answer=(None if data.get("first_answer") is None else parse_fault_name(
+                _string(data["first_answer"], "first_answer"))),
         )
 
 

@@ -137,6 +137,7 @@ def parse_request(body: bytes) -> ChatRequest:
         raise BadRequest("* GenerateContentRequest.contents: contents is not specified", "contents")
     words = len(text_of(_parts(data.get("systemInstruction"), "systemInstruction")).split())
     last_role, last_text = "user", ""
+    first_user: str | None = None
     for i, content in enumerate(contents):
         parts = _parts(content, f"contents[{i}]")
         role = content.get("role", "user")
@@ -146,6 +147,8 @@ def parse_request(body: bytes) -> ChatRequest:
         last_text = text_of(parts)
         last_role = "assistant" if role == "model" else "tool" if any(
             isinstance(p, dict) and "functionResponse" in p for p in parts) else "user"
+        if first_user is None and last_role == "user":
+            first_user = last_text
         words += len(last_text.split()) + 4
     config = data.get("generationConfig") or {}
     if not isinstance(config, dict):
@@ -165,7 +168,8 @@ def parse_request(body: bytes) -> ChatRequest:
         n=int_field(config, "candidateCount", minimum=1, maximum=8) or 1,
         reasoning=_reasoning(config), last_role=last_role, last_text=last_text,
         prompt_words=words, fingerprint=digest, json_mode=json_mode,
-        response_schema=schema if json_mode else None, stream_args=_streams_args(data))
+        response_schema=schema if json_mode else None, stream_args=_streams_args(data),
+        first_user=first_user or "")
 
 
 def _streams_args(data: dict[str, Any]) -> bool:

@@ -242,6 +242,13 @@ def _break_schema(call: Call, tool: Tool) -> None:
             return
 
 
+#: How deep ``schema_value`` fills nested objects and arrays. Agents' tools nest deeper than one
+#: would guess: Codex CLI 0.171's ``request_user_input`` asks for objects (``label`` required)
+#: inside an array inside objects inside an array — five levels; a shallower limit sent ``{}``
+#: there, and the proxy rightly failed the call (``tool_args_schema_mismatch``).
+SCHEMA_DEPTH = 8
+
+
 def schema_value(rng: random.Random, schema: Any, depth: int, name: str = "") -> Any:
     """A value that satisfies a (simple) JSON schema: what a well-behaved model would send."""
     if not isinstance(schema, dict):
@@ -255,11 +262,11 @@ def schema_value(rng: random.Random, schema: Any, depth: int, name: str = "") ->
         kind = next((k for k in kind if k != "null"), "string")
     if kind == "object" or (kind is None and "properties" in schema):
         props = schema.get("properties")
-        if not isinstance(props, dict) or depth > 3:
+        if not isinstance(props, dict) or depth > SCHEMA_DEPTH:
             return {}
         return {k: schema_value(rng, v, depth + 1, k) for k, v in props.items()}
     if kind == "array":
-        if depth > 3:
+        if depth > SCHEMA_DEPTH:
             return []
         return [schema_value(rng, schema.get("items"), depth + 1, name)
                 for _ in range(rng.randint(1, 2))]

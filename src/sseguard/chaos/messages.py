@@ -62,12 +62,15 @@ def parse_request(body: bytes) -> ChatRequest:
         continued, messages = last["content"], messages[:-1]
     words = len(_system_text(data.get("system")).split())
     last_role, last_text = "user", ""
+    first_user: str | None = None
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or msg.get("role") not in ("user", "assistant"):
             raise BadRequest(f"messages.{i}.role: Input should be 'user' or 'assistant'",
                              f"messages.{i}")
         content = msg.get("content")
         last_role, last_text = str(msg["role"]), text_of(content)
+        if first_user is None and last_role == "user":
+            first_user = last_text
         if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result"
                                              for b in content):
             last_role = "tool"
@@ -92,7 +95,20 @@ def parse_request(body: bytes) -> ChatRequest:
         parallel_tool_calls=parallel, max_tokens=max_tokens, n=1,
         reasoning=reasoning, last_role=last_role,
         last_text=last_text, prompt_words=words, fingerprint=digest, continued=continued,
-        reasoning_shown=not (isinstance(thinking, dict) and thinking.get("display") == "omitted"))
+        reasoning_shown=_thinking_shown(thinking), first_user=first_user or "")
+
+
+def _thinking_shown(thinking: Any) -> bool:
+    """Whether thinking blocks carry their text: ``display`` says so; without it, adaptive thinking
+    is ``"omitted"`` — the API's default on the models that take only adaptive thinking (Opus
+    4.7/4.8, which Claude Code 2.1 asks for with a bare ``{"type": "adaptive"}``) — and a
+    budgeted ``"enabled"`` is ``"summarized"``, as on the models that take it."""
+    if not isinstance(thinking, dict):
+        return True
+    display = thinking.get("display")
+    if display is None:
+        return bool(thinking.get("type") != "adaptive")
+    return bool(display != "omitted")
 
 
 def _system_text(system: Any) -> str:

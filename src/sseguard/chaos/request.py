@@ -74,6 +74,9 @@ class ChatRequest:
     #: Anthropic's ``thinking.display``: ``"omitted"`` sends thinking blocks without their text
     #: (the signature only), as Claude Code asks.
     reasoning_shown: bool = True
+    #: The text of the conversation's first user message: what every request of one conversation
+    #: shares (its retries, continuations and later turns), so ``first_answer`` can break it once.
+    first_user: str = ""
 
     @property
     def tools_offered(self) -> bool:

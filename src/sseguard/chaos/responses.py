@@ -58,6 +58,7 @@ def parse_request(body: bytes) -> ChatRequest:
         raise BadRequest("Missing required parameter: 'input'.", "input")
     words = len(str(data.get("instructions") or "").split())
     last_role, last_text = "user", ""
+    first_user: str | None = None
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             raise BadRequest(f"Invalid type for 'input[{i}]': expected an object.", f"input[{i}]")
@@ -66,8 +67,12 @@ def parse_request(body: bytes) -> ChatRequest:
             if item.get("role") not in ("user", "assistant", "system", "developer"):
                 raise BadRequest(f"Invalid value for 'input[{i}].role'.", f"input[{i}].role")
             last_role, last_text = str(item["role"]), text_of(item.get("content"))
+            if first_user is None and last_role == "user":
+                first_user = last_text
         elif kind == "function_call_output":
-            if not isinstance(item.get("call_id"), str):
+            # Codex CLI 0.171 also sends an output named by ``name`` and ``namespace`` (its goal
+            # objective, ``"namespace": "agent"``) with no ``call_id``, which OpenAI accepts.
+            if not isinstance(item.get("call_id"), str) and not isinstance(item.get("name"), str):
                 raise BadRequest(f"Missing required parameter: 'input[{i}].call_id'.",
                                  f"input[{i}].call_id")
             last_role, last_text = "tool", str(item.get("output", ""))
@@ -99,7 +104,7 @@ def parse_request(body: bytes) -> ChatRequest:
         max_tokens=max_tokens, n=1,
         reasoning=REASONING_SCALE[effort] if effort is not None else 0.0,
         last_role=last_role, last_text=last_text, prompt_words=words, fingerprint=digest,
-        background=background)
+        background=background, first_user=first_user or "")
 
 
 def _tools(raw: Any) -> tuple[Tool, ...]:

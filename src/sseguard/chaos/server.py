@@ -45,6 +45,7 @@ from sseguard._serve import (
 )
 from sseguard.chaos.cache import PrefixCache
 from sseguard.chaos.config import ChaosConfig
+from sseguard.chaos.conversations import ConversationLog, first_answer_decision, settle
 from sseguard.chaos.decide import applicable, decide
 from sseguard.chaos.faults import Decision, Fault
 from sseguard.chaos.frames import End, Plan, ResponseIds, completion_plan
@@ -88,13 +89,16 @@ class ChaosStats:
     routes: Counter[str] = field(default_factory=Counter)
     statuses: Counter[int] = field(default_factory=Counter)
     retrievals: int = 0  # reads of a stored (background) response, streamed or not
+    cancels: int = 0  # background responses cancelled (POST …/responses/{id}/cancel)
+    conversations: int = 0  # conversations seen by ``first_answer`` (``chaos.conversations``)
 
     def injected(self, fault: Fault | str) -> int:
         return self.faults[str(fault)]
 
     def to_dict(self) -> dict[str, Any]:
         return {"requests": self.requests, "apis": dict(self.apis), "streams": self.streams,
-                "retrievals": self.retrievals,
+                "retrievals": self.retrievals, "cancels": self.cancels,
+                "conversations": self.conversations,
                 "inflight": self.inflight,
                 "max_inflight": self.max_inflight, "frames": self.frames,
                 "bad_requests": self.bad_requests, "faults": dict(self.faults),
@@ -117,6 +121,10 @@ class ChaosState:
     cache: PrefixCache = field(default_factory=PrefixCache)
     #: Background (Responses) streams kept for reading again, by response id, oldest first.
     stored: dict[str, StoredStream] = field(default_factory=dict)
+    #: Background responses cancelled (``POST …/responses/{id}/cancel``), by response id.
+    cancelled: set[str] = field(default_factory=set)
+    #: The conversations ``first_answer`` has seen: which one's first answer broke.
+    conversations: ConversationLog = field(default_factory=ConversationLog)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,9 +173,11 @@ def make_app(config: ChaosConfig | None = None, *,
             if writer.resume is not None:
                 for mount in proto.mounts:
                     app.router.add_get(f"{mount}{route.path}/{{response_id}}", _retrieve)
+                    app.router.add_post(f"{mount}{route.path}/{{response_id}}/cancel", _cancel)
     app.router.add_get("/v1/models", _models)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/chaos/stats", _stats)
+    app.router.add_get("/chaos/conversations", _conversations)
     if setup is not None:
         setup(app)
     return app
@@ -232,12 +242,23 @@ async def _serve(request: web.Request, writer: Writer, proto: Protocol, route: R
     cached = state.cache.lookup(req)
     if cached:
         req = replace(req, cached_words=cached)
-    drawn = decide(config, counter, inflight=inflight, elapsed_s=state.clock() - state.started,
-                   forced=forced, force=forced_raw is not None, api=str(writer.api),
-                   cached=cached > 0)
+    conversation = None
+    if config.first_answer is not None and forced_raw is None:
+        # Each conversation's first answer breaks, nothing else does (``chaos.conversations``).
+        _, conversation = state.conversations.arrive(req)
+        stats.conversations = len(state.conversations.seen)
+        fault, at = first_answer_decision(config.first_answer, conversation, req)
+        drawn = decide(config, counter, forced=fault, force=True, api=str(writer.api))
+        drawn = replace(drawn, at=at, source="first_answer" if fault is not None else "none")
+    else:
+        drawn = decide(config, counter, inflight=inflight,
+                       elapsed_s=state.clock() - state.started, forced=forced,
+                       force=forced_raw is not None, api=str(writer.api), cached=cached > 0)
     decision = applicable(drawn, stream=req.stream, tools_offered=req.tools_offered,
                           typed_tool=req.typed_tool, include_usage=req.include_usage,
                           unsupported=writer.cannot_carry(stream=req.stream, req=req))
+    if conversation is not None:
+        settle(decision, conversation)
     if decision.fault is None and drawn.fault is not None:
         stats.skipped[str(drawn.fault)] += 1
     stats.faults[decision.header] += 1
@@ -259,6 +280,8 @@ async def _serve(request: web.Request, writer: Writer, proto: Protocol, route: R
         return _json(status, proto.status_error(status, message), headers)
     stats.statuses[200] += 1
     answers = [make_answer(config, req, decision.fault, i) for i in range(req.n)]
+    if conversation is not None and req.continued is None:
+        conversation.last_text = "".join(answers[0].content)
     if req.stream:
         stats.streams += 1
         plan = writer.stream_plan(config, req, decision, ids, answers)
@@ -282,7 +305,9 @@ def _store(state: ChaosState, stream: StoredStream) -> None:
     stored = state.stored
     stored[stream.ids.response_id] = stream
     while len(stored) > STORED_MAX:
-        del stored[next(iter(stored))]
+        oldest = next(iter(stored))
+        del stored[oldest]
+        state.cancelled.discard(oldest)
 
 
 async def _retrieve(request: web.Request) -> web.StreamResponse:
@@ -312,14 +337,13 @@ async def _retrieve(request: web.Request) -> web.StreamResponse:
                                      "param": "starting_after", "code": None}})
     if query.get("stream", "false").lower() != "true":
         stats.statuses[200] += 1
-        return web.Response(body=stored.writer.body(config, stored.req, stored.decision, stored.ids,
-                                                    stored.answers),
-                            content_type="application/json")
+        return web.Response(body=_stored_body(state, stored), content_type="application/json")
     stats.inflight += 1
     try:
+        # Under ``first_answer`` a reading is a later request of the conversation: whole.
         drawn = decide(config, counter, inflight=stats.inflight,
-                       elapsed_s=state.clock() - state.started, forced=None, force=False,
-                       api=str(stored.writer.api))
+                       elapsed_s=state.clock() - state.started, forced=None,
+                       force=config.first_answer is not None, api=str(stored.writer.api))
         reading = drawn if drawn.fault in RESUME_FAULTS else Decision(None)
         if reading.fault is None and drawn.fault is not None:
             stats.skipped[str(drawn.fault)] += 1
@@ -340,6 +364,37 @@ async def _retrieve(request: web.Request) -> web.StreamResponse:
         return await _play(request, response, plan, state)
     finally:
         stats.inflight -= 1
+
+
+def _stored_body(state: ChaosState, stored: StoredStream) -> bytes:
+    """A stored response as one object; a cancelled one says ``"status": "cancelled"``."""
+    body = stored.writer.body(state.config, stored.req, stored.decision, stored.ids, stored.answers)
+    if stored.ids.response_id not in state.cancelled:
+        return body
+    obj = msgspec.json.decode(body)
+    obj["status"] = "cancelled"
+    return msgspec.json.encode(obj)
+
+
+async def _cancel(request: web.Request) -> web.Response:
+    """``POST …/responses/{id}/cancel``: stop a background response (OpenAI's own endpoint). The
+    response's status becomes ``cancelled``; cancelling it again answers the same. Chaos made the
+    answer up front, so nothing is left to stop: the count (``cancels``) is what a test reads."""
+    state = request.app[STATE]
+    stats = state.stats
+    rid = request.match_info["response_id"]
+    stored = state.stored.get(rid)
+    if stored is None:
+        stats.statuses[404] += 1
+        return _json(404, {"error": {"message": f"No response found with id '{rid}'.",
+                                     "type": "invalid_request_error", "param": None,
+                                     "code": "not_found"}})
+    if rid not in state.cancelled:
+        state.cancelled.add(rid)
+        stats.cancels += 1
+    stats.statuses[200] += 1
+    return web.Response(body=_stored_body(state, stored), content_type="application/json",
+                        headers={"Server": SERVER_HEADER})
 
 
 def _from_route(req: ChatRequest, route: Route, params: Mapping[str, str], framing: Framing
@@ -441,6 +496,12 @@ async def _healthz(request: web.Request) -> web.Response:
 
 async def _stats(request: web.Request) -> web.Response:
     return _json(200, request.app[STATE].stats.to_dict(), {"Server": SERVER_HEADER})
+
+
+async def _conversations(request: web.Request) -> web.Response:
+    """``first_answer``'s log: per conversation, its requests, the fault its first answer got and
+    the text of its latest answer, whole."""
+    return _json(200, request.app[STATE].conversations.to_dict(), {"Server": SERVER_HEADER})
 
 
 # ── running it ───────────────────────────────────────────────────────────────────────────────────

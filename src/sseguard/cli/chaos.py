@@ -42,6 +42,10 @@ def chaos(
     stall_then: str | None = typer.Option(None, "--stall-then", metavar="finish|hang",
                                           help="After a stall: finish, or hang until the client "
                                                "leaves."),
+    first_answer: str | None = typer.Option(
+        None, "--first-answer", metavar="FAULT",
+        help="Break only each conversation's first answer with FAULT (at half the answer) and "
+             "answer every later request of it whole (replaces --fault)."),
     model: str | None = typer.Option(None, "--model", metavar="MODEL", help="Model id served on /v1/models."),
     as_json: bool = typer.Option(False, "--json", help="Print the URL and configuration as JSON."),
     workers: str = typer.Option("1", "--workers", metavar="N|auto",
@@ -57,6 +61,7 @@ def chaos(
     Example:
       sseguard chaos --listen 127.0.0.1:9000 --fault truncated=0.07 \\
         --fault cut_mid_frame=0.01
+      sseguard chaos --first-answer truncated   # each conversation breaks once
     """
     from sseguard._serve import Listening, parse_workers
     from sseguard.chaos import ChaosConfig
@@ -68,7 +73,8 @@ def chaos(
         base = ChaosConfig.from_toml(config) if config else ChaosConfig()
         cfg = base.with_overrides(seed=seed, faults=fault, dialects=dialect, raw_markup=raw_markup,
                                   ttft_ms=ttft_ms, inter_token_ms=inter_token_ms, tokens=tokens,
-                                  stall_ms=stall_ms, stall_then=stall_then, model=model)
+                                  stall_ms=stall_ms, stall_then=stall_then, model=model,
+                                  first_answer=first_answer)
     except ConfigError as exc:
         fail(str(exc))
 
@@ -77,10 +83,13 @@ def chaos(
         if as_json:
             typer.echo(json.dumps({"url": server.url, "seed": cfg.seed, "faults": faults,
                                    "dialects": sorted(cfg.dialects), "raw_markup": cfg.raw_markup,
-                                   "patterns": len(cfg.patterns), "workers": processes}))
+                                   "patterns": len(cfg.patterns), "workers": processes,
+                                   "first_answer": cfg.first_answer}))
             return
         typer.echo(f"sseguard chaos listening on {server.url}")
         summary = ", ".join(f"{k}={v:g}" for k, v in faults.items()) or "none"
+        if cfg.first_answer is not None:
+            summary = f"each conversation's first answer: {cfg.first_answer}"
         extra = f"; {len(cfg.patterns)} pattern(s)" if cfg.patterns else ""
         typer.echo(f"seed {cfg.seed}; faults: {summary}{extra}; Ctrl-C to stop", err=True)
 

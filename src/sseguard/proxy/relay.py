@@ -44,10 +44,11 @@ from sseguard.proxy.forward import STREAM_HEADERS, HeadersWithFirstBytes, respon
 from sseguard.proxy.frames import Frames
 from sseguard.proxy.machine import RelayMachine, Resume
 from sseguard.proxy.outcome import Outcome
+from sseguard.proxy.resume_background import BackgroundResume
 from sseguard.proxy.stall import READ_MAX, Body, Stalled, StallWatch, broke_off, drain
 from sseguard.redact import Redactor
 from sseguard.sse import SSEEvent
-from sseguard.verdict import Api, Verdict
+from sseguard.verdict import Api, Ending, Verdict
 
 #: Sends a continuation request (the machine's ``AskContinuation``, where continuations of this stream
 #: go): its 2xx response, or None (unreachable, refused).
@@ -60,6 +61,10 @@ class _ClientGone(Exception):
 
 #: Told once per stream, when it is over: the relay (its timings, outcome, frames) and the verdict.
 StreamDone = Callable[["StreamRelay", Verdict], None]
+
+#: Cancel requests in flight (``_cancel_abandoned``): kept referenced until they finish, since the
+#: stream that sent one may be over (its handler cancelled) before the upstream answers.
+_CANCELS: set[asyncio.Task[None]] = set()
 
 
 class StreamRelay:
@@ -205,6 +210,7 @@ class StreamRelay:
         self.outcome, self.frames = action.outcome, action.frames
         if not action.attempt:
             self._done(self, action.verdict)
+            self._cancel_abandoned(action.verdict)
             return
         saved = (self.index, self.healed, self.heal_attempts, self.heal_tokens)
         self.index, self.heal_of, self.healed = None, saved[0], None
@@ -215,6 +221,21 @@ class StreamRelay:
             self.index, self.heal_of, self.healed = saved[0], None, "resume"
             self.heal_attempts, self.heal_tokens = saved[2] + 1, saved[3] + action.tokens
             self.outcome, self.frames = self.machine.outcome, self.machine.frames
+
+    def _cancel_abandoned(self, verdict: Verdict) -> None:
+        """A background response the client's stream ended without (``--resume
+        openai-background``): tell the upstream to stop it, in a task of its own, since the
+        client may be gone and this handler with it."""
+        resume = self.machine.resume
+        if (not isinstance(resume, BackgroundResume) or self._ask is None
+                or (verdict.ending is Ending.COMPLETE and not self.outcome.client_gone)):
+            return
+        cancel = resume.abandoned()
+        if cancel is None:
+            return
+        task = self.loop.create_task(_send_cancel(self._ask, cancel))
+        _CANCELS.add(task)
+        task.add_done_callback(_CANCELS.discard)
 
     async def _pump(self, content: Body, watch: StallWatch, first: bytes,
                     fed: list[SSEEvent] | None) -> list[Action]:
@@ -315,3 +336,11 @@ class StreamRelay:
         except ConnectionResetError:
             raise _ClientGone from None
         self.machine.delivered = True
+
+
+async def _send_cancel(ask: Ask, cancel: AskContinuation) -> None:
+    """Send a cancel request; its answer only needs closing (the response's fate is the
+    upstream's, and nothing waits on it)."""
+    answer = await ask(cancel)
+    if answer is not None:
+        answer.close()

@@ -14,7 +14,16 @@ a stream whose ``response.created`` never reached the client (there is no id to 
 ``--retry`` covers a failure before the first byte), or whose upstream did not run the response in
 the background.
 
-Pure (no I/O), like ``resume.py``: the machine asks, the driver (``relay.py``) sends the GET.
+A background response goes on upstream when its connection closes, so a stream the client will
+not get the rest of — the client went away, or the proxy gave up on it (``--resume-max`` spent, a
+reading refused or out of line) — is cancelled: ``POST {base}/responses/{id}/cancel``
+(``BackgroundResume.abandoned``), which OpenAI documents for exactly this, so that the upstream stops
+generating (and billing) an answer nobody reads. A stream that ended whole is not cancelled; nor is
+an attempt that failed before ``response.created`` reached the client (``--retry`` asks again; its
+id was never the client's).
+
+Pure (no I/O), like ``resume.py``: the machine asks, the driver (``relay.py``) sends the GET and the
+cancel.
 """
 
 from __future__ import annotations
@@ -69,6 +78,7 @@ class BackgroundResume(ResumeState):
         self.response_id: str | None = None
         self.last: int | None = None  # the last sequence number written to the client
         self.blocked = "response.created has not reached the client"
+        self.cancelled = False  # the cancel request has been made
 
     def note(self, data: bytes) -> None:
         self.forwarded.append(data)
@@ -101,6 +111,16 @@ class BackgroundResume(ResumeState):
         path = (f"responses/{quote(self.response_id, safe='')}?stream=true"
                 f"&starting_after={self.last}")
         return AskContinuation(b"", method="GET", path=path)
+
+    def abandoned(self) -> AskContinuation | None:
+        """The cancel request for the stored response, once: the client's stream ended without the
+        whole answer (the client left, or the proxy gave up), so its generation upstream is
+        wasted. None: no response id reached the client, or it was cancelled already."""
+        if self.response_id is None or self.cancelled:
+            return None
+        self.cancelled = True
+        return AskContinuation(b"", method="POST",
+                               path=f"responses/{quote(self.response_id, safe='')}/cancel")
 
     def splice(self) -> BackgroundSplice:
         self.spend()
