@@ -21,6 +21,7 @@ from aiohttp import web
 
 from sseguard._serve import release_free_memory
 from sseguard.policy import Policy
+from sseguard.proxy.attempts import Answer
 from sseguard.proxy.config import ProxyConfig
 from sseguard.proxy.metrics import ProxyMetrics
 from sseguard.proxy.relay import StreamRelay
@@ -95,6 +96,17 @@ class ProxyState:
             return True
         self.metrics.retries_refused.labels(api, reason).inc()
         return False
+
+    def answered(self, resp: web.StreamResponse, answer: Answer, api: str) -> web.StreamResponse:
+        """Put the headers an ``attempts.Answer`` decided on ``resp``; count a refused retry and a
+        don't-retry answer."""
+        for name, value in answer.headers:
+            resp.headers[name] = value
+        if answer.refused:
+            self.metrics.retries_refused.labels(api, answer.reason).inc()
+        if answer.should_retry == "false":
+            self.metrics.dont_retry.labels(api, answer.reason).inc()
+        return resp
 
     def tell_retry(self, resp: web.StreamResponse, api: str, reason: str, cause: str, *,
                    retried: bool, upstream_headers: Mapping[str, str] | None = None,
