@@ -5,9 +5,12 @@ non-2xx status end here (an error the client's SDK raises, or the upstream's own
 a 2xx stream goes through ``StreamRelay`` with its protocol's checker, ``Wire`` and ``Frames``.
 
 With ``--retry`` the client's response headers wait for the upstream's first event: until then
-nothing has reached the client, so a failure (``retry.py`` says which) is asked again instead. The
-headers then leave with the first frames, in one write (``forward.HeadersWithFirstBytes``). The
-last attempt is relayed exactly as it would be without retries.
+nothing has reached the client, so a failure may be asked again instead. Whether it is, after how
+long, and what the client is answered otherwise (with ``x-should-retry``) is decided by the sans-IO
+``attempts.Attempts``; this module only performs it: the requests, the reads, the sleeps, the records
+and the responses. The headers then leave with the first frames, in one write
+(``forward.HeadersWithFirstBytes``). The last attempt is relayed exactly as it would be without
+retries.
 """
 
 from __future__ import annotations
