@@ -110,3 +110,30 @@ def test_a_bad_retry_budget_is_a_one_line_config_error(given: str) -> None:
 
     with pytest.raises(ConfigError, match=r"^--retry-budget"):
         ProxyConfig.from_options(upstream="http://127.0.0.1:9/v1", retry_budget=given)
+
+
+@pytest.mark.parametrize(("workers", "floor"), [(1, 10), (2, 5), (3, 4), (4, 3), (16, 1)])
+def test_each_worker_gets_the_floor_split_and_the_whole_ratio(workers: int, floor: int) -> None:
+    budget = RetryBudget.of_worker(0.2, workers)
+    assert (budget.floor, budget.ratio) == (floor, 0.2)
+
+
+@settings(max_examples=100, deadline=None)
+@given(workers=st.integers(1, 8),
+       starts=st.lists(st.tuples(st.floats(0, 9.9, allow_nan=False), st.integers(0, 7)),
+                       min_size=1, max_size=300))
+def test_n_workers_together_keep_the_budget_of_one_proxy(
+        workers: int, starts: list[tuple[float, int]]) -> None:
+    """``--workers N``: however the kernel spreads the requests of one window over the workers, and
+    each failing and asking two retries (``--retry 2``), the workers together retry at most the quiet floor plus the
+    rounding (``10 + N - 1``) plus 20 % of all the requests — one proxy's budget, not N of them."""
+    budgets = [RetryBudget.of_worker(0.2, workers) for _ in range(workers)]
+    retries = 0
+    for now, which in sorted(starts):
+        budget = budgets[which % workers]
+        budget.request(now)
+        for _ in range(2):  # --retry 2
+            if budget.allows(now):
+                budget.spend(now)
+                retries += 1
+    assert retries <= 10 + workers - 1 + 0.2 * len(starts)

@@ -111,6 +111,19 @@ class RetryBudget:
         self._requests: dict[int, int] = {}  # second → client requests started in it
         self._retries: dict[int, int] = {}  # second → retries sent in it
 
+    @classmethod
+    def of_worker(cls, ratio: float, workers: int) -> RetryBudget:
+        """One worker's share of the proxy's budget (``--workers N``: N processes, each its own).
+
+        The ratio stays: the kernel spreads connections over the workers (``SO_REUSEPORT``), so each
+        sees about 1/N of the requests and allows ``ratio`` of its own, ``ratio`` of the whole in sum.
+        The floor is split, rounded up (``ceil(floor / N)``): a quiet proxy of N workers still allows
+        about ``floor`` retries in a window (at most ``floor + N - 1``), not N times as many. Shared
+        state between processes would be exact, but would put a lock or a round trip on each
+        failure's path; the split needs neither.
+        """
+        return cls(ratio, floor=math.ceil(BUDGET_FLOOR / max(1, workers)))
+
     def _count(self, table: dict[int, int], now: float) -> int:
         oldest = math.floor(now - self.window)  # the window is the seconds after this one
         for second in [s for s in table if s <= oldest]:

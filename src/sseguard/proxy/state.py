@@ -83,7 +83,9 @@ class ProxyState:
         """The retry budget of the upstream at ``origin`` (``scheme://host:port``)."""
         budget = self._budgets.get(origin)
         if budget is None:
-            budget = self._budgets[origin] = RetryBudget(self.config.retry_budget)
+            # This worker's share: the budget holds for the whole proxy, whatever --workers is.
+            budget = self._budgets[origin] = RetryBudget.of_worker(self.config.retry_budget,
+                                                                   self.config.workers)
         return budget
 
     def may_retry(self, origin: str, api: str, reason: str) -> bool:
