@@ -124,9 +124,10 @@ def test_each_worker_gets_the_floor_split_and_the_whole_ratio(workers: int, floo
                        min_size=1, max_size=300))
 def test_n_workers_together_keep_the_budget_of_one_proxy(
         workers: int, starts: list[tuple[float, int]]) -> None:
-    """``--workers N``: however the kernel spreads the requests of one window over the workers, and
-    each failing and asking two retries (``--retry 2``), the workers together retry at most the quiet floor plus the
-    rounding (``10 + N - 1``) plus 20 % of all the requests — one proxy's budget, not N of them."""
+    """``--workers N``: however the kernel spreads the requests of one window over the workers, each
+    failing and asking two retries (``--retry 2``), the workers together retry at most the quiet
+    floor plus the rounding (``10 + N - 1``) plus 20 % of all the requests — one proxy's budget, not
+    N of them."""
     budgets = [RetryBudget.of_worker(0.2, workers) for _ in range(workers)]
     retries = 0
     for now, which in sorted(starts):
