@@ -154,9 +154,14 @@ def continuation_for(api: str, ask: bytes, words: list[str], sizes: list[int]) -
     assert full.startswith(done)
     rest = full[len(done):]
     if api == "chat" and done and rest.startswith(done):
-        # The chat splice takes a continuation that begins with the whole of SENT as repeating it
-        # (``resume.RepeatTrim``): a rest that truly begins so is indistinguishable from a repeat,
-        # and would lose SENT once. A known limit of that rule, not exercised here.
+        # Left out, for a precise reason: the chat splice must accept both kinds of server — those
+        # that stream only the new tokens (vLLM's continue_final_message, DeepSeek's prefix) and
+        # those that echo the continued message first — and it takes a continuation whose text
+        # begins with the whole of SENT as the echo (``resume.RepeatTrim``). A rest that truly
+        # begins with SENT ("ha" | "ha!") is byte for byte the same continuation as an echo of
+        # SENT followed by "!", so no rule can tell them apart: that answer loses one copy of SENT.
+        # What happens is pinned literally by ``test_a_chat_rest_that_begins_with_sent_is_taken_as
+        # _its_echo`` below, and named in docs/proxy.md ("Limits").
         reject()
     pieces, at = [], 0
     for size in sizes:
@@ -419,6 +424,30 @@ def test_chat_done_after_cut_content_with_no_finish_heals_into_one_answer() -> N
         b'[{"index":0,"delta":{"content":"Half"},"finish_reason":null}]}\n\n'
         b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
         b'[{"index":0,"delta":{"content":" done."},"finish_reason":null}]}\n\n'
+        b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+        b'[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+        b"data: [DONE]\n\n")
+    assert run.ended == "eof" and [r.attempt for r in run.records] == [True, False]
+
+
+def test_a_chat_rest_that_begins_with_sent_is_taken_as_its_echo() -> None:
+    """The one ambiguous chat continuation (see ``continuation_for``): the answer "haha!" cut after
+    "ha"; the server's continuation text "ha!" is read as an echo of "ha" then "!". The client gets
+    one well-formed answer, "ha!" — one copy of "ha" short of the upstream's — ended with [DONE]."""
+    broken = _chunk({"role": "assistant", "content": ""}) + _chunk({"content": "ha"})
+    rest = (_chunk({"role": "assistant", "content": ""}, cid="c2") + _chunk({"content": "ha!"},
+                                                                           cid="c2")
+            + _chunk({}, "stop", cid="c2") + b"data: [DONE]\n\n")
+    run = drive(machine_for("chat", resume="vllm"), [broken],
+                {"broke": "upstream connection reset after 200 bytes"},
+                continuation=lambda ask: [rest])
+    assert bytes(run.body) == (
+        b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+        b'[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n'
+        b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+        b'[{"index":0,"delta":{"content":"ha"},"finish_reason":null}]}\n\n'
+        b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+        b'[{"index":0,"delta":{"content":"!"},"finish_reason":null}]}\n\n'
         b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
         b'[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
         b"data: [DONE]\n\n")
