@@ -132,6 +132,8 @@ class ScriptedUpstream:
     written: int = 0  # body bytes the handler managed to write
     disconnected: asyncio.Event = field(default_factory=asyncio.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Set once a "hang" script has written everything and gone silent (a test's stall starts here).
+    hanging: asyncio.Event = field(default_factory=asyncio.Event)
     read_body: bool = True  # False: answer without reading the request body (an early refusal)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
@@ -158,6 +160,7 @@ class ScriptedUpstream:
                 request.transport.abort()
                 return resp
             if script.end == "hang":
+                self.hanging.set()
                 while request.transport is not None and not request.transport.is_closing():
                     await asyncio.sleep(0.01)
                 self.disconnected.set()

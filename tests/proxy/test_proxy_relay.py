@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _proxy_support import KEY, Script, chat, in_thread, proxy_config, raw_post, scripted
+from _virtual_time import VirtualTimers
 from sseguard.proxy import ProxyConfig, run_proxy
 
 PATTERN = bytes(range(256)) * 256  # 64 KiB
@@ -294,8 +295,15 @@ async def test_50_mb_up_and_down_are_byte_identical_and_the_proxy_memory_stays_f
 async def test_a_relayed_body_that_stalls_is_cut_after_the_stall_timeout() -> None:
     script = Script([b'{"partial": '], end="hang", headers={"Content-Type": "application/json",
                                                           "Content-Length": "100"})
+    timers = VirtualTimers()  # the silence lasts as long as the test says
     async with scripted(script) as up, run_proxy(proxy_config(up.url, stall_timeout=2.0)) as px:
-        got = await raw_post(f"{px.url}/files", b"x", timeout=20)
+        px.state.timers = timers
+        client = asyncio.create_task(raw_post(f"{px.url}/files", b"x", timeout=20))
+        await asyncio.wait_for(up.hanging.wait(), 10)
+        await timers.stall(1.9)
+        assert not client.done()  # short of the stall timeout
+        await timers.stall(0.1)
+        got = await asyncio.wait_for(client, 10)
         await asyncio.wait_for(up.disconnected.wait(), 10)  # and the upstream was let go
         text = px.state.metrics.render().decode()
     assert got.body == b'{"partial": ' and got.error is not None  # incomplete, never a clean end

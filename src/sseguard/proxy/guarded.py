@@ -149,7 +149,7 @@ class _Driver:
             relay = StreamRelay(config, self.state.policy, self.done, self.request, self.body,
                                 self.obj, frames_for(config.repair_markup, self.obj, self.api),
                                 checker, self.redactor, self.proto.relay, api=self.api,
-                                array=self.array)
+                                array=self.array, timers=self.state.timers)
         else:
             target = continuation_url(config, self.target) if dialect.own_base else self.target
             base = (config.resume_base_url or config.upstream) if dialect.own_base \
@@ -160,7 +160,7 @@ class _Driver:
                                 resume=dialect.state(self.obj, config.resume_max),
                                 continued_frames=dialect.frames,
                                 ask=functools.partial(_ask, self.state, self.request, target,
-                                                      base))
+                                                      base), timers=self.state.timers)
             relay.heal_dialect = dialect.name
         relay.concurrency = self.state.active
         # The client's stream is the one record that counts its whole time, retries included.

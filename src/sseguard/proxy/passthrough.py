@@ -192,7 +192,7 @@ async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body
     if guarded:
         resp = await _answer_whole(state, request, upstream, proto, asked_how)
         return resp
-    watch = StallWatch(asyncio.get_running_loop(), config.stall_timeout, upstream.content)
+    watch = StallWatch(state.stall_timers(), config.stall_timeout, upstream.content)
     complete = False
     try:
         resp = web.StreamResponse(status=upstream.status, reason=upstream.reason,
@@ -238,7 +238,7 @@ async def _answer_whole(state: ProxyState, request: web.Request, upstream: aioht
     config = state.config
     api = str(proto.api)
     retry_off = None if config.retry else True
-    watch = StallWatch(asyncio.get_running_loop(), config.stall_timeout, upstream.content)
+    watch = StallWatch(state.stall_timers(), config.stall_timeout, upstream.content)
     parts: list[bytes] = []
     received = 0
     complete = False

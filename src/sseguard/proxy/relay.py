@@ -44,7 +44,7 @@ from sseguard.proxy.forward import STREAM_HEADERS, HeadersWithFirstBytes, respon
 from sseguard.proxy.frames import Frames
 from sseguard.proxy.machine import RelayMachine, Resume
 from sseguard.proxy.outcome import Outcome
-from sseguard.proxy.stall import READ_MAX, Body, Stalled, StallWatch, broke_off, drain
+from sseguard.proxy.stall import READ_MAX, Body, Stalled, StallWatch, Timers, broke_off, drain
 from sseguard.redact import Redactor
 from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Verdict
@@ -71,7 +71,7 @@ class StreamRelay:
                  checker: Checker, redactor: Redactor, wire: Relay, *, api: Api,
                  array: bool = False, resume: Resume | None = None,
                  continued_frames: Callable[[], Frames] | None = None,
-                 ask: Ask | None = None) -> None:
+                 ask: Ask | None = None, timers: Timers | None = None) -> None:
         self.config = config
         self._done = done
         self.request = request
@@ -84,7 +84,8 @@ class StreamRelay:
             complete_done=config.complete_done, stall_timeout=config.stall_timeout, array=array,
             resume=resume, continued_frames=continued_frames)
         self._ask = ask
-        self.loop = asyncio.get_running_loop()
+        #: The stall timers' clock: the event loop, or a test's virtual one (``timers``).
+        self.loop: Timers = timers if timers is not None else asyncio.get_running_loop()
         # perf_counter for what is reported: uvloop's loop clock ticks in whole milliseconds.
         self.t0 = time.perf_counter()
         self.started_at = time.time()

@@ -32,6 +32,7 @@ from sseguard.proxy.retry import (
     retry_after,
     should_retry,
 )
+from sseguard.proxy.stall import Timers
 from sseguard.record import Record, raw_record
 from sseguard.redact import DEFAULT, RedactingFilter, Redactor
 from sseguard.verdict import Verdict
@@ -74,10 +75,17 @@ class ProxyState:
         #: The retry budget's clock (tests replace it: no wall-clock windows) and the budgets, one
         #: per upstream origin (continuations may go to another base).
         self.clock: Callable[[], float] = time.monotonic
+        #: The stall timers' clock (None: the event loop's; tests give a virtual one, so no test
+        #: waits a real --stall-timeout).
+        self.timers: Timers | None = None
         self._budgets: dict[str, RetryBudget] = {}
         # Per client key, its redactor: building one sorts every secret, on each stream's first-chunk
         # path. Held in memory only, as the keys already are while their streams run.
         self._redactors: dict[tuple[str, ...], Redactor] = {}
+
+    def stall_timers(self) -> Timers:
+        """What the stall timers run on: the injected ``timers``, or the running loop."""
+        return self.timers if self.timers is not None else asyncio.get_running_loop()
 
     def budget(self, origin: str) -> RetryBudget:
         """The retry budget of the upstream at ``origin`` (``scheme://host:port``)."""
