@@ -119,7 +119,8 @@ class Script:
     end: str = "eof"  # eof | reset | hang
     status: int = 200
     headers: dict[str, str] = field(default_factory=lambda: {"Content-Type": "text/event-stream"})
-    before_headers: float = 0.0  # seconds of silence before the response headers
+    #: Silence before the response headers: seconds, or an ``asyncio.Event`` to wait for.
+    before_headers: float | asyncio.Event = 0.0
 
 
 @dataclass
@@ -142,7 +143,9 @@ class ScriptedUpstream:
                               "headers": dict(request.headers), "body": body,
                               "host": request.host})
         script = self.script
-        if script.before_headers:
+        if isinstance(script.before_headers, asyncio.Event):
+            await script.before_headers.wait()
+        elif script.before_headers:
             await asyncio.sleep(script.before_headers)
         resp = web.StreamResponse(status=script.status, headers=script.headers)
         try:

@@ -69,3 +69,13 @@ class VirtualTimers:
             if not timer.cancelled:
                 timer.callback()
         await self.settle()
+
+
+async def until(predicate: Callable[[], bool], turns: int = 100_000) -> None:
+    """Run the loop until ``predicate()`` holds (an upstream saw its request, …); loop turns, not
+    seconds, so no wall-clock window."""
+    for _ in range(turns):
+        if predicate():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the awaited condition never came")

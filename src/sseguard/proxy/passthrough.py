@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from types import TracebackType
 from typing import Any
 
 import aiohttp
@@ -22,8 +23,42 @@ from yarl import URL
 from sseguard.contract import Protocol
 from sseguard.proxy.forward import error_response, request_headers, response_headers, unreachable
 from sseguard.proxy.retry import retry_after, retryable_status, wait_before_retry
-from sseguard.proxy.stall import Stalled, StallWatch, broke_off
+from sseguard.proxy.stall import Stalled, StallWatch, TimerHandle, Timers, broke_off
 from sseguard.proxy.state import ProxyState
+
+
+class _Deadline:
+    """How long the upstream may take to send its headers: an ``asyncio.timeout`` that expires when
+    the stall timers' clock says (``stall.Timers``: the loop, or a test's virtual clock), so that no
+    test waits a real ``--timeout``. ``expire_in`` moves it (the upload ended: ``--timeout`` again)."""
+
+    def __init__(self, timers: Timers, seconds: float) -> None:
+        self._timers = timers
+        self._seconds = seconds
+        self.timeout = asyncio.timeout(None)
+        self._handle: TimerHandle | None = None
+
+    async def __aenter__(self) -> _Deadline:
+        await self.timeout.__aenter__()
+        self.expire_in(self._seconds)
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        await self.timeout.__aexit__(kind, exc, tb)  # raises TimeoutError if it expired
+
+    def expire_in(self, seconds: float) -> None:
+        """The deadline is ``seconds`` from now."""
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = self._timers.call_at(self._timers.time() + seconds, self._expire)
+
+    def _expire(self) -> None:
+        self._handle = None
+        self.timeout.reschedule(asyncio.get_running_loop().time())  # expires at once
 
 
 class _Upload:
@@ -33,32 +68,36 @@ class _Upload:
     the upstream's answer, so a long upload does not eat the time the upstream has to respond.
     """
 
-    def __init__(self, request: web.Request, stall_timeout: float, deadline: asyncio.Timeout,
-                 timeout: float) -> None:
+    def __init__(self, request: web.Request, stall_timeout: float, deadline: _Deadline,
+                 timeout: float, timers: Timers) -> None:
         self._content = request.content
         self._stall = stall_timeout
         self._deadline = deadline
         self._timeout = timeout
+        self._timers = timers
         self.failure: str | None = None
         self.waiting = True  # for the upstream's headers: the deadline is still running
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                async with asyncio.timeout(self._stall):
-                    chunk = await self._content.readany()
-            except TimeoutError:
-                self.failure = f"the client sent no request body byte for {self._stall:g} s"
-                raise
-            except (aiohttp.ClientError, OSError) as exc:
-                self.failure = f"the client's request body broke off: {type(exc).__name__}"
-                raise
-            if not chunk:
-                break
-            yield chunk
+        # The client's body is read under the same stall timer as an upstream's.
+        watch = StallWatch(self._timers, self._stall, self._content)
+        try:
+            while True:
+                try:
+                    chunk = await watch.read()
+                except Stalled:
+                    self.failure = f"the client sent no request body byte for {self._stall:g} s"
+                    raise TimeoutError(self.failure) from None
+                except (aiohttp.ClientError, OSError) as exc:
+                    self.failure = f"the client's request body broke off: {type(exc).__name__}"
+                    raise
+                if not chunk:
+                    break
+                yield chunk
+        finally:
+            watch.close()
         if self.waiting:  # an upstream may answer before the upload ends; then nothing is waited on
-            self._deadline.reschedule(loop.time() + self._timeout)
+            self._deadline.expire_in(self._timeout)
 
 
 class _Asked:
@@ -135,11 +174,12 @@ async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body
     guarded = guarded and body is not None
     headers = request_headers(request.headers, identity=False)
     wait = min(config.timeout, config.stall_timeout) if guarded else config.timeout
-    deadline = asyncio.timeout(wait)
+    timers = state.stall_timers()
+    deadline = _Deadline(timers, wait)
     upload: _Upload | None = None
     data: Any = body or None
     if body is None and request.body_exists:
-        upload = _Upload(request, config.stall_timeout, deadline, config.timeout)
+        upload = _Upload(request, config.stall_timeout, deadline, config.timeout, timers)
         data = upload.chunks()
         if request.content_length is not None:
             # Sent with the length the client declared, not re-framed as chunked: some upstreams
