@@ -9,7 +9,9 @@ the failures a second ask can cure: a refused or reset connection, ``429`` and `
 as the first event. A ``Retry-After`` is honoured up to ``--retry-max-wait``; an upstream that asks for
 longer gets its answer to the client at once (waiting would only hide that it said no).
 
-Pure decisions (no I/O, no clock): ``guarded.py`` and ``passthrough.py`` do the asking and the sleeping.
+Pure rules (no I/O, no clock), applied by the attempts' machine (``attempts.py``), which makes every
+decision before a client's first byte; ``guarded.py`` and ``passthrough.py`` do the asking and the
+sleeping it decides.
 """
 
 from __future__ import annotations

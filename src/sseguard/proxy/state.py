@@ -96,17 +96,6 @@ class ProxyState:
                                                                    self.config.workers)
         return budget
 
-    def may_retry(self, origin: str, api: str, reason: str) -> bool:
-        """Whether a retry fits the budget now; spends it if so. Counted either way."""
-        budget = self.budget(origin)
-        now = self.clock()
-        if budget.allows(now):
-            budget.spend(now)
-            self.metrics.retries.labels(api, reason).inc()
-            return True
-        self.metrics.retries_refused.labels(api, reason).inc()
-        return False
-
     def answered(self, resp: web.StreamResponse, answer: Answer, api: str) -> web.StreamResponse:
         """Put the headers an ``attempts.Answer`` decided on ``resp``; count a refused retry and a
         don't-retry answer."""
