@@ -7,7 +7,10 @@ continuation the way the dialect's server would (continuing the text the continu
 carries). The guarantees asserted (DESIGN.md "The relay is a machine", guarantee 7's neighbours):
 the client never gets a silent bad ending; a healed stream's text is the fault-free answer, byte for
 byte, in one block; nothing is forwarded twice (the client's text is always a prefix of the answer);
-every attempt is recorded exactly once.
+every attempt is recorded exactly once. Before the first byte, the attempts' machine
+(``attempts.py``) is driven the same way — any failure of any attempt, any ``--retry``, the retry
+budget spent or not — and hands a 2xx to the relay machine: the client gets the whole answer, the
+relay's explicit error, or one error answer whose ``x-should-retry`` follows the header table.
 """
 
 from __future__ import annotations
