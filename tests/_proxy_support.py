@@ -119,7 +119,8 @@ class Script:
     end: str = "eof"  # eof | reset | hang
     status: int = 200
     headers: dict[str, str] = field(default_factory=lambda: {"Content-Type": "text/event-stream"})
-    before_headers: float = 0.0  # seconds of silence before the response headers
+    #: Silence before the response headers: seconds, or an ``asyncio.Event`` to wait for.
+    before_headers: float | asyncio.Event = 0.0
 
 
 @dataclass
@@ -132,6 +133,8 @@ class ScriptedUpstream:
     written: int = 0  # body bytes the handler managed to write
     disconnected: asyncio.Event = field(default_factory=asyncio.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Set once a "hang" script has written everything and gone silent (a test's stall starts here).
+    hanging: asyncio.Event = field(default_factory=asyncio.Event)
     read_body: bool = True  # False: answer without reading the request body (an early refusal)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
@@ -140,7 +143,9 @@ class ScriptedUpstream:
                               "headers": dict(request.headers), "body": body,
                               "host": request.host})
         script = self.script
-        if script.before_headers:
+        if isinstance(script.before_headers, asyncio.Event):
+            await script.before_headers.wait()
+        elif script.before_headers:
             await asyncio.sleep(script.before_headers)
         resp = web.StreamResponse(status=script.status, headers=script.headers)
         try:
@@ -158,6 +163,7 @@ class ScriptedUpstream:
                 request.transport.abort()
                 return resp
             if script.end == "hang":
+                self.hanging.set()
                 while request.transport is not None and not request.transport.is_closing():
                     await asyncio.sleep(0.01)
                 self.disconnected.set()

@@ -201,7 +201,9 @@ def test_the_graph_reader_sees_lazy_and_type_checking_imports() -> None:
 #: The relay machine and what it is made of (DESIGN.md "The relay is a machine"): sans-IO, as the core.
 MACHINE = ["sseguard.proxy.machine", "sseguard.proxy.actions", "sseguard.proxy.heal",
            "sseguard.proxy.resume", "sseguard.proxy.resume_messages", "sseguard.proxy.resume_usage",
-           "sseguard.proxy.resume_background", "sseguard.proxy.frames", "sseguard.proxy.outcome"]
+           "sseguard.proxy.resume_background", "sseguard.proxy.frames", "sseguard.proxy.outcome",
+           # Before the first byte: the attempts' machine and the retry rules it applies.
+           "sseguard.proxy.attempts", "sseguard.proxy.retry"]
 #: What the machine may import from the proxy: its own pure modules; the rest is the core.
 MACHINE_ALLOWED = tuple(MACHINE)
 

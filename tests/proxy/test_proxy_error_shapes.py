@@ -5,6 +5,7 @@ in the protocol's error shape, not a wait for ever)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 from _proxy_bodies import messages_body
 from _proxy_support import Script, chat, frames, proxy_config, raw_post, scripted
+from _virtual_time import VirtualTimers, until
 from sseguard.chaos import ChaosConfig, FaultOptions, Pacing, run_chaos
 from sseguard.proxy import run_proxy
 
@@ -131,11 +133,18 @@ HANG = ChaosConfig(options=FaultOptions(stall_then="hang"))
 ])
 async def test_a_stalled_non_streamed_answer_is_a_504_in_the_protocols_shape(
         api: str, path: str, body: dict[str, Any], expected: dict[str, Any]) -> None:
+    timers = VirtualTimers()  # the upstream's silence lasts as long as the test says
     async with run_chaos(HANG) as upstream, \
             run_proxy(proxy_config(upstream.url, retry=0, stall_timeout=1.0)) as px:
-        got = await raw_post(f"{px.url}{path}", body, inject="stalled",
-                             headers={"anthropic-version": "2023-06-01"} if api == "messages"
-                             else None)
+        px.state.timers = timers
+        client = asyncio.create_task(raw_post(
+            f"{px.url}{path}", body, inject="stalled",
+            headers={"anthropic-version": "2023-06-01"} if api == "messages" else None))
+        await until(lambda: upstream.stats.requests == 1)
+        await timers.stall(0.9)
+        assert not client.done()  # short of the stall timeout
+        await timers.stall(0.1)
+        got = await asyncio.wait_for(client, 10)
         text = px.state.metrics.render().decode()
     assert got.status == 504
     assert json.loads(got.body) == expected
@@ -145,9 +154,14 @@ async def test_a_stalled_non_streamed_answer_is_a_504_in_the_protocols_shape(
 async def test_a_non_streamed_answer_that_stalls_mid_body_is_a_504_not_a_cut_body() -> None:
     script = Script([b'{"id": "chatcmpl-1", "choices": '], end="hang",
                     headers={"Content-Type": "application/json"})
+    timers = VirtualTimers()  # the silence lasts as long as the test says
     async with scripted(script) as up, \
             run_proxy(proxy_config(up.url, retry=0, stall_timeout=1.0)) as px:
-        got = await raw_post(f"{px.url}/chat/completions", chat(stream=False))
+        px.state.timers = timers
+        client = asyncio.create_task(raw_post(f"{px.url}/chat/completions", chat(stream=False)))
+        await asyncio.wait_for(up.hanging.wait(), 10)
+        await timers.stall(1.0)
+        got = await asyncio.wait_for(client, 10)
     assert got.status == 504 and got.error is None
     assert json.loads(got.body)["error"]["code"] == 504
 

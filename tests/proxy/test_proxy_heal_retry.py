@@ -21,6 +21,7 @@ import pytest
 from aiohttp import web
 
 from _proxy_support import KEY, chat, proxy_config, raw_post
+from _virtual_time import VirtualTimers
 from sseguard.proxy import RunningProxy, run_proxy
 from sseguard.record import Record, decode_record, encode_record, redact_record
 from sseguard.redact import Redactor
@@ -182,9 +183,14 @@ async def test_a_failure_before_the_first_byte_is_retried_and_the_client_sees_on
 
 
 async def test_a_stall_before_the_first_event_is_retried() -> None:
+    timers = VirtualTimers()  # the stall comes when the test says, not after a real second
     async with heal_proxy([Step(b"", end="hang"), Step()], stall_timeout=1.0) as (
             up, px, _, records):
-        got = await raw_post(f"{px.url}/chat/completions", chat())
+        px.state.timers = timers
+        client = asyncio.create_task(raw_post(f"{px.url}/chat/completions", chat()))
+        await asyncio.wait_for(up.hanging.wait(), 10)
+        await timers.stall(1.0)
+        got = await asyncio.wait_for(client, 10)
         await _settled(records, 2)
     assert got.body == GOOD and len(up.paths) == 2
     assert sorted(r.ending for r in records.items) == ["complete", "stalled"]

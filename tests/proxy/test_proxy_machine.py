@@ -7,13 +7,17 @@ continuation the way the dialect's server would (continuing the text the continu
 carries). The guarantees asserted (DESIGN.md "The relay is a machine", guarantee 7's neighbours):
 the client never gets a silent bad ending; a healed stream's text is the fault-free answer, byte for
 byte, in one block; nothing is forwarded twice (the client's text is always a prefix of the answer);
-every attempt is recorded exactly once.
+every attempt is recorded exactly once. Before the first byte, the attempts' machine
+(``attempts.py``) is driven the same way — any failure of any attempt, any ``--retry``, the retry
+budget spent or not — and hands a 2xx to the relay machine: the client gets the whole answer, the
+relay's explicit error, or one error answer whose ``x-should-retry`` follows the header table.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,9 +38,21 @@ from sseguard.proxy.actions import (
     ShortenStall,
     Write,
 )
+from sseguard.proxy.attempts import (
+    Answer,
+    Attempts,
+    BadStart,
+    HttpError,
+    RecordAttempt,
+    RecordGone,
+    RetryAfter,
+    TimedOut,
+    Unreachable,
+)
 from sseguard.proxy.frames import Frames
 from sseguard.proxy.heal import DIALECTS
 from sseguard.proxy.machine import RelayMachine
+from sseguard.proxy.retry import RetryBudget
 from sseguard.redact import DEFAULT
 from sseguard.verdict import Api, Ending
 
@@ -141,9 +157,14 @@ def continuation_for(api: str, ask: bytes, words: list[str], sizes: list[int]) -
     assert full.startswith(done)
     rest = full[len(done):]
     if api == "chat" and done and rest.startswith(done):
-        # The chat splice takes a continuation that begins with the whole of SENT as repeating it
-        # (``resume.RepeatTrim``): a rest that truly begins so is indistinguishable from a repeat,
-        # and would lose SENT once. A known limit of that rule, not exercised here.
+        # Left out, for a precise reason: the chat splice must accept both kinds of server — those
+        # that stream only the new tokens (vLLM's continue_final_message, DeepSeek's prefix) and
+        # those that echo the continued message first — and it takes a continuation whose text
+        # begins with the whole of SENT as the echo (``resume.RepeatTrim``). A rest that truly
+        # begins with SENT ("ha" | "ha!") is byte for byte the same continuation as an echo of
+        # SENT followed by "!", so no rule can tell them apart: that answer loses one copy of SENT.
+        # What happens is pinned literally by ``test_a_chat_rest_that_begins_with_sent_is_taken_as
+        # _its_echo`` below, and named in docs/proxy.md ("Limits").
         reject()
     pieces, at = [], 0
     for size in sizes:
@@ -412,6 +433,30 @@ def test_chat_done_after_cut_content_with_no_finish_heals_into_one_answer() -> N
     assert run.ended == "eof" and [r.attempt for r in run.records] == [True, False]
 
 
+def test_a_chat_rest_that_begins_with_sent_is_taken_as_its_echo() -> None:
+    """The one ambiguous chat continuation (see ``continuation_for``): the answer "haha!" cut after
+    "ha"; the server's continuation text "ha!" is read as an echo of "ha" then "!". The client gets
+    one well-formed answer, "ha!" — one copy of "ha" short of the upstream's — ended with [DONE]."""
+    broken = _chunk({"role": "assistant", "content": ""}) + _chunk({"content": "ha"})
+    rest = (_chunk({"role": "assistant", "content": ""}, cid="c2") + _chunk({"content": "ha!"},
+                                                                           cid="c2")
+            + _chunk({}, "stop", cid="c2") + b"data: [DONE]\n\n")
+    run = drive(machine_for("chat", resume="vllm"), [broken],
+                {"broke": "upstream connection reset after 200 bytes"},
+                continuation=lambda ask: [rest])
+    assert bytes(run.body) == (
+        b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+        b'[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n'
+        b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+        b'[{"index":0,"delta":{"content":"ha"},"finish_reason":null}]}\n\n'
+        b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+        b'[{"index":0,"delta":{"content":"!"},"finish_reason":null}]}\n\n'
+        b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+        b'[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+        b"data: [DONE]\n\n")
+    assert run.ended == "eof" and [r.attempt for r in run.records] == [True, False]
+
+
 def test_a_cut_right_after_a_whitespace_only_delta_heals_into_one_answer() -> None:
     broken = MSG_START + BLOCK + _text(0, "Two words") + _text(0, " ")
     rest = (MSG_START.replace(b"msg_1", b"msg_2") + BLOCK + _text(0, " more")
@@ -444,3 +489,127 @@ def test_a_stall_after_the_terminal_event_is_a_whole_answer_not_a_stall() -> Non
     assert actions[1] == Write(b"data: [DONE]\n\n")
     record = actions[-1]
     assert isinstance(record, Record) and record.outcome.extra == {"lingered_after_done": True}
+
+
+# ── before the first byte: the attempts' machine, then the relay machine ─────────────────────────
+
+#: How an upstream attempt goes. The first-event failures (``empty``, ``error_first``, ``stall_first``,
+#: ``reset_first``) are a 2xx whose beginning failed; relayed as they come when no retry can follow.
+OUTCOMES = st.sampled_from(["ok", "unreachable", "timeout", "http_503", "http_429_wait_2",
+                            "http_429_wait_60", "http_400", "empty", "error_first", "stall_first",
+                            "reset_first"])
+FIRST_FAILURES = {"empty": {}, "error_first": {}, "stall_first": {"stalled": True},
+                  "reset_first": {"broke": "upstream connection reset after 0 bytes"}}
+
+
+def _failure(outcome: str, api: str) -> Any:
+    """The driver's report of a failed attempt, as ``guarded.py`` words it."""
+    if outcome == "unreachable":
+        return Unreachable("the upstream http://127.0.0.1:9/v1 is unreachable: refused")
+    if outcome == "timeout":
+        return TimedOut("the upstream sent no response within 600 s (--timeout)")
+    if outcome.startswith("http_"):
+        status, _, wait = outcome[5:].partition("_wait_")
+        headers = {"retry-after": wait} if wait else {}
+        return HttpError(int(status), headers, b'{"error": {"message": "no"}}')
+    checker = checker_for(Api(api), REQUESTS[api], keep_text=False)
+    if outcome == "error_first":
+        checker.feed(ERROR_FRAMES[api])
+    verdict = checker.close(stalled=outcome == "stall_first",
+                            transport_error="reset" if outcome == "reset_first" else None)
+    return BadStart(str(verdict.ending), verdict.error)
+
+
+def _expected_header(outcome: str, *, retried: bool, retry: int, spent: bool) -> str:
+    """The header table (docs/proxy.md), written out for the outcomes this test draws."""
+    if outcome == "http_400" or retried:
+        return "false"  # the request itself, or the proxy spent retries on it
+    if outcome == "http_429_wait_60":
+        return "true"  # asked to wait beyond --retry-max-wait: the client may, after it
+    if outcome == "http_429_wait_2" and spent and retry:
+        return "true"  # the budget refused, and the upstream asked to wait
+    return "true" if retry == 0 else "false"
+
+
+@settings(max_examples=200, deadline=None)
+@given(api=st.sampled_from(["chat", "responses", "messages", "gemini"]),
+       words=st.lists(WORD, min_size=1, max_size=6),
+       outcomes=st.lists(OUTCOMES, min_size=1, max_size=5), retry=st.integers(0, 3),
+       spent=st.booleans(), cuts=st.lists(st.integers(0, 10**6), max_size=6))
+def test_retries_before_the_first_byte_end_in_one_whole_answer_or_one_marked_error(
+        api: str, words: list[str], outcomes: list[str], retry: int, spent: bool,
+        cuts: list[int]) -> None:
+    """Any fault before the first byte, any ``--retry``, the budget spent or not: every attempt is
+    recorded once (the client's stream once, each attempt it never saw once, linked), and the
+    client gets the whole answer, the relay's explicit error, or an error answer whose
+    ``x-should-retry`` (and ``retry-after``) follow the header table."""
+    budget = RetryBudget(0.2)
+    now = 0.5  # the budget's clock stands still: a window, not the waits, is under test here
+    if spent:
+        for _ in range(10):  # the floor: no retry fits now
+            budget.spend(now)
+    machine = Attempts(retry=retry, max_wait=10.0, budget=budget, rng=random.Random(0),
+                       retry_off=retry == 0, healing=True)
+    start = machine.begin(now)
+    linked = own = 0
+    answer: Answer | None = None
+    run: Run | None = None
+    made = 0
+    while True:
+        made += 1
+        assert start.number == made and start.heal_attempts == made - 1
+        assert start.last == (made > retry or spent)
+        outcome = outcomes[min(made - 1, len(outcomes) - 1)]
+        if outcome == "ok" or (outcome in FIRST_FAILURES and start.last):
+            # A 2xx relayed: the relay machine takes it from here (as it comes when last).
+            body = STREAMS[api](words) if outcome == "ok" else (
+                ERROR_FRAMES[api] if outcome == "error_first" else b"")
+            run = drive(machine_for(api), split(body, cuts), FIRST_FAILURES.get(outcome, {}))
+            own += 1
+            machine.own_recorded()
+            break
+        retried_before = False
+        for action in machine.failed(_failure(outcome, api), now=now, wall=1e9):
+            if isinstance(action, RecordAttempt):
+                linked += action.linked
+                own += not action.linked
+            elif isinstance(action, RetryAfter):
+                assert not start.last and 0 <= action.seconds <= 10.0
+                retried_before = True
+            else:
+                assert isinstance(action, Answer)
+                answer = action
+        if answer is not None:
+            break
+        assert retried_before
+        start = machine.waited(now)
+    assert machine.client_left() == []  # the stream's record exists: nothing more to write
+    assert own == 1 and linked == made - 1  # every attempt recorded once
+    assert made <= retry + 1 and (not spent or made == 1)
+    if run is not None:
+        assert_honest(api, run, words)
+        if outcomes[made - 1 if made <= len(outcomes) else -1] == "ok":
+            assert run.ended == "eof" and client_text(api, bytes(run.body))[0] == "".join(words)
+        else:
+            assert run.ended in ("eof", "reset") and client_text(api, bytes(run.body))[0] == ""
+        return
+    assert answer is not None
+    outcome = outcomes[min(made - 1, len(outcomes) - 1)]
+    header = _expected_header(outcome, retried=made > 1, retry=retry, spent=spent)
+    wait = outcome.partition("_wait_")[2]
+    assert dict(answer.headers) == ({"x-should-retry": "true", "retry-after": wait}
+                                    if header == "true" and wait
+                                    else {"x-should-retry": header})
+    assert answer.as_is == outcome.startswith("http_")
+    assert answer.status == (504 if outcome == "timeout" else 502 if not answer.as_is
+                             else int(outcome[5:8]))
+
+
+def test_a_client_gone_during_a_backoff_gets_its_record_written_once() -> None:
+    machine = Attempts(retry=2, max_wait=10.0, budget=RetryBudget(0.2), rng=random.Random(0),
+                       retry_off=False, healing=True)
+    machine.begin(0.0)
+    actions = machine.failed(HttpError(503, {}), now=0.0, wall=0.0)
+    assert actions[0] == RecordAttempt(linked=True) and isinstance(actions[1], RetryAfter)
+    assert machine.client_left() == [RecordGone("retry", 1, 0)]
+    assert machine.client_left() == []

@@ -44,7 +44,9 @@ async def test_google_genai_gets_the_proxys_413_as_a_google_error_and_raises_cli
         with pytest.raises(errors.ClientError) as caught:
             await asyncio.to_thread(_ask, sdk_client(px.url.rsplit("/v1", 1)[0]))
         assert upstream.stats.requests == 0
-    assert caught.value.code == 413 and "--max-body" in (caught.value.message or "")
+    # Google answers an over-size request INVALID_ARGUMENT ("Request payload size exceeds the limit").
+    assert caught.value.code == 413 and caught.value.status == "INVALID_ARGUMENT"
+    assert "--max-body" in (caught.value.message or "")
 
 
 async def test_the_proxys_400_to_a_gemini_path_is_googles_error_object() -> None:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from _proxy_bodies import MESSAGE_STOP, messages_body, responses_body
 from _proxy_support import Script, frames, proxy_config, raw_post, scripted, scripted_proxy_in_thread
+from _virtual_time import VirtualTimers
 from sseguard.proxy import run_proxy
 from sseguard.store import open_store
 
@@ -38,8 +39,15 @@ async def guarded(body: bytes | list[Any], end: str = "eof",
 async def post(api: str, body: bytes | list[Any], end: str = "eof", **options: Any) -> Any:
     path, request = (("/responses", RESPONSES_REQUEST) if api == "responses"
                      else ("/messages", MESSAGES_REQUEST))
-    async with guarded(body, end, **options) as (_, px):
-        return await raw_post(px.url + path, request)
+    async with guarded(body, end, **options) as (up, px):
+        if end != "hang":
+            return await raw_post(px.url + path, request)
+        # A silent upstream: its stall comes when the test says, on a virtual clock.
+        timers = px.state.timers = VirtualTimers()
+        client = asyncio.create_task(raw_post(px.url + path, request))
+        await asyncio.wait_for(up.hanging.wait(), 10)
+        await timers.stall(px.state.config.stall_timeout)
+        return await asyncio.wait_for(client, 10)
 
 
 def last_event(body: bytes) -> tuple[str, dict[str, Any]]:

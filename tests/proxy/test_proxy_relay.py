@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _proxy_support import KEY, Script, chat, in_thread, proxy_config, raw_post, scripted
+from _virtual_time import VirtualTimers, until
 from sseguard.proxy import ProxyConfig, run_proxy
 
 PATTERN = bytes(range(256)) * 256  # 64 KiB
@@ -294,8 +295,15 @@ async def test_50_mb_up_and_down_are_byte_identical_and_the_proxy_memory_stays_f
 async def test_a_relayed_body_that_stalls_is_cut_after_the_stall_timeout() -> None:
     script = Script([b'{"partial": '], end="hang", headers={"Content-Type": "application/json",
                                                           "Content-Length": "100"})
+    timers = VirtualTimers()  # the silence lasts as long as the test says
     async with scripted(script) as up, run_proxy(proxy_config(up.url, stall_timeout=2.0)) as px:
-        got = await raw_post(f"{px.url}/files", b"x", timeout=20)
+        px.state.timers = timers
+        client = asyncio.create_task(raw_post(f"{px.url}/files", b"x", timeout=20))
+        await asyncio.wait_for(up.hanging.wait(), 10)
+        await timers.stall(1.9)
+        assert not client.done()  # short of the stall timeout
+        await timers.stall(0.1)
+        got = await asyncio.wait_for(client, 10)
         await asyncio.wait_for(up.disconnected.wait(), 10)  # and the upstream was let go
         text = px.state.metrics.render().decode()
     assert got.body == b'{"partial": ' and got.error is not None  # incomplete, never a clean end
@@ -303,23 +311,43 @@ async def test_a_relayed_body_that_stalls_is_cut_after_the_stall_timeout() -> No
 
 
 async def test_relayed_requests_get_a_504_when_no_headers_come_within_the_timeout() -> None:
-    async with scripted(Script([b"{}"], before_headers=5.0)) as up, \
-            run_proxy(proxy_config(up.url, timeout=1.0)) as px, aiohttp.ClientSession() as session:
-        async with session.get(f"{px.url}/models") as resp:
+    never = asyncio.Event()  # the upstream's headers never come
+    timers = VirtualTimers()  # and --timeout passes when the test says
+
+    async def timed_out(session: aiohttp.ClientSession, headers: dict[str, str]) -> Any:
+        seen = len(up.requests)
+        client = asyncio.create_task(session.get(f"{px.url}/models", headers=headers))
+        await until(lambda: len(up.requests) > seen)
+        await timers.stall(0.9)
+        assert not client.done()  # short of --timeout
+        await timers.stall(0.1)
+        async with await asyncio.wait_for(client, 10) as resp:
             assert resp.status == 504
-            assert (await resp.json())["error"]["code"] == "upstream_timeout"
-        async with session.get(f"{px.url}/models", headers={"anthropic-version": "2023-06-01"}) as r:
-            assert r.status == 504
-            body = await r.json()
+            return await resp.json()
+
+    async with scripted(Script([b"{}"], before_headers=never)) as up, \
+            run_proxy(proxy_config(up.url, timeout=1.0)) as px, aiohttp.ClientSession() as session:
+        px.state.timers = timers
+        assert (await timed_out(session, {}))["error"]["code"] == "upstream_timeout"
+        body = await timed_out(session, {"anthropic-version": "2023-06-01"})
+        never.set()
     assert body["type"] == "error" and body["error"]["code"] == "upstream_timeout"
 
 
 async def test_a_client_upload_that_stalls_is_a_408() -> None:
-    async with relayed(stall_timeout=2.0) as (up, url):
-        reader, writer = await asyncio.open_connection(*url.split("/")[2].split(":"))
+    timers = VirtualTimers()  # the client's silence lasts as long as the test says
+    async with upstream("/v1") as up, run_proxy(proxy_config(up.url, stall_timeout=2.0)) as px:
+        px.state.timers = timers
+        reader, writer = await asyncio.open_connection(*px.url.split("/")[2].split(":"))
         writer.write(b"POST /v1/upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nonly-part")
         await writer.drain()
-        head = await asyncio.wait_for(reader.read(4096), 10)
+        await until(lambda: len(up.seen) == 1)  # the upload is on its way upstream
+        await timers.stall(1.9)
+        answer = asyncio.create_task(reader.read(4096))
+        await timers.settle()
+        assert not answer.done()  # short of the stall timeout
+        await timers.stall(0.1)
+        head = await asyncio.wait_for(answer, 10)
         writer.close()
     assert head.startswith(b"HTTP/1.1 408")
     assert b"request_body_incomplete" in head

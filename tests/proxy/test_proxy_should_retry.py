@@ -4,10 +4,21 @@ an injected clock."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sseguard.proxy.attempts import (
+    Answer,
+    Attempts,
+    Failure,
+    HttpError,
+    RetryAfter,
+    TimedOut,
+    Unreachable,
+)
 from sseguard.proxy.retry import RetryBudget, passed_on_retry_after, should_retry
 
 #: (status, cause, what the proxy did) → x-should-retry. Written out, not computed.
@@ -110,3 +121,79 @@ def test_a_bad_retry_budget_is_a_one_line_config_error(given: str) -> None:
 
     with pytest.raises(ConfigError, match=r"^--retry-budget"):
         ProxyConfig.from_options(upstream="http://127.0.0.1:9/v1", retry_budget=given)
+
+
+@pytest.mark.parametrize(("workers", "floor"), [(1, 10), (2, 5), (3, 4), (4, 3), (16, 1)])
+def test_each_worker_gets_the_floor_split_and_the_whole_ratio(workers: int, floor: int) -> None:
+    budget = RetryBudget.of_worker(0.2, workers)
+    assert (budget.floor, budget.ratio) == (floor, 0.2)
+
+
+@settings(max_examples=100, deadline=None)
+@given(workers=st.integers(1, 8),
+       starts=st.lists(st.tuples(st.floats(0, 9.9, allow_nan=False), st.integers(0, 7)),
+                       min_size=1, max_size=300))
+def test_n_workers_together_keep_the_budget_of_one_proxy(
+        workers: int, starts: list[tuple[float, int]]) -> None:
+    """``--workers N``: however the kernel spreads the requests of one window over the workers, each
+    failing and asking two retries (``--retry 2``), the workers together retry at most the quiet
+    floor plus the rounding (``10 + N - 1``) plus 20 % of all the requests — one proxy's budget, not
+    N of them."""
+    budgets = [RetryBudget.of_worker(0.2, workers) for _ in range(workers)]
+    retries = 0
+    for now, which in sorted(starts):
+        budget = budgets[which % workers]
+        budget.request(now)
+        for _ in range(2):  # --retry 2
+            if budget.allows(now):
+                budget.spend(now)
+                retries += 1
+    assert retries <= 10 + workers - 1 + 0.2 * len(starts)
+
+
+#: The same table, as the attempts' machine answers it end to end: (the failure, ``--retry``, the
+#: budget spent before the request, failures before it) → the answer's status and headers.
+ATTEMPT_TABLE = [
+    ("503", 2, False, 2, (503, {"x-should-retry": "false"})),  # retries spent on it
+    ("connect", 2, False, 2, (502, {"x-should-retry": "false"})),
+    ("503", 0, False, 0, (503, {"x-should-retry": "true"})),  # --retry 0: the client may
+    ("503 retry-after 5", 0, False, 0, (503, {"x-should-retry": "true", "retry-after": "5"})),
+    ("connect", 0, False, 0, (502, {"x-should-retry": "true"})),
+    ("503", 2, True, 0, (503, {"x-should-retry": "false"})),  # the budget said no, no wait asked
+    ("503 retry-after 5", 2, True, 0, (503, {"x-should-retry": "true", "retry-after": "5"})),
+    ("503 retry-after 60", 2, False, 0, (503, {"x-should-retry": "true", "retry-after": "60"})),
+    ("timeout", 2, False, 0, (504, {"x-should-retry": "false"})),  # already waited out
+    ("timeout", 0, False, 0, (504, {"x-should-retry": "true"})),
+    ("400", 2, False, 0, (400, {"x-should-retry": "false"})),  # the request itself
+    ("400", 0, False, 0, (400, {"x-should-retry": "false"})),
+    ("404", 2, False, 1, (404, {"x-should-retry": "false"})),
+]
+
+
+def _failure(name: str) -> Failure:
+    if name == "connect":
+        return Unreachable("the upstream is unreachable")
+    if name == "timeout":
+        return TimedOut("no response within 600 s")
+    status, _, wait = name.partition(" retry-after ")
+    return HttpError(int(status), {"retry-after": wait} if wait else {})
+
+
+@pytest.mark.parametrize(("failure", "retry", "spent", "before", "expected"), ATTEMPT_TABLE)
+def test_the_attempts_machine_answers_the_header_table(
+        failure: str, retry: int, spent: bool, before: int,
+        expected: tuple[int, dict[str, str]]) -> None:
+    budget = RetryBudget(0.2)
+    if spent:
+        for _ in range(10):
+            budget.spend(0.0)
+    machine = Attempts(retry=retry, max_wait=10.0, budget=budget, rng=random.Random(0),
+                       retry_off=retry == 0, healing=False)
+    machine.begin(0.0)
+    for _ in range(before):
+        actions = machine.failed(HttpError(503, {}), now=0.0, wall=0.0)
+        assert isinstance(actions[-1], RetryAfter)
+        machine.waited(0.0)
+    *_, answer = machine.failed(_failure(failure), now=0.0, wall=0.0)
+    assert isinstance(answer, Answer)
+    assert (answer.status, dict(answer.headers)) == expected

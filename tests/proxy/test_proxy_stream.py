@@ -29,6 +29,7 @@ from _proxy_support import (
     scripted,
     scripted_proxy_in_thread,
 )
+from _virtual_time import VirtualTimers
 from sseguard.chaos import ChaosConfig, Dialect, FaultOptions, Pacing, run_chaos
 from sseguard.proxy import run_proxy
 from sseguard.store import open_store
@@ -222,27 +223,39 @@ async def test_pass_mode_mirrors_a_failed_connection_instead_of_ending_cleanly(f
 
 
 async def test_a_stalled_upstream_is_cut_after_the_stall_timeout() -> None:
+    """On a virtual clock (``_virtual_time``): 29 s of silence is not yet a stall, 30 s is."""
     first = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}\n\n'
+    timers = VirtualTimers()
     async with scripted(Script([first], end="hang")) as up, \
-            run_proxy(proxy_config(up.url, stall_timeout=1.0)) as px:
-        start = time.monotonic()
-        got = await raw_post(f"{px.url}/chat/completions", chat(), timeout=30.0)
-        took = time.monotonic() - start
+            run_proxy(proxy_config(up.url, stall_timeout=30.0)) as px:
+        px.state.timers = timers
+        client = asyncio.create_task(raw_post(f"{px.url}/chat/completions", chat(), timeout=60.0))
+        await asyncio.wait_for(up.hanging.wait(), 10)
+        await timers.stall(29.0)
+        assert not client.done()  # short of the stall timeout: the client still waits
+        await timers.stall(1.0)
+        got = await asyncio.wait_for(client, 10)
         await asyncio.wait_for(up.disconnected.wait(), 10)  # and the upstream was let go
-    assert error_code(got.body) == "stalled"
-    assert 1.0 <= took < 20  # after the stall timeout; the upstream itself would hang forever
+    assert got.body.startswith(first) and error_code(got.body) == "stalled"
+    assert b"the upstream sent nothing for 30 s" in got.body
 
 
 async def test_an_upstream_that_never_ends_its_body_after_done_gets_a_short_grace() -> None:
+    """A whole answer whose body never ends: delivered after the 1 s grace (virtual), not cut as
+    stalled after the 30 s stall timeout."""
     done = b"data: [DONE]\n\n"
+    timers = VirtualTimers()
     async with scripted(Script([FRAME_2, done], end="hang")) as up, \
             run_proxy(proxy_config(up.url, stall_timeout=30)) as px:
-        start = time.monotonic()
-        got = await raw_post(f"{px.url}/chat/completions", chat())
-        took = time.monotonic() - start
+        px.state.timers = timers
+        client = asyncio.create_task(raw_post(f"{px.url}/chat/completions", chat()))
+        await asyncio.wait_for(up.hanging.wait(), 10)
+        await timers.stall(0.9)
+        assert not client.done()  # within the grace
+        await timers.stall(0.1)
+        got = await asyncio.wait_for(client, 10)
         await asyncio.wait_for(up.disconnected.wait(), 10)
     assert got.body == FRAME_2 + done  # a whole answer: delivered, not cut as stalled
-    assert 0.9 <= took < 20  # the grace, not the 30 s stall timeout
 
 
 # ── timing of frames ─────────────────────────────────────────────────────────────────────────────

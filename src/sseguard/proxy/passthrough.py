@@ -5,7 +5,9 @@ goes to the configured upstream only and comes back exactly as the upstream sent
 streamed, never held whole, length and content coding kept. An upstream that goes silent for
 ``--stall-timeout`` or breaks off is cut, the only honest signal once headers are out. The one
 exception is a guarded endpoint's non-streamed answer (``_answer_whole``): it is read whole under the
-stall timer first, so that its stall or break reaches the client as an error it can read.
+stall timer first, so that its stall or break reaches the client as an error it can read; whether
+its failures are asked again, and what the client is told about retrying, is decided by the
+attempts' machine (``attempts.py``), as for a stream.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from types import TracebackType
 from typing import Any
 
 import aiohttp
@@ -20,10 +23,44 @@ from aiohttp import web
 from yarl import URL
 
 from sseguard.contract import Protocol
+from sseguard.proxy.attempts import Answer, Attempts, Failure, HttpError, RetryAfter, Unreachable
 from sseguard.proxy.forward import error_response, request_headers, response_headers, unreachable
-from sseguard.proxy.retry import retry_after, retryable_status, wait_before_retry
-from sseguard.proxy.stall import Stalled, StallWatch, broke_off
+from sseguard.proxy.stall import Stalled, StallWatch, TimerHandle, Timers, broke_off
 from sseguard.proxy.state import ProxyState
+
+
+class _Deadline:
+    """How long the upstream may take to send its headers: an ``asyncio.timeout`` that expires when
+    the stall timers' clock says (``stall.Timers``: the loop, or a test's virtual clock), so that no
+    test waits a real ``--timeout``. ``expire_in`` moves it (the upload ended: ``--timeout`` again)."""
+
+    def __init__(self, timers: Timers, seconds: float) -> None:
+        self._timers = timers
+        self._seconds = seconds
+        self.timeout = asyncio.timeout(None)
+        self._handle: TimerHandle | None = None
+
+    async def __aenter__(self) -> _Deadline:
+        await self.timeout.__aenter__()
+        self.expire_in(self._seconds)
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        await self.timeout.__aexit__(kind, exc, tb)  # raises TimeoutError if it expired
+
+    def expire_in(self, seconds: float) -> None:
+        """The deadline is ``seconds`` from now."""
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = self._timers.call_at(self._timers.time() + seconds, self._expire)
+
+    def _expire(self) -> None:
+        self._handle = None
+        self.timeout.reschedule(asyncio.get_running_loop().time())  # expires at once
 
 
 class _Upload:
@@ -33,86 +70,74 @@ class _Upload:
     the upstream's answer, so a long upload does not eat the time the upstream has to respond.
     """
 
-    def __init__(self, request: web.Request, stall_timeout: float, deadline: asyncio.Timeout,
-                 timeout: float) -> None:
+    def __init__(self, request: web.Request, stall_timeout: float, deadline: _Deadline,
+                 timeout: float, timers: Timers) -> None:
         self._content = request.content
         self._stall = stall_timeout
         self._deadline = deadline
         self._timeout = timeout
+        self._timers = timers
         self.failure: str | None = None
         self.waiting = True  # for the upstream's headers: the deadline is still running
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                async with asyncio.timeout(self._stall):
-                    chunk = await self._content.readany()
-            except TimeoutError:
-                self.failure = f"the client sent no request body byte for {self._stall:g} s"
-                raise
-            except (aiohttp.ClientError, OSError) as exc:
-                self.failure = f"the client's request body broke off: {type(exc).__name__}"
-                raise
-            if not chunk:
-                break
-            yield chunk
+        # The client's body is read under the same stall timer as an upstream's.
+        watch = StallWatch(self._timers, self._stall, self._content)
+        try:
+            while True:
+                try:
+                    chunk = await watch.read()
+                except Stalled:
+                    self.failure = f"the client sent no request body byte for {self._stall:g} s"
+                    raise TimeoutError(self.failure) from None
+                except (aiohttp.ClientError, OSError) as exc:
+                    self.failure = f"the client's request body broke off: {type(exc).__name__}"
+                    raise
+                if not chunk:
+                    break
+                yield chunk
+        finally:
+            watch.close()
         if self.waiting:  # an upstream may answer before the upload ends; then nothing is waited on
-            self._deadline.reschedule(loop.time() + self._timeout)
+            self._deadline.expire_in(self._timeout)
 
 
-class _Asked:
-    """How a guarded non-streaming call's retries went: what the client is told about retrying."""
-
-    __slots__ = ("refused", "retried", "waited_too_long")
-
-    def __init__(self) -> None:
-        self.retried = False  # the proxy retried this request at least once
-        self.refused = False  # the retry budget refused a retry
-        self.waited_too_long = False  # the upstream asked to wait beyond --retry-max-wait
-
-
-async def _ask_with_retries(state: ProxyState, request: web.Request, target: URL, body: bytes,
-                            headers: Any, skip: Any, api: str,
-                            asked_how: _Asked) -> aiohttp.ClientResponse:
-    """A guarded endpoint's non-streaming call, asked again (``--retry``, within the retry budget)
-    on a connect error, a reset before the answer, ``429`` or ``5xx``: nothing has reached the client
-    yet. The last attempt's answer, one whose ``Retry-After`` exceeds ``--retry-max-wait``, or the
-    one the budget leaves no retry after, is the client's; ``asked_how`` says which."""
+async def _ask_guarded(state: ProxyState, request: web.Request, target: URL, body: bytes,
+                       headers: Any, skip: Any, api: str,
+                       machine: Attempts) -> tuple[aiohttp.ClientResponse | None, Answer | None]:
+    """A guarded endpoint's non-streaming call: nothing has reached the client yet, so ``machine``
+    (``attempts.Attempts``) decides whether a connect error, ``429`` or ``5xx`` is asked again,
+    after how long, within the retry budget. The upstream's answer, with the error ``Answer`` the
+    machine decided when it is one (its status ≥ 400); or no answer and the machine's ``Answer``
+    when the upstream could not be reached."""
     config = state.config
     assert state.session is not None
-    origin = str(target.origin())
-    state.budget(origin).request(state.clock())
-    for attempt in range(config.retry + 1):
-        last = attempt == config.retry
+    machine.begin(state.clock())
+    while True:
+        failure: Failure
+        upstream: aiohttp.ClientResponse | None = None
         try:
             upstream = await state.session.request(
                 request.method, target, data=body, allow_redirects=False, headers=headers,
                 skip_auto_headers=skip)
-        except aiohttp.ClientError:
-            if last or not state.may_retry(origin, api, "connect"):
-                asked_how.refused = not last
-                raise
+        except aiohttp.ClientError as exc:
             state.metrics.upstream_errors.labels("connect").inc()
-            wait: float | None = wait_before_retry(attempt, None, config.retry_max_wait, state.rng)
+            failure = Unreachable(unreachable(config.upstream, exc, state.redactor))
         else:
-            if last or not retryable_status(upstream.status):
-                return upstream
-            asked = retry_after(upstream.headers, time.time())
-            wait = wait_before_retry(attempt, asked, config.retry_max_wait, state.rng)
-            if wait is None:
-                asked_how.waited_too_long = True
-                return upstream
-            if not state.may_retry(origin, api, f"http_{upstream.status}"):
-                asked_how.refused = True
-                return upstream
+            if upstream.status < 400:
+                return upstream, None
+            failure = HttpError(upstream.status, upstream.headers)
+        decided = next(a for a in machine.failed(failure, now=state.clock(), wall=time.time())
+                       if isinstance(a, RetryAfter | Answer))
+        if isinstance(decided, Answer):
+            return upstream, decided  # the client's: the upstream's answer as it is, or a 502
+        if upstream is not None:
             state.metrics.upstream_errors.labels(f"http_{upstream.status}").inc()
             upstream.close()
+        state.metrics.retries.labels(api, decided.reason).inc()
         state.metrics.heal_attempts.labels("non_stream", "retried").inc()
-        asked_how.retried = True
-        assert wait is not None
-        await state.sleep(wait)
-    raise AssertionError("unreachable: the last attempt returns or raises")
+        await state.sleep(decided.seconds)
+        machine.waited(state.clock())
 
 
 async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body: bytes | None,
@@ -135,11 +160,12 @@ async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body
     guarded = guarded and body is not None
     headers = request_headers(request.headers, identity=False)
     wait = min(config.timeout, config.stall_timeout) if guarded else config.timeout
-    deadline = asyncio.timeout(wait)
+    timers = state.stall_timers()
+    deadline = _Deadline(timers, wait)
     upload: _Upload | None = None
     data: Any = body or None
     if body is None and request.body_exists:
-        upload = _Upload(request, config.stall_timeout, deadline, config.timeout)
+        upload = _Upload(request, config.stall_timeout, deadline, config.timeout, timers)
         data = upload.chunks()
         if request.content_length is not None:
             # Sent with the length the client declared, not re-framed as chunked: some upstreams
@@ -148,19 +174,36 @@ async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body
     # aiohttp would add its own Content-Type to a body that has none: the upstream sees the client's.
     skip = () if "Content-Type" in request.headers else ("Content-Type",)
     api = str(proto.api)
-    asked_how = _Asked()
+    answer: Answer | None = None
+    machine: Attempts | None = None
+    if guarded:
+        machine = Attempts(retry=config.retry, max_wait=config.retry_max_wait,
+                           budget=state.budget(str(target.origin())), rng=state.rng,
+                           retry_off=config.retry == 0 or config.retry_budget == 0,
+                           healing=False)
+    retried = False
     # The proxy retries only a guarded endpoint's calls; on any other path a client retry is the one.
     retry_off = None if guarded and config.retry else True
     try:
         async with deadline:
-            if body is not None and config.retry:
-                upstream = await _ask_with_retries(state, request, target, body, headers, skip, api,
-                                                   asked_how)
+            if machine is not None:
+                assert body is not None
+                got, answer = await _ask_guarded(state, request, target, body, headers, skip, api,
+                                                 machine)
+                retried = machine.retried
+                if got is None:
+                    assert answer is not None
+                    return state.answered(error_response(proto, 502, answer.message,
+                                                         type_=answer.type_, code=answer.code),
+                                          answer, api)
+                upstream = got
             else:
                 upstream = await state.session.request(
                     request.method, target, data=data, allow_redirects=False, headers=headers,
                     skip_auto_headers=skip)
     except (TimeoutError, aiohttp.ClientError) as exc:
+        if machine is not None:
+            retried = machine.retried
         if upload is not None:
             upload.waiting = False
         if upload is not None and upload.failure is not None:
@@ -173,26 +216,24 @@ async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body
             if guarded and config.stall_timeout < config.timeout:
                 state.metrics.upstream_errors.labels("stalled").inc()
                 return state.tell_retry(_protocol_error(proto, 504, _silent(config.stall_timeout)),
-                                        api, "stalled", "timeout", retried=asked_how.retried,
+                                        api, "stalled", "timeout", retried=retried,
                                         retry_off=retry_off)
             state.metrics.upstream_errors.labels("timeout").inc()
             return state.tell_retry(
                 error_response(proto, 504, f"the upstream sent no response within "
                                            f"{config.timeout:g} s (--timeout)",
                                type_="upstream_timeout", code="upstream_timeout"),
-                api, "timeout", "timeout", retried=asked_how.retried, retry_off=retry_off)
+                api, "timeout", "timeout", retried=retried, retry_off=retry_off)
         state.metrics.upstream_errors.labels("connect").inc()
         return state.tell_retry(
             error_response(proto, 502, unreachable(config.upstream, exc, state.redactor),
                            type_="upstream_unreachable", code="upstream_unreachable"),
-            api, "connect", "upstream", retried=asked_how.retried, budget_spent=asked_how.refused,
-            retry_off=retry_off)
+            api, "connect", "upstream", retried=False, retry_off=retry_off)
     if upload is not None:
         upload.waiting = False
     if guarded:
-        resp = await _answer_whole(state, request, upstream, proto, asked_how)
-        return resp
-    watch = StallWatch(asyncio.get_running_loop(), config.stall_timeout, upstream.content)
+        return await _answer_whole(state, request, upstream, proto, retried=retried, answer=answer)
+    watch = StallWatch(state.stall_timers(), config.stall_timeout, upstream.content)
     complete = False
     try:
         resp = web.StreamResponse(status=upstream.status, reason=upstream.reason,
@@ -232,13 +273,15 @@ def _protocol_error(proto: Protocol, status: int, message: str) -> web.Response:
 
 
 async def _answer_whole(state: ProxyState, request: web.Request, upstream: aiohttp.ClientResponse,
-                        proto: Protocol, asked_how: _Asked) -> web.StreamResponse:
+                        proto: Protocol, *, retried: bool,
+                        answer: Answer | None) -> web.StreamResponse:
     """A guarded endpoint's non-streamed answer, read whole under the stall timer, then sent; an
-    error answer says whether a client retry can help (``x-should-retry``)."""
+    error answer carries what the attempts' machine decided (``answer``: ``x-should-retry``), a stall
+    or a break says whether a client retry can help (``retried``: the proxy did)."""
     config = state.config
     api = str(proto.api)
     retry_off = None if config.retry else True
-    watch = StallWatch(asyncio.get_running_loop(), config.stall_timeout, upstream.content)
+    watch = StallWatch(state.stall_timers(), config.stall_timeout, upstream.content)
     parts: list[bytes] = []
     received = 0
     complete = False
@@ -250,14 +293,13 @@ async def _answer_whole(state: ProxyState, request: web.Request, upstream: aioht
     except Stalled:
         state.metrics.upstream_errors.labels("stalled").inc()
         return state.tell_retry(_protocol_error(proto, 504, _silent(config.stall_timeout)), api,
-                                "stalled", "timeout", retried=asked_how.retried,
-                                retry_off=retry_off)
+                                "stalled", "timeout", retried=retried, retry_off=retry_off)
     except (aiohttp.ClientError, OSError) as exc:
         state.metrics.upstream_errors.labels("transport").inc()
         return state.tell_retry(
             _protocol_error(proto, 502, f"the upstream's answer broke off: "
                                         f"{broke_off(exc, received)}"),
-            api, "transport_error", "timeout", retried=asked_how.retried, retry_off=retry_off)
+            api, "transport_error", "timeout", retried=retried, retry_off=retry_off)
     finally:
         watch.close()
         if complete:
@@ -266,11 +308,8 @@ async def _answer_whole(state: ProxyState, request: web.Request, upstream: aioht
             upstream.close()
     headers = response_headers(upstream.headers, keep_framing=True)
     resp = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
-    if upstream.status >= 400:
-        cause = "upstream" if retryable_status(upstream.status) else "client_error"
-        state.tell_retry(resp, api, f"http_{upstream.status}", cause, retried=asked_how.retried,
-                         upstream_headers=upstream.headers, budget_spent=asked_how.refused,
-                         waited_too_long=asked_how.waited_too_long, retry_off=retry_off)
+    if answer is not None:
+        state.answered(resp, answer, api)
     if "Content-Length" not in headers:
         resp.content_length = received  # read whole: no need to re-frame it as chunked
     try:

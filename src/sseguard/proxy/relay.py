@@ -45,7 +45,7 @@ from sseguard.proxy.frames import Frames
 from sseguard.proxy.machine import RelayMachine, Resume
 from sseguard.proxy.outcome import Outcome
 from sseguard.proxy.resume_background import BackgroundResume
-from sseguard.proxy.stall import READ_MAX, Body, Stalled, StallWatch, broke_off, drain
+from sseguard.proxy.stall import READ_MAX, Body, Stalled, StallWatch, Timers, broke_off, drain
 from sseguard.redact import Redactor
 from sseguard.sse import SSEEvent
 from sseguard.verdict import Api, Ending, Verdict
@@ -76,7 +76,7 @@ class StreamRelay:
                  checker: Checker, redactor: Redactor, wire: Relay, *, api: Api,
                  array: bool = False, resume: Resume | None = None,
                  continued_frames: Callable[[], Frames] | None = None,
-                 ask: Ask | None = None) -> None:
+                 ask: Ask | None = None, timers: Timers | None = None) -> None:
         self.config = config
         self._done = done
         self.request = request
@@ -89,7 +89,8 @@ class StreamRelay:
             complete_done=config.complete_done, stall_timeout=config.stall_timeout, array=array,
             resume=resume, continued_frames=continued_frames)
         self._ask = ask
-        self.loop = asyncio.get_running_loop()
+        #: The stall timers' clock: the event loop, or a test's virtual one (``timers``).
+        self.loop: Timers = timers if timers is not None else asyncio.get_running_loop()
         # perf_counter for what is reported: uvloop's loop clock ticks in whole milliseconds.
         self.t0 = time.perf_counter()
         self.started_at = time.time()
@@ -233,7 +234,7 @@ class StreamRelay:
         cancel = resume.abandoned()
         if cancel is None:
             return
-        task = self.loop.create_task(_send_cancel(self._ask, cancel))
+        task = asyncio.get_running_loop().create_task(_send_cancel(self._ask, cancel))
         _CANCELS.add(task)
         task.add_done_callback(_CANCELS.discard)
 

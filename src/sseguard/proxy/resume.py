@@ -20,6 +20,7 @@ Pure (no I/O): the relay (``relay.py``) asks and pumps, ``guarded.py`` says wher
 
 from __future__ import annotations
 
+import abc
 import copy
 import json
 from typing import Any
@@ -52,10 +53,10 @@ class HeldFrames(Frames):
         return b"".join(held)
 
 
-class ResumeState:
+class ResumeState(abc.ABC):
     """One client stream's continuation state, shared by every dialect: what the client has got
     (``forwarded``, the text ``sent``), why it cannot be continued (``blocked``), continuations left,
-    and the usage summed over the attempts."""
+    and the usage summed over the attempts. Each dialect says how it asks (``continuation``)."""
 
     def __init__(self, request_obj: dict[str, Any], continuations: int, usage: UsageSum) -> None:
         self.request_obj = request_obj
@@ -78,13 +79,10 @@ class ResumeState:
         """The attempt being continued ended: its own usage and completion tokens."""
         return self.usage.end_attempt()
 
-    def body(self) -> bytes:
-        """The continuation request body (each dialect builds its own)."""
-        raise NotImplementedError
-
+    @abc.abstractmethod
     def continuation(self) -> AskContinuation:
-        """A new request, posted where the stream's own request went."""
-        return AskContinuation(self.body())
+        """The continuation request: a body posted where the stream's request went (chat,
+        Messages), or a read of the answer a server keeps (Responses' background mode)."""
 
     def spend(self) -> None:
         """One continuation is being made."""
@@ -167,6 +165,10 @@ class ChatResume(ResumeState):
                 content = delta.get("content")
                 if isinstance(content, str):
                     self.sent.append(content)
+
+    def continuation(self) -> AskContinuation:
+        """A new request, posted where the stream's own request went (``body``)."""
+        return AskContinuation(self.body())
 
     def body(self) -> bytes:
         """The continuation request: the original one, plus the answer so far as the assistant's,

@@ -25,6 +25,7 @@ from typing import Any
 
 import msgspec
 
+from sseguard.proxy.actions import AskContinuation
 from sseguard.proxy.resume import HeldFrames, RepeatTrim, ResumeState
 from sseguard.proxy.resume_usage import MESSAGES_KEYS, UsageSum
 from sseguard.sse import SSEEvent
@@ -153,7 +154,13 @@ class MessagesResume(ResumeState):
                 elif index == self.open_thinking:
                     self.open_thinking = None
 
+    def continuation(self) -> AskContinuation:
+        """A new request, posted where the stream's own request went (``body``)."""
+        return AskContinuation(self.body())
+
     def body(self) -> bytes:
+        """The continuation request: the original one (thinking off), the answer so far as the
+        assistant's prefill."""
         obj = copy.copy(self.request_obj)
         _without_thinking(obj)
         prefill = "".join(self.sent).rstrip()

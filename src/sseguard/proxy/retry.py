@@ -9,7 +9,9 @@ the failures a second ask can cure: a refused or reset connection, ``429`` and `
 as the first event. A ``Retry-After`` is honoured up to ``--retry-max-wait``; an upstream that asks for
 longer gets its answer to the client at once (waiting would only hide that it said no).
 
-Pure decisions (no I/O, no clock): ``guarded.py`` and ``passthrough.py`` do the asking and the sleeping.
+Pure rules (no I/O, no clock), applied by the attempts' machine (``attempts.py``), which makes every
+decision before a client's first byte; ``guarded.py`` and ``passthrough.py`` do the asking and the
+sleeping it decides.
 """
 
 from __future__ import annotations
@@ -110,6 +112,19 @@ class RetryBudget:
         self.floor = floor
         self._requests: dict[int, int] = {}  # second → client requests started in it
         self._retries: dict[int, int] = {}  # second → retries sent in it
+
+    @classmethod
+    def of_worker(cls, ratio: float, workers: int) -> RetryBudget:
+        """One worker's share of the proxy's budget (``--workers N``: N processes, each its own).
+
+        The ratio stays: the kernel spreads connections over the workers (``SO_REUSEPORT``), so each
+        sees about 1/N of the requests and allows ``ratio`` of its own, ``ratio`` of the whole in sum.
+        The floor is split, rounded up (``ceil(floor / N)``): a quiet proxy of N workers still allows
+        about ``floor`` retries in a window (at most ``floor + N - 1``), not N times as many. Shared
+        state between processes would be exact, but would put a lock or a round trip on each
+        failure's path; the split needs neither.
+        """
+        return cls(ratio, floor=math.ceil(BUDGET_FLOOR / max(1, workers)))
 
     def _count(self, table: dict[int, int], now: float) -> int:
         oldest = math.floor(now - self.window)  # the window is the seconds after this one

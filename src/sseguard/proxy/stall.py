@@ -6,7 +6,6 @@ stops sending for ``--stall-timeout``; only time spent waiting on the upstream c
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Protocol
 
@@ -58,6 +57,24 @@ async def drain(watch: StallWatch, sink: Callable[[bytes], object]) -> str | Non
         return f"{type(exc).__name__}: {exc}"
 
 
+class TimerHandle(Protocol):
+    """A timer that may be cancelled (``asyncio.TimerHandle``)."""
+
+    def cancel(self) -> None:
+        """The timer will not fire."""
+
+
+class Timers(Protocol):
+    """Where the stall timers get their time and schedule their checks: the event loop, or a test's
+    virtual clock (``tests/_virtual_time.py``), so that no test waits a real stall timeout."""
+
+    def time(self) -> float:
+        """Now, in the timers' own seconds."""
+
+    def call_at(self, when: float, callback: Callable[[], object]) -> TimerHandle:
+        """Call ``callback`` once ``time()`` reaches ``when``."""
+
+
 class Stalled(Exception):
     """Set on the upstream body reader when it has been silent for the stall timeout."""
 
@@ -72,12 +89,13 @@ class StallWatch:
 
     __slots__ = ("_handle", "_loop", "_reader", "_timeout", "fired", "reading", "since")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float,
-                 reader: aiohttp.StreamReader) -> None:
+    #: ``loop``: the event loop, or any ``Timers`` (a test's virtual clock).
+
+    def __init__(self, loop: Timers, timeout: float, reader: aiohttp.StreamReader) -> None:
         self._loop = loop
         self._timeout = timeout
         self._reader = reader
-        self._handle: asyncio.TimerHandle | None = None
+        self._handle: TimerHandle | None = None
         self.fired = False  # the stall ended the read (the relay may decide it was not a stall)
         self.reading = False
         self.since = loop.time()

@@ -21,6 +21,7 @@ from aiohttp import web
 
 from sseguard._serve import release_free_memory
 from sseguard.policy import Policy
+from sseguard.proxy.attempts import Answer
 from sseguard.proxy.config import ProxyConfig
 from sseguard.proxy.metrics import ProxyMetrics
 from sseguard.proxy.relay import StreamRelay
@@ -31,6 +32,7 @@ from sseguard.proxy.retry import (
     retry_after,
     should_retry,
 )
+from sseguard.proxy.stall import Timers
 from sseguard.record import Record, raw_record
 from sseguard.redact import DEFAULT, RedactingFilter, Redactor
 from sseguard.verdict import Verdict
@@ -73,28 +75,37 @@ class ProxyState:
         #: The retry budget's clock (tests replace it: no wall-clock windows) and the budgets, one
         #: per upstream origin (continuations may go to another base).
         self.clock: Callable[[], float] = time.monotonic
+        #: The stall timers' clock (None: the event loop's; tests give a virtual one, so no test
+        #: waits a real --stall-timeout).
+        self.timers: Timers | None = None
         self._budgets: dict[str, RetryBudget] = {}
         # Per client key, its redactor: building one sorts every secret, on each stream's first-chunk
         # path. Held in memory only, as the keys already are while their streams run.
         self._redactors: dict[tuple[str, ...], Redactor] = {}
 
+    def stall_timers(self) -> Timers:
+        """What the stall timers run on: the injected ``timers``, or the running loop."""
+        return self.timers if self.timers is not None else asyncio.get_running_loop()
+
     def budget(self, origin: str) -> RetryBudget:
         """The retry budget of the upstream at ``origin`` (``scheme://host:port``)."""
         budget = self._budgets.get(origin)
         if budget is None:
-            budget = self._budgets[origin] = RetryBudget(self.config.retry_budget)
+            # This worker's share: the budget holds for the whole proxy, whatever --workers is.
+            budget = self._budgets[origin] = RetryBudget.of_worker(self.config.retry_budget,
+                                                                   self.config.workers)
         return budget
 
-    def may_retry(self, origin: str, api: str, reason: str) -> bool:
-        """Whether a retry fits the budget now; spends it if so. Counted either way."""
-        budget = self.budget(origin)
-        now = self.clock()
-        if budget.allows(now):
-            budget.spend(now)
-            self.metrics.retries.labels(api, reason).inc()
-            return True
-        self.metrics.retries_refused.labels(api, reason).inc()
-        return False
+    def answered(self, resp: web.StreamResponse, answer: Answer, api: str) -> web.StreamResponse:
+        """Put the headers an ``attempts.Answer`` decided on ``resp``; count a refused retry and a
+        don't-retry answer."""
+        for name, value in answer.headers:
+            resp.headers[name] = value
+        if answer.refused:
+            self.metrics.retries_refused.labels(api, answer.reason).inc()
+        if answer.should_retry == "false":
+            self.metrics.dont_retry.labels(api, answer.reason).inc()
+        return resp
 
     def tell_retry(self, resp: web.StreamResponse, api: str, reason: str, cause: str, *,
                    retried: bool, upstream_headers: Mapping[str, str] | None = None,

@@ -289,10 +289,15 @@ class GeminiFormat(Format):
 
 
 #: The ``status`` Google's APIs give each HTTP status (``UNKNOWN`` for the rest).
+#: ``google.rpc.Code`` has no code for 413; an over-size request is an invalid argument to Google's
+#: APIs: they answer it ``400 INVALID_ARGUMENT`` "Request payload size exceeds the limit: N bytes"
+#: (reported from the Gemini API in google-gemini/generative-ai-android#26). The proxy's own 413
+#: (``--max-body``) keeps its HTTP status and takes that status name: not ``RESOURCE_EXHAUSTED``
+#: (a quota, which clients retry) nor ``FAILED_PRECONDITION`` (the system's state, not the request).
 STATUSES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
-            404: "NOT_FOUND", 409: "ABORTED", 429: "RESOURCE_EXHAUSTED", 499: "CANCELLED",
-            500: "INTERNAL", 501: "NOT_IMPLEMENTED", 502: "UNAVAILABLE", 503: "UNAVAILABLE",
-            504: "DEADLINE_EXCEEDED"}
+            404: "NOT_FOUND", 409: "ABORTED", 413: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED",
+            499: "CANCELLED", 500: "INTERNAL", 501: "NOT_IMPLEMENTED", 502: "UNAVAILABLE",
+            503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
 
 
 def error_body(message: str, *, type_: str, code: str | int | None = None,
