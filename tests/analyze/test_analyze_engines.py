@@ -15,9 +15,12 @@ import psycopg
 import pytest
 
 from _analyze_golden import CASES, assert_same, golden, jsonl, records
+from _unknown_support import EXPECTED as UNKNOWN_ROW
+from _unknown_support import records as unknown_records
 from sseguard.analyze.export import export_parquet
 from sseguard.analyze.summary import analyze_sources
 from sseguard.policy import Policy
+from sseguard.record import encode_record
 from sseguard.store import open_store
 
 
@@ -105,3 +108,21 @@ def test_spark_local_mode_equals_the_in_memory_path_on_jsonl_and_parquet(spark: 
     source = jsonl("every_kind", tmp_path / "every.jsonl")
     export_parquet([str(source)], tmp_path / "pq")
     _check([str(tmp_path / "pq")], "every_kind", "strict-tol", engine="spark", spark=spark)
+
+
+@pytest.mark.timeout(900)
+def test_spark_counts_unknown_kinds_in_jsonl_and_parquet_and_reads_parquet_without_them(
+        spark: Any, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "u.jsonl"
+    source.write_bytes(b"".join(encode_record(r) for r in unknown_records()))
+    got = analyze_sources([str(source)], engine="spark", spark=spark).to_dict()
+    assert got["unknown_kinds"] == UNKNOWN_ROW and got["failed"] == 1
+    export_parquet([str(source)], tmp_path / "pq")
+    assert analyze_sources([str(tmp_path / "pq")], engine="spark",
+                           spark=spark).to_dict()["unknown_kinds"] == UNKNOWN_ROW
+    for file in (tmp_path / "pq").rglob("*.parquet"):  # as exported before the column existed
+        pq.write_table(pq.read_table(file).drop_columns(["unknown_kinds"]), file)
+    old = analyze_sources([str(tmp_path / "pq")], engine="spark", spark=spark)
+    assert old.requests == 10 and old.unknown_kinds == []
