@@ -169,7 +169,9 @@ CHAT_PLACES = {
 
 def _with_field(frame: bytes, where: str, name: str) -> bytes:
     anchor, _ = CHAT_PLACES[where]
-    return frame.replace(anchor, anchor + b'"' + name.encode() + b'":{"x":[1,"y"]},', 1)
+    at = frame.index(anchor) + len(anchor)
+    comma = b"" if frame[at:at + 1] == b"}" else b","  # an empty delta takes the field alone
+    return frame[:at] + b'"' + name.encode() + b'":{"x":[1,"y"]}' + comma + frame[at:]
 
 
 def test_a_chat_delta_with_a_new_field_is_recorded_and_folded_as_before() -> None:
