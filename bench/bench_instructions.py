@@ -114,7 +114,9 @@ def main() -> None:
             continue
         cells = []
         for tree in trees:
-            if kind in ("checker", "answer") and not (tree / "src/sseguard/contract" / f"{arg}.py").exists():
+            contract = tree / "src/sseguard/contract"
+            if kind in ("checker", "answer") and not ((contract / f"{arg}.py").exists()
+                                                      or (contract / arg).is_dir()):
                 cells.append("–")  # a protocol this tree does not have
                 continue
             more = ANSWER_ROUNDS if kind == "answer" else 3

@@ -35,7 +35,7 @@ class SdkName:
 
     name: str
     api: Api
-    what: str  # reason, blocked_reason, event, block, delta
+    what: str  # reason, blocked_reason, event, block, delta, field
     sdk: str  # "openai 3.63.0"
     cls: str  # finished / policy / failed for a reason, "known" for a kind, or UNCLASSIFIED
 
@@ -89,6 +89,10 @@ def _openai() -> Found:
         yield Api.CHAT, "reason", name
     for name in c.ChoiceDelta.model_fields:
         yield Api.CHAT, "delta", name
+    for name in c.ChatCompletionChunk.model_fields:
+        yield Api.CHAT, "field", f"chunk.{name}"
+    for name in c.Choice.model_fields:
+        yield Api.CHAT, "field", f"choice.{name}"
     for name in _types(r.ResponseStreamEvent):
         yield Api.RESPONSES, "event", name
     for name in _types(r.ResponseOutputItem):
@@ -143,7 +147,8 @@ def classify(p: Protocol, what: str, name: str) -> str:
         table = p.reasons.blocked if what == "blocked_reason" else p.reasons.table
         cls = table.get(name)
         return UNCLASSIFIED if cls is None else str(cls)
-    kinds = {"event": p.kinds.events, "block": p.kinds.blocks, "delta": p.kinds.deltas}[what]
+    kinds = {"event": p.kinds.events, "block": p.kinds.blocks, "delta": p.kinds.deltas,
+             "field": p.kinds.fields}[what]
     return "known" if name in kinds else UNCLASSIFIED
 
 

@@ -15,9 +15,12 @@ import pytest
 
 from _analyze_golden import CASES, assert_same, golden, jsonl, records
 from _spark_support import local_spark
+from _unknown_support import EXPECTED as UNKNOWN_ROW
+from _unknown_support import records as unknown_records
 from sseguard.analyze.export import export_parquet
 from sseguard.analyze.summary import analyze_sources
 from sseguard.policy import Policy
+from sseguard.record import encode_record
 from sseguard.store import open_store
 
 
@@ -133,3 +136,21 @@ def test_spark_reads_an_export_from_before_the_cache_columns_as_duckdb_does(spar
         assert analysis.attribute("cache") is None  # no cache facts: NULL, not "none"
         assert analysis.consistency is None
     assert by_spark.to_dict() == by_duckdb.to_dict()
+
+
+@pytest.mark.timeout(900)
+def test_spark_counts_unknown_kinds_in_jsonl_and_parquet_and_reads_parquet_without_them(
+        spark: Any, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "u.jsonl"
+    source.write_bytes(b"".join(encode_record(r) for r in unknown_records()))
+    got = analyze_sources([str(source)], engine="spark", spark=spark).to_dict()
+    assert got["unknown_kinds"] == UNKNOWN_ROW and got["failed"] == 1
+    export_parquet([str(source)], tmp_path / "pq")
+    assert analyze_sources([str(tmp_path / "pq")], engine="spark",
+                           spark=spark).to_dict()["unknown_kinds"] == UNKNOWN_ROW
+    for file in (tmp_path / "pq").rglob("*.parquet"):  # as exported before the column existed
+        pq.write_table(pq.read_table(file).drop_columns(["unknown_kinds"]), file)
+    old = analyze_sources([str(tmp_path / "pq")], engine="spark", spark=spark)
+    assert old.requests == 10 and old.unknown_kinds == []

@@ -68,6 +68,26 @@ CHAT_DELTAS: dict[str, tuple[list[dict[str, Any]], str]] = {
                {"audio": {"data": "RgAA", "transcript": " there"}}], "stop"),
 }
 
+#: Every field of a chunk and of a choice the openai SDK defines, in OpenAI's documented shapes
+#: (``logprobs`` with its content, ``moderation`` with its input and output, a usage chunk with no
+#: choices): written by hand, then the end (the finish chunk, the usage chunk and ``[DONE]``).
+CHAT_FIELDS_HEAD = (
+    b'data: {"id":"chatcmpl-9","object":"chat.completion.chunk","created":1,"model":"gpt-x",'
+    b'"service_tier":"default","system_fingerprint":"fp_1","choices":[{"index":0,"delta":'
+    b'{"role":"assistant","content":"Hi"},"logprobs":{"content":[{"token":"Hi","logprob":-0.1,'
+    b'"bytes":[72,105],"top_logprobs":[]}],"refusal":null},"finish_reason":null}],'
+    b'"obfuscation":"x9"}\n\n')
+CHAT_FIELDS_END = (
+    b'data: {"id":"chatcmpl-9","object":"chat.completion.chunk","created":1,"model":"gpt-x",'
+    b'"service_tier":"default","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{},'
+    b'"logprobs":null,"finish_reason":"stop"}],"moderation":{"input":{"type":"moderation_results",'
+    b'"model":"omni-moderation-latest","results":[]},"output":{"type":"error","code":"unavailable",'
+    b'"message":"moderation is unavailable"}},"obfuscation":"q"}\n\n'
+    b'data: {"id":"chatcmpl-9","object":"chat.completion.chunk","created":1,"model":"gpt-x",'
+    b'"service_tier":"default","system_fingerprint":"fp_1","choices":[],"usage":{"prompt_tokens":3,'
+    b'"completion_tokens":1,"total_tokens":4}}\n\n'
+    b'data: [DONE]\n\n')
+
 CHAT_REASONS: dict[str, list[dict[str, Any]]] = {
     "stop": [{"content": "Hi"}],
     "length": [{"content": "Hi"}],
@@ -404,6 +424,7 @@ HEALTHY: list[tuple[str, str, bytes, int]] = [
       for name, (deltas, reason) in CHAT_DELTAS.items()],
     *[("chat", f"reason {reason}", *chat_body(deltas, reason))
       for reason, deltas in CHAT_REASONS.items()],
+    ("chat", "chunk and choice fields", CHAT_FIELDS_HEAD + CHAT_FIELDS_END, len(CHAT_FIELDS_END)),
     *[("responses", f"item {name}", *responses_body(events))
       for name, events in RESPONSES_BODIES.items()],
     *[("responses", f"reason {reason}", *responses_body(
@@ -520,6 +541,8 @@ def test_every_sdk_name_has_a_healthy_stream_here() -> None:
                   else f'"{row.name}":')
         if row.api == "messages" and row.what in ("block", "delta", "event"):
             needle = f'"type":"{row.name}"'
+        if row.what == "field":  # chunk.created: the field "created" of a chunk (or choice)
+            needle = f'"{row.name.split(".", 1)[1]}":'
         if needle.encode() not in shown:
             missing.append(f"{row.api} {row.what} {row.name}")
     assert missing == []

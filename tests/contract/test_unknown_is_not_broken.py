@@ -145,3 +145,86 @@ def test_streamed_arguments_split_anywhere_assemble_into_the_same_call(
     [call] = [p["functionCall"] for p in verdict.message["candidates"][0]["content"]["parts"]
               if "functionCall" in p]
     assert call == {"name": "f", "args": args}
+
+
+CHAT_FRAMES = [
+    b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+    b'[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n',
+    b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+    b'[{"index":0,"delta":{"content":"Hi"},"logprobs":null,"finish_reason":null}]}\n\n',
+    b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+    b'[{"index":0,"delta":{"content":" there"},"logprobs":null,"finish_reason":null}]}\n\n',
+    b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+    b'[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}\n\n',
+    b"data: [DONE]\n\n",
+]
+#: Where a new field goes in a chat frame: after the delta's first field, after the choice's
+#: ``"index":0``, before the chunk's ``"choices"``; and the name it is recorded under.
+CHAT_PLACES = {
+    "delta": (b'"delta":{', "delta."),
+    "choice": (b'"index":0,', "choice."),
+    "chunk": (b'"model":"m",', "chunk."),
+}
+
+
+def _with_field(frame: bytes, where: str, name: str) -> bytes:
+    anchor, _ = CHAT_PLACES[where]
+    at = frame.index(anchor) + len(anchor)
+    comma = b"" if frame[at:at + 1] == b"}" else b","  # an empty delta takes the field alone
+    return frame[:at] + b'"' + name.encode() + b'":{"x":[1,"y"]}' + comma + frame[at:]
+
+
+def test_a_chat_delta_with_a_new_field_is_recorded_and_folded_as_before() -> None:
+    body = (b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",'
+            b'"choices":[{"index":0,"delta":{"role":"assistant","content":"Hi","foo":{"bar":1}},'
+            b'"logprobs":null,"finish_reason":null}]}\n\n'
+            b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",'
+            b'"choices":[{"index":0,"delta":{"content":"!","foo":null},"logprobs":null,'
+            b'"finish_reason":"stop","native_finish_reason":"end"}],"x_vendor":{"id":"q"}}\n\n'
+            b"data: [DONE]\n\n")
+    verdict = check("chat", body)
+    assert (verdict.ending, verdict.findings, verdict.error) == (Ending.COMPLETE, (), None)
+    assert verdict.unknown_kinds == ("choice.native_finish_reason", "chunk.x_vendor", "delta.foo")
+    assert verdict.message["choices"] == [{"index": 0, "message": {"role": "assistant", "content": "Hi!"},
+                                           "finish_reason": "stop"}]
+    # The same stream cut before its end is still a bad ending: the new field changes nothing there.
+    assert check("chat", body[:-len(b"data: [DONE]\n\n")]).ending is Ending.NO_DONE
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=NAMES, at=st.integers(0, 3), where=st.sampled_from(sorted(CHAT_PLACES)),
+       cut=st.integers(1, 64))
+def test_a_new_chat_field_anywhere_changes_nothing_but_the_record(name: str, at: int, where: str,
+                                                                   cut: int) -> None:
+    kind = f"tomorrow_{name}"
+    frames = list(CHAT_FRAMES)
+    frames[at] = _with_field(frames[at], where, kind)
+    body = b"".join(frames)
+    plain = check("chat", b"".join(CHAT_FRAMES))
+    checker = checker_for("chat")
+    for i in range(0, len(body), cut):  # split anywhere: the same verdict
+        checker.feed(body[i:i + cut])
+    verdict = checker.close()
+    assert (verdict.ending, verdict.findings, verdict.message) == (plain.ending, (), plain.message)
+    assert verdict.ending is Ending.COMPLETE
+    assert verdict.unknown_kinds == (CHAT_PLACES[where][1] + kind,)
+
+
+def test_the_typed_chat_shapes_know_exactly_the_vocabularys_fields() -> None:
+    """A field the typed decoding accepts is one the tables know, and the reverse: otherwise a new
+    field would be skipped unrecorded, or every chunk of a known field would take the slow path."""
+    from sseguard.contract.chat.assembler import ChatChoice, ChatChunk, ChatDelta
+    from sseguard.contract.chat.vocabulary import KINDS
+
+    assert {f"chunk.{f}" for f in ChatChunk.__struct_fields__} == {
+        "chunk.id", "chunk.object", "chunk.created", "chunk.model", "chunk.choices", "chunk.usage",
+        "chunk.system_fingerprint", "chunk.service_tier", "chunk.obfuscation", "chunk.moderation",
+        "chunk.error"}
+    assert {f"choice.{f}" for f in ChatChoice.__struct_fields__} == {
+        "choice.index", "choice.delta", "choice.finish_reason", "choice.logprobs", "choice.message",
+        "choice.stop_reason", "choice.matched_stop"}
+    assert set(ChatDelta.__struct_fields__) == {"role", "content", "reasoning_content", "reasoning",
+                                                "tool_calls", "function_call", "refusal", "audio"}
+    assert KINDS.fields == ({f"chunk.{f}" for f in ChatChunk.__struct_fields__}
+                            | {f"choice.{f}" for f in ChatChoice.__struct_fields__})
+    assert KINDS.deltas == set(ChatDelta.__struct_fields__)

@@ -51,3 +51,26 @@ async def test_a_stop_reason_no_table_names_is_loud_not_a_finished_answer() -> N
     assert got.body != body("a_reason_from_tomorrow")
     assert b'event: message_stop' not in got.body
     assert b"event: error" in got.body and b"a_reason_from_tomorrow" in got.body
+
+
+CHAT_REQUEST = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "Hi"}]}
+CHAT_BODY = (
+    b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",'
+    b'"choices":[{"index":0,"delta":{"role":"assistant","content":"Hi","foo":{"bar":[1,2]}},'
+    b'"logprobs":null,"finish_reason":null}],"x_vendor":"v"}\n\n'
+    b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",'
+    b'"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}\n\n'
+    b"data: [DONE]\n\n")
+
+
+async def test_a_chat_delta_field_no_table_knows_passes_byte_for_byte_and_is_counted() -> None:
+    async with scripted(Script([CHAT_BODY])) as up, run_proxy(proxy_config(up.url, retry=0)) as px:
+        got = await raw_post(f"{px.url}/chat/completions", CHAT_REQUEST)
+        assert (got.status, got.error, got.body) == (200, None, CHAT_BODY)
+        async with aiohttp.ClientSession() as session, \
+                session.get(f"{px.root}/metrics") as resp:
+            text = await resp.text()
+    assert 'sseguard_proxy_streams_total{api="chat",ending="complete"} 1.0' in text
+    for kind in ("delta.foo", "chunk.x_vendor"):
+        assert f'sseguard_proxy_unknown_kinds_total{{api="chat",kind="{kind}"}} 1.0' in text
+    assert "sseguard_proxy_findings_total{" not in text

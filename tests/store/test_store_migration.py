@@ -106,7 +106,8 @@ def test_a_writer_migrates_a_schema_1_store_and_appends_with_columns(tmp_path: P
     assert store.count() == len(recs)
     assert [r.index for r in store.read()] == [r.index for r in recs]
     store.close()
-    assert _meta(db) == {"schema_version": "3", "facts_from": str(half + 1)}
+    assert _meta(db) == {"schema_version": "4", "facts_from": str(half + 1),
+                         "unknown_kinds_from": str(half + 1)}
     assert _columns_from(db) == half + 1
     with sqlite3.connect(db) as conn:
         nulls = conn.execute("SELECT COUNT(*) FROM sseguard_records WHERE api IS NULL").fetchone()[0]
@@ -115,7 +116,8 @@ def test_a_writer_migrates_a_schema_1_store_and_appends_with_columns(tmp_path: P
     assert (nulls, filled) == (half, len(recs) - half)
     _check([str(db)], name)
     open_store(str(db)).close()  # opening again migrates nothing
-    assert _meta(db) == {"schema_version": "3", "facts_from": str(half + 1)}
+    assert _meta(db) == {"schema_version": "4", "facts_from": str(half + 1),
+                         "unknown_kinds_from": str(half + 1)}
 
 
 def test_a_new_store_reads_every_row_by_its_columns(tmp_path: Path) -> None:
@@ -123,7 +125,7 @@ def test_a_new_store_reads_every_row_by_its_columns(tmp_path: Path) -> None:
     store = open_store(str(db))
     store.write(records("demo"))
     store.close()
-    assert _meta(db) == {"schema_version": "3", "facts_from": "0"}
+    assert _meta(db) == {"schema_version": "4", "facts_from": "0", "unknown_kinds_from": "0"}
     assert _columns_from(db) == 0
     with sqlite3.connect(db) as conn:
         row = conn.execute("SELECT schema, idx, api, kinds, pfx, sep, headers, heal_attempts "
@@ -139,7 +141,8 @@ def test_the_columns_are_what_the_json_path_computes(tmp_path: Path) -> None:
     """Rows with columns and the same rows read out of their JSON give one facts relation."""
     recs = [Record(run_id="r", index=1, response_id="gw-17", id_prefix=None, headers={"server": "a"},
                    findings=[{"kind": "missing_usage"}, {"kind": "truncated"}]),
-            Record(run_id="r", index=2, response_id="8731209", id_prefix="numeric", reuse_index=3),
+            Record(run_id="r", index=2, response_id="8731209", id_prefix="numeric", reuse_index=3,
+                   unknown_kinds=["block:hologram", "telepathy"]),
             Record(run_id="r", index=3, response_id=None, heal_of=1, healed=None),
             Record(run_id="r", index=4, response_id="resp_x", healed="resume", heal_attempts=2,
                    heal_tokens=30, findings=[{"kind": None}])]
@@ -162,17 +165,18 @@ def test_the_columns_are_what_the_json_path_computes(tmp_path: Path) -> None:
         assert msgspec.json.decode(a[14]) == msgspec.json.decode(b[14])  # headers: the same JSON
     assert stored[0][9:12] == ("missing_usage,truncated", "gw", "-")
     assert stored[1][10:13] == ("numeric", None, 3)
-    assert stored[2][20] == 1 and stored[3][21:] == ("resume", 2, 30)
+    assert stored[1][20] == "block:hologram,telepathy" and stored[0][20] is None
+    assert stored[2][21] == 1 and stored[3][22:] == ("resume", 2, 30)
 
 
 def test_a_store_of_a_newer_schema_is_left_untouched(tmp_path: Path) -> None:
     db = tmp_path / "future.db"
     v1_sqlite(db, records("demo")[:3])
     with sqlite3.connect(db) as conn:
-        conn.execute("UPDATE sseguard_meta SET value = '4' WHERE key = 'schema_version'")
-    with pytest.raises(ConfigError, match=r"schema version 4; this sseguard reads up to 3"):
+        conn.execute("UPDATE sseguard_meta SET value = '5' WHERE key = 'schema_version'")
+    with pytest.raises(ConfigError, match=r"schema version 5; this sseguard reads up to 4"):
         open_store(str(db))
-    assert _meta(db) == {"schema_version": "4"}
+    assert _meta(db) == {"schema_version": "5"}
     with sqlite3.connect(db) as conn:
         assert "api" not in {r[1] for r in conn.execute("PRAGMA table_info(sseguard_records)")}
 
@@ -209,7 +213,7 @@ def test_postgresql_schema_1_is_read_as_it_is_then_migrated_and_appended(pg_dsn:
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         meta = dict(conn.execute("SELECT key, value FROM sseguard_meta").fetchall())
         nulls = conn.execute("SELECT COUNT(*) FROM sseguard_records WHERE api IS NULL").fetchone()
-    assert meta == {"schema_version": "3", "facts_from": str(half + 1)}
+    assert meta == {"schema_version": "4", "facts_from": str(half + 1), "unknown_kinds_from": str(half + 1)}
     assert nulls is not None and nulls[0] == half
     eng = PostgresEngine(StoreSource("postgresql", pg_dsn))
     try:
@@ -228,7 +232,7 @@ def test_a_new_postgresql_store_reads_every_row_by_its_columns(pg_dsn: str) -> N
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         meta = dict(conn.execute("SELECT key, value FROM sseguard_meta").fetchall())
         filled = conn.execute("SELECT COUNT(*) FROM sseguard_records WHERE api IS NOT NULL").fetchone()
-    assert meta == {"schema_version": "3", "facts_from": "0"}
+    assert meta == {"schema_version": "4", "facts_from": "0", "unknown_kinds_from": "0"}
     assert filled is not None and filled[0] == len(records("every_kind"))
     eng = PostgresEngine(StoreSource("postgresql", pg_dsn))
     try:

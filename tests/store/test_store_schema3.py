@@ -22,13 +22,15 @@ def recs(n: int, *, cached: bool, start: int = 0) -> list[Record]:
 
 
 def schema_2_store(path: Path, records: list[Record]) -> None:
-    """A store as sseguard wrote it before schema 3: the same table without the cache columns."""
+    """A store as sseguard wrote it before schema 3: the same table without the cache columns (nor
+    schema 4's unknown kinds)."""
     store = open_store(str(path))
     store.write(records)
     store.close()
     with sqlite3.connect(path) as conn:
-        for column in CACHE_COLUMNS:
+        for column in (*CACHE_COLUMNS, "unknown_kinds"):
             conn.execute(f"ALTER TABLE sseguard_records DROP COLUMN {column}")
+        conn.execute("DELETE FROM sseguard_meta WHERE key = 'unknown_kinds_from'")
         conn.execute("UPDATE sseguard_meta SET value = '2' WHERE key = 'schema_version'")
 
 
@@ -52,7 +54,7 @@ def test_a_writer_migrates_schema_2_and_the_new_rows_carry_their_cache_facts(tmp
     store = open_store(str(db))
     store.write(recs(40, cached=True, start=100))
     store.close()
-    assert meta(db)["schema_version"] == "3"
+    assert meta(db)["schema_version"] == "4"
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT cached_tokens, consistency, COUNT(*) FROM sseguard_records "
                             "GROUP BY 1, 2 ORDER BY 1, 2").fetchall()

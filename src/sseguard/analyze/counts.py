@@ -24,6 +24,7 @@ from sseguard.analyze.facts import (
     header_query,
     profile_query,
     quote,
+    unknown_query,
 )
 from sseguard.analyze.sources import RECORD_COLUMNS, FileSource, Source, StoreSource
 from sseguard.errors import ConfigError
@@ -194,6 +195,17 @@ class Reader:
             kept.append(name)
         return kept
 
+    def unknown_rows(self, flt: Filter) -> dict[tuple[str, str], int]:
+        """Streams carrying each (api, unknown kind) in the filter, over all sources: a stream that
+        carried a kind several times counts once (the record keeps each kind once)."""
+        found: dict[tuple[str, str], int] = {}
+        for _, rows in self._per_engine(lambda eng, facts: eng.rows(unknown_query(facts, flt))):
+            for api, joined, w in rows:
+                for name in set(str(joined).split(",")):
+                    key = (str(api), name)
+                    found[key] = found.get(key, 0) + int(w)
+        return found
+
     def evidence(self, flt: Filter, failing: Sequence[tuple[str, str]], limit: int) -> list[Record]:
         """The first ``limit`` failing records by start time over all sources (bounded memory)."""
         found: list[Record] = []
@@ -235,7 +247,7 @@ def _evidence(eng: Engine, flt: Filter, failing: Sequence[tuple[str, str]], limi
 
 def _record(row: dict[str, Any]) -> Record:
     fields = {k: v for k, v in row.items() if v is not None and k != "weight"}
-    for key in ("findings", "finish_reasons", "usage", "extra"):
+    for key in ("findings", "finish_reasons", "usage", "extra", "unknown_kinds"):
         if isinstance(fields.get(key), str):
             fields[key] = msgspec.json.decode(fields[key])
     if "headers" in fields and not isinstance(fields["headers"], dict):

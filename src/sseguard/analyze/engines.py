@@ -21,10 +21,17 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from sseguard.analyze.facts import Dialect
-from sseguard.analyze.sources import FileSource, Source, StoreSource, spark_columns, spark_schema
+from sseguard.analyze.sources import (
+    FileSource,
+    Source,
+    StoreSource,
+    spark_columns,
+    spark_schema,
+    unknown_in_json,
+)
 from sseguard.errors import ConfigError
 from sseguard.record import id_prefix
-from sseguard.store.fields import CACHE_FACTS
+from sseguard.store.fields import CACHE_FACTS, UNKNOWN_FACT
 
 Row = tuple[Any, ...]
 #: DuckDB's working memory (MB); past it, large aggregations spill to a temporary directory.
@@ -191,25 +198,31 @@ def _first_bad_line(path: str) -> str | None:
     return None
 
 
-def older_columns(columns: set[str]) -> str:
-    """What a store of an older layout lacks, as SQL columns: ``weight`` (before sampling, every
-    record counts once) and the cache facts (before schema 3: NULL, not reported). Empty: none."""
+def older_columns(columns: set[str], kind: str) -> str:
+    """What a store of an older layout lacks, as SQL columns of its ``kind`` (sqlite | postgresql):
+    ``weight`` (before sampling, every record counts once), the cache facts (before schema 3: NULL,
+    not reported) and the unknown kinds (before schema 4: out of each record's JSON, which carried
+    them before the column did). Empty: none."""
     added = [] if "weight" in columns else ["1 AS weight"]
     added += [f"CAST(NULL AS BIGINT) AS {c}" if c != "consistency" else f"CAST(NULL AS TEXT) AS {c}"
               for c in CACHE_FACTS if c not in columns]
+    if UNKNOWN_FACT not in columns:
+        added.append(f"{unknown_in_json(kind)} AS {UNKNOWN_FACT}")
     return ", ".join(added)
 
 
-def _columns_from(columns: set[str], fetch: Callable[[str], list[Row]], meta: str) -> int | None:
-    """The first ``seq`` whose row has the fact columns (``store.fields``), or None when the store has
-    none (schema 1, never opened by a writer of schema 2): then every row is read from its JSON."""
-    from sseguard.store._base import FACTS_FROM
+def _meta_seq(columns: set[str], fetch: Callable[[str], list[Row]], meta: str,
+              key: str) -> int | None:
+    """A ``seq`` the meta table records under ``key`` (``FACTS_FROM``, ``UNKNOWN_FROM``), or None
+    when the store has no fact columns (schema 1, never opened by a writer of schema 2) or no such
+    key: then every row is read from its JSON (``FACTS_FROM``), or the column is (``UNKNOWN_FROM``:
+    a schema-3 store's view computes it from the JSON, see ``older_columns``)."""
     from sseguard.store.fields import FACT_COLUMNS
 
-    if not all(c.name in columns for c in FACT_COLUMNS):
+    if not all(c.name in columns for c in FACT_COLUMNS if c.name != UNKNOWN_FACT):
         return None
     try:
-        found = fetch(f"SELECT value FROM {meta} WHERE key = '{FACTS_FROM}'")
+        found = fetch(f"SELECT value FROM {meta} WHERE key = '{key}'")
     except Exception:  # no meta table: not a store a writer of schema 2 set up
         return None
     return int(found[0][0]) if found else None
@@ -220,7 +233,7 @@ def facts_of(eng: Engine, *, doc: bool = False) -> str:
     source = eng.source
     if isinstance(source, StoreSource):
         return source.facts(eng.dialect.name, doc=doc, columns_from=getattr(eng, "columns_from", None),
-                            seqs=getattr(eng, "seqs", None))
+                            seqs=getattr(eng, "seqs", None), unknown_from=getattr(eng, "unknown_from", 0))
     if doc:
         raise ValueError("only a store's facts carry the record document")
     return source.facts(eng.dialect.name)
@@ -237,6 +250,7 @@ class SQLiteEngine:
     def __init__(self, source: StoreSource, seqs: tuple[int, int] | None = None) -> None:
         self.source: Source = source
         self.columns_from: int | None = None
+        self.unknown_from = 0
         self.seqs = seqs
         try:
             # check_same_thread off: the reader's pool thread uses it, one thread at a time.
@@ -248,15 +262,17 @@ class SQLiteEngine:
             raise EngineError(f"cannot read store {source.label}: {one_line(exc)}") from None
 
     def _check(self) -> None:
-        from sseguard.store._base import META, TABLE
+        from sseguard.store._base import FACTS_FROM, META, TABLE, UNKNOWN_FROM
 
         columns = {row[1] for row in self._con.execute(f"PRAGMA table_info({TABLE})")}
         if not columns:
             raise EngineError(f"{self.source.label} is not an sseguard store (no {TABLE} table)")
-        added = older_columns(columns)
+        added = older_columns(columns, "sqlite")
         if added:
             self._con.execute(f"CREATE TEMP VIEW {TABLE} AS SELECT *, {added} FROM main.{TABLE}")
-        self.columns_from = _columns_from(columns, lambda sql: self._con.execute(sql).fetchall(), META)
+        fetch = self._con.execute
+        self.columns_from = _meta_seq(columns, lambda sql: fetch(sql).fetchall(), META, FACTS_FROM)
+        self.unknown_from = _meta_seq(columns, lambda sql: fetch(sql).fetchall(), META, UNKNOWN_FROM) or 0
 
     def seq_span(self) -> tuple[int, int]:
         """The smallest ``seq`` less one and the largest: the store's rows as of now, as a part."""
@@ -287,7 +303,7 @@ class PostgresEngine:
     def __init__(self, source: StoreSource) -> None:
         import psycopg
 
-        from sseguard.store._base import META, TABLE
+        from sseguard.store._base import FACTS_FROM, META, TABLE, UNKNOWN_FROM
 
         self.source: Source = source
         try:
@@ -301,10 +317,11 @@ class PostgresEngine:
         if not columns:
             self._con.close()
             raise EngineError(f"{source.label} is not an sseguard store (no {TABLE} table)")
-        added = older_columns(columns)
+        added = older_columns(columns, "postgresql")
         if added:
             self._con.execute(f"CREATE TEMP VIEW {TABLE} AS SELECT *, {added} FROM public.{TABLE}")
-        self.columns_from = _columns_from(columns, self.rows, META)
+        self.columns_from = _meta_seq(columns, self.rows, META, FACTS_FROM)
+        self.unknown_from = _meta_seq(columns, self.rows, META, UNKNOWN_FROM) or 0
 
     def rows(self, sql: str) -> list[Row]:
         import psycopg

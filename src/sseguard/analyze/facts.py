@@ -20,7 +20,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sseguard.store.fields import CACHE_FACTS
+from sseguard.store.fields import CACHE_FACTS, UNKNOWN_FACT
 from sseguard.store.fields import FACTS as _STORED_FACTS
 
 #: The columns every source's facts relation has (see ``sources`` and ``with_prefix``): defined with
@@ -254,7 +254,7 @@ def with_prefix(raw: str, dialect: Dialect, *, extra: str = "") -> str:
         # The character after the prefix (`gw-`, `resp_`): how the report writes the prefix.
         f"CASE WHEN {n('response_id')} > {n('pfx')} AND substr(response_id, 1, {n('pfx')}) = pfx "
         f"THEN substr(response_id, {n('pfx')} + 1, 1) END AS sep, "
-        f"reuse_index, prompt_bytes, headers, weight, {', '.join(CACHE_FACTS)}{extra} FROM "
+        f"reuse_index, prompt_bytes, headers, weight, {', '.join(CACHE_FACTS)}, {UNKNOWN_FACT}{extra} FROM "
         f"(SELECT *, COALESCE(NULLIF(id_prefix, ''), {dialect.id_prefix()}) AS pfx FROM ({raw}) AS r) AS p"
     )
 
@@ -280,6 +280,16 @@ def cells_query(facts: str, flt: Filter, dialect: Dialect, *, firsts: dict[str, 
     grouped = ", ".join(keys)
     return (f"{facts_cte(facts, flt)} "
             f"SELECT {grouped}, SUM(weight) AS w FROM (SELECT {labelled} FROM f) AS t GROUP BY {grouped}")
+
+
+def unknown_query(facts: str, flt: Filter) -> str:
+    """Weighted streams per (api, unknown kinds joined with commas): rows (api, kinds, streams).
+
+    Apart from the cells on purpose: an unknown kind is never a verdict nor an attribute of the
+    search (``DESIGN.md``, guarantee 6), and counted in the cells it would split every cell by a
+    label nothing else reads. Distinct combinations are few; the caller splits them into names."""
+    return (f"{facts_cte(facts, flt)} SELECT api, {UNKNOWN_FACT}, SUM(weight) FROM f "
+            f"WHERE {UNKNOWN_FACT} IS NOT NULL AND {UNKNOWN_FACT} <> '' GROUP BY api, {UNKNOWN_FACT}")
 
 
 def evidence_query(facts: str, flt: Filter, failing: Sequence[tuple[str, str]], limit: int,

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from sseguard.analyze.columns import MANY_VALUES, bucket_span, int_range
 from sseguard.analyze.facts import log_bucket
-from sseguard.analyze.model import ArmComparison, AttributeResult, GroupRow, Healing
+from sseguard.analyze.model import ArmComparison, AttributeResult, GroupRow, Healing, UnknownKind
 from sseguard.analyze.stats import Rate, fmt_p, pct
 from sseguard.verdict import Ending
 
@@ -205,3 +205,17 @@ ALPHA_ARMS = 0.05
 def _p(p: float, log10_p: float) -> str:
     text = fmt_p(p, log10_p)
     return text if text.startswith("<") else f"= {text}"
+
+
+def unknown_kinds(rows: Sequence[UnknownKind]) -> str:
+    """One sentence for the kinds the protocols' tables did not know: which, on how many streams.
+
+    Said as news, never as a failure: the streams passed or failed by their endings alone."""
+    listed = ", ".join(f"{u.kind} ({u.api}) in {u.streams} of {u.of}" for u in rows[:SHOWN_UNKNOWN])
+    more = f" and {len(rows) - SHOWN_UNKNOWN} more" if len(rows) > SHOWN_UNKNOWN else ""
+    return (f"streams carried kinds their protocol's tables do not know: {listed}{more}; passed "
+            "through and judged by their endings alone (classify them: sseguard protocols --sdk-drift)")
+
+
+#: Unknown kinds a headline names (the tables list them all).
+SHOWN_UNKNOWN = 4

@@ -169,6 +169,23 @@ class AttributeResult:
 
 
 @dataclass(frozen=True, slots=True)
+class UnknownKind:
+    """Streams of one protocol that carried one event, block or delta kind its tables do not know.
+
+    Counted, never judged (``DESIGN.md``, guarantee 6): such a stream passed through byte for byte,
+    and it fails or passes by its ending and findings alone. The row says a provider sends something
+    new, which someone should classify (``sseguard protocols --sdk-drift``)."""
+
+    api: str
+    kind: str
+    streams: int  # streams carrying the kind (weighted)
+    of: int  # all streams of the api
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"api": self.api, "kind": self.kind, "streams": self.streams, "of": self.of}
+
+
+@dataclass(frozen=True, slots=True)
 class TimeBucket:
     """Requests of one arm started in one time window of the run."""
 
@@ -288,6 +305,8 @@ class Analysis:
     healing: Healing | None = None
     #: The consistency workload's answers against their references, when the run has any.
     consistency: Consistency | None = None
+    #: Streams that carried kinds their protocol's tables do not know, per (api, kind): most first.
+    unknown_kinds: list[UnknownKind] = field(default_factory=list)
 
     @property
     def requests(self) -> int:
@@ -322,4 +341,7 @@ class Analysis:
                            for api, attrs in self.within_api.items()},
             **({"healing": self.healing.to_dict()} if self.healing is not None else {}),
             **({"consistency": self.consistency.to_dict()} if self.consistency is not None else {}),
+            # Like healing and consistency, only when there is something to say: a run whose streams
+            # the tables knew throughout reads as it did before the row existed.
+            **({"unknown_kinds": [u.to_dict() for u in self.unknown_kinds]} if self.unknown_kinds else {}),
         }

@@ -30,6 +30,7 @@ from sseguard.analyze.model import (
     Consistency,
     GroupRow,
     Healing,
+    UnknownKind,
     value_rows,
 )
 from sseguard.analyze.stats import Rate, fmt_p, pct
@@ -89,6 +90,8 @@ def print_summary(analysis: Analysis, console: Console, *, top: int = 8) -> None
         console.print(_healing_table(analysis.healing))
     if analysis.consistency is not None:
         console.print(_consistency_table(analysis.consistency))
+    if analysis.unknown_kinds:
+        console.print(_unknown_table(analysis.unknown_kinds))
     console.print(Text("Findings", style="bold"))
     findings = Table.grid(padding=(0, 1))
     findings.add_column(width=3, justify="right")
@@ -96,6 +99,33 @@ def print_summary(analysis: Analysis, console: Console, *, top: int = 8) -> None
     for line in analysis.headlines:
         findings.add_row("•", Text(line))  # a hanging indent keeps long findings readable
     console.print(findings)
+
+
+_UNKNOWN_COLUMNS = ["api", "kind", "streams", "of the api's"]
+_UNKNOWN_TITLE = "Kinds the protocol tables do not know (passed through; never a verdict)"
+
+
+def _unknown_rows(rows: Sequence[UnknownKind]) -> list[list[str]]:
+    return [[u.api, u.kind, str(u.streams), str(u.of)] for u in rows]
+
+
+def _unknown_table(rows: Sequence[UnknownKind]) -> Table:
+    """Per protocol and kind: the streams that carried an event, block or delta kind no table names."""
+    table = Table(title=_UNKNOWN_TITLE, title_justify="left", box=box.SIMPLE_HEAD)
+    for col in _UNKNOWN_COLUMNS:
+        table.add_column(col, justify="right" if col in ("streams", "of the api's") else "left",
+                         overflow="fold")
+    for row in _unknown_rows(rows):
+        table.add_row(*(Text(c) for c in row))  # names come from the wire: no rich markup
+    return table
+
+
+def _html_unknown(rows: Sequence[UnknownKind]) -> list[str]:
+    return ["<h2>Unknown kinds</h2>",
+            "<p>Event, block and delta kinds the protocol's tables do not know. Such a stream passed "
+            "through byte for byte and was judged by its ending alone: a kind here is news to "
+            "classify, not a failure.</p>",
+            _html_table(_UNKNOWN_COLUMNS, _unknown_rows(rows))]
 
 
 def _healing_table(h: Healing) -> Table:
@@ -338,6 +368,8 @@ def render_html(analysis: Analysis, records: Sequence[Record], images: dict[str,
         parts += _html_healing(analysis.healing)
     if analysis.consistency is not None:
         parts += _html_consistency(analysis.consistency)
+    if analysis.unknown_kinds:
+        parts += _html_unknown(analysis.unknown_kinds)
     parts += ["<h2>Evidence of the first failures</h2>", *_evidence(analysis, records), "</body></html>"]
     return "\n".join(parts)
 

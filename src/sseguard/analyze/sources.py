@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sseguard.analyze.facts import FACTS, Dialect, quote, with_prefix
 from sseguard.errors import ConfigError
-from sseguard.store.fields import CACHE_FACTS, HEAL_FACTS
+from sseguard.store.fields import CACHE_FACTS, HEAL_FACTS, UNKNOWN_FACT
 
 #: The record fields a file source is read with, by name and DuckDB type; JSON-valued fields stay JSON
 #: text, ``headers`` is a string map. Missing fields are NULL and take the record's defaults below.
@@ -40,10 +40,12 @@ RECORD_COLUMNS: tuple[tuple[str, str], ...] = (
     ("prompt_tokens", "BIGINT"), ("cached_tokens", "BIGINT"), ("cache_write_tokens", "BIGINT"),
     ("fingerprint", "VARCHAR"), ("consistency", "VARCHAR"), ("diverged_at", "BIGINT"),
     ("diverged_token", "BIGINT"),
+    # The kinds the protocol's tables did not know (issue 41), last for the same reason.
+    ("unknown_kinds", "JSON"),
 )
 #: The fields a file may lack (Parquet exported before they existed): read as NULL there.
-LATE_COLUMNS = RECORD_COLUMNS[-7:]
-_SPARK_TYPES = {"BIGINT": "BIGINT", "VARCHAR": "STRING", "DOUBLE": "DOUBLE", "BOOLEAN": "BOOLEAN",
+LATE_COLUMNS = RECORD_COLUMNS[-8:]
+SPARK_TYPES = {"BIGINT": "BIGINT", "VARCHAR": "STRING", "DOUBLE": "DOUBLE", "BOOLEAN": "BOOLEAN",
                 "JSON": "STRING", "MAP(VARCHAR, VARCHAR)": "MAP<STRING, STRING>"}
 _STORE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 _POSTGRES = ("postgresql://", "postgres://")
@@ -82,13 +84,28 @@ class FileSource:
         relation = "sseguard_src" if dialect == "spark" else self.relation(dialect)
         if dialect == "spark":
             kinds = "concat_ws(',', from_json(findings, 'array<struct<kind:string>>').kind)"
+            unknown = "concat_ws(',', from_json(unknown_kinds, 'array<string>'))"
         else:
             kinds = "array_to_string(CAST(json_extract_string(findings, '$[*].kind') AS VARCHAR[]), ',')"
-        return with_prefix(typed_facts(relation, kinds, "`index`" if dialect == "spark" else '"index"'),
-                           Dialect(dialect))
+            unknown = "array_to_string(CAST(json_extract_string(unknown_kinds, '$[*]') AS VARCHAR[]), ',')"
+        return with_prefix(typed_facts(relation, kinds, "`index`" if dialect == "spark" else '"index"',
+                                       f"NULLIF({unknown}, '')"), Dialect(dialect))
 
 
-def typed_facts(relation: str, kinds: str, index: str) -> str:
+def unknown_in_json(kind: str) -> str:
+    """The unknown kinds of a store row, out of its record's JSON, joined with commas (NULL without
+    any): what ``store.fields.unknown_of`` writes to the column, for rows written before it existed.
+    In SQLite only a record whose text holds a non-empty list is parsed: the encoder writes
+    ``"unknown_kinds":[]`` (or, before the field, nothing), and a string value cannot hold the
+    unescaped quotes of that key, so the test never misses one."""
+    if kind == "sqlite":
+        return (f"CASE WHEN instr(record, '\"{UNKNOWN_FACT}\":[\"') > 0 THEN "
+                f"(SELECT group_concat(e.value, ',') FROM json_each(record, '$.{UNKNOWN_FACT}') AS e) END")
+    return (f"(SELECT string_agg(e.value, ',' ORDER BY e.n) FROM jsonb_array_elements_text("
+            f"record -> '{UNKNOWN_FACT}') WITH ORDINALITY AS e(value, n))")
+
+
+def typed_facts(relation: str, kinds: str, index: str, unknown: str) -> str:
     """Facts from a relation that has the record fields as columns (JSONL or Parquet)."""
     return (
         "SELECT COALESCE(schema, 1) AS schema, COALESCE(run_id, '') AS run_id, "
@@ -97,13 +114,14 @@ def typed_facts(relation: str, kinds: str, index: str) -> str:
         "COALESCE(workload, 'small') AS workload, COALESCE(concurrency, 1) AS concurrency, "
         f"COALESCE(ending, 'empty') AS ending, {kinds} AS kinds, id_prefix, response_id, "
         "reuse_index, COALESCE(prompt_bytes, 0) AS prompt_bytes, headers, "
-        f"COALESCE(weight, 1) AS weight, {', '.join(CACHE_FACTS)} FROM {relation}"
+        f"COALESCE(weight, 1) AS weight, {', '.join(CACHE_FACTS)}, {unknown} AS {UNKNOWN_FACT} "
+        f"FROM {relation}"
     )
 
 
 def spark_columns() -> list[tuple[str, str]]:
     """The record fields with their Spark SQL types."""
-    return [(name, _SPARK_TYPES[kind]) for name, kind in RECORD_COLUMNS]
+    return [(name, SPARK_TYPES[kind]) for name, kind in RECORD_COLUMNS]
 
 
 def spark_schema() -> str:
@@ -123,16 +141,23 @@ class StoreSource:
         return shown(self.target)
 
     def facts(self, dialect: str, *, doc: bool = False, columns_from: int | None = None,
-              seqs: tuple[int, int] | None = None) -> str:
+              seqs: tuple[int, int] | None = None, unknown_from: int = 0) -> str:
         """The facts of the store's rows, heal fields included; ``doc``: with the record's JSON (for
         the evidence only). ``columns_from``: the first ``seq`` whose row has the fact columns
         (``store.fields``; 0: every row), read as they are; the rows before it (a store migrated
         from schema 1) and every row when None (a schema-1 store) are read out of their JSON.
-        ``seqs``: only the rows with ``lo < seq <= hi`` (a part of the store, see ``engines``)."""
+        ``seqs``: only the rows with ``lo < seq <= hi`` (a part of the store, see ``engines``).
+        ``unknown_from``: the first ``seq`` whose row has the unknown-kinds column (schema 4); the
+        rows before it are read for them from their JSON."""
         from sseguard.store._base import TABLE
 
         part = [] if seqs is None else [f"seq > {int(seqs[0])}", f"seq <= {int(seqs[1])}"]
-        named = [*FACTS, *HEAL_FACTS, *(["record AS doc"] if doc else [])]
+        facts = list(FACTS)
+        if unknown_from > 0:
+            facts[facts.index(UNKNOWN_FACT)] = (
+                f"CASE WHEN seq < {int(unknown_from)} THEN {unknown_in_json(self.kind)} "
+                f"ELSE {UNKNOWN_FACT} END AS {UNKNOWN_FACT}")
+        named = [*facts, *HEAL_FACTS, *(["record AS doc"] if doc else [])]
         columns = f"SELECT {', '.join(named)} FROM {TABLE}"
         if columns_from is None:
             return self._parsed(dialect, doc, part)
@@ -171,6 +196,7 @@ class StoreSource:
             f"CAST({field('cached_tokens')} AS {cast}) AS cached_tokens, "
             f"{field('consistency')} AS consistency, "
             f"CAST({field('diverged_token')} AS {cast}) AS diverged_token, "
+            f"{unknown_in_json(self.kind)} AS {UNKNOWN_FACT}, "
             f"CAST({field('heal_of')} AS {cast}) AS heal_of, {field('healed')} AS healed, "
             f"CAST(COALESCE({field('heal_attempts')}, '0') AS {cast}) AS heal_attempts, "
             f"CAST(COALESCE({field('heal_tokens')}, '0') AS {cast}) AS heal_tokens"

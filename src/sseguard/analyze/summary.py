@@ -31,6 +31,7 @@ from sseguard.analyze.model import (
     AttributeResult,
     GroupRow,
     TimeBucket,
+    UnknownKind,
 )
 from sseguard.analyze.sources import resolve
 from sseguard.analyze.stats import Rate, fisher, ranked
@@ -143,6 +144,9 @@ def analyze_counts(reader: Reader, policy: Policy, *, top: int = 5, flt: Filter 
     if any(len(a.arms) > 1 for a in apis):
         # With one arm per api the arm comparisons above already say it.
         lines.extend(headlines.comparison(c) for c in api_comparisons)
+    unknown = _unknown_kinds(reader.unknown_rows(flt), cells)
+    if unknown:
+        lines.append(headlines.unknown_kinds(unknown))
     return Analysis(
         policy=policy, total=total,
         endings=_count((c.ending for c in cells), weights),
@@ -152,7 +156,17 @@ def analyze_counts(reader: Reader, policy: Policy, *, top: int = 5, flt: Filter 
         within_api=within_api,
         timeline=_timeline(cells, reasons, cs.width), bucket_s=cs.width,
         span_s=cs.span, runs=cs.runs, headlines=lines, healing=healing, consistency=consistency,
+        unknown_kinds=unknown,
     )
+
+
+def _unknown_kinds(found: dict[tuple[str, str], int], cells: Sequence[Cell]) -> list[UnknownKind]:
+    """The unknown kinds per (api, kind), each with its api's streams: most streams first."""
+    per_api: Counter[str] = Counter()
+    for c in cells:
+        per_api[c.api] += c.weight
+    rows = [UnknownKind(api, kind, n, per_api[api]) for (api, kind), n in found.items()]
+    return sorted(rows, key=lambda u: (-u.streams, u.api, u.kind))
 
 
 def failing_facts(cs: CellSet, policy: Policy) -> list[tuple[str, str]]:

@@ -58,14 +58,18 @@ class Kinds:
 
     ``events``: event types (``response.output_text.delta``, ``message_start``); ``blocks``: content
     block / output item types / part fields (``tool_use``, ``function_call``, ``functionCall``);
-    ``deltas``: delta types or delta fields (``input_json_delta``, ``tool_calls``). A kind outside
-    them passes through and is recorded, never judged.
+    ``deltas``: delta types or delta fields (``input_json_delta``, ``tool_calls``); ``fields``: the
+    other fields of a protocol's frames, as ``<object>.<field>``, where a new field is how the
+    protocol grows (Chat Completions names no events: ``chunk.service_tier``, ``choice.logprobs``).
+    A kind outside them passes through and is recorded, never judged.
     """
 
     events: frozenset[str] = frozenset()
     blocks: frozenset[str] = frozenset()
     deltas: frozenset[str] = frozenset()
+    fields: frozenset[str] = frozenset()
 
     def knows(self, kind: str) -> bool:
-        """Whether ``kind`` is a name of any of the three tables."""
-        return kind in self.events or kind in self.blocks or kind in self.deltas
+        """Whether ``kind`` is a name of any of the tables."""
+        return (kind in self.events or kind in self.blocks or kind in self.deltas
+                or kind in self.fields)

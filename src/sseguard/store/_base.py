@@ -27,8 +27,10 @@ from sseguard.store.fields import FACT_COLUMNS, fact_values
 
 #: Version of the table layout (not of the record schema, which each record carries itself).
 #: 1: the record and its indexed columns; 2: plus ``fields.FACT_COLUMNS``; 3: plus the cache and
-#: consistency facts (``fields.CACHE_FACTS``), NULL in the rows written before (none were reported).
-STORE_SCHEMA_VERSION = 3
+#: consistency facts (``fields.CACHE_FACTS``), NULL in the rows written before (none were reported);
+#: 4: plus the unknown kinds (``fields.UNKNOWN_FACT``), NULL in the rows written before, which the
+#: analysis reads out of their JSON instead (``UNKNOWN_FROM``): records carried them before the column.
+STORE_SCHEMA_VERSION = 4
 TABLE = "sseguard_records"
 META = "sseguard_meta"
 #: The columns both stores index: what ``--since``/``--where``, the id-prefix search and retention's
@@ -41,6 +43,9 @@ INDEX_AND_META_DDL = [
 ]
 #: Meta key: the first ``seq`` whose row has the fact columns filled (0 in a store created at schema 2).
 FACTS_FROM = "facts_from"
+#: Meta key: the first ``seq`` whose row has the unknown-kinds column filled (0 in a store created at
+#: schema 4); the rows before it are read for their unknown kinds out of their JSON.
+UNKNOWN_FROM = "unknown_kinds_from"
 #: The columns an INSERT writes, in order (see ``stored_row``).
 INSERT_COLUMNS = ("run_id", "arm", "ending", "started_at", "id_prefix", "record", "weight",
                   *(c.name for c in FACT_COLUMNS))

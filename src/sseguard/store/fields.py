@@ -53,6 +53,12 @@ def kinds_of(record: Record) -> str | None:
     return ",".join(kinds) if kinds else None
 
 
+def unknown_of(record: Record) -> str | None:
+    """The event, block and delta kinds the checker did not know (``Record.unknown_kinds``), joined
+    with commas like ``kinds`` (NULL without any): counted by ``analyze``, never judged."""
+    return ",".join(record.unknown_kinds) if record.unknown_kinds else None
+
+
 def headers_of(record: Record) -> str:
     return _encode(record.headers).decode("utf-8")
 
@@ -80,14 +86,20 @@ FACT_COLUMNS: tuple[FactColumn, ...] = (
     FactColumn("cached_tokens", "INTEGER", "BIGINT", lambda r: r.cached_tokens),
     FactColumn("consistency", "TEXT", "TEXT", lambda r: r.consistency),
     FactColumn("diverged_token", "INTEGER", "BIGINT", lambda r: r.diverged_token),
+    # Schema 4: the kinds the protocol's tables did not know (issue 41).
+    FactColumn("unknown_kinds", "TEXT", "TEXT", unknown_of),
 )
 #: The cache and consistency facts (schema 3), last in the facts relation: NULL where not reported.
 CACHE_FACTS = ("prompt_tokens", "cached_tokens", "consistency", "diverged_token")
+#: The unknown kinds (schema 4), last in the facts relation. Unlike the cache facts, records written
+#: before the column existed may carry them: a store's older rows are read for them from their JSON.
+UNKNOWN_FACT = "unknown_kinds"
 #: The columns every version of the store has, which the facts relation reads as they are.
 BASE_COLUMNS = ("run_id", "arm", "ending", "started_at", "weight")
 #: The facts relation's columns, in order: what every source presents to the counting queries.
 FACTS = ("schema", "run_id", "idx", "started_at", "arm", "api", "workload", "concurrency", "ending",
-         "kinds", "pfx", "sep", "reuse_index", "prompt_bytes", "headers", "weight", *CACHE_FACTS)
+         "kinds", "pfx", "sep", "reuse_index", "prompt_bytes", "headers", "weight", *CACHE_FACTS,
+         UNKNOWN_FACT)
 #: The heal fields, which a store's facts relation carries too (``analyze.healing`` reads them there;
 #: files are read for them apart, as Parquet exported before they existed lacks them).
 HEAL_FACTS = ("heal_of", "healed", "heal_attempts", "heal_tokens")

@@ -25,6 +25,7 @@ from sseguard.store._base import (
     META,
     STORE_SCHEMA_VERSION,
     TABLE,
+    UNKNOWN_FROM,
     insert_sql,
     keyset_pages,
     one_line,
@@ -32,7 +33,7 @@ from sseguard.store._base import (
     safe_target,
     stored_rows,
 )
-from sseguard.store.fields import FACT_COLUMNS
+from sseguard.store.fields import FACT_COLUMNS, UNKNOWN_FACT
 
 # Any 64-bit constant works; this one spells "sseguard" in ASCII hex, so an operator can recognise it.
 _DDL_LOCK = 0x7373656775617264
@@ -96,6 +97,10 @@ def _set_up(conn: psycopg.Connection[TupleRow]) -> int:
         first = int(got[0]) if got else 0
     conn.execute(f"INSERT INTO {META} (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
                  (FACTS_FROM, str(first)))
+    # Schema 4: rows written before the unknown-kinds column are read for them from their JSON.
+    unknown_first = first if any(c.name == UNKNOWN_FACT for c in missing) else 0
+    conn.execute(f"INSERT INTO {META} (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
+                 (UNKNOWN_FROM, str(unknown_first)))
     conn.execute(f"INSERT INTO {META} (key, value) VALUES ('schema_version', %s) "
                  "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (str(STORE_SCHEMA_VERSION),))
     return version

@@ -21,13 +21,14 @@ from sseguard.store._base import (
     META,
     STORE_SCHEMA_VERSION,
     TABLE,
+    UNKNOWN_FROM,
     insert_sql,
     keyset_pages,
     one_line,
     read_query,
     stored_rows,
 )
-from sseguard.store.fields import FACT_COLUMNS
+from sseguard.store.fields import FACT_COLUMNS, UNKNOWN_FACT
 
 _FACTS_DDL = "".join(f"    {c.name} {c.sqlite},\n" for c in FACT_COLUMNS)
 _SCHEMA = [
@@ -68,6 +69,10 @@ def _set_up(conn: sqlite3.Connection) -> int:
         conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN {c.name} {c.sqlite}")
     first = conn.execute(f"SELECT COALESCE(MAX(seq), 0) + 1 FROM {TABLE}").fetchone()[0] if missing else 0
     conn.execute(f"INSERT OR IGNORE INTO {META} (key, value) VALUES ('{FACTS_FROM}', ?)", (str(first),))
+    # Schema 4: rows written before the unknown-kinds column are read for them from their JSON.
+    unknown_first = first if any(c.name == UNKNOWN_FACT for c in missing) else 0
+    conn.execute(f"INSERT OR IGNORE INTO {META} (key, value) VALUES ('{UNKNOWN_FROM}', ?)",
+                 (str(unknown_first),))
     conn.execute(f"INSERT OR REPLACE INTO {META} (key, value) VALUES ('schema_version', ?)",
                  (str(STORE_SCHEMA_VERSION),))
     return version

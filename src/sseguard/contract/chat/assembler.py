@@ -55,8 +55,10 @@ class AssembledChoice:
         return "".join(self.reasoning_parts)
 
 
-class ChatDelta(msgspec.Struct, gc=False):
-    """The fields of a delta the assembler reads, typed (anything else in it is skipped)."""
+class ChatDelta(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """The fields of a delta, typed: exactly the delta fields the vocabulary knows
+    (``contract.chat.vocabulary``), so a delta with another field fails to decode here and takes
+    the generic path, where the checker records it (``delta.<name>``) and the assembler skips it."""
 
     role: Any = None
     content: str | None = None
@@ -69,20 +71,31 @@ class ChatDelta(msgspec.Struct, gc=False):
     function_call: Any = None
 
 
-class ChatChoice(msgspec.Struct, gc=False):
+#: A field the assembler never reads: kept as its raw JSON bytes (no objects built for it).
+_SKIPPED = msgspec.Raw()
+
+
+class ChatChoice(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A choice's fields the vocabulary knows (``choice.<name>``), typed or skipped."""
+
     index: int = 0
     delta: ChatDelta | None = None
     message: ChatDelta | None = None
     finish_reason: str | None = None
+    logprobs: msgspec.Raw = _SKIPPED
+    stop_reason: msgspec.Raw = _SKIPPED
+    matched_stop: msgspec.Raw = _SKIPPED
 
 
-class ChatChunk(msgspec.Struct, gc=False):
+class ChatChunk(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """A ``chat.completion.chunk`` as well-behaved servers send it, for msgspec's typed decoding.
 
     A chunk of another shape fails to decode into it (``msgspec.ValidationError``) and takes the
     generic path (a dict and ``add``), which reports what is wrong; ``error`` is only here to tell
-    an error chunk apart, which the generic path handles too. Decoded JSON cannot hold a cycle, so
-    these structs are not tracked by the garbage collector (``gc=False``): fewer collections.
+    an error chunk apart, which the generic path handles too. A field the vocabulary does not know
+    (``chunk.<name>``, in the chunk, a choice or a delta) fails it too: the generic path records it.
+    Decoded JSON cannot hold a cycle, so these structs are not tracked by the garbage collector
+    (``gc=False``): fewer collections.
     """
 
     id: str | None = None
@@ -91,6 +104,11 @@ class ChatChunk(msgspec.Struct, gc=False):
     usage: dict[str, Any] | None = None
     choices: list[ChatChoice] | None = None
     error: Any = msgspec.UNSET
+    object: msgspec.Raw = _SKIPPED
+    created: msgspec.Raw = _SKIPPED
+    service_tier: msgspec.Raw = _SKIPPED
+    obfuscation: msgspec.Raw = _SKIPPED
+    moderation: msgspec.Raw = _SKIPPED
 
 
 #: The audio fields whose pieces are joined (``data`` base64, ``transcript`` text); ``id`` and

@@ -120,8 +120,35 @@ class StreamChecker(CheckerBase):
             self._on_error(data, obj)
             return
         self._chunks += 1
+        self._unknown_fields(obj)
         for problem in self._assembler.add(obj):
             self._find(FindingKind.CHUNK_SCHEMA, problem)
+
+    def _unknown_fields(self, chunk: dict[str, Any]) -> None:
+        """Record the fields of a chunk, its choices and their deltas that the vocabulary does not
+        know (``chunk.<name>``, ``choice.<name>``, ``delta.<name>``): a server's new field passes
+        through byte for byte and is never a verdict (``DESIGN.md``, guarantee 6). Only chunks the
+        typed decoding refused come here, which every chunk with such a field is."""
+        fields, deltas = self.kinds.fields, self.kinds.deltas
+        for key in chunk:
+            if "chunk." + key not in fields:
+                self._unknown_kind("chunk." + key)
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            return
+        for choice in choices:
+            if not isinstance(choice, dict):
+                continue
+            for key in choice:
+                if "choice." + key not in fields:
+                    self._unknown_kind("choice." + key)
+            delta = choice.get("delta")
+            if delta is None:
+                delta = choice.get("message")  # folded as the delta (``ChatAssembler``)
+            if isinstance(delta, dict):
+                for key in delta:
+                    if key not in deltas:
+                        self._unknown_kind("delta." + key)
 
     def _learn_chat_lane(self, event: SSEEvent, chunk: ChatChunk) -> None:
         """A chunk the assembler folded as the common one (one choice it knew, text content and
