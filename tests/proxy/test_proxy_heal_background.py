@@ -283,6 +283,17 @@ def test_an_abandoned_stream_asks_to_cancel_its_stored_response_once() -> None:
     assert resume.abandoned() is None
 
 
+def test_the_machine_asks_the_cancel_with_the_record_of_a_stream_the_client_left() -> None:
+    whole = stored(["a", "b", "c"], rid="resp_gone")
+    frames = [f + b"\n\n" for f in whole.split(b"\n\n") if f]
+    left = drive(machine(), frames, {}, gone_at=3)  # created, in_progress, item added: then gone
+    assert left.ended == "gone" and len(left.records) == 1
+    assert left.records[0].cancel == AskContinuation(b"", method="POST",
+                                                     path="responses/resp_gone/cancel")
+    whole_run = drive(machine(), frames, {})
+    assert whole_run.ended == "eof" and [r.cancel for r in whole_run.records] == [None]
+
+
 async def _until(predicate: Callable[[], bool]) -> None:
     """Wait (bounded by the test's timeout) for the proxy's detached cancel task to land."""
     while not predicate():

@@ -82,6 +82,10 @@ class Record:
     frames: Frames
     attempt: bool = False
     tokens: int = 0
+    #: The client's stream ended without its whole answer while the upstream keeps generating it
+    #: (``--resume openai-background``): send this request (its cancel) once, detached, since the
+    #: client may be gone and the stream's handler with it.
+    cancel: AskContinuation | None = None
 
 
 #: Every action but ``Write``-as-bytes.

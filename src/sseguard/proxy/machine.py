@@ -87,6 +87,10 @@ class Resume(Protocol):
     def end_attempt(self) -> tuple[dict[str, Any] | None, int]:
         """The attempt being continued ended: its own usage and completion tokens."""
 
+    def abandoned(self) -> AskContinuation | None:
+        """The request that stops the upstream's generation of an answer the client's stream ended
+        without (None: nothing goes on upstream)."""
+
 
 class RelayMachine:
     """One guarded client stream's decisions, from the upstream's first body byte to its record."""
@@ -426,7 +430,12 @@ class RelayMachine:
 
     # ── verdicts ───────────────────────────────────────────────────────────────────────────────
     def _record(self, verdict: Verdict) -> Record:
-        return Record(verdict, self.outcome, self.frames)
+        """The client stream's own record; with a cancel when the upstream keeps generating an
+        answer the client's stream ended without (the client left, or the proxy gave up)."""
+        cancel = None
+        if self.resume is not None and (verdict.ending is not Ending.COMPLETE or self.outcome.client_gone):
+            cancel = self.resume.abandoned()
+        return Record(verdict, self.outcome, self.frames, cancel=cancel)
 
     def _verdict(self, transport_error: str | None, stalled: bool) -> Verdict:
         if self._closed and self._last_verdict is not None:

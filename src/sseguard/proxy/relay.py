@@ -44,11 +44,10 @@ from sseguard.proxy.forward import STREAM_HEADERS, HeadersWithFirstBytes, respon
 from sseguard.proxy.frames import Frames
 from sseguard.proxy.machine import RelayMachine, Resume
 from sseguard.proxy.outcome import Outcome
-from sseguard.proxy.resume_background import BackgroundResume
 from sseguard.proxy.stall import READ_MAX, Body, Stalled, StallWatch, Timers, broke_off, drain
 from sseguard.redact import Redactor
 from sseguard.sse import SSEEvent
-from sseguard.verdict import Api, Ending, Verdict
+from sseguard.verdict import Api, Verdict
 
 #: Sends a continuation request (the machine's ``AskContinuation``, where continuations of this stream
 #: go): its 2xx response, or None (unreachable, refused).
@@ -62,7 +61,7 @@ class _ClientGone(Exception):
 #: Told once per stream, when it is over: the relay (its timings, outcome, frames) and the verdict.
 StreamDone = Callable[["StreamRelay", Verdict], None]
 
-#: Cancel requests in flight (``_cancel_abandoned``): kept referenced until they finish, since the
+#: Cancel requests in flight (``Record.cancel``): kept referenced until they finish, since the
 #: stream that sent one may be over (its handler cancelled) before the upstream answers.
 _CANCELS: set[asyncio.Task[None]] = set()
 
@@ -211,7 +210,8 @@ class StreamRelay:
         self.outcome, self.frames = action.outcome, action.frames
         if not action.attempt:
             self._done(self, action.verdict)
-            self._cancel_abandoned(action.verdict)
+            if action.cancel is not None and self._ask is not None:
+                self._send_detached(self._ask, action.cancel)
             return
         saved = (self.index, self.healed, self.heal_attempts, self.heal_tokens)
         self.index, self.heal_of, self.healed = None, saved[0], None
@@ -223,18 +223,11 @@ class StreamRelay:
             self.heal_attempts, self.heal_tokens = saved[2] + 1, saved[3] + action.tokens
             self.outcome, self.frames = self.machine.outcome, self.machine.frames
 
-    def _cancel_abandoned(self, verdict: Verdict) -> None:
-        """A background response the client's stream ended without (``--resume
-        openai-background``): tell the upstream to stop it, in a task of its own, since the
-        client may be gone and this handler with it."""
-        resume = self.machine.resume
-        if (not isinstance(resume, BackgroundResume) or self._ask is None
-                or (verdict.ending is Ending.COMPLETE and not self.outcome.client_gone)):
-            return
-        cancel = resume.abandoned()
-        if cancel is None:
-            return
-        task = asyncio.get_running_loop().create_task(_send_cancel(self._ask, cancel))
+    @staticmethod
+    def _send_detached(ask: Ask, cancel: AskContinuation) -> None:
+        """Send the machine's cancel request in a task of its own: the client may be gone, and
+        this handler with it."""
+        task = asyncio.get_running_loop().create_task(_send_cancel(ask, cancel))
         _CANCELS.add(task)
         task.add_done_callback(_CANCELS.discard)
 

@@ -84,6 +84,12 @@ class ResumeState(abc.ABC):
         """The continuation request: a body posted where the stream's request went (chat,
         Messages), or a read of the answer a server keeps (Responses' background mode)."""
 
+    def abandoned(self) -> AskContinuation | None:
+        """The request that stops the upstream's generation once the client's stream ended without
+        the whole answer; None where nothing goes on upstream after its connection closes (a
+        posted request's generation ends with it)."""
+        return None
+
     def spend(self) -> None:
         """One continuation is being made."""
         self.left -= 1
