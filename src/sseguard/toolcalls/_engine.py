@@ -7,13 +7,15 @@ handler per state, and says in ``_opener`` what its markers mean in content.
 
 from __future__ import annotations
 
+import json
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from json.encoder import encode_basestring  # the C escaper json.dumps itself uses
 
 from sseguard.errors import UsageError
-from sseguard.toolcalls._json import ASCII_WS, json_string_body
+from sseguard.toolcalls._array_tables import read_name_args
+from sseguard.toolcalls._json import ASCII_WS, JSONProblem, json_string_body, strict_json
 from sseguard.toolcalls._markers import TAG_CAP, first_non_ws, split_partial_opener
 from sseguard.toolcalls.events import (
     Event,
@@ -222,6 +224,23 @@ class BaseParser(ABC):
         self._event(MarkupError(kind or call.error or MarkupErrorKind.MALFORMED_TAG,
                                 "".join(call.raw), call.index))
         self._call = None
+
+    def _object_call(self, body: str) -> None:
+        """The current call's whole body, written as one strict JSON object ``{"name": …,
+        "arguments"|"parameters": {…}}`` (DSML-like JSON bodies of dots and K2-horizon): the call,
+        whole; or not a call (a repeated key ``duplicate_parameter``, any other shape
+        ``bad_param_json``), never text."""
+        try:
+            got = read_name_args(strict_json(body))
+            if got is None:
+                raise JSONProblem(MarkupErrorKind.BAD_PARAM_JSON)
+        except JSONProblem as problem:
+            self._fail_call(problem.kind)
+            return
+        name, args, _ = got
+        self._name_call(name)
+        self._delta(json.dumps(args, ensure_ascii=False))
+        self._end_call(close_object=False)
 
     def _stream_args(self, seg: str, trail: str, last: str = "") -> None:
         """Stream the next piece of arguments JSON the model wrote itself, verbatim. Leading

@@ -18,16 +18,14 @@ is strict JSON if it parses, else the raw string.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
 from sseguard.errors import UsageError
-from sseguard.toolcalls._array_tables import read_name_args
 from sseguard.toolcalls._block import END, RESUME, SWALLOW
 from sseguard.toolcalls._engine import Call
-from sseguard.toolcalls._json import ASCII_WS, JSONProblem, strict_json
+from sseguard.toolcalls._json import ASCII_WS
 from sseguard.toolcalls._markers import THINK_TAGS, Markers, first_non_ws
 from sseguard.toolcalls._render import tag_values
 from sseguard.toolcalls._thinking import ReasoningTags
@@ -241,17 +239,7 @@ class GLMParser(ReasoningTags, TypedValueParser):
             return ~end
         body, self._body = "".join(self._body), []
         call.raw.append(lit)
-        try:
-            got = read_name_args(strict_json(body))
-            if got is None:
-                raise JSONProblem(MarkupErrorKind.BAD_PARAM_JSON)
-        except JSONProblem as problem:
-            self._fail_call(problem.kind)
-        else:
-            name, args, _ = got
-            self._name_call(name)
-            self._delta(json.dumps(args, ensure_ascii=False))
-            self._end_call(close_object=False)
+        self._object_call(body)
         self._after_call(call.in_block)
         return m + len(lit)
 

@@ -21,15 +21,13 @@ is the raw string, and a value that is exactly ``null`` is null whatever its typ
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sseguard.toolcalls._array_tables import read_name_args
 from sseguard.toolcalls._block import END, RESUME, SWALLOW
 from sseguard.toolcalls._engine import Call
-from sseguard.toolcalls._json import ASCII_WS, JSONProblem, strict_json
+from sseguard.toolcalls._json import ASCII_WS
 from sseguard.toolcalls._markers import THINK_TAGS, Markers, first_non_ws
 from sseguard.toolcalls._render import tag_values
 from sseguard.toolcalls._typed import TypedValueParser
@@ -257,17 +255,7 @@ class MiniMaxM2Parser(TypedValueParser):
             return ~end
         body, self._body = "".join(self._body), []
         self._state = IN_BLOCK  # the closer is read there
-        try:
-            got = read_name_args(strict_json(body))
-            if got is None:
-                raise JSONProblem(MarkupErrorKind.BAD_PARAM_JSON)
-        except JSONProblem as problem:
-            self._fail_call(problem.kind)
-            return m
-        name, args, _ = got
-        self._name_call(name)
-        self._delta(json.dumps(args, ensure_ascii=False))
-        self._end_call(close_object=False)
+        self._object_call(body)
         return m
 
     def _wrap_type(self, data: str, pos: int) -> int:
