@@ -38,6 +38,7 @@ KEY_HEADERS = {"chat": "authorization", "responses": "authorization", "messages"
 _VERTEX = "/projects/{project}/locations/{location}/publishers/google/models/{model}"
 SERVED = {"/v1/chat/completions", "/v1/responses", "/v1/messages",
           "/beta/chat/completions",  # chaos only: DeepSeek's chat prefix completion
+          "/v1/responses/{response_id}/cancel",  # chaos only: a background response cancelled
           *(f"{mount}{path}:{method}" for mount in ("/v1", "/v1beta")
             for path in ("/models/{model}", _VERTEX)
             for method in ("streamGenerateContent", "generateContent"))}
