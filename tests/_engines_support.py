@@ -40,7 +40,8 @@ def engine(module: str) -> ModuleType:
         import importlib
 
         return importlib.import_module(module)
-    return pytest.importorskip(module)
+    found: ModuleType = pytest.importorskip(module)
+    return found
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ from vllm.outputs import CompletionOutput, RequestOutput
 from vllm.renderers import renderer_from_config
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 
+from _engines_model import token_pieces
+
 #: the completion the next request generates, and how it is cut into deltas
 Script = tuple[str, int, str]  # (text, delta size in characters, finish reason)
 
@@ -52,16 +54,7 @@ class ScriptedEngine:
 
     def token_pieces(self, text: str, size: int) -> list[str]:
         """``text`` in deltas of whole tokens, each at least ``size`` characters where it can be."""
-        ends = [end for _, end in self._raw.encode(text, add_special_tokens=False).offsets]
-        pieces: list[str] = []
-        start = 0
-        for end in ends:
-            if end - start >= size:
-                pieces.append(text[start:end])
-                start = end
-        if start < len(text):
-            pieces.append(text[start:])
-        return pieces
+        return token_pieces(self._raw, text, size)
 
     is_running = True
     is_stopped = False
