@@ -82,6 +82,18 @@ def vllm_registered() -> set[str]:
     return set(ToolParserManager.list_registered())
 
 
+def vllm_reasoning_registered() -> set[str]:
+    from vllm.reasoning.abs_reasoning_parsers import ReasoningParserManager
+
+    return set(ReasoningParserManager.list_registered())
+
+
+def sglang_reasoning_registered() -> set[str]:
+    from sglang.srt.parser.reasoning_parser import ReasoningParser
+
+    return set(ReasoningParser.DetectorMap)
+
+
 def sglang_registered() -> set[str]:
     from sglang.srt.function_call.function_call_parser import FunctionCallParser
 
@@ -208,12 +220,12 @@ def load_vectors(path: Path | None, tmp: Path) -> list[Vector]:
 # ---------------------------------------------------------------------------------- vLLM side
 
 
-def vllm_vectors(model: Path, parser: str, fam: str, vectors: list[Vector],
+def vllm_vectors(model: Path, parser: str, reasoning: str | None, fam: str, vectors: list[Vector],
                  emit: Callable[[Any], None]) -> None:
     from _engines_vllm import Server, chat
 
     async def go() -> None:
-        server = Server(model, parser)
+        server = Server(model, parser, reasoning)
         server.engine.aligned = True
         await server.start()
         markers = family(fam).markers + family(fam).leak_markers
@@ -267,12 +279,12 @@ def vllm_warm(model: Path) -> None:
 # -------------------------------------------------------------------------------- SGLang side
 
 
-def sglang_vectors(parser: str, fam: str, vectors: list[Vector], tok: Any,
+def sglang_vectors(parser: str, reasoning: str | None, fam: str, vectors: list[Vector], tok: Any,
                    emit: Callable[[Any], None]) -> None:
     from _engines_sglang import serving, stream
 
     async def go() -> None:
-        chat = serving(parser)
+        chat = serving(parser, reasoning)
         markers = family(fam).markers + family(fam).leak_markers
         seen: set[str] = set()
         for v in vectors:
@@ -284,6 +296,7 @@ def sglang_vectors(parser: str, fam: str, vectors: list[Vector], tok: Any,
             except Exception:
                 emit("raised")
                 continue
+            got["reasoning"] = ""  # what its reasoning parser split off is not compared (see above)
             emit_verdict(emit, seen, v, got, want, markers)
 
     asyncio.run(go())
@@ -372,26 +385,34 @@ def vectors_phase(opts: argparse.Namespace, model: Path, tmp: Path, report: dict
             continue
         for eng in opts.engine_list:
             own = report["names"][fam][eng]
-            for label, parser in (("own", own), ("sseguard", f"sseguard-{fam}")):
+            think = report["reasoning"][fam][eng]
+            runs = ([("own_think", own)] if think else []) if opts.with_reasoning else \
+                [("own", own), ("sseguard", f"sseguard-{fam}")]
+            for label, parser in runs:
                 if parser is None:
                     continue
-                work = (partial(vllm_vectors, model, parser, fam, mine) if eng == "vllm" else
-                        partial(sglang_vectors, parser, fam, mine, tok))
+                # --with-reasoning: the engine's own reasoning parser in front of its tool parser, for
+                # the families whose markup carries reasoning our parser reads itself (ours needs none)
+                split = think if label == "own_think" else None
+                work = (partial(vllm_vectors, model, parser, split, fam, mine) if eng == "vllm" else
+                        partial(sglang_vectors, parser, split, fam, mine, tok))
                 started = time.perf_counter()
                 child = forked(work, opts.budget)
                 classes: dict[str, int] = {}
                 samples: list[Any] = []
+                each: list[str] = []
                 for v in child.lines:
                     if isinstance(v, dict):
                         samples.append(v)
                         v = v["kind"]
                     classes[v] = classes.get(v, 0) + 1
+                    each.append(v)
                 lost = len(mine) - len(child.lines)
                 if lost:
                     classes["timed out" if child.killed else "not run (crash)"] = lost
                 row[f"{eng}_{label}"] = {"right": classes.pop("right", 0), "wrong": classes,
                                          "seconds": round(time.perf_counter() - started, 1),
-                                         "samples": samples}
+                                         "samples": samples, "each": each}
         report["vectors"][fam] = row
         print(fam, json.dumps({k: ({"right": c["right"], "wrong": c["wrong"]} if isinstance(c, dict) else c)
                                for k, c in row.items()}), flush=True)
@@ -412,6 +433,8 @@ def speed_phase(opts: argparse.Namespace, model: Path, report: dict[str, Any]) -
     tok = Tokenizer.from_file(str(model / "tokenizer.json"))
     for kb in (int(s) for s in opts.sizes.split(",")):  # every family at 80 KB before any at 320
         for fam in opts.family_list:
+            if kb > 80 and opts.families_320 and fam not in opts.families_320.split(","):
+                continue
             names = report["names"][fam]
             text = long_call(fam, kb)
             want = reference(fam, text, TOOLS)
@@ -428,19 +451,21 @@ def speed_phase(opts: argparse.Namespace, model: Path, report: dict[str, Any]) -
                     continue
                 smaller = slot.get(f"{kb // 4}KB", {})
                 for label, parser in speed_configs(eng, names[eng], fam):
-                    if label == "engine" and kb > 80 and fam not in opts.engine_320.split(","):
+                    engine_ones = opts.engine_families.split(",") if opts.engine_families else None
+                    if label == "engine" and engine_ones is not None and fam not in engine_ones:
                         continue
+                    limit = opts.own_budget if label == "own" else opts.budget
                     before = smaller.get(label)
                     if kb > 80 and isinstance(before, dict) and (before.get("killed") or
-                                                                 before["s"] > opts.budget / 4):
+                                                                 before["s"] > limit / 4):
                         row[label] = {"skipped": "80 KB took more than budget/4"}
                         continue
                     work = (partial(vllm_timed, model, parser, text, None if parser is None else TOOLS,
                                     None if parser is None else want) if eng == "vllm" else
                             partial(sglang_timed, str(parser), pieces, TOOLS, want))
-                    child = forked(work, opts.budget)
+                    child = forked(work, limit)
                     row[label] = (child.lines[0] if child.lines else
-                                  {"killed": child.killed, "crashed": child.crashed, "s": opts.budget})
+                                  {"killed": child.killed, "crashed": child.crashed, "s": limit})
                 print(eng, fam, kb, json.dumps(row), flush=True)
                 if opts.json:  # kept as it grows: a run stopped early still has its rows
                     opts.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
@@ -481,6 +506,10 @@ def render(paths: list[Path]) -> None:
                 for fam, row in value.items():  # a later run adds engines to a family's row
                     data[key].setdefault(fam, {}).update(
                         {k: v for k, v in row.items() if v is not None or k not in data[key][fam]})
+            elif key == "speed" and isinstance(data.get(key), dict):
+                for eng, fams in value.items():  # a later run adds families and sizes
+                    for fam, sizes in fams.items():
+                        data[key].setdefault(eng, {}).setdefault(fam, {}).update(sizes)
             elif isinstance(value, dict) and isinstance(data.get(key), dict):
                 data[key].update(value)
             else:
@@ -495,15 +524,28 @@ def render(paths: list[Path]) -> None:
             c = r.get(key)
             if not isinstance(c, dict):
                 return "—"
+            if key.endswith("_own") and isinstance(r.get(key + "_think"), dict):
+                think = r[key + "_think"]
+                return f"{plain(key, c, r)}; {think['right']} with its reasoning parser"
+            return plain(key, c, r)
+
+        def plain(key: str, c: dict[str, Any], r: dict[str, Any] = row) -> str:
+            if c["wrong"].get("not run (crash)") == r["n"]:
+                return "not run (raised)"
             total[key] = total.get(key, 0) + c["right"]
             lost = c["wrong"].get("timed out", 0)
             space = c["wrong"].get("whitespace only", 0)
             return (f"{c['right']}" + (f" (+{space} whitespace only)" if space else "")
                     + (f" ({lost} timed out)" if lost else ""))
-        total["n"] += row["n"] if row.get("vllm_own") or row.get("sglang_own") else 0
+        for eng in ("vllm", "sglang"):
+            if row.get(f"{eng}_name"):
+                total[f"{eng}_n"] = total.get(f"{eng}_n", 0) + row["n"]
         print(f"| {fam} | {row.get('vllm_name') or '—'} | {row.get('sglang_name') or '—'} | {row['n']} | "
               f"{cell('vllm_own')} | {cell('vllm_sseguard')} | {cell('sglang_own')} | "
               f"{cell('sglang_sseguard')} |")
+    print(f"| **all** | | | vLLM {total.get('vllm_n', 0)}, SGLang {total.get('sglang_n', 0)} | "
+          f"**{total.get('vllm_own', 0)}** | **{total.get('vllm_sseguard', 0)}** | "
+          f"**{total.get('sglang_own', 0)}** | **{total.get('sglang_sseguard', 0)}** |")
     print()
     print("Wrong answers by class (first difference found):")
     print()
@@ -552,11 +594,18 @@ def main() -> None:
     ap.add_argument("--engines", default="vllm,sglang")
     ap.add_argument("--families", default="", help="default: every family an engine has a parser for")
     ap.add_argument("--vectors", type=Path, help="a harvested vectors file (default: harvest now)")
+    ap.add_argument("--with-reasoning", action="store_true",
+                    help="vectors: only the engines' own tool parsers, each with the engine's reasoning "
+                         "parser of the same name (for families whose markup carries reasoning)")
     ap.add_argument("--sizes", default="80,320")
-    ap.add_argument("--engine-320", default="hermes,qwen3-coder",
-                    help="families whose engine-alone request is also timed at 320 KB")
+    ap.add_argument("--engine-families", default="",
+                    help="families whose engine-alone request is timed (default: every one); it costs "
+                         "the same for every family of a similar number of deltas")
+    ap.add_argument("--families-320", default="", help="families timed above 80 KB (default: every one)")
     ap.add_argument("--budget", type=float, default=150.0,
                     help="seconds a request (vectors: one example) may take before its child is killed")
+    ap.add_argument("--own-budget", type=float, default=40.0,
+                    help="seconds the engines' own parsers get for one long request (speed phase)")
     ap.add_argument("--until", help="UTC HH:MM after which no new row starts")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--render", nargs="+", type=Path, help="print the Markdown tables of these reports")
@@ -570,6 +619,10 @@ def main() -> None:
     if "sglang" in opts.engine_list:
         import _engines_sglang  # noqa: F401  (loads the plugins before any child forks)
     names = {fam: {eng: engine_name(fam, registered[eng]) for eng in opts.engine_list} for fam in families()}
+    thinking = {"vllm": vllm_reasoning_registered() if "vllm" in opts.engine_list else set(),
+                "sglang": sglang_reasoning_registered() if "sglang" in opts.engine_list else set()}
+    reasoning = {fam: {eng: engine_name(fam, thinking[eng]) for eng in opts.engine_list}
+                 for fam in families()}
     opts.family_list = [f for f in (opts.families.split(",") if opts.families else families())
                         if f and any(names[f].values())]
     tmp = Path(tempfile.mkdtemp(prefix="bench-engines-"))
@@ -579,7 +632,8 @@ def main() -> None:
     report: dict[str, Any] = {
         "utc_start": utc(), "machine": f"{platform.machine()} {os.cpu_count()} cores",
         "load_start": os.getloadavg(), "deltas": f"whole tokens, >= {DELTA} chars", "budget": opts.budget,
-        "names": names, "vectors": {}, "speed": {}}
+        "own_budget": opts.own_budget,
+        "names": names, "reasoning": reasoning, "vectors": {}, "speed": {}}
     if opts.phase == "vectors":
         vectors_phase(opts, model, tmp, report)
     else:
