@@ -345,14 +345,16 @@ TOOLS = [{"type": "function", "function": {"name": "write_file", "parameters": {
     "type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}}}]
 
 
-def long_call(fam: str, kb: int) -> str:
+def long_call(fam: str, kb: int, bare: bool = False) -> str:
     """One ``write_file`` call with ``kb`` KB of content, as the family's template writes it, after
-    a sentence of text where the family reads markup there (unmarked grammars: markup alone)."""
+    a sentence of text where the family reads markup there (unmarked grammars, and ``bare``: the
+    markup alone, at the start of the answer)."""
     values = {"path": "src/app.py", "content": ("def f(x):\n    return x + 1\n" * (kb * 1024 // 28 + 1))
               [:kb * 1024]}
     fm = family(fam)
     markup = fm.render([_Call("write_file", values, json.dumps(values))], False)
-    for text in ("I will write it.\n" + markup, markup):
+    texts: list[str] = [markup] if bare else ["I will write it.\n" + markup, markup]
+    for text in texts:
         want = reference(fam, text, TOOLS)
         if [(n, json.loads(a)) for n, a, _ in want.calls] == [("write_file", values)]:
             return text
@@ -436,7 +438,7 @@ def speed_phase(opts: argparse.Namespace, model: Path, report: dict[str, Any]) -
             if kb > 80 and opts.families_320 and fam not in opts.families_320.split(","):
                 continue
             names = report["names"][fam]
-            text = long_call(fam, kb)
+            text = long_call(fam, kb, opts.bare)
             want = reference(fam, text, TOOLS)
             pieces = token_pieces(tok, text, DELTA)
             for eng in opts.engine_list:
@@ -567,20 +569,20 @@ def render(paths: list[Path]) -> None:
         cols = ["engine alone", f"{label}'s own", "ours hold", "ours -stream"] if eng == "vllm" else \
             [f"{label}'s own", "ours hold", "ours -stream"]
         keys = ["engine", "own", "hold", "stream"] if eng == "vllm" else ["own", "hold", "stream"]
-        print(f"| family | {label} name | size | deltas | " + " | ".join(cols)
+        print(f"| family | {label} name | size | deltas | load | " + " | ".join(cols)
               + " | own ÷ hold | own ÷ stream |")
-        print("|---|---|---|---|" + "---|" * (len(cols) + 2))
+        print("|---|---|---|---|---|" + "---|" * (len(cols) + 2))
         for fam, sizes in speed.items():
             for size, row in sizes.items():
                 if row.get("skipped"):
-                    print(f"| {fam} | {data['names'][fam][eng]} | {size} | — | " + " | ".join(
+                    print(f"| {fam} | {data['names'][fam][eng]} | {size} | — | — | " + " | ".join(
                         "not run (time)" for _ in cols) + " | | |")
                     continue
                 r1, r2 = ratio(row.get("own"), row.get("hold")), ratio(row.get("own"), row.get("stream"))
                 own = row.get("own", {})
                 at_least = "≥ " if isinstance(own, dict) and own.get("killed") else ""
-                print(f"| {fam} | {data['names'][fam][eng]} | {size} | {row['deltas']:,} | "
-                      + " | ".join(secs(row.get(k)) for k in keys)
+                print(f"| {fam} | {data['names'][fam][eng]} | {size} | {row['deltas']:,} "
+                      + f"| {row['load']:.1f} | " + " | ".join(secs(row.get(k)) for k in keys)
                       + f" | {'' if r1 is None else f'{at_least}{r1:.1f}×'} "
                       + f"| {'' if r2 is None else f'{at_least}{r2:.1f}×'} |")
 
@@ -604,6 +606,8 @@ def main() -> None:
     ap.add_argument("--families-320", default="", help="families timed above 80 KB (default: every one)")
     ap.add_argument("--budget", type=float, default=150.0,
                     help="seconds a request (vectors: one example) may take before its child is killed")
+    ap.add_argument("--bare", action="store_true",
+                    help="speed: the long call alone at the start of the answer, no sentence before it")
     ap.add_argument("--own-budget", type=float, default=40.0,
                     help="seconds the engines' own parsers get for one long request (speed phase)")
     ap.add_argument("--until", help="UTC HH:MM after which no new row starts")
@@ -632,7 +636,7 @@ def main() -> None:
     report: dict[str, Any] = {
         "utc_start": utc(), "machine": f"{platform.machine()} {os.cpu_count()} cores",
         "load_start": os.getloadavg(), "deltas": f"whole tokens, >= {DELTA} chars", "budget": opts.budget,
-        "own_budget": opts.own_budget,
+        "own_budget": opts.own_budget, "bare": getattr(opts, "bare", False),
         "names": names, "reasoning": reasoning, "vectors": {}, "speed": {}}
     if opts.phase == "vectors":
         vectors_phase(opts, model, tmp, report)
