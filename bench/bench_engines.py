@@ -201,20 +201,11 @@ def emit_verdict(emit: Callable[[Any], None], seen: set[str], vector: Vector, go
 
 
 def load_vectors(path: Path | None, tmp: Path) -> list[Vector]:
-    """The harvested examples: from ``path`` (a harvest kept from earlier in the same run) or now."""
+    """The harvested examples: from ``path`` (the file an earlier part of the same run harvested;
+    read as ``harvest`` reads it, examples/markup included) or harvested now."""
     if path is None:
         return list(harvest(tmp / "vectors.jsonl"))
-    # the same de-duplication as ``harvest`` (which rewrites its file): a copy keeps the original
-    copy = tmp / "vectors.jsonl"
-    copy.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
-    names = set(families())
-    seen: dict[tuple[str, str, str], Vector] = {}
-    for line in filter(None, copy.read_text(encoding="utf-8").split("\n")):
-        d = json.loads(line)
-        key = (d["family"], d["text"], json.dumps(d["tools"], sort_keys=True))
-        if d["family"] in names and key not in seen:
-            seen[key] = Vector(d["family"], d["text"], d["tools"])
-    return list(seen.values())
+    return list(harvest(path, run=False))
 
 
 # ---------------------------------------------------------------------------------- vLLM side
