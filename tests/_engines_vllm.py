@@ -178,6 +178,8 @@ def assemble(chunks: list[dict[str, Any]]) -> dict[str, Any]:
     """Fold chat.completion.chunk deltas as a client does (content, reasoning, calls by index)."""
     content: list[str] = []
     reasoning: list[str] = []
+    #: (id, name, argument fragments) by index; the fragments are joined once at the end (``+=`` on
+    #: a string held in a list copies it every time: quadratic in a long streamed call)
     calls: dict[int, list[Any]] = {}
     finish = None
     for chunk in chunks:
@@ -186,13 +188,14 @@ def assemble(chunks: list[dict[str, Any]]) -> dict[str, Any]:
             content.append(delta.get("content") or "")
             reasoning.append(delta.get("reasoning") or delta.get("reasoning_content") or "")
             for tc in delta.get("tool_calls") or []:
-                slot = calls.setdefault(tc["index"], [None, None, ""])
+                slot = calls.setdefault(tc["index"], [None, None, []])
                 fn = tc.get("function") or {}
                 if tc.get("id"):
                     slot[0] = tc["id"]
                 if fn.get("name"):
                     slot[1] = fn["name"]
-                slot[2] += fn.get("arguments") or ""
+                slot[2].append(fn.get("arguments") or "")
             finish = choice.get("finish_reason") or finish
     return {"content": "".join(content), "reasoning": "".join(reasoning),
-            "calls": [calls[i] for i in sorted(calls)], "finish": finish, "chunks": chunks}
+            "calls": [[c[0], c[1], "".join(c[2])] for c in (calls[i] for i in sorted(calls))],
+            "finish": finish, "chunks": chunks}
