@@ -33,6 +33,21 @@ def special_tokens() -> list[str]:
     return list(dict.fromkeys(fixed + marks))
 
 
+def token_pieces(tok: Tokenizer, text: str, size: int) -> list[str]:
+    """``text`` in deltas of whole tokens of ``tok``, each at least ``size`` characters where it can
+    be: what an engine sends (a special-token marker is never split)."""
+    ends = [end for _, end in tok.encode(text, add_special_tokens=False).offsets]
+    pieces: list[str] = []
+    start = 0
+    for end in ends:
+        if end - start >= size:
+            pieces.append(text[start:end])
+            start = end
+    if start < len(text):
+        pieces.append(text[start:])
+    return pieces
+
+
 def build_model_dir(path: Path) -> Path:
     """Write tokenizer.json, tokenizer_config.json and config.json for a tiny Qwen2-shaped model."""
     path.mkdir(parents=True, exist_ok=True)

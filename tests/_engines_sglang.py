@@ -39,8 +39,10 @@ def serving(tool_parser: str | None, reasoning_parser: str | None = None) -> Any
 
 
 async def stream(chat: Any, text: str, size: int, tools: list[dict[str, Any]] | None,
-                 finish: str = "stop", *, think: bool = False) -> dict[str, Any]:
-    """Stream ``text`` in ``size``-character deltas; what a client assembles."""
+                 finish: str = "stop", *, think: bool = False,
+                 pieces: list[str] | None = None) -> dict[str, Any]:
+    """Stream ``text`` in ``size``-character deltas (or in the given ``pieces``, which join to it);
+    what a client assembles."""
     body: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     if tools is not None:
         body["tools"] = tools
@@ -51,7 +53,8 @@ async def stream(chat: Any, text: str, size: int, tools: list[dict[str, Any]] | 
     reasoners: dict[int, Any] = {}
     has_calls: dict[int, bool] = {}
     content = {"meta_info": {"id": "chatcmpl-x"}}
-    pieces = [text[i:i + size] for i in range(0, len(text), size)] or [""]
+    if pieces is None:
+        pieces = [text[i:i + size] for i in range(0, len(text), size)] or [""]
     frames: list[str] = []
     reasoning: list[str] = []
     for n, delta in enumerate(pieces):

@@ -40,7 +40,8 @@ def engine(module: str) -> ModuleType:
         import importlib
 
         return importlib.import_module(module)
-    return pytest.importorskip(module)
+    found: ModuleType = pytest.importorskip(module)
+    return found
 
 
 @dataclass(frozen=True)
@@ -56,15 +57,17 @@ class Vector:
         return f"{self.family}:{self.text[:30]!r}"
 
 
-def harvest(out: Path) -> list[Vector]:
+def harvest(out: Path, *, run: bool = True) -> list[Vector]:
     """Every literal example the tool-call tests parse (``_engines_harvest``), de-duplicated, in
-    the order first seen; the examples under examples/markup too."""
-    env = {**os.environ, "SSEGUARD_ENGINE_VECTORS": str(out), "PYTHONPATH": str(TESTS)}
-    env.pop("CI", None)  # the harvest only reads the tests' inputs; their verdicts do not matter
-    out.unlink(missing_ok=True)
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
-                    "-p", "_engines_harvest", str(TESTS / "toolcalls")],
-                   env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    the order first seen; the examples under examples/markup too. ``run=False`` reads the file an
+    earlier harvest wrote instead (a benchmark run in parts then sees the same examples)."""
+    if run:
+        env = {**os.environ, "SSEGUARD_ENGINE_VECTORS": str(out), "PYTHONPATH": str(TESTS)}
+        env.pop("CI", None)  # the harvest only reads the tests' inputs; their verdicts do not matter
+        out.unlink(missing_ok=True)
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
+                        "-p", "_engines_harvest", str(TESTS / "toolcalls")], env=env, cwd=ROOT,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     seen: dict[tuple[str, str, str], Vector] = {}
     names = set(families())
     # split on "\n" only: a text may hold U+2028 and the like, which ``splitlines`` also splits on

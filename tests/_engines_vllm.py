@@ -29,6 +29,8 @@ from vllm.outputs import CompletionOutput, RequestOutput
 from vllm.renderers import renderer_from_config
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 
+from _engines_model import token_pieces
+
 #: the completion the next request generates, and how it is cut into deltas
 Script = tuple[str, int, str]  # (text, delta size in characters, finish reason)
 
@@ -52,16 +54,7 @@ class ScriptedEngine:
 
     def token_pieces(self, text: str, size: int) -> list[str]:
         """``text`` in deltas of whole tokens, each at least ``size`` characters where it can be."""
-        ends = [end for _, end in self._raw.encode(text, add_special_tokens=False).offsets]
-        pieces: list[str] = []
-        start = 0
-        for end in ends:
-            if end - start >= size:
-                pieces.append(text[start:end])
-                start = end
-        if start < len(text):
-            pieces.append(text[start:])
-        return pieces
+        return token_pieces(self._raw, text, size)
 
     is_running = True
     is_stopped = False
@@ -185,6 +178,8 @@ def assemble(chunks: list[dict[str, Any]]) -> dict[str, Any]:
     """Fold chat.completion.chunk deltas as a client does (content, reasoning, calls by index)."""
     content: list[str] = []
     reasoning: list[str] = []
+    #: (id, name, argument fragments) by index; the fragments are joined once at the end (``+=`` on
+    #: a string held in a list copies it every time: quadratic in a long streamed call)
     calls: dict[int, list[Any]] = {}
     finish = None
     for chunk in chunks:
@@ -193,13 +188,14 @@ def assemble(chunks: list[dict[str, Any]]) -> dict[str, Any]:
             content.append(delta.get("content") or "")
             reasoning.append(delta.get("reasoning") or delta.get("reasoning_content") or "")
             for tc in delta.get("tool_calls") or []:
-                slot = calls.setdefault(tc["index"], [None, None, ""])
+                slot = calls.setdefault(tc["index"], [None, None, []])
                 fn = tc.get("function") or {}
                 if tc.get("id"):
                     slot[0] = tc["id"]
                 if fn.get("name"):
                     slot[1] = fn["name"]
-                slot[2] += fn.get("arguments") or ""
+                slot[2].append(fn.get("arguments") or "")
             finish = choice.get("finish_reason") or finish
     return {"content": "".join(content), "reasoning": "".join(reasoning),
-            "calls": [calls[i] for i in sorted(calls)], "finish": finish, "chunks": chunks}
+            "calls": [[c[0], c[1], "".join(c[2])] for c in (calls[i] for i in sorted(calls))],
+            "finish": finish, "chunks": chunks}
