@@ -68,7 +68,7 @@ def engine_name(fam: str, registered: set[str]) -> str | None:
     (``-``/``_`` spelt either way); None where the engine has none."""
     names = [fam, *(a for a, target in aliases().items() if target == fam)]
     for name in names:
-        # SGLang writes some without separators (``deepseekv32``), which our aliases do not all list
+        # the spellings the engines use (SGLang writes some without separators: ``deepseekv32``)
         for spelt in (name, name.replace("-", "_"), name.replace("_", "-"),
                       name.replace("_", "").replace("-", "")):
             if spelt in registered and not spelt.startswith("sseguard-"):

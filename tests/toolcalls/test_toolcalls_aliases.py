@@ -22,10 +22,12 @@ from sseguard.reasoning import ThinkSplitter
 from sseguard.toolcalls import Claim, aliases, canonical, family, parser_for
 from sseguard.toolcalls.family import Family
 
-#: engine name → sseguard family, as MARKUP3.md writes it
+#: engine name → sseguard family, as MARKUP3.md writes it (and SGLang 0.5.23's ``deepseekv31`` and
+#: ``deepseekv32``, which its registry holds and MARKUP3.md does not list)
 ENGINE_NAMES = {
     "deepseek_v3": "deepseek-v3", "deepseekv3": "deepseek-v3", "deepseek_v31": "deepseek-v31",
-    "deepseek_v32": "dsml-v32", "deepseek_v4": "dsml-v4", "deepseekv4": "dsml-v4",
+    "deepseekv31": "deepseek-v31", "deepseek_v32": "dsml-v32", "deepseekv32": "dsml-v32",
+    "deepseek_v4": "dsml-v4", "deepseekv4": "dsml-v4",
     "deepseek_v41": "dsml-v41", "deepseekv41": "dsml-v41", "qwen": "hermes", "qwen25": "hermes",
     "qwen3_json": "hermes", "granite4": "hermes", "ripple": "hermes", "trinity": "hermes",
     "qwen3_coder": "qwen3-coder", "qwen3_xml": "qwen3-coder", "step3p5": "qwen3-coder",

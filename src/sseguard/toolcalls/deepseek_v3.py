@@ -211,8 +211,10 @@ def _render_v31(calls: Sequence[CallLike], malformed: bool) -> str:
     return f"{CALLS_BEGIN}{body}{CALLS_END}"
 
 
-#: The names the engines register for each family (MARKUP3.md, "Already covered").
-ALIASES = {"deepseek-v3": ("deepseek_v3", "deepseekv3"), "deepseek-v31": ("deepseek_v31",)}
+#: The names the engines register for each family (MARKUP3.md, "Already covered"; SGLang 0.5.23 also
+#: registers ``deepseekv31``, which MARKUP3.md does not list: found by bench/bench_engines.py).
+ALIASES = {"deepseek-v3": ("deepseek_v3", "deepseekv3"),
+           "deepseek-v31": ("deepseek_v31", "deepseekv31")}
 
 
 def _family(name: str, render: Render) -> Family:

@@ -370,7 +370,8 @@ def render(name: str, calls: Sequence[CallLike], malformed: bool) -> str:
 
 
 #: The names the engines register for each DSML family (MARKUP3.md, "Already covered").
-ALIASES = {"dsml-v32": ("deepseek_v32",), "dsml-v4": ("deepseek_v4", "deepseekv4"),
+#: SGLang 0.5.23 registers ``deepseekv32`` too (MARKUP3.md lists only vLLM's ``deepseek_v32``).
+ALIASES = {"dsml-v32": ("deepseek_v32", "deepseekv32"), "dsml-v4": ("deepseek_v4", "deepseekv4"),
            "dsml-v41": ("deepseek_v41", "deepseekv41")}
 
 
