@@ -8,6 +8,8 @@ import aiohttp
 
 from _proxy_support import Script, proxy_config, raw_post, scripted
 from sseguard.proxy import run_proxy
+from sseguard.proxy.metrics import ProxyMetrics
+from sseguard.verdict import Ending, Verdict
 
 REQUEST = {"model": "m", "stream": True, "max_tokens": 64,
            "messages": [{"role": "user", "content": "Hi"}]}
@@ -74,3 +76,24 @@ async def test_a_chat_delta_field_no_table_knows_passes_byte_for_byte_and_is_cou
     for kind in ("delta.foo", "chunk.x_vendor"):
         assert f'sseguard_proxy_unknown_kinds_total{{api="chat",kind="{kind}"}} 1.0' in text
     assert "sseguard_proxy_findings_total{" not in text
+
+
+def test_unknown_kinds_in_metrics_stay_bounded_per_protocol() -> None:
+    """A misbehaving upstream's endless new names reach /metrics as at most 64 series a protocol
+    (and none longer than 120 characters); the rest count under "other"."""
+    metrics = ProxyMetrics()
+    for i in range(100):
+        metrics.stream_ended(Verdict(Ending.COMPLETE, api="chat", unknown_kinds=(f"delta.x{i}",)),
+                             client_gone=False, ttft_s=None, duration_s=0.1)
+    metrics.stream_ended(Verdict(Ending.COMPLETE, api="messages", unknown_kinds=("block:" + "y" * 121,)),
+                         client_gone=False, ttft_s=None, duration_s=0.1)
+    metrics.stream_ended(Verdict(Ending.COMPLETE, api="chat", unknown_kinds=("delta.x3",)),
+                         client_gone=False, ttft_s=None, duration_s=0.1)
+    text = metrics.render().decode()
+    lines = [line for line in text.splitlines() if line.startswith("sseguard_proxy_unknown_kinds_total{")]
+    chat = [line for line in lines if 'api="chat"' in line]
+    assert len(chat) == 65  # delta.x0 … delta.x63, then "other"
+    assert 'sseguard_proxy_unknown_kinds_total{api="chat",kind="other"} 36.0' in lines
+    assert 'sseguard_proxy_unknown_kinds_total{api="chat",kind="delta.x3"} 2.0' in lines
+    assert 'sseguard_proxy_unknown_kinds_total{api="chat",kind="delta.x64"} 1.0' not in lines
+    assert lines.count('sseguard_proxy_unknown_kinds_total{api="messages",kind="other"} 1.0') == 1

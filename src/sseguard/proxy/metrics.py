@@ -22,6 +22,14 @@ _DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
+#: Distinct unknown kinds a worker names in ``/metrics`` per protocol, and the longest name it
+#: names: the names come from the upstream's wire, and every label value is a series the scraper
+#: keeps for good, so a misbehaving upstream must not grow them without end. Past either bound a
+#: stream counts under ``UNKNOWN_OTHER`` (its record still names the kind).
+UNKNOWN_LABELS_MAX = 64
+UNKNOWN_NAME_MAX = 120
+UNKNOWN_OTHER = "other"
+
 
 class ProxyMetrics:
     """Streams by ending, findings by kind, what the proxy did, TTFT and duration, upstream errors."""
@@ -71,6 +79,7 @@ class ProxyMetrics:
         self.active = Gauge("sseguard_proxy_active_streams", "Streams being relayed now.", registry=r,
                             multiprocess_mode="livesum")
         self._kinds: dict[str, Counter] = {}  # requests' children by kind: labels() locks and looks up
+        self._unknown_named: dict[str, set[str]] = {}  # per protocol, the unknown kinds named so far
 
     def requested(self, kind: str) -> None:
         """One more request of ``kind`` (stream, non_stream, passthrough, rejected_*)."""
@@ -86,10 +95,21 @@ class ProxyMetrics:
         for finding in verdict.findings:
             self.findings.labels(api, str(finding.kind)).inc()
         for kind in verdict.unknown_kinds:
-            self.unknown_kinds.labels(api, kind).inc()
+            self.unknown_kinds.labels(api, self._unknown_label(api, kind)).inc()
         if ttft_s is not None:
             self.ttft.observe(ttft_s)
         self.duration.observe(duration_s)
+
+    def _unknown_label(self, api: str, kind: str) -> str:
+        """``kind`` as its label: itself while the protocol's named kinds stay within the bounds
+        (``UNKNOWN_LABELS_MAX``, ``UNKNOWN_NAME_MAX``), else ``UNKNOWN_OTHER``."""
+        named = self._unknown_named.setdefault(api, set())
+        if kind in named:
+            return kind
+        if len(named) >= UNKNOWN_LABELS_MAX or len(kind) > UNKNOWN_NAME_MAX:
+            return UNKNOWN_OTHER
+        named.add(kind)
+        return kind
 
     def render(self) -> bytes:
         if not self.shared:
