@@ -338,7 +338,7 @@ def vllm_parser_timed(model: Path, parser: str, pieces: list[str], want: Expecte
         whole = time.perf_counter() - start
         got = [(names.get(i, ""), "".join(parts[i])) for i in sorted(parts)]
         emit({"s": inner[0], "step_s": whole, "right": got == wanted, "calls": len(got),
-              "content_chars": len("".join(content))})
+              "content_chars": len("".join(content)), "content_right": "".join(content) == want.content})
 
 
 def ours_parser_timed(fam: str, pieces: list[str], want: Expected, repeats: int,
@@ -726,9 +726,12 @@ def render(paths: list[Path]) -> None:
 def render_parsers(data: dict[str, Any]) -> None:
     """The parser-level table: per family, ours and vLLM's tool parser at each size, the ratio,
     80 → 320 KB growth of each, and whether vLLM's parser delivered the same call."""
-    print("| family | vLLM parser | deltas 80 / 320 KB | load | 80 KB ours | 80 KB vLLM's | vLLM ÷ ours "
-          "| 320 KB ours | 320 KB vLLM's | vLLM ÷ ours | 80→320 ours | 80→320 vLLM's "
-          "| vLLM `step` loop 80 / 320 KB | same call |")
+    found = sorted({int(k[:-2]) for sizes in data["parsers"].values() for k in sizes})
+    lo, hi = f"{found[0]}KB", f"{found[-1]}KB"  # the smallest and the largest size measured
+    a, b = f"{found[0]} KB", f"{found[-1]} KB"
+    print(f"| family | vLLM parser | deltas {a} / {b} | load | {a} ours | {a} vLLM's | vLLM ÷ ours "
+          f"| {b} ours | {b} vLLM's | vLLM ÷ ours | growth ours | growth vLLM's "
+          f"| vLLM `step` loop {a} / {b} | same call |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     def cell(c: Any) -> str:
@@ -749,7 +752,7 @@ def render_parsers(data: dict[str, Any]) -> None:
         return f"{'≥ ' if theirs.get('killed') else ''}{float(theirs['s']) / float(ours['s']):.1f}×"
 
     for fam, sizes in data["parsers"].items():
-        small, large = sizes.get("80KB", {}), sizes.get("320KB", {})
+        small, large = sizes.get(lo, {}), (sizes.get(hi, {}) if hi != lo else {})
         o1, o4, v1, v4 = small.get("ours"), large.get("ours"), small.get("vllm"), large.get("vllm")
         same = []
         for c in (v1, v4):
