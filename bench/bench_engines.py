@@ -729,10 +729,15 @@ def render_parsers(data: dict[str, Any]) -> None:
     found = sorted({int(k[:-2]) for sizes in data["parsers"].values() for k in sizes})
     lo, hi = f"{found[0]}KB", f"{found[-1]}KB"  # the smallest and the largest size measured
     a, b = f"{found[0]} KB", f"{found[-1]} KB"
-    print(f"| family | vLLM parser | deltas {a} / {b} | load | {a} ours | {a} vLLM's | vLLM ÷ ours "
+    if lo == hi:  # one size: no growth columns
+        print(f"| family | vLLM parser | deltas | load | {a} ours | {a} vLLM's | vLLM ÷ ours "
+              "| vLLM `step` loop | same call |")
+        print("|---|---|---|---|---|---|---|---|---|")
+    else:
+        print(f"| family | vLLM parser | deltas {a} / {b} | load | {a} ours | {a} vLLM's | vLLM ÷ ours "
           f"| {b} ours | {b} vLLM's | vLLM ÷ ours | growth ours | growth vLLM's "
-          f"| vLLM `step` loop {a} / {b} | same call |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+              f"| vLLM `step` loop {a} / {b} | same call |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     def cell(c: Any) -> str:
         if not isinstance(c, dict):
@@ -762,6 +767,10 @@ def render_parsers(data: dict[str, Any]) -> None:
                            for c in (v1, v4))
         loads = "–".join(f"{r['load']:.1f}" for r in (small, large) if "load" in r)
         deltas = " / ".join(f"{r['deltas']:,}" for r in (small, large) if "deltas" in r)
+        if lo == hi:
+            print(f"| {fam} | {data['names'][fam]['vllm']} | {deltas} | {loads} | {cell(o1)} | {cell(v1)} "
+                  f"| {times(v1, o1)} | {steps.split(' / ')[0]} | {' / '.join(same) or '—'} |")
+            continue
         print(f"| {fam} | {data['names'][fam]['vllm']} | {deltas} | {loads} | {cell(o1)} | {cell(v1)} "
               f"| {times(v1, o1)} | {cell(o4)} | {cell(v4)} | {times(v4, o4)} | {times(o4, o1)} "
               f"| {times(v4, v1) if not (isinstance(v1, dict) and v1.get('killed')) else ''} "
