@@ -754,7 +754,9 @@ def render_parsers(data: dict[str, Any]) -> None:
         if not isinstance(theirs, dict) or not isinstance(ours, dict) or "s" not in theirs \
                 or "s" not in ours or theirs.get("crashed") or ours.get("killed"):
             return ""
-        return f"{'≥ ' if theirs.get('killed') else ''}{float(theirs['s']) / float(ours['s']):.1f}×"
+        r = float(theirs["s"]) / float(ours["s"])
+        return f"{'≥ ' if theirs.get('killed') else ''}{r:,.0f}×" if r >= 100 else \
+            f"{'≥ ' if theirs.get('killed') else ''}{r:.1f}×"
 
     for fam, sizes in data["parsers"].items():
         small, large = sizes.get(lo, {}), (sizes.get(hi, {}) if hi != lo else {})
