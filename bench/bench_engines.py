@@ -18,6 +18,15 @@ inputs for both, one run:
    compared, its tool result has no field for it). Each wrong one is put in one class (``verdict``).
 2. seconds per request for one ``write_file`` call whose ``content`` argument is 80/320 KB, same
    deltas; vLLM with no tool parser at all as the engine's own cost outside any parser.
+3. ``--phase parsers``: the same long call with no server around either parser. vLLM's parser is
+   built by its own serving code (``OpenAIServingChat._make_parser``, i.e. ``ParserManager`` over
+   ``ToolParserManager``, the tokenizer of tests/_engines_model.py) and driven per delta by vLLM's
+   ``ChatStreamProcessor.step``, the call the serving loop makes (it keeps previous/current text and
+   token ids and calls the tool parser's ``extract_tool_calls_streaming``); the seconds are those
+   spent inside ``extract_tool_calls_streaming`` (and, apart, the whole ``step`` loop). Ours:
+   ``parser_for(family).feed`` per delta, ``close``. Token ids per delta are the tokenizer's, as the
+   server path's engine gives them. Both assemble the call; "same call" = byte-exact name and
+   arguments.
 
 Every engine request runs in a forked child with a budget: a synchronous parser cannot be
 interrupted, so a child past the budget is killed and the figure reads "> budget"; where vLLM's own
@@ -29,6 +38,7 @@ Run in the engines' venv (.ci/engines builds it):
     VLLM_TARGET_DEVICE=cpu .venv-engines/bin/python bench/bench_engines.py --phase vectors \
         [--vectors harvested.jsonl] [--engines vllm,sglang] [--families a,b] --json vectors.json
     ... --phase speed [--sizes 80,320] [--budget 150] [--until 06:30] --json speed.json
+    ... --phase parsers --engines vllm --families a,b [--sizes 80,320] [--own-budget 60] --json p.json
     ... --render vectors.json speed.json     # the Markdown tables of docs/benchmarks.md
 """
 
@@ -55,7 +65,7 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
 from _engines_model import build_model_dir, token_pieces
 from _engines_support import Expected, Vector, harvest, matches, reference, tools_for
-from sseguard.toolcalls import aliases, families, family
+from sseguard.toolcalls import ToolCallEnd, aliases, families, family, parser_for
 
 DELTA = 4  # the shortest delta in characters (deltas are whole tokens of at least this length)
 
@@ -267,6 +277,88 @@ def vllm_warm(model: Path) -> None:
     asyncio.run(go())
 
 
+def vllm_parser_timed(model: Path, parser: str, pieces: list[str], want: Expected, repeats: int,
+                      emit: Callable[[Any], None]) -> None:
+    """vLLM's tool parser without the server: built by vLLM's serving object as it builds one per
+    request (``_make_parser``, after ``adjust_request`` on a parser of its own, as the renderer
+    does), driven by ``ChatStreamProcessor.step`` per delta as the serving loop drives it. One line
+    per repeat: seconds inside the tool parser's ``extract_tool_calls_streaming``, seconds of the
+    whole ``step`` loop, and whether the folded call is ours byte for byte."""
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+    from vllm.entrypoints.openai.chat_completion.stream_processor import ChatStreamProcessor
+
+    from _engines_vllm import Server
+
+    async def serve() -> Server:
+        server = Server(model, parser)
+        await server.start()
+        return server
+
+    server = asyncio.run(serve())
+    serving = server.app.state.openai_serving_chat
+    tokenizer = serving.renderer.tokenizer
+    ids = [list(tokenizer.encode(p, add_special_tokens=False)) for p in pieces]  # what generate() gives
+    prompt_ids = list(tokenizer.encode("<|user|>hi\n<|assistant|>", add_special_tokens=False))
+    wanted = [(n, a) for n, a, _ in want.calls]
+    for _ in range(repeats):
+        request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}],
+                                        tools=TOOLS, stream=True)
+        kwargs = serving._effective_chat_template_kwargs(request)
+        request = serving._make_parser(request, tokenizer, kwargs).adjust_request(request=request)
+        processor = ChatStreamProcessor(request, serving._make_parser(request, tokenizer, kwargs),
+                                        enable_auto_tools=serving.enable_auto_tools,
+                                        parser_cls=serving.parser_cls)
+        tool = processor.parser.tool_parser
+        inner = [0.0]
+        own = tool.extract_tool_calls_streaming
+
+        def timed(*args: Any, _own: Any = own, _inner: list[float] = inner, **kw: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return _own(*args, **kw)
+            finally:
+                _inner[0] += time.perf_counter() - t0
+
+        tool.extract_tool_calls_streaming = timed
+        names: dict[int, str] = {}
+        parts: dict[int, list[str]] = {}
+        content: list[str] = []
+        last = len(pieces) - 1
+        start = time.perf_counter()
+        for n, (piece, tids) in enumerate(zip(pieces, ids, strict=True)):
+            delta = processor.step(piece, tids, "stop" if n == last else None, prompt_ids).delta
+            if delta is None:
+                continue
+            content.append(delta.content or "")
+            for tc in delta.tool_calls or []:
+                fn = tc.function
+                if fn is not None and fn.name:
+                    names[tc.index] = fn.name
+                parts.setdefault(tc.index, []).append((fn.arguments if fn is not None else None) or "")
+        whole = time.perf_counter() - start
+        got = [(names.get(i, ""), "".join(parts[i])) for i in sorted(parts)]
+        emit({"s": inner[0], "step_s": whole, "right": got == wanted, "calls": len(got),
+              "content_chars": len("".join(content)), "content_right": "".join(content) == want.content})
+
+
+def ours_parser_timed(fam: str, pieces: list[str], want: Expected, repeats: int,
+                      emit: Callable[[Any], None]) -> None:
+    """``parser_for(fam)`` fed the same deltas, ``close``; the call as our API delivers it."""
+    wanted = [(n, a) for n, a, _ in want.calls]
+    for _ in range(repeats):
+        parser = parser_for(fam, TOOLS)
+        feed = parser.feed
+        events: list[object] = []
+        keep = events.extend
+        start = time.perf_counter()
+        for piece in pieces:
+            keep(feed(piece))
+        keep(parser.close())
+        seconds = time.perf_counter() - start
+        got = [(e.name, e.arguments) for e in events if isinstance(e, ToolCallEnd)]
+        emit({"s": seconds, "right": got == wanted})
+
+
 # -------------------------------------------------------------------------------- SGLang side
 
 
@@ -458,6 +550,56 @@ def speed_phase(opts: argparse.Namespace, model: Path, report: dict[str, Any]) -
                     opts.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
 
 
+def best(child: Child, budget: float) -> dict[str, Any]:
+    """The fastest repeat a child reported; past the budget with none: killed at the budget."""
+    if not child.lines:
+        return {"killed": child.killed, "crashed": child.crashed, "s": budget}
+    top = dict(min(child.lines, key=lambda x: float(x["s"])))
+    top["repeats"] = len(child.lines)
+    return top
+
+
+def parsers_phase(opts: argparse.Namespace, model: Path, report: dict[str, Any]) -> None:
+    """The long call, vLLM's tool parser and ours each alone (see the module's docstring, 3.).
+    Every vLLM run in a forked child with ``--own-budget`` seconds; ours repeated ``--repeats``
+    times, vLLM's too where one run takes under a second (the fastest run is kept)."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(model / "tokenizer.json"))
+    slot_all = report.setdefault("parsers", {})
+    for kb in (int(s) for s in opts.sizes.split(",")):  # every family at 80 KB before any at 320
+        for fam in opts.family_list:
+            name = report["names"][fam]["vllm"]
+            if name is None:
+                continue
+            text = long_call(fam, kb, opts.bare)
+            want = reference(fam, text, TOOLS)
+            pieces = token_pieces(tok, text, DELTA)
+            row: dict[str, Any] = {"chars": len(text), "deltas": len(pieces), "utc": utc(),
+                                   "load": os.getloadavg()[0]}
+            slot = slot_all.setdefault(fam, {})
+            slot[f"{kb}KB"] = row
+            if past(opts.until):
+                row["skipped"] = "time"
+                continue
+            row["ours"] = best(forked(partial(ours_parser_timed, fam, pieces, want, opts.repeats),
+                                      opts.budget), opts.budget)
+            before = slot.get(f"{kb // 4}KB", {}).get("vllm")
+            if kb > 80 and isinstance(before, dict) and before.get("killed"):
+                row["vllm"] = {"skipped": f"past {opts.own_budget:.0f} s at {kb // 4} KB"}
+            else:
+                # a run under a second is repeated (the fastest kept); a longer one is run once
+                first = forked(partial(vllm_parser_timed, model, name, pieces, want, 1), opts.own_budget)
+                if first.lines and float(first.lines[0]["s"]) < 1.0 and opts.repeats > 1:
+                    more = forked(partial(vllm_parser_timed, model, name, pieces, want, opts.repeats - 1),
+                                  opts.own_budget)
+                    first.lines.extend(more.lines)
+                row["vllm"] = best(first, opts.own_budget)
+            print("parsers", fam, kb, json.dumps(row), flush=True)
+            if opts.json:  # kept as it grows: a run stopped early still has its rows
+                opts.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
+
+
 # ------------------------------------------------------------------------------------- tables
 
 
@@ -497,10 +639,18 @@ def render(paths: list[Path]) -> None:
                 for eng, fams in value.items():  # a later run adds families and sizes
                     for fam, sizes in fams.items():
                         data[key].setdefault(eng, {}).setdefault(fam, {}).update(sizes)
+            elif key == "parsers" and isinstance(data.get(key), dict):
+                for fam, sizes in value.items():  # a later run adds families and sizes
+                    data[key].setdefault(fam, {}).update(sizes)
             elif isinstance(value, dict) and isinstance(data.get(key), dict):
                 data[key].update(value)
             else:
                 data.setdefault(key, value)
+    if data.get("parsers"):
+        render_parsers(data)
+        if not data.get("vectors") and not data.get("speed"):
+            return
+        print()
     vec = data.get("vectors", {})
     print("| family | vLLM name | SGLang name | examples | vLLM's own | `sseguard-` in vLLM "
           "| SGLang's own | `sseguard-` in SGLang |")
@@ -573,12 +723,68 @@ def render(paths: list[Path]) -> None:
                       + f"| {'' if r2 is None else f'{at_least}{r2:.1f}×'} |")
 
 
+def render_parsers(data: dict[str, Any]) -> None:
+    """The parser-level table: per family, ours and vLLM's tool parser at each size, the ratio,
+    80 → 320 KB growth of each, and whether vLLM's parser delivered the same call."""
+    found = sorted({int(k[:-2]) for sizes in data["parsers"].values() for k in sizes})
+    lo, hi = f"{found[0]}KB", f"{found[-1]}KB"  # the smallest and the largest size measured
+    a, b = f"{found[0]} KB", f"{found[-1]} KB"
+    if lo == hi:  # one size: no growth columns
+        print(f"| family | vLLM parser | deltas | load | {a} ours | {a} vLLM's | vLLM ÷ ours "
+              "| vLLM `step` loop | same call |")
+        print("|---|---|---|---|---|---|---|---|---|")
+    else:
+        print(f"| family | vLLM parser | deltas {a} / {b} | load | {a} ours | {a} vLLM's | vLLM ÷ ours "
+          f"| {b} ours | {b} vLLM's | vLLM ÷ ours | growth ours | growth vLLM's "
+              f"| vLLM `step` loop {a} / {b} | same call |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def cell(c: Any) -> str:
+        if not isinstance(c, dict):
+            return "—"
+        if "skipped" in c:
+            return "not run"
+        if c.get("killed"):
+            return f"> {c['s']:.0f}"
+        if c.get("crashed"):
+            return "raised"
+        return f"{c['s']:.3f}" if c["s"] < 1 else f"{c['s']:.2f}"
+
+    def times(theirs: Any, ours: Any) -> str:
+        if not isinstance(theirs, dict) or not isinstance(ours, dict) or "s" not in theirs \
+                or "s" not in ours or theirs.get("crashed") or ours.get("killed"):
+            return ""
+        r = float(theirs["s"]) / float(ours["s"])
+        return f"{'≥ ' if theirs.get('killed') else ''}{r:,.0f}×" if r >= 100 else \
+            f"{'≥ ' if theirs.get('killed') else ''}{r:.1f}×"
+
+    for fam, sizes in data["parsers"].items():
+        small, large = sizes.get(lo, {}), (sizes.get(hi, {}) if hi != lo else {})
+        o1, o4, v1, v4 = small.get("ours"), large.get("ours"), small.get("vllm"), large.get("vllm")
+        same = []
+        for c in (v1, v4):
+            if isinstance(c, dict) and "right" in c:
+                same.append("yes" if c["right"] else "✗ no")
+        steps = " / ".join(f"{c['step_s']:.2f}" if isinstance(c, dict) and "step_s" in c else "—"
+                           for c in (v1, v4))
+        loads = "–".join(f"{r['load']:.1f}" for r in (small, large) if "load" in r)
+        deltas = " / ".join(f"{r['deltas']:,}" for r in (small, large) if "deltas" in r)
+        if lo == hi:
+            print(f"| {fam} | {data['names'][fam]['vllm']} | {deltas} | {loads} | {cell(o1)} | {cell(v1)} "
+                  f"| {times(v1, o1)} | {steps.split(' / ')[0]} | {' / '.join(same) or '—'} |")
+            continue
+        print(f"| {fam} | {data['names'][fam]['vllm']} | {deltas} | {loads} | {cell(o1)} | {cell(v1)} "
+              f"| {times(v1, o1)} | {cell(o4)} | {cell(v4)} | {times(v4, o4)} | {times(o4, o1)} "
+              f"| {times(v4, v1) if not (isinstance(v1, dict) and v1.get('killed')) else ''} "
+              f"| {steps} | {' / '.join(same) or '—'} |")
+
+
 # --------------------------------------------------------------------------------------- main
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--phase", choices=("vectors", "speed"), default="vectors")
+    ap.add_argument("--phase", choices=("vectors", "speed", "parsers"), default="vectors")
     ap.add_argument("--engines", default="vllm,sglang")
     ap.add_argument("--families", default="", help="default: every family an engine has a parser for")
     ap.add_argument("--vectors", type=Path, help="a harvested vectors file (default: harvest now)")
@@ -596,6 +802,8 @@ def main() -> None:
                     help="speed: the long call alone at the start of the answer, no sentence before it")
     ap.add_argument("--own-budget", type=float, default=40.0,
                     help="seconds the engines' own parsers get for one long request (speed phase)")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="parsers: runs per parser, the fastest kept (vLLM's: only where one is under 1 s)")
     ap.add_argument("--until", help="UTC HH:MM after which no new row starts")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--render", nargs="+", type=Path, help="print the Markdown tables of these reports")
@@ -626,6 +834,8 @@ def main() -> None:
         "names": names, "reasoning": reasoning, "vectors": {}, "speed": {}}
     if opts.phase == "vectors":
         vectors_phase(opts, model, tmp, report)
+    elif opts.phase == "parsers":
+        parsers_phase(opts, model, report)
     else:
         speed_phase(opts, model, report)
     report["utc_end"], report["load_end"] = utc(), os.getloadavg()
