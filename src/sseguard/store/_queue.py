@@ -13,6 +13,7 @@ A flush marker ends a batch early, so that its caller is released once what it w
 
 from __future__ import annotations
 
+import abc
 import atexit
 import threading
 from collections import deque
@@ -32,7 +33,7 @@ class _Flush:
 STOP = object()
 
 
-class QueuedWriter:
+class QueuedWriter(abc.ABC):
     """The caller's side and the batching thread; a subclass says what a batch becomes (``_deliver``).
 
     Hooks: ``_item`` (what the queue holds for a record), ``_refuse`` (a record put after close or
@@ -166,20 +167,28 @@ class QueuedWriter:
     def _item(self, record: Record, redactor: Redactor | None) -> object:
         return record if redactor is None else (record, redactor)
 
+    @abc.abstractmethod
     def _refuse(self, record: Record) -> bool:
-        raise NotImplementedError
+        """Whether ``record`` is refused before it is queued (the writer is closed or lost): the
+        writer counts and logs the drop itself."""
 
+    @abc.abstractmethod
     def _full(self) -> None:
-        raise NotImplementedError
+        """The queue is full and the record is dropped: the writer counts and logs it."""
 
+    @abc.abstractmethod
     def _deliver(self, batch: list[object]) -> None:
-        raise NotImplementedError
+        """Turn one batch into rows (write it, or send it to the writer process)."""
 
     def _flushed(self) -> None:
-        """Nothing to ask of anyone: a delivered batch is written."""
+        """By default nothing to ask of anyone: a delivered batch is written (an optional hook)."""
+        return None
 
+    @abc.abstractmethod
     def _stopped(self) -> None:
-        raise NotImplementedError
+        """The batching thread saw ``STOP``: write what landed behind it, or ask the writer process
+        to finish."""
 
     def _closed_after(self, timeout: float | None) -> None:
-        """Nothing more to stop."""
+        """By default nothing more to stop (an optional hook)."""
+        return None

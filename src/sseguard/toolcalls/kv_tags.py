@@ -30,7 +30,7 @@ from sseguard.toolcalls._markers import first_non_ws
 from sseguard.toolcalls._render import tag_values
 from sseguard.toolcalls.family import CallLike, Claim, Family, claim_openers
 from sseguard.toolcalls.glm import GLMParser, KVTags
-from sseguard.toolcalls.schema import ToolSpec
+from sseguard.toolcalls.schema import ToolSpec, type_of
 
 IQUEST_TAGS = KVTags(call="<iquest_tool_call>", call_end="</iquest_tool_call>")
 
@@ -61,21 +61,6 @@ def _make(name: str, tags: KVTags, tools: ToolSpec | None = None) -> GLMParser:
     return GLMParser(name, tools, tags=tags, separator="", frame=False)
 
 
-def _wire_type(value: Any) -> str:
-    """The JSON Schema type name K2 Horizon writes in ``<ifm|arg_type>`` for a value."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
-
-
 def render(tags: KVTags, nl: str, calls: Sequence[CallLike], malformed: bool) -> str:
     """The calls as the template writes them (``nl`` between tags: Hunyuan writes newlines); with a
     block wrapper when the family has one, with ``<tool_sep>`` and the type tag where it has them.
@@ -88,7 +73,7 @@ def render(tags: KVTags, nl: str, calls: Sequence[CallLike], malformed: bool) ->
         for key, text, closer in tag_values(call, broken, tags.value_end, bad):
             typed = ""
             if tags.arg_type and tags.arg_type_end:
-                typed = f"{tags.arg_type}{_wire_type(call.values[key])}{tags.arg_type_end}"
+                typed = f"{tags.arg_type}{type_of(call.values[key])}{tags.arg_type_end}"
             out.append(f"{tags.key}{key}{tags.key_end}{typed}{tags.value}{text}{closer}{nl}")
         stray = tags.key_end if broken and not call.values else ""
         out.append(f"{stray}{tags.call_end}{nl}")

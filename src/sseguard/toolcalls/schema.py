@@ -18,7 +18,7 @@ JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "object", "arr
 _JSON_VALUE_TYPES = frozenset({"integer", "number", "boolean", "object", "array"})
 
 
-def _type_of(value: Any) -> str:
+def type_of(value: Any) -> str:
     """The JSON Schema type name of a decoded JSON value (an integral float is a number)."""
     if value is None:
         return "null"
@@ -45,7 +45,7 @@ def declared_types(schema: Any) -> frozenset[str]:
             found.add(name)
     enum = schema.get("enum")
     if isinstance(enum, list):
-        found.update(_type_of(value) for value in enum)
+        found.update(type_of(value) for value in enum)
     for key in ("anyOf", "oneOf"):
         members = schema.get(key)
         if isinstance(members, list):
@@ -56,7 +56,7 @@ def declared_types(schema: Any) -> frozenset[str]:
 
 def type_allows(types: frozenset[str], value: Any) -> bool:
     """Whether a decoded JSON value has one of ``types`` (``number`` takes integers too)."""
-    kind = _type_of(value)
+    kind = type_of(value)
     return kind in types or (kind == "integer" and "number" in types)
 
 
