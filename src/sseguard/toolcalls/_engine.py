@@ -434,3 +434,24 @@ class MarkedRawParser(BaseParser):
         if end > self._mark:
             self._call.raw.append(data[self._mark:end])
         self._mark = end
+
+    def _reason_until(self, data: str, pos: int, think: tuple[str, str] | None,
+                      exits: tuple[str, ...]) -> int:
+        """Reasoning text up to its closer (``think[1]``), or up to a marker of ``exits`` (a call
+        opener, which ends it implicitly); any other marker of the family there is reported
+        (``malformed_tag``), never reasoning text."""
+        m, lit = self._find(data, pos)
+        if m == -1:
+            k = self._hold(data, pos)
+            self._reasoning(data[pos:k])
+            return ~k
+        self._reasoning(data[pos:m])
+        if think and lit == think[1]:
+            self._markup(lit)
+            self._state = CONTENT
+            return m + len(lit)
+        if lit in exits:
+            self._state = CONTENT
+            return m
+        self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, lit))
+        return m + len(lit)

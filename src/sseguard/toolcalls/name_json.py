@@ -130,24 +130,8 @@ class NameThenJSONParser(MarkedRawParser):
         return end
 
     def _reason(self, data: str, pos: int) -> int:
-        """Reasoning text up to its closer, or up to a call opener (which ends it implicitly); any
-        other marker of the family there is reported, never reasoning text."""
-        m, lit = self._find(data, pos)
-        if m == -1:
-            k = self._hold(data, pos)
-            self._reasoning(data[pos:k])
-            return ~k
-        self._reasoning(data[pos:m])
-        think = self._g.think
-        if think and lit == think[1]:
-            self._markup(lit)
-            self._state = CONTENT
-            return m + len(lit)
-        if lit in self._g.exits:
-            self._state = CONTENT
-            return m
-        self._event(MarkupError(MALFORMED, lit))
-        return m + len(lit)
+        """Reasoning text up to its closer, or up to a call opener (which ends it implicitly)."""
+        return self._reason_until(data, pos, self._g.think, self._g.exits)
 
     # the name -------------------------------------------------------------------------------------
 
