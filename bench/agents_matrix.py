@@ -214,16 +214,41 @@ def classify(fault: str, exit_code: int | None, seconds: float, requests: int) -
     return "half answer, exit 0" if fault in CUTS_TEXT else "exit 0"
 
 
+def _home(agent: Agent, npm: Path, run: Path) -> None:
+    """The run's own HOME: a copy of the agent's warmed-up home where ``--setup`` made one."""
+    warm = npm / "homes" / agent.name
+    if warm.is_dir():
+        shutil.copytree(warm, run / "home", symlinks=True)
+    else:
+        (run / "home").mkdir()
+
+
+def _run_agent(agent: Agent, run: Path, base: str, bound: float) -> tuple[str, int | None, float]:
+    """Run the agent headless against ``base`` in ``run``, killed (its process group) past
+    ``bound`` seconds: its output, exit code (None: killed) and seconds."""
+    # PWD too: opencode takes its project directory from $PWD, not from its working directory.
+    env = {**os.environ, "HOME": str(run / "home"), "PWD": str(run), "NO_COLOR": "1",
+           **agent.configure(run, base)}
+    started = time.monotonic()
+    proc = subprocess.Popen(list(agent.argv), cwd=run, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, errors="replace")
+    try:
+        out, _ = proc.communicate(timeout=bound)
+        exit_code: int | None = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        exit_code = None
+    return out, exit_code, time.monotonic() - started
+
+
 def run_one(agent: Agent, fault: str, mode: str, bound: float, sseguard: str,
             npm: Path, proxy_args: tuple[str, ...] = ()) -> Result:
     """One bounded run of one agent against one fault, directly or through the proxy."""
     with tempfile.TemporaryDirectory(prefix=f"agents-{agent.name}-") as tmp:
         run = Path(tmp)
-        warm = npm / "homes" / agent.name
-        if warm.is_dir():
-            shutil.copytree(warm, run / "home", symlinks=True)
-        else:
-            (run / "home").mkdir()
+        _home(agent, npm, run)
         chaos_argv = [sseguard, "chaos", "--listen", "127.0.0.1:0", "--seed", SEED, "--json"]
         if fault != "healthy":
             chaos_argv += ["--fault", f"{fault}=1"]
@@ -236,21 +261,7 @@ def run_one(agent: Agent, fault: str, mode: str, bound: float, sseguard: str,
             if mode == "proxy":
                 proxy, base = _start([sseguard, "proxy", "--upstream", upstream,
                                       "--listen", "127.0.0.1:0", *proxy_args], run)
-            # PWD too: opencode takes its project directory from $PWD, not from its working directory.
-            env = {**os.environ, "HOME": str(run / "home"), "PWD": str(run), "NO_COLOR": "1",
-                   **agent.configure(run, base)}
-            started = time.monotonic()
-            proc = subprocess.Popen(list(agent.argv), cwd=run, env=env, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    start_new_session=True, errors="replace")
-            try:
-                out, _ = proc.communicate(timeout=bound)
-                exit_code: int | None = proc.returncode
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                out, _ = proc.communicate()
-                exit_code = None
-            seconds = time.monotonic() - started
+            out, exit_code, seconds = _run_agent(agent, run, base, bound)
             with urllib.request.urlopen(upstream.removesuffix("/v1") + "/chaos/stats") as reply:
                 stats = json.load(reply)
         finally:
@@ -312,11 +323,7 @@ def run_heal(agent: Agent, ending: str, mode: str, seed: int, bound: float, sseg
     once, directly or through the healing proxy."""
     with tempfile.TemporaryDirectory(prefix=f"heal-{agent.name}-") as tmp:
         run = Path(tmp)
-        warm = npm / "homes" / agent.name
-        if warm.is_dir():
-            shutil.copytree(warm, run / "home", symlinks=True)
-        else:
-            (run / "home").mkdir()
+        _home(agent, npm, run)
         chaos_argv = [sseguard, "chaos", "--listen", "127.0.0.1:0", "--seed", str(seed), "--json"]
         if ending != "healthy":
             chaos_argv += ["--first-answer", ending]
@@ -331,20 +338,7 @@ def run_heal(agent: Agent, ending: str, mode: str, seed: int, bound: float, sseg
             if mode == "proxy":
                 proxy, base = _start([sseguard, "proxy", "--upstream", upstream,
                                       "--listen", "127.0.0.1:0", *args], run)
-            env = {**os.environ, "HOME": str(run / "home"), "PWD": str(run), "NO_COLOR": "1",
-                   **agent.configure(run, base)}
-            started = time.monotonic()
-            proc = subprocess.Popen(list(agent.argv), cwd=run, env=env, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    start_new_session=True, errors="replace")
-            try:
-                out, _ = proc.communicate(timeout=bound)
-                exit_code: int | None = proc.returncode
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                out, _ = proc.communicate()
-                exit_code = None
-            seconds = time.monotonic() - started
+            out, exit_code, seconds = _run_agent(agent, run, base, bound)
             root = upstream.removesuffix("/v1")
             with urllib.request.urlopen(root + "/chaos/stats") as reply:
                 stats = json.load(reply)
