@@ -2,7 +2,7 @@
 
 ``trace_proxy_ttfc.py`` times the proxy's steps before the first chunk (~0.3 ms at p50), but on a
 shared machine wall time swings more than the cuts being judged. This counts instructions instead:
-the server (``sseguard proxy`` as ``serve_proxy`` runs it, or the bare aiohttp relay of ``HTTP.md``)
+the server (``sseguard proxy`` as ``serve_proxy`` runs it, or the bare aiohttp relay of ``docs/design/http.md``)
 runs under ``valgrind --tool=callgrind`` with collection off, and a callgrind client request (a
 few-line C helper compiled here, loaded with ctypes) turns collection on when the handler starts and
 off when the first body write has returned. Requests go one at a time, so each collected span is one

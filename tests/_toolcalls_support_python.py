@@ -1,4 +1,4 @@
-"""Hypothesis strategies for the families of MARKUP3.md classes C, D and E: valid documents with the
+"""Hypothesis strategies for the families of docs/design/markup.md classes C, D and E: valid documents with the
 text and calls a correct parser must find, the soup pieces of their markup, and canned streams for the
 interleaving test.
 

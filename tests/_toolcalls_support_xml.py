@@ -1,4 +1,4 @@
-"""Hypothesis strategies for the families of MARKUP3.md classes F, G and H: valid documents with the
+"""Hypothesis strategies for the families of docs/design/markup.md classes F, G and H: valid documents with the
 text and calls a correct parser must find. Markers are written out here, as the spec spells them,
 never taken from the parsers.
 """

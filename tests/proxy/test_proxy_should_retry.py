@@ -1,4 +1,4 @@
-"""One layer retries (DESIGN.md guarantee 7): what the proxy tells a client about retrying, and the
+"""One layer retries (docs/design/guarantees.md guarantee 7): what the proxy tells a client about retrying, and the
 retry budget that keeps its own retries from multiplying a failure. Pure decisions, literal tables,
 an injected clock."""
 
