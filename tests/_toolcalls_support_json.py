@@ -1,6 +1,6 @@
-"""Hypothesis strategies for the Kimi K2 and gpt-oss Harmony families (docs/design/markup.md §2): valid documents
-with the text, reasoning and calls a correct parser must find. Their arguments are JSON objects whose
-strings may hold any marker (decision 2.4: a marker inside a JSON string is string text).
+"""Hypothesis strategies for the Kimi K2 and gpt-oss Harmony families (docs/design/markup.md §2): valid
+documents with the text, reasoning and calls a correct parser must find. Their arguments are JSON objects
+whose strings may hold any marker (decision 2.4: a marker inside a JSON string is string text).
 
 The expected values come from what the strategy chose, with the markers written out in
 ``_toolcalls_support.LEAK_MARKERS``, never from the parsers' own constants.

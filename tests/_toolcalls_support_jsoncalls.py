@@ -1,8 +1,8 @@
-"""Hypothesis strategies for the families of docs/design/markup.md classes A, A′, B and B′ (calls written as JSON
-objects after markers): valid documents with the text, reasoning and calls a correct parser must find.
+"""Hypothesis strategies for the families of docs/design/markup.md classes A, A′, B and B′ (calls written as
+JSON objects after markers): valid documents with the text, reasoning and calls a correct parser must find.
 
-The markers are written out here (the spec's, docs/design/markup.md §3.1), never taken from the parsers, and added
-to ``_toolcalls_support.LEAK_MARKERS``. Argument strings may hold any marker: inside a JSON string a
+The markers are written out here (the spec's, docs/design/markup.md §3.1), never taken from the parsers, and
+added to ``_toolcalls_support.LEAK_MARKERS``. Argument strings may hold any marker: inside a JSON string a
 marker is string text.
 """
 

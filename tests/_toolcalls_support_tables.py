@@ -1,5 +1,5 @@
-"""What the table tests of docs/design/markup.md §3's families share: a case is an input with the visible text,
-the calls and the error kinds a correct parser finds in it, checked whole and in chunks of 1, 2, 3
+"""What the table tests of docs/design/markup.md §3's families share: a case is an input with the visible
+text, the calls and the error kinds a correct parser finds in it, checked whole and in chunks of 1, 2, 3
 and 7 characters and of random sizes; malformed input cut at every position; a render → parse
 round trip."""
 

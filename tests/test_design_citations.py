@@ -50,8 +50,9 @@ BARE_MD = re.compile(r"(?<![\w./-])([\w-]+\.md)\b")
 BARE_TEST = re.compile(r"(?<![\w./-])(test_\w+\.py)\b")
 TEST_NODE = re.compile(r"((?:tests/)[\w/]+\.py)::(\w+)")
 #: ``decision 2.5``, ``decisions 1.7 and 1.9``, ``decisions 1.1–1.2``: the list after the word.
-DECISIONS = re.compile(r"\b[Dd]ecisions?\s+((?:\d+(?:\.\d+)?)(?:(?:,\s*|\s+and\s+|\s*[–-]\s*)\d+(?:\.\d+)?)*)")
-NUMBERED = re.compile(r"\b(guarantee|principle)s?\s+((?:\d+)(?:(?:,\s*|\s+and\s+|\s*[–-]\s*)\d+)*)")
+_LIST = r"(?:,\s*|\s+and\s+|\s*[–-]\s*)"
+DECISIONS = re.compile(rf"\b[Dd]ecisions?\s+((?:\d+(?:\.\d+)?)(?:{_LIST}\d+(?:\.\d+)?)*)")
+NUMBERED = re.compile(rf"\b(guarantee|principle)s?\s+((?:\d+)(?:{_LIST}\d+)*)")
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 ANCHOR_ID = re.compile(r"""<a\s+id=["']([^"']+)["']""")
 HEADING = re.compile(r"^#{1,6}\s+(.*)$", re.M)
@@ -142,7 +143,7 @@ def citation_problems(path: Path) -> list[str]:
                 problems.append(f"{where}: {found!r} names a research note, not a repository document")
         for cited in REPO_PATH.findall(line):
             cited = cited.rstrip(".").split("#")[0]
-            if _is_template(cited) or not cited.endswith(FILE_SUFFIXES + ("/",)):
+            if _is_template(cited) or not cited.endswith((*FILE_SUFFIXES, "/")):
                 continue
             if not (ROOT / cited).exists():
                 problems.append(f"{where}: {cited} does not exist")

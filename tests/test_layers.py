@@ -1,5 +1,5 @@
-"""The layers of docs/design/architecture.md hold: the sans-IO core imports no I/O library and nothing from the adapters,
-no module imports from a layer above its own, and no modules import each other in a circle.
+"""The layers of docs/design/architecture.md hold: the sans-IO core imports no I/O library and nothing from
+the adapters, no module imports from a layer above its own, and no modules import each other in a circle.
 
 The import graph is read from the source (``ast``), so every import counts: module level, inside a
 function (a lazy import still ties the modules together) and under ``if TYPE_CHECKING:`` (a circle the

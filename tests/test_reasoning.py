@@ -107,7 +107,7 @@ def test_harmony_markers_do_not_end_think_reasoning() -> None:
     text = "hmm <|channel|>final<|message|>x</think>answer"
     assert split(text, starts_in_reasoning=True, family="harmony") == (
         "hmm <|channel|>final<|message|>x", "answer")
-# docs/design/markup.md §2 families: a call opened inside reasoning ends it (decision 2.10) -----------------------
+# docs/design/markup.md §2 families: a call opened inside reasoning ends it (decision 2.10) ------------------
 
 MINIMAX_CALL = ('\n<minimax:tool_call>\n<invoke name="f">\n<parameter name="a">1</parameter>\n'
                 "</invoke>\n</minimax:tool_call>")

@@ -1,6 +1,6 @@
 """The vocabulary every checker speaks: how a stream ended, what was wrong in it, and the verdict.
 
-Every wire protocol's checker (``contract/<protocol>.py``) produces these same values, so probe, proxy,
+Every wire protocol's checker (``contract/<protocol>/``) produces these same values, so probe, proxy,
 store and analyzer never learn which protocol they watched.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 class Api(StrEnum):
     """The wire protocol a stream was spoken in (``docs/design/vocabulary.md``): the one list of their names.
 
-    Everything else about a protocol is its ``Protocol`` descriptor (``contract/<protocol>.py``).
+    Everything else about a protocol is its ``Protocol`` descriptor (``contract/<protocol>/``).
     """
 
     CHAT = "chat"  # POST …/chat/completions

@@ -243,7 +243,8 @@ def test_markup_leak_in_reasoning_is_found() -> None:
     ("glm45", "Sure.\n<tool_call>get_weather\n<arg_key>city</arg_key>"),
     ("glm47", "Sure.<arg_value>Paris</arg_value>"),
     ("minimax-m2", "Sure.\n<minimax:tool_call>\n"),
-    # docs/design/markup.md decision 2.11: skip_special_tokens removed the block tokens, the plain-text invoke is left
+    # docs/design/markup.md decision 2.11: skip_special_tokens removed the block tokens, the plain-text
+    # invoke is left
     ("minimax-m2", 'Sure.\n\n<invoke name="get_weather">\n<parameter name="city">Paris'),
 ])
 def test_glm_and_minimax_markup_in_content_is_a_leak_for_its_family_and_for_all(

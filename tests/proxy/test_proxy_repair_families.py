@@ -1,5 +1,5 @@
-"""``--repair-markup`` for the families of docs/design/markup.md §2, end to end with the real openai and anthropic
-SDKs, in chat, Responses and Messages.
+"""``--repair-markup`` for the families of docs/design/markup.md §2, end to end with the real openai and
+anthropic SDKs, in chat, Responses and Messages.
 
 A chaos upstream leaves each family's markup raw in the text; the proxy repairs it (chat: by the
 family's name and by ``auto``; Responses and Messages: by ``auto``), and the stream the client gets

@@ -1,5 +1,5 @@
-"""docs/design/markup.md class F: the Qwen3-Coder body in other blocks — ``seed-oss`` (``<seed:tool_call>``, its
-own ``<seed:think>`` reasoning) and ``zaya`` (``<zyphra_tool_call>``)."""
+"""docs/design/markup.md class F: the Qwen3-Coder body in other blocks — ``seed-oss`` (``<seed:tool_call>``,
+its own ``<seed:think>`` reasoning) and ``zaya`` (``<zyphra_tool_call>``)."""
 
 from __future__ import annotations
 

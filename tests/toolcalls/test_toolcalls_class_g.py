@@ -1,6 +1,6 @@
-"""docs/design/markup.md class G: invoke/parameter elements spelled otherwise — ``dots``, ``step3`` (``steptml:``
-elements in per-call wrappers), ``minicpm5`` (``function``/``param``, either quote, CDATA, no block)
-and ``gigachat35`` (DSML with ``｜GCML｜``)."""
+"""docs/design/markup.md class G: invoke/parameter elements spelled otherwise — ``dots``, ``step3``
+(``steptml:`` elements in per-call wrappers), ``minicpm5`` (``function``/``param``, either quote, CDATA, no
+block) and ``gigachat35`` (DSML with ``｜GCML｜``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""docs/design/markup.md class H: GLM's key/value tags spelled otherwise — ``iquest-q1``, ``hunyuan`` (Hy3 with
-``<tool_sep>``, Hy4 without, a tokenizer suffix on every tag) and ``k2-horizon`` (``ifm|`` tags, an
+"""docs/design/markup.md class H: GLM's key/value tags spelled otherwise — ``iquest-q1``, ``hunyuan`` (Hy3
+with ``<tool_sep>``, Hy4 without, a tokenizer suffix on every tag) and ``k2-horizon`` (``ifm|`` tags, an
 optional type tag, its own reasoning spans)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Class E of docs/design/markup.md §3: Gemma's ``call:NAME{key:value}`` syntax (``functiongemma``, ``gemma4``).
+"""Class E of docs/design/markup.md: Gemma's ``call:NAME{key:value}`` syntax (``functiongemma``, ``gemma4``).
 
 Every input and expectation is written out here (the spec's examples, then decision 3.6's typing and the
 errors); each parse is also checked fed whole, in 1-, 2-, 3- and 7-character pieces and in random

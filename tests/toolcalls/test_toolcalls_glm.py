@@ -1,4 +1,5 @@
-"""GLM-4.5 (``glm45``) and GLM-4.7 (``glm47``) tool calls: the decisions of docs/design/markup.md §2, one by one."""
+"""GLM-4.5 (``glm45``) and GLM-4.7 (``glm47``) tool calls: docs/design/markup.md §2, one decision at a
+time."""
 
 from __future__ import annotations
 

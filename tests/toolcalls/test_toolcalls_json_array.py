@@ -152,7 +152,8 @@ def test_cohere_keeps_the_models_call_ids() -> None:
 
 
 def test_arguments_in_the_template_order_stream_before_the_element_closes() -> None:
-    """The call is announced at its name and the arguments go out as they arrive (docs/design/markup.md class B)."""
+    """The call is announced at its name, its arguments go out as they arrive (docs/design/markup.md,
+    class B)."""
     from sseguard.toolcalls import ToolArgsDelta, parser_for
     p = parser_for("jamba")
     out = p.feed('<tool_calls>[{"name": "write", "arguments": {"content": "abc')

@@ -30,7 +30,7 @@ from sseguard.toolcalls import (
 )
 from sseguard.verdict import Api
 
-#: The families of docs/design/markup.md §1 and §2, then those of docs/design/markup.md classes A, A′, B and B′.
+#: The families of docs/design/markup.md §1 and §2, then those of its classes A, A′, B and B′.
 FIRST = ["dsml-v32", "dsml-v4", "dsml-v41", "deepseek-v3", "deepseek-v31", "hermes", "glm45",
          "glm47", "qwen3-coder", "kimi-k2", "harmony", "minimax-m2"]
 JSON_CALLS = ["llama3-json", "granite", "granite-20b-fc", "internlm", "jamba", "hunyuan-a13b",

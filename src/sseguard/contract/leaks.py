@@ -2,9 +2,9 @@
 
 The tables are the registry's (``sseguard.toolcalls.families()``): each family's leak markers (a plain
 substring search; the incremental parsers in ``sseguard.toolcalls`` do the real parsing) and the shape
-its calls leave when a server strips its special tokens (docs/design/markup.md decision 2.11: ``functions.x:0{…}``,
-``…commentary to=functions.f json{…}``; only the server can fix it, so it is a leak). A plugin family
-is looked for exactly as a built-in is.
+its calls leave when a server strips its special tokens (docs/design/markup.md decision 2.11:
+``functions.x:0{…}``, ``…commentary to=functions.f json{…}``; only the server can fix it, so it is a leak). A
+plugin family is looked for exactly as a built-in is.
 """
 
 from __future__ import annotations

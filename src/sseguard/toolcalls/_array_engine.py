@@ -1,5 +1,5 @@
-"""The incremental engine of docs/design/markup.md class B: calls written as JSON objects after a marker — a JSON
-array of call objects (``[{…}, {…}]``), objects separated by ``;`` (Llama 3) or by newlines
+"""The incremental engine of docs/design/markup.md class B: calls written as JSON objects after a marker — a
+JSON array of call objects (``[{…}, {…}]``), objects separated by ``;`` (Llama 3) or by newlines
 (MiniMax-M1), or one object with no closer (class A′).
 
 One engine, parameterised by tables (``_array_tables``): the ``Shape`` of an element (which members

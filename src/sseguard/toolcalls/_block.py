@@ -17,9 +17,9 @@ RESUME, SWALLOW, END = range(3)  # leave it to the next state / swallow it / swa
 class BlockParser(BaseParser):
     """A family whose calls stand in blocks: the "between calls" and "void call" steps they share.
 
-    Inside a block only whitespace, the next call and the block's closer may stand (docs/design/markup.md decision 1.5); junk
-    there, like a broken call, becomes a void unit swallowed up to the next place parsing can resume.
-    A family says, in ``_block_marker`` and ``_skip_marker``, what its markers mean in those two
+    Inside a block only whitespace, the next call and the block's closer may stand (docs/design/markup.md
+    decision 1.5); junk there, like a broken call, becomes a void unit swallowed up to the next place parsing
+    can resume. A family says, in ``_block_marker`` and ``_skip_marker``, what its markers mean in those two
     states.
     """
 

@@ -103,7 +103,8 @@ class BaseParser(ABC):
         self._call: Call | None = None
         self._state = CONTENT
         self._handlers: tuple[Callable[[str, int], int], ...] = ()
-        self._sep = ""  # what the encoder writes before an opener; removed from the text (docs/design/markup.md decision 1.8)
+        # what the encoder writes before an opener; removed from the text (docs/design/markup.md decision 1.8)
+        self._sep = ""
         # decision 2.2: in its families the whitespace that frames the answer at stream start
         # (right after </think>) is markup, not text; such a family sets this in its __init__.
         self._frame = False

@@ -100,6 +100,6 @@ def split_partial_opener(rest: str, separator: str, lead: str = "<") -> tuple[st
     return head, rest[j:]
 
 
-#: The reasoning tags, reserved in the families of docs/design/markup.md §2 (decision 2.1): outside a call they are
-#: stray markers, never visible text.
+#: The reasoning tags, reserved in the families of docs/design/markup.md §2 (decision 2.1): outside a call
+#: they are stray markers, never visible text.
 THINK_TAGS = ("<think>", "</think>")

@@ -1,4 +1,4 @@
-"""Class D of docs/design/markup.md §3: call lists written as Python, read incrementally and re-serialized as JSON.
+"""Class D of docs/design/markup.md: call lists written as Python, read incrementally, re-serialized as JSON.
 
 ``[get_weather(city="Paris", days=2), web.search(q='x')]`` (``pythonic``, ``lfm2``) or one call per
 line (``olmo3``). The reader is a character-level state machine over the literal grammar the engines

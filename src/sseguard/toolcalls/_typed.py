@@ -1,7 +1,7 @@
 """Parameter values that carry no type flag, typed by the offered tool's schema (GLM, MiniMax-M2).
 
-docs/design/markup.md decision 2.5: the schema's declared types say whether a value is the raw string, JSON, or
-either. What is surely a string streams as it arrives (escaped piece by piece, the hot path of
+docs/design/markup.md decision 2.5: the schema's declared types say whether a value is the raw string, JSON,
+or either. What is surely a string streams as it arrives (escaped piece by piece, the hot path of
 ``BaseParser._STRING``); what may be JSON is buffered up to its closer and decided there, once. A value
 that may be either is buffered only until its first non-blank character: one that no accepted JSON
 type can start with is a string from then on and streams too. MiniMax's exact ``null`` holds back at

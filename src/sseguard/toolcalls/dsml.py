@@ -133,7 +133,7 @@ CONTENT, IN_BLOCK, IN_INVOKE, STRING_VALUE, JSON_VALUE, JSON_BODY, SKIP = range(
 
 
 class DSMLParser(BlockParser):
-    """Incremental parser for the DSML families; see docs/design/markup.md §1 for the format and the decisions."""
+    """Incremental parser for the DSML families; docs/design/markup.md §1 has the format and decisions."""
 
     _BLOCK, _SKIP, _STRING = IN_BLOCK, SKIP, STRING_VALUE
 

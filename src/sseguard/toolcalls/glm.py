@@ -48,13 +48,13 @@ SEPARATORS = {"glm45": "\n", "glm47": ""}
 
 @dataclass(frozen=True, slots=True)
 class KVTags:
-    """The tags of one key/value family (docs/design/markup.md class H): GLM's, or another family's spelling of
-    the same grammar. ``block``/``block_end``: a wrapper around the calls (Hunyuan's
+    """The tags of one key/value family (docs/design/markup.md class H): GLM's, or another family's spelling
+    of the same grammar. ``block``/``block_end``: a wrapper around the calls (Hunyuan's
     ``<tool_calls>``; a bare call without it is still a call); ``name_end``: a tag that may end the
     name (Hunyuan Hy3's ``<tool_sep>``); ``arg_type``/``arg_type_end``: an optional tag between a key
     and its value naming the value's type (K2 Horizon); ``reserved``: other tags that are never text
-    (the reasoning tags); ``json_body``: a call's body may be one JSON object
-    ``{"name", "arguments"}`` instead of a name and key/value tags (K2 Horizon, docs/design/markup.md §3.3)."""
+    (the reasoning tags); ``json_body``: a call's body may be one JSON object ``{"name", "arguments"}``
+    instead of a name and key/value tags (K2 Horizon, docs/design/markup.md §3.3)."""
 
     call: str = TOOL_CALL
     call_end: str = TOOL_CALL_END
@@ -101,7 +101,7 @@ CONTENT, NAME, CALL, KEY, AFTER_KEY, VALUE, STRING, SKIP, BLOCK, ARG_TYPE, THINK
 
 
 class GLMParser(ReasoningTags, TypedValueParser):
-    """Incremental parser for ``glm45`` and ``glm47`` (see docs/design/markup.md §2 for the format and decisions),
+    """Incremental parser for ``glm45`` and ``glm47`` (docs/design/markup.md §2 has the format and decisions),
     and for the families that spell the same grammar with other tags (``KVTags``)."""
 
     _SKIP, _VALUE, _STRING, _BLOCK, _THINK = SKIP, VALUE, STRING, BLOCK, THINK

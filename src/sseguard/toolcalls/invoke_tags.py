@@ -10,8 +10,8 @@ step3:     <｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep�
 minicpm5:  <function name="N"><param name='K'>V</param></function>       (no block)
 ```
 
-Decisions (docs/design/markup.md §3.3, §3.4): values byte-exact, typed by the schema; untyped values are the raw
-string (MiniMax's rule) for ``dots`` and ``minicpm5``, strict JSON if they parse else the raw string
+Decisions (docs/design/markup.md §3.3, §3.4): values byte-exact, typed by the schema; untyped values are the
+raw string (MiniMax's rule) for ``dots`` and ``minicpm5``, strict JSON if they parse else the raw string
 (GLM's rule) for ``step3``. Step-3's markers use the fullwidth ``｜`` and no ``▁`` (they are not
 DeepSeek's); its type word must be ``function`` (else ``malformed_tag``); a ``<`` in a value is
 value text (SGLang drops such a parameter). MiniCPM's ``name=`` takes single or double quotes, a

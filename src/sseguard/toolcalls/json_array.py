@@ -1,5 +1,5 @@
-"""Class B, B′ and A′ families of docs/design/markup.md §3, built from tables: ``json_array_family(name, openers,
-shape=…)`` gives a whole ``Family`` (parser, markers, leak markers, reasoning exits, ``auto`` claim,
+"""Class B, B′ and A′ families of docs/design/markup.md §3, built from tables: ``json_array_family(name,
+openers, shape=…)`` gives a whole ``Family`` (parser, markers, leak markers, reasoning exits, ``auto`` claim,
 rendering) whose calls are JSON objects after markers, ``json_after_marker`` the one-object-no-closer
 case. The engine they run is ``_array_engine.JSONArrayParser``; the tables they take (``Opener``,
 ``Body``, the element ``Shape``s) are re-exported here, the vocabulary of a builder call.
@@ -115,8 +115,8 @@ def _never(held: str, final: bool) -> Claim:
 def json_after_marker(name: str, opener: str, *more: str, shape: Shape = NAME_ARGUMENTS,
                       framing: Sequence[str] = (), rank: int = 100,
                       aliases: tuple[str, ...] = (), grammar: str = "A′") -> Family:
-    """Class A′ of docs/design/markup.md §3: ``opener`` (or any of ``more``), then one call object, no closer —
-    the call ends where its object closes (string-aware brace depth); what follows is text or the
+    """Class A′ of docs/design/markup.md §3: ``opener`` (or any of ``more``), then one call object, no closer
+    — the call ends where its object closes (string-aware brace depth); what follows is text or the
     next opener (whitespace between two calls is markup)."""
     return json_array_family(name, [Opener(lit, Body.ONE) for lit in (opener, *more)], shape=shape,
                              framing=framing, rank=rank, aliases=aliases, grammar=grammar)

@@ -3,8 +3,8 @@ objects one per line) between an opener and a closer, or after a token with no c
 
 - ``jamba`` (AI21 Jamba) and ``hunyuan-a13b``: ``<tool_calls>[{…}]</tool_calls>``; Hunyuan-A13B
   writes call blocks inside its reasoning as thinking, so its opener does not end reasoning, and
-  wraps its answer in ``<answer>``…``</answer>`` after the reasoning: framing (docs/design/markup.md §3.3), the
-  tags ``Markup`` wherever they stand outside a block, the text between them visible verbatim.
+  wraps its answer in ``<answer>``…``</answer>`` after the reasoning: framing (docs/design/markup.md §3.3),
+  the tags ``Markup`` wherever they stand outside a block, the text between them visible verbatim.
 - ``minimax-m1`` (MiniMax-Text-01/M1, class B′): ``<tool_calls>`` then one object per line; a line
   that is not an object is ``malformed_tag`` for that line only.
 - ``phi4-mini``: ``functools[{…}]``; ``functools`` is a Python module name in prose, so only

@@ -10,8 +10,8 @@ k2-horizon:  <ifm|tool_calls><ifm|tool_call>NAME<ifm|arg_key>K</ifm|arg_key>
              </ifm|tool_call></ifm|tool_calls>          (one line each; the type tag optional)
 ```
 
-Decisions (docs/design/markup.md §3.3, §3.4): GLM's rules throughout — values typed by the schema, untyped values
-strict JSON if they parse else the raw string, byte-exact, no strip. Hunyuan's name ends at
+Decisions (docs/design/markup.md §3.3, §3.4): GLM's rules throughout — values typed by the schema, untyped
+values strict JSON if they parse else the raw string, byte-exact, no strip. Hunyuan's name ends at
 ``<tool_sep>`` (Hy3) or at the first ``<arg_key>``/closer (Hy4, no separator); its shipping tokenizer
 appends one suffix to every token (``<tool_call:opensource>``): the suffix is a parameter of the
 family (``hunyuan_tags``), never guessed. K2 Horizon's optional ``<ifm|arg_type>`` names the value's

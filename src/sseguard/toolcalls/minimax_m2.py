@@ -129,8 +129,8 @@ _COMPILED: dict[InvokeTags, _Compiled] = {}
 
 
 class MiniMaxM2Parser(TypedValueParser):
-    """Incremental parser for ``minimax-m2`` (see docs/design/markup.md §2 for the format and the decisions), and
-    for the families that spell its elements otherwise (``InvokeTags``)."""
+    """Incremental parser for ``minimax-m2`` (see docs/design/markup.md §2 for the format and the decisions),
+    and for the families that spell its elements otherwise (``InvokeTags``)."""
 
     _BLOCK, _SKIP, _VALUE, _STRING = IN_BLOCK, SKIP, VALUE, STRING
     _AFTER_VALUE = INVOKE_BODY

@@ -1,4 +1,4 @@
-"""Class C of docs/design/markup.md §3: a name, then one JSON object of arguments (``mistral`` v11+, ``plamo3``).
+"""Class C of docs/design/markup.md: a name, then one JSON object of arguments (``mistral`` v11+, ``plamo3``).
 
 ```
 mistral:  [TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]get_time{"tz": "UTC"} text

@@ -39,8 +39,8 @@ _MARKERS: dict[tuple[str, ...], Markers] = {}
 
 class Qwen3CoderParser(ReasoningTags, BlockParser):
     """Incremental parser for the Qwen3-Coder XML tool-call format, and for the families that wrap
-    the same body in another block (docs/design/markup.md class F): ``opener``/``closer`` are the block's tags,
-    ``think`` the reasoning spans the family writes itself (opener, closer)."""
+    the same body in another block (docs/design/markup.md class F): ``opener``/``closer`` are the block's
+    tags, ``think`` the reasoning spans the family writes itself (opener, closer)."""
 
     _BLOCK, _SKIP, _THINK = BLOCK, SKIP, THINK
 
