@@ -13,6 +13,9 @@ The files scanned are the repository's own (``src/``, ``tests/``, ``bench/``, ``
   naming ``docs/design/markup.md``;
 - ``guarantee N`` and ``principle N`` without their anchors in ``docs/design/guarantees.md`` and
   ``docs/design/architecture.md``;
+- in ``docs/design/`` (which names modules the short way, ``proxy/machine.py``), a backticked module or
+  folder that no file of ``src/``, ``tests/`` or ``bench/`` ends with — so a design page goes stale loudly
+  when code moves (``engine-facts.md`` is left out: its paths are the engines' own);
 - the names of the research notes the design was first written in (outside this repository), cited as
   if they were here. Only the old-numbering table of ``docs/design/`` may name them, on a line that
   says "formerly".
@@ -56,6 +59,15 @@ NUMBERED = re.compile(rf"\b(guarantee|principle)s?\s+((?:\d+)(?:{_LIST}\d+)*)")
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 ANCHOR_ID = re.compile(r"""<a\s+id=["']([^"']+)["']""")
 HEADING = re.compile(r"^#{1,6}\s+(.*)$", re.M)
+#: A module or folder named in backticks: ``proxy/machine.py``, ``_engine.py``, ``contract/chat/``.
+CODE_PATH = re.compile(r"`([\w./-]+(?:\.py|/))`")
+#: Design pages whose paths are another project's (the serving engines' source).
+FOREIGN_PATHS = frozenset({"engine-facts.md"})
+#: What each research note became, for the failure message.
+NOTE_HINTS = {"DE" + "SIGN": "docs/design/architecture.md or guarantees.md",
+              "PROTO" + "COLS": "docs/design/vocabulary.md", "HT" + "TP": "docs/design/http.md",
+              "ENG" + "INES": "docs/design/engine-facts.md", "ST" + "YLE": "docs/design/architecture.md",
+              "MAR" + "KUP": "docs/design/markup.md (decision 1.N, 2.N or 3.N; §3.N; class X)"}
 
 
 def _scanned() -> Iterator[Path]:
@@ -99,6 +111,21 @@ def _test_basenames() -> frozenset[str]:
 
 
 @cache
+def _code_paths() -> frozenset[str]:
+    """Every file and folder of src/, tests/ and bench/ as a posix path (folders end with ``/``)."""
+    found: set[str] = {"src/", "tests/", "bench/"}
+    for top in ("src", "tests", "bench"):
+        for path in (ROOT / top).rglob("*"):
+            if "__pycache__" not in path.parts:
+                found.add(path.relative_to(ROOT).as_posix() + ("/" if path.is_dir() else ""))
+    return frozenset(found)
+
+
+def _code_path_exists(cited: str) -> bool:
+    return any(p == cited or p.endswith("/" + cited) for p in _code_paths())
+
+
+@cache
 def _md_basenames() -> frozenset[str]:
     return frozenset(p.name for p in ROOT.rglob("*.md")
                      if not any(part.startswith(".") for part in p.relative_to(ROOT).parts))
@@ -127,10 +154,11 @@ def _numbers(listed: str) -> list[str]:
     return NUMBER.findall(listed)
 
 
-def citation_problems(path: Path) -> list[str]:
-    """Every citation in ``path`` that does not resolve, one line each (``file:line: why``)."""
+def citation_problems(path: Path, *, design: bool | None = None) -> list[str]:
+    """Every citation in ``path`` that does not resolve, one line each (``file:line: why``).
+    ``design``: read it as a page of ``docs/design/`` (default: whether it is one)."""
     rel = _rel(path)
-    in_design = path.parent == DESIGN
+    in_design = path.parent == DESIGN if design is None else design
     problems: list[str] = []
     text_lines = _lines(path)
     names_markup_doc = any(MARKUP_DOC in line for line in text_lines) or path == DESIGN / "markup.md" \
@@ -140,7 +168,13 @@ def citation_problems(path: Path) -> list[str]:
         where = f"{rel}:{number}"
         if not (in_design and "formerly" in line.lower()):
             for found in (*NOTE_FILE.findall(line), *NOTE_WORD.findall(line)):
-                problems.append(f"{where}: {found!r} names a research note, not a repository document")
+                hint = next((h for k, h in NOTE_HINTS.items() if found.startswith(k)), "docs/design/")
+                problems.append(f"{where}: {found!r} names a research note, not a repository document "
+                                f"(cite {hint})")
+        if in_design and path.name not in FOREIGN_PATHS:
+            for cited in CODE_PATH.findall(line):
+                if not _is_template(cited) and not _code_path_exists(cited):
+                    problems.append(f"{where}: `{cited}` is no module or folder of src/, tests/ or bench/")
         for cited in REPO_PATH.findall(line):
             cited = cited.rstrip(".").split("#")[0]
             if _is_template(cited) or not cited.endswith((*FILE_SUFFIXES, "/")):
@@ -218,6 +252,14 @@ def test_a_decision_cited_without_its_document_is_caught(tmp_path: Path) -> None
     bad = tmp_path / "probe.py"
     bad.write_text('"""The block is void (decision 1.4)."""\n', encoding="utf-8")
     assert citation_problems(bad) == [f"probe.py:1: cites markup decisions but never names {MARKUP_DOC}"]
+
+
+def test_a_design_page_naming_a_module_that_moved_is_caught(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("The machine is `proxy/machine.py`; the driver was `proxy/driver_gone.py`.\n",
+                    encoding="utf-8")
+    assert citation_problems(page, design=True) == [
+        "page.md:1: `proxy/driver_gone.py` is no module or folder of src/, tests/ or bench/"]
 
 
 def test_every_markup_decision_has_its_anchor() -> None:
