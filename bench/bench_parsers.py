@@ -9,15 +9,15 @@ the arguments, then stream the new suffix of that serialization (what SGLang's a
 do, in less code). Both must end with the same arguments.
 
 Reported per size: total time, µs per chunk, and how each grows when the input grows 4x. Targets
-(MARKUP.md): ours linear (4x input => <= 4.5x time), >= 20x faster than the baseline at 320 KB, and
-under 3 µs per chunk. The baseline is quadratic; when the 320 KB run is predicted to take more than
-``--baseline-budget`` seconds it is not run, and its time is extrapolated from the 20 -> 80 KB growth
-(said so in the output).
+(docs/design/guarantees.md guarantee 3): ours linear (4x input => <= 4.5x time), >= 20x faster than the
+baseline at 320 KB, and under 3 µs per chunk. The baseline is quadratic; when the 320 KB run is predicted to
+take more than ``--baseline-budget`` seconds it is not run, and its time is extrapolated from the 20 -> 80 KB
+growth (said so in the output).
 
 The same argument is also streamed in every other registered family (``--families``, default: all
 of ``sseguard.toolcalls.families()``, so a new family is measured without an edit here), with the
-same targets (MARKUP3.md: a 320 KB argument costs <= 4.5x an 80 KB one, <= 3 us per chunk): as Kimi
-K2 and gpt-oss Harmony markup it is one JSON object as those models write it, so the code is a JSON
+same targets (guarantee 3: a 320 KB argument costs <= 4.5x an 80 KB one, <= 3 us per chunk): as
+Kimi K2 and gpt-oss Harmony markup it is one JSON object as those models write it, so the code is a JSON
 string full of ``\"`` and ``\n`` escapes; as GLM-4.5, GLM-4.7 and MiniMax-M2 markup it is a raw value
 typed as a string by the offered tool's schema; any other family writes the call as its own
 ``render`` does. Their figures are measured in the same run as the DSML parser's, their reference.
@@ -307,7 +307,7 @@ def measure(families: list[str], args: argparse.Namespace) -> None:
 def _summary(families: list[str], samples: dict[tuple[str, int], list[float]],
              nchunks: dict[tuple[str, int], int]) -> None:
     """One table row per family (best of the runs): us per chunk at 80 and 320 KB, the 80 -> 320 KB
-    growth, and whether MARKUP3.md's targets are met (the figures docs/benchmarks.md shows)."""
+    growth, and whether guarantee 3's targets are met (the figures docs/benchmarks.md shows)."""
     a, b = SIZES_KB[-2], SIZES_KB[-1]
     print(f"| family | us/chunk {a} KB | us/chunk {b} KB | {a}->{b} KB | targets |")
     print("|---|---|---|---|---|")

@@ -1,4 +1,4 @@
-"""Is parsing linear for the MARKUP3.md families of classes C, D and E?
+"""Is parsing linear for the docs/design/markup.md §3 families of classes C, D and E?
 
 One ``write_file`` call whose ``content`` argument is 80 KB and 320 KB of the code-like text of
 ``bench_parsers.py`` (a ``<`` every ~25 characters, quotes, backslashes, newlines), written as each

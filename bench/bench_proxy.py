@@ -345,8 +345,8 @@ def scenario(sc: Scenario, repeats: int, store: Path, proxies: list[Variant],
 
 
 async def bare_relay(upstream: str) -> None:
-    """The baseline HTTP.md measured: aiohttp.web + one ClientSession, each chunk written as it comes,
-    no checking, no records. Prints its URL like the sseguard servers do."""
+    """The baseline docs/design/http.md measured: aiohttp.web + one ClientSession, each chunk written as it
+    comes, no checking, no records. Prints its URL like the sseguard servers do."""
     from aiohttp import web
 
     session: aiohttp.ClientSession | None = None
@@ -587,7 +587,7 @@ def main() -> None:
         f"({took:.0f} s). Machine: {os.cpu_count()} cores (`nproc`), Python "
         f"{platform.python_version()}, {platform.system()} {platform.release()}. The relay under "
         "test (`sseguard proxy`: strict policy, in-flight checking, records to SQLite; or the bare "
-        "aiohttp relay baseline of HTTP.md) runs on core 1 (`--workers 2`: on both cores); the chaos "
+        "aiohttp relay of docs/design/http.md) runs on core 1 (`--workers 2`: on both cores); the chaos "
         "upstream and the aiohttp load client share core 0. Medians of the runs; TTFC = time to "
         "first chunk. \"Other processes\" is the CPU (in cores) that processes outside the "
         "benchmark used meanwhile: above a few percent the latencies measure the machine, not the "

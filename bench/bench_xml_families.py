@@ -1,4 +1,4 @@
-"""Parser cost of the families of MARKUP3.md classes F, G and H on one long string argument.
+"""Parser cost of the families of docs/design/markup.md classes F, G and H on one long string argument.
 
 The argument of ``bench_parsers.py`` (code-like text: ``<`` every ~25 characters, quotes,
 backslashes, newlines) is written by each family's own ``render`` as the ``content`` parameter of one

@@ -2,10 +2,10 @@
 
 ``trace_proxy_ttfc.py`` times the proxy's steps before the first chunk (~0.3 ms at p50), but on a
 shared machine wall time swings more than the cuts being judged. This counts instructions instead:
-the server (``sseguard proxy`` as ``serve_proxy`` runs it, or the bare aiohttp relay of ``HTTP.md``)
-runs under ``valgrind --tool=callgrind`` with collection off, and a callgrind client request (a
-few-line C helper compiled here, loaded with ctypes) turns collection on when the handler starts and
-off when the first body write has returned. Requests go one at a time, so each collected span is one
+the server (``sseguard proxy`` as ``serve_proxy`` runs it, or the bare aiohttp relay of
+``docs/design/http.md``) runs under ``valgrind --tool=callgrind`` with collection off, and a callgrind client
+request (a few-line C helper compiled here, loaded with ctypes) turns collection on when the handler starts
+and off when the first body write has returned. Requests go one at a time, so each collected span is one
 request's path: the handler, reading and decoding the body, building what the stream needs, sending
 the upstream request, reading its answer and first event, the client's headers and first write (the
 event loop's own work in between included; waiting costs no instructions). The HTTP parsing before

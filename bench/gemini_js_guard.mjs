@@ -1,6 +1,6 @@
 // What the @google/genai JS SDK (the copy bundled in Gemini CLI) does on each ending of a Gemini
 // stream: throws (which error) or ends silently. A manual check, not part of the pytest suite (CI has
-// no node); tests/test_proxy_gemini.py keeps a line-by-line transcription of the SDK's stream loop.
+// no node); tests/proxy/test_proxy_gemini.py keeps a line-by-line transcription of the SDK's stream loop.
 //
 // The CLI bundle does not export the SDK, so a module hook appends one export line to the bundle's
 // chunk as Node loads it (the file on disk is not touched; its relative imports still resolve).

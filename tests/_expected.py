@@ -1,5 +1,5 @@
 """What a strict checker must report for each chaos fault, written out here from the contract
-(DESIGN.md, PROTOCOLS.md) — the tests never take it from ``sseguard.chaos``'s own table, so a wrong
+(docs/design/vocabulary.md) — the tests never take it from ``sseguard.chaos``'s own table, so a wrong
 entry there cannot make a wrong verdict pass."""
 
 from __future__ import annotations

@@ -304,13 +304,13 @@ AROUND = st.text(st.characters(blacklist_characters="<｜[f"), max_size=20)
 MARKERS = ["｜DSML｜", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
            "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<tool_call>", "</tool_call>", "<function=",
            "</function>", "<parameter=",
-           # MARKUP2.md: Kimi K2, gpt-oss Harmony, GLM-4.5/4.7, MiniMax-M2
+           # docs/design/markup.md §2: Kimi K2, gpt-oss Harmony, GLM-4.5/4.7, MiniMax-M2
            "<|tool_calls_section_begin|>", "<|tool_call_section_begin|>", "<|tool_call_begin|>",
            "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<|tool_calls_section_end|>",
            "<|tool_call_section_end|>", "<|start|>", "<|channel|>", "<|message|>", "<|constrain|>",
            "<|end|>", "<|call|>", "<|return|>", "<arg_key>", "</arg_key>", "<arg_value>",
            "</arg_value>", "<minimax:tool_call>", "</minimax:tool_call>", '<invoke name="']
-#: What a server that strips special tokens leaves of a Kimi and a Harmony call (MARKUP2.md 11).
+#: What a server that strips special tokens leaves of a Kimi and a Harmony call (decision 2.11).
 STRIPPED = ['Sure.functions.get_weather:0{"city": "Paris"}',
             'analysisNeed it.assistantcommentary to=functions.get_weather json{"city": "Paris"}']
 

@@ -1,5 +1,5 @@
 """Responses and Messages stream bodies written out by hand, for the proxy's and the transports' tests:
-healthy ones and every bad ending of PROTOCOLS.md, as a server would put them on the wire."""
+healthy ones and every bad ending of docs/design/vocabulary.md, as a server would put them on the wire."""
 
 from __future__ import annotations
 

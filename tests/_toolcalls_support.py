@@ -36,7 +36,7 @@ LEAK_MARKERS: dict[str, tuple[str, ...]] = {
     "dsml-v41": (dsml.OPEN, dsml.CLOSE),
     "deepseek-v3": deepseek_v3.FAMILY_MARKERS, "deepseek-v31": deepseek_v3.FAMILY_MARKERS,
     "hermes": hermes.FAMILY_MARKERS, "qwen3-coder": qwen3_coder.FAMILY_MARKERS,
-    # written out here, not taken from the parsers: the spec's markers (MARKUP2.md)
+    # written out here, not taken from the parsers: the spec's markers (docs/design/markup.md §2)
     "kimi-k2": ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>",
                 "<|tool_call_section_begin|>", "<|tool_call_section_end|>", "<|tool_call_begin|>",
                 "<|tool_call_argument_begin|>", "<|tool_call_end|>"),
@@ -45,7 +45,7 @@ LEAK_MARKERS: dict[str, tuple[str, ...]] = {
     "glm45": ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
     "glm47": ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
     "minimax-m2": ("<minimax:tool_call>", "</minimax:tool_call>"),
-    # MARKUP3.md classes C, D and E
+    # docs/design/markup.md classes C, D and E
     "pythonic": ("<|python_start|>", "<|python_end|>"),
     "olmo3": ("<function_calls>", "</function_calls>"),
     "lfm2": ("<|tool_call_start|>", "<|tool_call_end|>"),
@@ -57,7 +57,7 @@ LEAK_MARKERS: dict[str, tuple[str, ...]] = {
     "functiongemma": ("<start_function_call>", "<end_function_call>", "<escape>"),
     "gemma4": ("<|tool_call>", "<tool_call|>", '<|"|>', "<|channel>thought", "<channel|>"),
 }
-#: Reserved outside reasoning for Kimi (decision 1): never text either, but no marker auto looks for.
+#: Reserved outside reasoning for Kimi (decision 2.1): never text either, but no marker auto looks for.
 THINK_TAGS = ("<think>", "</think>")
 
 #: Markers a named parser never shows but auto does not look for: the Gemma families' value
@@ -291,7 +291,7 @@ def dsml_docs(draw: Any, family: str = "dsml-v32") -> Doc:
 def _before_opener(draw: Any, content: Any, separator: str, parts: list[str],
                    visible: list[str]) -> None:
     """Text before an opener, maybe with the separator; exactly one separator right before the
-    opener is removed from the visible text (decision 8), wherever it came from."""
+    opener is removed from the visible text (decision 1.8), wherever it came from."""
     before = draw(content) + (separator if separator and draw(st.booleans()) else "")
     parts.append(before)
     cut = bool(separator) and before.endswith(separator)
@@ -414,13 +414,13 @@ def qwen_docs(draw: Any, typed: bool = False) -> Doc:
     return Doc("".join(parts), "".join(visible), calls)
 
 
-#: Families whose answer framing (whitespace at stream start) is markup (MARKUP2.md decision 2).
+#: Families whose answer framing (whitespace at stream start) is markup (decision 2.2).
 FRAMED = ("kimi-k2", "harmony", "glm45", "glm47", "minimax-m2")
 ASCII_WS = " \t\n\r\x0b\x0c"
 
 
 def framed(first: str, visible: list[str]) -> str:
-    """The visible text of a framed family: the whitespace at stream start is markup (decision 2), up
+    """The visible text of a framed family: the whitespace at stream start is markup (decision 2.2), up
     to the first other character; ``first`` is the visible text the stream starts with."""
     return "".join(visible)[len(first) - len(first.lstrip(ASCII_WS)):]
 

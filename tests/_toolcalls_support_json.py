@@ -1,6 +1,6 @@
-"""Hypothesis strategies for the Kimi K2 and gpt-oss Harmony families (MARKUP2.md): valid documents
-with the text, reasoning and calls a correct parser must find. Their arguments are JSON objects whose
-strings may hold any marker (decision 4: a marker inside a JSON string is string text).
+"""Hypothesis strategies for the Kimi K2 and gpt-oss Harmony families (docs/design/markup.md §2): valid
+documents with the text, reasoning and calls a correct parser must find. Their arguments are JSON objects
+whose strings may hold any marker (decision 2.4: a marker inside a JSON string is string text).
 
 The expected values come from what the strategy chose, with the markers written out in
 ``_toolcalls_support.LEAK_MARKERS``, never from the parsers' own constants.
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import _toolcalls_support as base
 
 KIMI_RESERVED = (*base.LEAK_MARKERS["kimi-k2"], *base.THINK_TAGS)
-#: Text inside JSON strings: markers there are string text (decision 4).
+#: Text inside JSON strings: markers there are string text (decision 2.4).
 JSON_TEXT = st.one_of(base.RAW_VALUE, st.sampled_from([*base.LEAK_MARKERS["kimi-k2"],
                                                        *base.LEAK_MARKERS["harmony"], "<|", '"}']))
 JSON_ARGS = st.dictionaries(st.one_of(base.PLAIN, JSON_TEXT), st.one_of(base.JSON_VALUE, JSON_TEXT),
@@ -86,7 +86,7 @@ def harmony_docs(draw: Any) -> base.Doc:
             name = draw(base.NAME.filter(lambda s: not s.startswith("functions.")))
             recipient = " to=" + draw(st.sampled_from(["functions.", ""])) + name
             ctype = draw(st.sampled_from(["", " json", " <|constrain|>json", "<|constrain|>json"]))
-            # before the channel: after the role, or opening the completion (decision 3)
+            # before the channel: after the role, or opening the completion (decision 2.3)
             before = draw(st.booleans()) and bool(start or "".join(parts).isspace()
                                                    or not "".join(parts))
             parts.append(f"{start}{recipient if before else ''}<|channel|>{channel}"

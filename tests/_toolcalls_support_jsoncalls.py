@@ -1,8 +1,8 @@
-"""Hypothesis strategies for the families of MARKUP3.md classes A, A′, B and B′ (calls written as JSON
-objects after markers): valid documents with the text, reasoning and calls a correct parser must find.
+"""Hypothesis strategies for the families of docs/design/markup.md classes A, A′, B and B′ (calls written as
+JSON objects after markers): valid documents with the text, reasoning and calls a correct parser must find.
 
-The markers are written out here (the spec's, MARKUP3.md §1), never taken from the parsers, and added
-to ``_toolcalls_support.LEAK_MARKERS``. Argument strings may hold any marker: inside a JSON string a
+The markers are written out here (the spec's, docs/design/markup.md §3.1), never taken from the parsers, and
+added to ``_toolcalls_support.LEAK_MARKERS``. Argument strings may hold any marker: inside a JSON string a
 marker is string text.
 """
 
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import _toolcalls_support as base
 from _toolcalls_support_json import JSON_ARGS
 
-#: Markers that must never come out as text, per family (MARKUP3.md §1).
+#: Markers that must never come out as text, per family (docs/design/markup.md §3.1).
 PART3_LEAKS: dict[str, tuple[str, ...]] = {
     "llama3-json": ("<|python_tag|>",),
     "granite": ("<|tool_call|>", "<tool_call>"),

@@ -1,5 +1,5 @@
-"""Hypothesis strategies for the GLM and MiniMax-M2 families (MARKUP2.md): valid documents with the
-text and calls a correct parser must find, with or without the tools whose schemas type the values.
+"""Hypothesis strategies for the GLM and MiniMax-M2 families (docs/design/markup.md §2): valid documents with
+the text and calls a correct parser must find, with or without the tools whose schemas type the values.
 
 The expected values are computed here from what the strategy chose (a JSON value it serialized, or a
 raw string it checked is no JSON), never by the parser's own typing code.

@@ -1,5 +1,5 @@
-"""Hypothesis strategies for the families of MARKUP3.md classes C, D and E: valid documents with the
-text and calls a correct parser must find, the soup pieces of their markup, and canned streams for the
+"""Hypothesis strategies for the families of docs/design/markup.md classes C, D and E: valid documents with
+the text and calls a correct parser must find, the soup pieces of their markup, and canned streams for the
 interleaving test.
 
 Python literals are written here with this module's own writer (``py_text``), never with the

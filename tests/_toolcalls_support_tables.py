@@ -1,5 +1,5 @@
-"""What the table tests of MARKUP3.md's families share: a case is an input with the visible text,
-the calls and the error kinds a correct parser finds in it, checked whole and in chunks of 1, 2, 3
+"""What the table tests of docs/design/markup.md §3's families share: a case is an input with the visible
+text, the calls and the error kinds a correct parser finds in it, checked whole and in chunks of 1, 2, 3
 and 7 characters and of random sizes; malformed input cut at every position; a render → parse
 round trip."""
 
@@ -37,7 +37,7 @@ class Case:
     errors: list[str] = field(default_factory=list)
     reasoning: str = ""
     tools: list[dict[str, Any]] | None = None
-    quoted: bool = False  # the reasoning quotes call markup (decision 9): not a leak
+    quoted: bool = False  # the reasoning quotes call markup (decision 3.9): not a leak
 
 
 def _checked(family: str, result: Run, quoted: bool) -> None:

@@ -1,5 +1,5 @@
-"""Hypothesis strategies for the families of MARKUP3.md classes F, G and H: valid documents with the
-text and calls a correct parser must find. Markers are written out here, as the spec spells them,
+"""Hypothesis strategies for the families of docs/design/markup.md classes F, G and H: valid documents with
+the text and calls a correct parser must find. Markers are written out here, as the spec spells them,
 never taken from the parsers.
 """
 

@@ -1,5 +1,5 @@
-"""Running a literal table case (input → visible text, calls, error kinds) the way MARKUP3.md's tests
-ask: whole, in 1-, 2-, 3- and 7-character chunks and in random-size chunks, every run keeping the
+"""Running a literal table case (input → visible text, calls, error kinds) the way docs/design/markup.md §3's
+tests ask: whole, in 1-, 2-, 3- and 7-character chunks and in random-size chunks, every run keeping the
 invariants and giving the same joined events."""
 
 from __future__ import annotations

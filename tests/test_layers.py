@@ -1,5 +1,5 @@
-"""The layers of DESIGN.md hold: the sans-IO core imports no I/O library and nothing from the adapters,
-no module imports from a layer above its own, and no modules import each other in a circle.
+"""The layers of docs/design/architecture.md hold: the sans-IO core imports no I/O library and nothing from
+the adapters, no module imports from a layer above its own, and no modules import each other in a circle.
 
 The import graph is read from the source (``ast``), so every import counts: module level, inside a
 function (a lazy import still ties the modules together) and under ``if TYPE_CHECKING:`` (a circle the
@@ -24,7 +24,7 @@ FORBIDDEN = ["aiohttp", "httpx", "httpx2", "asyncio", "sqlite3", "psycopg", "url
              "locust", "gevent", "sseguard.chaos", "sseguard.probe", "sseguard.proxy", "sseguard.store",
              "sseguard.analyze", "sseguard.client", "sseguard.cli", "rich", "typer"]
 
-#: The sans-IO core (DESIGN.md "Layers"), by module or package prefix: layer 0.
+#: The sans-IO core (docs/design/architecture.md "Layers"), by module or package prefix: layer 0.
 CORE_PREFIXES = ("sseguard.sse", "sseguard.jsonarray", "sseguard.contract", "sseguard.verdict",
                  "sseguard.policy", "sseguard.record", "sseguard.redact", "sseguard.errors",
                  "sseguard.toolcalls", "sseguard.reasoning")
@@ -198,7 +198,7 @@ def test_the_graph_reader_sees_lazy_and_type_checking_imports() -> None:
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-#: The relay machine and what it is made of (DESIGN.md "The relay is a machine"): sans-IO, as the core.
+#: The relay machine and what it is made of (docs/design/architecture.md "Layers"): sans-IO, as the core.
 MACHINE = ["sseguard.proxy.machine", "sseguard.proxy.actions", "sseguard.proxy.heal",
            "sseguard.proxy.resume", "sseguard.proxy.resume_messages", "sseguard.proxy.resume_usage",
            "sseguard.proxy.resume_background", "sseguard.proxy.frames", "sseguard.proxy.outcome",

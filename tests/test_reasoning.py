@@ -107,7 +107,7 @@ def test_harmony_markers_do_not_end_think_reasoning() -> None:
     text = "hmm <|channel|>final<|message|>x</think>answer"
     assert split(text, starts_in_reasoning=True, family="harmony") == (
         "hmm <|channel|>final<|message|>x", "answer")
-# MARKUP2.md families: a call opened inside reasoning ends it (decision 10) -----------------------
+# docs/design/markup.md §2 families: a call opened inside reasoning ends it (decision 2.10) ------------------
 
 MINIMAX_CALL = ('\n<minimax:tool_call>\n<invoke name="f">\n<parameter name="a">1</parameter>\n'
                 "</invoke>\n</minimax:tool_call>")
@@ -124,7 +124,7 @@ def test_a_minimax_block_inside_think_ends_reasoning_and_is_not_swallowed() -> N
     events = p.feed(answer) + p.close()
     assert [(e.name, e.arguments) for e in events if isinstance(e, ToolCallEnd)] == [
         ("f", '{"a": "1"}')]
-    # the </think> written after the block is a stray reserved marker (decision 1), not text
+    # the </think> written after the block is a stray reserved marker (decision 2.1), not text
     assert [(e.kind, e.raw) for e in events if isinstance(e, MarkupError)] == [
         ("malformed_tag", "</think>")]
     assert "".join(e.text for e in events if isinstance(e, Text)) == "\n\n\n"  # text around it
@@ -138,7 +138,7 @@ def test_a_glm_call_inside_reasoning_ends_it(family: str | None) -> None:
 
 @pytest.mark.parametrize("family", ["glm45", "minimax-m2"])
 def test_the_answer_framing_after_think_is_markup_for_the_family_parser(family: str) -> None:
-    # decision 2: the splitter passes the answer on verbatim; the family's parser takes the
+    # decision 2.2: the splitter passes the answer on verbatim; the family's parser takes the
     # whitespace that frames it as markup, not text
     reasoning, answer = split("<think>\nhmm\n</think>\n\nThe answer.\n\nMore.", family=family)
     assert (reasoning, answer) == ("\nhmm\n", "\n\nThe answer.\n\nMore.")

@@ -2,7 +2,7 @@
 
 The sans-IO core (``sse``, ``assemble``, ``contract``, ``policy``, ``record``, ``redact``, ``toolcalls``,
 ``reasoning``) imports no I/O library; the adapters (``chaos``, ``probe``, ``analyze``, ``proxy``,
-``store``, ``client``, ``locust``) sit on top of it. See DESIGN.md for the layers.
+``store``, ``client``, ``locust``) sit on top of it. See docs/design/architecture.md for the layers.
 """
 
 from typing import TYPE_CHECKING

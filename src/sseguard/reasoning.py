@@ -2,8 +2,8 @@
 
 DeepSeek's thinking mode ends the prompt with ``<think>``, so its stream *starts inside* reasoning
 (``starts_in_reasoning=True``); Qwen3 and R1 write ``<think>`` themselves at the very start. Reasoning
-ends at ``</think>`` or, implicitly, where a tool-call opener appears (MARKUP.md decision 10): models
-open a call block before closing their thoughts, and that block belongs to the answer, where the
+ends at ``</think>`` or, implicitly, where a tool-call opener appears (docs/design/markup.md decision 1.10):
+models open a call block before closing their thoughts, and that block belongs to the answer, where the
 tool-call parser reads it. The text before the opener (its separator included) stays reasoning.
 
 Only a ``<think>`` at the very start opens reasoning; after that, and once reasoning ended, the answer

@@ -1,6 +1,6 @@
 """The vocabulary every checker speaks: how a stream ended, what was wrong in it, and the verdict.
 
-Every wire protocol's checker (``contract/<protocol>.py``) produces these same values, so probe, proxy,
+Every wire protocol's checker (``contract/<protocol>/``) produces these same values, so probe, proxy,
 store and analyzer never learn which protocol they watched.
 """
 
@@ -14,9 +14,9 @@ from typing import Any
 
 
 class Api(StrEnum):
-    """The wire protocol a stream was spoken in (``PROTOCOLS.md``): the one list of their names.
+    """The wire protocol a stream was spoken in (``docs/design/vocabulary.md``): the one list of their names.
 
-    Everything else about a protocol is its ``Protocol`` descriptor (``contract/<protocol>.py``).
+    Everything else about a protocol is its ``Protocol`` descriptor (``contract/<protocol>/``).
     """
 
     CHAT = "chat"  # POST …/chat/completions
@@ -54,7 +54,7 @@ class FindingKind(StrEnum):
     CHUNK_SCHEMA = "chunk_schema"
     ID_CHANGED = "id_changed"
     FRAME_AFTER_DONE = "frame_after_done"
-    # Responses and Messages only (PROTOCOLS.md):
+    # Responses and Messages only (docs/design/vocabulary.md):
     SEQUENCE_GAP = "sequence_gap"  # responses: sequence_number not +1 from the first event
     EVENT_ORDER = "event_order"  # an event for an item/block never opened, opened twice, after the end
     BLOCK_UNTERMINATED = "block_unterminated"  # an output item / content block never closed

@@ -484,9 +484,9 @@ def test_every_encoded_stream_gives_the_expected_verdict(
 
 FAMILIES = ["dsml-v32", "dsml-v4", "dsml-v41", "deepseek-v3", "deepseek-v31", "hermes",
             "qwen3-coder", "kimi-k2", "glm45", "glm47", "harmony", "minimax-m2",
-            # MARKUP3.md classes C, D and E
+            # docs/design/markup.md classes C, D and E
             "pythonic", "olmo3", "lfm2", "mistral", "plamo3", "functiongemma", "gemma4",
-            # MARKUP3.md classes F, G, H
+            # docs/design/markup.md classes F, G, H
             "seed-oss", "zaya", "dots", "step3", "minicpm5", "gigachat35", "iquest-q1", "hunyuan",
             "k2-horizon", "kimi-k3", "minimax-m3", "muse"]
 

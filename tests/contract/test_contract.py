@@ -243,7 +243,8 @@ def test_markup_leak_in_reasoning_is_found() -> None:
     ("glm45", "Sure.\n<tool_call>get_weather\n<arg_key>city</arg_key>"),
     ("glm47", "Sure.<arg_value>Paris</arg_value>"),
     ("minimax-m2", "Sure.\n<minimax:tool_call>\n"),
-    # decision 11: skip_special_tokens removed the block tokens, the plain-text invoke is left
+    # docs/design/markup.md decision 2.11: skip_special_tokens removed the block tokens, the plain-text
+    # invoke is left
     ("minimax-m2", 'Sure.\n\n<invoke name="get_weather">\n<parameter name="city">Paris'),
 ])
 def test_glm_and_minimax_markup_in_content_is_a_leak_for_its_family_and_for_all(
@@ -432,7 +433,7 @@ def test_json_nested_deeper_than_python_can_read_is_a_finding_not_a_crash() -> N
     assert check(body).finding_kinds == {FindingKind.TOOL_ARGS_INVALID_JSON}
 
 
-# ── Kimi and Harmony: their markers, and the shapes stripped special tokens leave (MARKUP2.md 11) ──
+# ── Kimi and Harmony: their markers, and the shapes stripped special tokens leave (decision 2.11) ──
 
 _STRIPPED = [
     ("Let me check.", 'functions.get_weather:0{"city": "Paris"}'),

@@ -1,4 +1,4 @@
-"""MARKUP2.md decision 11 for Mistral's and Gemma's families (MARKUP3.md): what a call leaves in
+"""Decision 2.11 for Mistral's and Gemma's families (docs/design/markup.md §3): what a call leaves in
 content when the server strips the family's special tokens is a ``markup_leak`` wherever the deltas
 split it — Gemma's ``call:NAME{`` anywhere, Mistral's ``NAME{"k": …`` and `` [{"name": …`` only
 where the answer starts (elsewhere a name glued to a JSON object is ordinary code)."""

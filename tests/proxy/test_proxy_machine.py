@@ -4,7 +4,7 @@ A small driver in this file plays the sockets: it feeds the machine the upstream
 a fault at any point (a cut, a reset, a stall, an upstream error event, a frame that is not JSON),
 the client leaving and the stall timer firing in any order, and with ``--resume`` answers a
 continuation the way the dialect's server would (continuing the text the continuation request
-carries). The guarantees asserted (DESIGN.md "The relay is a machine", guarantee 7's neighbours):
+carries). The guarantees asserted (docs/design/guarantees.md guarantees 8 and 10):
 the client never gets a silent bad ending; a healed stream's text is the fault-free answer, byte for
 byte, in one block; nothing is forwarded twice (the client's text is always a prefix of the answer);
 every attempt is recorded exactly once. Before the first byte, the attempts' machine

@@ -1,6 +1,6 @@
 """The real ``openai`` SDK (3.x), sync and async, through the proxy to the chaos upstream: a healthy
-stream arrives intact, and every bad ending of DESIGN.md reaches the SDK as an exception — never as a
-normal end of iteration."""
+stream arrives intact, and every bad ending of docs/design/vocabulary.md reaches the SDK as an exception —
+never as a normal end of iteration."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The proxy guards Responses and Messages streams as it guards chat: healthy streams byte-identical
-under any chunking, every bad ending turned into that protocol's error frame (PROTOCOLS.md), the
+under any chunking, every bad ending turned into that protocol's error frame (docs/design/vocabulary.md), the
 terminal event held until the upstream's end, records and metrics by api."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def last_event(body: bytes) -> tuple[str, dict[str, Any]]:
 
 
 def responses_error(body: bytes) -> dict[str, Any]:
-    """The proxy's Responses error event, checked to be exactly PROTOCOLS.md's shape."""
+    """The proxy's Responses error event, checked to be exactly docs/design/vocabulary.md's shape."""
     name, data = last_event(body)
     assert name == "error"
     assert set(data) == {"type", "code", "message", "param", "sequence_number", "error"}
@@ -73,7 +73,7 @@ def responses_error(body: bytes) -> dict[str, Any]:
 
 
 def messages_error(body: bytes) -> str:
-    """The proxy's Messages error event (PROTOCOLS.md's shape); its message."""
+    """The proxy's Messages error event (docs/design/vocabulary.md's shape); its message."""
     name, data = last_event(body)
     assert name == "error" and set(data) == {"type", "error"} and data["type"] == "error"
     assert set(data["error"]) == {"type", "message"} and data["error"]["type"] == "api_error"

@@ -172,12 +172,12 @@ def test_markup_of_a_family_not_repaired_is_still_a_leak() -> None:
 #: Every family the chaos server can leave in content, and a piece of its markup.
 ALL_FAMILIES = {"dsml-v32": MARK, "dsml-v4": MARK, "dsml-v41": MARK, "deepseek-v3": "tool▁calls",
                 "deepseek-v31": "tool▁calls", "hermes": "<tool_call>", "qwen3-coder": "<tool_call>",
-                # MARKUP3.md classes C, D and E
+                # docs/design/markup.md classes C, D and E
                 "pythonic": "<|python_start|>", "olmo3": "<function_calls>",
                 "lfm2": "<|tool_call_start|>", "mistral": "[TOOL_CALLS]",
                 "plamo3": "<|plamo:begin_tool_name:plamo|>",
                 "functiongemma": "<start_function_call>", "gemma4": "<|tool_call>",
-                # MARKUP3.md classes F, G, H
+                # docs/design/markup.md classes F, G, H
                 "seed-oss": "<seed:tool_call>", "zaya": "<zyphra_tool_call>",
                 "dots": "<dots_function_call>", "step3": "<｜tool_calls_begin｜>",
                 "minicpm5": '<function name="', "gigachat35": "｜GCML｜",

@@ -1,5 +1,5 @@
-"""``--repair-markup`` for the families of MARKUP2.md, end to end with the real openai and anthropic
-SDKs, in chat, Responses and Messages.
+"""``--repair-markup`` for the families of docs/design/markup.md §2, end to end with the real openai and
+anthropic SDKs, in chat, Responses and Messages.
 
 A chaos upstream leaves each family's markup raw in the text; the proxy repairs it (chat: by the
 family's name and by ``auto``; Responses and Messages: by ``auto``), and the stream the client gets
@@ -41,7 +41,7 @@ NEVER = ("<|", "|>", "<tool_call>", "<arg_", "</arg_", "minimax:", "<invoke", "<
          "</parameter", "to=functions")
 SEED = 21
 FAMILIES = ["kimi-k2", "glm45", "glm47", "harmony", "minimax-m2"]
-#: every parameter a string, so that GLM and MiniMax keep the values raw (MARKUP2.md decision 5)
+#: every parameter a string, so that GLM and MiniMax keep the values raw (decision 2.5)
 STRING_TOOLS = [{"type": "function", "function": {"name": name, "parameters": {
     "type": "object", "properties": {k: {"type": "string"} for k in ("path", "query", "note")}}}}
     for name in ("read", "fs.search")]
@@ -66,7 +66,7 @@ def test_markup2_in_content_becomes_the_same_tool_calls_under_any_split(
         content = (f"<|channel|>analysis<|message|>{thought}<|end|><|start|>assistant"
                    f"<|channel|>commentary<|message|>{prefix}<|end|>{rendered}")
         visible = prefix
-    else:  # the whitespace that frames the answer at its start is not text (decision 2); auto
+    else:  # the whitespace that frames the answer at its start is not text (decision 2.2); auto
         # sends text before the first marker as it comes, so it cannot know that yet
         content, visible = prefix + rendered, prefix if auto else prefix.lstrip(" ")
     frames = RepairFrames("auto" if auto else family, STRING_TOOLS)

@@ -27,7 +27,7 @@ from sseguard.verdict import Api, FindingKind
 
 FRAMINGS = ["sse", "array"]
 DSML = ["dsml-v32", "dsml-v4", "dsml-v41"]
-#: The families of MARKUP.md besides DSML (the chat writer's end-to-end families).
+#: The families of docs/design/markup.md §1 besides DSML (the chat writer's end-to-end families).
 MARKUP1 = ["deepseek-v3", "deepseek-v31", "hermes", "qwen3-coder"]
 MARKUP2 = ["kimi-k2", "glm45", "glm47", "harmony", "minimax-m2"]
 #: Text of the markup that must never reach the client as text.
@@ -35,7 +35,7 @@ NEVER = ("｜DSML｜", "tool▁call", "<tool_call>", "</tool_call>", "<|", "|>",
          "minimax:", "<invoke", "<parameter", "<function=", "to=functions")
 USAGE = {"promptTokenCount": 8, "totalTokenCount": 8}
 FINAL_USAGE = {"promptTokenCount": 8, "candidatesTokenCount": 5, "totalTokenCount": 13}
-#: Every parameter a string, so that GLM and MiniMax keep the values raw (MARKUP2.md decision 5).
+#: Every parameter a string, so that GLM and MiniMax keep the values raw (decision 2.5).
 STRING_TOOLS = {"tools": [{"functionDeclarations": [
     {"name": name, "parametersJsonSchema": {"type": "object", "properties": {
         k: {"type": "string"} for k in ("path", "query", "note")}}} for name in ("read", "fs.search")]}]}
@@ -180,7 +180,7 @@ def test_markup2_in_text_parts_becomes_the_same_function_calls_under_any_split(
         content = (f"<|channel|>analysis<|message|>{thought}<|end|><|start|>assistant"
                    f"<|channel|>commentary<|message|>{prefix}<|end|>{rendered}")
         visible = prefix
-    else:  # the whitespace that frames the answer at its start is not text (MARKUP2.md decision 2);
+    else:  # the whitespace that frames the answer at its start is not text (decision 2.2);
         # auto sends text before the first marker as it comes, so it cannot know that yet
         content, visible = prefix + rendered, prefix if auto else prefix.lstrip(" ")
     frames = GeminiRepairFrames.for_request("auto" if auto else family, STRING_TOOLS)
@@ -211,7 +211,7 @@ def test_markup2_in_text_parts_becomes_the_same_function_calls_under_any_split(
 def test_text_without_markup_passes_byte_identical(texts: list[str], family: str, framing: str,
                                                    reads: set[int]) -> None:
     # auto holds whitespace at the very start of an answer (it may be the framing of a family's
-    # markup, MARKUP2.md decision 2): an answer that opens with a delta of only whitespace waits.
+    # markup, decision 2.2): an answer that opens with a delta of only whitespace waits.
     assume(family != "auto" or not texts or texts[0].strip())
     upstream = _texts(texts, framing)
     body, rest = _relay_and_rest(GeminiRepairFrames(family, None), upstream, reads)

@@ -1,5 +1,5 @@
-"""``proxy --repair-markup`` for the families of MARKUP3.md classes A, A′, B and B′: markup a server
-left in ``content`` (chat), a Messages text block, Responses output text or Gemini text parts reaches
+"""``proxy --repair-markup`` for the families of docs/design/markup.md classes A, A′, B and B′: markup a
+server left in ``content`` (chat), a Messages text block, Responses output text or Gemini text parts reaches
 the client as the same tool calls under any split of the deltas, named by
 the family, by an engine's alias or found by ``auto``; and end to end through the proxy to the openai
 SDK. The expected calls are the ones the test rendered, written out in the test."""

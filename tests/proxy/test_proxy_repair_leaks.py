@@ -1,4 +1,5 @@
-"""A repaired stream is scanned for leaked markup as an unrepaired one is (MARKUP2.md decision 11).
+"""A repaired stream is scanned for leaked markup as an unrepaired one is (decision 2.11 of
+docs/design/markup.md).
 
 The repair turns the checker's content scan off (the upstream's markup is its input) and scans what it
 sends instead. It used to scan for markers only, so a server that strips special tokens — Kimi K2's

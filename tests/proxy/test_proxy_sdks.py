@@ -234,7 +234,7 @@ async def test_the_async_sdks_raise_on_every_bad_ending(urls: dict[str, str], wa
 
 
 def test_without_the_proxy_these_end_quietly(urls: dict[str, str]) -> None:
-    """Why the proxy is there (PROTOCOLS.md; docs/protocols-sdks.md measured the full table)."""
+    """Why the proxy is there (docs/design/vocabulary.md; docs/protocols.md has the measured table)."""
     for fault in ("truncated", "no_finish", "cut_mid_frame", "empty"):
         responses_create(urls["direct"], fault)
     for fault in ("truncated", "no_done", "no_finish", "cut_mid_frame"):

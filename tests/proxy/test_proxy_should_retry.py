@@ -1,5 +1,5 @@
-"""One layer retries (DESIGN.md guarantee 7): what the proxy tells a client about retrying, and the
-retry budget that keeps its own retries from multiplying a failure. Pure decisions, literal tables,
+"""One layer retries (docs/design/guarantees.md guarantee 7): what the proxy tells a client about retrying,
+and the retry budget that keeps its own retries from multiplying a failure. Pure decisions, literal tables,
 an injected clock."""
 
 from __future__ import annotations

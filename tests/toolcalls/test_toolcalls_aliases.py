@@ -1,4 +1,4 @@
-"""Every name the serving engines register (MARKUP3.md: "Already covered", "Aliases", §1) is accepted
+"""Every name the serving engines register (docs/design/markup.md §3.1) is accepted
 wherever a family name is, and means the family the spec maps it to; ``sseguard parse --list`` shows
 them. Also the house rules of the registry: a ``leak_shape`` the leak scan never searches is refused,
 and a plugin that takes a built-in's ``auto`` marker is loaded with a warning naming both."""
@@ -22,8 +22,8 @@ from sseguard.reasoning import ThinkSplitter
 from sseguard.toolcalls import Claim, aliases, canonical, family, parser_for
 from sseguard.toolcalls.family import Family
 
-#: engine name → sseguard family, as MARKUP3.md writes it (and SGLang 0.5.23's ``deepseekv31`` and
-#: ``deepseekv32``, which its registry holds and MARKUP3.md does not list)
+#: engine name → sseguard family, as docs/design/markup.md §3.1 writes it (SGLang 0.5.23's ``deepseekv31``
+#: and ``deepseekv32`` included, which its registry holds)
 ENGINE_NAMES = {
     "deepseek_v3": "deepseek-v3", "deepseekv3": "deepseek-v3", "deepseek_v31": "deepseek-v31",
     "deepseekv31": "deepseek-v31", "deepseek_v32": "dsml-v32", "deepseekv32": "dsml-v32",

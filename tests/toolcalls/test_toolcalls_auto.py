@@ -85,7 +85,7 @@ def test_kimi_and_harmony_are_told_from_their_openers() -> None:
 
 
 def test_leading_whitespace_waits_for_the_family_to_say_whether_it_frames_the_answer() -> None:
-    # Kimi: whitespace at stream start is markup (MARKUP2.md decision 2) ...
+    # Kimi: whitespace at stream start is markup (docs/design/markup.md decision 2.2) ...
     result = run("auto", "\n\n<|tool_call_begin|>f:0<|tool_call_argument_begin|>{}<|tool_call_end|>")
     assert result.detected == "kimi-k2"
     assert result.joined[0] == Markup("\n\n")

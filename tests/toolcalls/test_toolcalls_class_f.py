@@ -1,5 +1,5 @@
-"""MARKUP3.md class F: the Qwen3-Coder body in other blocks — ``seed-oss`` (``<seed:tool_call>``, its
-own ``<seed:think>`` reasoning) and ``zaya`` (``<zyphra_tool_call>``)."""
+"""docs/design/markup.md class F: the Qwen3-Coder body in other blocks — ``seed-oss`` (``<seed:tool_call>``,
+its own ``<seed:think>`` reasoning) and ``zaya`` (``<zyphra_tool_call>``)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ SEED = [
     Case("reasoning span, then the call",
          "<seed:think>Paris, two days.</seed:think>Sure.\n\n" + SEED_CALL, "Sure.",
          [("get_weather", {"city": "Paris", "days": "2"})], reasoning="Paris, two days."),
-    Case("decision 9: a call written inside the reasoning stays reasoning",
+    Case("decision 3.9: a call written inside the reasoning stays reasoning",
          "<seed:think>I would write <seed:tool_call>\n<function=f>\n</function>\n</seed:tool_call>"
          " here.<seed:cot_budget_reflect>50 left</seed:cot_budget_reflect></seed:think>\n\n"
          + SEED_CALL, "",
@@ -59,7 +59,7 @@ SEED = [
     Case("duplicate parameter",
          "<seed:tool_call><function=f><parameter=a>1</parameter><parameter=a>2</parameter>"
          "</function></seed:tool_call>", "", [], ["duplicate_parameter"]),
-    Case("a partial opener at the end is unterminated (decision 3)", "Hi <seed:tool_c", "Hi ",
+    Case("a partial opener at the end is unterminated (decision 3.3)", "Hi <seed:tool_c", "Hi ",
          [], ["unterminated"]),
     Case("an open call at the end is unterminated",
          "<seed:tool_call><function=f><parameter=a>\nv", "", [], ["unterminated"]),

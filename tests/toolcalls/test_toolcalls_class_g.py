@@ -1,6 +1,6 @@
-"""MARKUP3.md class G: invoke/parameter elements spelled otherwise — ``dots``, ``step3`` (``steptml:``
-elements in per-call wrappers), ``minicpm5`` (``function``/``param``, either quote, CDATA, no block)
-and ``gigachat35`` (DSML with ``｜GCML｜``)."""
+"""docs/design/markup.md class G: invoke/parameter elements spelled otherwise — ``dots``, ``step3``
+(``steptml:`` elements in per-call wrappers), ``minicpm5`` (``function``/``param``, either quote, CDATA, no
+block) and ``gigachat35`` (DSML with ``｜GCML｜``)."""
 
 from __future__ import annotations
 
@@ -39,11 +39,11 @@ DOTS = [
     Case("a garbage block is malformed, never text (SGLang shows it)",
          "<dots_function_call>garbage</dots_function_call>after", "after", [],
          ["malformed_tag"]),
-    Case("decision 3: a partial opener at the end is unterminated (SGLang flushes it as text)",
+    Case("decision 3.3: a partial opener at the end is unterminated (SGLang flushes it as text)",
          "a<dots_function", "a", [], ["unterminated"]),
     Case("a stray closer is reported (SGLang strips it)", "a</dots_function_call>b", "ab", [],
          ["malformed_tag"]),
-    # MARKUP3.md §3: the block may hold one JSON object {name, arguments} instead of invokes
+    # docs/design/markup.md §3.3: the block may hold one JSON object {name, arguments} instead of invokes
     Case("a JSON-object block is a call", "Hi " + DOTS_JSON + " ok", "Hi  ok",
          [("get_weather", {"city": "Paris", "days": 2})]),
     Case("a JSON block pretty-printed, its name last",
@@ -105,7 +105,7 @@ MINICPM = [
     Case("a CDATA section's inside is taken as is, markup included",
          '<function name="f"><param name="code"><![CDATA[if a</param> < b]]></param></function>',
          "", [("f", {"code": "if a</param> < b"})]),
-    Case("decision 3: <function= / <function_call> / <function_calls> are not MiniCPM's",
+    Case("decision 3.3: <function= / <function_call> / <function_calls> are not MiniCPM's",
          "<function=x> <function_call> <function_calls>",
          "<function=x> <function_call> <function_calls>", []),
     Case("MiniMax's untyped rule: the raw string", '<function name="f"><param name="n">42'

@@ -1,5 +1,5 @@
-"""MARKUP3.md class H: GLM's key/value tags spelled otherwise — ``iquest-q1``, ``hunyuan`` (Hy3 with
-``<tool_sep>``, Hy4 without, a tokenizer suffix on every tag) and ``k2-horizon`` (``ifm|`` tags, an
+"""docs/design/markup.md class H: GLM's key/value tags spelled otherwise — ``iquest-q1``, ``hunyuan`` (Hy3
+with ``<tool_sep>``, Hy4 without, a tokenizer suffix on every tag) and ``k2-horizon`` (``ifm|`` tags, an
 optional type tag, its own reasoning spans)."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ IQ = ("<iquest_tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg
 IQUEST = [
     Case("GLM-4.7 body in <iquest_tool_call>, text around verbatim", "Hi " + IQ + " ok", "Hi  ok",
          [("get_weather", {"city": "Paris", "days": 2})]),
-    Case("decision 6: untyped values are JSON if they parse, else the raw string",
+    Case("decision 3.6: untyped values are JSON if they parse, else the raw string",
          "<iquest_tool_call>f<arg_key>a</arg_key><arg_value>[1, 2]</arg_value><arg_key>b</arg_key>"
          "<arg_value> not json </arg_value></iquest_tool_call>", "",
          [("f", {"a": [1, 2], "b": " not json "})]),
@@ -99,7 +99,7 @@ K2 = [
     Case("a value that is not of its wire type is bad_param_json",
          "<ifm|tool_call>f<ifm|arg_key>a</ifm|arg_key><ifm|arg_type>integer</ifm|arg_type>"
          "<ifm|arg_value>1.5</ifm|arg_value></ifm|tool_call>", "", [], ["bad_param_json"]),
-    Case("decision 9: call markup inside reasoning stays reasoning",
+    Case("decision 3.9: call markup inside reasoning stays reasoning",
          "<ifm|think>maybe <ifm|tool_call>f</ifm|tool_call></ifm|think>Ok." + K2_CALL, "Ok.",
          [("get_weather", {"city": "42", "days": 2})],
          reasoning="maybe <ifm|tool_call>f</ifm|tool_call>", quoted=True),
@@ -108,7 +108,7 @@ K2 = [
     Case("GLM's tags are text here", "<tool_call>f<arg_key>", "<tool_call>f<arg_key>", []),
     Case("an open call at the end is unterminated", "<ifm|tool_calls><ifm|tool_call>f", "", [],
          ["unterminated"]),
-    # MARKUP3.md §3: a call body that is one JSON object {name, arguments} is accepted
+    # docs/design/markup.md §3.3: a call body that is one JSON object {name, arguments} is accepted
     Case("a JSON-object call body", K2_JSON, "", [("get_weather", {"city": "Paris", "days": 2})]),
     Case("a JSON body pretty-printed, its name last, text around kept",
          'Hi<ifm|tool_call>\n{\n  "arguments": {"a": [1, {"b": "}"}]},\n  "name": "f"\n}\n'

@@ -31,7 +31,8 @@ def test_v3_calls_in_a_section_and_text_kept_verbatim() -> None:
     text = "Checking.\n\n" + CB + v3("get_weather", '{"location": "Paris"}') + "\n" + v3(
         "get_time", "{}") + CE + "\nDone."
     events = parse(text)
-    assert text_of(events) == "Checking.\n\n\nDone."  # decision 8: nothing removed for V3
+    # docs/design/markup.md decision 1.8: nothing removed for V3
+    assert text_of(events) == "Checking.\n\n\nDone."
     assert calls_of(events) == [("get_weather", {"location": "Paris"}), ("get_time", {})]
     assert errors_of(events) == []
 

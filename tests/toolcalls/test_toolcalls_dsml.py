@@ -1,5 +1,5 @@
-"""DSML (V3.2, V4, V4.1): every shape MARKUP.md lists, one example per numbered decision and per error
-kind. Every example is also fed one character at a time and must give the same events."""
+"""DSML (V3.2, V4, V4.1): every shape docs/design/markup.md §1 lists, one example per numbered decision and
+per error kind. Every example is also fed one character at a time and must give the same events."""
 
 from __future__ import annotations
 

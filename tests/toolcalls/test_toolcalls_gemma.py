@@ -1,6 +1,6 @@
-"""Class E of MARKUP3.md: Gemma's ``call:NAME{key:value}`` syntax (``functiongemma``, ``gemma4``).
+"""Class E of docs/design/markup.md: Gemma's ``call:NAME{key:value}`` syntax (``functiongemma``, ``gemma4``).
 
-Every input and expectation is written out here (the spec's examples, then decision 6's typing and the
+Every input and expectation is written out here (the spec's examples, then decision 3.6's typing and the
 errors); each parse is also checked fed whole, in 1-, 2-, 3- and 7-character pieces and in random
 pieces.
 """
@@ -25,14 +25,14 @@ TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "
           "properties": {"s": {"type": "string"}, "n": {"type": "integer"}}}}}]
 
 TABLE: list[tuple[str, str, str, list[tuple[str, Any]], list[tuple[str, int | None]]]] = [
-    # the spec's examples (MARKUP3.md §1)
+    # the spec's examples (docs/design/markup.md §3.1)
     ("functiongemma", f"{FS}call:get_weather{{city:{ESC}Paris{ESC}}}{FE}", "",
      [("get_weather", {"city": "Paris"})], []),
     ("gemma4", f"{GS}call:get_weather{{city:{Q}Paris{Q},n:42}}{GE}", "",
      [("get_weather", {"city": "Paris", "n": 42})], []),
     # delimited strings are verbatim: "}" and "," inside are text, no strip, no decoding
     ("gemma4", f"{GS}call:f{{a:{Q} x, }} &amp; {Q}}}{GE}", "", [("f", {"a": " x, } &amp; "})], []),
-    # decision 6: Gemma 4's strings are strings; FunctionGemma's are JSON when they parse
+    # decision 3.6: Gemma 4's strings are strings; FunctionGemma's are JSON when they parse
     ("gemma4", f"{GS}call:f{{a:{Q}42{Q}}}{GE}", "", [("f", {"a": "42"})], []),
     ("functiongemma", f"{FS}call:f{{a:{ESC}42{ESC},b:{ESC}[1, 2]{ESC},c:{ESC}4 2{ESC}}}{FE}",
      "", [("f", {"a": 42, "b": [1, 2], "c": "4 2"})], []),
@@ -49,7 +49,7 @@ TABLE: list[tuple[str, str, str, list[tuple[str, Any]], list[tuple[str, int | No
     # text around calls is visible
     ("gemma4", f"Sure.{GS}call:f{{a:1}}{GE}{GS}call:g{{}}{GE}Done.", "Sure.Done.",
      [("f", {"a": 1}), ("g", {})], []),
-    # Granite 3.0's <|tool_call|> is not Gemma 4's <|tool_call> (decision 3)
+    # Granite 3.0's <|tool_call|> is not Gemma 4's <|tool_call> (decision 3.3)
     ("gemma4", "<|tool_call|>[]", "<|tool_call|>[]", [], []),
     # errors
     ("gemma4", f"{GS}call:f{{a:1,a:2}}{GE}{GS}call:g{{}}{GE}", "", [("g", {})], [(DUP, 0)]),

@@ -1,4 +1,5 @@
-"""GLM-4.5 (``glm45``) and GLM-4.7 (``glm47``) tool calls: the decisions of MARKUP2.md, one by one."""
+"""GLM-4.5 (``glm45``) and GLM-4.7 (``glm47``) tool calls: docs/design/markup.md §2, one decision at a
+time."""
 
 from __future__ import annotations
 
@@ -70,7 +71,7 @@ def test_each_parser_reads_both_spacings(family: str) -> None:
     assert calls_of(parse(family, text)) == [("a", {"x": 1}), ("b", {"y": 2})]
 
 
-# decision 2: visible text, and the separator of each family --------------------------------------
+# decision 2.2: visible text, and the separator of each family --------------------------------------
 
 def test_glm45_removes_one_newline_before_each_call_and_keeps_text_after_calls() -> None:
     text = "a\n\n" + call45("f") + "\n" + call45("g") + "\nafter the calls"
@@ -100,7 +101,7 @@ def test_a_newline_before_a_non_opener_stays_text() -> None:
     assert errors_of(events) == [("malformed_tag", None)]
 
 
-# decision 3: names ------------------------------------------------------------------------------
+# decision 2.3: names ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("text,name", [
     ("<tool_call>  get_weather \n</tool_call>", "get_weather"),
@@ -123,7 +124,7 @@ def test_an_empty_name_is_malformed_and_the_whole_call_is_swallowed(text: str) -
     assert text_of(events) == "after"
 
 
-# decision 5: schema typing ----------------------------------------------------------------------
+# decision 2.5: schema typing ----------------------------------------------------------------------
 
 def test_typed_values_follow_the_schema() -> None:
     text = call45("get_weather", ("city", " 123 "), ("days", " 3\n"), ("ratio", "2.5"),
@@ -212,7 +213,7 @@ def test_a_repeated_key_is_duplicate_parameter() -> None:
     assert text_of(events) == "ok"
 
 
-# decision 6: inside a value only its closer ends it --------------------------------------------
+# decision 2.6: inside a value only its closer ends it --------------------------------------------
 
 def test_tags_other_than_the_closers_are_value_text() -> None:
     value = "<tool_call>x<arg_key>k</arg_key><arg_value><think></think>"
@@ -229,7 +230,7 @@ def test_a_call_closer_inside_a_value_voids_the_call() -> None:
     assert void.raw == "<tool_call>f\n<arg_key>v</arg_key>\n<arg_value>abc</tool_call>"
 
 
-# decision 7: between tags only whitespace -------------------------------------------------------
+# decision 2.7: between tags only whitespace -------------------------------------------------------
 
 @pytest.mark.parametrize("text", [
     "<tool_call>f\njunk<arg_key>a</arg_key><arg_value>1</arg_value></tool_call>",
@@ -260,7 +261,7 @@ def test_a_new_call_opener_inside_a_call_voids_it_and_starts_the_next() -> None:
     assert calls_of(events) == [("g", {})]
 
 
-# decision 8: end of stream -----------------------------------------------------------------------
+# decision 2.8: end of stream -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("tail,index", [
     ("<tool_call>g\n<arg_key>a</arg_key>\n<arg_value>partial", 1),
@@ -274,7 +275,7 @@ def test_an_open_call_at_the_end_is_unterminated_and_nothing_of_it_is_text(
     assert text_of(events) == "a"
 
 
-# decisions 1 and 9: reserved markers outside a call ----------------------------------------------
+# decisions 2.1 and 2.9: reserved markers outside a call ----------------------------------------------
 
 @pytest.mark.parametrize("marker", ["</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>",
                                     "</arg_value>", "<think>", "</think>"])
@@ -285,7 +286,7 @@ def test_a_reserved_marker_outside_a_call_is_malformed_and_the_text_around_stays
                       Text(" after")]
 
 
-# decision 12: unknown tool names --------------------------------------------------------------
+# decision 2.12: unknown tool names --------------------------------------------------------------
 
 def test_an_unknown_tool_keeps_the_call_and_adds_undefined_function() -> None:
     events = parse("glm47", call47("nope", ("a", "1")), TOOLS)

@@ -1,4 +1,4 @@
-"""gpt-oss Harmony (MARKUP2.md): messages, channels, recipients, stop tokens, and the errors.
+"""gpt-oss Harmony (docs/design/markup.md §2): messages, channels, recipients, stop tokens, and the errors.
 
 Every input and expectation is written out here; each parse is also checked fed one and three
 characters at a time.

@@ -1,5 +1,5 @@
-"""MARKUP3.md class A′ (an opener, one call object, no closer: ``granite-20b-fc``, ``gigachat3``) as
-literal tables, whole and in 1-, 2-, 3-, 7- and random-size chunks."""
+"""docs/design/markup.md class A′ (an opener, one call object, no closer: ``granite-20b-fc``, ``gigachat3``)
+as literal tables, whole and in 1-, 2-, 3-, 7- and random-size chunks."""
 
 from __future__ import annotations
 

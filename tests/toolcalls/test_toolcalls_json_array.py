@@ -1,4 +1,4 @@
-"""MARKUP3.md class B (a JSON array of calls, or objects separated by ``;`` or newlines) as literal
+"""docs/design/markup.md class B (a JSON array of calls, or objects separated by ``;`` or newlines) as literal
 tables: input → visible text, calls, error kinds, whole and in 1-, 2-, 3-, 7- and random-size
 chunks (``_toolcalls_tables.check_case``)."""
 
@@ -76,7 +76,7 @@ HUNYUAN_A13B: list[Case] = [
     # vLLM's streaming path reads one nesting level only
     ('<tool_calls>[{"name": "f", "arguments": {"a": {"b": {"c": [1, {"d": "]}"}]}}}}]</tool_calls>'
      " after", " after", [("f", {"a": {"b": {"c": [1, {"d": "]}"}]}}})], []),
-    # MARKUP3.md §3: <answer>…</answer> is the answer's framing: the tags go, the text stays
+    # docs/design/markup.md §3.3: <answer>…</answer> is the answer's framing: the tags go, the text stays
     ("<answer>\nIt is sunny.\n</answer>", "\nIt is sunny.\n", [], []),
     ('<answer>\nChecking.<tool_calls>[{"name": "f", "arguments": {"a": 1}}]</tool_calls>\nDone.'
      "</answer>", "\nChecking.\nDone.", [("f", {"a": 1})], []),
@@ -152,7 +152,8 @@ def test_cohere_keeps_the_models_call_ids() -> None:
 
 
 def test_arguments_in_the_template_order_stream_before_the_element_closes() -> None:
-    """The call is announced at its name and the arguments go out as they arrive (MARKUP3.md §2 B)."""
+    """The call is announced at its name, its arguments go out as they arrive (docs/design/markup.md,
+    class B)."""
     from sseguard.toolcalls import ToolArgsDelta, parser_for
     p = parser_for("jamba")
     out = p.feed('<tool_calls>[{"name": "write", "arguments": {"content": "abc')
@@ -181,7 +182,7 @@ def test_a_tool_not_offered_keeps_the_call_and_says_so() -> None:
 ])
 def test_auto_resolves_shared_markers_by_what_follows_whole_and_char_by_char(
         text: str, detected: str) -> None:
-    """MARKUP3.md §4 decision 3: a marker that starts another family's is decided by what follows,
+    """Decision 3.3: a marker that starts another family's is decided by what follows,
     never by the chunking."""
     whole = run("auto", "Text. " + text)
     assert whole.detected == detected

@@ -1,4 +1,4 @@
-"""Malformed input of the families of MARKUP3.md classes A, A′, B and B′: cut at every position,
+"""Malformed input of the families of docs/design/markup.md classes A, A′, B and B′: cut at every position,
 markers swapped, junk inside. Every run gives ``MarkupError``s carrying the raw text, never an
 exception, a lost character or a marker in visible text, and the same events under any chunking."""
 

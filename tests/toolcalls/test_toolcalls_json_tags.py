@@ -1,4 +1,4 @@
-"""MARKUP3.md class A (one JSON call object between an opener and a closer: ``internlm``,
+"""docs/design/markup.md class A (one JSON call object between an opener and a closer: ``internlm``,
 ``longcat``, ``ernie45``, ``inkling``) as literal tables, whole and in 1-, 2-, 3-, 7- and
 random-size chunks."""
 
@@ -39,7 +39,7 @@ ERNIE45: list[Case] = [
      "Let me check.\nmore", [("f", {"a": {"b": 1}})], []),
     ('<tool_call>\n{"name": "f", "arguments": {"a": "}"}}\n</tool_call>', "", [("f", {"a": "}"})],
      []),
-    # MARKUP3.md §3: <response>…</response> is the answer's framing: the tags go, the text stays
+    # docs/design/markup.md §3.3: <response>…</response> is the answer's framing: the tags go, the text stays
     ("<response>\nIt is sunny.\n</response>", "\nIt is sunny.\n", [], []),
     ('<response>\nLet me check.\n<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>\n'
      "</response>", "\nLet me check.\n", [("f", {"a": 1})], []),
@@ -51,7 +51,7 @@ ERNIE45: list[Case] = [
     # outside a string they are junk in the call: the call is void, never text
     ('<tool_call>{"name": "f", "arguments": {}}<response></tool_call>ok', "ok", [],
      ["bad_param_json"]),
-    # a framing tag cut off at the end of the stream is a cut marker (MARKUP3.md §4 decision 3)
+    # a framing tag cut off at the end of the stream is a cut marker (decision 3.3)
     ("<response>Hi</resp", "Hi", [], ["unterminated"]),
 ]
 

@@ -1,4 +1,4 @@
-"""Kimi K2 markup (MARKUP2.md): sections, call ids, JSON arguments streamed, and the errors.
+"""Kimi K2 markup (docs/design/markup.md §2): sections, call ids, JSON arguments streamed, and the errors.
 
 Every input and expectation is written out here; each parse is also checked fed one and three
 characters at a time.
@@ -187,7 +187,7 @@ def test_end_of_stream_keeps_closed_calls_and_reports_the_rest() -> None:
     assert errors_of(events) == [("unterminated", 1)]
     # a complete object without its end marker is still an open call
     assert errors_of(parse(f'{B}functions.g:0{A}{{"a": 1}}')) == [("unterminated", 0)]
-    # a missing section closer after complete calls keeps them (decision 8)
+    # a missing section closer after complete calls keeps them (decision 2.8)
     events = parse("x" + SB + call("functions.f:0", "{}"))
     assert calls_of(events) == [("f", {})]
     assert errors_of(events) == [("unterminated", None)]
@@ -222,7 +222,7 @@ def test_after_think_the_answer_framing_goes_and_a_call_opener_ends_reasoning() 
     assert [type(e).__name__ for e in result.events][:2] == ["Reasoning", "Markup"]
     assert result.events[0].text == "\nweather?\n"
     assert text_of(result.events) == "Sure."
-    # no </think>: the call opener ends the reasoning, and the call is parsed (decision 10)
+    # no </think>: the call opener ends the reasoning, and the call is parsed (decision 2.10)
     result = parse_text("<think>I will call f." + call("functions.f:0", '{"a": 1}'), "kimi-k2")
     assert result.events[0].text == "I will call f."
     assert calls_of(result.events) == [("f", {"a": 1})]

@@ -1,4 +1,4 @@
-"""Kimi K3 XTML (``kimi-k3``, MARKUP3.md classes G+I): channels, calls, typed arguments."""
+"""Kimi K3 XTML (``kimi-k3``, docs/design/markup.md classes G+I): channels, calls, typed arguments."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ CASES = [
          "<|open|>think<|sep|>Need weather.<|close|>think<|sep|><|open|>response<|sep|>Checking."
          "<|close|>response<|sep|>" + CALL, "Checking.",
          [("get_weather", {"city": ' Paris &amp; "Rome"', "days": 2})], reasoning="Need weather."),
-    Case("a tools opener ends an open think channel (decision 9)",
+    Case("a tools opener ends an open think channel (decision 3.9)",
          "<|open|>think<|sep|>hm" + CALL, "",
          [("get_weather", {"city": ' Paris &amp; "Rome"', "days": 2})], reasoning="hm"),
     Case("attributes unescape &quot; and &amp;",

@@ -1,4 +1,4 @@
-"""MiniMax-M2 tool calls (``minimax-m2``): the decisions of MARKUP2.md, one by one."""
+"""MiniMax-M2 tool calls (``minimax-m2``): the decisions of docs/design/markup.md §2, one by one."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def test_several_invokes_in_one_block_are_parallel_calls() -> None:
     assert calls_of(events) == [("a", {"x": "1"}), ("b", {}), ("c", {"y": "2"})]
 
 
-# decision 2: visible text ------------------------------------------------------------------------
+# decision 2.2: visible text ------------------------------------------------------------------------
 
 def test_one_newline_before_each_block_is_removed_and_text_after_blocks_is_kept() -> None:
     text = "a\n\n" + block(invoke("f")) + "\n" + block(invoke("g")) + "\nthe end"
@@ -77,7 +77,7 @@ def test_whitespace_framing_the_answer_at_stream_start_is_markup_not_text() -> N
     assert text_of(events) == "\n\nok"
 
 
-# decision 3: the quoted name, verbatim ----------------------------------------------------------
+# decision 2.3: the quoted name, verbatim ----------------------------------------------------------
 
 @pytest.mark.parametrize("tag,name", [('<invoke name="fs::read file">', "fs::read file"),
                                       ('<invoke  name="a.b-c" >', "a.b-c"),
@@ -87,7 +87,7 @@ def test_the_quoted_name_is_taken_verbatim(tag: str, name: str) -> None:
     assert calls_of(events) == [(name, {})]
 
 
-# decision 5: schema typing ----------------------------------------------------------------------
+# decision 2.5: schema typing ----------------------------------------------------------------------
 
 def test_typed_values_follow_the_schema_and_untyped_ones_are_raw_strings() -> None:
     text = block(invoke("get_weather", ("city", " 12 "), ("days", " 3\n"), ("metric", "true"),
@@ -146,7 +146,7 @@ def test_a_repeated_parameter_is_duplicate_parameter() -> None:
     assert calls_of(events) == [("g", {})]
 
 
-# decision 6: inside a value only its closer ends it --------------------------------------------
+# decision 2.6: inside a value only its closer ends it --------------------------------------------
 
 def test_other_tags_inside_a_value_are_value_text() -> None:
     value = '<invoke name="x"><parameter name="y"><minimax:tool_call><think>'
@@ -174,7 +174,7 @@ def test_a_block_closer_inside_a_value_voids_the_call_and_closes_the_block() -> 
     assert text_of(events) == '\n<invoke name="g">\n</invoke>'
 
 
-# decision 7: between tags only whitespace ---------------------------------------------------------
+# decision 2.7: between tags only whitespace ---------------------------------------------------------
 
 @pytest.mark.parametrize("body", [
     'junk<parameter name="a">1</parameter>',
@@ -201,7 +201,7 @@ def test_junk_between_invokes_is_malformed_and_parsing_resumes_at_the_next(junk:
     assert calls_of(events) == [("g", {})]
 
 
-# decision 8: end of stream -----------------------------------------------------------------------
+# decision 2.8: end of stream -----------------------------------------------------------------------
 
 def test_an_open_invoke_at_the_end_is_unterminated() -> None:
     events = parse("a\n" + '<minimax:tool_call>\n<invoke name="f">\n<parameter name="v">part')
@@ -223,14 +223,14 @@ def test_a_cut_opener_at_the_end_is_unterminated_and_not_text(tail: str) -> None
     assert errors_of(events) == [("unterminated", None)]
 
 
-# decision 9: an invoke without the wrapper is text -----------------------------------------------
+# decision 2.9: an invoke without the wrapper is text -----------------------------------------------
 
 def test_an_invoke_outside_a_block_is_the_models_text() -> None:
     text = '<invoke name="f">\n<parameter name="a">1</parameter>\n</invoke>'
     assert parse(text) == [Text(text)]
 
 
-# decision 1: reserved markers outside a block ----------------------------------------------------
+# decision 2.1: reserved markers outside a block ----------------------------------------------------
 
 @pytest.mark.parametrize("marker", ["</minimax:tool_call>", "<think>", "</think>"])
 def test_a_reserved_marker_outside_a_block_is_malformed_and_the_text_around_stays(
@@ -239,7 +239,7 @@ def test_a_reserved_marker_outside_a_block_is_malformed_and_the_text_around_stay
         Text("before "), MarkupError(MarkupErrorKind.MALFORMED_TAG, marker), Text(" after")]
 
 
-# decision 12: unknown tool names keep the call ---------------------------------------------------
+# decision 2.12: unknown tool names keep the call ---------------------------------------------------
 
 def test_an_unknown_tool_keeps_the_call_and_adds_undefined_function() -> None:
     events = parse(block(invoke("nope", ("a", "1"))) + "after", TOOLS)

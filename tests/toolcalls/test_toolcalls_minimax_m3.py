@@ -1,4 +1,4 @@
-"""MiniMax-M3 (``minimax-m3``, MARKUP3.md class G′): ``]<]minimax[>[``-prefixed tags, parameters as
+"""MiniMax-M3 (``minimax-m3``, docs/design/markup.md class G′): ``]<]minimax[>[``-prefixed tags, parameters as
 elements named by their keys, nested elements as objects."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Muse (``muse``, MARKUP3.md classes G+I): messages outside, ``atem:`` invokes inside."""
+"""Muse (``muse``, docs/design/markup.md classes G+I): messages outside, ``atem:`` invokes inside."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ CASES = [
     Case("a doubled name stays as written without tools",
          '<atem:function_calls><atem:invoke name="a.a"></atem:invoke></atem:function_calls>', "",
          [("a.a", {})]),
-    Case("decision 9: a block opener inside a to=self message ends the reasoning",
+    Case("decision 3.9: a block opener inside a to=self message ends the reasoning",
          "<|start|>assistant to=self<|message|>hm" + BLOCK + "<|eom|>after", "after",
          [("get_weather", {"city": "Paris", "days": "2"})], reasoning="hm"),
     Case("to=developer is not shown", "<|start|>assistant to=developer<|message|>x<|eom|>y", "y",

@@ -1,4 +1,4 @@
-"""Class C of MARKUP3.md: a name, then one JSON object of arguments (``mistral``, ``plamo3``).
+"""Class C of docs/design/markup.md §3: a name, then one JSON object of arguments (``mistral``, ``plamo3``).
 
 Every input and expectation is written out here (the spec's examples, then its decisions); each parse
 is also checked fed whole, in 1-, 2-, 3- and 7-character pieces and in random pieces.
@@ -31,7 +31,7 @@ def plamo(name: str, body: str, preamble: str = JSON_MSG) -> str:
 
 
 TABLE: list[tuple[str, str, str, list[tuple[str, Any]], list[tuple[str, int | None]]]] = [
-    # the spec's examples (MARKUP3.md §1 and §3)
+    # the spec's examples (docs/design/markup.md §3.1 and §3.3)
     ("mistral", '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}', "",
      [("get_weather", {"city": "Paris"})], []),
     ("mistral", '[TOOL_CALLS]a[ARGS]{}[TOOL_CALLS]b[ARGS]{"x": [1, {"y": "}"}]}', "",

@@ -1,4 +1,4 @@
-"""The five guarantees of DESIGN.md, proved per family with hypothesis.
+"""Guarantees 1–5 of docs/design/guarantees.md, proved per family with hypothesis.
 
 Valid documents (random names, unicode values, values holding ``<``, ``｜``, quotes, newlines,
 ``</parameter>``, partial marker text, padding that must survive byte-exact), mixed with text and fed in
@@ -108,9 +108,9 @@ def test_auto_parses_every_family_like_the_named_parser(family: str) -> None:
         assume(not any(m in doc.text for m in other) and ends_clean(doc.text, "auto"))
         # before any marker auto cannot know that leading whitespace frames the answer
         assume(family not in FRAMED or doc.text[:1] not in tuple(ASCII_WS))
-        # auto never claims an unmarked answer (MARKUP3.md §4 decision 2)
+        # auto never claims an unmarked answer (decision 3.2)
         assume(family not in BARE_START or doc.text.lstrip()[:1] not in ("{", "["))
-        # a call list without a marker is calls only to the named parser (MARKUP3.md decision 2)
+        # a call list without a marker is calls only to the named parser (decision 3.2)
         assume(family not in UNMARKED or not doc.text.lstrip(ASCII_WS).startswith("["))
         named = run(family, doc.text)
         auto = run("auto", doc.text, cuts, markers_of=family)
@@ -232,7 +232,7 @@ def _random_markup(rng: random.Random, family: str) -> str:
         "minimax-m2": ['\n<minimax:tool_call>\n<invoke name="f">\n<parameter name="a">x < y'
                        '</parameter>\n</invoke>\n</minimax:tool_call>', '<invoke name="g">'],
         **PY_CANNED,
-        # MARKUP3.md classes F, G, H
+        # docs/design/markup.md classes F, G, H
         "seed-oss": ["<seed:think>q <seed:tool_call></seed:think>", "\n\n<seed:tool_call>\n"
                      "<function=f>\n<parameter=a>\nx < y\n</parameter>\n</function>\n"
                      "</seed:tool_call>"],

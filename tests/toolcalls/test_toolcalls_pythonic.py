@@ -1,4 +1,4 @@
-"""Class D of MARKUP3.md: ``pythonic``, ``olmo3`` and ``lfm2`` call lists written as Python.
+"""Class D of docs/design/markup.md §3: ``pythonic``, ``olmo3`` and ``lfm2`` call lists written as Python.
 
 Every input and expectation is written out here (the spec's examples, then each decision of §3 and
 §4); each parse is also checked fed whole, in 1-, 2-, 3- and 7-character pieces and in random pieces.
@@ -23,7 +23,7 @@ BAD, MAL, DUP, UNT = "bad_param_json", "malformed_tag", "duplicate_parameter", "
 
 # (family, input, visible text, calls, errors)
 TABLE: list[tuple[str, str, str, list[tuple[str, Any]], list[tuple[str, int | None]]]] = [
-    # the spec's examples (MARKUP3.md §1)
+    # the spec's examples (docs/design/markup.md §3.1)
     ("pythonic", '[f(a=1), g(b="x")]', "", [("f", {"a": 1}), ("g", {"b": "x"})], []),
     ("pythonic", f'{PS}[f(a=1), g(b="x")]{PE}', "", [("f", {"a": 1}), ("g", {"b": "x"})], []),
     ("olmo3", f"{FC}f(a=1)\ng(b=2){FE}", "", [("f", {"a": 1}), ("g", {"b": 2})], []),
@@ -45,7 +45,7 @@ TABLE: list[tuple[str, str, str, list[tuple[str, Any]], list[tuple[str, int | No
     ("pythonic", "[\n  web.search(\n    q = 'x',\n    n = 2,\n  ),\n]", "",
      [("web.search", {"q": "x", "n": 2})], []),
     ("pythonic", "[f()]", "", [("f", {})], []),
-    # only where the answer starts (decision 2): elsewhere a list is text
+    # only where the answer starts (decision 3.2): elsewhere a list is text
     ("pythonic", "Sure: [f(a=1)]", "Sure: [f(a=1)]", [], []),
     ("pythonic", "[1, 2, 3] are numbers", "[1, 2, 3] are numbers", [], []),
     ("pythonic", "[link](http://x) [f(", "[link](http://x) [f(", [], []),

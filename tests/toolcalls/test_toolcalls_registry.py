@@ -30,15 +30,15 @@ from sseguard.toolcalls import (
 )
 from sseguard.verdict import Api
 
-#: The families of MARKUP.md and MARKUP2.md, then those of MARKUP3.md classes A, A′, B and B′.
+#: The families of docs/design/markup.md §1 and §2, then those of its classes A, A′, B and B′.
 FIRST = ["dsml-v32", "dsml-v4", "dsml-v41", "deepseek-v3", "deepseek-v31", "hermes", "glm45",
          "glm47", "qwen3-coder", "kimi-k2", "harmony", "minimax-m2"]
 JSON_CALLS = ["llama3-json", "granite", "granite-20b-fc", "internlm", "jamba", "hunyuan-a13b",
               "minimax-m1", "phi4-mini", "apertus", "cohere-command", "gigachat3", "longcat",
               "ernie45", "inkling", "xlam"]
-#: MARKUP3.md classes C, D and E
+#: docs/design/markup.md classes C, D and E
 PY_CALLS = ["functiongemma", "gemma4", "lfm2", "mistral", "olmo3", "plamo3", "pythonic"]
-#: MARKUP3.md classes F, G, G′ and H
+#: docs/design/markup.md classes F, G, G′ and H
 XML_CALLS = ["dots", "gigachat35", "hunyuan", "iquest-q1", "k2-horizon", "kimi-k3", "minicpm5",
              "minimax-m3", "muse", "seed-oss", "step3", "zaya"]
 #: rank, then name: the rank-95 families sort among themselves; classes F–H rank 96
@@ -108,7 +108,7 @@ def test_the_stripped_token_shapes_are_kimis_harmonys_gemmas_and_mistrals() -> N
 NAMES = st.from_regex(r"[a-z][a-z_]{0,11}", fullmatch=True)
 # no "<" (every marker's lead) and no DSML bar: inside a raw value those are markup by decision; not
 # the string "null": families that write values untyped read an exact null as null even where the
-# schema says string (MARKUP2.md decision 5), so that one string cannot make the round trip
+# schema says string (decision 2.5), so that one string cannot make the round trip
 STRINGS = st.text(st.characters(blacklist_characters="<｜", blacklist_categories=("Cs",)),
                   max_size=12).filter(lambda s: s != "null")
 VALUES = st.one_of(STRINGS, st.integers(-10**6, 10**6), st.booleans())

@@ -1,5 +1,5 @@
-"""Reading the offered tools' schemas into the types a parameter allows (MARKUP2.md decision 5), and
-turning an untagged value into JSON by them — the rules GLM and MiniMax-M2 values follow."""
+"""Reading the offered tools' schemas into the types a parameter allows (docs/design/markup.md decision 2.5),
+and turning an untagged value into JSON by them — the rules GLM and MiniMax-M2 values follow."""
 
 from __future__ import annotations
 

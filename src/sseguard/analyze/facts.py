@@ -286,8 +286,8 @@ def unknown_query(facts: str, flt: Filter) -> str:
     """Weighted streams per (api, unknown kinds joined with commas): rows (api, kinds, streams).
 
     Apart from the cells on purpose: an unknown kind is never a verdict nor an attribute of the
-    search (``DESIGN.md``, guarantee 6), and counted in the cells it would split every cell by a
-    label nothing else reads. Distinct combinations are few; the caller splits them into names."""
+    search (``docs/design/guarantees.md`` guarantee 6), and counted in the cells it would split every cell by
+    a label nothing else reads. Distinct combinations are few; the caller splits them into names."""
     return (f"{facts_cte(facts, flt)} SELECT api, {UNKNOWN_FACT}, SUM(weight) FROM f "
             f"WHERE {UNKNOWN_FACT} IS NOT NULL AND {UNKNOWN_FACT} <> '' GROUP BY api, {UNKNOWN_FACT}")
 

@@ -172,8 +172,8 @@ class AttributeResult:
 class UnknownKind:
     """Streams of one protocol that carried one event, block or delta kind its tables do not know.
 
-    Counted, never judged (``DESIGN.md``, guarantee 6): such a stream passed through byte for byte,
-    and it fails or passes by its ending and findings alone. The row says a provider sends something
+    Counted, never judged (``docs/design/guarantees.md`` guarantee 6): such a stream passed through byte for
+    byte, and it fails or passes by its ending and findings alone. The row says a provider sends something
     new, which someone should classify (``sseguard protocols --sdk-drift``)."""
 
     api: str

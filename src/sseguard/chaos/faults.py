@@ -46,7 +46,7 @@ class Fault(StrEnum):
     MISSING_USAGE = "missing_usage"  # usage asked (or always sent by the API), none sent
     ID_CHANGED = "id_changed"  # the response id changes half-way
     FRAME_AFTER_DONE = "frame_after_done"  # chat: a chunk after data: [DONE]
-    # Protocols with typed events only (PROTOCOLS.md); chat's writer cannot carry them.
+    # Protocols with typed events only (docs/design/vocabulary.md); chat's writer cannot carry them.
     SEQUENCE_GAP = "sequence_gap"  # responses: one sequence_number skipped
     EVENT_ORDER = "event_order"  # a delta for an output item / content block never opened
     BLOCK_UNTERMINATED = "block_unterminated"  # the text item / block never closed, then the end

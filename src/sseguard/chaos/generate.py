@@ -2,8 +2,8 @@
 
 The same seed and request give the same answer, byte for byte, so a failing run can be replayed. Tool
 calls come out either structured (``tool_calls`` deltas) or, in raw-markup mode, as the markup a model
-writes (``MARKUP.md`` formats, exactly), left in ``content`` as a server without a tool parser does.
-Content faults (``markup_leak``, broken arguments, a misspelled closer, …) are applied here.
+writes (``docs/design/markup.md`` §1 formats, exactly), left in ``content`` as a server without a tool parser
+does. Content faults (``markup_leak``, broken arguments, a misspelled closer, …) are applied here.
 """
 
 from __future__ import annotations

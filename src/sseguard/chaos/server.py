@@ -1,8 +1,8 @@
 """The chaos upstream on aiohttp.web: every registered protocol, breaking on demand.
 
 aiohttp.web because it is the fastest server measured on this machine kind for many concurrent
-streams (``HTTP.md``): the chaos server must never be what a probe or proxy benchmark measures. The
-handler decides (``decide``), generates (``generate``), encodes every byte up front (``frames``), and
+streams (``docs/design/http.md``): the chaos server must never be what a probe or proxy benchmark measures.
+The handler decides (``decide``), generates (``generate``), encodes every byte up front (``frames``), and
 then only sleeps and writes.
 
 Headers every response carries: ``x-request-id``, ``traceparent`` and ``x-trace-id`` (an incoming W3C

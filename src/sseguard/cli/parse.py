@@ -149,7 +149,7 @@ def final_message(result: ParseResult) -> dict[str, Any]:
 
 
 def family_list() -> list[dict[str, Any]]:
-    """Every registered family with its grammar class (MARKUP3.md §2) and the engines' aliases."""
+    """Every registered family with its grammar class (docs/design/markup.md §3.2) and engine aliases."""
     return [{"family": name, "grammar": fam.grammar, "aliases": list(fam.aliases)}
             for name, fam in families().items()]
 

@@ -263,8 +263,8 @@ class CheckerBase(ABC):
             self._find(kind, detail)
 
     def _unknown_kind(self, name: str) -> None:
-        """A kind the tables do not know passed through (``DESIGN.md`` guarantee 6): recorded in the
-        verdict, never a finding."""
+        """A kind the tables do not know passed through (``docs/design/guarantees.md`` guarantee 6): recorded
+        in the verdict, never a finding."""
         self._unknown[name] = self._unknown.get(name, 0) + 1
 
     def _finish_reason(self, reason: str, where: str, *, blocked: bool = False,

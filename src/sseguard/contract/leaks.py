@@ -2,9 +2,9 @@
 
 The tables are the registry's (``sseguard.toolcalls.families()``): each family's leak markers (a plain
 substring search; the incremental parsers in ``sseguard.toolcalls`` do the real parsing) and the shape
-its calls leave when a server strips its special tokens (MARKUP2.md decision 11: ``functions.x:0{…}``,
-``…commentary to=functions.f json{…}``; only the server can fix it, so it is a leak). A plugin family
-is looked for exactly as a built-in is.
+its calls leave when a server strips its special tokens (docs/design/markup.md decision 2.11:
+``functions.x:0{…}``, ``…commentary to=functions.f json{…}``; only the server can fix it, so it is a leak). A
+plugin family is looked for exactly as a built-in is.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ _LITERAL_BEHIND = re.compile(r"\(\?<=([^()\[\]\\]{1,3})\)")
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Shapes:
-    """The stripped-token shapes of a set of families (MARKUP2.md decision 11), as the scan reads
+    """The stripped-token shapes of a set of families (decision 2.11), as the scan reads
     them: ``pattern`` (every family's ``leak_shape``, searched only where one of ``hints`` occurs),
     ``prefixes`` (what the end of a delta holds when a shape's start, its literal look-behind
     included, spans the boundary; ``ends`` their last characters, tested first), ``keep`` (the

@@ -157,7 +157,7 @@ class Outline:
 
 @dataclass(frozen=True, slots=True)
 class Protocol:
-    """Every fact about one wire protocol (``PROTOCOLS.md``), in one place."""
+    """Every fact about one wire protocol (``docs/design/vocabulary.md``), in one place."""
 
     api: Api
     title: str  # how a person names it: "OpenAI Chat Completions"

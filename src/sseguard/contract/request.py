@@ -2,9 +2,9 @@
 
 The probe's workloads are written once, as neutral turns — a user's text, an assistant's text and tool
 calls, the results of those calls — with neutral tool definitions. Each protocol's ``Format`` (exported
-by its ``contract/<protocol>.py`` as part of its ``Protocol`` descriptor) renders them into its own
-request (``PROTOCOLS.md``: request shapes), applies the run-wide settings in its own words, reads the
-answer back out of the checker's assembled message, and tells whether a user's own ``--body`` is in its
+by its ``contract/<protocol>/`` as part of its ``Protocol`` descriptor) renders them into its own
+request (``docs/design/vocabulary.md``, request shapes), applies the run-wide settings in its own words, reads
+the answer back out of the checker's assembled message, and tells whether a user's own ``--body`` is in its
 format. One engine, one table of names per protocol.
 
 Pure Python, no I/O library: the asyncio probe and the Locust user (gevent) share it.

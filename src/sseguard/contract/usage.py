@@ -2,9 +2,9 @@
 
 A corrupting race in a serving engine's prefix (KV) cache damages only the answers built on cached
 tokens, and every protocol reports how many prompt tokens came from the cache — each in its own
-words (``PROTOCOLS.md``). Each protocol's descriptor names one small function (``Protocol.usage_of``)
-that reads its usage shape out of the assembled message into ``UsageFacts``; the record keeps them and
-the analysis compares streams served from cache with the others (``cache_share``).
+words (``docs/design/vocabulary.md``). Each protocol's descriptor names one small function
+(``Protocol.usage_of``) that reads its usage shape out of the assembled message into ``UsageFacts``; the
+record keeps them and the analysis compares streams served from cache with the others (``cache_share``).
 """
 
 from __future__ import annotations

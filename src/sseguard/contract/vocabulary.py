@@ -1,8 +1,8 @@
 """What a protocol's words mean: its finish reasons in three classes, and the kinds its tables know.
 
 Providers add stream event types, content blocks, deltas and finish reasons every few weeks, and
-their SDKs know them first (``DESIGN.md``, guarantee 6, "Unknown is not broken"). Two rules follow,
-and this module is where each protocol states them as data (``contract/<protocol>/vocabulary.py``,
+their SDKs know them first (``docs/design/guarantees.md`` guarantee 6, "Unknown is not broken"). Two rules
+follow, and this module is where each protocol states them as data (``contract/<protocol>/vocabulary.py``,
 read through ``Protocol.reasons`` and ``Protocol.kinds``):
 
 - A finish reason is *classified*, never listed: ``finished`` (the answer ended as the model meant),

@@ -1,8 +1,8 @@
 """One stream's reasoning split, as both engines' reasoning parsers need it: engine-free.
 
 ``ThinkSplitter`` separates ``<think>…</think>`` from the answer, reasoning ending implicitly at one
-of the family's call openers (MARKUP.md decision 10). The engines stop asking the reasoning parser
-once reasoning has ended and give the rest to the tool parser; at the end of a stream still in
+of the family's call openers (docs/design/markup.md decision 1.10). The engines stop asking the reasoning
+parser once reasoning has ended and give the rest to the tool parser; at the end of a stream still in
 reasoning, what the splitter held back (a partial call opener) is passed through the family's parser,
 so that only its visible text reaches the client, as it would have after the switch.
 """

@@ -1,7 +1,7 @@
 """What a serving engine may show its client of one stream's parser events: engine-free.
 
-A serving engine's stream cannot take anything back and has no error channel (ENGINES.md): a call
-whose name or arguments went out stays with the client. So by default (``hold``) a call goes out
+A serving engine's stream cannot take anything back and has no error channel (docs/design/engine-facts.md): a
+call whose name or arguments went out stays with the client. So by default (``hold``) a call goes out
 whole, in one piece, when the parser ends it (``ToolCallEnd``): a call the parser voids
 (``MarkupError`` with an index) never reaches the client as a call. ``stream`` sends the name at
 ``ToolCallStart`` and each argument fragment as it arrives, for those who want progress over that

@@ -1,8 +1,8 @@
 """SGLang detectors: sseguard's parsers behind ``BaseFormatDetector`` and
 ``BaseReasoningFormatDetector``, one class per registered name (``sglang_plugin`` makes them).
 
-How SGLang 0.5.23 drives a tool detector (ENGINES.md): one per request and choice, built with no
-arguments; ``parse_streaming_increment`` per delta, ``finish`` once on the finishing delta,
+How SGLang 0.5.23 drives a tool detector (docs/design/engine-facts.md): one per request and choice, built with
+no arguments; ``parse_streaming_increment`` per delta, ``finish`` once on the finishing delta,
 ``detect_and_parse`` for a whole completion. An item with a name opens a call (the server adds the
 id), items without one append arguments. ``finish_reason`` becomes ``tool_calls`` on a natural stop
 when a call went out, unless ``incomplete_tool_call_indices`` is non-empty: in ``-stream`` mode the

@@ -1,7 +1,7 @@
 """The ``sglang.srt.plugins`` entry point: adds sseguard's detectors to SGLang's parser maps.
 
 SGLang runs every general plugin once per process, ``sglang serve`` before it parses its arguments
-(ENGINES.md). ``--tool-call-parser`` takes its argparse choices from
+(docs/design/engine-facts.md). ``--tool-call-parser`` takes its argparse choices from
 ``FunctionCallParser.ToolCallParserEnum`` only when ``function_call_parser`` is already imported, so
 this imports it before adding the names; ``--reasoning-parser`` likewise reads
 ``ReasoningParser.DetectorMap``. The maps hold classes, so one small subclass per name is made here.

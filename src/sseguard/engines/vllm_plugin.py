@@ -1,8 +1,8 @@
 """The ``vllm.general_plugins`` entry point: registers sseguard's parsers by name, lazily.
 
 vLLM runs every general plugin once per process, in the API server (twice: while building its
-argument parser and in ``EngineArgs``), the engine core and each worker (ENGINES.md). So this is
-idempotent and cheap: one ``register_lazy_module`` call per name, no parser class built. The
+argument parser and in ``EngineArgs``), the engine core and each worker (docs/design/engine-facts.md). So this
+is idempotent and cheap: one ``register_lazy_module`` call per name, no parser class built. The
 classes come into being on the first ``get_tool_parser``/``get_reasoning_parser`` of their name,
 from ``vllm_tool`` and ``vllm_reasoning`` (whose module ``__getattr__`` makes one per name).
 

@@ -3,8 +3,8 @@ registered name (``sseguard-<family>``), made on first use by the module ``__get
 
 The chat server decides on text: the parser is ``engine_based_streaming``, so the switch to the tool
 parser happens when ``has_engine_confirmed_reasoning_end()`` says the answer began (after
-``</think>`` or at one of the family's call openers, MARKUP.md decision 10), and the answer part of
-that delta is the tool parser's first text.
+``</think>`` or at one of the family's call openers, docs/design/markup.md decision 1.10), and the answer part
+of that delta is the tool parser's first text.
 
 The engine core asks questions about token ids instead (structured outputs start after reasoning):
 ``is_reasoning_end``, ``is_reasoning_end_streaming``, ``extract_content_ids``. They are answered from

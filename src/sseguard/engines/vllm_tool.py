@@ -4,8 +4,8 @@ vLLM imports this module when a ``sseguard-*`` tool parser is first looked up (`
 and asks it for the class named like the parser (``getattr(module, "sseguard-hermes")``); the
 module ``__getattr__`` makes a ``SseguardToolParser`` subclass bound to that family and mode.
 
-How vLLM drives it (ENGINES.md, vLLM 0.33.0): ``engine_based_streaming`` makes the serving code pass
-only the new text of each delta (so the parser reads ``delta_text`` and nothing is re-scanned) and
+How vLLM drives it (docs/design/engine-facts.md, vLLM 0.33.0): ``engine_based_streaming`` makes the serving
+code pass only the new text of each delta (so the parser reads ``delta_text`` and nothing is re-scanned) and
 call ``finish_streaming()`` once, on the delta that carries the finish reason: that is the parser's
 ``close()``. The lists ``prev_tool_call_arr`` and ``streamed_args_for_tool`` stay empty, so
 ``get_remaining_unstreamed_args()`` appends nothing of its own. Call ids are set on a call's first

@@ -1,5 +1,5 @@
 """The probe's own CPU use, sampled once a second: past ~80 % of a core its timings measure itself
-(HTTP.md), and the summary says so. A ``--workers`` run keeps every process's samples."""
+(docs/design/http.md), and the summary says so. A ``--workers`` run keeps every process's samples."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 No global state: everything comes in as arguments (session, target, body, settings, sink, connection
 tracker), so any scheduler — the asyncio runner here, a test, another process — can call
-``run_request`` as is. Per HTTP.md the body is read with ``iter_any()`` and fed as bytes (reading by
-lines costs about twice the CPU), and the per-chunk path does no allocation beyond the checker's own.
+``run_request`` as is. Per docs/design/http.md the body is read with ``iter_any()`` and fed as bytes (reading
+by lines costs about twice the CPU), and the per-chunk path does no allocation beyond the checker's own.
 
 The stall watchdog is one timer per stream that re-arms itself lazily: each chunk's arrival time is
 stored once (by the ``StreamWatch``, which the watchdog reads), and the timer, when it fires, either

@@ -1,8 +1,8 @@
 """The asyncio scheduler: arms side by side, concurrency levels one after another, always bounded.
 
-Per HTTP.md: one aiohttp ``ClientSession`` (uvloop when installed) with an unlimited ``TCPConnector``
-(the workers bound concurrency themselves), the open-files limit raised to the hard limit, and the
-first requests spread over about one stream length — otherwise every stream starts in the same
+Per docs/design/http.md: one aiohttp ``ClientSession`` (uvloop when installed) with an unlimited
+``TCPConnector`` (the workers bound concurrency themselves), the open-files limit raised to the hard limit,
+and the first requests spread over about one stream length — otherwise every stream starts in the same
 millisecond and time to first token measures a burst. The probe samples its own CPU each second:
 past ~80 % of a core its timings measure itself, and the summary says so.
 

@@ -14,7 +14,7 @@ and the upstream's own ``retry-after``).
 The retry budget (``retry.RetryBudget``) is the upstream's, shared by every request to it; the machine
 asks it and spends it. Time comes in with the events (``now``: the budget's monotonic clock, ``wall``:
 epoch seconds, which an HTTP-date ``Retry-After`` needs): no clock, no socket, no asyncio
-(``tests/test_layers.py`` keeps it so; ``tests/proxy/test_proxy_attempts.py`` drives it alone).
+(``tests/test_layers.py`` keeps it so; ``tests/proxy/test_proxy_machine.py`` drives it alone).
 """
 
 from __future__ import annotations

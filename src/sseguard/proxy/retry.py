@@ -84,7 +84,7 @@ def completion_tokens(verdict: Verdict) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-# ── one layer retries (DESIGN.md guarantee 7) ───────────────────────────────────────────────────
+# ── one layer retries (docs/design/guarantees.md guarantee 7) ───────────────────────────────────────────────
 
 #: The window a retry budget counts requests over, in seconds (Envoy's and Finagle's budgets: 10 s).
 BUDGET_WINDOW = 10.0

@@ -1,8 +1,8 @@
 """What the guard proxy's handlers share, and what happens when a guarded stream is over.
 
 ``ProxyState`` owns the app's long-lived things: the config, the policy the proxy acts on, one
-``aiohttp.ClientSession`` to the upstream for the app's lifetime (``HTTP.md`` measured an httpx pool in
-this seat at a quarter of the throughput), the evidence writer and the metrics. ``stream_done`` is the
+``aiohttp.ClientSession`` to the upstream for the app's lifetime (``docs/design/http.md`` measured an httpx
+pool in this seat at a quarter of the throughput), the evidence writer and the metrics. ``stream_done`` is the
 done-callback each ``StreamRelay`` is given: metrics and the stream's record, never blocking the loop.
 """
 

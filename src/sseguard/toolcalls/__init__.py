@@ -1,9 +1,9 @@
-"""Incremental, leak-free tool-call parsers for the markup families of MARKUP.md and MARKUP2.md.
+"""Incremental, leak-free tool-call parsers for the markup families of docs/design/markup.md §1 and §2.
 
 ``parser_for(family, tools=None)`` returns a fresh parser for one stream; ``feed(text)`` and ``close()``
 return events. The guarantees (chunking invariance, no leaks, linear cost, monotonic arguments, no
-shared state) are the ones of DESIGN.md; ``consumed_text(events)`` states the accounting: every input
-character is in exactly one event's text or raw.
+shared state) are guarantees 1–5 of docs/design/guarantees.md; ``consumed_text(events)`` states the
+accounting: every input character is in exactly one event's text or raw.
 
 Each family is one ``Family`` descriptor; ``families()`` lists them all, the built-ins and those of
 installed plugins (entry point group ``sseguard.families``), and ``json_in_tags`` makes a complete

@@ -1,12 +1,12 @@
-"""The incremental engine of MARKUP3.md class B: calls written as JSON objects after a marker — a JSON
-array of call objects (``[{…}, {…}]``), objects separated by ``;`` (Llama 3) or by newlines
+"""The incremental engine of docs/design/markup.md class B: calls written as JSON objects after a marker — a
+JSON array of call objects (``[{…}, {…}]``), objects separated by ``;`` (Llama 3) or by newlines
 (MiniMax-M1), or one object with no closer (class A′).
 
 One engine, parameterised by tables (``_array_tables``): the ``Shape`` of an element (which members
 hold the name, the arguments and the call id), the ``Opener`` markers with the body each opens and the
 closer that ends it, the marker-less body a family may open at the very start of the answer, and
 framing markers that are markup wherever they stand. Every element is one call, all or nothing
-(MARKUP3.md §4 decision 4). The families are built from the tables in ``json_array``.
+(decision 3.4). The families are built from the tables in ``json_array``.
 
 Why it is linear: one scanner follows JSON strings and bracket depth across chunks and stops only
 where something is decided — the first nested value of an element (where the head of the usual
@@ -115,7 +115,7 @@ class JSONArrayParser(BaseParser):
             self._markup(lit)
             return end
         op = self._openers.get(lit)
-        if op is None:  # a closer outside any block (MARKUP2.md decision 1): reported, not text
+        if op is None:  # a closer outside any block (decision 2.1): reported, not text
             self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, lit))
             return end
         self._begin_block(op, lit)
@@ -515,7 +515,7 @@ class JSONArrayParser(BaseParser):
     def _sep_hold(self, data: str, pos: int) -> int:
         """Between objects separated by ``;`` or newlines: whitespace and one separator. In a block
         (B′) they are markup and a line that is no object is junk; without a closer (Llama 3) they
-        are held until the next object (markup) or other text (text, MARKUP3.md §4 decision 1)
+        are held until the next object (markup) or other text (text, decision 3.1)
         decides."""
         op = self._op
         assert op is not None
@@ -564,7 +564,7 @@ class JSONArrayParser(BaseParser):
 
     def _line_junk(self, data: str, pos: int) -> int:
         """A line in a block of one object per line that is not an object: ``malformed_tag`` for
-        that line only (MARKUP3.md, ``minimax-m1``); a marker ends it too."""
+        that line only (docs/design/markup.md §3, ``minimax-m1``); a marker ends it too."""
         call = self._call
         assert call is not None
         nl = data.find("\n", pos)
@@ -728,7 +728,7 @@ class JSONArrayParser(BaseParser):
         return out
 
     def _finish(self, rest: str) -> None:
-        """End of stream (MARKUP.md decisions 7 and 9, MARKUP3.md §4 decision 8): held text that
+        """End of stream (decisions 1.7 and 1.9, decision 3.8): held text that
         decided nothing is text; a cut opener, an open element or an open block is unterminated,
         calls already closed stay calls."""
         state = self._state
@@ -755,7 +755,7 @@ class JSONArrayParser(BaseParser):
             self._event(MarkupError(MarkupErrorKind.UNTERMINATED, held))
 
     def _partial(self, rest: str) -> tuple[str, str]:
-        """Held text at end of stream: a cut-off opener is unterminated (MARKUP3.md §4 decision 3),
+        """Held text at end of stream: a cut-off opener is unterminated (decision 3.3),
         unless it is still a word of prose (``functools``, ``function call``) or a soft marker."""
         if self._markers is None:
             return rest, ""

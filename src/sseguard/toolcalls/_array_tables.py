@@ -1,5 +1,5 @@
-"""The tables of MARKUP3.md class B: what an element of a JSON array of calls looks like (``Shape``),
-what a marker opens (``Opener``, ``Body``), and the shapes the shipped families write.
+"""The tables of docs/design/markup.md class B: what an element of a JSON array of calls looks like
+(``Shape``), what a marker opens (``Opener``, ``Body``), and the shapes the shipped families write.
 
 They are the vocabulary shared by the engine (``_array_engine``) and the family builders
 (``json_array``); a family is these tables, nothing more.
@@ -43,7 +43,7 @@ class Shape:
 def read_name_args(obj: Any, keys: tuple[str, ...] = ("arguments", "parameters"),
                    ) -> tuple[str, dict[str, Any], str | None] | None:
     """A call object ``{"name": …, "arguments"|"parameters": {…}}`` as (name, arguments, None), or
-    ``None`` when it is none (MARKUP3.md §4 decision 4: missing, both, or not an object)."""
+    ``None`` when it is none (decision 3.4: missing, both, or not an object)."""
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return None
     present = [k for k in keys if k in obj]
@@ -91,7 +91,7 @@ COHERE = Shape(re.compile(rf'\{{\s*"tool_call_id"\s*:\s*(?P<id>{_JSON_STR})\s*,\
 @dataclass(frozen=True, slots=True)
 class Opener:
     """A marker that opens calls: the ``body`` it opens, the ``closer`` that ends the block after the
-    calls (``None``: the calls' own JSON ends it, MARKUP3.md §4 decision 8), the ``separator`` between
+    calls (``None``: the calls' own JSON ends it, decision 3.8), the ``separator`` between
     objects (``Body.OBJECTS``: ``;`` or a newline; whitespace around it is markup).
 
     ``opened``: the literal already holds the body's first character (Phi-4-mini's ``functools[``).

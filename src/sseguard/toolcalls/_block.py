@@ -17,9 +17,9 @@ RESUME, SWALLOW, END = range(3)  # leave it to the next state / swallow it / swa
 class BlockParser(BaseParser):
     """A family whose calls stand in blocks: the "between calls" and "void call" steps they share.
 
-    Inside a block only whitespace, the next call and the block's closer may stand (decision 5); junk
-    there, like a broken call, becomes a void unit swallowed up to the next place parsing can resume.
-    A family says, in ``_block_marker`` and ``_skip_marker``, what its markers mean in those two
+    Inside a block only whitespace, the next call and the block's closer may stand (docs/design/markup.md
+    decision 1.5); junk there, like a broken call, becomes a void unit swallowed up to the next place parsing
+    can resume. A family says, in ``_block_marker`` and ``_skip_marker``, what its markers mean in those two
     states.
     """
 
@@ -128,7 +128,7 @@ class BlockParser(BaseParser):
     def _json_param(self, key: str, buf: list[str], then: int,
                     typing: ValueTyping | None = None) -> None:
         """A buffered parameter's value is complete: by default trimmed of ASCII whitespace, strict
-        JSON of any type (decision 2), else as ``typing`` says; it goes into the arguments and parsing
+        JSON of any type (decision 1.2), else as ``typing`` says; it goes into the arguments and parsing
         goes on in state ``then``. A value that fails voids the call."""
         try:
             value = (typing or STRICT_JSON).encode("".join(buf))
@@ -141,7 +141,7 @@ class BlockParser(BaseParser):
 
     def _end_object_call(self, args: str, emit: bool, well_formed: bool = True) -> None:
         """The call's whole arguments are ``args`` (already streamed unless ``emit``): one strict JSON
-        object ends the call, anything else (or ``well_formed`` False) makes it void (decision 4)."""
+        object ends the call, anything else (or ``well_formed`` False) makes it void (decision 1.4)."""
         call = self._call
         assert call is not None
         try:
@@ -150,7 +150,7 @@ class BlockParser(BaseParser):
             value = strict_json(args)
             if not isinstance(value, dict):
                 raise JSONProblem(MarkupErrorKind.BAD_PARAM_JSON)
-        except JSONProblem as problem:  # duplicate keys are duplicate parameters (decision 3)
+        except JSONProblem as problem:  # duplicate keys are duplicate parameters (decision 1.3)
             self._void(problem.kind)
             self._fail_call()
         else:

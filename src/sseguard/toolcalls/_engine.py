@@ -103,8 +103,9 @@ class BaseParser(ABC):
         self._call: Call | None = None
         self._state = CONTENT
         self._handlers: tuple[Callable[[str, int], int], ...] = ()
-        self._sep = ""  # what the encoder writes before an opener; removed from the text (decision 8)
-        # MARKUP2.md decision 2: in its families the whitespace that frames the answer at stream start
+        # what the encoder writes before an opener; removed from the text (docs/design/markup.md decision 1.8)
+        self._sep = ""
+        # decision 2.2: in its families the whitespace that frames the answer at stream start
         # (right after </think>) is markup, not text; such a family sets this in its __init__.
         self._frame = False
         # Arguments streamed as the model wrote them (_stream_args): whether their first
@@ -172,7 +173,7 @@ class BaseParser(ABC):
 
     def mid_stream(self) -> None:
         """This parser starts after the stream's start (``auto`` replays from the first marker,
-        after text went out): no answer framing is left to remove (MARKUP2.md decision 2)."""
+        after text went out): no answer framing is left to remove (decision 2.2)."""
         self._frame = False
 
     # calls ----------------------------------------------------------------------------------------
@@ -193,7 +194,7 @@ class BaseParser(ABC):
         self._next_index += 1
         self._event(ToolCallStart(call.index, name, call_id))
         if self._tools is not None and name not in self._tools.names:
-            # decision 4's exception: the call is kept; dispatch policy belongs to the client
+            # decision 1.4's exception: the call is kept; dispatch policy belongs to the client
             self._event(MarkupError(MarkupErrorKind.UNDEFINED_FUNCTION, name, call.index))
         return call
 
@@ -299,7 +300,7 @@ class BaseParser(ABC):
     def _content(self, data: str, pos: int) -> int:
         """State ``CONTENT``: what is surely visible text goes out; a marker with nothing but the
         separator before it is the family's ``_opener`` to read — the separator goes with the tag
-        once the family knows what the tag is (decision 8)."""
+        once the family knows what the tag is (decision 1.8)."""
         if self._frame:
             pos = self._framing(data, pos)
             if pos == len(data):
@@ -390,7 +391,7 @@ class BaseParser(ABC):
         return self._take()
 
     def _finish(self, rest: str) -> None:
-        """End of stream in the current state; ``rest`` is the held-back text (decisions 7 and 9):
+        """End of stream in the current state; ``rest`` is the held-back text (decisions 1.7 and 1.9):
         in content a partial opener is unterminated, in a block the complete calls stay calls, and a
         call still open is not one."""
         state = self._state

@@ -11,7 +11,8 @@ from typing import Any
 
 from sseguard.toolcalls.events import MarkupErrorKind
 
-#: What decision 2 trims around a JSON value: ASCII whitespace only (a NBSP is content, not padding).
+#: What decision 1.2 of docs/design/markup.md trims around a JSON value: ASCII whitespace only (a
+#: NBSP is content, not padding).
 ASCII_WS = " \t\n\r\x0b\x0c"
 
 

@@ -17,7 +17,7 @@ class JSONArgsParser(BlockParser):
     """A family whose call arguments are one JSON object the model writes itself, ended by a marker
     (Kimi, Harmony): the arguments stream verbatim as they arrive (leading whitespace dropped,
     trailing whitespace held until more follows), and a marker counts only outside JSON strings
-    (MARKUP2.md decision 4).
+    (docs/design/markup.md decision 2.4).
 
     The family's arguments state is ``_ARGS`` (handler ``_args``); it says which markers end the
     arguments (``_ARGS_ENDS``, part of the call) and which end them because the next thing begins
@@ -139,7 +139,7 @@ class JSONArgsParser(BlockParser):
 
     def _end_json_args(self) -> None:
         """The arguments are complete: one strict JSON object ends the call, whitespace only is
-        ``{}``, anything else voids it (decision 4)."""
+        ``{}``, anything else voids it (decision 2.4)."""
         call = self._call
         assert call is not None
         if self._started:

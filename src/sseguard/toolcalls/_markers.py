@@ -8,7 +8,7 @@ import re
 from sseguard.toolcalls._json import ASCII_WS
 
 #: At end of stream a held-back marker prefix this long or longer is an unterminated opener
-#: (decision 7); a lone ``<`` is too common in prose and code to mean anything.
+#: (decision 1.7); a lone ``<`` is too common in prose and code to mean anything.
 MIN_PARTIAL = 2
 
 #: A tag with no ``>`` after this many characters is malformed: names are short, and holding an
@@ -88,7 +88,7 @@ def split_partial_opener(rest: str, separator: str, lead: str = "<") -> tuple[st
     """Held-back content at end of stream → (visible text, unterminated raw).
 
     A marker prefix of ``MIN_PARTIAL`` characters or more (from the first ``lead``, the character the
-    family's markers start with) is an opener cut off by the end of the stream (decision 7), and the
+    family's markers start with) is an opener cut off by the end of the stream (decision 1.7), and the
     separator right before it belongs to it, as it would to a whole opener.
     """
     j = rest.find(lead)
@@ -100,6 +100,6 @@ def split_partial_opener(rest: str, separator: str, lead: str = "<") -> tuple[st
     return head, rest[j:]
 
 
-#: The reasoning tags, reserved in the families of MARKUP2.md (decision 1): outside a call they are
-#: stray markers, never visible text.
+#: The reasoning tags, reserved in the families of docs/design/markup.md §2 (decision 2.1): outside a call
+#: they are stray markers, never visible text.
 THINK_TAGS = ("<think>", "</think>")

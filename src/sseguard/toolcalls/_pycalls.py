@@ -1,4 +1,4 @@
-"""Class D of MARKUP3.md: call lists written as Python, read incrementally and re-serialized as JSON.
+"""Class D of docs/design/markup.md: call lists written as Python, read incrementally, re-serialized as JSON.
 
 ``[get_weather(city="Paris", days=2), web.search(q='x')]`` (``pythonic``, ``lfm2``) or one call per
 line (``olmo3``). The reader is a character-level state machine over the literal grammar the engines
@@ -13,7 +13,7 @@ arrives, a scalar when it is complete. Only an undecided bracket holds output ba
 tuple or a parenthesised value, ``{`` a dict or a set, until the first element is followed by ``,``,
 ``:`` or the closer.
 
-Errors (MARKUP3.md decision 5): a positional argument, bytes, an f-string, a non-finite float or any
+Errors (decision 3.5): a positional argument, bytes, an f-string, a non-finite float or any
 expression that is not a literal voids that call with ``bad_param_json`` (its siblings are kept: the
 reader follows brackets and strings to the call's own ``)``); a repeated keyword or dict key is
 ``duplicate_parameter``; a broken structure (a missing ``,`` ``)`` ``]``, a bracket that does not

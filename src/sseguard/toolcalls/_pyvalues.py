@@ -28,7 +28,7 @@ BAD = MarkupErrorKind.BAD_PARAM_JSON
 MALFORMED = MarkupErrorKind.MALFORMED_TAG
 DUPLICATE = MarkupErrorKind.DUPLICATE_PARAMETER
 
-#: A call name: an identifier, or dotted identifiers (vLLM keeps dotted names, MARKUP3.md §3).
+#: A call name: an identifier, or dotted identifiers (vLLM keeps dotted names, docs/design/markup.md §3.3).
 NAME_RE = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*")
 _IDENT = re.compile(r"[^\W\d]\w*")
 _WORD = re.compile(r"\w*")

@@ -18,6 +18,6 @@ def typed_text(value: Any) -> str:
 def tag_values(call: CallLike, broken: bool, closer: str,
                misspelt: str) -> Iterator[tuple[str, str, str]]:
     """(key, value text, closer) per value of a tag-per-value family; ``broken`` misspells the last
-    value's closer, so that the value runs on into the call's closer (MARKUP2.md decision 6)."""
+    value's closer, so that the value runs on into the call's closer (docs/design/markup.md decision 2.6)."""
     for j, (key, value) in enumerate(call.values.items(), 1):
         yield key, typed_text(value), misspelt if broken and j == len(call.values) else closer

@@ -3,7 +3,7 @@
 
 Why in the parser and not in ``ThinkSplitter``: in these families a tool-call opener written inside
 the reasoning is the model quoting the format while it thinks, and it stays reasoning text
-(MARKUP3.md §4 decision 9: no implicit exit). Only the span's own closer ends it, so the span is one
+(docs/design/markup.md decision 3.9: no implicit exit). Only the span's own closer ends it, so the span is one
 state that searches for one literal; the tags themselves are markup.
 """
 

@@ -1,13 +1,13 @@
 """Parameter values that carry no type flag, typed by the offered tool's schema (GLM, MiniMax-M2).
 
-MARKUP2.md decision 5: the schema's declared types say whether a value is the raw string, JSON, or
-either. What is surely a string streams as it arrives (escaped piece by piece, the hot path of
+docs/design/markup.md decision 2.5: the schema's declared types say whether a value is the raw string, JSON,
+or either. What is surely a string streams as it arrives (escaped piece by piece, the hot path of
 ``BaseParser._STRING``); what may be JSON is buffered up to its closer and decided there, once. A value
 that may be either is buffered only until its first non-blank character: one that no accepted JSON
 type can start with is a string from then on and streams too. MiniMax's exact ``null`` holds back at
 most four characters.
 
-Decision 6: inside a value only its own closer ends it; the family's call or block closers there make
+Decision 2.6: inside a value only its own closer ends it; the family's call or block closers there make
 the call void (both engines end the call early and lose the value); any other tag is value text.
 """
 
@@ -102,7 +102,7 @@ class TypedValueParser(BlockParser):
             self._json_param(self._key, buf, self._AFTER_VALUE, self._typing)
 
     def _value(self, data: str, pos: int) -> int:
-        """States ``_VALUE`` and ``_STRING``: value text up to the value's closer (decision 6)."""
+        """States ``_VALUE`` and ``_STRING``: value text up to the value's closer (decision 2.6)."""
         call = self._call
         assert call is not None
         r, lit = self._gather(data, pos, self._value_text)

@@ -3,9 +3,9 @@
 Text before the first marker goes out as it comes; from the first marker (and the newlines that may be
 its separator) the input is held until the family is certain — at most one tag's worth — and then
 replayed into a fresh parser of that family. Whitespace at the very start is held too: for the
-families of MARKUP2.md it frames the answer and is not text (decision 2), which only the family can
-say. Markers of other families after that point are text for the chosen family, as they would be had
-it been named.
+families of docs/design/markup.md §2 it frames the answer and is not text (decision 2.2), which only the
+family can say. Markers of other families after that point are text for the chosen family, as they would be
+had it been named.
 """
 
 from __future__ import annotations

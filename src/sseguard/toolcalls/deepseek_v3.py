@@ -2,8 +2,8 @@
 
 Both use the same five special markers; V3 writes ``function<｜tool▁sep｜>NAME\\n```json … ```\\n`` and
 V3.1 ``NAME<｜tool▁sep｜>{…}``. The arguments are the model's own JSON, streamed verbatim as it
-arrives and validated when the call ends (decision 4: a call that fails validation is void). Nothing
-around the markers is removed from the visible text (decision 8).
+arrives and validated when the call ends (decision 1.4: a call that fails validation is void). Nothing
+around the markers is removed from the visible text (decision 1.8).
 """
 
 from __future__ import annotations
@@ -211,8 +211,8 @@ def _render_v31(calls: Sequence[CallLike], malformed: bool) -> str:
     return f"{CALLS_BEGIN}{body}{CALLS_END}"
 
 
-#: The names the engines register for each family (MARKUP3.md, "Already covered"; SGLang 0.5.23 also
-#: registers ``deepseekv31``, which MARKUP3.md does not list: found by bench/bench_engines.py).
+#: The names the engines register for each family (docs/design/markup.md §3.1; SGLang 0.5.23's
+#: ``deepseekv31`` was found by bench/bench_engines.py).
 ALIASES = {"deepseek-v3": ("deepseek_v3", "deepseekv3"),
            "deepseek-v31": ("deepseek_v31", "deepseekv31")}
 

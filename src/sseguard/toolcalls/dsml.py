@@ -2,7 +2,7 @@
 
 The three families differ only in their native block name (``function_calls``, ``tool_calls``,
 `` calls``); every DSML family accepts every dialect, because V4 models emit V3.2 blocks and V4.1 models
-unspaced ones (MARKUP.md decision 6). The block opener picks the dialect for everything inside it.
+unspaced ones (decision 1.6). The block opener picks the dialect for everything inside it.
 
 Why the hot path is cheap: inside a ``string="true"`` value the only thing that can matter is a ``<``,
 so a chunk without one is escaped and emitted as it is — one ``in`` test and one C-level escape
@@ -59,7 +59,7 @@ def family_markers(family: str) -> list[str]:
             dialect.tag("parameter", True) + ">"]
 
 
-#: Markers that end reasoning implicitly (decision 10): any DSML opener.
+#: Markers that end reasoning implicitly (decision 1.10): any DSML opener.
 REASONING_EXITS = (OPEN,)
 
 _TAG_RE = re.compile(r"<(/?)｜DSML｜( ?)([A-Za-z_]+)([^>]*)>")
@@ -133,7 +133,7 @@ CONTENT, IN_BLOCK, IN_INVOKE, STRING_VALUE, JSON_VALUE, JSON_BODY, SKIP = range(
 
 
 class DSMLParser(BlockParser):
-    """Incremental parser for the DSML families; see MARKUP.md for the format and the decisions."""
+    """Incremental parser for the DSML families; docs/design/markup.md §1 has the format and decisions."""
 
     _BLOCK, _SKIP, _STRING = IN_BLOCK, SKIP, STRING_VALUE
 
@@ -240,7 +240,7 @@ class DSMLParser(BlockParser):
     def _value_closer(self, data: str, m: int) -> int:
         """At the marker at ``m`` inside a value: the end of the parameter closer, read (the value
         ended); ``~m`` while the tag is incomplete; or ``m`` when it is any other tag: the marker is
-        reserved inside values (decision 5), the call is void."""
+        reserved inside values (decision 1.5), the call is void."""
         tend, text, tag = self._read_tag(data, m)
         if tend < 0:
             return ~m
@@ -298,7 +298,7 @@ class DSMLParser(BlockParser):
         return tend
 
     def _skip_marker(self, data: str, m: int, lit: str, call: Call) -> tuple[int, int]:
-        """Parsing resumes (decision 5) at the next invoke opener or the block closer; outside a
+        """Parsing resumes (decision 1.5) at the next invoke opener or the block closer; outside a
         block also after the invoke closer, so that a broken bare invoke does not swallow the answer
         after it."""
         tend, _, tag = self._read_tag(data, m)
@@ -369,8 +369,8 @@ def render(name: str, calls: Sequence[CallLike], malformed: bool) -> str:
     return "".join(out)
 
 
-#: The names the engines register for each DSML family (MARKUP3.md, "Already covered").
-#: SGLang 0.5.23 registers ``deepseekv32`` too (MARKUP3.md lists only vLLM's ``deepseek_v32``).
+#: The names the engines register for each DSML family (docs/design/markup.md §3.1), SGLang
+#: 0.5.23's ``deepseekv32`` included.
 ALIASES = {"dsml-v32": ("deepseek_v32", "deepseekv32"), "dsml-v4": ("deepseek_v4", "deepseekv4"),
            "dsml-v41": ("deepseek_v41", "deepseekv41")}
 

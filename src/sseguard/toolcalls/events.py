@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 
 class MarkupErrorKind(StrEnum):
-    """Why markup could not become a call — the closed list of MARKUP.md."""
+    """Why markup could not become a call — the closed list of docs/design/markup.md §1."""
 
     UNTERMINATED = "unterminated"  # the stream ended inside markup (a partial opener included)
     MALFORMED_TAG = "malformed_tag"  # a tag or text that has no place where it stands
@@ -91,7 +91,7 @@ class ToolCallEnd:
 class MarkupError:
     """Markup that is not a call, with the raw text it covered.
 
-    With an ``index``, the call of that index is void (MARKUP.md decision 4): a consumer that already
+    With an ``index``, the call of that index is void (decision 1.4): a consumer that already
     forwarded its deltas learns here that they do not form a call. ``undefined_function`` is the one
     exception — a finding about a kept call; its ``raw`` is the tool name, not consumed input.
     """

@@ -4,7 +4,7 @@ A family module builds one ``Family`` and the registry (``sseguard.toolcalls.fam
 through the ``sseguard.families`` entry point, built-ins and plugins alike. Everything that needs to
 know a family reads it from here: the parser factory, the marker texts its tokenizer writes, the
 substrings that mean its markup leaked into visible text (and the shape its calls leave when a server
-strips its special tokens, MARKUP2.md decision 11), the openers that end reasoning, how ``auto`` tells
+strips its special tokens, decision 2.11), the openers that end reasoning, how ``auto`` tells
 it from the others, and how the chaos upstream writes calls in it.
 """
 
@@ -53,7 +53,7 @@ class CallLike(Protocol):
 Render = Callable[[Sequence[CallLike], bool], str]
 
 
-#: What a stripped-token shape holds by default (MARKUP2.md decision 11: Kimi's and Harmony's): the
+#: What a stripped-token shape holds by default (decision 2.11: Kimi's and Harmony's): the
 #: leak scan runs a family's ``leak_shape`` only where its ``leak_hint`` occurs, from at most
 #: ``len("to=")`` characters before it, so a shape must match starting right at the hint (after an
 #: optional look-behind of at most that many characters).
@@ -96,8 +96,8 @@ class Family:
     marker belongs to the first family that has it. Built-ins rank below 100, plugins default to 100.
     ``aliases``: the other names the serving engines register for the same grammar (vLLM's
     ``qwen3_xml``, SGLang's ``poolside_v1``, …), accepted wherever a family name is, so an operator
-    can type the name their engine uses (MARKUP3.md). ``grammar``: its grammar class of MARKUP3.md
-    §2 (``A``, ``B``, ``G (DSML)``, …), as ``sseguard parse --list`` shows it.
+    can type the name their engine uses (docs/design/markup.md §3.1). ``grammar``: its grammar class
+    (docs/design/markup.md §3.2: ``A``, ``B``, ``G (DSML)``, …), as ``sseguard parse --list`` shows it.
     """
 
     name: str

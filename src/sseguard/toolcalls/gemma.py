@@ -1,4 +1,4 @@
-"""Class E of MARKUP3.md: Gemma's literal call syntax, ``call:NAME{key:value,…}``.
+"""Class E of docs/design/markup.md §3: Gemma's literal call syntax, ``call:NAME{key:value,…}``.
 
 ```
 functiongemma:  <start_function_call>call:get_weather{city:<escape>Paris<escape>,days:2}<end_function_call>
@@ -8,13 +8,13 @@ gemma4:         <|tool_call>call:get_weather{city:<|"|>Paris<|"|>,n:42}<tool_cal
 Keys are bare (Gemma 4 may quote them with ``<|"|>``); a value is a delimited string (the delimiter is
 reserved, so ``}`` and ``,`` inside one are text, and nothing else in it is markup), a bare scalar
 (up to ``,``, ``}`` or ``]``), or a nested ``{…}``/``[…]``. Delimited strings are kept verbatim
-(MARKUP3.md §4 decision 11). How a value becomes JSON (decision 6): Gemma 4's ``<|"|>`` strings are
-strings; FunctionGemma's ``<escape>`` values are typed by the offered tool's schema (MARKUP2.md
-decision 5), and untyped they are strict JSON if they parse, else the raw string (vLLM
+(decision 3.11). How a value becomes JSON (decision 3.6): Gemma 4's ``<|"|>`` strings are
+strings; FunctionGemma's ``<escape>`` values are typed by the offered tool's schema (docs/design/markup.md
+decision 2.5), and untyped they are strict JSON if they parse, else the raw string (vLLM
 ``functiongemma_tool_parser.py`` L40-44: ``<escape>42<escape>`` is 42); bare values are strict JSON
 scalars, ``None`` is null, any other bare word is the raw string. FunctionGemma may leave out the comma
 after an ``<escape>``-closed value (vLLM's test). ``<|tool_call>`` (Gemma 4) and ``<|tool_call|>``
-(Granite 3.0) differ in their last characters and are different markers (decision 3). Gemma 4's
+(Granite 3.0) differ in their last characters and are different markers (decision 3.3). Gemma 4's
 ``<turn|>`` is a stop token, not a closer: a call open at the end of the stream is ``unterminated``.
 
 Arguments stream as JSON value by value: a value that is surely a string streams as it arrives,

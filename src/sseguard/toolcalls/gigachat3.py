@@ -1,4 +1,4 @@
-"""GigaChat 3 (``gigachat3``), MARKUP3.md class A′: ``function call<|role_sep|>\\n{…}`` or
+"""GigaChat 3 (``gigachat3``), docs/design/markup.md class A′: ``function call<|role_sep|>\\n{…}`` or
 ``<|function_call|>{…}``, one call object and no closer — the call ends where its object closes.
 ``<|message_sep|>`` and ``</s>`` end the message: markup, not text. Strict JSON (SGLang accepts raw
 control characters in strings; a consumer in another language would not).

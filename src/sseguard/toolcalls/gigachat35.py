@@ -1,5 +1,5 @@
 """GigaChat 3.5 tool calls (``gigachat35``): the DSML grammar with the marker ``｜GCML｜``
-(MARKUP3.md class G; SGLang ``gigachat35_detector.py``).
+(docs/design/markup.md class G; SGLang ``gigachat35_detector.py``).
 
 ```
 text\\n\\n<｜GCML｜tool_calls>
@@ -9,9 +9,9 @@ text\\n\\n<｜GCML｜tool_calls>
 </｜GCML｜tool_calls>
 ```
 
-Every decision is ``dsml-v4``'s (MARKUP.md): ``string="true"`` values byte-exact, ``string="false"``
-strict JSON, a flag other than ``true``/``false`` is ``invalid_string_flag``, the marker is reserved
-inside values, ``\\n\\n`` before a block is the separator. The parser is DSML's with the marker's
+Every decision is ``dsml-v4``'s (docs/design/markup.md §1): ``string="true"`` values byte-exact,
+``string="false"`` strict JSON, a flag other than ``true``/``false`` is ``invalid_string_flag``, the marker is
+reserved inside values, ``\\n\\n`` before a block is the separator. The parser is DSML's with the marker's
 search and tag reading bound to ``｜GCML｜``; ``｜DSML｜`` markup is text here, as ``｜GCML｜`` is to
 the DSML families. The ``<|message_sep|>``/``</s>`` an engine may leave after the block are the
 server's end tokens, not this grammar's.

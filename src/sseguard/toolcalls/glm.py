@@ -9,7 +9,7 @@ The tags are added tokens that are *not* special, so they survive ``skip_special
 GLM text users find in content. The two families differ only in spacing: GLM-4.5 writes a newline
 after the name and one before each ``<tool_call>`` (its separator, removed from the visible text);
 GLM-4.7 writes neither. Both parsers read both spacings (a name ends at the first newline,
-``<arg_key>`` or ``</tool_call>``, MARKUP2.md decision 3), so the family only decides which newline is
+``<arg_key>`` or ``</tool_call>``, decision 2.3), so the family only decides which newline is
 the template's and which is the model's text.
 
 Values carry no type flag: the offered tool's schema types them (``_typed``); without a schema a value
@@ -42,19 +42,19 @@ ARG_VALUE = "<arg_value>"
 ARG_VALUE_END = "</arg_value>"
 FAMILY_MARKERS = (TOOL_CALL, TOOL_CALL_END, ARG_KEY, ARG_KEY_END, ARG_VALUE, ARG_VALUE_END)
 REASONING_EXITS = (TOOL_CALL,)
-#: family → the separator its template writes before each ``<tool_call>`` (decision 2)
+#: family → the separator its template writes before each ``<tool_call>`` (decision 2.2)
 SEPARATORS = {"glm45": "\n", "glm47": ""}
 
 
 @dataclass(frozen=True, slots=True)
 class KVTags:
-    """The tags of one key/value family (MARKUP3.md class H): GLM's, or another family's spelling of
-    the same grammar. ``block``/``block_end``: a wrapper around the calls (Hunyuan's
+    """The tags of one key/value family (docs/design/markup.md class H): GLM's, or another family's spelling
+    of the same grammar. ``block``/``block_end``: a wrapper around the calls (Hunyuan's
     ``<tool_calls>``; a bare call without it is still a call); ``name_end``: a tag that may end the
     name (Hunyuan Hy3's ``<tool_sep>``); ``arg_type``/``arg_type_end``: an optional tag between a key
     and its value naming the value's type (K2 Horizon); ``reserved``: other tags that are never text
-    (the reasoning tags); ``json_body``: a call's body may be one JSON object
-    ``{"name", "arguments"}`` instead of a name and key/value tags (K2 Horizon, MARKUP3.md §3)."""
+    (the reasoning tags); ``json_body``: a call's body may be one JSON object ``{"name", "arguments"}``
+    instead of a name and key/value tags (K2 Horizon, docs/design/markup.md §3.3)."""
 
     call: str = TOOL_CALL
     call_end: str = TOOL_CALL_END
@@ -101,7 +101,7 @@ CONTENT, NAME, CALL, KEY, AFTER_KEY, VALUE, STRING, SKIP, BLOCK, ARG_TYPE, THINK
 
 
 class GLMParser(ReasoningTags, TypedValueParser):
-    """Incremental parser for ``glm45`` and ``glm47`` (see MARKUP2.md for the format and decisions),
+    """Incremental parser for ``glm45`` and ``glm47`` (docs/design/markup.md §2 has the format and decisions),
     and for the families that spell the same grammar with other tags (``KVTags``)."""
 
     _SKIP, _VALUE, _STRING, _BLOCK, _THINK = SKIP, VALUE, STRING, BLOCK, THINK
@@ -122,8 +122,8 @@ class GLMParser(ReasoningTags, TypedValueParser):
         self._VALUE_BREAKS = tuple(t for t in (tags.call_end, tags.block_end) if t is not None)
         self._part: list[str] = []  # the name or key being read
         self._wire_type: str | None = None  # the value's type named by the arg_type tag
-        # decision 2: the whitespace that frames the answer is not text (GLM's own families; the
-        # families of MARKUP3.md keep visible text verbatim, §4 decision 1)
+        # decision 2.2: the whitespace that frames the answer is not text (GLM's own families; the
+        # families of docs/design/markup.md §3 keep visible text verbatim, decision 3.1)
         self._frame = frame
         markers = markers_of(tags)
         self._find, self._hold = markers.find, markers.hold
@@ -152,7 +152,7 @@ class GLMParser(ReasoningTags, TypedValueParser):
             return m + len(lit)
         if lit in self._think_tags:
             return self._enter_reasoning(data, pos, m, lit)
-        # decisions 1 and 9: a reserved marker outside a call (arg tags without <tool_call>, a
+        # decisions 2.1 and 2.9: a reserved marker outside a call (arg tags without <tool_call>, a
         # stray closer, a think tag) is reported; the text around it stays visible
         self._text(data[pos:m])
         self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, lit))
@@ -169,7 +169,7 @@ class GLMParser(ReasoningTags, TypedValueParser):
 
     def _name(self, data: str, pos: int) -> int:
         """State ``NAME``: from ``<tool_call>`` to the first newline, ``<arg_key>`` or
-        ``</tool_call>``, trimmed (decision 3); another marker there is malformed (decision 7)."""
+        ``</tool_call>``, trimmed (decision 2.3); another marker there is malformed (decision 2.7)."""
         call = self._call
         assert call is not None
         if self._t.json_body and not "".join(self._part).strip(ASCII_WS):
@@ -255,7 +255,7 @@ class GLMParser(ReasoningTags, TypedValueParser):
         """State ``CALL``: whitespace, then the next ``<arg_key>`` or the call's closer."""
         call = self._call
         assert call is not None
-        r, lit = self._tag_in_call(data, pos)  # decision 7: only whitespace between tags
+        r, lit = self._tag_in_call(data, pos)  # decision 2.7: only whitespace between tags
         if lit is None:
             return r
         t = self._t
@@ -318,7 +318,7 @@ class GLMParser(ReasoningTags, TypedValueParser):
 
     def _arg_type(self, data: str, pos: int) -> int:
         """State ``ARG_TYPE``: the value's type name up to its closer, trimmed; it must be a JSON
-        Schema type name (MARKUP3.md decision 6: like DSML's string flag)."""
+        Schema type name (decision 3.6: like DSML's string flag)."""
         call = self._call
         assert call is not None
         r, lit = self._gather(data, pos, self._part.append)
@@ -374,7 +374,7 @@ def auto_kind(held: str, final: bool) -> str | None:
     q = first_non_ws(held, len(TOOL_CALL), len(held))
     if q == -1:
         return "" if final else None
-    if held[q] in "{[":  # Hermes' object, Granite 3.1's array (MARKUP3.md §4 decision 3)
+    if held[q] in "{[":  # Hermes' object, Granite 3.1's array (decision 3.3)
         return ""
     if held[q] == "<":  # a tag right away: a GLM call without a name, or Qwen3-Coder's function
         after = held[q:]
@@ -414,7 +414,7 @@ def render(name: str, calls: Sequence[CallLike], malformed: bool) -> str:
     return "".join(out)
 
 
-#: The engines' names for each family (MARKUP3.md): SGLang's ``glm`` (GLM-4.5), and the grammars
+#: The engines' names for each family (docs/design/markup.md §3): SGLang's ``glm`` (GLM-4.5), and the grammars
 #: that are GLM-4.5's with either spacing (``poolside_v1``, ``ling3``, ``spark25``), which ``glm45``
 #: reads.
 ALIASES = {"glm45": ("glm", "poolside_v1", "ling3", "spark25"), "glm47": ()}

@@ -1,8 +1,8 @@
-"""IBM Granite tool calls, MARKUP3.md: ``granite`` (class B) and ``granite-20b-fc`` (class A′).
+"""IBM Granite tool calls, docs/design/markup.md §3: ``granite`` (class B) and ``granite-20b-fc`` (class A′).
 
 Granite 3.0 writes the special token ``<|tool_call|>``, Granite 3.1 the plain text ``<tool_call>``,
 then a JSON array of ``{"name", "arguments"}`` objects, and no closer: the calls end where the array
-closes (MARKUP3.md §4 decision 8). ``<tool_call>`` is Hermes' opener too, so ``auto`` takes it for
+closes (decision 3.8). ``<tool_call>`` is Hermes' opener too, so ``auto`` takes it for
 Granite only when ``[`` follows; a named ``granite`` parser reports anything else after its marker
 as ``malformed_tag``. Granite-20B-FunctionCalling writes ``<function_call> {…}`` per call, no closer;
 whitespace between calls is markup, text before the first one is visible verbatim.

@@ -1,16 +1,16 @@
-"""gpt-oss Harmony (``harmony``), MARKUP2.md: the completion is a sequence of messages.
+"""gpt-oss Harmony (``harmony``), docs/design/markup.md §2: the completion is a sequence of messages.
 
 ``[<|start|>assistant][ to=R]<|channel|>CHANNEL[ to=R][ <|constrain|>json | ' json']<|message|>BODY``
 ended by ``<|end|>``, ``<|call|>`` or ``<|return|>`` (the first message has no ``<|start|>assistant``:
 the prompt ends with it). A message with a recipient is a call named by the recipient minus one
-leading ``functions.`` (decision 3), its body one JSON object streamed as it arrives (decision 4).
-Without one, ``analysis`` is reasoning (``Reasoning`` events: the family's own, decision 10), ``final``
-and ``commentary`` are visible text (decision 2). Headers and stop tokens are ``Markup``.
+leading ``functions.`` (decision 2.3), its body one JSON object streamed as it arrives (decision 2.4).
+Without one, ``analysis`` is reasoning (``Reasoning`` events: the family's own, decision 2.10), ``final``
+and ``commentary`` are visible text (decision 2.2). Headers and stop tokens are ``Markup``.
 
 Servers usually cut the stop tokens, so a message also ends where the next header begins, and at end
 of stream an open text message is complete and a call whose body is one complete JSON object is a call
-(decision 8). Text outside any message is text: a server that strips special tokens leaves only that
-(decision 11), and the leak check, not the parser, names it.
+(decision 2.8). Text outside any message is text: a server that strips special tokens leaves only that
+(decision 2.11), and the leak check, not the parser, names it.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class HarmonyParser(JSONArgsParser):
 
     def __init__(self, tools: ToolSpec | None = None) -> None:
         super().__init__(tools)
-        self._frame = True  # decision 2: whitespace before the first message is not text
+        self._frame = True  # decision 2.2: whitespace before the first message is not text
         self._lead = True  # at stream start, where " to=R<|channel|>" may open the first header
         self._find, self._hold = MARKERS.find, MARKERS.hold
         self._handlers = (self._content, self._header, self._body, self._body, self._args,
@@ -116,7 +116,7 @@ class HarmonyParser(JSONArgsParser):
             self._new_unit(lit, in_block=False)
             self._begin_head(lit)
             self._state = HEADER
-        else:  # a stop token or header part outside any message (decision 1)
+        else:  # a stop token or header part outside any message (decision 2.1)
             self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, lit))
         return m + len(lit)
 
@@ -182,7 +182,7 @@ class HarmonyParser(JSONArgsParser):
         return m + len(lit), SWALLOW
 
     def _finish(self, rest: str) -> None:
-        """Decision 8: an open text message is complete; a call whose body is one complete JSON
+        """Decision 2.8: an open text message is complete; a call whose body is one complete JSON
         object is a call (its stop token was cut); anything else open is unterminated."""
         state = self._state
         if state in (TEXT_BODY, THINK_BODY):
@@ -242,7 +242,7 @@ FAMILY = Family(
     leak_markers=(START, CHANNEL, MESSAGE, CONSTRAIN, MESSAGE_END, CALL, RETURN),
     reasoning_exits=REASONING_EXITS, auto_markers=FAMILY_MARKERS,
     claim=claim_openers((START, CHANNEL)), render=_render, malformable=True,
-    # MARKUP2.md decision 11: stripped special tokens leave ``…commentary to=functions.f json{…}``
+    # decision 2.11: stripped special tokens leave ``…commentary to=functions.f json{…}``
     leak_shape=r"(?<=to=)functions\.[^\s{}]{1,64}?\s{0,4}(?:json)?\s{0,4}\{",
     auto_prefix=may_open_header, render_answer=_render_answer, rank=70,
     aliases=("openai", "gpt-oss", "gpt_oss"), grammar="I")

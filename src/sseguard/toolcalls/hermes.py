@@ -7,7 +7,7 @@ follows JSON strings, so a closer inside a string value does not end the call.
 
 In the order the chat templates write (name first, arguments last) the call is announced as soon as
 the name is complete and the arguments stream verbatim as they arrive, holding back only the final
-``}`` that may be the object's own; the whole block is validated at its closer (decision 4: a block
+``}`` that may be the object's own; the whole block is validated at its closer (decision 1.4: a block
 that fails is void). In any other order the name may come last, so the call goes out whole at the
 closer, its arguments re-serialized from the strictly parsed object.
 """
@@ -52,7 +52,7 @@ def _head(keys: tuple[str, ...]) -> re.Pattern[str]:
 class JSONInTagsParser(BaseParser):
     """Incremental parser for ``OPENER{json}CLOSER`` blocks (Hermes' ``<tool_call>`` by default).
 
-    The options of ``json_in_tags`` (MARKUP3.md class A): ``follow``, a second token that must come
+    The options of ``json_in_tags`` (docs/design/markup.md class A): ``follow``, a second token that must come
     after the opener (whitespace between allowed: InternLM's ``<|action_start|> <|plugin|>``; what
     else follows leaves the opener as text); ``channels``, other tokens after the opener that open a
     visible-text or reasoning message ended by the closer (Inkling); ``closers``, further closers;
@@ -336,7 +336,7 @@ def json_in_tags(name: str, opener: str, closer: str, *, separator: str = "",
     and ``closer`` (Hermes-like): parser, leak markers, reasoning exit, ``auto`` claim and rendering.
 
     ``separator`` is what the template writes before each opener (removed from the visible text);
-    ``rank`` where ``auto`` asks it (see ``Family``). The options MARKUP3.md's class A needs:
+    ``rank`` where ``auto`` asks it (see ``Family``). The options docs/design/markup.md class A needs:
     ``follow``, a second token after the opener (whitespace allowed between; without it the opener is
     text); ``channels``, tokens after the opener that open a ``"text"`` or ``"reasoning"`` message
     instead of a call; ``closers``, further closers; ``keys``, the members that may hold the

@@ -1,4 +1,4 @@
-"""The invoke/parameter families that spell MiniMax-M2's elements otherwise (MARKUP3.md class G):
+"""The invoke/parameter families that spell MiniMax-M2's elements otherwise (docs/design/markup.md class G):
 ``dots``, ``step3``, ``minicpm5``. One parser (``minimax_m2.MiniMaxM2Parser``), one table each.
 
 ```
@@ -10,14 +10,14 @@ step3:     <｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep�
 minicpm5:  <function name="N"><param name='K'>V</param></function>       (no block)
 ```
 
-Decisions (MARKUP3.md §3, §4): values byte-exact, typed by the schema; untyped values are the raw
-string (MiniMax's rule) for ``dots`` and ``minicpm5``, strict JSON if they parse else the raw string
+Decisions (docs/design/markup.md §3.3, §3.4): values byte-exact, typed by the schema; untyped values are the
+raw string (MiniMax's rule) for ``dots`` and ``minicpm5``, strict JSON if they parse else the raw string
 (GLM's rule) for ``step3``. Step-3's markers use the fullwidth ``｜`` and no ``▁`` (they are not
 DeepSeek's); its type word must be ``function`` (else ``malformed_tag``); a ``<`` in a value is
 value text (SGLang drops such a parameter). MiniCPM's ``name=`` takes single or double quotes, a
 value may be one CDATA section whose inside is taken as is (no entity decoding anywhere), and its
 ``<function`` is a call only when `` name=`` follows: ``<function=`` (Qwen3-Coder),
-``<function_call>`` and ``<function_calls>`` are other families' (decision 3). Visible text is
+``<function_call>`` and ``<function_calls>`` are other families' (decision 3.3). Visible text is
 verbatim: no separator removed, no answer framing.
 """
 

@@ -1,5 +1,5 @@
-"""Class B, B′ and A′ families of MARKUP3.md, built from tables: ``json_array_family(name, openers,
-shape=…)`` gives a whole ``Family`` (parser, markers, leak markers, reasoning exits, ``auto`` claim,
+"""Class B, B′ and A′ families of docs/design/markup.md §3, built from tables: ``json_array_family(name,
+openers, shape=…)`` gives a whole ``Family`` (parser, markers, leak markers, reasoning exits, ``auto`` claim,
 rendering) whose calls are JSON objects after markers, ``json_after_marker`` the one-object-no-closer
 case. The engine they run is ``_array_engine.JSONArrayParser``; the tables they take (``Opener``,
 ``Body``, the element ``Shape``s) are re-exported here, the vocabulary of a builder call.
@@ -33,7 +33,7 @@ __all__ = ["COHERE", "NAME_ARGUMENTS", "NAME_KEY", "NAME_PARAMETERS", "Body", "O
 
 def _claim(openers: tuple[Opener, ...], held: str, final: bool) -> Claim:
     """Markup at one of the family's openers is its own when the body's first character follows
-    (other families share ``<tool_call>`` and ``<tool_calls>``: MARKUP3.md §4 decision 3)."""
+    (other families share ``<tool_call>`` and ``<tool_calls>``: decision 3.3)."""
     for op in openers:
         if not held.startswith(op.literal):
             continue
@@ -73,7 +73,7 @@ def json_array_family(name: str, openers: Sequence[Opener], *, shape: Shape = NA
                       reasoning_exits: tuple[str, ...] | None = None, rank: int = 100,
                       aliases: tuple[str, ...] = (), grammar: str = "B", auto: bool = True,
                       render: Render | None = None) -> Family:
-    """A complete family whose calls are JSON objects after markers (MARKUP3.md classes B, B′, A′):
+    """A complete family whose calls are JSON objects after markers (docs/design/markup.md classes B, B′, A′):
     parser, markers, leak markers, reasoning exits, ``auto`` claim and rendering, from the tables.
 
     The first opener is the one rendered. ``leak_markers`` default to the openers and closers that are
@@ -115,8 +115,8 @@ def _never(held: str, final: bool) -> Claim:
 def json_after_marker(name: str, opener: str, *more: str, shape: Shape = NAME_ARGUMENTS,
                       framing: Sequence[str] = (), rank: int = 100,
                       aliases: tuple[str, ...] = (), grammar: str = "A′") -> Family:
-    """Class A′ of MARKUP3.md: ``opener`` (or any of ``more``), then one call object, no closer —
-    the call ends where its object closes (string-aware brace depth); what follows is text or the
+    """Class A′ of docs/design/markup.md §3: ``opener`` (or any of ``more``), then one call object, no closer
+    — the call ends where its object closes (string-aware brace depth); what follows is text or the
     next opener (whitespace between two calls is markup)."""
     return json_array_family(name, [Opener(lit, Body.ONE) for lit in (opener, *more)], shape=shape,
                              framing=framing, rank=rank, aliases=aliases, grammar=grammar)

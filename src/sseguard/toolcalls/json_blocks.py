@@ -1,10 +1,10 @@
-"""The class-B families that differ only in their tables (MARKUP3.md §1, §3): a JSON array (or
+"""The class-B families that differ only in their tables (docs/design/markup.md §3.1, §3.3): a JSON array (or
 objects one per line) between an opener and a closer, or after a token with no closer.
 
 - ``jamba`` (AI21 Jamba) and ``hunyuan-a13b``: ``<tool_calls>[{…}]</tool_calls>``; Hunyuan-A13B
   writes call blocks inside its reasoning as thinking, so its opener does not end reasoning, and
-  wraps its answer in ``<answer>``…``</answer>`` after the reasoning: framing (MARKUP3.md §3), the
-  tags ``Markup`` wherever they stand outside a block, the text between them visible verbatim.
+  wraps its answer in ``<answer>``…``</answer>`` after the reasoning: framing (docs/design/markup.md §3.3),
+  the tags ``Markup`` wherever they stand outside a block, the text between them visible verbatim.
 - ``minimax-m1`` (MiniMax-Text-01/M1, class B′): ``<tool_calls>`` then one object per line; a line
   that is not an object is ``malformed_tag`` for that line only.
 - ``phi4-mini``: ``functools[{…}]``; ``functools`` is a Python module name in prose, so only
@@ -14,8 +14,8 @@ objects one per line) between an opener and a closer, or after a token with no c
   "parameters"}]<|END_ACTION|>``, the id kept as the call id; the response wrappers are markup.
 
 ``auto`` tells ``jamba`` (asked first, so it takes ``hunyuan-a13b``'s identical markup) from
-``minimax-m1`` by what follows ``<tool_calls>``: ``[`` or a newline and ``{`` (MARKUP3.md §4
-decision 3); Hunyuan's ``<tool_calls><tool_call>`` is neither.
+``minimax-m1`` by what follows ``<tool_calls>``: ``[`` or a newline and ``{`` (docs/design/markup.md
+decision 3.3); Hunyuan's ``<tool_calls><tool_call>`` is neither.
 """
 
 from __future__ import annotations

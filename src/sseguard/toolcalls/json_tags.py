@@ -1,11 +1,11 @@
-"""The class-A families of MARKUP3.md: one JSON call object between an opener and a closer,
+"""The class-A families of docs/design/markup.md §3: one JSON call object between an opener and a closer,
 ``json_in_tags`` with the options each needs.
 
 - ``longcat`` (LongCat-Flash): ``<longcat_tool_call>{…}</longcat_tool_call>``.
 - ``ernie45`` (ERNIE-4.5 Thinking): Hermes' grammar and separator (``\\n`` before ``<tool_call>``);
   ``auto`` reads that markup as ``hermes`` (asked first), with the same result. The
   ``<response>``…``</response>`` wrapper its template writes around the answer after the reasoning
-  is framing (MARKUP3.md §3, §4 decision 1): the tags are ``Markup`` wherever they stand outside a
+  is framing (docs/design/markup.md §3.3, decision 3.1): the tags are ``Markup`` wherever they stand outside a
   call, the text between them visible verbatim (vLLM's parser drops the text after a call).
 - ``internlm`` (InternLM2, Intern-S1): ``<|action_start|><|plugin|>\\n{…}<|action_end|>``, with any
   whitespace between the two opening tokens (SGLang writes a space, vLLM none); ``parameters`` is

@@ -1,13 +1,13 @@
-"""Kimi K2 / K2-Thinking / K2.5 tool calls (``kimi-k2``), MARKUP2.md.
+"""Kimi K2 / K2-Thinking / K2.5 tool calls (``kimi-k2``), docs/design/markup.md §2.
 
 ``<|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{…}
 <|tool_call_end|>…<|tool_calls_section_end|>``; some checkpoints write the singular
 ``<|tool_call_section_begin|>``/``_end|>`` (either closer ends either section), some deployments put
 ``\\n`` around markers (whitespace between markers is markup). The header is the model's own call id,
 kept verbatim on the call events; the name is the id minus one leading ``functions.`` and the last
-``:DIGITS`` (decision 3). The arguments are the model's JSON, streamed as they arrive, and a marker
-inside a JSON string is string text (decision 4). A call without a section is still a call
-(decision 9). ``<think>``/``</think>`` are reserved (decision 1): outside reasoning they are
+``:DIGITS`` (decision 2.3). The arguments are the model's JSON, streamed as they arrive, and a marker
+inside a JSON string is string text (decision 2.4). A call without a section is still a call
+(decision 2.9). ``<think>``/``</think>`` are reserved (decision 2.1): outside reasoning they are
 ``malformed_tag``, never text.
 """
 
@@ -66,7 +66,7 @@ class KimiK2Parser(JSONArgsParser):
 
     def __init__(self, tools: ToolSpec | None = None) -> None:
         super().__init__(tools)
-        self._frame = True  # decision 2: the whitespace that frames the answer is not text
+        self._frame = True  # decision 2.2: the whitespace that frames the answer is not text
         self._find, self._hold = MARKERS.find, MARKERS.hold
         self._handlers = (self._content, self._between_calls, self._header, self._args,
                           self._skip)
@@ -81,9 +81,9 @@ class KimiK2Parser(JSONArgsParser):
         if lit in _OPENERS:
             self._markup(lit)
             self._state = SECTION
-        elif lit == CALL_BEGIN:  # a call without a section is still a call (decision 9)
+        elif lit == CALL_BEGIN:  # a call without a section is still a call (decision 2.9)
             self._begin_call(lit, in_block=False)
-        else:  # a stray closer or think tag: reported, the text around it stays (decision 1)
+        else:  # a stray closer or think tag: reported, the text around it stays (decision 2.1)
             self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, lit))
         return m + len(lit)
 
@@ -98,7 +98,7 @@ class KimiK2Parser(JSONArgsParser):
         """The header from ``<|tool_call_begin|>`` is the call id; its end, the argument begin."""
         call_id = "".join(self._head).strip(ASCII_WS)
         name = call_name(call_id) if lit == ARG_BEGIN else None
-        if name is None:  # no :DIGITS, or a marker in the header (decision 3)
+        if name is None:  # no :DIGITS, or a marker in the header (decision 2.3)
             self._void(MarkupErrorKind.MALFORMED_TAG)
             return pos
         call.raw.append(lit)
@@ -136,6 +136,6 @@ FAMILY = Family(
                   SECTION_END_1),
     reasoning_exits=REASONING_EXITS, auto_markers=FAMILY_MARKERS,
     claim=claim_openers((SECTION_BEGIN, SECTION_BEGIN_1, CALL_BEGIN)), render=_render,
-    # MARKUP2.md decision 11: the special tokens stripped, a call leaves ``functions.NAME:IDX{…}``
+    # decision 2.11: the special tokens stripped, a call leaves ``functions.NAME:IDX{…}``
     leak_shape=r"functions\.[^\s{}]{1,64}?:[0-9]{1,9}\s{0,4}\{", malformable=True, rank=60,
     aliases=("kimi_k2",), grammar="C")

@@ -1,4 +1,4 @@
-"""Kimi K3 XTML tool calls (``kimi-k3``; MARKUP3.md classes G+I).
+"""Kimi K3 XTML tool calls (``kimi-k3``; docs/design/markup.md classes G+I).
 
 ```
 <|open|>think<|sep|>…<|close|>think<|sep|><|open|>response<|sep|>Let me check.<|close|>response<|sep|>
@@ -10,15 +10,15 @@
 Every tag is ``<|open|>HEAD<|sep|>`` or ``<|close|>WORD<|sep|>`` (the three markers are special
 tokens): channels ``think`` (reasoning, emitted as ``Reasoning``), ``response`` (visible text) and
 ``tools`` (the block of calls), a call's ``tool=`` and ``index=`` (kept as the call id, §4 decision
-10), an argument's ``key=`` and ``type=``. The type is a flag as DSML's ``string=`` is (decision 6):
+10), an argument's ``key=`` and ``type=``. The type is a flag as DSML's ``string=`` is (decision 3.6):
 ``string`` → the raw value, byte-exact; any other JSON Schema type name → strict JSON of that type;
 anything else, or no type → ``invalid_string_flag``. Attribute values unescape ``&quot;`` and
 ``&amp;`` (how a quote gets into a name). The markers are reserved inside values: only the
-argument's closer ends one, any other tag voids the call (MARKUP.md decision 5).
+argument's closer ends one, any other tag voids the call (decision 1.5).
 
 Text outside any channel, which the template does not write, is shown rather than lost. A tools
-opener inside the think channel ends it (decision 9: a call opener ends reasoning). A tag cut off by
-``max_tokens`` before its ``<|sep|>`` is ``unterminated`` (decision 3).
+opener inside the think channel ends it (decision 3.9: a call opener ends reasoning). A tag cut off by
+``max_tokens`` before its ``<|sep|>`` is ``unterminated`` (decision 3.3).
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ class KimiK3Parser(BlockParser):
 
     def _finish(self, rest: str) -> None:
         if self._state == THINK:  # an open reasoning channel ended with the stream; a tag cut off
-            text, raw = split_partial_opener(rest, "")  # in it is unterminated (decision 3)
+            text, raw = split_partial_opener(rest, "")  # in it is unterminated (decision 3.3)
             self._reasoning(text)
             if raw:
                 self._event(MarkupError(MarkupErrorKind.UNTERMINATED, raw))

@@ -1,4 +1,4 @@
-"""The key/value-tag families that spell GLM's grammar with other tags (MARKUP3.md class H):
+"""The key/value-tag families that spell GLM's grammar with other tags (docs/design/markup.md class H):
 ``iquest-q1``, ``hunyuan``, ``k2-horizon``. One parser (``glm.GLMParser``), one table each.
 
 ```
@@ -10,13 +10,13 @@ k2-horizon:  <ifm|tool_calls><ifm|tool_call>NAME<ifm|arg_key>K</ifm|arg_key>
              </ifm|tool_call></ifm|tool_calls>          (one line each; the type tag optional)
 ```
 
-Decisions (MARKUP3.md §3, §4): GLM's rules throughout — values typed by the schema, untyped values
-strict JSON if they parse else the raw string, byte-exact, no strip. Hunyuan's name ends at
+Decisions (docs/design/markup.md §3.3, §3.4): GLM's rules throughout — values typed by the schema, untyped
+values strict JSON if they parse else the raw string, byte-exact, no strip. Hunyuan's name ends at
 ``<tool_sep>`` (Hy3) or at the first ``<arg_key>``/closer (Hy4, no separator); its shipping tokenizer
 appends one suffix to every token (``<tool_call:opensource>``): the suffix is a parameter of the
 family (``hunyuan_tags``), never guessed. K2 Horizon's optional ``<ifm|arg_type>`` names the value's
 type the way DSML's ``string=`` flag does, and its reasoning (``<ifm|think>`` …) keeps any call
-markup written inside it as reasoning text (decision 9). Nothing here removes a separator: the
+markup written inside it as reasoning text (decision 3.9). Nothing here removes a separator: the
 templates write none that the engines agree on, so visible text stays verbatim.
 """
 
@@ -84,7 +84,7 @@ def render(tags: KVTags, nl: str, calls: Sequence[CallLike], malformed: bool) ->
 
 def _claim_block(tags: KVTags, held: str, final: bool) -> Claim:
     """The block opener, then (after whitespace) the call tag: ``<tool_calls>`` is also Jamba's
-    and MiniMax-M1's opener, which write ``[`` or a JSON object after it (MARKUP3.md decision 3)."""
+    and MiniMax-M1's opener, which write ``[`` or a JSON object after it (decision 3.3)."""
     assert tags.block is not None
     if not held.startswith(tags.block):
         return Claim.NO
@@ -109,7 +109,7 @@ def family(name: str, tags: KVTags, nl: str = "", aliases: tuple[str, ...] = (),
     return Family(
         name=name, make=partial(_make, name, tags), markers=(*markers, *reserved),
         leak_markers=markers,
-        # decision 9: K2 Horizon's reasoning keeps call markup; the others end it at an opener
+        # decision 3.9: K2 Horizon's reasoning keeps call markup; the others end it at an opener
         reasoning_exits=() if tags.think else openers,
         auto_markers=(*markers, *reserved), claim=claim or claim_openers(openers + think_openers),
         render=partial(render, tags, nl), malformable=True, rank=rank, aliases=aliases,

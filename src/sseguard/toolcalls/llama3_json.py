@@ -1,9 +1,9 @@
 """Llama 3.1/3.2 JSON tool calls and Llama 4's (``llama3-json``; vLLM ``llama3_json``,
-``llama4_json``, SGLang ``llama3``), MARKUP3.md class B.
+``llama4_json``, SGLang ``llama3``), docs/design/markup.md class B.
 
 ``<|python_tag|>`` (optional), then ``{"name": …, "parameters"|"arguments": {…}}`` objects separated
 by ``;``. Without the tag the objects are calls only where the answer starts with ``{"`` (after
-whitespace; MARKUP3.md §4 decision 2): a ``{`` anywhere else is text, and ``auto`` never claims an
+whitespace; decision 3.2): a ``{`` anywhere else is text, and ``auto`` never claims an
 untagged answer. Strict JSON only (no Python dicts). Whitespace after an object is held until a
 ``;``, the next ``{`` or other text decides; text after the last object is visible. The end-of-turn
 tokens are markup wherever they stand.

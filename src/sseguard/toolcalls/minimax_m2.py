@@ -10,10 +10,10 @@ Let me check.
 ```
 
 ``<minimax:tool_call>`` and its closer are single special tokens; ``<invoke …>``, ``<parameter …>`` and
-their closers are plain text, so they are markup only inside a block (MARKUP2.md decision 9: an invoke
+their closers are plain text, so they are markup only inside a block (decision 2.9: an invoke
 without the wrapper is the model's text). The parser therefore searches two marker sets: the block
 tokens (and the reserved think tags) in content, every tag inside a block. One ``\\n`` before each
-block is the template's separator (decision 2).
+block is the template's separator (decision 2.2).
 
 Values carry no type flag: the offered tool's schema types them (``_typed``); without a schema a value
 is the raw string, and a value that is exactly ``null`` is null whatever its type (both engines).
@@ -53,7 +53,7 @@ CDATA, CDATA_END = "<![CDATA[", "]]>"
 
 @dataclass(frozen=True, slots=True)
 class InvokeTags:
-    """The spelling of one invoke/parameter family (MARKUP3.md class G): MiniMax-M2's, or another's
+    """The spelling of one invoke/parameter family (docs/design/markup.md class G): MiniMax-M2's, or another's
     names for the same elements. ``block``/``block_end``: the wrapper around the calls (``None``:
     calls stand alone in the text, MiniCPM); ``invoke``/``parameter``: the element names, prefix
     included (``steptml:invoke``); ``quotes``: the quotes a ``name=`` may use; ``wrap``: per-call
@@ -61,9 +61,9 @@ class InvokeTags:
     call end); ``cdata``: a value may be one CDATA section, whose inside is taken as is;
     ``untyped_json``: GLM's rule for untyped values (strict JSON if it parses) instead of MiniMax's
     (the raw string); ``separator``/``frame``: what the template writes before a block and around
-    the answer (MARKUP2.md decision 2; the families of MARKUP3.md keep text verbatim);
+    the answer (decision 2.2; the families of docs/design/markup.md §3 keep text verbatim);
     ``json_body``: a block may hold a call written as one JSON object ``{"name", "arguments"}``
-    instead of an invoke (dots, MARKUP3.md §3), read up to the block's closer."""
+    instead of an invoke (dots, docs/design/markup.md §3.3), read up to the block's closer."""
 
     block: str | None = BLOCK
     block_end: str | None = BLOCK_END
@@ -129,8 +129,8 @@ _COMPILED: dict[InvokeTags, _Compiled] = {}
 
 
 class MiniMaxM2Parser(TypedValueParser):
-    """Incremental parser for ``minimax-m2`` (see MARKUP2.md for the format and the decisions), and
-    for the families that spell its elements otherwise (``InvokeTags``)."""
+    """Incremental parser for ``minimax-m2`` (see docs/design/markup.md §2 for the format and the decisions),
+    and for the families that spell its elements otherwise (``InvokeTags``)."""
 
     _BLOCK, _SKIP, _VALUE, _STRING = IN_BLOCK, SKIP, VALUE, STRING
     _AFTER_VALUE = INVOKE_BODY
@@ -153,7 +153,7 @@ class MiniMaxM2Parser(TypedValueParser):
             self._UNTYPED = ValueTyping(ANY_JSON, True)
             self._NULL_LITERAL = False
         self._sep = tags.separator
-        self._frame = tags.frame  # decision 2: the whitespace that frames the answer is not text
+        self._frame = tags.frame  # decision 2.2: the whitespace that frames the answer is not text
         self._part: list[str] = []  # Step-3's type word
         self._cdata_from = VALUE  # the value state a CDATA section returns to
         self._find, self._hold = c.content.find, c.content.hold
@@ -196,7 +196,7 @@ class MiniMaxM2Parser(TypedValueParser):
             self._inside()
             self._state = INVOKE_BODY
             return end
-        # decision 1: a stray block closer or think tag is reported; the text around it stays
+        # decision 2.1: a stray block closer or think tag is reported; the text around it stays
         self._text(data[pos:m])
         self._event(MarkupError(MarkupErrorKind.MALFORMED_TAG, lit))
         return m + len(lit)
@@ -310,7 +310,7 @@ class MiniMaxM2Parser(TypedValueParser):
         """State ``INVOKE_BODY``: whitespace, then a parameter or the invoke's closer."""
         call = self._call
         assert call is not None
-        r, lit = self._tag_in_call(data, pos)  # decision 7: only whitespace between tags
+        r, lit = self._tag_in_call(data, pos)  # decision 2.7: only whitespace between tags
         if lit is None:
             return r
         t = self._t

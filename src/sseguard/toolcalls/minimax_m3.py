@@ -1,4 +1,4 @@
-"""MiniMax-M3 tool calls (``minimax-m3``; MARKUP3.md class G′): nested parameter elements.
+"""MiniMax-M3 tool calls (``minimax-m3``; docs/design/markup.md class G′): nested parameter elements.
 
 ```
 ]<]minimax[>[<tool_call>]<]minimax[>[<invoke name="get_weather">]<]minimax[>[<city>Paris]<]minimax[>[</city>

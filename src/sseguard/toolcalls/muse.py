@@ -1,4 +1,4 @@
-"""Muse Spark / Muse Glimmer ("ATEM") tool calls (``muse``; MARKUP3.md classes G+I).
+"""Muse Spark / Muse Glimmer ("ATEM") tool calls (``muse``; docs/design/markup.md classes G+I).
 
 ```
 <|start|>assistant to=self<|message|>Thinking.<|eom|><|start|>assistant to=user<|message|>Checking.<|eom|>
@@ -10,7 +10,7 @@ Outside, messages (class I): a header ``<|start|>assistant to=RECIPIENT<|message
 ``<|eom|>`` are markup; a ``to=self`` message is reasoning (emitted as ``Reasoning``), a
 ``to=developer`` message is not shown (markup; *unverified*), any other message is the answer: its text
 visible, its ``<atem:function_calls>`` blocks calls. A block opener inside a ``to=self`` message ends
-the reasoning there (MARKUP3.md §4 decision 9). Inside, MiniMax-M2's invoke/parameter body with
+the reasoning there (decision 3.9). Inside, MiniMax-M2's invoke/parameter body with
 the ``atem:`` prefix (class G, ``minimax_m2.MiniMaxM2Parser`` with a table): untyped values are the raw
 string. A tool registered bare may come back as ``name.name``: with tools given, such a name is taken
 as ``name`` when ``name`` is offered and ``name.name`` is not. Text outside any message is shown.
@@ -76,7 +76,7 @@ class MuseParser(MiniMaxM2Parser):
 
     def _until(self, data: str, pos: int, stops: Markers, emit: Callable[[str], None]) -> int:
         """A ``to=self`` or ``to=developer`` message: up to its ``<|eom|>`` (markup, back to the
-        answer); a block opener in a reasoning message ends the reasoning there (decision 9: a call
+        answer); a block opener in a reasoning message ends the reasoning there (decision 3.9: a call
         opener ends reasoning) and is read as in the answer."""
         m, lit = stops.find(data, pos)
         if m == -1:

@@ -1,4 +1,4 @@
-"""Class C of MARKUP3.md: a name, then one JSON object of arguments (``mistral`` v11+, ``plamo3``).
+"""Class C of docs/design/markup.md: a name, then one JSON object of arguments (``mistral`` v11+, ``plamo3``).
 
 ```
 mistral:  [TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]get_time{"tz": "UTC"} text
@@ -13,9 +13,9 @@ plamo3:   <|plamo:begin_tool_requests:plamo|><|plamo:begin_tool_request:plamo|>
 the opener to the arguments marker (trimmed; empty → ``malformed_tag``), the arguments are one JSON
 object streamed verbatim as they arrive, ended by the closer or, without one, by the object's own
 ``}`` (a string- and depth-aware scan, so a marker inside a string is string text). Text after a
-call is visible (MARKUP3.md §4 decisions 1 and 8: vLLM's mistral drops it). Framing markers (PLaMo's
+call is visible (decisions 3.1 and 3.8: vLLM's mistral drops it). Framing markers (PLaMo's
 request wrappers) are markup wherever they stand; a family's reasoning tags (``[THINK]``…``[/THINK]``)
-give ``Reasoning`` events, and its call opener ends reasoning implicitly (decision 9).
+give ``Reasoning`` events, and its call opener ends reasoning implicitly (decision 3.9).
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ class NameThenJSONParser(MarkedRawParser):
             self._markup(lit)
             self._state = REASON
             return end
-        self._event(MarkupError(MALFORMED, lit))  # a marker out of place (MARKUP2.md decision 1)
+        self._event(MarkupError(MALFORMED, lit))  # a marker out of place (decision 2.1)
         return end
 
     def _reason(self, data: str, pos: int) -> int:
@@ -433,8 +433,8 @@ def name_then_json(name: str, opener: str, args_marker: str, closer: str | None 
 
 #: What a Mistral call leaves when ``[TOOL_CALLS]`` and ``[ARGS]`` (control tokens) are stripped:
 #: ``get_weather{"city": …`` (v11+) or `` [{"name": …`` (pre-v11). A name glued to a JSON object is
-#: also Go's ``map[string]int{"a": 1}``, so it counts only where the answer starts (MARKUP2.md
-#: decision 11), up to the first key's colon (an empty object: its ``}``).
+#: also Go's ``map[string]int{"a": 1}``, so it counts only where the answer starts (docs/design/markup.md
+#: decision 2.11), up to the first key's colon (an empty object: its ``}``).
 MISTRAL_LEAK_START = r'\s{0,8}(?:\[\{"name":|[A-Za-z_][\w.\-]{0,63}\{(?:"[^"\s\\]{1,64}":|\}))'
 MISTRAL = name_then_json("mistral", "[TOOL_CALLS]", "[ARGS]", think=("[THINK]", "[/THINK]"),
                          brace_opens=True, array=True, rank=95, leak_start=MISTRAL_LEAK_START)

@@ -1,4 +1,4 @@
-"""The Python-literal families of MARKUP3.md (class D): ``pythonic``, ``olmo3`` and ``lfm2``.
+"""The Python-literal families of docs/design/markup.md §3 (class D): ``pythonic``, ``olmo3`` and ``lfm2``.
 
 ```
 pythonic:  [get_weather(city='Paris'), web.search(q="x")]           (Llama 3.2/4, ToolACE)
@@ -9,15 +9,15 @@ lfm2:      <|tool_call_start|>[get_weather(city='Paris')]<|tool_call_end|>
 ```
 
 ``pythonic`` has no marker of its own: its list is a call list only where the answer starts (after
-whitespace and an optional ``<|python_start|>``, vLLM's rule, MARKUP3.md decision 2). There the ``[``
+whitespace and an optional ``<|python_start|>``, vLLM's rule, decision 3.2). There the ``[``
 is held until ``NAME(`` or ``NAME.NAME(`` decides (at most ``HEAD_CAP`` characters); anything else
 releases the held text as text. ``<|python_start|>`` is a special token: wherever it stands, a call
 list may follow it the same way; ``<|python_end|>`` right after the list's ``]`` is its closer.
 ``auto`` never takes a bare list for calls (it would find them in any answer that starts with a
 Python-looking list); it takes ``pythonic`` only at ``<|python_start|>``.
 
-``olmo3``'s block holds one call per line (MARKUP3.md §3); ``<function_calls>`` is plain text in the
-vocabulary, reserved only as the whole tag. ``lfm2`` puts a list in its tags; a JSON array there
+``olmo3``'s block holds one call per line (docs/design/markup.md §3.3); ``<function_calls>`` is plain text in
+the vocabulary, reserved only as the whole tag. ``lfm2`` puts a list in its tags; a JSON array there
 (``[{"name": …}]``) is class B, read by the JSON array engine (``_array_engine``).
 
 The literal grammar, the streaming and the errors are ``_pycalls``'.
@@ -225,8 +225,8 @@ class Olmo3Parser(BlockCallsParser):
 class Lfm2Parser(BlockCallsParser):
     """``lfm2``: ``<|tool_call_start|>`` a Python list or a JSON array ``<|tool_call_end|>``.
 
-    The first non-blank character after ``[`` chooses (MARKUP3.md §3): ``{`` hands the block to the
-    class-B engine (``_array_engine``), driven state by state from here until its closer, so that call
+    The first non-blank character after ``[`` chooses (docs/design/markup.md §3.3): ``{`` hands the block to
+    the class-B engine (``_array_engine``), driven state by state from here until its closer, so that call
     indexes run on across blocks of both kinds; anything else is a Python list.
     """
 

@@ -1,4 +1,4 @@
-"""The Qwen3-Coder body in other blocks (MARKUP3.md class F): ``seed-oss`` and ``zaya``.
+"""The Qwen3-Coder body in other blocks (docs/design/markup.md class F): ``seed-oss`` and ``zaya``.
 
 ```
 seed-oss:  text\\n\\n<seed:tool_call>\\n<function=NAME>\\n<parameter=K>\\nV\\n</parameter>\\n</function>\\n
@@ -12,7 +12,7 @@ One parser (``qwen3_coder.Qwen3CoderParser``) with the block's tags as parameter
 
 Seed-OSS reasons in ``<seed:think>`` … ``</seed:think>``, which its parser reads itself: a
 ``<seed:tool_call>`` written inside the reasoning is the model quoting the format and stays reasoning
-text (MARKUP3.md §4 decision 9; vLLM 0.34's Qwen3 engine would make it a call), and
+text (decision 3.9; vLLM 0.34's Qwen3 engine would make it a call), and
 ``<seed:cot_budget_reflect>`` inside it is reasoning text too.
 """
 
@@ -44,7 +44,7 @@ def family(name: str, opener: str, closer: str, aliases: tuple[str, ...],
            think: tuple[tuple[str, str], ...] = ()) -> Family:
     """A class F family: the Qwen3-Coder body inside ``opener`` … ``closer``. A family that reads its
     own reasoning span is noticed by its opener too (``auto`` hands the reasoning to it), and no
-    call opener ends that reasoning (decision 9)."""
+    call opener ends that reasoning (decision 3.9)."""
     think_tags = tuple(t for pair in think for t in pair)
     markers = (opener, closer, FUNCTION, FUNCTION_END, PARAMETER, PARAMETER_END)
     openers = (opener, *(pair[0] for pair in think))

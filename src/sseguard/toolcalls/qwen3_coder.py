@@ -39,8 +39,8 @@ _MARKERS: dict[tuple[str, ...], Markers] = {}
 
 class Qwen3CoderParser(ReasoningTags, BlockParser):
     """Incremental parser for the Qwen3-Coder XML tool-call format, and for the families that wrap
-    the same body in another block (MARKUP3.md class F): ``opener``/``closer`` are the block's tags,
-    ``think`` the reasoning spans the family writes itself (opener, closer)."""
+    the same body in another block (docs/design/markup.md class F): ``opener``/``closer`` are the block's
+    tags, ``think`` the reasoning spans the family writes itself (opener, closer)."""
 
     _BLOCK, _SKIP, _THINK = BLOCK, SKIP, THINK
 
@@ -56,7 +56,7 @@ class Qwen3CoderParser(ReasoningTags, BlockParser):
         markers = _MARKERS.get(literals)
         if markers is None:
             markers = _MARKERS[literals] = Markers(literals)
-        # decision 8: "\n\n" before the first opener, "\n" before later ones
+        # decision 1.8: "\n\n" before the first opener, "\n" before later ones
         self._sep = "\n\n"
         self._key = ""
         self._buf: list[str] = []
@@ -254,6 +254,6 @@ def render(calls: Sequence[CallLike], malformed: bool, opener: str = TOOL_CALL,
 FAMILY = Family(name="qwen3-coder", make=Qwen3CoderParser, markers=FAMILY_MARKERS,
                 leak_markers=(FUNCTION, FUNCTION_END, PARAMETER), reasoning_exits=REASONING_EXITS,
                 auto_markers=FAMILY_MARKERS, claim=_claim, render=render, rank=50,
-                # the engines' names for this grammar (MARKUP3.md, "Already covered" and "Aliases")
+                # the engines' names for this grammar (docs/design/markup.md §3.1)
                 aliases=("qwen3_coder", "qwen3_xml", "step3p5", "nanbeige", "mimo",
                          "granite_toolcall_parser", "step5"), grammar="F")

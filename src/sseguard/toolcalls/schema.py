@@ -1,7 +1,7 @@
 """What the offered tools say to a parser: names, and the types each parameter's schema allows.
 
 ``ToolSpec`` reduces an OpenAI ``tools`` list to what the families need; ``ValueTyping`` turns an
-untagged parameter value into JSON as its declared types say (MARKUP2.md decision 5).
+untagged parameter value into JSON as its declared types say (docs/design/markup.md decision 2.5).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def type_of(value: Any) -> str:
 
 
 def declared_types(schema: Any) -> frozenset[str]:
-    """The types a parameter's schema allows (MARKUP2.md decision 5): its ``type`` (a name or a list),
+    """The types a parameter's schema allows (decision 2.5): its ``type`` (a name or a list),
     the types of its ``enum`` values, and those of its ``anyOf``/``oneOf`` members. Empty: untyped."""
     if not isinstance(schema, dict):
         return frozenset()
@@ -104,7 +104,7 @@ class ToolSpec:
 
 @dataclass(frozen=True, slots=True)
 class ValueTyping:
-    """How one untagged parameter value becomes JSON (MARKUP2.md decision 5).
+    """How one untagged parameter value becomes JSON (decision 2.5).
 
     ``accept``: the types a strictly parsed (trimmed) value may have to be taken as JSON; ``raw``:
     whether the raw text, byte-exact, is the fallback string (else a failure is ``bad_param_json``);

@@ -1,4 +1,4 @@
-"""Salesforce xLAM-2 (``xlam``), MARKUP3.md class B: one JSON array of ``{"name", "arguments"}``
+"""Salesforce xLAM-2 (``xlam``), docs/design/markup.md class B: one JSON array of ``{"name", "arguments"}``
 objects in any of four shapes — the bare array where the answer starts, a ```` ```json ```` (or bare
 ```` ``` ````) fence whose body starts with ``[``, ``[TOOL_CALLS]`` and an array, ``<tool_call>``, an
 array and ``</tool_call>``. A fence whose body is not an array is an ordinary code block (text).

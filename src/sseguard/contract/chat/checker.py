@@ -127,8 +127,8 @@ class StreamChecker(CheckerBase):
     def _unknown_fields(self, chunk: dict[str, Any]) -> None:
         """Record the fields of a chunk, its choices and their deltas that the vocabulary does not
         know (``chunk.<name>``, ``choice.<name>``, ``delta.<name>``): a server's new field passes
-        through byte for byte and is never a verdict (``DESIGN.md``, guarantee 6). Only chunks the
-        typed decoding refused come here, which every chunk with such a field is."""
+        through byte for byte and is never a verdict (``docs/design/guarantees.md`` guarantee 6). Only chunks
+        the typed decoding refused come here, which every chunk with such a field is."""
         fields, deltas = self.kinds.fields, self.kinds.deltas
         for key in chunk:
             if "chunk." + key not in fields:

@@ -7,7 +7,7 @@ A Gemini stream is a sequence of ``GenerateContentResponse`` records, each a sli
 ``data:`` frame and there is **no sentinel**; without it the body is one JSON array streamed element by
 element (``jsonarray.py``). The same records give the same verdict in both.
 
-Endings (``PROTOCOLS.md``, "The fourth protocol"): ``complete`` when every candidate got a
+Endings (``docs/design/vocabulary.md``, "The fourth protocol"): ``complete`` when every candidate got a
 ``finishReason`` (``STOP``, ``MAX_TOKENS``, and the safety stops, which the policy may fail) or the
 prompt was blocked (``promptFeedback.blockReason``, no candidates) and the body then ended cleanly;
 ``truncated`` when it ended cleanly before that; ``no_done`` cannot happen. A top-level ``error`` record,

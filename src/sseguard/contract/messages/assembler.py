@@ -38,7 +38,7 @@ def is_tool_like(block_type: str) -> bool:
     return block_type.endswith(("tool_use", "_tool_result"))
 
 
-#: Content-block deltas, by delta type: one engine, this table (STYLE.md item 3).
+#: Content-block deltas, by delta type: one engine, this table (docs/design/architecture.md principle 3).
 DELTAS: dict[str, Delta] = {
     "text_delta": Delta("text", frozenset({"text"}), "text"),
     "thinking_delta": Delta("thinking", frozenset({"thinking"}), "thinking"),

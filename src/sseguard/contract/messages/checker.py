@@ -8,7 +8,7 @@ the output usage, then ``message_stop``. ``complete`` needs both: a non-null ``s
 path was reported to send). ``event: error`` is ``error_event``; ``ping`` is a keep-alive. Event,
 block and delta types the tables (``vocabulary.py``) do not know pass and are recorded, never judged;
 a ``stop_reason`` the reason table classes as failed, or does not name, is ``error_event``. The table
-is in ``PROTOCOLS.md``.
+is in ``docs/design/vocabulary.md``.
 
 ``MessagesAssembler`` folds the events into the final ``message`` with its content blocks, as the
 anthropic SDK's ``MessageStream`` accumulates it; ``MessagesChecker`` adds the contract.

@@ -23,7 +23,7 @@ class TextStream:
     leak_field: str | None  # where leaked markup is looked for (None: not visible text)
 
 
-#: The text streams, by event-type prefix: one engine, this table (STYLE.md item 3).
+#: The text streams, by event-type prefix: one engine, this table (docs/design/architecture.md principle 3).
 TEXT_STREAMS: dict[str, TextStream] = {
     "response.output_text": TextStream("text", "content_index", "message", True, "output_text"),
     "response.refusal": TextStream("refusal", "content_index", "message", True, None),

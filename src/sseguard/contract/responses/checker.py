@@ -9,7 +9,7 @@ there is no sentinel, so a trailing ``data: [DONE]`` is tolerated, never require
 without a terminal event is ``no_finish``. ``response.failed`` and the ``error`` event (flat or nested)
 are ``error_event``, and so is a terminal response whose reason (``incomplete_details.reason``) the
 reason table (``vocabulary.py``) classes as failed or does not name. Event and output-item types the
-tables do not know pass and are recorded, never judged. The table is in ``PROTOCOLS.md``.
+tables do not know pass and are recorded, never judged. The table is in ``docs/design/vocabulary.md``.
 
 ``ResponsesAssembler`` folds the events into the final ``response`` object with its ``output`` items, as
 openai-python's ``ResponseStreamManager`` does; ``ResponsesChecker`` adds the contract.

@@ -4,10 +4,10 @@ One engine, a writer per protocol (``chat.py``, ``responses.py``, ``messages.py`
 text of its protocol's content to a ``ChoiceRepair``'s parser and turns what ``Repair.drive`` makes of
 the parser's events — typed ``Out`` values — into its own frames. What goes out as text or reasoning
 is scanned for leaked markup with the contract's ``LeakScanner``, the same scan (markers and the
-stripped-token shapes of MARKUP2.md decision 11) the checker runs on an unrepaired stream: the repair
-turns the checker's content scan off, so it must not see less than the checker would have.
+stripped-token shapes of docs/design/markup.md decision 2.11) the checker runs on an unrepaired stream: the
+repair turns the checker's content scan off, so it must not see less than the checker would have.
 
-Pure: no aiohttp, no app state (``tests/test_proxy_layers.py`` imports it with aiohttp blocked).
+Pure: no aiohttp, no app state (``tests/proxy/test_proxy_layers.py`` imports it with aiohttp blocked).
 """
 
 from __future__ import annotations
