@@ -55,8 +55,8 @@ class LazyGroup(TyperGroup):
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             importlib.import_module(COMMANDS[cmd_name][0])
-            for name, command in typer.main.get_group(app).commands.items():
-                self.commands.setdefault(name, command)
+            for name, built in typer.main.get_group(app).commands.items():
+                self.commands.setdefault(name, built)
         command = self.commands.get(cmd_name)
         if command is not None and cmd_name in COMMANDS:
             command.short_help = COMMANDS[cmd_name][1]
