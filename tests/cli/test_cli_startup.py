@@ -112,3 +112,13 @@ def test_the_help_table_names_every_registered_command_and_gives_it_its_summary(
     for name, (_module, summary) in COMMANDS.items():
         command = group.get_command(None, name)  # type: ignore[attr-defined]
         assert command.short_help == summary
+
+
+def test_a_misspelt_command_is_one_error_with_the_near_name_and_exit_2() -> None:
+    done = subprocess.run([sys.executable, "-c", "from sseguard.cli import main; main()", "chek"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == "Error: No such command 'chek'. Did you mean 'check'?"
+    done = subprocess.run([sys.executable, "-c", "from sseguard.cli import main; main()", "zzz"],
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, "Error: No such command 'zzz'.")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from difflib import get_close_matches
 from typing import Any, NoReturn
 
 import typer
@@ -61,6 +62,14 @@ class LazyGroup(TyperGroup):
         if command is not None and cmd_name in COMMANDS:
             command.short_help = COMMANDS[cmd_name][1]
         return command
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        # typer suggests a near name from the commands built so far, which here are none: from the table.
+        if args and args[0] not in COMMANDS and not args[0].startswith("-"):
+            near = get_close_matches(args[0], list(COMMANDS))
+            hint = f" Did you mean {', '.join(repr(name) for name in near)}?" if near else ""
+            ctx.fail(f"No such command {args[0]!r}.{hint}")
+        return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         # From the table alone: listing the commands must not import them.
