@@ -94,6 +94,20 @@ def test_a_command_whose_extra_is_missing_says_which_in_one_line_and_exits_2(
         f"pip install 'sseguard[{extra}]'"]
 
 
+def test_the_analysis_api_without_its_extra_raises_the_one_line_error() -> None:
+    code = BLOCKER.split("sys.argv = ")[0] + (
+        "from sseguard.extras import MissingExtra\n"
+        "try:\n"
+        "    from sseguard.analyze import analyze_sources\n"
+        "except MissingExtra as exc:\n"
+        "    print(exc)\n")
+    done = subprocess.run([sys.executable, "-c", code, "numpy"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ("sseguard.analyze.analyze_sources needs the [analyze] extra (module 'numpy' is "
+                           "not installed): pip install 'sseguard[analyze]'\n")
+
+
 def test_every_extra_the_product_checks_is_one_of_pyproject_and_all_holds_them() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     optional = project["optional-dependencies"]
