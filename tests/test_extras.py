@@ -11,9 +11,11 @@ with no extra installed.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -85,8 +87,8 @@ CASES = [
 @pytest.mark.parametrize(("extra", "module", "argv", "needed_by"), CASES,
                          ids=[f"{c[0]}-{c[1]}-{c[3].split()[-1]}" for c in CASES])
 def test_a_command_whose_extra_is_missing_says_which_in_one_line_and_exits_2(
-        tmp_path: Path, extra: str, module: str, argv: object, needed_by: str) -> None:
-    done = sseguard_without(module, *argv(tmp_path))  # type: ignore[operator]
+        tmp_path: Path, extra: str, module: str, argv: Callable[[Path], list[str]], needed_by: str) -> None:
+    done = sseguard_without(module, *argv(tmp_path))
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
@@ -167,7 +169,7 @@ def test_the_probe_json_summary_without_analyze_has_the_counts(tmp_path: Path) -
 
 def test_the_live_display_works_without_analyze(tmp_path: Path) -> None:
     # FORCE_COLOR makes rich treat stderr as a terminal, so the live board draws.
-    env = {**__import__("os").environ, "FORCE_COLOR": "1", "COLUMNS": "120"}
+    env = {**os.environ, "FORCE_COLOR": "1", "COLUMNS": "120"}
     with run_chaos_in_thread(ChaosConfig(pacing=FAST)) as srv:
         done = sseguard_without(ANALYZE_MODULES, "probe", "--arm", f"gw={srv.url}", "--count", "4",
                                 "--concurrency", "2", "--out", str(tmp_path / "run"), env=env)
