@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -63,11 +64,14 @@ def test_examples_keep_their_lines(command: str) -> None:
         ("sseguard ", "DS_KEY="))), example
 
 
-def test_version_is_one_line_with_its_newline() -> None:
+def test_version_is_one_line_with_the_protocol_and_family_counts() -> None:
     result = subprocess.run([sys.executable, "-m", "sseguard.cli", "--version"], capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 0
-    assert result.stdout == f"sseguard {__version__}\n"
+    # The families are the entry points pyproject.toml registers (no plugin is installed here).
+    pyproject = tomllib.loads((EXAMPLES.parent / "pyproject.toml").read_text())
+    families = len(pyproject["project"]["entry-points"]["sseguard.families"])
+    assert result.stdout == f"sseguard {__version__}: 4 protocols, {families} markup families\n"
 
 
 # ── one example per command, names from the registries, one shared option group ─────────────────

@@ -4,7 +4,9 @@ Count the records where they are (``analyze_sources``: DuckDB over JSONL and Par
 PostgreSQL store itself, or Spark), judge the counts under a policy and rank the attributes that
 separate failing from healthy streams, then show the result (``print_summary``, ``write_html``,
 ``write_pngs``). The names load lazily: ``sseguard.analyze.rates`` (the Wilson interval the live board
-shows) costs no numpy, scipy or DuckDB import, and matplotlib loads only when a plot is drawn.
+shows) costs no numpy, scipy or DuckDB import, and matplotlib loads only when a plot is drawn. The
+analysis itself is the ``[analyze]`` extra: a name that needs it, asked for without it, raises
+``sseguard.extras.MissingExtra`` (one line naming the extra), not numpy's ``ModuleNotFoundError``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ _WHERE = {
     "failure_reason": "summary", "load_records": "load", "print_summary": "report",
     "write_html": "report", "write_pngs": "report", "Filter": "facts",
 }
+#: The modules behind those names that import the statistics stack (numpy, scipy) when loaded.
+_NEEDS_EXTRA = ("model", "summary", "report")
 __all__ = ["Analysis", "ArmComparison", "AttributeResult", "Filter", "GroupRow", "Split", "ValueRow",
            "analyze", "analyze_sources", "failure_reason", "load_records", "print_summary",
            "write_html", "write_pngs"]
@@ -41,4 +45,8 @@ def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'sseguard.analyze' has no attribute {name!r}")
+    if module in _NEEDS_EXTRA:
+        from sseguard.extras import require
+
+        require("analyze", f"sseguard.analyze.{name}")
     return getattr(importlib.import_module(f"sseguard.analyze.{module}"), name)

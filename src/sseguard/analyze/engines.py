@@ -30,6 +30,7 @@ from sseguard.analyze.sources import (
     unknown_in_json,
 )
 from sseguard.errors import ConfigError
+from sseguard.extras import require
 from sseguard.record import id_prefix
 from sseguard.store.fields import CACHE_FACTS, UNKNOWN_FACT
 
@@ -301,6 +302,7 @@ class PostgresEngine:
     dialect = Dialect("postgresql")
 
     def __init__(self, source: StoreSource) -> None:
+        require("postgres", "a PostgreSQL store")
         import psycopg
 
         from sseguard.store._base import FACTS_FROM, META, TABLE, UNKNOWN_FROM
@@ -389,10 +391,9 @@ def _with_record_columns(frame: Any) -> Any:
 
 def spark_session(master: str = "local[2]") -> Any:
     """A SparkSession (the active one if any): UTC, no UI, few shuffle partitions for local mode."""
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError as exc:
-        raise ConfigError(f"the Spark engine needs pyspark ({exc})") from None
+    require("spark", "the Spark engine (--engine spark)")
+    from pyspark.sql import SparkSession
+
     return (SparkSession.builder.master(master).appName("sseguard-analyze")
             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
             .config("spark.sql.session.timeZone", "UTC").getOrCreate())

@@ -10,6 +10,7 @@ import typer
 
 from sseguard.cli._app import Command, app, console, err_console, fail
 from sseguard.errors import ConfigError
+from sseguard.extras import require
 
 
 @app.command(cls=Command, name="analyze")
@@ -51,9 +52,10 @@ def analyze_command(
       sseguard analyze out/results.jsonl --html report.html --tolerate no_done
       sseguard analyze sseguard.db --since 24h --where api=messages
     """
-    from sseguard.analyze.run import run_analyze
-
     try:
+        require("analyze", "sseguard analyze")
+        from sseguard.analyze.run import run_analyze
+
         result = run_analyze(sources, policy=policy, tolerate=tolerate, html=html, png=png,
                              as_json=as_json, top=top, since=since, until=until, where=where,
                              engine=engine, console=console, err_console=err_console, echo=typer.echo)

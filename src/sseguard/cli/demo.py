@@ -9,9 +9,10 @@ import typer
 
 from sseguard.cli._app import Command, app, console, err_console, fail
 from sseguard.errors import ConfigError
+from sseguard.extras import require
 
 
-@app.command(cls=Command, short_help="Probe a chaos upstream with five hidden faults and find them.")
+@app.command(cls=Command)
 def demo(
     out: str | None = typer.Option(None, "--out", metavar="DIR",
                                    help="Where results, report.html and plots go "
@@ -30,9 +31,10 @@ def demo(
     Example:
       sseguard demo --out demo-run
     """
-    from sseguard.demo import run_demo
-
     try:
+        require("analyze", "sseguard demo")
+        from sseguard.demo import run_demo
+
         result = run_demo(out, seconds=seconds, console=console, err_console=err_console,
                           live=False if no_live else None)
     except ConfigError as exc:

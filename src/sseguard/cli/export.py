@@ -9,9 +9,10 @@ import typer
 
 from sseguard.cli._app import Command, app, err_console, fail
 from sseguard.errors import ConfigError
+from sseguard.extras import require
 
 
-@app.command(cls=Command, name="export", short_help="Write records as Parquet, partitioned by day.")
+@app.command(cls=Command, name="export")
 def export_command(
     sources: list[str] = typer.Argument(..., metavar="SOURCE",
                                         help="results .jsonl files or run directories, Parquet, or "
@@ -32,9 +33,10 @@ def export_command(
     Example:
       sseguard export sseguard.db --parquet lake/sseguard --since 7d
     """
-    from sseguard.analyze.run import run_export
-
     try:
+        require("parquet", "sseguard export")
+        from sseguard.analyze.run import run_export
+
         run_export(sources, parquet, since=since, until=until, where=where, err_console=err_console)
     except ConfigError as exc:
         fail(str(exc))

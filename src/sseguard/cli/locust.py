@@ -15,8 +15,7 @@ from sseguard.cli._options import LOAD, given, with_options
 from sseguard.errors import ConfigError
 
 
-@app.command(cls=Command, short_help="Run Locust with sseguard's stream-checking user.",
-             context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(cls=Command, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 @with_options(LOAD)
 def locust(
     ctx: typer.Context,

@@ -200,7 +200,7 @@ def print_events(result: ParseResult, console: Console) -> None:
     console.print(summary, highlight=False)
 
 
-@app.command(cls=Command, short_help="Parse tool-call markup out of raw model output.", name="parse")
+@app.command(cls=Command, name="parse")
 def parse_command(
     file: str | None = typer.Argument(None, metavar="FILE", help="Raw model output (UTF-8 text)."),
     family: str = typer.Option("auto", "--family", metavar="NAME",

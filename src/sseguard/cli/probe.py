@@ -114,7 +114,6 @@ def _probe_command(sweep: bool) -> Any:
 
 app.command(
     "probe", cls=Command,
-    short_help="Send streamed requests and classify how each one ended.",
     help="Send many real streamed requests and classify how each one ended.\n\n"
          "Exit code 0 when every stream passes the policy, 1 when some failed, 2 for unusable input.\n\n"
          "\b\nExample:\n"
@@ -123,7 +122,6 @@ app.command(
 )(_probe_command(sweep=False))
 app.command(
     "sweep", cls=Command,
-    short_help="The same workload at each concurrency level, one after another.",
     help="The same workload at each concurrency level, one after another, into one results file.\n\n"
          "\b\nExample:\n"
          "  sseguard sweep --arm local=http://127.0.0.1:8000/v1 \\\n"

@@ -18,8 +18,7 @@ from sseguard.contract.registry import protocols
 from sseguard.contract.vocabulary import ReasonClass
 
 
-@app.command(cls=Command, short_help="Print the reason tables; --sdk-drift: what the SDKs add.",
-             name="protocols")
+@app.command(cls=Command, name="protocols")
 def protocols_command(
     sdk_drift: bool = typer.Option(False, "--sdk-drift",
                                    help="Compare every name the installed SDKs define (events, "

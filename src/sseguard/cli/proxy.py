@@ -70,7 +70,7 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT
         raise
 
 
-@app.command(cls=Command, short_help="Guard an OpenAI or Anthropic API against silent bad ends.")
+@app.command(cls=Command)
 def proxy(
     upstream: str = typer.Option(..., "--upstream", metavar="BASE_URL",
                                  help="The upstream's base URL as its SDK takes it (…/v1, or an "

@@ -20,6 +20,7 @@ from rich.table import Table
 from sseguard.cli._app import Command, app, console, fail
 from sseguard.cli._names import families
 from sseguard.errors import ConfigError
+from sseguard.extras import require
 from sseguard.toolcalls import FAMILIES, canonical
 
 
@@ -45,6 +46,7 @@ class MarkerReport:
 
 
 def _load(path: str) -> Any:
+    require("tokenizer", "sseguard tokenizer")
     from tokenizers import Tokenizer
 
     if not Path(path).is_file():
@@ -100,7 +102,7 @@ def print_reports(reports: list[MarkerReport], console: Console) -> None:
     console.print(table)
 
 
-@app.command(cls=Command, short_help="Say whether each tool-call marker is one token.", name="tokenizer")
+@app.command(cls=Command, name="tokenizer")
 def tokenizer_command(
     tokenizer_json: str = typer.Argument(..., metavar="TOKENIZER_JSON",
                                          help="A Hugging Face tokenizer.json file."),

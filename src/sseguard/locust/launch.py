@@ -13,7 +13,6 @@ run on different machines, each with its own ``sseguard locust`` command line an
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import re
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from sseguard.errors import ConfigError
+from sseguard.extras import require
 from sseguard.probe.config import (
     ProbeConfig,
     arms_from_toml,
@@ -193,8 +193,7 @@ def prepare(settings: Settings, locust_args: Sequence[str], *, master_wait: floa
     Raises ``ConfigError`` (one line) for unusable settings, a missing key variable on a process that
     sends requests, or a master that cannot be reached from a worker.
     """
-    if importlib.util.find_spec("locust") is None:
-        raise ConfigError("Locust is not installed: pip install 'sseguard[locust]'")
+    require("locust", "sseguard locust")
     which = role(locust_args)
     settings.resolve(need_keys=which != "master")
     if which == "worker":

@@ -10,6 +10,7 @@ share its GIL and core with the writing.
 from __future__ import annotations
 
 from sseguard.errors import ConfigError
+from sseguard.extras import require
 from sseguard.store._base import STORE_SCHEMA_VERSION, RecordStore, safe_target
 from sseguard.store.batch import BatchWriter
 from sseguard.store.sqlite import SQLiteStore
@@ -35,6 +36,7 @@ def open_store(url_or_path: str) -> RecordStore:
     if not target:
         raise ConfigError("empty store path or URL (use a file path, sqlite:///path or postgresql://…)")
     if target.startswith(_POSTGRES_SCHEMES):
+        require("postgres", "a PostgreSQL store")
         from sseguard.store.postgres import PostgresStore  # psycopg loads only when asked for
 
         return PostgresStore(target)
