@@ -1,0 +1,74 @@
+"""One streamed request per protocol through a LiteLLM proxy, each with the vendor's own SDK.
+
+Each driver reads the stream to its end the way an application does and says how it ended for the
+application: ``clean`` (the SDK ended the stream quietly) or the name of what it raised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import anthropic
+import openai
+from _litellm_support import CHAT_MODEL, CLAUDE_MODEL, GEMINI_MODEL, MASTER_KEY
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types as genai_types
+
+TIMEOUT_S = 90.0
+PROMPT = "Say something."
+
+
+def _openai(url: str, ask: Callable[[openai.OpenAI], Iterable[Any]]) -> str:
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key=MASTER_KEY, max_retries=0,
+                           timeout=TIMEOUT_S)
+    last = None
+    try:
+        for event in ask(client):
+            last = getattr(event, "type", None)
+    except openai.APIError as exc:
+        return type(exc).__name__
+    # openai-python does not raise on a Responses response.failed: the application gets the event
+    return "clean (last event response.failed)" if last == "response.failed" else "clean"
+
+
+def chat(url: str, suffix: str = "") -> str:
+    return _openai(url, lambda client: client.chat.completions.create(
+        model=CHAT_MODEL + suffix, messages=[{"role": "user", "content": PROMPT}], stream=True))
+
+
+def responses(url: str, suffix: str = "") -> str:
+    return _openai(url, lambda client: client.responses.create(
+        model=CHAT_MODEL + suffix, input=PROMPT, stream=True))
+
+
+def messages(url: str, suffix: str = "") -> str:
+    client = anthropic.Anthropic(base_url=url, api_key=MASTER_KEY, max_retries=0,
+                                 timeout=TIMEOUT_S)
+    try:
+        stream = client.messages.create(model=CLAUDE_MODEL + suffix, max_tokens=256, stream=True,
+                                        messages=[{"role": "user", "content": PROMPT}])
+        for _ in stream:
+            pass
+    except anthropic.APIError as exc:
+        return type(exc).__name__
+    return "clean"
+
+
+def gemini(url: str, suffix: str = "") -> str:
+    client = genai.Client(api_key=MASTER_KEY, http_options=genai_types.HttpOptions(
+        base_url=url, api_version="v1beta", timeout=int(TIMEOUT_S * 1000)))
+    try:
+        for _ in client.models.generate_content_stream(model=GEMINI_MODEL + suffix,
+                                                       contents=PROMPT):
+            pass
+    except (genai_errors.APIError, genai_errors.UnknownApiResponseError) as exc:
+        return type(exc).__name__
+    return "clean"
+
+
+#: The driver of each protocol, by its ``Api`` value.
+DRIVERS: dict[str, Callable[[str, str], str]] = {
+    "chat": chat, "responses": responses, "messages": messages, "gemini": gemini,
+}
