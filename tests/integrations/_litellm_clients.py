@@ -65,6 +65,10 @@ def gemini(url: str, suffix: str = "") -> str:
             pass
     except (genai_errors.APIError, genai_errors.UnknownApiResponseError) as exc:
         return type(exc).__name__
+    except TypeError:
+        # LiteLLM writes an error frame's "code" as a string ("500"); google-genai compares it
+        # with numbers and fails there: the application gets a TypeError (measured, 1.108.7)
+        return "TypeError"
     return "clean"
 
 

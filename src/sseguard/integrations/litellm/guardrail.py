@@ -99,6 +99,7 @@ class SSEGuardGuardrail(CustomGuardrail):
                             extra={"litellm_call_id": request_data.get("litellm_call_id")})
         started = time.monotonic()
         ended = False
+        facts.headers = _upstream_headers(response)  # LiteLLM has them before the first item
         try:
             async for item in response:
                 judge.see(item)
@@ -164,6 +165,18 @@ def _provider_finished(api: Api, response: object) -> bool | None:
             if getattr(choice, "finish_reason", None):
                 return True
     return False
+
+
+def _upstream_headers(response: object) -> dict[str, str]:
+    """The upstream's response headers, where LiteLLM's stream keeps them (``_response_headers`` on
+    its stream wrappers; the raw-byte routes keep none): the record keeps ids, traces and
+    ``x-sseguard-fault`` from them, redacted, as the proxy's records do."""
+    try:
+        headers = getattr(response, "_response_headers", None)
+        items = headers.items() if headers is not None and hasattr(headers, "items") else ()
+        return {str(k): str(v) for k, v in items}
+    except Exception:  # a wrapper's __getattr__ may raise anything: then there are none to keep
+        return {}
 
 
 def _request_of(user_api_key_dict: Any,

@@ -34,6 +34,8 @@ class StreamFacts:
     prompt_bytes: int = 0
     ttft_ms: float | None = None
     duration_ms: float | None = None
+    #: The upstream's response headers, where LiteLLM keeps them (the record keeps a few, redacted).
+    headers: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -65,7 +67,7 @@ class Recorder:
         if judgement.failure is not None:
             extra["error_code"] = judgement.failure
         record = raw_record(
-            judgement.verdict, policy=policy, source="litellm",
+            judgement.verdict, policy=policy, headers=facts.headers, source="litellm",
             run_id=self.run_id, index=self._index, workload="litellm", started_at=facts.started_at,
             path=facts.path, stream=True, ttft_ms=facts.ttft_ms, duration_ms=facts.duration_ms,
             prompt_bytes=facts.prompt_bytes, extra=extra,
