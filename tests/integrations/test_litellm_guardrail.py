@@ -99,6 +99,22 @@ def test_the_sdk_raises_on_every_bad_ending_through_the_guardrail(pair: Pair, ap
     assert clean_bare == BARE_CLEAN[api], table
 
 
+#: Findings in a stream that ends well, which LiteLLM alone passes as clean (measured): tool-call
+#: markup left in the text (the markup families' leak shapes) and cut-off tool arguments.
+FINDINGS = {"chat": ("markup_leak", "tool_args_invalid_json"),
+            "responses": ("markup_leak", "tool_args_invalid_json"),
+            "messages": ("markup_leak", "tool_args_invalid_json"),
+            "gemini": ("markup_leak",)}
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages", "gemini"])
+def test_a_stream_with_a_failing_finding_raises_through_the_guardrail(pair: Pair, api: str) -> None:
+    for fault in FINDINGS[api]:
+        guarded, bare = through(pair.guarded, api, fault), through(pair.bare, api, fault)
+        assert bare == "clean", (fault, bare)
+        assert not guarded.startswith("clean"), (fault, guarded)
+
+
 def test_healthy_streams_are_byte_identical_with_and_without_the_guardrail(pair: Pair) -> None:
     """Each twin upstream serves the same answers in the same order (same seed, same requests).
 
@@ -146,6 +162,16 @@ def raw_body(side: Side, request: dict[str, object]) -> bytes:
             "POST", str(request["path"]), json=request["json"], headers=headers) as answer:
         assert answer.status_code == 200
         return b"".join(answer.iter_raw())
+
+
+def test_a_finished_messages_stream_without_message_stop_gets_it_under_agents(pair: Pair) -> None:
+    pair.guarded.upstream.inject("no_done", api="messages")
+    request = {"model": CLAUDE_MODEL, "stream": True, "max_tokens": 256,
+               "messages": [{"role": "user", "content": "Say something."}]}
+    body = raw_body(pair.guarded, {"path": "/v1/messages", "json": request})
+    assert body.count(b"event: message_stop") == 1
+    assert body.endswith(b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+    assert b'"stop_reason":"end_turn"' in body
 
 
 def test_a_failed_stream_is_recorded_with_its_ending_and_what_was_done(pair: Pair) -> None:

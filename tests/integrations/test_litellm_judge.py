@@ -74,7 +74,8 @@ def test_a_dict_and_a_plain_string_are_data_lines() -> None:
 def test_an_item_of_an_unknown_kind_is_counted_not_judged() -> None:
     judge = HookJudge("messages", None, policy=AGENTS)
     judge.see(object())
-    assert (judge.items, judge.unseen) == (1, 1)
+    judge.see({"not json": object()})  # a mapping json cannot write: passed on, not judged
+    assert (judge.items, judge.unseen) == (2, 2)
 
 
 # ── chat: objects, LiteLLM's [DONE], and the finish LiteLLM fills in ─────────────────────────────

@@ -30,7 +30,7 @@ from litellm.integrations.custom_guardrail import CustomGuardrail
 from sseguard.contract import api_for_path
 from sseguard.errors import SSEGuardError
 from sseguard.integrations.litellm.judge import HookJudge, Judgement
-from sseguard.integrations.litellm.recorder import Recorder, StreamFacts
+from sseguard.integrations.litellm.recorder import Recorder, StreamFacts, log
 from sseguard.policy import GUARD_DEFAULT, Policy
 from sseguard.store._base import one_line
 from sseguard.verdict import Api
@@ -102,7 +102,7 @@ class SSEGuardGuardrail(CustomGuardrail):
         facts.headers = _upstream_headers(response)  # LiteLLM has them before the first item
         try:
             async for item in response:
-                judge.see(item)
+                judge.see(item)  # never raises on what a peer sent (the checkers' promise)
                 if facts.ttft_ms is None and judge.saw_content:
                     facts.ttft_ms = (time.monotonic() - started) * 1000
                 yield item
@@ -140,7 +140,10 @@ class SSEGuardGuardrail(CustomGuardrail):
             facts.extra["finish_filled_by_litellm"] = True
         if judgement.completion:
             facts.extra["completed_with"] = judgement.completion.decode("utf-8", "replace").strip()
-        self.recorder.record(judgement, facts, policy=self.sseguard_policy)
+        try:
+            self.recorder.record(judgement, facts, policy=self.sseguard_policy)
+        except Exception:  # evidence must never take a stream down (a store that cannot be opened)
+            log.exception("could not record a stream on %s", facts.path)
 
 
 def _provider_finished(api: Api, response: object) -> bool | None:

@@ -54,14 +54,15 @@ def wire_bytes(item: object) -> bytes | None:
     if isinstance(item, str):
         data = item.encode("utf-8")
         return data if data.startswith(_SSE_STARTS) else b"data: " + data + b"\n\n"
-    dump = getattr(item, "model_dump_json", None)
-    if callable(dump):
-        text = dump(exclude_none=True)
-        if isinstance(text, str):
-            return b"data: " + text.encode("utf-8") + b"\n\n"
+    try:
+        dump = getattr(item, "model_dump_json", None)
+        if callable(dump):
+            text = dump(exclude_none=True)
+            return b"data: " + text.encode("utf-8") + b"\n\n" if isinstance(text, str) else None
+        if isinstance(item, Mapping):
+            return b"data: " + json.dumps(item, ensure_ascii=False).encode("utf-8") + b"\n\n"
+    except (TypeError, ValueError):  # an object its own serializer rejects: not judged, passed on
         return None
-    if isinstance(item, Mapping):
-        return b"data: " + json.dumps(item, ensure_ascii=False).encode("utf-8") + b"\n\n"
     return None
 
 
