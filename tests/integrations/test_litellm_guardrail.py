@@ -66,7 +66,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
         yield running
 
 
-def through(side: Side, api: str, fault: str) -> str:
+def through(side: Side, api: str, fault: str | None, *, tools: bool = False) -> str:
     """Send one request of ``api`` through ``side`` with ``fault`` injected; how it ended for the
     application: the SDK's exception, ``clean``, or ``healed`` (clean, because LiteLLM retried a
     failure before the first byte and its next try was served healthy: one whole answer).
@@ -75,8 +75,9 @@ def through(side: Side, api: str, fault: str) -> str:
     when the reset comes before the first chunk reached it."""
     tries = HTTP_TRIES if fault == "http_error" else 1
     before = len(side.upstream.requests)
-    side.upstream.inject(fault, times=tries, api=api)
-    outcome = DRIVERS[api](side.url, "")
+    if fault is not None:
+        side.upstream.inject(fault, times=tries, api=api)
+    outcome = DRIVERS[api](side.url, tools=tools)
     assert side.upstream.pending == 0, f"{api}/{fault}: LiteLLM did not ask the upstream {tries}x"
     served = [r.fault for r in side.upstream.requests[before:]]
     if outcome.startswith("clean") and len(served) > 1 and served[-1] is None:
@@ -111,6 +112,27 @@ FINDINGS = {"chat": ("markup_leak", "tool_args_invalid_json"),
 def test_a_stream_with_a_failing_finding_raises_through_the_guardrail(pair: Pair, api: str) -> None:
     for fault in FINDINGS[api]:
         guarded, bare = through(pair.guarded, api, fault), through(pair.bare, api, fault)
+        assert bare == "clean", (fault, bare)
+        assert not guarded.startswith("clean"), (fault, guarded)
+
+
+#: Findings about a call of an offered tool (its name, its arguments against the tool's schema),
+#: which LiteLLM alone passes as clean (measured).
+TOOL_FINDINGS = {"chat": ("tool_undefined_function", "tool_args_schema_mismatch"),
+                 "responses": ("tool_undefined_function", "tool_args_schema_mismatch"),
+                 "messages": ("tool_undefined_function", "tool_args_schema_mismatch"),
+                 "gemini": ("tool_undefined_function", "tool_args_schema_mismatch")}
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages", "gemini"])
+def test_a_healthy_tool_call_passes_and_a_broken_one_raises(pair: Pair, api: str) -> None:
+    """A whole answer that calls the offered tool passes through the guardrail as it does without
+    it; a call of a tool never offered, or with arguments against its schema, raises only with it."""
+    assert through(pair.guarded, api, None, tools=True) == "clean"
+    assert through(pair.bare, api, None, tools=True) == "clean"
+    for fault in TOOL_FINDINGS[api]:
+        guarded = through(pair.guarded, api, fault, tools=True)
+        bare = through(pair.bare, api, fault, tools=True)
         assert bare == "clean", (fault, bare)
         assert not guarded.startswith("clean"), (fault, guarded)
 
