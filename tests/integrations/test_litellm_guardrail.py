@@ -208,6 +208,7 @@ def test_a_failed_stream_is_recorded_with_its_ending_and_what_was_done(pair: Pai
         call_id = answer.headers["x-litellm-call-id"]
         body = b"".join(answer.iter_raw())
     assert b'"code": "502"' in body or b'"code":"502"' in body, body[-400:]
+    assert b'"message": "sseguard: truncated: ' in body, body[-400:]
     record = wait_for_record(pair.store, call_id)
     assert (record["source"], record["api"], record["ending"], record["passed"]) == (
         "litellm", "chat", "truncated", False)

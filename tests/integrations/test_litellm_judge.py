@@ -89,6 +89,7 @@ def test_a_finished_chat_stream_passes_with_the_done_litellm_writes() -> None:
 def test_a_chat_stream_without_a_finish_fails_as_no_finish() -> None:
     judgement = judge_chat(chat_items(finish=False)).close()
     assert judgement.failure == "no_finish"
+    assert judgement.message.startswith("sseguard: no_finish: ")
     assert judgement.frame.startswith(b'data: {"error": {"message": "sseguard: ')
 
 

@@ -31,7 +31,6 @@ from typing import Any
 
 from sseguard.contract import Checker, checker_for, protocol
 from sseguard.contract.chat import DONE_FRAME
-from sseguard.contract.protocol import UpstreamError
 from sseguard.policy import Policy
 from sseguard.proxy.outcome import failure_message
 from sseguard.verdict import Api, Ending, Verdict
@@ -106,7 +105,6 @@ class HookJudge:
         self.items = 0  # items handed to ``see``
         self.objects = 0  # of them parsed objects (the judge wrote their frames)
         self.unseen = 0  # of them of a kind the judge does not know: passed on, not judged
-        self.upstream_error: UpstreamError | None = None  # an error frame of the upstream's own
         #: Whether the finish the client got was filled in by LiteLLM (``close``'s
         #: ``provider_finished=False``): the record says so.
         self.finish_filled = False
@@ -156,17 +154,15 @@ class HookJudge:
             completing = (self.policy.complete and verdict.ending is Ending.NO_DONE
                           and transport_error is None)
             return Judgement(verdict, None, "", b"", self._relay.sentinel if completing else b"")
-        message = failure_message(verdict, failure, policy=self.policy.name, stall_timeout=0.0,
-                                  broke=transport_error, messages=self._relay.messages)
-        message = f"sseguard: {message}"
-        frame = self._relay.error_frame(failure, message, self._sent)
-        return Judgement(verdict, failure, message, frame)
+        why = failure_message(verdict, failure, policy=self.policy.name, stall_timeout=0.0,
+                              broke=transport_error, messages=self._relay.messages)
+        # The protocol's own frame carries the failure as its code (Responses' ``code``, Gemini's
+        # message prefix); LiteLLM's frames carry only a message, so that names it too.
+        frame = self._relay.error_frame(failure, f"sseguard: {why}", self._sent)
+        return Judgement(verdict, failure, f"sseguard: {failure}: {why}", frame)
 
     def _feed(self, data: bytes) -> None:
-        for event in self.checker.feed(data):
-            kind = self._relay.upstream_error(event)
-            if kind is not None and self.upstream_error is None:
-                self.upstream_error = kind
+        self.checker.feed(data)
 
     def _remember(self, data: bytes) -> None:
         sent = self._sent + data
