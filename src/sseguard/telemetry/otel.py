@@ -1,0 +1,195 @@
+"""The OpenTelemetry adapter: ``genai``'s plans handed to the OpenTelemetry API, and the SDK set up
+from the standard ``OTEL_*`` environment variables for the commands that emit (``--otel``).
+
+Only this module imports OpenTelemetry, and only ``sseguard[otel]`` installs it: everything else
+reaches it through ``load()``, which names the extra when it is missing.
+
+A span is made once the call is over, with the times the adapter measured (``start_time``,
+``end_time``), rather than opened at the request and carried along the stream: the relay's per-event
+path stays exactly what it is with ``--otel`` off, and what a span costs is paid once per stream.
+``opentelemetry-util-genai``'s handler does not fit that: it opens its span when the call starts and
+reads the clock itself.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import metrics, propagate, trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from sseguard import __version__
+from sseguard.errors import ConfigError
+from sseguard.redact import DEFAULT, Redactor
+from sseguard.telemetry import genai
+
+SCOPE = "sseguard"
+
+
+class Telemetry:
+    """Spans and metrics of streamed calls, on the given providers (default: the global ones, which
+    is what an instrumented application has set up)."""
+
+    def __init__(self, tracer_provider: trace.TracerProvider | None = None,
+                 meter_provider: metrics.MeterProvider | None = None, *,
+                 redactor: Redactor = DEFAULT, kind: SpanKind = SpanKind.CLIENT) -> None:
+        self._tracer = trace.get_tracer(SCOPE, __version__, tracer_provider)
+        meter = metrics.get_meter(SCOPE, __version__, meter_provider)
+        self._redactor = redactor
+        self._kind = kind
+        self._duration = meter.create_histogram(
+            genai.DURATION_METRIC, unit="s", description="GenAI operation duration.",
+            explicit_bucket_boundaries_advisory=genai.TIME_BUCKETS)
+        self._ttfc = meter.create_histogram(
+            genai.TTFC_METRIC, unit="s", description="Time to the first chunk of a streamed answer.",
+            explicit_bucket_boundaries_advisory=genai.TIME_BUCKETS)
+        self._tokens = meter.create_histogram(
+            genai.TOKENS_METRIC, unit="{token}", description="Tokens used, by token type.",
+            explicit_bucket_boundaries_advisory=genai.TOKEN_BUCKETS)
+        self._endings = meter.create_counter(
+            genai.ENDINGS_METRIC, unit="{stream}",
+            description="Streams by protocol, how they ended and how they were healed.")
+
+    def parent_from_headers(self, headers: object) -> object | None:
+        """The trace context a request's ``traceparent`` (or the configured propagator's headers)
+        carries, for the span of the call it asked for; None without one."""
+        if not isinstance(headers, Mapping):
+            return None
+        ctx = propagate.extract(headers)
+        return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
+
+    def current(self) -> object:
+        """The caller's current context (its active span), to nest a later span under."""
+        return otel_context.get_current()
+
+    def emit(self, call: genai.Call, parent: object | None = None) -> None:
+        """One span for ``call`` (under ``parent``: a context, default the current one) and its
+        metric points."""
+        plan = genai.span_of(call, self._redactor)
+        ctx = parent if isinstance(parent, otel_context.Context) else None
+        span = self._tracer.start_span(plan.name, context=ctx, kind=self._kind,
+                                       attributes=plan.attributes, start_time=plan.start_ns)
+        for event in plan.events:
+            span.add_event(event.name, event.attributes, timestamp=plan.end_ns)
+        if plan.error_type is not None:
+            span.set_status(Status(StatusCode.ERROR, plan.description))
+        span.end(end_time=plan.end_ns)
+        points = genai.metrics_of(call)
+        attrs = points.attributes
+        self._duration.record(points.duration_s, attrs)
+        if points.ttfc_s is not None:
+            self._ttfc.record(points.ttfc_s, attrs)
+        for token_type, count in (("input", points.input_tokens), ("output", points.output_tokens)):
+            if count is not None:
+                self._tokens.record(count, {**attrs, genai.TOKEN_TYPE: token_type})
+        self._endings.add(1, points.ending_attributes)
+
+
+@dataclass(slots=True)
+class Pipeline:
+    """The SDK providers a command set up (``configure``): its ``telemetry``, and ``shutdown``,
+    which flushes what is pending and stops the exporters."""
+
+    telemetry: Telemetry
+    shutdown: Callable[[], None]
+
+
+_PROTOCOLS = ("http/protobuf", "grpc")
+
+
+def _protocol(signal: str, env: Mapping[str, str]) -> str:
+    name = (env.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+            or "http/protobuf").strip()
+    if name not in _PROTOCOLS:
+        raise ConfigError(f"OTEL_EXPORTER_OTLP_PROTOCOL={name!r}: sseguard exports with "
+                          f"{' or '.join(_PROTOCOLS)}")
+    return name
+
+
+def _exporter_names(signal: str, env: Mapping[str, str]) -> set[str]:
+    names = {n.strip() for n in env.get(f"OTEL_{signal}_EXPORTER", "otlp").split(",") if n.strip()}
+    unknown = names - {"otlp", "console", "none"}
+    if unknown:
+        raise ConfigError(f"OTEL_{signal}_EXPORTER={','.join(sorted(unknown))}: sseguard exports "
+                          "with otlp, console or none")
+    return names - {"none"}
+
+
+def check_environment(env: Mapping[str, str] | None = None) -> None:
+    """Raise ``ConfigError`` (one line) for an ``OTEL_*`` value sseguard cannot export with, so a
+    command fails at its start rather than in its serving processes."""
+    env = os.environ if env is None else env
+    for signal in ("TRACES", "METRICS"):
+        if "otlp" in _exporter_names(signal, env):
+            _protocol(signal, env)
+
+
+def configure(env: Mapping[str, str] | None = None, *, service_name: str = "sseguard",
+              redactor: Redactor = DEFAULT) -> Pipeline:
+    """Set up tracing and metrics as the ``OTEL_*`` variables say (endpoint, headers, protocol
+    ``http/protobuf`` or ``grpc``, service name, resource attributes, batch and export intervals),
+    make them the global providers, and return the ``Pipeline``.
+
+    ``OTEL_SERVICE_NAME`` unset: the service is ``service_name``. ``OTEL_SDK_DISABLED=true`` and
+    ``OTEL_TRACES_EXPORTER``/``OTEL_METRICS_EXPORTER=none`` turn a signal off, as everywhere."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import (
+        ConsoleMetricExporter,
+        MetricReader,
+        PeriodicExportingMetricReader,
+    )
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+
+    env = os.environ if env is None else env
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return Pipeline(Telemetry(trace.NoOpTracerProvider(), metrics.NoOpMeterProvider(),
+                                  redactor=redactor), lambda: None)
+    attributes: dict[str, Any] = {}
+    if not env.get("OTEL_SERVICE_NAME"):
+        attributes["service.name"] = service_name
+    resource = Resource.create(attributes)
+    tracer_provider = TracerProvider(resource=resource)
+    for name in _exporter_names("TRACES", env):
+        span_exporter = ConsoleSpanExporter() if name == "console" else \
+            _span_exporter(_protocol("TRACES", env))
+        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
+    readers: list[MetricReader] = []
+    for name in _exporter_names("METRICS", env):
+        metric_exporter = ConsoleMetricExporter() if name == "console" else \
+            _metric_exporter(_protocol("METRICS", env))
+        readers.append(PeriodicExportingMetricReader(metric_exporter))
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    trace.set_tracer_provider(tracer_provider)
+    metrics.set_meter_provider(meter_provider)
+
+    def shutdown() -> None:
+        tracer_provider.shutdown()
+        meter_provider.shutdown()
+
+    return Pipeline(Telemetry(tracer_provider, meter_provider, redactor=redactor), shutdown)
+
+
+def _span_exporter(protocol: str) -> Any:
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        return OTLPSpanExporter()
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+        OTLPSpanExporter as HttpSpanExporter,
+    )
+    return HttpSpanExporter()
+
+
+def _metric_exporter(protocol: str) -> Any:
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+        return OTLPMetricExporter()
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+        OTLPMetricExporter as HttpMetricExporter,
+    )
+    return HttpMetricExporter()
