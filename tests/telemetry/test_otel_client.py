@@ -13,8 +13,8 @@ import anthropic
 import httpx2
 import openai
 import pytest
-from _otlp_support import STATUS_ERROR, STATUS_UNSET, otlp_http_receiver
 
+from _otlp_support import STATUS_ERROR, STATUS_UNSET, otlp_http_receiver
 from sseguard.chaos import ChaosConfig, run_chaos
 from sseguard.client import AsyncStrictTransport, StrictTransport, ended_badly
 

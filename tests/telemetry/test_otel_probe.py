@@ -10,7 +10,6 @@ from typing import Any
 
 from _otlp_support import STATUS_ERROR, STATUS_UNSET, otel_env, otlp_http_receiver
 from _probe_support import config
-
 from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
 from sseguard.probe.runner import execute
 

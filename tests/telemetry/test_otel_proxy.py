@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from _otlp_support import (
     STATUS_ERROR,
     STATUS_UNSET,
@@ -20,7 +21,6 @@ from _otlp_support import (
     otlp_http_receiver,
 )
 from _proxy_support import chaos_proxy, raw_post
-
 from sseguard.chaos import ChaosConfig, Fault
 from sseguard.contract import protocol
 from sseguard.contract.request import Settings, Turn

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the promtool test below is YAML: a series and its labels are one line)
 """The alerting rules shipped in ``deploy/prometheus``: valid for ``promtool check rules``, and each
 alert fires on the series it is about (and not below its threshold) under ``promtool test rules``
 with series written here."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+
 from _prometheus_support import RULES, binary
 from _proxy_support import chaos_proxy, chat, raw_post
 
@@ -109,41 +110,41 @@ async def _evaluated_since(base: str, since: float) -> bool:
 
 
 async def test_silent_endings_alert_fires_when_chaos_truncates(tmp_path: Path) -> None:
-    async with chaos_proxy(policy="strict", retry=0) as (_, px):
-        async with prometheus(f"127.0.0.1:{px.port}", tmp_path) as prom:
-            # A counter's first scrape is its baseline (rate() sees only increases after it), so
-            # one stream of each ending goes first, and the rest once Prometheus has seen them.
-            for fault in ("none", "truncated"):
-                await raw_post(f"{px.url}/chat/completions", chat(), inject=fault)
-            query = 'sseguard_proxy_streams_total{api="chat",ending="truncated"}'
-            await _poll(lambda: _scraped(prom, query, 1), ALERT_WAIT_S,
-                        "Prometheus never scraped the first streams")
-            for i in range(30):
-                await raw_post(f"{px.url}/chat/completions", chat(),
-                               inject="truncated" if i % 3 == 0 else "none")
+    async with chaos_proxy(policy="strict", retry=0) as (_, px), \
+            prometheus(f"127.0.0.1:{px.port}", tmp_path) as prom:
+        # A counter's first scrape is its baseline (rate() sees only increases after it), so
+        # one stream of each ending goes first, and the rest once Prometheus has seen them.
+        for fault in ("none", "truncated"):
+            await raw_post(f"{px.url}/chat/completions", chat(), inject=fault)
+        query = 'sseguard_proxy_streams_total{api="chat",ending="truncated"}'
+        await _poll(lambda: _scraped(prom, query, 1), ALERT_WAIT_S,
+                    "Prometheus never scraped the first streams")
+        for i in range(30):
+            await raw_post(f"{px.url}/chat/completions", chat(),
+                           inject="truncated" if i % 3 == 0 else "none")
 
-            async def firing() -> bool:
-                alerts = (await _api(prom, "alerts"))["alerts"]
-                return any(a["labels"]["alertname"] == "SseguardSilentEndings"
-                           and a["labels"].get("api") == "chat" and a["state"] == "firing"
-                           for a in alerts)
-
-            await _poll(firing, ALERT_WAIT_S, "SseguardSilentEndings never fired")
+        async def firing() -> bool:
             alerts = (await _api(prom, "alerts"))["alerts"]
+            return any(a["labels"]["alertname"] == "SseguardSilentEndings"
+                       and a["labels"].get("api") == "chat" and a["state"] == "firing"
+                       for a in alerts)
+
+        await _poll(firing, ALERT_WAIT_S, "SseguardSilentEndings never fired")
+        alerts = (await _api(prom, "alerts"))["alerts"]
     assert {(a["labels"]["alertname"], a["labels"].get("api")) for a in alerts} == \
         {("SseguardSilentEndings", "chat")}
 
 
 async def test_no_alert_on_a_healthy_run(tmp_path: Path) -> None:
-    async with chaos_proxy(policy="strict", retry=0) as (_, px):
-        async with prometheus(f"127.0.0.1:{px.port}", tmp_path) as prom:
-            for _ in range(30):
-                await raw_post(f"{px.url}/chat/completions", chat(), inject="none")
-            query = 'sseguard_proxy_streams_total{api="chat",ending="complete"}'
-            await _poll(lambda: _scraped(prom, query, 30), ALERT_WAIT_S,
-                        "Prometheus never scraped the 30 streams")
-            scraped_at = time.time()
-            await _poll(lambda: _evaluated_since(prom, scraped_at), ALERT_WAIT_S,
-                        "the rules were never evaluated after the scrape")
-            alerts = (await _api(prom, "alerts"))["alerts"]
+    async with chaos_proxy(policy="strict", retry=0) as (_, px), \
+            prometheus(f"127.0.0.1:{px.port}", tmp_path) as prom:
+        for _ in range(30):
+            await raw_post(f"{px.url}/chat/completions", chat(), inject="none")
+        query = 'sseguard_proxy_streams_total{api="chat",ending="complete"}'
+        await _poll(lambda: _scraped(prom, query, 30), ALERT_WAIT_S,
+                    "Prometheus never scraped the 30 streams")
+        scraped_at = time.time()
+        await _poll(lambda: _evaluated_since(prom, scraped_at), ALERT_WAIT_S,
+                    "the rules were never evaluated after the scrape")
+        alerts = (await _api(prom, "alerts"))["alerts"]
     assert alerts == []
