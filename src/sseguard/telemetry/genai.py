@@ -9,8 +9,8 @@ policy ends ERROR with ``error.type`` set to what failed it (the ending — ``tr
 ``cut_mid_frame``, ``stalled`` … — or the first finding the policy does not tolerate), every finding
 is an event, and a stream the proxy healed says how (attempts, tokens, the bytes it resumed after).
 
-An adapter (the proxy, the probe, the strict transports) describes a call as a ``Call``; ``span_of``
-and ``metrics_of`` turn it into plain values that ``telemetry.otel`` hands to the OpenTelemetry API
+An adapter (the proxy, the probe, the strict transports) describes a call as a ``Call``; ``plan``
+turns it into plain values that ``telemetry.otel`` hands to the OpenTelemetry API
 as they are. Attribute names are written once, here.
 """
 
@@ -49,7 +49,6 @@ HTTP_STATUS = "http.response.status_code"
 # sseguard's own: what the conventions have no name for.
 PROTOCOL = "sseguard.protocol"
 ENDING = "sseguard.stream.ending"
-PASSED = "sseguard.stream.passed"
 POLICY = "sseguard.policy"
 CHUNKS = "sseguard.stream.chunks"
 BYTES = "sseguard.stream.bytes"
@@ -167,37 +166,43 @@ def _failure(call: Call) -> str | None:
     return call.policy.failure(call.verdict)
 
 
-def _ending(call: Call) -> str:
-    return CLIENT_DISCONNECT if call.client_gone else str(call.verdict.ending)
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One call's span and metric points."""
+
+    span: SpanPlan
+    metrics: MetricsPlan
 
 
-def _base(call: Call) -> dict[str, Value]:
-    """The attributes a span and its metrics share (the conventions' metric attributes)."""
+def plan(call: Call, redactor: Redactor = DEFAULT) -> Plan:
+    """The span of ``call`` (the conventions' attributes, sseguard's facts, findings and replaced
+    attempts as events) and what it adds to the metrics: the duration, time-to-first-chunk and
+    token histograms under the conventions' metric attributes, and the endings counter (by
+    protocol, ending and healing).
+
+    Free text (finding details, the error) goes through ``redactor``: a span leaves the process.
+    Each attribute costs about 3 µs to make and export, per stream: the span carries what a
+    reader needs and no fact twice (whether the stream passed is its status; the policy and a
+    non-200 status are named only when they explain an error)."""
     verdict = call.verdict
     proto = protocol(verdict.api)
-    attrs: dict[str, Value] = {OPERATION: proto.genai_operation, PROVIDER: proto.genai_provider}
+    failure = _failure(call)
+    ending = CLIENT_DISCONNECT if call.client_gone else str(verdict.ending)
+    usage = proto.usage_of(verdict.message)
+    # The attributes the span and its metric points share (the conventions' metric attributes).
+    base: dict[str, Value] = {OPERATION: proto.genai_operation, PROVIDER: proto.genai_provider}
     if call.request_model:
-        attrs[REQUEST_MODEL] = call.request_model
+        base[REQUEST_MODEL] = call.request_model
     model = verdict.message.get(proto.response_model_field)
     if isinstance(model, str) and model:
-        attrs[RESPONSE_MODEL] = model
+        base[RESPONSE_MODEL] = model
     if call.server_address:
-        attrs[SERVER_ADDRESS] = call.server_address
+        base[SERVER_ADDRESS] = call.server_address
     if call.server_port is not None:
-        attrs[SERVER_PORT] = call.server_port
-    failure = _failure(call)
+        base[SERVER_PORT] = call.server_port
     if failure is not None:
-        attrs[ERROR_TYPE] = failure
-    return attrs
-
-
-def span_of(call: Call, redactor: Redactor = DEFAULT) -> SpanPlan:
-    """The span of ``call``: the conventions' attributes, sseguard's facts, findings as events.
-
-    Free text (finding details, the error) goes through ``redactor``: a span leaves the process."""
-    verdict = call.verdict
-    proto = protocol(verdict.api)
-    attrs = _base(call)
+        base[ERROR_TYPE] = failure
+    attrs = dict(base)
     attrs[REQUEST_STREAM] = True
     attrs[PROTOCOL] = str(verdict.api)
     attrs[FINISH_REASONS] = tuple(r for r in proto.finish_of(verdict.message) if r)
@@ -205,19 +210,18 @@ def span_of(call: Call, redactor: Redactor = DEFAULT) -> SpanPlan:
         attrs[RESPONSE_ID] = verdict.first_id
     if call.ttfc_s is not None:
         attrs[TIME_TO_FIRST_CHUNK] = call.ttfc_s
-    usage = proto.usage_of(verdict.message)
     for name, value in ((INPUT_TOKENS, usage.prompt_tokens), (OUTPUT_TOKENS, usage.output_tokens),
                         (CACHE_READ_TOKENS, usage.cached_tokens),
                         (CACHE_CREATION_TOKENS, usage.cache_write_tokens)):
         if value is not None:
             attrs[name] = value
-    attrs[HTTP_STATUS] = verdict.http_status
-    attrs[ENDING] = _ending(call)
-    failure = _failure(call)
-    attrs[PASSED] = failure is None and not call.client_gone
-    attrs[POLICY] = call.policy.name
+    attrs[ENDING] = ending
     attrs[CHUNKS] = verdict.chunks
     attrs[BYTES] = verdict.bytes
+    if failure is not None:
+        attrs[POLICY] = call.policy.name
+    if verdict.http_status != 200:
+        attrs[HTTP_STATUS] = verdict.http_status
     if verdict.findings:
         attrs[FINDING_KINDS] = tuple(str(f.kind) for f in verdict.findings)
     if call.client_gone:
@@ -235,12 +239,27 @@ def span_of(call: Call, redactor: Redactor = DEFAULT) -> SpanPlan:
               for f in verdict.findings[:MAX_FINDING_EVENTS]]
     events += [EventPlan(ATTEMPT_EVENT, {ENDING: a.ending, ATTEMPT_BYTES: a.bytes})
                for a in call.attempts]
-    model = call.request_model
-    return SpanPlan(
-        name=f"{proto.genai_operation} {model}" if model else proto.genai_operation,
+    asked = call.request_model
+    span = SpanPlan(
+        name=f"{proto.genai_operation} {asked}" if asked else proto.genai_operation,
         start_ns=call.start_ns, end_ns=call.start_ns + max(0, round(call.duration_s * 1e9)),
         attributes=attrs, events=tuple(events), error_type=failure,
         description=None if failure is None else _description(failure, verdict, redactor))
+    points = MetricsPlan(
+        duration_s=call.duration_s, attributes=base, ttfc_s=call.ttfc_s,
+        input_tokens=usage.prompt_tokens, output_tokens=usage.output_tokens,
+        ending_attributes={PROTOCOL: str(verdict.api), ENDING: ending, HEALED: call.healed or "none"})
+    return Plan(span, points)
+
+
+def span_of(call: Call, redactor: Redactor = DEFAULT) -> SpanPlan:
+    """``plan(call).span``."""
+    return plan(call, redactor).span
+
+
+def metrics_of(call: Call) -> MetricsPlan:
+    """``plan(call).metrics``."""
+    return plan(call).metrics
 
 
 def _finding_event(finding: dict[str, object], redactor: Redactor) -> EventPlan:
@@ -261,18 +280,6 @@ def _description(failure: str, verdict: Verdict, redactor: Redactor) -> str:
     if verdict.error:
         text += f" ({' '.join(verdict.error.split())[:_DETAIL_MAX]})"
     return redactor.text(text)
-
-
-def metrics_of(call: Call) -> MetricsPlan:
-    """What ``call`` adds to the duration, time-to-first-chunk and token histograms and to the
-    endings counter (by protocol, ending and healing)."""
-    verdict = call.verdict
-    usage = protocol(verdict.api).usage_of(verdict.message)
-    ending: dict[str, Value] = {PROTOCOL: str(verdict.api), ENDING: _ending(call),
-                                HEALED: call.healed or "none"}
-    return MetricsPlan(duration_s=call.duration_s, attributes=_base(call), ttfc_s=call.ttfc_s,
-                       input_tokens=usage.prompt_tokens, output_tokens=usage.output_tokens,
-                       ending_attributes=ending)
 
 
 def request_model(api: str, body: object, path: str) -> str | None:
