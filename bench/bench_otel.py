@@ -9,7 +9,10 @@ thread: the caller's span and metric calls and the exporter's encoding and sendi
 streams emitted; the exporter is flushed inside the measured time. ``bench_proxy.py --otel`` measures
 the same cost as a share of the proxy's CPU per event.
 
-Run: .venv/bin/python bench/bench_otel.py [--streams 5000] [--repeats 5]
+``--healthy-spans 0.1`` measures with ``SSEGUARD_OTEL_HEALTHY_SPANS=0.1`` (a span for one passing
+stream in ten; every failing stream and every metric point kept).
+
+Run: .venv/bin/python bench/bench_otel.py [--streams 5000] [--repeats 5] [--healthy-spans SHARE]
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, default=5000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--healthy-spans", default="1")
     args = parser.parse_args()
     sink = subprocess.Popen([sys.executable, str(Path(__file__).with_name("bench_proxy.py")),
                              "--otlp-sink"], stdout=subprocess.PIPE, text=True)
@@ -61,6 +65,7 @@ def main() -> None:
         assert sink.stdout is not None
         os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = sink.stdout.readline().split()[3]
         os.environ["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/protobuf"
+        os.environ["SSEGUARD_OTEL_HEALTHY_SPANS"] = args.healthy_spans
         from opentelemetry import trace
 
         pipeline = load().configure(service_name="bench")

@@ -55,3 +55,13 @@ def test_an_otlp_protocol_sseguard_cannot_export_with_is_one_line_exit_2(monkeyp
                            env={"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"})
     assert result.exit_code == 2
     assert "OTEL_EXPORTER_OTLP_PROTOCOL='http/json'" in result.output
+
+
+def test_a_share_of_healthy_spans_outside_0_to_1_is_one_line_exit_2() -> None:
+    import pytest
+
+    pytest.importorskip("opentelemetry.sdk")
+    result = CliRunner().invoke(app, ["probe", "--arm", "a=http://127.0.0.1:9/v1", "--otel"],
+                                env={"SSEGUARD_OTEL_HEALTHY_SPANS": "1.5"})
+    assert result.exit_code == 2
+    assert "SSEGUARD_OTEL_HEALTHY_SPANS='1.5'" in result.output

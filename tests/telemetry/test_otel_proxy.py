@@ -202,3 +202,20 @@ async def test_a_retried_stream_says_how(monkeypatch: Any) -> None:
     assert [a["sseguard.stream.ending"] for name, a in span.events
             if name == "sseguard.heal.attempt"] == ["empty"]
     assert "sseguard.heal.resumed_bytes" not in attrs
+
+
+async def test_healthy_spans_can_be_sampled_while_every_failure_keeps_its_span(
+        monkeypatch: Any) -> None:
+    """``SSEGUARD_OTEL_HEALTHY_SPANS=0``: no span for a stream that passed, one for every stream that
+    failed; the metrics still count them all."""
+    with otlp_http_receiver() as (endpoint, received):
+        for name, value in otel_env(endpoint, SSEGUARD_OTEL_HEALTHY_SPANS="0").items():
+            monkeypatch.setenv(name, value)
+        async with chaos_proxy(**OPTIONS) as (_, px):
+            for fault in ("none", "truncated", "none", "cut_mid_frame", "none"):
+                await raw_post(f"{px.url}/chat/completions", request_of("chat"), inject=fault)
+        spans = received.wait_spans(2)
+    assert [s.attributes["error.type"] for s in spans] == ["truncated", "cut_mid_frame"]
+    endings = {p.attributes["sseguard.stream.ending"]: p.value for p in received.points
+               if p.metric == "sseguard.stream.endings"}
+    assert endings == {"complete": 3, "truncated": 1, "cut_mid_frame": 1}

@@ -113,7 +113,7 @@ def _probe_command(sweep: bool) -> Any:
         try:
             code = probe_main(options, config_path=config, resume=resume, sweep=sweep,
                               as_json=as_json, live=False if no_live else None, console=console,
-                              err_console=err_console, workers=workers)
+                              err_console=err_console, workers=workers, otel=otel)
         except ConfigError as exc:
             fail(str(exc))
         raise typer.Exit(code)

@@ -14,6 +14,7 @@ reads the clock itself.
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -37,11 +38,20 @@ class Telemetry:
 
     def __init__(self, tracer_provider: trace.TracerProvider | None = None,
                  meter_provider: metrics.MeterProvider | None = None, *,
-                 redactor: Redactor = DEFAULT, kind: SpanKind = SpanKind.CLIENT) -> None:
+                 redactor: Redactor = DEFAULT, kind: SpanKind = SpanKind.CLIENT,
+                 healthy_spans: float = 1.0) -> None:
+        """``healthy_spans``: the share of streams that pass the policy which get a span (a span
+        costs ~100 µs of CPU, most of a stream's telemetry); a failing stream always gets one, and
+        every stream counts in the metrics."""
+        if not 0.0 <= healthy_spans <= 1.0:
+            raise ConfigError(f"the share of healthy streams' spans must be from 0 to 1, not "
+                              f"{healthy_spans!r}")
         self._tracer = trace.get_tracer(SCOPE, __version__, tracer_provider)
         meter = metrics.get_meter(SCOPE, __version__, meter_provider)
         self._redactor = redactor
         self._kind = kind
+        self._healthy_spans = healthy_spans
+        self._draw = random.Random().random
         self._duration = meter.create_histogram(
             genai.DURATION_METRIC, unit="s", description="GenAI operation duration.",
             explicit_bucket_boundaries_advisory=genai.TIME_BUCKETS)
@@ -75,14 +85,16 @@ class Telemetry:
         metric points."""
         both = genai.plan(call, self._redactor)
         plan = both.span
-        ctx = parent if isinstance(parent, otel_context.Context) else None
-        span = self._tracer.start_span(plan.name, context=ctx, kind=self._kind,
-                                       attributes=plan.attributes, start_time=plan.start_ns)
-        for event in plan.events:
-            span.add_event(event.name, event.attributes, timestamp=plan.end_ns)
-        if plan.error_type is not None:
-            span.set_status(Status(StatusCode.ERROR, plan.description))
-        span.end(end_time=plan.end_ns)
+        if plan.error_type is not None or self._healthy_spans >= 1.0 \
+                or self._draw() < self._healthy_spans:
+            ctx = parent if isinstance(parent, otel_context.Context) else None
+            span = self._tracer.start_span(plan.name, context=ctx, kind=self._kind,
+                                           attributes=plan.attributes, start_time=plan.start_ns)
+            for event in plan.events:
+                span.add_event(event.name, event.attributes, timestamp=plan.end_ns)
+            if plan.error_type is not None:
+                span.set_status(Status(StatusCode.ERROR, plan.description))
+            span.end(end_time=plan.end_ns)
         points = both.metrics
         attrs = points.attributes
         self._duration.record(points.duration_s, attrs)
@@ -132,10 +144,28 @@ def _exporter_names(signal: str, env: Mapping[str, str]) -> set[str]:
     return names - {"none"}
 
 
+#: sseguard's one variable beside the standard ones: the share of passing streams given a span.
+HEALTHY_SPANS_VAR = "SSEGUARD_OTEL_HEALTHY_SPANS"
+
+
+def _healthy_spans(env: Mapping[str, str]) -> float:
+    text = env.get(HEALTHY_SPANS_VAR, "").strip()
+    if not text:
+        return 1.0
+    try:
+        share = float(text)
+    except ValueError:
+        share = -1.0
+    if not 0.0 <= share <= 1.0:
+        raise ConfigError(f"{HEALTHY_SPANS_VAR}={text!r}: use a share from 0 to 1 (e.g. 0.1)")
+    return share
+
+
 def check_environment(env: Mapping[str, str] | None = None) -> None:
     """Raise ``ConfigError`` (one line) for an ``OTEL_*`` value sseguard cannot export with, so a
     command fails at its start rather than in its serving processes."""
     env = os.environ if env is None else env
+    _healthy_spans(env)
     for signal in ("TRACES", "METRICS"):
         if "otlp" in _exporter_names(signal, env):
             _protocol(signal, env)
@@ -160,6 +190,7 @@ def configure(env: Mapping[str, str] | None = None, *, service_name: str = "sseg
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 
     env = os.environ if env is None else env
+    healthy = _healthy_spans(env)
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return Pipeline(Telemetry(trace.NoOpTracerProvider(), metrics.NoOpMeterProvider(),
                                   redactor=redactor), lambda: None)
@@ -185,7 +216,8 @@ def configure(env: Mapping[str, str] | None = None, *, service_name: str = "sseg
         tracer_provider.shutdown()
         meter_provider.shutdown()
 
-    return Pipeline(Telemetry(tracer_provider, meter_provider, redactor=redactor), shutdown)
+    return Pipeline(Telemetry(tracer_provider, meter_provider, redactor=redactor,
+                              healthy_spans=healthy), shutdown)
 
 
 def _span_exporter(protocol: str) -> Any:
