@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import logging
 import time
 import zlib
 from collections.abc import AsyncIterator, Iterator
@@ -54,6 +55,7 @@ from sseguard.verdict import Verdict
 __all__ = ["AsyncStrictTransport", "StreamEndedBadly", "StrictTransport", "async_httpx_transport",
            "ended_badly", "httpx_transport"]
 
+_log = logging.getLogger("sseguard.client")
 _MESSAGE_DETAIL = 200
 #: Content codings the checker can read through; a request asks for no others (see _limit_encodings).
 _CODINGS = ("gzip", "x-gzip", "deflate", "identity")
@@ -199,7 +201,10 @@ class _Guard:
         verdict = self.checker.close(transport_error=transport_error, stalled=stalled)
         self.verdict = verdict
         if self._traced is not None:
-            self._traced.emit(verdict, self.policy)
+            try:
+                self._traced.emit(verdict, self.policy)
+            except Exception:  # telemetry must never change what the caller gets
+                _log.exception("could not emit the telemetry of a stream")
         if not self.policy.passes(verdict):
             raise self._error_cls(verdict, policy=self.policy, request=self._request) from cause
 
