@@ -42,7 +42,56 @@ from opentelemetry.proto.collector.trace.v1 import (  # noqa: E402
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue  # noqa: E402
 
+from sseguard.contract import protocol  # noqa: E402
+from sseguard.contract.request import Settings, Turn  # noqa: E402
+from sseguard.verdict import Api  # noqa: E402
+
 STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
+
+#: Per protocol, what each injected ending gives: (error.type or None, finish reasons). Written out:
+#: the contract tables decide these, and the test must not ask them.
+EXPECTED: dict[str, dict[str, tuple[str | None, tuple[str, ...]]]] = {
+    "chat": {
+        "none": (None, ("stop",)), "truncated": ("truncated", ()), "no_done": ("no_done", ("stop",)),
+        "no_finish": ("no_finish", ()), "cut_mid_frame": ("cut_mid_frame", ()),
+        "transport_error": ("transport_error", ()), "error_event": ("error_event", ()),
+        "http_error": ("http_error", ()), "empty": ("empty", ()),
+        "tool_call_unterminated": ("truncated", ()), "stalled": ("stalled", ()),
+    },
+    "responses": {
+        "none": (None, ("completed",)), "truncated": ("truncated", ()),
+        "no_finish": ("no_finish", ()), "cut_mid_frame": ("cut_mid_frame", ()),
+        "transport_error": ("transport_error", ()), "error_event": ("error_event", ("failed",)),
+        "http_error": ("http_error", ()), "empty": ("empty", ()),
+        "tool_call_unterminated": ("truncated", ()), "stalled": ("stalled", ()),
+    },
+    "messages": {
+        "none": (None, ("end_turn",)), "truncated": ("truncated", ()),
+        "no_done": ("no_done", ("end_turn",)), "no_finish": ("no_finish", ()),
+        "cut_mid_frame": ("cut_mid_frame", ()), "transport_error": ("transport_error", ()),
+        "error_event": ("error_event", ()), "http_error": ("http_error", ()), "empty": ("empty", ()),
+        "tool_call_unterminated": ("truncated", ()), "stalled": ("stalled", ()),
+    },
+    "gemini": {
+        "none": (None, ("STOP",)), "truncated": ("truncated", ()),
+        "cut_mid_frame": ("cut_mid_frame", ()), "transport_error": ("transport_error", ()),
+        "error_event": ("error_event", ()), "http_error": ("http_error", ()), "empty": ("empty", ()),
+        "stalled": ("stalled", ()),
+    },
+}
+#: The GenAI provider each protocol is named as.
+PROVIDERS = {"chat": "openai", "responses": "openai", "messages": "anthropic", "gemini": "gcp.gemini"}
+
+
+def request_of(api: str) -> dict[str, Any]:
+    fmt = protocol(api).format
+    return fmt.finish(fmt.render("", [Turn("user", "hi")], []), model="chaos-1", settings=Settings())
+
+
+def path_of(api: str) -> str:
+    if api == Api.GEMINI:
+        return "/v1beta/models/chaos-1:streamGenerateContent?alt=sse"
+    return protocol(api).served_paths()[0]
 
 
 def _value(v: AnyValue) -> Any:

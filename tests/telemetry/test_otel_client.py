@@ -14,7 +14,15 @@ import httpx2
 import openai
 import pytest
 
-from _otlp_support import STATUS_ERROR, STATUS_UNSET, otlp_http_receiver
+from _otlp_support import (
+    EXPECTED,
+    PROVIDERS,
+    STATUS_ERROR,
+    STATUS_UNSET,
+    otlp_http_receiver,
+    path_of,
+    request_of,
+)
 from sseguard.chaos import ChaosConfig, run_chaos
 from sseguard.client import AsyncStrictTransport, StrictTransport, ended_badly
 
@@ -128,3 +136,32 @@ def test_otel_without_the_extra_is_a_config_error(monkeypatch: Any) -> None:
     monkeypatch.setitem(sys.modules, "opentelemetry.sdk", None)  # as if the extra were missing
     with pytest.raises(ConfigError, match=r"sseguard\[otel\]"):
         StrictTransport(otel=True)
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages", "gemini"])
+async def test_every_ending_of_the_protocol_reaches_the_transports_span(api: str,
+                                                                        pipeline: Any) -> None:
+    """Straight from chaos through ``AsyncStrictTransport(otel=…)``, one request per ending: the
+    span says what the proxy's does. A non-2xx answer is no stream the transport checks: no span."""
+    _, telemetry, received = pipeline
+    faults = [f for f in EXPECTED[api] if f != "http_error"]
+    transport = AsyncStrictTransport(policy="strict", stall_timeout=2.0, otel=telemetry)
+    async with run_chaos(ChaosConfig()) as srv, httpx2.AsyncClient(transport=transport) as http:
+        origin = srv.url.removesuffix("/v1")
+        for fault in [*faults, "http_error"]:
+            try:
+                async with http.stream("POST", f"{origin}{path_of(api)}", json=request_of(api),
+                                       headers={"x-sseguard-inject": fault},
+                                       timeout=30.0) as resp:
+                    async for _ in resp.aiter_raw():
+                        pass
+            except httpx2.TransportError as exc:
+                assert ended_badly(exc) is not None, fault
+    spans = received.wait_spans(len(faults))
+    assert len(spans) == len(faults)  # http_error: none
+    for fault, span in zip(faults, spans, strict=True):
+        error_type, reasons = EXPECTED[api][fault]
+        assert span.attributes.get("error.type") == error_type, fault
+        assert span.attributes["gen_ai.response.finish_reasons"] == reasons, fault
+        assert span.attributes["gen_ai.provider.name"] == PROVIDERS[api]
+        assert span.status == (STATUS_UNSET if error_type is None else STATUS_ERROR), fault

@@ -14,64 +14,22 @@ from typing import Any
 import pytest
 
 from _otlp_support import (
+    EXPECTED,
+    PROVIDERS,
     STATUS_ERROR,
     STATUS_UNSET,
     otel_env,
     otlp_grpc_receiver,
     otlp_http_receiver,
+    path_of,
+    request_of,
 )
 from _proxy_support import chaos_proxy, raw_post
 from sseguard.chaos import ChaosConfig, Fault
-from sseguard.contract import protocol
-from sseguard.contract.request import Settings, Turn
-from sseguard.verdict import Api
 
-#: Per protocol, what each injected ending gives: (error.type or None, finish reasons). Written out:
-#: the contract tables decide these, and the test must not ask them.
-EXPECTED: dict[str, dict[str, tuple[str | None, tuple[str, ...]]]] = {
-    "chat": {
-        "none": (None, ("stop",)), "truncated": ("truncated", ()), "no_done": ("no_done", ("stop",)),
-        "no_finish": ("no_finish", ()), "cut_mid_frame": ("cut_mid_frame", ()),
-        "transport_error": ("transport_error", ()), "error_event": ("error_event", ()),
-        "http_error": ("http_error", ()), "empty": ("empty", ()),
-        "tool_call_unterminated": ("truncated", ()), "stalled": ("stalled", ()),
-    },
-    "responses": {
-        "none": (None, ("completed",)), "truncated": ("truncated", ()),
-        "no_finish": ("no_finish", ()), "cut_mid_frame": ("cut_mid_frame", ()),
-        "transport_error": ("transport_error", ()), "error_event": ("error_event", ("failed",)),
-        "http_error": ("http_error", ()), "empty": ("empty", ()),
-        "tool_call_unterminated": ("truncated", ()), "stalled": ("stalled", ()),
-    },
-    "messages": {
-        "none": (None, ("end_turn",)), "truncated": ("truncated", ()),
-        "no_done": ("no_done", ("end_turn",)), "no_finish": ("no_finish", ()),
-        "cut_mid_frame": ("cut_mid_frame", ()), "transport_error": ("transport_error", ()),
-        "error_event": ("error_event", ()), "http_error": ("http_error", ()), "empty": ("empty", ()),
-        "tool_call_unterminated": ("truncated", ()), "stalled": ("stalled", ()),
-    },
-    "gemini": {
-        "none": (None, ("STOP",)), "truncated": ("truncated", ()),
-        "cut_mid_frame": ("cut_mid_frame", ()), "transport_error": ("transport_error", ()),
-        "error_event": ("error_event", ()), "http_error": ("http_error", ()), "empty": ("empty", ()),
-        "stalled": ("stalled", ()),
-    },
-}
-PROVIDERS = {"chat": "openai", "responses": "openai", "messages": "anthropic", "gemini": "gcp.gemini"}
 #: Strict (a missing sentinel fails too), no retry (every ending reaches the span as it came), and
 #: a stall cut after 2 s.
 OPTIONS: dict[str, Any] = {"otel": True, "policy": "strict", "retry": 0, "stall_timeout": 2.0}
-
-
-def request_of(api: str) -> dict[str, Any]:
-    fmt = protocol(api).format
-    return fmt.finish(fmt.render("", [Turn("user", "hi")], []), model="chaos-1", settings=Settings())
-
-
-def path_of(api: str) -> str:
-    if api == Api.GEMINI:
-        return "/v1beta/models/chaos-1:streamGenerateContent?alt=sse"
-    return protocol(api).served_paths()[0]
 
 
 @pytest.mark.parametrize("api", ["chat", "responses", "messages", "gemini"])
