@@ -394,6 +394,7 @@ async def execute(config: ProbeConfig, *, resume: bool = False, console: Console
         from sseguard import telemetry
 
         pipeline = telemetry.load().configure(service_name="sseguard-probe", redactor=redactor)
+        gc.freeze()  # the SDK just imported, as ``quiet_gc`` froze what existed before
     settings = EngineSettings(policy=config.policy, redactor=redactor,
                               stall_timeout=config.stall_timeout, timeout=config.timeout,
                               run_id=run_id,

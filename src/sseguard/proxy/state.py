@@ -9,6 +9,7 @@ done-callback each ``StreamRelay`` is given: metrics and the stream's record, ne
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import logging
 import random
@@ -145,6 +146,9 @@ class ProxyState:
             self.traces = ProxyTraces(pipeline.telemetry, self.policy,
                                       server=(upstream.host or "", upstream.port))
             self._otel_shutdown = pipeline.shutdown
+            # The SDK and exporters were imported just now, after the server froze what existed
+            # (``_serve.settle_gc``): freeze them too, or every full collection walks them again.
+            gc.freeze()
         if self.config.store is not None:
             from sseguard.store.process import ProcessWriter
             from sseguard.store.retention import RetentionThread
