@@ -9,6 +9,11 @@ how it was healed.
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -25,7 +30,7 @@ from _otlp_support import (
     request_of,
 )
 from _proxy_support import chaos_proxy, raw_post
-from sseguard.chaos import ChaosConfig, Fault
+from sseguard.chaos import ChaosConfig, Fault, run_chaos
 
 #: Strict (a missing sentinel fails too), no retry (every ending reaches the span as it came), and
 #: a stall cut after 2 s.
@@ -177,3 +182,36 @@ async def test_healthy_spans_can_be_sampled_while_every_failure_keeps_its_span(
     endings = {p.attributes["sseguard.stream.ending"]: p.value for p in received.points
                if p.metric == "sseguard.stream.endings"}
     assert endings == {"complete": 3, "truncated": 1, "cut_mid_frame": 1}
+
+
+async def test_the_proxy_command_exports_from_each_worker_and_flushes_on_sigterm() -> None:
+    """``sseguard proxy --otel --workers 2`` as a person runs it: the ``OTEL_*`` variables, SIGTERM
+    to stop; every stream's span has reached the receiver once the command has exited."""
+    with otlp_http_receiver() as (endpoint, received):
+        async with run_chaos(ChaosConfig()) as srv:
+            env = {**os.environ, **otel_env(endpoint, OTEL_BSP_SCHEDULE_DELAY="60000")}
+            proc = subprocess.Popen(
+                [sys.executable, "-c", "from sseguard.cli import main; main()", "proxy",
+                 "--upstream", srv.url, "--listen", "127.0.0.1:0", "--store", "none", "--otel",
+                 "--workers", "2", "--retry", "0", "--policy", "strict"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+            try:
+                assert proc.stdout is not None
+                line = await asyncio.to_thread(proc.stdout.readline)
+                url = line.split()[4]
+                for i in range(10):
+                    await raw_post(f"{url}/chat/completions", request_of("chat"),
+                                   inject="truncated" if i % 2 else "none")
+                # The batch processor waits a minute between exports: only the shutdown flushes.
+                assert received.spans == []
+                proc.send_signal(signal.SIGTERM)
+                _, err = await asyncio.to_thread(proc.communicate, timeout=60)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait(timeout=30)
+        assert proc.returncode == 0, err
+        spans = received.wait_spans(10)
+    assert len(spans) == 10
+    assert sorted(str(s.attributes.get("error.type")) for s in spans) == ["None"] * 5 + ["truncated"] * 5
+    assert {s.resource["service.name"] for s in spans} == {"sseguard-proxy"}
