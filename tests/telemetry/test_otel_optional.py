@@ -65,3 +65,22 @@ def test_a_share_of_healthy_spans_outside_0_to_1_is_one_line_exit_2() -> None:
                                 env={"SSEGUARD_OTEL_HEALTHY_SPANS": "1.5"})
     assert result.exit_code == 2
     assert "SSEGUARD_OTEL_HEALTHY_SPANS='1.5'" in result.output
+
+
+def test_the_environment_is_checked_as_opentelemetry_reads_it() -> None:
+    import pytest
+
+    pytest.importorskip("opentelemetry.sdk")
+    from sseguard.errors import ConfigError
+    from sseguard.telemetry.otel import check_environment
+
+    check_environment({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
+    # A protocol sseguard cannot export with matters only where an otlp exporter is asked for.
+    check_environment({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_TRACES_EXPORTER": "none",
+                       "OTEL_METRICS_EXPORTER": "console"})
+    with pytest.raises(ConfigError, match="OTEL_EXPORTER_OTLP_PROTOCOL='http/json'"):
+        check_environment({"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"})
+    with pytest.raises(ConfigError, match="OTEL_TRACES_EXPORTER=zipkin"):
+        check_environment({"OTEL_TRACES_EXPORTER": "zipkin"})
+    with pytest.raises(ConfigError, match="SSEGUARD_OTEL_HEALTHY_SPANS='some'"):
+        check_environment({"SSEGUARD_OTEL_HEALTHY_SPANS": "some"})
