@@ -20,11 +20,13 @@ stay on core 0); its CPU and RSS are summed over the supervisor and its workers.
 ``--stores sqlite,none`` runs the proxy once per store side by side (``none``: ``--store none``, no
 records), to measure what the record store costs a client; ``--baseline-src DIR`` adds each proxy
 variant once more, importing ``sseguard`` from ``DIR`` (the ``src`` of another tree: a before and after
-measured in one run). ``--no-bare`` leaves the bare relay out.
+measured in one run). ``--no-bare`` leaves the bare relay out. ``--otel`` adds each proxy variant
+once more with ``--otel``, exporting its spans and metrics over OTLP/HTTP to a sink on core 0 that
+reads and drops them (the export's encoding and sending are the proxy's own CPU, as deployed).
 
 Run: .venv/bin/python bench/bench_proxy.py [--repeats 3] [--workers 1,2] [--only 100,1000]
      [--apis responses,messages] [--stores sqlite,none] [--baseline-src DIR] [--no-bare] [--no-slow]
-     [--append docs/benchmarks.md]
+     [--otel] [--append docs/benchmarks.md]
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import aiohttp
@@ -194,12 +197,13 @@ def pinned(core: int) -> Callable[[], None]:
 
 
 @contextlib.contextmanager
-def process(args: list[str], core: int | None, *, raw: bool = False,
-            src: str | None = None) -> Iterator[tuple[subprocess.Popen[str], str]]:
+def process(args: list[str], core: int | None, *, raw: bool = False, src: str | None = None,
+            extra_env: dict[str, str] | None = None) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """Start a server pinned to ``core`` (None: every core); yield it and the first line it prints.
     ``src``: import ``sseguard`` from there (another tree's ``src``) instead of this checkout."""
     command = args if raw else [*SSEGUARD, *args]
-    env = None if src is None else {**os.environ, "PYTHONPATH": src}
+    env = None if src is None and not extra_env else \
+        {**os.environ, **({"PYTHONPATH": src} if src else {}), **(extra_env or {})}
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             env=env,
                             preexec_fn=pinned(core) if core is not None else None)
@@ -290,18 +294,43 @@ class Variant:
     workers: int = 1
     store: str = "sqlite"  # sqlite (a file in the run's temporary directory) or none
     src: str | None = None  # another tree's src directory (PYTHONPATH), the baseline
+    otel: bool = False  # --otel, exporting to the benchmark's OTLP sink
 
     @property
     def name(self) -> str:
         name = "sseguard proxy" if self.workers == 1 else f"sseguard proxy ×{self.workers}"
         if self.store == "none":
             name += ", no store"
+        if self.otel:
+            name += ", --otel"
         return name + (" (baseline)" if self.src else "")
 
 
-def variants(workers: list[int], stores: list[str], baseline_src: str | None) -> list[Variant]:
-    return [Variant(n, store, src) for src in (None, *([baseline_src] if baseline_src else []))
-            for n in workers for store in stores]
+def variants(workers: list[int], stores: list[str], baseline_src: str | None,
+             otel: bool = False) -> list[Variant]:
+    return [Variant(n, store, src, on) for src in (None, *([baseline_src] if baseline_src else []))
+            for n in workers for store in stores for on in ((False, True) if otel else (False,))]
+
+
+class _DropOtlp(BaseHTTPRequestHandler):
+    """Answers every OTLP/HTTP export with 200 and an empty body, and keeps nothing."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def otlp_sink() -> None:
+    """``--otlp-sink``: an OTLP/HTTP endpoint that drops what it gets (for the ``--otel`` variants)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _DropOtlp)
+    print(f"otlp sink on http://127.0.0.1:{server.server_address[1]}", flush=True)
+    server.serve_forever()
 
 
 def scenario(sc: Scenario, repeats: int, store: Path, proxies: list[Variant],
@@ -319,12 +348,19 @@ def scenario(sc: Scenario, repeats: int, store: Path, proxies: list[Variant],
             bare_args = [sys.executable, __file__, "--bare-relay", upstream]
             bare, bare_line = stack.enter_context(process(bare_args, 1, raw=True))
             targets["bare relay"] = (bare_line.split()[4], bare.pid)
+        otel_env: dict[str, str] = {}
+        if any(v.otel for v in proxies):
+            _, sink_line = stack.enter_context(process(
+                [sys.executable, __file__, "--otlp-sink"], 0, raw=True))
+            otel_env = {"OTEL_EXPORTER_OTLP_ENDPOINT": sink_line.split()[3],
+                        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}
         for i, v in enumerate(proxies):
             db = "none" if v.store == "none" else str(store.with_name(f"{store.stem}-{i}.db"))
             proxy_args = ["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0", "--store",
-                          db, "--workers", str(v.workers)]
+                          db, "--workers", str(v.workers), *(["--otel"] if v.otel else [])]
             proxy, proxy_line = stack.enter_context(process(proxy_args, 1 if v.workers == 1 else None,
-                                                            src=v.src))
+                                                            src=v.src,
+                                                            extra_env=otel_env if v.otel else None))
             targets[v.name] = (proxy_line.split()[4], proxy.pid)
         idle = {name: rss_mb(pid) if pid else 0.0 for name, (_, pid) in targets.items()}
         for rep in range(repeats):
@@ -519,6 +555,9 @@ def main() -> None:
                         help="Run every proxy variant once more from this src directory.")
     parser.add_argument("--no-bare", action="store_true", help="Leave the bare relay out.")
     parser.add_argument("--no-slow", action="store_true", help="Skip the slow-reader scenario.")
+    parser.add_argument("--otel", action="store_true",
+                        help="Add each proxy variant with --otel (exporting to a local OTLP sink).")
+    parser.add_argument("--otlp-sink", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--bare-relay", metavar="UPSTREAM", help=argparse.SUPPRESS)
     parser.add_argument("--frame-upstream", type=int, metavar="FRAMES", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -531,6 +570,9 @@ def main() -> None:
     if args.bare_relay:
         asyncio.run(bare_relay(args.bare_relay))
         return
+    if args.otlp_sink:
+        otlp_sink()
+        return
     if args.frame_upstream:
         asyncio.run(frame_upstream(args.frame_upstream))
         return
@@ -541,7 +583,7 @@ def main() -> None:
     stores = args.stores.split(",")
     if not set(stores) <= {"sqlite", "none"}:
         sys.exit(f"--stores {args.stores}: use sqlite, none or both")
-    proxies = variants(workers, stores, args.baseline_src)
+    proxies = variants(workers, stores, args.baseline_src, args.otel)
     rows = []
     started = time.time()
     with tempfile.TemporaryDirectory() as tmp:

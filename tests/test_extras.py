@@ -115,7 +115,7 @@ def test_every_extra_the_product_checks_is_one_of_pyproject_and_all_holds_them()
     optional = project["optional-dependencies"]
     from sseguard.extras import EXTRAS
 
-    assert sorted(EXTRAS) == ["analyze", "locust", "parquet", "postgres", "spark", "tokenizer"]
+    assert sorted(EXTRAS) == ["analyze", "locust", "otel", "parquet", "postgres", "spark", "tokenizer"]
     assert set(EXTRAS) <= set(optional)
     (everything,) = optional["all"][:1]
     assert everything.startswith("sseguard[")

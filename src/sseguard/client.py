@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import logging
 import time
 import zlib
 from collections.abc import AsyncIterator, Iterator
@@ -48,11 +49,13 @@ from sseguard.contract import Checker, Protocol, checker_for, protocol_for_path
 from sseguard.errors import ConfigError, SSEGuardError
 from sseguard.policy import AGENTS, STRICT, Policy
 from sseguard.redact import redact_text
+from sseguard.telemetry.genai import Call, Emitter, request_model
 from sseguard.verdict import Verdict
 
 __all__ = ["AsyncStrictTransport", "StreamEndedBadly", "StrictTransport", "async_httpx_transport",
            "ended_badly", "httpx_transport"]
 
+_log = logging.getLogger("sseguard.client")
 _MESSAGE_DETAIL = 200
 #: Content codings the checker can read through; a request asks for no others (see _limit_encodings).
 _CODINGS = ("gzip", "x-gzip", "deflate", "identity")
@@ -133,7 +136,7 @@ class _Guard:
     def __init__(self, *, checker: Checker, policy: Policy,
                  stall_timeout: float | None, inflater: _Inflater | None,
                  error_cls: type[StreamEndedBadly], timeout_types: tuple[type[BaseException], ...],
-                 request: Any) -> None:
+                 request: Any, traced: _Traced | None = None) -> None:
         self.checker = checker
         self.policy = policy
         self.stall_timeout = stall_timeout
@@ -143,6 +146,7 @@ class _Guard:
         self._timeout_types = timeout_types
         self._request = request
         self._last_byte = time.monotonic()
+        self._traced = traced
 
     @property
     def settled(self) -> bool:
@@ -165,6 +169,9 @@ class _Guard:
                 self._settle(transport_error=f"undecodable compressed body: {exc}")
                 return
         events = self.checker.feed(chunk)
+        traced = self._traced
+        if traced is not None and traced.ttfc is None and self.checker.saw_content:
+            traced.ttfc = time.perf_counter() - traced.t0
         # The openai SDK stops reading at data: [DONE] (chat and responses alike), and an error event
         # ends the stream whatever follows. Otherwise the SDKs read to the end of the body.
         if self.checker.error_message is not None or any(e.data == "[DONE]" for e in events):
@@ -193,8 +200,38 @@ class _Guard:
             return
         verdict = self.checker.close(transport_error=transport_error, stalled=stalled)
         self.verdict = verdict
+        if self._traced is not None:
+            try:
+                self._traced.emit(verdict, self.policy)
+            except Exception:  # telemetry must never change what the caller gets
+                _log.exception("could not emit the telemetry of a stream")
         if not self.policy.passes(verdict):
             raise self._error_cls(verdict, policy=self.policy, request=self._request) from cause
+
+
+class _Traced:
+    """One checked stream's span, begun when its response came (``otel=True``): where it started,
+    under which of the caller's spans, and its time to the first chunk."""
+
+    __slots__ = ("emitter", "model", "parent", "port", "server", "start_ns", "t0", "ttfc")
+
+    def __init__(self, emitter: Emitter, parent: object | None, model: str | None, request: Any) -> None:
+        self.emitter = emitter
+        self.parent = parent
+        self.model = model
+        self.server: str | None = request.url.host or None
+        self.port: int | None = request.url.port
+        # The request left before its response came: its span starts at the request's own time.
+        started = request.extensions.get("sseguard_started")
+        self.t0: float = started[0] if started else time.perf_counter()
+        self.start_ns: int = started[1] if started else time.time_ns()
+        self.ttfc: float | None = None
+
+    def emit(self, verdict: Verdict, policy: Policy) -> None:
+        self.emitter.emit(Call(
+            verdict=verdict, policy=policy, start_ns=self.start_ns,
+            duration_s=time.perf_counter() - self.t0, request_model=self.model, ttfc_s=self.ttfc,
+            server_address=self.server, server_port=self.port), self.parent)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -264,12 +301,28 @@ def _with_stall_timeout(request: Any, stall_timeout: float | None) -> None:
 class _Options:
     """What a strict transport is configured with, validated once."""
 
-    def __init__(self, policy: Policy | str, stall_timeout: float | None, request_aware: bool) -> None:
+    def __init__(self, policy: Policy | str, stall_timeout: float | None, request_aware: bool,
+                 otel: bool | Emitter = False) -> None:
         self.policy = Policy.from_spec(policy) if isinstance(policy, str) else policy
         if stall_timeout is not None and not stall_timeout > 0:
             raise ConfigError(f"stall_timeout must be a positive number of seconds, not {stall_timeout!r}")
         self.stall_timeout = stall_timeout
         self.request_aware = request_aware
+        self.emitter: Emitter | None = None
+        if otel is True:
+            from sseguard import telemetry
+
+            # The application's own (global) providers: its exporters, its resource.
+            self.emitter = telemetry.load().Telemetry()
+        elif otel is not False:
+            self.emitter = otel
+
+    def started(self, request: Any) -> None:
+        """Note when ``request`` left and under which of the caller's spans (``otel``)."""
+        if self.emitter is not None:
+            request.extensions = {**request.extensions,
+                                  "sseguard_started": (time.perf_counter(), time.time_ns(),
+                                                       self.emitter.current())}
 
     def guard(self, request: Any, response: Any, *, error_cls: type[StreamEndedBadly],
               timeout_types: tuple[type[BaseException], ...],
@@ -287,9 +340,15 @@ class _Options:
             # Only a server that ignores Accept-Encoding gets here; reading garbage would be worse.
             return None
         body = _request_json(request, not_read) if self.request_aware else None
+        traced = None
+        if self.emitter is not None:
+            started = request.extensions.get("sseguard_started")
+            traced = _Traced(self.emitter, started[2] if started else self.emitter.current(),
+                             request_model(proto.api, body, request.url.path), request)
         return _Guard(checker=checker_for(proto.api, body), policy=self.policy,
                       stall_timeout=self.stall_timeout, inflater=inflater,
-                      error_cls=error_cls, timeout_types=timeout_types, request=request)
+                      error_cls=error_cls, timeout_types=timeout_types, request=request,
+                      traced=traced)
 
 
 class _GuardedIterable:
@@ -368,13 +427,16 @@ class StrictTransport(httpx2.BaseTransport):
     endings and findings fail. ``stall_timeout`` seconds without a byte
     ends the stream as ``stalled`` (it also caps the read timeout, so the wait for the headers).
     ``request_aware`` lets the checker read the JSON request body (offered tools and their schemas,
-    ``stream_options.include_usage``, ``n``).
+    ``stream_options.include_usage``, ``n``). ``otel=True`` (with ``sseguard[otel]``) makes one
+    OpenTelemetry span per checked stream in the GenAI conventions, on the application's own
+    providers, under the span current when the request was sent (``docs/observability.md``).
     """
 
     def __init__(self, wrapped: httpx2.BaseTransport | None = None, *, policy: Policy | str = AGENTS,
-                 stall_timeout: float | None = None, request_aware: bool = True) -> None:
+                 stall_timeout: float | None = None, request_aware: bool = True,
+                 otel: bool | Emitter = False) -> None:
         self.wrapped = wrapped if wrapped is not None else httpx2.HTTPTransport()
-        self._options = _Options(policy, stall_timeout, request_aware)
+        self._options = _Options(policy, stall_timeout, request_aware, otel)
 
     @property
     def policy(self) -> Policy:
@@ -383,6 +445,7 @@ class StrictTransport(httpx2.BaseTransport):
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         _limit_encodings(request)
         _with_stall_timeout(request, self._options.stall_timeout)
+        self._options.started(request)
         response = self.wrapped.handle_request(request)
         guard = self._options.guard(request, response, error_cls=StreamEndedBadly,
                                     timeout_types=_TIMEOUTS, not_read=_NOT_READ)
@@ -399,9 +462,9 @@ class AsyncStrictTransport(httpx2.AsyncBaseTransport):
 
     def __init__(self, wrapped: httpx2.AsyncBaseTransport | None = None, *,
                  policy: Policy | str = AGENTS, stall_timeout: float | None = None,
-                 request_aware: bool = True) -> None:
+                 request_aware: bool = True, otel: bool | Emitter = False) -> None:
         self.wrapped = wrapped if wrapped is not None else httpx2.AsyncHTTPTransport()
-        self._options = _Options(policy, stall_timeout, request_aware)
+        self._options = _Options(policy, stall_timeout, request_aware, otel)
 
     @property
     def policy(self) -> Policy:
@@ -410,6 +473,7 @@ class AsyncStrictTransport(httpx2.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         _limit_encodings(request)
         _with_stall_timeout(request, self._options.stall_timeout)
+        self._options.started(request)
         response = await self.wrapped.handle_async_request(request)
         guard = self._options.guard(request, response, error_cls=StreamEndedBadly,
                                     timeout_types=_TIMEOUTS, not_read=_NOT_READ)
@@ -442,6 +506,7 @@ def _legacy() -> dict[str, Any]:
     def handle_request(self: Any, request: Any) -> Any:
         _limit_encodings(request)
         _with_stall_timeout(request, self._options.stall_timeout)
+        self._options.started(request)
         response = self.wrapped.handle_request(request)
         guard = self._options.guard(request, response, error_cls=error, timeout_types=timeouts,
                                     not_read=not_read)
@@ -452,6 +517,7 @@ def _legacy() -> dict[str, Any]:
     async def handle_async_request(self: Any, request: Any) -> Any:
         _limit_encodings(request)
         _with_stall_timeout(request, self._options.stall_timeout)
+        self._options.started(request)
         response = await self.wrapped.handle_async_request(request)
         guard = self._options.guard(request, response, error_cls=error, timeout_types=timeouts,
                                     not_read=not_read)
@@ -466,12 +532,13 @@ def _legacy() -> dict[str, Any]:
         await self.wrapped.aclose()
 
     def init(self: Any, wrapped: Any = None, *, policy: Policy | str = AGENTS,
-             stall_timeout: float | None = None, request_aware: bool = True) -> None:
+             stall_timeout: float | None = None, request_aware: bool = True,
+             otel: bool | Emitter = False) -> None:
         if wrapped is None:
             is_async = isinstance(self, httpx.AsyncBaseTransport)
             wrapped = httpx.AsyncHTTPTransport() if is_async else httpx.HTTPTransport()
         self.wrapped = wrapped
-        self._options = _Options(policy, stall_timeout, request_aware)
+        self._options = _Options(policy, stall_timeout, request_aware, otel)
         self.policy = self._options.policy
 
     sync_transport = type("HttpxStrictTransport", (httpx.BaseTransport,), {
@@ -484,18 +551,20 @@ def _legacy() -> dict[str, Any]:
 
 
 def httpx_transport(wrapped: Any = None, *, policy: Policy | str = AGENTS,
-                    stall_timeout: float | None = None, request_aware: bool = True) -> Any:
+                    stall_timeout: float | None = None, request_aware: bool = True,
+                    otel: bool | Emitter = False) -> Any:
     """``StrictTransport`` for legacy ``httpx`` (litellm, openai 2.x): an ``httpx.BaseTransport``.
 
     It raises a ``StreamEndedBadly`` that is also an ``httpx.TransportError``.
     """
     return _legacy()["sync"](wrapped, policy=policy, stall_timeout=stall_timeout,
-                             request_aware=request_aware)
+                             request_aware=request_aware, otel=otel)
 
 
 def async_httpx_transport(wrapped: Any = None, *, policy: Policy | str = AGENTS,
-                          stall_timeout: float | None = None, request_aware: bool = True) -> Any:
+                          stall_timeout: float | None = None, request_aware: bool = True,
+                          otel: bool | Emitter = False) -> Any:
     """``AsyncStrictTransport`` for legacy ``httpx``: an ``httpx.AsyncBaseTransport``."""
     return _legacy()["async"](wrapped, policy=policy, stall_timeout=stall_timeout,
-                              request_aware=request_aware)
+                              request_aware=request_aware, otel=otel)
 

@@ -7,6 +7,7 @@ input is a ``ConfigError`` (one line, exit 2). Registers both commands on the ap
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,7 +41,7 @@ def config_from_options(options: Mapping[str, Any], *, config_path: str | None,
 
 def probe_main(options: Mapping[str, Any], *, config_path: str | None, resume: str | None,
                sweep: bool, as_json: bool, live: bool | None, console: Console,
-               err_console: Console, workers: str = "1") -> int:
+               err_console: Console, workers: str = "1", otel: bool = False) -> int:
     """Run the probe (or sweep) and print its summary; returns the exit code. ``workers`` (a
     number or ``auto``) above 1 shares the run among that many processes, with no live display."""
     from sseguard._serve import parse_workers
@@ -50,6 +51,11 @@ def probe_main(options: Mapping[str, Any], *, config_path: str | None, resume: s
 
     processes = parse_workers(workers)
     config = config_from_options(options, config_path=config_path, resume=resume, sweep=sweep)
+    if otel:
+        from sseguard import telemetry
+
+        telemetry.load().check_environment()  # the extra and the OTEL_* values, checked now
+        config = dataclasses.replace(config, otel=True)
     if processes > 1:
         result = run_parallel(config, processes, resume=resume is not None, console=err_console,
                               announce=not as_json)
@@ -94,6 +100,9 @@ def _probe_command(sweep: bool) -> Any:
                                     help="Probe processes sharing the run (auto: one per core); "
                                          "records merged into one results.jsonl."),
         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+        otel: bool = typer.Option(False, "--otel",
+                                  help="Export a span per request and the GenAI metrics over OTLP, "
+                                       "as the OTEL_* variables say; needs sseguard[otel]."),
         no_live: bool = typer.Option(False, "--no-live", help="No live display."),
     ) -> None:
         config = options.pop("config")
@@ -104,7 +113,7 @@ def _probe_command(sweep: bool) -> Any:
         try:
             code = probe_main(options, config_path=config, resume=resume, sweep=sweep,
                               as_json=as_json, live=False if no_live else None, console=console,
-                              err_console=err_console, workers=workers)
+                              err_console=err_console, workers=workers, otel=otel)
         except ConfigError as exc:
             fail(str(exc))
         raise typer.Exit(code)

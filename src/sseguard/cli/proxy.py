@@ -30,7 +30,8 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT
                       retain_healthy: str | None = None, sample_healthy: float | None = None,
                       retry: int = 2, retry_max_wait: float = 10.0, resume: str = "off",
                       resume_max: int = 2, resume_base_url: str | None = None,
-                      retry_budget: str = "20%", resume_store_ok: bool = False) -> int:
+                      retry_budget: str = "20%", resume_store_ok: bool = False,
+                      otel: bool = False) -> int:
     """Serve with the given flags until interrupted (uvloop when installed); returns the exit status."""
     from sseguard._serve import serve_workers
     from sseguard.proxy.config import ProxyConfig
@@ -42,7 +43,12 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT
         timeout=timeout, max_body=max_body, store=store, workers=workers, retain=retain,
         retain_healthy=retain_healthy, sample_healthy=sample_healthy, retry=retry,
         retry_max_wait=retry_max_wait, resume=resume, resume_max=resume_max,
-        resume_base_url=resume_base_url, retry_budget=retry_budget, resume_store_ok=resume_store_ok)
+        resume_base_url=resume_base_url, retry_budget=retry_budget, resume_store_ok=resume_store_ok,
+        otel=otel)
+    if otel:
+        from sseguard import telemetry
+
+        telemetry.load().check_environment()  # the extra and the OTEL_* values, checked now
     if config.store is not None:
         from sseguard.store import open_store
 
@@ -59,6 +65,7 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT
              f"resume: {config.resume or 'off'}"
              f"{f' via {config.resume_base_url}' if config.resume_base_url else ''}; "
              f"records → {evidence}; "
+             f"{'OpenTelemetry on; ' if config.otel else ''}"
              f"run {config.run_id}; Ctrl-C to stop", err=True)
 
     try:
@@ -143,6 +150,11 @@ def proxy(
     sample_healthy: float | None = typer.Option(None, "--sample-healthy", metavar="FRACTION",
                                                 help="Store this share of healthy streams, weighted so "
                                                      "`analyze` rates stay unbiased (e.g. 0.1)."),
+    otel: bool = typer.Option(False, "--otel",
+                              help="Export a span per stream and the GenAI metrics over OTLP, as the "
+                                   "OTEL_* variables say (OTEL_EXPORTER_OTLP_ENDPOINT, "
+                                   "OTEL_EXPORTER_OTLP_PROTOCOL, OTEL_SERVICE_NAME, …); needs "
+                                   "sseguard[otel]."),
 ) -> None:
     """Guard an OpenAI-, Anthropic- or Gemini-compatible endpoint: no stream ends as a silent, clean end.
 
@@ -162,7 +174,7 @@ def proxy(
             echo=typer.echo, workers=workers, retain=retain, retain_healthy=retain_healthy,
             sample_healthy=sample_healthy, retry=retry, retry_max_wait=retry_max_wait,
             resume=resume, resume_max=resume_max, resume_base_url=resume_base_url,
-            retry_budget=retry_budget, resume_store_ok=resume_store_ok)
+            retry_budget=retry_budget, resume_store_ok=resume_store_ok, otel=otel)
     except ConfigError as exc:
         fail(str(exc))
     if status:

@@ -206,6 +206,12 @@ class Protocol:
     #: The body field naming the model; None when the model is in the path.
     model_field: str | None = "model"
     framings: tuple[Framing, ...] = (Framing.SSE,)
+    #: How OpenTelemetry's GenAI conventions name this protocol's calls: ``gen_ai.provider.name``
+    #: and ``gen_ai.operation.name`` (``sseguard.telemetry``), and the field of the assembled
+    #: answer that names the model that answered (``gen_ai.response.model``).
+    genai_provider: str = "openai"
+    genai_operation: str = "chat"
+    response_model_field: str = "model"
     #: The query parameter (name, value) that asks for the SSE framing where a protocol has two
     #: (Gemini's ``alt=sse``); without it such a request gets its other framing. None: one framing.
     sse_query: tuple[str, str] | None = None

@@ -26,6 +26,9 @@ class UsageFacts:
     cache_write_tokens: int | None = None
     #: What identifies the serving build: ``system_fingerprint``, Gemini's ``modelVersion``.
     fingerprint: str | None = None
+    #: The answer's own tokens (chat ``completion_tokens``, Responses and Messages ``output_tokens``,
+    #: Gemini ``candidatesTokenCount``): what telemetry reports as output usage.
+    output_tokens: int | None = None
 
 
 NONE = UsageFacts()

@@ -175,6 +175,9 @@ class ProbeConfig:
     out: str = "sseguard-out"  # build_config picks a fresh sseguard-runs/<time> when not given
     seed: int = 0
     check_reachable: bool = True
+    #: ``--otel``: a span per request and the GenAI metrics, exported as the ``OTEL_*`` variables say
+    #: (a setting of this session, not of the run: never saved for ``--resume``).
+    otel: bool = False
 
     @property
     def sweep(self) -> bool:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -28,6 +29,7 @@ from sseguard.probe.target import ConnectionTracker, Target
 from sseguard.probe.workloads import encode_body
 from sseguard.record import Record
 from sseguard.redact import Redactor
+from sseguard.telemetry.genai import Call, Emitter, request_model
 from sseguard.verdict import Ending, Verdict
 
 #: How much of a non-2xx body is read (it goes into the verdict and the evidence, cut to 2 KiB).
@@ -48,6 +50,8 @@ class EngineSettings:
     worker: str | None = None
     clock: Callable[[], float] = time.monotonic
     wall: Callable[[], float] = time.time
+    #: ``--otel``: where each request's call goes (``sseguard.telemetry``); None: nowhere.
+    telemetry: Emitter | None = None
 
 
 @dataclass(slots=True)
@@ -209,4 +213,18 @@ async def run_request(session: aiohttp.ClientSession, target: Target, body: dict
                                             api=api))
         record.evidence = sink.write_evidence(f"{target.arm.name}-{index:06d}", document)
     sink.write(record)
+    if settings.telemetry is not None:
+        _emit(settings.telemetry, record, verdict, settings.policy, body, target)
     return Outcome(record=record, verdict=verdict)
+
+
+def _emit(telemetry: Emitter, record: Record, verdict: Verdict, policy: Policy,
+          body: dict[str, Any], target: Target) -> None:
+    """The request's span and metrics, from the times its record keeps."""
+    url = urlsplit(target.url)
+    telemetry.emit(Call(
+        verdict=verdict, policy=policy, start_ns=round(record.started_at * 1e9),
+        duration_s=(record.duration_ms or 0.0) / 1000,
+        request_model=request_model(verdict.api, body, target.path),
+        ttfc_s=None if record.ttft_ms is None else record.ttft_ms / 1000,
+        server_address=url.hostname, server_port=url.port))

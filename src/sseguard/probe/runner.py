@@ -389,10 +389,17 @@ async def execute(config: ProbeConfig, *, resume: bool = False, console: Console
         run_doc.setdefault("sessions", []).append(session_doc)
         write_run_file(out, run_doc)
 
+    pipeline = None
+    if config.otel:
+        from sseguard import telemetry
+
+        pipeline = telemetry.load().configure(service_name="sseguard-probe", redactor=redactor)
+        gc.freeze()  # the SDK just imported, as ``quiet_gc`` froze what existed before
     settings = EngineSettings(policy=config.policy, redactor=redactor,
                               stall_timeout=config.stall_timeout, timeout=config.timeout,
                               run_id=run_id,
-                              worker=str(share.index) if share and share.count > 1 else None)
+                              worker=str(share.index) if share and share.count > 1 else None,
+                              telemetry=None if pipeline is None else pipeline.telemetry)
     monitor = CpuMonitor()
     monitor_task = asyncio.create_task(monitor.run())
     started = time.monotonic()
@@ -432,6 +439,8 @@ async def execute(config: ProbeConfig, *, resume: bool = False, console: Console
         cpu = monitor.stop()
         view.stop()
         sink.close()
+        if pipeline is not None:
+            await asyncio.to_thread(pipeline.shutdown)  # what is not yet exported leaves now
         session_doc.update({"finished_at": time.time(), "interrupted": interrupted,
                             "records": view_sink.written, "cpu": cpu.to_dict()})
         if share is None:

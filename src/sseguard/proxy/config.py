@@ -216,6 +216,8 @@ class ProxyConfig:
     #: Store retention and sampling of healthy streams (``--retain``, ``--retain-healthy``,
     #: ``--sample-healthy``); see ``sseguard.store.retention``.
     retention: Retention = field(default_factory=Retention)
+    #: ``--otel``: a span per stream and the GenAI metrics, exported as the ``OTEL_*`` variables say.
+    otel: bool = False
 
     @classmethod
     def from_options(cls, *, upstream: str, listen: str = "127.0.0.1:8080", policy: str = GUARD_DEFAULT,
@@ -230,7 +232,7 @@ class ProxyConfig:
                      retry_max_wait: float = 10.0, resume: str | None = None,
                      resume_max: int = 2, resume_base_url: str | None = None,
                      retry_budget: str | float = 0.2,
-                     resume_store_ok: bool = False) -> ProxyConfig:
+                     resume_store_ok: bool = False, otel: bool = False) -> ProxyConfig:
         """Check every option as a person typed it; raise ``ConfigError`` naming the bad flag."""
         host, port = parse_listen(listen)
         try:
@@ -257,7 +259,7 @@ class ProxyConfig:
             retry_max_wait=_seconds(retry_max_wait, "--retry-max-wait"), resume=dialect,
             resume_max=resume_max, resume_base_url=_resume_base(resume_base_url, dialect, base),
             retry_budget=parse_share(retry_budget, "--retry-budget"),
-            resume_store_ok=_store_ok(resume_store_ok, dialect),
+            resume_store_ok=_store_ok(resume_store_ok, dialect), otel=otel,
         )
 
     @property

@@ -9,6 +9,7 @@ done-callback each ``StreamRelay`` is given: metrics and the stream's record, ne
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import logging
 import random
@@ -33,6 +34,7 @@ from sseguard.proxy.retry import (
     should_retry,
 )
 from sseguard.proxy.stall import Timers
+from sseguard.proxy.traces import ProxyTraces
 from sseguard.record import Record, raw_record
 from sseguard.redact import DEFAULT, RedactingFilter, Redactor
 from sseguard.verdict import Verdict
@@ -60,6 +62,9 @@ class ProxyState:
         self.session: aiohttp.ClientSession | None = None
         self.writer: Any = None
         self.pruner: Any = None
+        #: ``--otel``: the streams' spans and metrics, and what flushes them at shutdown.
+        self.traces: ProxyTraces | None = None
+        self._otel_shutdown: Callable[[], None] | None = None
         self.active = 0
         # One process: the gauge reads ``active`` when scraped rather than being counted twice per
         # stream (prometheus-client's inc/dec lock and dispatch on every stream's first-chunk path).
@@ -131,6 +136,19 @@ class ProxyState:
         return next(self._index)
 
     async def start(self, app: web.Application) -> None:
+        if self.config.otel:
+            from sseguard import telemetry
+
+            # In the serving process (each worker its own), from the OTEL_* variables.
+            pipeline = telemetry.load().configure(service_name="sseguard-proxy",
+                                                  redactor=self.redactor)
+            upstream = self.config.upstream
+            self.traces = ProxyTraces(pipeline.telemetry, self.policy,
+                                      server=(upstream.host or "", upstream.port))
+            self._otel_shutdown = pipeline.shutdown
+            # The SDK and exporters were imported just now, after the server froze what existed
+            # (``_serve.settle_gc``): freeze them too, or every full collection walks them again.
+            gc.freeze()
         if self.config.store is not None:
             from sseguard.store.process import ProcessWriter
             from sseguard.store.retention import RetentionThread
@@ -167,6 +185,9 @@ class ProxyState:
             await asyncio.to_thread(self.writer.close)
         if self.pruner is not None:
             await asyncio.to_thread(self.pruner.stop)
+        if self._otel_shutdown is not None:
+            # Flushes the spans and metrics not yet exported (blocking: off the loop).
+            await asyncio.to_thread(self._otel_shutdown)
 
     def stream_started(self) -> None:
         """One more stream in flight."""
@@ -228,6 +249,11 @@ class ProxyState:
         elif (verdict.ending == "transport_error" and not outcome.client_gone
               and relay.ttfb is not None):  # before the headers it was counted as connect/timeout
             self.metrics.upstream_errors.labels("transport").inc()
+        if self.traces is not None:
+            try:
+                self.traces.stream_done(relay, verdict, duration)
+            except Exception:  # telemetry must never take the proxy down
+                log.exception("could not emit the telemetry of a stream")
         if self.writer is None:
             return
         try:

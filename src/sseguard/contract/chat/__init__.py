@@ -51,7 +51,8 @@ def usage_of(message: Mapping[str, Any]) -> UsageFacts:
     usage = message.get("usage")
     return UsageFacts(prompt_tokens=count(field(usage, "prompt_tokens")),
                       cached_tokens=count(field(usage, "prompt_tokens_details", "cached_tokens")),
-                      fingerprint=text(message.get("system_fingerprint")))
+                      fingerprint=text(message.get("system_fingerprint")),
+                      output_tokens=count(field(usage, "completion_tokens")))
 
 
 CHAT = Protocol(

@@ -58,11 +58,15 @@ def usage_of(message: Mapping[str, Any]) -> UsageFacts:
     if cached is None and prompt is not None:
         cached = 0  # (Gemini omits zero counts from usageMetadata)
     return UsageFacts(prompt_tokens=prompt, cached_tokens=cached,
-                      fingerprint=text(message.get("modelVersion")))
+                      fingerprint=text(message.get("modelVersion")),
+                      output_tokens=count(field(usage, "candidatesTokenCount")))
 
 
 GEMINI = Protocol(
     api=Api.GEMINI,
+    genai_provider="gcp.gemini",
+    genai_operation="generate_content",
+    response_model_field="modelVersion",
     title="Gemini generateContent",
     routes=(Route("/models/{model}:streamGenerateContent", streams=True),
             Route("/models/{model}:generateContent", streams=False),

@@ -53,11 +53,13 @@ def usage_of(message: Mapping[str, Any]) -> UsageFacts:
     written = count(field(usage, "cache_creation_input_tokens"))
     fresh = count(field(usage, "input_tokens"))
     prompt = None if fresh is None else fresh + (read or 0) + (written or 0)
-    return UsageFacts(prompt_tokens=prompt, cached_tokens=read, cache_write_tokens=written)
+    return UsageFacts(prompt_tokens=prompt, cached_tokens=read, cache_write_tokens=written,
+                      output_tokens=count(field(usage, "output_tokens")))
 
 
 MESSAGES = Protocol(
     api=Api.MESSAGES,
+    genai_provider="anthropic",
     title="Anthropic Messages",
     routes=(Route("/messages"),),
     auth=Auth("x-api-key"),

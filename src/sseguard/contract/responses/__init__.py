@@ -49,7 +49,8 @@ def usage_of(message: Mapping[str, Any]) -> UsageFacts:
     (the Responses API sends no fingerprint; the model snapshot is the record's ``model``)."""
     usage = message.get("usage")
     return UsageFacts(prompt_tokens=count(field(usage, "input_tokens")),
-                      cached_tokens=count(field(usage, "input_tokens_details", "cached_tokens")))
+                      cached_tokens=count(field(usage, "input_tokens_details", "cached_tokens")),
+                      output_tokens=count(field(usage, "output_tokens")))
 
 
 RESPONSES = Protocol(
