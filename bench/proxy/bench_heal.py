@@ -34,8 +34,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_proxy import HEADERS, Scenario, load, process
+from bench.harness import pin_self, server
+from bench.proxy.bench_proxy import HEADERS, Scenario, load
 
 TOKENS, INTER_MS, FIRST_MS = 60, 5.0, 30.0
 PROMPT_KB = 16
@@ -120,7 +120,7 @@ async def healed_costs(single_n: int, store: Path) -> dict[str, tuple[float, int
     args = ["proxy", "--upstream", f"http://127.0.0.1:{port}/v1", "--listen", "127.0.0.1:0", "--store",
             str(store), "--retry", "2", "--resume", "vllm"]
     out: dict[str, list[tuple[float, int]]] = {"clean": [], "resume": [], "retry": []}
-    with process(args, 1) as (_, line):
+    with server(args, 1) as (_, line):
         proxy = line.split()[4]
         for n in range(single_n):
             for case in (out if n % 2 == 0 else reversed(list(out))):
@@ -138,14 +138,14 @@ def no_healing_cost(streams: int, repeats: int, tmp: Path) -> dict[str, list[Any
     chaos_args = ["chaos", "--listen", "127.0.0.1:0", "--json", "--tokens", str(sc.tokens),
                   "--inter-token-ms", str(sc.inter_token_ms)]
     runs: dict[str, list[Any]] = {"healing off": [], "healing on": []}
-    with process(chaos_args, 0) as (chaos, chaos_line), contextlib.ExitStack() as stack:
+    with server(chaos_args, 0) as (chaos, chaos_line), contextlib.ExitStack() as stack:
         upstream = json.loads(chaos_line)["url"]
         targets = {}
         for name, extra in (("healing off", ["--retry", "0"]),
                             ("healing on", ["--retry", "2", "--resume", "vllm"])):
             args = ["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0", "--store",
                     str(tmp / f"{name.replace(' ', '-')}.db"), *extra]
-            proxy, line = stack.enter_context(process(args, 1))
+            proxy, line = stack.enter_context(server(args, 1))
             targets[name] = (line.split()[4], proxy.pid)
         for rep in range(repeats):
             for name in (list(targets) if rep % 2 == 0 else list(reversed(targets))):
@@ -173,7 +173,7 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     if (os.cpu_count() or 1) < 2:
         sys.exit("needs two cores: the proxy gets one of its own")
-    os.sched_setaffinity(0, {0})
+    pin_self(0)
     started = time.time()
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -25,6 +23,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from bench.harness import callgrind_total, machine, start_chaos, stop
 from sseguard.contract import checker_for
 
 BODIES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -85,28 +84,16 @@ def wall(api: str, frames: list[bytes], request: dict[str, Any], repeat: int) ->
 
 
 def instructions(api: str, fixture: Path, kind: str, events: int) -> float:
-    counts = []
-    for n in (1, 3):
-        with tempfile.TemporaryDirectory() as tmp:
-            out = Path(tmp) / "cg.out"
-            subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                            sys.executable, "-c", CHILD, str(fixture), api, str(n), kind],
-                           check=True, capture_output=True)
-            text = out.read_text()
-            found = re.search(r"^summary:\s+(\d+)", text, re.M) or re.search(
-                r"^totals:\s+(\d+)", text, re.M)
-            assert found, "no callgrind summary"
-            counts.append(int(found.group(1)))
-    return (counts[1] - counts[0]) / 2 / events
+    """Instructions per event: a run judging the answer three times minus one judging it once, halved."""
+    once, thrice = (callgrind_total([sys.executable, "-c", CHILD, str(fixture), api, str(n), kind])[0]
+                    for n in (1, 3))
+    return (thrice - once) / 2 / events
 
 
-def start_chaos(tokens: int) -> tuple[subprocess.Popen[str], str]:
-    cmd = [sys.executable, "-m", "sseguard.cli", "chaos", "--listen", "127.0.0.1:0", "--json",
-           "--ttft-ms", "0", "--inter-token-ms", "0", "--tokens", str(tokens)]
-    server = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert server.stdout is not None
-    url = json.loads(server.stdout.readline())["url"].rstrip("/")
-    return server, url[:-3] if url.endswith("/v1") else url
+def start_chaos_upstream(tokens: int) -> tuple[subprocess.Popen[str], str]:
+    """A chaos upstream answering ``tokens`` tokens at once; its URL without the ``/v1``."""
+    server, url = start_chaos(["--ttft-ms", "0", "--inter-token-ms", "0", "--tokens", str(tokens)])
+    return server, url.rstrip("/").removesuffix("/v1")
 
 
 def per_event(api: str, short: list[bytes], long: list[bytes], request: dict[str, Any],
@@ -130,10 +117,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--callgrind", action="store_true")
     args = parser.parse_args()
-    servers = [start_chaos(args.tokens), start_chaos(args.tokens * 3)]
+    servers = [start_chaos_upstream(args.tokens), start_chaos_upstream(args.tokens * 3)]
     try:
         url, url_long = servers[0][1], servers[1][1]
-        print(f"load {os.getloadavg()[0]:.2f}, {time.strftime('%H:%M UTC', time.gmtime())}")
+        print(machine())
         if args.callgrind:
             print("| protocol | general way, per event | lane, per event | fewer |")
             print("|---|---|---|---|")
@@ -157,7 +144,7 @@ def main() -> None:
                       f"| {best['general'] / best['lane']:.2f}× |", flush=True)
     finally:
         for server, _ in servers:
-            server.kill()
+            stop(server)
 
 
 if __name__ == "__main__":

@@ -22,17 +22,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import aiohttp
 
-sys.path.insert(0, str(Path(__file__).parent))
-import bench_proxy as bp  # the bench's requests and process helpers
+from bench.harness import SSEGUARD, callgrind_control, dumped_instructions, server
+from bench.proxy import bench_proxy as bp  # the bench's requests and bare relay
 
 TOKENS, GAP_MS = 100, 20
 
@@ -50,24 +46,6 @@ async def streams(url: str, api: str, n: int) -> int:
     return events
 
 
-def control(pid: int, *args: str) -> None:
-    subprocess.run(["callgrind_control", *args, str(pid)], check=True, capture_output=True)
-
-
-def instructions(out_dir: Path, pid: int, before: set[Path]) -> int:
-    """The instruction total of the dump ``callgrind_control -d`` just wrote."""
-    for _ in range(600):
-        new = set(out_dir.glob(f"cg.{pid}.*")) - before
-        if new:
-            time.sleep(0.5)  # let it finish writing
-            text = max(new, key=lambda p: p.stat().st_mtime).read_text(errors="replace")
-            found = re.search(r"^totals: (\d+)", text, re.M)
-            if found:
-                return int(found.group(1))
-        time.sleep(0.2)
-    raise RuntimeError("callgrind wrote no dump")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--apis", default="chat,responses,messages,gemini")
@@ -83,7 +61,7 @@ def main() -> None:
                         "(read them with callgrind_annotate).")
     args = parser.parse_args()
     apis = args.apis.split(",")
-    with tempfile.TemporaryDirectory() as tmp, bp.process(
+    with tempfile.TemporaryDirectory() as tmp, server(
             ["chaos", "--listen", "127.0.0.1:0", "--json", "--tokens", str(args.tokens),
              "--inter-token-ms", str(GAP_MS)], None) as (_, chaos_line):
         out_dir = Path(args.keep or tmp)
@@ -92,8 +70,7 @@ def main() -> None:
         valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
                     f"--callgrind-out-file={out_dir}/cg.%p"]
         targets = {
-            "bare relay": [*valgrind, sys.executable, str(Path(__file__).parent / "bench_proxy.py"),
-                           "--bare-relay", upstream],
+            "bare relay": [*valgrind, *bp.SELF, "--bare-relay", upstream],
         }
         sources: dict[str, str | None] = {"": None}
         if args.baseline_src:
@@ -102,7 +79,7 @@ def main() -> None:
             for store in args.stores.split(","):
                 name = "sseguard proxy" + (", no store" if store == "none" else "") + suffix
                 db = "none" if store == "none" else str(out_dir / f"s{len(targets)}.db")
-                targets[name] = [*valgrind, *bp.SSEGUARD, "proxy", "--upstream", upstream,
+                targets[name] = [*valgrind, *SSEGUARD, "proxy", "--upstream", upstream,
                                  "--listen", "127.0.0.1:0", "--store", db]
                 if src:
                     targets[name] = ["env", f"PYTHONPATH={src}", *targets[name]]
@@ -110,17 +87,17 @@ def main() -> None:
             del targets["bare relay"]
         results: dict[str, dict[str, float]] = {}
         for name, command in targets.items():
-            with bp.process(command, None, raw=True) as (proc, line):
+            with server(command, None, raw=True) as (proc, line):
                 url = line.split()[4]
                 for api in apis:
                     asyncio.run(streams(url, api, 1))  # warm-up: first-use code paths and imports
                     before = set(out_dir.glob(f"cg.{proc.pid}.*"))
-                    control(proc.pid, "-z")
-                    control(proc.pid, "-i", "on")
+                    callgrind_control(proc.pid, "-z")
+                    callgrind_control(proc.pid, "-i", "on")
                     events = asyncio.run(streams(url, api, args.streams))
-                    control(proc.pid, "-i", "off")
-                    control(proc.pid, "-d")
-                    ir = instructions(out_dir, proc.pid, before)
+                    callgrind_control(proc.pid, "-i", "off")
+                    callgrind_control(proc.pid, "-d")
+                    ir = dumped_instructions(out_dir, proc.pid, before)
                     results.setdefault(api, {})[name] = ir / events
                     print(f"  {api:10} {name:15} {ir / events:12,.0f} instructions per event "
                           f"({events} events)", flush=True)

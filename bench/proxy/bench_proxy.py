@@ -34,18 +34,25 @@ import asyncio
 import contextlib
 import json
 import os
-import platform
 import resource
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
+
+from bench.harness import (
+    cpu_seconds,
+    machine,
+    machine_busy_seconds,
+    median,
+    percentile,
+    pin_self,
+    rss_mb,
+    server,
+)
 
 REQUEST = json.dumps({"model": "chaos-1", "stream": True,
                       "messages": [{"role": "user", "content": "Stream something."}]}).encode()
@@ -62,10 +69,10 @@ REQUESTS = {
                json.dumps({"contents": [{"role": "user",
                                          "parts": [{"text": "Stream something."}]}]}).encode()),
 }
+#: This benchmark as a child process (its bare relay and its frame upstream run that way).
+SELF = [sys.executable, "-m", "bench.proxy.bench_proxy"]
 HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer sk-bench-not-a-real-key",
            "anthropic-version": "2023-06-01", "x-goog-api-key": "AIza-bench-not-a-real-key"}
-TICKS = os.sysconf("SC_CLK_TCK")
-SSEGUARD = [sys.executable, "-c", "from sseguard.cli import main; main()"]
 
 
 @dataclass(frozen=True)
@@ -128,94 +135,11 @@ class Run:
 
     @property
     def p50(self) -> float:
-        return statistics.median(self.ttfc_ms) if self.ttfc_ms else float("nan")
+        return median(self.ttfc_ms)
 
     @property
     def p99(self) -> float:
-        if len(self.ttfc_ms) < 2:
-            return self.p50
-        return statistics.quantiles(self.ttfc_ms, n=100, method="inclusive")[98]
-
-
-def tree(pid: int) -> list[int]:
-    """``pid`` and its descendants (a proxy with --workers N is a supervisor and N workers)."""
-    pids = [pid]
-    for current in pids:
-        try:
-            tasks = os.listdir(f"/proc/{current}/task")
-        except OSError:
-            continue
-        for task in tasks:  # a child started from a thread (the store writer) is that thread's
-            try:
-                with open(f"/proc/{current}/task/{task}/children") as f:
-                    pids.extend(int(child) for child in f.read().split())
-            except OSError:
-                continue
-    return pids
-
-
-def cpu_seconds(pid: int, *, alone: bool = False) -> float:
-    """CPU seconds of ``pid`` and its descendants (``alone``: of ``pid`` only)."""
-    total = 0.0
-    for each in [pid] if alone else tree(pid):
-        try:
-            with open(f"/proc/{each}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / TICKS
-    return total
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds all cores spent busy so far (from /proc/stat)."""
-    with open("/proc/stat") as f:
-        values = [int(v) for v in f.readline().split()[1:]]
-    idle = values[3] + (values[4] if len(values) > 4 else 0)
-    return (sum(values[:8]) - idle) / TICKS
-
-
-def rss_mb(pid: int) -> float:
-    total = 0.0
-    for each in tree(pid):
-        try:
-            with open(f"/proc/{each}/status") as f:
-                total += next((int(line.split()[1]) / 1024 for line in f
-                               if line.startswith("VmRSS:")), 0.0)
-        except OSError:
-            continue
-    return total
-
-
-def pinned(core: int) -> Callable[[], None]:
-    def pin() -> None:
-        os.sched_setaffinity(0, {core})
-    return pin
-
-
-@contextlib.contextmanager
-def process(args: list[str], core: int | None, *, raw: bool = False,
-            src: str | None = None) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """Start a server pinned to ``core`` (None: every core); yield it and the first line it prints.
-    ``src``: import ``sseguard`` from there (another tree's ``src``) instead of this checkout."""
-    command = args if raw else [*SSEGUARD, *args]
-    env = None if src is None else {**os.environ, "PYTHONPATH": src}
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            env=env,
-                            preexec_fn=pinned(core) if core is not None else None)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"{args[0]} did not start")
-        yield proc, line
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        return percentile(self.ttfc_ms, 99)
 
 
 async def load(url: str, sc: Scenario, proxy_pid: int | None, chaos_pid: int) -> Run:
@@ -312,18 +236,18 @@ def scenario(sc: Scenario, repeats: int, store: Path, proxies: list[Variant],
                   "--inter-token-ms", str(sc.inter_token_ms)]
     runs: dict[str, list[Run]] = {"direct": [], **({"bare relay": []} if bare_relay else {})}
     runs.update({v.name: [] for v in proxies})
-    with process(chaos_args, 0) as (chaos, chaos_line), contextlib.ExitStack() as stack:
+    with server(chaos_args, 0) as (chaos, chaos_line), contextlib.ExitStack() as stack:
         upstream = json.loads(chaos_line)["url"]
         targets: dict[str, tuple[str, int | None]] = {"direct": (upstream, None)}
         if bare_relay:
-            bare_args = [sys.executable, __file__, "--bare-relay", upstream]
-            bare, bare_line = stack.enter_context(process(bare_args, 1, raw=True))
+            bare_args = [*SELF, "--bare-relay", upstream]
+            bare, bare_line = stack.enter_context(server(bare_args, 1, raw=True))
             targets["bare relay"] = (bare_line.split()[4], bare.pid)
         for i, v in enumerate(proxies):
             db = "none" if v.store == "none" else str(store.with_name(f"{store.stem}-{i}.db"))
             proxy_args = ["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0", "--store",
                           db, "--workers", str(v.workers)]
-            proxy, proxy_line = stack.enter_context(process(proxy_args, 1 if v.workers == 1 else None,
+            proxy, proxy_line = stack.enter_context(server(proxy_args, 1 if v.workers == 1 else None,
                                                             src=v.src))
             targets[v.name] = (proxy_line.split()[4], proxy.pid)
         idle = {name: rss_mb(pid) if pid else 0.0 for name, (_, pid) in targets.items()}
@@ -481,13 +405,13 @@ async def slow_readers(url: str, pid: int, streams: int, pause: float, stats_url
 
 def slow_scenario(streams: int, frames: int, pause: float, store: Path) -> dict[str, SlowRun]:
     out: dict[str, SlowRun] = {}
-    up_args = [sys.executable, __file__, "--frame-upstream", str(frames)]
-    with process(up_args, 0, raw=True) as (_, up_line):
+    up_args = [*SELF, "--frame-upstream", str(frames)]
+    with server(up_args, 0, raw=True) as (_, up_line):
         upstream = json.loads(up_line)["url"]
         proxy_args = ["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0", "--store", str(store)]
-        bare_args = [sys.executable, __file__, "--bare-relay", upstream]
-        with process(proxy_args, 1) as (proxy, proxy_line), \
-                process(bare_args, 1, raw=True) as (bare, bare_line):
+        bare_args = [*SELF, "--bare-relay", upstream]
+        with server(proxy_args, 1) as (proxy, proxy_line), \
+                server(bare_args, 1, raw=True) as (bare, bare_line):
             for name, base, pid in (("bare relay", bare_line.split()[4], bare.pid),
                                     ("sseguard proxy", proxy_line.split()[4], proxy.pid)):
                 stats = upstream.removesuffix("/v1") + "/stats"
@@ -498,10 +422,6 @@ def slow_scenario(streams: int, frames: int, pause: float, store: Path) -> dict[
                       f"upstream wrote {run.upstream_mb:.0f} MiB",
                       flush=True)
     return out
-
-
-def med(values: list[float]) -> float:
-    return statistics.median(values)
 
 
 def main() -> None:
@@ -536,7 +456,7 @@ def main() -> None:
         return
     if (os.cpu_count() or 1) < 2:
         sys.exit("needs two cores: the relay gets one of its own")
-    os.sched_setaffinity(0, {0})
+    pin_self(0)
     workers = [int(n) for n in args.workers.split(",")]
     stores = args.stores.split(",")
     if not set(stores) <= {"sqlite", "none"}:
@@ -555,24 +475,24 @@ def main() -> None:
             runs = scenario(sc, args.repeats, Path(tmp) / "bench.db", proxies,
                             bare_relay=not args.no_bare)
             direct = runs["direct"]
-            d_eps = med([r.events_per_s for r in direct])
-            d50, d99 = med([r.p50 for r in direct]), med([r.p99 for r in direct])
+            d_eps = median([r.events_per_s for r in direct])
+            d50, d99 = median([r.p50 for r in direct]), median([r.p99 for r in direct])
             asked = sc.streams * 1000 / sc.inter_token_ms
             rows.append(f"| {sc.name} (d={sc.inter_token_ms:g} ms, {asked:,.0f} ev/s asked) | direct | "
                         f"{d_eps:,.0f} | 100% | {d50:.2f} / {d99:.2f} | – | – | – | "
-                        f"{med([r.client_cpu for r in direct]):.0%} | "
-                        f"{med([r.others_cpu for r in direct]):.0%} |")
+                        f"{median([r.client_cpu for r in direct]):.0%} | "
+                        f"{median([r.others_cpu for r in direct]):.0%} |")
             for name in [n for n in runs if n != "direct"]:
                 rs = runs[name]
-                eps = med([r.events_per_s for r in rs])
-                p50, p99 = med([r.p50 for r in rs]), med([r.p99 for r in rs])
+                eps = median([r.events_per_s for r in rs])
+                p50, p99 = median([r.p50 for r in rs]), median([r.p99 for r in rs])
                 rows.append(
                     f"| | {name} | {eps:,.0f} | **{eps / d_eps:.1%}** | {p50:.2f} / {p99:.2f} | "
-                    f"**{p50 - d50:+.2f}** / {p99 - d99:+.2f} | {med([r.proxy_cpu for r in rs]):.0%}, "
-                    f"{med([r.cpu_us_per_event for r in rs]):.1f} µs/event (own process "
-                    f"{med([r.own_us_per_event for r in rs]):.1f}) | "
+                    f"**{p50 - d50:+.2f}** / {p99 - d99:+.2f} | {median([r.proxy_cpu for r in rs]):.0%}, "
+                    f"{median([r.cpu_us_per_event for r in rs]):.1f} µs/event (own process "
+                    f"{median([r.own_us_per_event for r in rs]):.1f}) | "
                     f"{rs[0].idle_rss_mb:.0f} → {max(r.proxy_rss_mb for r in rs):.0f} MB | "
-                    f"{med([r.client_cpu for r in rs]):.0%} | {med([r.others_cpu for r in rs]):.0%} |")
+                    f"{median([r.client_cpu for r in rs]):.0%} | {median([r.others_cpu for r in rs]):.0%} |")
         slow = ({} if args.no_slow
                 else slow_scenario(SLOW_STREAMS, SLOW_FRAMES, SLOW_PAUSE, Path(tmp) / "slow.db"))
     slow_rows = [f"| {name} | {r.idle_rss_mb:.0f} MB | {r.peak_rss_mb:.0f} MB | {r.after_rss_mb:.0f} MB "
@@ -584,8 +504,7 @@ def main() -> None:
     section = "\n".join([
         "", "## proxy overhead (bench/bench_proxy.py)", "",
         f"Command: `.venv/bin/python bench/bench_proxy.py {' '.join(sys.argv[1:])}` "
-        f"({took:.0f} s). Machine: {os.cpu_count()} cores (`nproc`), Python "
-        f"{platform.python_version()}, {platform.system()} {platform.release()}. The relay under "
+        f"({took:.0f} s). Machine: {machine()}. The relay under "
         "test (`sseguard proxy`: strict policy, in-flight checking, records to SQLite; or the bare "
         "aiohttp relay of docs/design/http.md) runs on core 1 (`--workers 2`: on both cores); the chaos "
         "upstream and the aiohttp load client share core 0. Medians of the runs; TTFC = time to "

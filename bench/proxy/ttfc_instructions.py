@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import ctypes
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -31,9 +30,8 @@ from typing import Any
 
 import aiohttp
 
-sys.path.insert(0, str(Path(__file__).parent))
-import bench_proxy as bp  # the bench's requests and process helpers
-from callgrind_proxy import control, instructions
+from bench.harness import build_callgrind_helper, callgrind_control, dumped_instructions, server
+from bench.proxy import bench_proxy as bp  # the bench's requests and bare relay
 
 HELPER = r"""
 #include <valgrind/callgrind.h>
@@ -45,13 +43,6 @@ COUNT = "x-callgrind-count"
 #: so the response headers and the first chunk always arrive in reads of their own and the first
 #: chunk alone (as from a real model's prefill); what one read holds does not vary between runs.
 GAP_MS = 200
-
-
-def build_helper(out_dir: Path) -> Path:
-    src, lib = out_dir / "cg.c", out_dir / "libcg.so"
-    src.write_text(HELPER)
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
-    return lib
 
 
 def serve(kind: str, upstream: str, lib: str, span: str) -> None:
@@ -161,29 +152,29 @@ def main() -> None:
         serve(*args.serve)
         return
     apis = args.apis.split(",")
-    with tempfile.TemporaryDirectory() as tmp, bp.process(
+    with tempfile.TemporaryDirectory() as tmp, server(
             ["chaos", "--listen", "127.0.0.1:0", "--json", "--tokens", "2", "--ttft-ms",
              str(GAP_MS), "--inter-token-ms", str(GAP_MS)], None) as (_, chaos_line):
         out_dir = Path(args.keep or tmp)
         out_dir.mkdir(parents=True, exist_ok=True)
-        lib = build_helper(out_dir)
+        lib = build_callgrind_helper(out_dir, HELPER)
         upstream = json.loads(chaos_line)["url"]
         valgrind = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
                     f"--callgrind-out-file={out_dir}/cg.%p"]
         kinds = ["proxy"] if args.proxy_only else ["bare", "proxy"]
         results: dict[str, dict[str, float]] = {}
         for kind in kinds:
-            command = [*valgrind, sys.executable, __file__, "--serve", kind, upstream, str(lib),
-                       args.span]
-            with bp.process(command, None, raw=True) as (proc, line):
+            command = [*valgrind, sys.executable, "-m", "bench.proxy.ttfc_instructions", "--serve", kind,
+                       upstream, str(lib), args.span]
+            with server(command, None, raw=True) as (proc, line):
                 url = line.split()[-1]
                 for api in apis:
                     asyncio.run(ask(url, api, 10, counted=False))  # first-use paths, imports, quickening
                     before = set(out_dir.glob(f"cg.{proc.pid}.*"))
-                    control(proc.pid, "-z")
+                    callgrind_control(proc.pid, "-z")
                     asyncio.run(ask(url, api, args.requests, counted=True))
-                    control(proc.pid, "-d")
-                    ir = instructions(out_dir, proc.pid, before) / args.requests
+                    callgrind_control(proc.pid, "-d")
+                    ir = dumped_instructions(out_dir, proc.pid, before) / args.requests
                     results.setdefault(api, {})[kind] = ir
                     print(f"  {api:10} {kind:6} {ir:12,.0f} instructions per request "
                           f"(handler → {'first write' if args.span == 'all' else 'upstream request'})",

@@ -14,15 +14,13 @@ Run: .venv/bin/python bench/callgrind_relay.py [--apis chat,responses,messages] 
 from __future__ import annotations
 
 import argparse
-import re
-import subprocess
 import sys
-from pathlib import Path
+
+from bench.harness import callgrind_total
 
 SCRIPT = r'''
 import asyncio, sys
-sys.path.insert(0, "bench")
-from bench_checker import ANSWER_REQUESTS, ANSWERS, frames_of
+from bench.checker.bench_checker import ANSWER_REQUESTS, ANSWERS, frames_of
 from sseguard.contract import checker_for
 from sseguard.proxy import ProxyConfig
 from sseguard.proxy.frames import Frames
@@ -81,13 +79,8 @@ print(len(reads))
 
 
 def instructions(api: str, mode: str, rounds: int) -> tuple[int, int]:
-    out = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c",
-         SCRIPT, api, mode, str(rounds)], capture_output=True, text=True, check=True)
-    match = re.search(r"Collected : (\d+)", out.stderr)
-    if match is None:
-        raise SystemExit(f"no callgrind total for {api} {mode}:\n{out.stderr[-800:]}")
-    return int(match.group(1)), int(out.stdout.strip())
+    total, printed = callgrind_total([sys.executable, "-c", SCRIPT, api, mode, str(rounds)])
+    return total, int(printed)
 
 
 def main() -> None:
@@ -107,5 +100,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).parent))
     main()
