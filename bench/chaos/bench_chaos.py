@@ -17,16 +17,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
 import resource
-import statistics
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 
 import aiohttp
+
+from bench.harness import (
+    cpu_seconds,
+    load_average,
+    machine,
+    median,
+    percentile,
+    pin_self,
+    start_chaos,
+    stop,
+)
 
 #: Per protocol: (path, request body, the bytes a complete stream's last frame ends with).
 APIS: dict[str, tuple[str, bytes, bytes]] = {
@@ -42,7 +49,6 @@ APIS: dict[str, tuple[str, bytes, bytes]] = {
         "messages": [{"role": "user", "content": "Stream something."}]}).encode(),
         b'data: {"type":"message_stop"}\n\n'),
 }
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -72,9 +78,8 @@ class Result:
         return self.chunks / self.seconds
 
     def row(self) -> str:
-        p50 = statistics.median(self.ttfc_ms) if self.ttfc_ms else float("nan")
-        p99 = (statistics.quantiles(self.ttfc_ms, n=100)[98] if len(self.ttfc_ms) > 100
-               else float("nan"))
+        p50 = median(self.ttfc_ms)
+        p99 = percentile(self.ttfc_ms, 99) if len(self.ttfc_ms) > 100 else float("nan")
         asked = (self.streams * 1000 / self.scenario.inter_token_ms
                  if self.scenario.inter_token_ms else float("inf"))
         asked_text = f"{asked:,.0f}/s" if asked != float("inf") else "as fast as possible"
@@ -91,27 +96,10 @@ class Result:
         return self.server_cpu / frames * 1e6 if frames else float("nan")
 
 
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
 def start_server(scenario: Scenario) -> tuple[subprocess.Popen[str], str]:
-    cmd = [sys.executable, "-c", "from sseguard.cli import main; main()", "chaos", "--listen",
-           "127.0.0.1:0", "--json", "--tokens", str(scenario.tokens), "--inter-token-ms",
-           str(scenario.inter_token_ms), "--ttft-ms", "0"]
-
-    def pin() -> None:
-        if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
-            os.sched_setaffinity(0, {0})
-        _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, preexec_fn=pin)
-    assert proc.stdout is not None
-    url = json.loads(proc.stdout.readline())["url"]
-    return proc, url
+    """The chaos server of ``scenario`` on core 0 (this load client runs on core 1)."""
+    return start_chaos(["--tokens", str(scenario.tokens), "--inter-token-ms",
+                        str(scenario.inter_token_ms), "--ttft-ms", "0"], core=0, open_files=True)
 
 
 async def stats(session: aiohttp.ClientSession, url: str) -> dict[str, int]:
@@ -125,8 +113,7 @@ async def run(scenario: Scenario, streams: int, seconds: float, api: str = "chat
     try:
         return await drive(scenario, proc.pid, url, streams, seconds, api)
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)
 
 
 async def drive(scenario: Scenario, pid: int, url: str, streams: int, seconds: float,
@@ -185,10 +172,10 @@ async def drive(scenario: Scenario, pid: int, url: str, streams: int, seconds: f
 
         async def sample() -> tuple[dict[str, int], dict[str, int], float, float]:
             await asyncio.sleep(max(0.0, window[0] - loop.time()))
-            before, cpu0, ccpu0 = await stats(session, url), cpu_seconds(pid), time.process_time()
+            before, cpu0, ccpu0 = await stats(session, url), cpu_seconds(pid, alone=True), time.process_time()
             await asyncio.sleep(max(0.0, window[1] - loop.time()))
             after = await stats(session, url)
-            result.server_cpu = (cpu_seconds(pid) - cpu0) / seconds
+            result.server_cpu = (cpu_seconds(pid, alone=True) - cpu0) / seconds
             result.client_cpu = (time.process_time() - ccpu0) / seconds
             return before, after, cpu0, ccpu0
 
@@ -209,8 +196,7 @@ def main() -> None:
                         help="protocol(s) to serve (repeatable; default chat)")
     parser.add_argument("--append", metavar="MARKDOWN", help="append the section to this file")
     args = parser.parse_args()
-    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
-        os.sched_setaffinity(0, {1})
+    pin_self(1)
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     try:
@@ -222,7 +208,7 @@ def main() -> None:
     scenarios = [Scenario("100 tok/s per stream (d=10 ms)", args.tokens, 10.0),
                  Scenario("20 tok/s per stream (d=50 ms)", args.tokens, 50.0),
                  Scenario("unpaced (d=0)", args.tokens, 0.0)]
-    load_before = os.getloadavg()[0]
+    load_before = load_average()
     results = []
     apis = args.api or ["chat"]
     with asyncio.Runner(loop_factory=factory) as runner:
@@ -243,8 +229,7 @@ def main() -> None:
         "## Chaos upstream capacity",
         "",
         f"Command: `.venv/bin/python bench/bench_chaos.py --streams {args.streams} --seconds "
-        f"{args.seconds:g} --tokens {args.tokens}`. Machine: {os.cpu_count()} cores "
-        f"(`nproc`), Python {platform.python_version()}, {platform.machine()}; chaos server "
+        f"{args.seconds:g} --tokens {args.tokens}`. Machine: {machine()}; chaos server "
         "(`sseguard chaos`, aiohttp.web on uvloop) pinned to core 0, the aiohttp load client to "
         f"core 1 (1-min load average {load_before:.1f} when it started). "
         f"{args.streams:,} concurrent streams of {args.tokens} content chunks (plus role, "

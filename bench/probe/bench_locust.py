@@ -18,9 +18,7 @@ Run: .venv/bin/python bench/bench_locust.py [--levels 50,200,400] [--seconds 15]
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import socket
 import subprocess
 import sys
@@ -31,16 +29,12 @@ from pathlib import Path
 
 import psutil
 
+from bench.harness import load_average, machine, median, percentile, pinned, start_chaos, stop
 from sseguard.record import Record, decode_record
 
 CLI = [sys.executable, "-m", "sseguard.cli"]
 #: Upstream (and the Locust master) on core 0, the client under test on core 1, as in bench_chaos.py.
 UPSTREAM_CORE, CLIENT_CORE = 0, 1
-
-
-def pin(pid: int, core: int) -> None:
-    if (os.cpu_count() or 1) > core:
-        psutil.Process(pid).cpu_affinity([core])
 
 
 def free_port() -> int:
@@ -97,12 +91,10 @@ def measure(client: str, level: int, procs: list[subprocess.Popen[bytes]], clien
     ttfts = sorted(r.ttft_ms for r in records if t0 <= r.started_at < t1 and r.ttft_ms is not None)
     window = t1 - t0
 
-    def pct(q: float) -> float:
-        return ttfts[min(len(ttfts) - 1, int(q * len(ttfts)))] if ttfts else float("nan")
-
     return Result(client=client, level=level, streams_s=len(done) / window,
-                  events_s=sum(r.chunks for r in done) / window, ttft_p50=pct(0.5),
-                  ttft_p99=pct(0.99), cpu=100 * (c1 - c0) / window, chaos_cpu=100 * (k1 - k0) / window,
+                  events_s=sum(r.chunks for r in done) / window, ttft_p50=median(ttfts),
+                  ttft_p99=percentile(ttfts, 99), cpu=100 * (c1 - c0) / window,
+                  chaos_cpu=100 * (k1 - k0) / window,
                   bad=sum(r.ending != "complete" for r in done))
 
 
@@ -116,14 +108,13 @@ def run_locust(url: str, level: int, seconds: float, work: Path, chaos: psutil.P
         [*CLI, *common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
          "--headless", "-u", str(level), "-r", str(level), "-t", runtime, "--expect-workers", "1",
          "--only-summary", "--exit-code-on-error", "0"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    pin(master.pid, UPSTREAM_CORE)
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=pinned(UPSTREAM_CORE))
     time.sleep(0.5)
     # `sseguard locust` replaces itself with Locust: this pid is the worker process.
     worker = subprocess.Popen([*CLI, *common, "--worker", "--master-host", "127.0.0.1",
                                "--master-port", str(port)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    pin(worker.pid, CLIENT_CORE)
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              preexec_fn=pinned(CLIENT_CORE))
     try:
         return measure("locust worker", level, [master, worker], worker.pid, out, "results-*.jsonl",
                        chaos, seconds)
@@ -139,8 +130,7 @@ def run_probe(url: str, level: int, seconds: float, work: Path, chaos: psutil.Pr
     proc = subprocess.Popen(
         [*CLI, "probe", "--arm", f"bench={url}", "--concurrency", str(level), "--duration",
          f"{int(seconds + 5)}s", "--out", str(out), "--no-live", "--json", "--ramp", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    pin(proc.pid, CLIENT_CORE)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=pinned(CLIENT_CORE))
     try:
         return measure("probe (aiohttp)", level, [proc], proc.pid, out, "results.jsonl", chaos,
                        seconds)
@@ -162,16 +152,10 @@ def main() -> None:
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
 
-    chaos_proc = subprocess.Popen(
-        [*CLI, "chaos", "--listen", "127.0.0.1:0", "--json", "--tokens", str(args.tokens),
-         "--inter-token-ms", str(args.inter_token_ms)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    assert chaos_proc.stdout is not None
-    url = json.loads(chaos_proc.stdout.readline())["url"]
+    chaos_proc, url = start_chaos(["--tokens", str(args.tokens), "--inter-token-ms",
+                                   str(args.inter_token_ms)], core=UPSTREAM_CORE)
     chaos = psutil.Process(chaos_proc.pid)
-    pin(chaos_proc.pid, UPSTREAM_CORE)
-    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, load "
-          f"{os.getloadavg()[0]:.1f}; chaos: {args.tokens} chunks/answer, {args.inter_token_ms:g} ms "
+    print(f"{machine()}; chaos: {args.tokens} chunks/answer, {args.inter_token_ms:g} ms "
           f"apart; window {args.seconds:g} s, median of {args.repeat}")
     print(f"{'client':<16} {'streams':>7} {'streams/s':>9} {'events/s':>9} {'TTFT p50':>9} "
           f"{'TTFT p99':>9} {'CPU':>6} {'chaos CPU':>9} {'bad':>4}")
@@ -190,9 +174,8 @@ def main() -> None:
                           f"{r.ttft_p50:>7.1f}ms {r.ttft_p99:>7.1f}ms {r.cpu:>5.0f}% "
                           f"{r.chaos_cpu:>8.0f}% {r.bad:>4}", flush=True)
     finally:
-        chaos_proc.terminate()
-        chaos_proc.wait(10)
-    print(f"load at the end: {os.getloadavg()[0]:.1f}")
+        stop(chaos_proc)
+    print(f"load at the end: {load_average():.1f}")
 
 
 if __name__ == "__main__":

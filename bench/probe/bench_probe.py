@@ -40,6 +40,7 @@ from typing import Any
 
 import aiohttp
 
+from bench.harness import cpu_seconds, machine, percentile, pin_self, start_chaos, stop
 from sseguard._serve import loop_factory, raise_open_files_limit
 from sseguard.policy import Policy
 from sseguard.probe import engine as probe_engine
@@ -89,16 +90,11 @@ class Phase:
                 "cpu_s": round(self.cpu_s, 2), "cpu_per_event_us": round(self.cpu_per_event_us, 2),
                 "cpu_of_core": round(self.cpu_s / self.wall_s, 3) if self.wall_s else None,
                 "ttft_p50_ms": round(statistics.median(self.ttft_ms), 2) if self.ttft_ms else None,
-                "ttft_p99_ms": round(_pct(self.ttft_ms, 0.99), 2) if self.ttft_ms else None,
+                "ttft_p99_ms": round(percentile(self.ttft_ms, 99), 2) if self.ttft_ms else None,
                 "distinct_event_counts": sorted(set(self.events_per_stream)),
                 "probe_cpu_peak": self.probe_cpu_peak,
                 "server_cpu_of_core": round(self.server_cpu, 3) if self.server_cpu else None,
                 "loadavg_1m": self.load}
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 class Counter:
@@ -218,21 +214,10 @@ async def probe_phase(url: str, streams: int, rounds: int, ramp: float, out: Pat
     return phase
 
 
-def process_cpu(pid: int) -> float:
-    """CPU seconds (user + system) a process has used so far, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def start_chaos(delay_ms: float, tokens: int) -> tuple[subprocess.Popen[str], str]:
-    cmd = [sys.executable, "-m", "sseguard.cli", "chaos", "--listen", "127.0.0.1:0", "--json",
-           "--ttft-ms", str(delay_ms), "--inter-token-ms", str(delay_ms), "--tokens", str(tokens)]
-    if os.cpu_count() and os.cpu_count() >= 2:  # type: ignore[operator]
-        cmd = ["taskset", "-c", "1", *cmd]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    return proc, json.loads(line)["url"]
+def start_chaos_upstream(delay_ms: float, tokens: int) -> tuple[subprocess.Popen[str], str]:
+    """The chaos upstream on core 1 (the bare reader and the probe run on core 0)."""
+    return start_chaos(["--ttft-ms", str(delay_ms), "--inter-token-ms", str(delay_ms),
+                        "--tokens", str(tokens)], core=1)
 
 
 async def calibrate(url: str, api: Api) -> tuple[float, int]:
@@ -251,13 +236,13 @@ async def measure_api(args: argparse.Namespace, url: str, server_pid: int, api: 
     runs: list[Phase] = []
     for rep in range(args.repeat):
         for kind in ("bare", "probe"):
-            server0 = process_cpu(server_pid)
+            server0 = cpu_seconds(server_pid, alone=True)
             if kind == "bare":
                 phase = await bare_phase(url, args.streams, args.rounds, stream_s, api)
             else:
                 phase = await probe_phase(url, args.streams, args.rounds, stream_s,
                                           tmp / f"probe-{api}-{rep}", api)
-            phase.server_cpu = (process_cpu(server_pid) - server0) / phase.wall_s
+            phase.server_cpu = (cpu_seconds(server_pid, alone=True) - server0) / phase.wall_s
             phase.load = round(os.getloadavg()[0], 2)
             runs.append(phase)
             print(json.dumps(phase.summary()), flush=True)
@@ -305,11 +290,6 @@ def report(args: argparse.Namespace, res: dict[str, Any]) -> None:
     print("\n".join(lines))
 
 
-def server_pid(proc: subprocess.Popen[str]) -> int:
-    """The chaos process itself (``taskset`` execs it, so the pid is the same)."""
-    return proc.pid
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--streams", type=int, default=1000)
@@ -322,17 +302,16 @@ def main() -> None:
     args = parser.parse_args()
     for api in args.apis.split(","):
         Api(api)  # an unknown protocol fails before anything starts
-    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
-        os.sched_setaffinity(0, {0})
+    pin_self(0)
     raise_open_files_limit()
-    proc, url = start_chaos(args.delay_ms, args.tokens)
+    print(machine(), flush=True)
+    proc, url = start_chaos_upstream(args.delay_ms, args.tokens)
     try:
         # The same process settings as `sseguard probe` (run_probe) for both phases.
         with quiet_gc(), asyncio.Runner(loop_factory=loop_factory()) as runner:
-            results = runner.run(main_async(args, url, server_pid(proc)))
+            results = runner.run(main_async(args, url, proc.pid))
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop(proc)
     print(f"uptime load average at the end: {os.getloadavg()}")
     for res in results:
         report(args, res)

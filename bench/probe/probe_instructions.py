@@ -30,8 +30,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-import bench_probe as bp  # the bench phases, measured here
+from bench.harness import ROOT, build_callgrind_helper, stop
+from bench.probe import bench_probe as bp  # the bench phases, measured here
 
 HELPER = r"""
 #include <valgrind/callgrind.h>
@@ -58,8 +58,7 @@ class _NoCheck:
 
 def no_checker(api: object) -> object:
     """``measure.checker_for`` replaced by one that hands out ``_NoCheck`` with a real verdict."""
-    from bench_checker import ANSWER_REQUESTS, ANSWERS, frames_of
-
+    from bench.checker.bench_checker import ANSWER_REQUESTS, ANSWERS, frames_of
     from sseguard.contract import checker_for
 
     real = checker_for(api, ANSWER_REQUESTS[api])
@@ -67,13 +66,6 @@ def no_checker(api: object) -> object:
         real.feed(read)
     verdict = real.close()
     return lambda *_a, **_k: _NoCheck(verdict)
-
-
-def build_helper(tmp: Path) -> Path:
-    src, lib = tmp / "cg.c", tmp / "libcg.so"
-    src.write_text(HELPER)
-    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
-    return lib
 
 
 async def inner_main(args: argparse.Namespace) -> None:
@@ -155,17 +147,17 @@ def main() -> None:
         tmp = Path(tmp_name)
         out_dir = Path(args.keep) if args.keep else tmp / "dumps"
         out_dir.mkdir(parents=True, exist_ok=True)
-        helper = build_helper(tmp)
-        proc, url = bp.start_chaos(args.delay_ms, args.tokens)
+        helper = build_callgrind_helper(tmp, HELPER)
+        proc, url = bp.start_chaos_upstream(args.delay_ms, args.tokens)
         try:
             command = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-                       f"--callgrind-out-file={out_dir}/cg.out", sys.executable, __file__,
+                       f"--callgrind-out-file={out_dir}/cg.out",
+                       sys.executable, "-m", "bench.probe.probe_instructions",
                        "--inner", "--url", url, "--helper", str(helper), "--out", str(tmp / "runs"),
                        "--apis", args.apis, "--streams", str(args.streams)]
-            done = subprocess.run(command, check=True, capture_output=True, text=True)
+            done = subprocess.run(command, check=True, capture_output=True, text=True, cwd=ROOT)
         finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+            stop(proc)
         phases = {d["label"]: d for d in map(json.loads, done.stdout.splitlines())}
         instr = totals(out_dir)
         print(f"{args.streams} streams at a time, {args.tokens} tokens {args.delay_ms:g} ms apart; "
