@@ -22,14 +22,13 @@ from __future__ import annotations
 import argparse
 import codecs
 import json
-import os
-import platform
 import statistics
 import time
 
 from httpx_sse._decoders import SSEDecoder as HttpxSSEDecoder
 from httpx_sse._decoders import SSELineDecoder
 
+from bench.harness import machine
 from sseguard.contract import checker_for
 from sseguard.sse import SSEDecoder
 from sseguard.verdict import Ending
@@ -405,7 +404,7 @@ def main() -> None:
     ap.add_argument("--long-line", action="store_true",
                     help="The SSE decoders alone on one --mb long line (default 1 MB).")
     args = ap.parse_args()
-    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs")
+    print(machine())
     if args.long_line:
         long_line(args.mb if args.mb != ap.get_default("mb") else 1.0)
         return

@@ -51,7 +51,6 @@ import os
 import platform
 import select
 import signal
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -60,12 +59,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-
-from _engines_model import build_model_dir, token_pieces
-from _engines_support import Expected, Vector, harvest, matches, reference, tools_for
 from sseguard.toolcalls import ToolCallEnd, aliases, families, family, parser_for
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+try:  # the engines tests' own harness, importable as pytest imports it: with tests/ on the path
+    from _engines_model import build_model_dir, token_pieces
+    from _engines_support import Expected, Vector, harvest, matches, reference, tools_for
+except ModuleNotFoundError as missing:
+    raise SystemExit(f"{missing}: run with PYTHONPATH=tests (this benchmark drives tests/_engines_*.py, "
+                     "the engines tests' harness, which imports its parts by name)") from None
 
 DELTA = 4  # the shortest delta in characters (deltas are whole tokens of at least this length)
 

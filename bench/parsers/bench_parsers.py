@@ -30,8 +30,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import platform
 import random
 import re
 import statistics
@@ -42,6 +40,7 @@ from functools import partial
 from itertools import pairwise
 from typing import Any
 
+from bench.harness import load_average, machine
 from sseguard.toolcalls import ToolArgsDelta, ToolCallEnd, families, family, parser_for
 
 CHUNK = 4
@@ -231,8 +230,8 @@ def main() -> None:
 def measure(families: list[str], args: argparse.Namespace) -> None:
     """Ours per family and size, then the DSML baseline."""
 
-    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, {platform.platform()}")
-    print(f"one string argument, {CHUNK}-char chunks; load average {os.getloadavg()[0]:.1f}")
+    print(machine())
+    print(f"one string argument, {CHUNK}-char chunks")
     runs: dict[tuple[str, int], tuple[list[str], str]] = {}
     for kb in SIZES_KB:
         value = make_value(kb)
@@ -257,7 +256,7 @@ def measure(families: list[str], args: argparse.Namespace) -> None:
     for name in families:
         _report_family(name, {kb: samples[name, kb] for kb in SIZES_KB},
                        {kb: len(runs[name, kb][0]) for kb in SIZES_KB})
-    print(f"load average at the end {os.getloadavg()[0]:.1f}")
+    print(f"load average at the end {load_average():.1f}")
     _summary(families, samples, {key: len(runs[key][0]) for key in runs})
     if "dsml-v32" not in families or args.no_baseline:
         return

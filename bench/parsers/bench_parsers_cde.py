@@ -19,16 +19,11 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import platform
-import sys
 import time
 from collections.abc import Callable
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from bench_parsers import make_stream, make_value
-
+from bench.harness import machine
+from bench.parsers.bench_parsers import make_stream, make_value
 from sseguard.toolcalls import ToolCallEnd, parser_for
 
 CHUNK = 4
@@ -90,8 +85,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    print(f"{platform.python_implementation()} {platform.python_version()}, "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.1f}")
+    print(machine())
     values = {kb: make_value(kb) for kb in (80, 320)}
     best: dict[tuple[str, int], float] = {}
     for _ in range(args.repeat):  # families and sizes interleaved, best of the repeats

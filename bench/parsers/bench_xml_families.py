@@ -17,18 +17,12 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import platform
-import sys
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from bench_parsers import CHUNK, TOOLS, make_value
-
+from bench.harness import machine
+from bench.parsers.bench_parsers import CHUNK, TOOLS, make_value
 from sseguard.toolcalls import FAMILIES, ToolCallEnd, parser_for
 
 OURS = ("seed-oss", "zaya", "dots", "step3", "minicpm5", "gigachat35", "kimi-k3", "minimax-m3", "muse",
@@ -71,9 +65,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--families", nargs="*", default=[*OURS, *REFERENCE])
     args = ap.parse_args()
-    print(f"# {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.python_implementation()} "
-          f"{platform.python_version()}, {platform.machine()}, load {os.getloadavg()[0]:.2f}, "
-          f"{CHUNK}-char chunks, best of {args.repeat}")
+    print(f"# {machine()}, {CHUNK}-char chunks, best of {args.repeat}")
     print(f"{'family':<12} {'80 KB ms':>9} {'µs/chunk':>9} {'320 KB ms':>10} {'µs/chunk':>9} "
           f"{'x4 input':>9}  {'wall 80/320 KB µs/chunk':>24}  targets (CPU)")
     values = {kb: make_value(kb) for kb in SIZES_KB}

@@ -20,9 +20,7 @@ import argparse
 import json
 import multiprocessing
 import os
-import platform
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -32,11 +30,16 @@ from typing import Any
 import httpx2
 import openai
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
-
-from _store_support import records
+from bench.harness import machine
 from sseguard.client import StrictTransport
 from sseguard.store import BatchWriter, open_store
+
+try:  # the store tests' records and PostgreSQL server, importable as pytest imports them
+    from _postgres_support import find_bindir, postgres_server
+    from _store_support import records
+except ModuleNotFoundError as missing:
+    raise SystemExit(f"{missing}: run with PYTHONPATH=tests (this benchmark stores the records of "
+                     "tests/_store_support.py, which imports its parts by name)") from None
 
 
 def _body(events: int) -> bytes:
@@ -228,8 +231,7 @@ def main() -> None:
     parser.add_argument("--only", choices=("transport", "store", "hook"),
                         help="Run one part (default: transport and store).")
     args = parser.parse_args()
-    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, load "
-          f"{' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(machine())
     if args.only == "hook":
         bench_hook(args.records, args.repeat)
         return
@@ -239,8 +241,6 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         bench_store(str(Path(tmp) / "bench.db"), args.records)
-    from _postgres_support import find_bindir, postgres_server
-
     bindir = find_bindir()
     if bindir is None:
         print("store postgresql: skipped (no PostgreSQL binaries)")
