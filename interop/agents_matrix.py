@@ -14,10 +14,10 @@ Results go to a JSON Lines file (one object a run); ``--table`` prints the Markd
 ``docs/agents.md`` from it.
 
 Setup (once; /work/agents-npm is outside the repository):
-    .venv/bin/python bench/agents_matrix.py --setup --npm-dir /work/agents-npm
+    .venv/bin/python interop/agents_matrix.py --setup --npm-dir /work/agents-npm
 Run:
-    .venv/bin/python bench/agents_matrix.py --npm-dir /work/agents-npm --jobs 3 --out agents.jsonl
-    .venv/bin/python bench/agents_matrix.py --table agents.jsonl
+    .venv/bin/python interop/agents_matrix.py --npm-dir /work/agents-npm --jobs 3 --out agents.jsonl
+    .venv/bin/python interop/agents_matrix.py --table agents.jsonl
 Subsets: --agents opencode,codex --faults truncated,no_done --modes direct; a proxy option:
     --proxy-arg=--complete-done
 
@@ -28,10 +28,10 @@ first byte) and answers every later request of the conversation whole; the proxy
 when the agent exited 0, printed the conversation's whole last answer (chaos's
 ``/chaos/conversations``), made as many requests as on a healthy run through the same proxy (so
 it did not ask again itself), and the proxy counted a healed stream and no failed one:
-    .venv/bin/python bench/agents_matrix.py --heal --agents claude,opencode --runs 10 \
+    .venv/bin/python interop/agents_matrix.py --heal --agents claude,opencode --runs 10 \
         --endings truncated,http_error --out heal.jsonl
-    .venv/bin/python bench/agents_matrix.py --heal --agents codex --proxy-arg=--resume-store-ok ...
-    .venv/bin/python bench/agents_matrix.py --heal-table heal.jsonl
+    .venv/bin/python interop/agents_matrix.py --heal --agents codex --proxy-arg=--resume-store-ok ...
+    .venv/bin/python interop/agents_matrix.py --heal-table heal.jsonl
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 //
 //   sseguard chaos --listen 127.0.0.1:9000 &
 //   sseguard proxy --upstream http://127.0.0.1:9000/v1 --listen 127.0.0.1:8080 --retry 0 &
-//   node bench/gemini_js_guard.mjs --base http://127.0.0.1:8080 \
+//   node interop/gemini_js_guard.mjs --base http://127.0.0.1:8080 \
 //       --bundle /work/agents-npm/gemini/node_modules/@google/gemini-cli/bundle
 //
 // Prints one JSON line per fault: {"fault", "outcome": "silent" | "threw", "error", "message", "text"}.

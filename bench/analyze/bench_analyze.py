@@ -6,7 +6,7 @@ lines (~750 bytes of JSON each, like real records with a body tail). The records
 DuckDB itself (seconds for millions), then each source kind is analyzed in a fresh child process so
 that its peak RSS is its own:
 
-    .venv/bin/python bench/bench_analyze.py [N] [--kinds jsonl,parquet,sqlite,spark] [--dir DIR]
+    .venv/bin/python -m bench.analyze.bench_analyze [N] [--kinds jsonl,parquet,sqlite,spark] [--dir DIR]
                                             [--legacy OLD_CHECKOUT/src]
                                             [--jsonl FILE] [--sqlite DB] [--parquet DIR]
 

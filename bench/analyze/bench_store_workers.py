@@ -7,7 +7,7 @@ the store is analyzed in a fresh child process under a time limit. The records a
 at that worker when the stream started — drawn up to ``--levels`` (10,000 streams over seven workers:
 ~1,400 distinct values), with failures growing with it and a ``gw-`` route truncating a fifth:
 
-    .venv/bin/python bench/bench_store_workers.py [--rows 16593] [--workers 7] [--levels 1430]
+    .venv/bin/python -m bench.analyze.bench_store_workers [--rows 16593] [--workers 7] [--levels 1430]
                                                   [--src CHECKOUT/src] [--timeout 300] [--db FILE]
 
 ``--src``: the sseguard the analysis imports (another checkout's ``src``, to compare before and after).

@@ -8,7 +8,7 @@ scenario: streams in flight (client and server view), chunks/s the client receiv
 own frames/s, time to first chunk, and both processes' CPU. A client near 100 % CPU means the figure
 is a lower bound of the server's capacity.
 
-Run: .venv/bin/python bench/bench_chaos.py [--streams 1000] [--seconds 10] [--api chat --api responses
+Run: .venv/bin/python -m bench.chaos.bench_chaos [--streams 1000] [--seconds 10] [--api chat --api responses
 --api messages] [--append docs/benchmarks.md]
 """
 
@@ -228,7 +228,7 @@ def main() -> None:
         "",
         "## Chaos upstream capacity",
         "",
-        f"Command: `.venv/bin/python bench/bench_chaos.py --streams {args.streams} --seconds "
+        f"Command: `.venv/bin/python -m bench.chaos.bench_chaos --streams {args.streams} --seconds "
         f"{args.seconds:g} --tokens {args.tokens}`. Machine: {machine()}; chaos server "
         "(`sseguard chaos`, aiohttp.web on uvloop) pinned to core 0, the aiohttp load client to "
         f"core 1 (1-min load average {load_before:.1f} when it started). "

@@ -12,9 +12,9 @@ pieces of 1, 16 and 4,096 bytes (a long tool argument or base64 image arriving i
 against httpx-sse's and the openai SDK's decoder, in bytes per second. A decoder that searches the
 unfinished line again at every read is quadratic here.
 
-Run: .venv/bin/python bench/bench_checker.py [--api all|chat|responses|messages|gemini] [--mb 10]
+Run: .venv/bin/python -m bench.checker.bench_checker [--api all|chat|responses|messages|gemini] [--mb 10]
      [--piece 64] [--repeat 5]
-     .venv/bin/python bench/bench_checker.py --long-line [--mb 1]
+     .venv/bin/python -m bench.checker.bench_checker --long-line [--mb 1]
 """
 
 from __future__ import annotations

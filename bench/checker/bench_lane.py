@@ -7,7 +7,7 @@ switched off (every event the general way: SSE decoding, JSON decoding, the fold
 one process, and the two verdicts are compared. ``--callgrind`` counts instructions instead, the
 figure that does not move with the machine's load: runs of 1 and 3 answers, the difference halved.
 
-Run: .venv/bin/python bench/bench_lane.py [--apis chat,responses,messages,gemini] [--tokens 100]
+Run: .venv/bin/python -m bench.checker.bench_lane [--apis chat,responses,messages,gemini] [--tokens 100]
      [--repeat 5] [--callgrind]
 """
 

@@ -7,8 +7,10 @@ between a run that judges the body three times and one that judges it once, halv
 one-time set-up (the family registry reading entry points) cancel out.
 
 Run (valgrind from Debian's package; each TREE a checkout with its own .venv):
-    python bench/bench_instructions.py [--only answer,checker,parser] TREE [TREE …]
-e.g. ``git worktree add /tmp/before <commit>`` then ``python bench/bench_instructions.py /tmp/before .``
+    python -m bench.checker.checker_instructions [--only answer,checker,parser] TREE [TREE …]
+e.g. ``git worktree add /tmp/before <commit>``, then
+``python -m bench.checker.checker_instructions /tmp/before .``; ``--python`` runs every tree with one
+interpreter, importing ``sseguard`` from ``TREE/src``.
 """
 
 from __future__ import annotations

@@ -35,8 +35,9 @@ parser would already exceed the budget there) and the row says so. ``--until`` s
 rows at a UTC time, so a loaded machine cannot stretch the run without bound.
 
 Run in the engines' venv (.ci/engines builds it):
-    VLLM_TARGET_DEVICE=cpu .venv-engines/bin/python bench/bench_engines.py --phase vectors \
-        [--vectors harvested.jsonl] [--engines vllm,sglang] [--families a,b] --json vectors.json
+    PYTHONPATH=tests VLLM_TARGET_DEVICE=cpu .venv-engines/bin/python -m bench.engines.bench_engines \
+        --phase vectors [--vectors harvested.jsonl] [--engines vllm,sglang] [--families a,b] \
+        --json vectors.json
     ... --phase speed [--sizes 80,320] [--budget 150] [--until 06:30] --json speed.json
     ... --phase parsers --engines vllm --families a,b [--sizes 80,320] [--own-budget 60] --json p.json
     ... --render vectors.json speed.json     # the Markdown tables of docs/benchmarks.md

@@ -22,7 +22,7 @@ string full of ``\"`` and ``\n`` escapes; as GLM-4.5, GLM-4.7 and MiniMax-M2 mar
 typed as a string by the offered tool's schema; any other family writes the call as its own
 ``render`` does. Their figures are measured in the same run as the DSML parser's, their reference.
 
-Run: .venv/bin/python bench/bench_parsers.py [--repeat 5] [--baseline-budget 300] [--families ...]
+Run: .venv/bin/python -m bench.parsers.bench_parsers [--repeat 5] [--baseline-budget 300] [--families ...]
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ family: µs per chunk at 320 KB and the time growth from 80 to 320 KB (targets: 
 ``bench_parsers.py`` is being extended to every registered family (issue 36); this script answers the
 question for these seven until then.
 
-Run: .venv/bin/python bench/bench_parsers_cde.py [--repeat 5]
+Run: .venv/bin/python -m bench.parsers.bench_parsers_cde [--repeat 5]
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ measured in the same run as the reference. Each figure is the best of ``--repeat
 process's CPU time (``time.process_time``: on a shared, loaded machine wall time mostly measures the
 wait for a core) and, for comparison, wall time.
 
-Run: .venv/bin/python bench/bench_xml_families.py [--repeat 5] [--families seed-oss zaya ...]
+Run: .venv/bin/python -m bench.parsers.bench_xml_families [--repeat 5] [--families seed-oss zaya ...]
 """
 
 from __future__ import annotations

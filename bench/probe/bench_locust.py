@@ -12,7 +12,7 @@ records themselves: streams finished per second, events (data chunks) per second
 and the CPU of the client process (user + system, % of one core), plus the chaos server's CPU so a
 saturated upstream is visible.
 
-Run: .venv/bin/python bench/bench_locust.py [--levels 50,200,400] [--seconds 15] [--repeat 3]
+Run: .venv/bin/python -m bench.probe.bench_locust [--levels 50,200,400] [--seconds 15] [--repeat 3]
 """
 
 from __future__ import annotations

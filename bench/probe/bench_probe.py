@@ -17,7 +17,7 @@ Counting costs both sides the same: one Python call per chunk doing ``bytes.coun
 counter — for the bare reader a ``count`` function, for the probe a ``StreamWatch`` subclass whose
 ``feed`` counts inline and calls the base ``feed`` (no ``super()``), the only frame it adds.
 
-Usage: .venv/bin/python bench/bench_probe.py [--streams 1000] [--delay-ms 50] [--tokens 100]
+Usage: .venv/bin/python -m bench.probe.bench_probe [--streams 1000] [--delay-ms 50] [--tokens 100]
                                             [--rounds 3] [--repeat 2] [--apis chat,responses,messages]
 """
 

@@ -13,7 +13,7 @@ per event, is the steady per-stream cost (request, stream, record) that 1,000 st
 Few streams at a time (``--streams``, default 4, 50 ms between tokens) so that one read carries one
 event at valgrind's speed, as it does in the real benchmark.
 
-Run: .venv/bin/python bench/callgrind_probe.py [--apis chat] [--streams 4] [--keep DIR]
+Run: .venv/bin/python -m bench.probe.probe_instructions [--apis chat] [--streams 4] [--keep DIR]
 ``--inner`` is the mode valgrind runs.
 """
 

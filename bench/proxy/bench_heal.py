@@ -13,7 +13,7 @@
     bytes the upstream received beyond the client's own request (re-sent bytes). The prompt is
     ``PROMPT_KB`` KiB, so re-sending it shows.
 
-Run: .venv/bin/python bench/bench_heal.py [--repeats 3] [--streams 100] [--single 20]
+Run: .venv/bin/python -m bench.proxy.bench_heal [--repeats 3] [--streams 100] [--single 20]
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ def main() -> None:
     clean_t = costs["clean"][0]
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started))
     lines = [
-        f"Command: `.venv/bin/python bench/bench_heal.py {' '.join(sys.argv[1:])}` ({took:.0f} s), "
+        f"Command: `.venv/bin/python -m bench.proxy.bench_heal {' '.join(sys.argv[1:])}` ({took:.0f} s), "
         f"{when}, load average {load_before[0]:.2f} / {load_before[1]:.2f} / {load_before[2]:.2f} "
         f"(1 / 5 / 15 min) at the start, other processes {others:.0%} of a core during (a).", "",
         f"(a) {args.streams} chat streams needing no healing, {args.repeats} alternating runs each:", "",

@@ -22,7 +22,7 @@ records), to measure what the record store costs a client; ``--baseline-src DIR`
 variant once more, importing ``sseguard`` from ``DIR`` (the ``src`` of another tree: a before and after
 measured in one run). ``--no-bare`` leaves the bare relay out.
 
-Run: .venv/bin/python bench/bench_proxy.py [--repeats 3] [--workers 1,2] [--only 100,1000]
+Run: .venv/bin/python -m bench.proxy.bench_proxy [--repeats 3] [--workers 1,2] [--only 100,1000]
      [--apis responses,messages] [--stores sqlite,none] [--baseline-src DIR] [--no-bare] [--no-slow]
      [--append docs/benchmarks.md]
 """
@@ -502,8 +502,8 @@ def main() -> None:
               "| relay CPU | relay RSS idle → peak | client CPU | other processes |\n"
               "|---|---|---|---|---|---|---|---|---|---|")
     section = "\n".join([
-        "", "## proxy overhead (bench/bench_proxy.py)", "",
-        f"Command: `.venv/bin/python bench/bench_proxy.py {' '.join(sys.argv[1:])}` "
+        "", "## proxy overhead (bench/proxy/bench_proxy.py)", "",
+        f"Command: `.venv/bin/python -m bench.proxy.bench_proxy {' '.join(sys.argv[1:])}` "
         f"({took:.0f} s). Machine: {machine()}. The relay under "
         "test (`sseguard proxy`: strict policy, in-flight checking, records to SQLite; or the bare "
         "aiohttp relay of docs/design/http.md) runs on core 1 (`--workers 2`: on both cores); the chaos "

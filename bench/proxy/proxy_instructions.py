@@ -13,7 +13,7 @@ DIR`` each proxy once more importing ``sseguard`` from ``DIR``: what the record 
 proxy's own process, before and after, in one run. Only the proxy's process is counted (callgrind does
 not follow a child process: a store writer process of its own is not in the count).
 
-Run: .venv/bin/python bench/callgrind_proxy.py [--apis chat,responses,messages,gemini] [--streams 4]
+Run: .venv/bin/python -m bench.proxy.proxy_instructions [--apis chat,responses,messages,gemini] [--streams 4]
      [--stores sqlite,none] [--baseline-src DIR] [--proxy-only]
 """
 

@@ -1,6 +1,6 @@
 """The guarded relay's own per-event work, in instructions, apart from the checker and from aiohttp.
 
-``callgrind_proxy.py`` counts the whole proxy (aiohttp, the checker, the relay, the record); this
+``proxy_instructions.py`` counts the whole proxy (aiohttp, the checker, the relay, the record); this
 splits out what the relay engine adds: ``StreamRelay._pump`` over the answers of
 ``bench_checker.ANSWERS`` (one read per event, as at 100 real streams), from an in-memory body into a
 response whose ``write`` does nothing, against the checker alone fed the same reads. ``stream`` adds
@@ -8,7 +8,8 @@ the per-stream work around the pump: building the checker and the relay, judging
 ``ProxyState.stream_done`` (metrics and the record; the store's writer thread is not started).
 Each figure is a run of 11 answers minus a run of 1, divided by 10 (start-up and imports cancel).
 
-Run: .venv/bin/python bench/callgrind_relay.py [--apis chat,responses,messages] [--modes checker,pump,stream]
+Run: .venv/bin/python -m bench.proxy.relay_instructions [--apis chat,responses,messages]
+     [--modes checker,pump,stream]
 """
 
 from __future__ import annotations

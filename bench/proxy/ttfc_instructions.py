@@ -13,7 +13,7 @@ the handler is aiohttp's and the same for both. No store (``--store`` none): wit
 time the record is never on that path. ``--span pre`` stops at the upstream request instead
 (``ClientSession.post`` called): the handler's own work before anything goes out.
 
-Run: .venv/bin/python bench/callgrind_ttfc.py [--apis chat,responses,messages,gemini] [--requests 20]
+Run: .venv/bin/python -m bench.proxy.ttfc_instructions [--apis chat,responses,messages,gemini] [--requests 20]
      [--span all|pre] [--proxy-only] [--keep DIR]
 """
 

@@ -11,7 +11,8 @@
    a ``BatchWriter`` thread (before issue 35); built raw on the loop, redacted by the thread; built raw,
    then a ``ProcessWriter`` (now). The record is a 100-event chat stream's, as the proxy makes it.
 
-Run: .venv/bin/python bench/bench_client_store.py [--events 2000] [--repeat 5] [--only hook]
+Run: PYTHONPATH=tests .venv/bin/python -m bench.store.bench_client_store [--events 2000] [--repeat 5]
+     [--only hook]
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ common case) is what matters; a tail with a secret in it is measured too. ``--ba
 another ``redact.py`` (e.g. the one on main) and prints both, measured alternately in one run, with
 the ratio.
 
-Usage: .venv/bin/python bench/bench_redact.py [--baseline /work/main/src/sseguard/redact.py]
+Usage: .venv/bin/python -m bench.store.bench_redact [--baseline /work/main/src/sseguard/redact.py]
                                               [--rounds 5] [--calls 20000]
 """
 
