@@ -36,6 +36,8 @@ from pathlib import Path
 import duckdb
 import msgspec
 
+from bench.harness import ROOT
+
 TAIL = "x" * 420  # a body tail's worth of bytes: lines as long as real records'
 
 
@@ -172,8 +174,8 @@ def _vm_hwm_mb() -> float:
 
 def measure(kind: str, source: str, legacy: str | None = None) -> dict[str, object]:
     env = dict(os.environ, PYTHONPATH=legacy) if kind == "legacy" and legacy else None
-    out = subprocess.run([sys.executable, __file__, "--child", kind, source], capture_output=True,
-                         text=True, check=True, env=env)
+    out = subprocess.run([sys.executable, "-m", "bench.analyze.bench_analyze", "--child", kind, source],
+                         capture_output=True, text=True, check=True, env=env, cwd=ROOT)
     # The analyzing process's own peak (DuckDB and SQLite run inside it; Spark's JVM does not).
     got: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
     got["load"] = os.getloadavg()[0]

@@ -19,9 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+from bench.harness import ROOT
 from sseguard.redact import Redactor
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _tail() -> str:
