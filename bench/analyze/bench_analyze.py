@@ -36,7 +36,7 @@ from pathlib import Path
 import duckdb
 import msgspec
 
-from bench.harness import ROOT
+from bench.harness import ROOT, machine
 
 TAIL = "x" * 420  # a body tail's worth of bytes: lines as long as real records'
 
@@ -198,6 +198,7 @@ def main() -> None:
     if args.child:
         child(*args.child)
         return
+    print(machine(), flush=True)
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         root = Path(tmp)
         jsonl = Path(args.jsonl) if args.jsonl else root / "results.jsonl"

@@ -28,6 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.harness import machine
 from sseguard.record import Record
 
 TAIL = "x" * 3000  # a body tail's worth: rows as long as the (78 MB / 16,593 rows)
@@ -93,6 +94,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--db", default=None, help="analyze this store instead of writing one")
     args = ap.parse_args()
+    print(machine(), flush=True)
     if args.db:
         db = args.db
     else:

@@ -30,7 +30,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.harness import ROOT, build_callgrind_helper, stop
+from bench.harness import ROOT, build_callgrind_helper, machine, stop
 from bench.probe import bench_probe as bp  # the bench phases, measured here
 
 HELPER = r"""
@@ -143,6 +143,7 @@ def main() -> None:
             gc.disable()
             runner.run(inner_main(args))
         return
+    print(machine(), flush=True)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         out_dir = Path(args.keep) if args.keep else tmp / "dumps"

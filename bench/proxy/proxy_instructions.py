@@ -27,7 +27,7 @@ from pathlib import Path
 
 import aiohttp
 
-from bench.harness import SSEGUARD, callgrind_control, dumped_instructions, server
+from bench.harness import SSEGUARD, callgrind_control, dumped_instructions, machine, server
 from bench.proxy import bench_proxy as bp  # the bench's requests and bare relay
 
 TOKENS, GAP_MS = 100, 20
@@ -60,6 +60,7 @@ def main() -> None:
     parser.add_argument("--keep", metavar="DIR", help="Keep the callgrind dumps in DIR "
                         "(read them with callgrind_annotate).")
     args = parser.parse_args()
+    print(machine(), flush=True)
     apis = args.apis.split(",")
     with tempfile.TemporaryDirectory() as tmp, server(
             ["chaos", "--listen", "127.0.0.1:0", "--json", "--tokens", str(args.tokens),

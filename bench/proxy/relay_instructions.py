@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench.harness import callgrind_total
+from bench.harness import callgrind_total, machine
 
 SCRIPT = r'''
 import asyncio, sys
@@ -89,6 +89,7 @@ def main() -> None:
     ap.add_argument("--apis", default="chat,responses,messages")
     ap.add_argument("--modes", default="checker,pump,stream")
     args = ap.parse_args()
+    print(machine(), flush=True)
     modes = args.modes.split(",")
     print("| protocol | " + " | ".join(f"{m}, instr./event" for m in modes) + " |")
     print("|---|" + "---|" * len(modes))

@@ -30,7 +30,7 @@ from typing import Any
 
 import aiohttp
 
-from bench.harness import build_callgrind_helper, callgrind_control, dumped_instructions, server
+from bench.harness import build_callgrind_helper, callgrind_control, dumped_instructions, machine, server
 from bench.proxy import bench_proxy as bp  # the bench's requests and bare relay
 
 HELPER = r"""
@@ -151,6 +151,7 @@ def main() -> None:
     if args.serve:
         serve(*args.serve)
         return
+    print(machine(), flush=True)
     apis = args.apis.split(",")
     with tempfile.TemporaryDirectory() as tmp, server(
             ["chaos", "--listen", "127.0.0.1:0", "--json", "--tokens", "2", "--ttft-ms",

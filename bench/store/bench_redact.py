@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from bench.harness import ROOT
+from bench.harness import ROOT, machine
 from sseguard.redact import Redactor
 
 
@@ -58,6 +58,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, metavar="N")
     parser.add_argument("--calls", type=int, default=20000, metavar="N")
     args = parser.parse_args()
+    print(machine(), flush=True)
     ours = Redactor(["k3y-known-to-the-probe"]).text
     base = _load(args.baseline).Redactor(["k3y-known-to-the-probe"]).text if args.baseline else None
     print(f"{'input':38} {'ours µs':>9} {'base µs':>9} {'ratio':>6}")
