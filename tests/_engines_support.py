@@ -1,4 +1,4 @@
-"""Shared by tests/engines and bench/bench_engines.py: importing an engine (skipped where it is not
+"""Shared by tests/engines and bench/engines/bench_engines.py: importing an engine (skipped where it is not
 installed, required in the engines' CI), the examples to drive through it, and what our own parser
 says about each (the reference the engines' output is compared with).
 

@@ -1,11 +1,12 @@
 """Every design reference resolves with only the repository: a newcomer who clones sseguard can follow
 each citation in code and docs to something that exists.
 
-The files scanned are the repository's own (``src/``, ``tests/``, ``bench/``, ``docs/``, ``README.md``,
-``pyproject.toml``), found by walking the tree, so a module added tomorrow is scanned too. What fails:
+The files scanned are the repository's own (``src/``, ``tests/``, ``bench/``, ``interop/``, ``docs/``,
+``README.md``, ``pyproject.toml``), found by walking the tree, so a module added tomorrow is scanned
+too. What fails:
 
-- a cited repository path (``docs/…``, ``tests/…``, ``bench/…``, ``src/sseguard/…``, ``examples/…``) or
-  markdown link that does not exist, or a ``#anchor`` the target document does not have;
+- a cited repository path (``docs/…``, ``tests/…``, ``bench/…``, ``interop/…``, ``src/sseguard/…``,
+  ``examples/…``) or markdown link that does not exist, or a ``#anchor`` the target document does not have;
 - a bare document name (``benchmarks.md``) found nowhere in the repository, and a bare test file name
   (``test_sse.py``) found nowhere under ``tests/``; a ``path.py::test_name`` whose test is not there;
 - a markup decision (``decision 2.5``) without its anchor in ``docs/design/markup.md``, a bare
@@ -36,7 +37,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DESIGN = ROOT / "docs" / "design"
 MARKUP_DOC = "docs/design/markup.md"
-SCANNED_DIRS = ("src", "tests", "bench", "docs")
+SCANNED_DIRS = ("src", "tests", "bench", "interop", "docs")
 SCANNED_FILES = ("README.md", "pyproject.toml")
 SUFFIXES = {".py", ".md", ".toml", ".mjs", ".txt", ".cfg", ".ini", ".json", ".sse", ".html", ".yaml", ".yml"}
 #: Extensions a cited repository path is checked for (others, like ``module.function``, are names).
@@ -47,7 +48,8 @@ _NOTES = "|".join(["DE" + "SIGN", "MAR" + "KUP[0-9*]?", "PROTO" + "COLS", "HT" +
                    "OPERA" + "TORS", "ST" + "YLE"])
 NOTE_FILE = re.compile(rf"(?<![\w/.-])(?:{_NOTES})\.md\b")
 NOTE_WORD = re.compile(rf"\b(?:{_NOTES})\s+(?:decisions?|§|class(?:es)?|guarantees?)\b")
-REPO_PATH = re.compile(r"(?<![\w./-])((?:docs|tests|bench|examples|src/sseguard)/[^\s`'\"()\[\],;:|]*)")
+REPO_PATH = re.compile(
+    r"(?<![\w./-])((?:docs|tests|bench|interop|examples|src/sseguard)/[^\s`'\"()\[\],;:|]*)")
 MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
 BARE_MD = re.compile(r"(?<![\w./-])([\w-]+\.md)\b")
 BARE_TEST = re.compile(r"(?<![\w./-])(test_\w+\.py)\b")

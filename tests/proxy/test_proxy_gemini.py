@@ -145,7 +145,7 @@ _RECORD = re.compile(r"^\s*data: ([^\n\r\u2028\u2029]*)(?:\n\n|\r\r|\r\n\r\n)")
 def js_sdk_reads(reads: list[bytes]) -> str:
     """What ``@google/genai`` (JS, as bundled in Gemini CLI 0.61: ``processStreamResponse``) does with
     a body arriving in these network reads, transcribed line by line so that CI, which has no node,
-    keeps the property; ``bench/gemini_js_guard.mjs`` runs the real SDK. Per read: a read that is,
+    keeps the property; ``interop/gemini_js_guard.mjs`` runs the real SDK. Per read: a read that is,
     whole, a JSON object with an ``error`` of code 400-599 throws ``ApiError``; ``data:`` records are
     cut off the buffer and yielded (an error record silently, as a response without candidates);
     whatever is left at the end throws."""

@@ -334,7 +334,7 @@ def test_bad_batch_writer_settings_are_config_errors() -> None:
 
 def test_ten_thousand_records_through_a_batch_writer_arrive_in_few_transactions(db: SQLiteStore) -> None:
     """Every record lands, in batches rather than one transaction each (the speed itself is
-    bench/bench_client_store.py's to measure, not a unit test's)."""
+    bench/store/bench_client_store.py's to measure, not a unit test's)."""
     batch = records(10_000, "bulk")
     writer = BatchWriter(db)
     for rec in batch:

@@ -160,7 +160,8 @@ def weakly(method: Callable[P, None]) -> Callable[P, None]:
     The owner holds its scanner; a bound method would tie both in a reference cycle, and every
     stream's checker (or repair engine) would then be freed only by the cyclic garbage collector,
     whose passes held a proxy's event loop for 7-11 ms of CPU at 100 streams
-    (``bench/trace_proxy_ttfc.py``). Without the cycle, reference counting frees it at once.
+    (docs/benchmarks.md#guard-proxy, issue 29's second pass). Without the cycle, reference counting
+    frees it at once.
     """
     ref = weakref.WeakMethod(method)
 

@@ -212,7 +212,7 @@ def _render_v31(calls: Sequence[CallLike], malformed: bool) -> str:
 
 
 #: The names the engines register for each family (docs/design/markup.md §3.1; SGLang 0.5.23's
-#: ``deepseekv31`` was found by bench/bench_engines.py).
+#: ``deepseekv31`` was found by bench/engines/bench_engines.py).
 ALIASES = {"deepseek-v3": ("deepseek_v3", "deepseekv3"),
            "deepseek-v31": ("deepseek_v31", "deepseekv31")}
 

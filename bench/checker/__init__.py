@@ -1,0 +1,1 @@
+"""The stream checkers: what checking costs beyond bare SSE and JSON parsing."""

@@ -1,0 +1,1 @@
+"""sseguard's parsers inside vLLM and SGLang against the engines' own."""

@@ -1,0 +1,1 @@
+"""The tool-call markup parsers: cost per chunk, linearity, against the rescanning design."""
