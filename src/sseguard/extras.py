@@ -4,8 +4,8 @@
 plugins and the CLI. What only one command needs — DuckDB and the statistics stack for ``analyze``,
 psycopg for a PostgreSQL store, pyspark, tokenizers, Locust, OpenTelemetry — is an extra
 (pyproject.toml). A feature that needs one calls :func:`require` before it imports anything of it,
-so a missing extra is one line that says what to install (``MissingExtra``, a ``ConfigError``: exit code 2 on the command line),
-never an ``ImportError`` traceback from deep inside.
+so a missing extra is one line that says what to install (``MissingExtra``, a ``ConfigError``: exit
+code 2 on the command line), never an ``ImportError`` traceback from deep inside.
 
 Whether a module is installed is asked of the import system (``importlib.util.find_spec``), which
 locates a module without importing it: the check costs no import time.
