@@ -96,3 +96,28 @@ async def test_thinking_split_anywhere_is_the_same_answer(model_dirs: dict[bool,
     case = thinking_cases(family)[which]
     got = await answer(await server_for(model_dirs, family, tags), case, (case.text, lengths, "stop"))
     assert thinking_problem(got, case) is None, (case.label, tags, lengths, thinking_problem(got, case))
+
+
+@pytest.mark.parametrize("tags", list(TOKENIZERS.values()), ids=list(TOKENIZERS))
+def test_the_prompts_end_decides_whichever_hook_vllm_calls(model_dirs: dict[bool, Path], tags: bool) -> None:
+    """vLLM 0.33 calls ``set_prompt_token_ids`` and then ``adjust_initial_state_from_prompt``;
+    0.32's streaming path calls only the latter. Tool instructions holding ``<tool_call>`` (one token
+    with ``tags``) and an earlier ``</think>`` do not end a reasoning that has not begun."""
+    from vllm.plugins import load_general_plugins
+    from vllm.reasoning.abs_reasoning_parsers import ReasoningParserManager
+    from vllm.tokenizers import get_tokenizer
+
+    load_general_plugins()  # the entry point registers our names, as in ``vllm serve``
+    tokenizer = get_tokenizer(str(model_dirs[tags]))
+    parser_class = ReasoningParserManager.get_reasoning_parser("sseguard-hermes")
+    earlier = ("<|system|>Answer with <tool_call>{...}</tool_call>\n<|assistant|><think>Hm.</think>"
+               "<tool_call>{}</tool_call>\n<|user|>And now?\n")
+    ids = {end: tokenizer.encode(earlier + end, add_special_tokens=False)
+           for end in ("<|assistant|>", "<|assistant|><think>\n", "<|assistant|><think>\n\n</think>\n\n")}
+    assert [parser_class(tokenizer).is_reasoning_end(i) for i in ids.values()] == [False, False, True]
+    for end, starts_inside in (("<|assistant|>", False), ("<|assistant|><think>\n", True)):
+        parser = parser_class(tokenizer)
+        parser.adjust_initial_state_from_prompt(ids[end])
+        got = parser.extract_reasoning_streaming("", "", "Let me check.</think>Hi", [], [], [])
+        want = ("Let me check.", "Hi") if starts_inside else (None, "Let me check.</think>Hi")
+        assert (got.reasoning, got.content) == want, end

@@ -100,6 +100,11 @@ class SseguardReasoningParser(ReasoningParser):
         self._starts_in_reasoning = reasoning_at_prompt_end(self._prompt_end(prompt_token_ids)) is True
         self._split.restart(starts_in_reasoning=self._starts_in_reasoning)
 
+    def adjust_initial_state_from_prompt(self, prompt_token_ids: Sequence[int]) -> None:
+        """The streaming path's hook (vLLM 0.32 calls only this one when the prompt did not end
+        reasoning; 0.33 calls ``set_prompt_token_ids`` first): the same decision."""
+        self.set_prompt_token_ids(prompt_token_ids)
+
     def extract_reasoning(self, model_output: str, request: Any) -> tuple[str | None, str | None]:
         split = ReasoningSplit(self.sseguard.family, starts_in_reasoning=self._starts_in_reasoning)
         reasoning, answer = split.feed(model_output)
