@@ -24,13 +24,18 @@ _CORPUS = ["The weather in Paris is sunny. Let me check the file src/app.py for 
            "get_weather write_file read_file search functions arguments name parameter invoke"] * 20
 
 
-def special_tokens() -> list[str]:
-    """The tokens written as one id: every family's markers, the think tags and the roles."""
+ROLES = [EOS, "<|user|>", "<|assistant|>", "<|system|>", "<|tool|>"]
+
+
+def special_tokens(*, tags: bool = True) -> list[str]:
+    """The tokens written as one id: the roles and, with ``tags``, the think tags and every family's
+    markers (without: they are byte-level text like any other, as in a vocabulary that lacks them)."""
+    if not tags:
+        return list(ROLES)
     marks: list[str] = []
     for fam in families().values():
         marks.extend(m for m in (*fam.markers, *fam.leak_markers) if m.strip())
-    fixed = [EOS, "<think>", "</think>", "<|user|>", "<|assistant|>", "<|system|>", "<|tool|>"]
-    return list(dict.fromkeys(fixed + marks))
+    return list(dict.fromkeys([*ROLES, "<think>", "</think>", *marks]))
 
 
 def token_pieces(tok: Tokenizer, text: str, size: int) -> list[str]:
@@ -48,19 +53,21 @@ def token_pieces(tok: Tokenizer, text: str, size: int) -> list[str]:
     return pieces
 
 
-def build_model_dir(path: Path) -> Path:
-    """Write tokenizer.json, tokenizer_config.json and config.json for a tiny Qwen2-shaped model."""
+def build_model_dir(path: Path, *, tags: bool = True, template: str = TEMPLATE) -> Path:
+    """Write tokenizer.json, tokenizer_config.json and config.json for a tiny Qwen2-shaped model.
+    ``tags``: the think tags and the families' markers are tokens of their own (``special_tokens``);
+    ``template``: the chat template (a real model's, or the minimal one above)."""
     path.mkdir(parents=True, exist_ok=True)
     tok = Tokenizer(models.BPE(unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=special_tokens(),
+    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=special_tokens(tags=tags),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(_CORPUS, trainer=trainer)
     tok.save(str(path / "tokenizer.json"))
     (path / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "eos_token": EOS, "pad_token": EOS,
-        "chat_template": TEMPLATE, "model_max_length": 1 << 21, "clean_up_tokenization_spaces": False,
+        "tokenizer_class": "PreTrainedTokenizerFast", "eos_token": EOS, "pad_token": EOS, "bos_token": EOS,
+        "chat_template": template, "model_max_length": 1 << 21, "clean_up_tokenization_spaces": False,
     }), encoding="utf-8")
     (path / "config.json").write_text(json.dumps({
         "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",

@@ -40,12 +40,14 @@ def serving(tool_parser: str | None, reasoning_parser: str | None = None) -> Any
 
 async def stream(chat: Any, text: str, size: int, tools: list[dict[str, Any]] | None,
                  finish: str = "stop", *, think: bool = False,
-                 pieces: list[str] | None = None) -> dict[str, Any]:
+                 pieces: list[str] | None = None, tool_choice: Any = None) -> dict[str, Any]:
     """Stream ``text`` in ``size``-character deltas (or in the given ``pieces``, which join to it);
     what a client assembles."""
     body: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     if tools is not None:
         body["tools"] = tools
+    if tool_choice is not None:
+        body["tool_choice"] = tool_choice
     if think:
         body["chat_template_kwargs"] = {"thinking": True}
     request = ChatCompletionRequest(**body)
@@ -97,9 +99,18 @@ def assemble(frames: list[str], reasoning: str, finish: str) -> dict[str, Any]:
             "calls": [calls[i] for i in sorted(calls)], "finish": finish, "chunks": frames}
 
 
-def whole(chat: Any, text: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
-    """The non-streaming path: ``_process_tool_calls`` on the whole completion."""
-    request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], tools=tools)
+def whole(chat: Any, text: str, tools: list[dict[str, Any]] | None,
+          tool_choice: Any = None) -> dict[str, Any]:
+    """The non-streaming path: ``_process_tool_calls`` on the whole completion, where the request
+    has tool parsing active (SGLang's ``_tool_call_parsing_active``); the text as content otherwise."""
+    body: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    if tools is not None:
+        body["tools"] = tools
+    if tool_choice is not None:
+        body["tool_choice"] = tool_choice
+    request = ChatCompletionRequest(**body)
+    if not chat._tool_call_parsing_active(request):
+        return {"content": text, "reasoning": "", "calls": [], "finish": "stop", "chunks": []}
     result = chat._process_tool_calls(text, request.tools, {"type": "stop"}, request.tool_choice)
     calls = [[c.id, c.function.name, c.function.arguments] for c in result.tool_calls or []]
     return {"content": result.remaining_text or "", "reasoning": "", "calls": calls,

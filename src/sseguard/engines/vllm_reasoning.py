@@ -6,11 +6,19 @@ parser happens when ``has_engine_confirmed_reasoning_end()`` says the answer beg
 ``</think>`` or at one of the family's call openers, docs/design/markup.md decision 1.10), and the answer part
 of that delta is the tool parser's first text.
 
-The engine core asks questions about token ids instead (structured outputs start after reasoning):
-``is_reasoning_end``, ``is_reasoning_end_streaming``, ``extract_content_ids``. They are answered from
-the tokenizer's ids of ``<think>``, ``</think>`` and those call openers that are single tokens in its
-vocabulary; a tokenizer without them cannot tell from ids, and the answers are then "still in
-reasoning" (docs/engines.md, limits).
+Whether the answer starts inside reasoning is a question about the prompt, asked twice: by the chat
+server (``is_reasoning_end(prompt ids)``: true skips the reasoning parser; ``set_prompt_token_ids``)
+and by the engine core for structured outputs. Both are answered from the prompt's last characters,
+decoded (``reasoning_at_prompt_end``): an open ``<think>`` there starts the answer in reasoning, a
+``</think>`` there means thinking is off, anything else leaves it to the answer's first characters.
+Never from the last think tag or call opener anywhere in the prompt's ids: the tool instructions of
+a template, or an earlier turn's call or ``</think>``, would end a reasoning that has not begun; and
+never from ids alone, so a tokenizer that splits ``<think>`` into pieces gives the same answer.
+
+The engine core's other questions are about generated ids (``is_reasoning_end_streaming``,
+``extract_content_ids``): they are answered from the tokenizer's ids of ``<think>``, ``</think>``
+and those call openers that are single tokens in its vocabulary; a tokenizer without them cannot
+tell from ids, and the answers are then "still in reasoning" (docs/engines.md, limits).
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from vllm.entrypoints.generate.base.protocol import DeltaMessage
 from vllm.reasoning.abs_reasoning_parsers import ReasoningParser
 
 from sseguard.engines import ParserName, reasoning_parser_names
-from sseguard.engines._reasoning import ReasoningSplit
+from sseguard.engines._reasoning import PROMPT_TAIL_TOKENS, ReasoningSplit, reasoning_at_prompt_end
 from sseguard.reasoning import END_THINK, THINK
 from sseguard.toolcalls import family
 
@@ -61,9 +69,20 @@ class SseguardReasoningParser(ReasoningParser):
                 return i
         return None
 
+    def _prompt_end(self, prompt_ids: Sequence[int]) -> str:
+        """The prompt's last characters, special tokens written out."""
+        if not prompt_ids or self.model_tokenizer is None:
+            return ""
+        try:
+            text: str = self.model_tokenizer.decode(list(prompt_ids[-PROMPT_TAIL_TOKENS:]),
+                                                    skip_special_tokens=False)
+        except Exception:  # a tokenizer that cannot decode these ids: the answer decides
+            return ""
+        return text
+
     def is_reasoning_end(self, input_ids: Sequence[int]) -> bool:
-        at = self._last_tag(input_ids)
-        return at is not None and input_ids[at] in self._end_ids
+        """Asked of a prompt: whether it ends after reasoning (its last text is ``</think>``)."""
+        return reasoning_at_prompt_end(self._prompt_end(input_ids)) is False
 
     def is_reasoning_end_streaming(self, input_ids: Sequence[int], delta_ids: Iterable[int]) -> bool:
         return any(token in self._end_ids for token in delta_ids)
@@ -76,11 +95,15 @@ class SseguardReasoningParser(ReasoningParser):
         return input_ids[at:] if input_ids[at] in self._exit_ids else input_ids[at + 1:]
 
     def set_prompt_token_ids(self, prompt_token_ids: Sequence[int]) -> None:
-        """A prompt whose last reasoning tag is an open ``<think>`` (DeepSeek's thinking mode)
-        starts the output inside reasoning."""
-        at = self._last_tag(prompt_token_ids)
-        self._starts_in_reasoning = at is not None and prompt_token_ids[at] == self._start_id
+        """A prompt that ends with an open ``<think>`` (DeepSeek's thinking mode) starts the output
+        inside reasoning."""
+        self._starts_in_reasoning = reasoning_at_prompt_end(self._prompt_end(prompt_token_ids)) is True
         self._split.restart(starts_in_reasoning=self._starts_in_reasoning)
+
+    def adjust_initial_state_from_prompt(self, prompt_token_ids: Sequence[int]) -> None:
+        """The streaming path's hook (vLLM 0.32 calls only this one when the prompt did not end
+        reasoning; 0.33 calls ``set_prompt_token_ids`` first): the same decision."""
+        self.set_prompt_token_ids(prompt_token_ids)
 
     def extract_reasoning(self, model_output: str, request: Any) -> tuple[str | None, str | None]:
         split = ReasoningSplit(self.sseguard.family, starts_in_reasoning=self._starts_in_reasoning)

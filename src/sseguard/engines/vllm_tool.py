@@ -10,6 +10,10 @@ call ``finish_streaming()`` once, on the delta that carries the finish reason: t
 ``close()``. The lists ``prev_tool_call_arr`` and ``streamed_args_for_tool`` stay empty, so
 ``get_remaining_unstreamed_args()`` appends nothing of its own. Call ids are set on a call's first
 delta: the markup's own (Kimi's ``functions.NAME:IDX``) or vLLM's ``chatcmpl-tool-…``.
+
+A request that allows no call (``tool_choice: "none"``, or no tools, which vLLM turns into
+``"none"``) still reaches an engine-based parser: vLLM runs it and discards the calls it found, so
+for such a request the parser passes the text through untouched (``_relay.calls_allowed``).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from vllm.renderers.chat_utils import make_tool_call_id
 from vllm.tool_parsers.abstract_tool_parser import ToolParser
 
 from sseguard.engines import ParserName, tool_parser_names
-from sseguard.engines._relay import Relay, Step, parse_whole
+from sseguard.engines._relay import Relay, Step, calls_allowed, parse_whole
 from sseguard.errors import UsageError
 from sseguard.toolcalls import MarkupError, Parser, family, parser_for
 
@@ -87,6 +91,9 @@ class SseguardToolParser(ToolParser):
         return request
 
     def extract_tool_calls(self, model_output: str, request: Any) -> Any:
+        if not _allows_calls(request):
+            return ExtractedToolCallInformation(tools_called=False, tool_calls=[],
+                                                content=model_output or None)
         step, relay = parse_whole(self._parser(), model_output, make_tool_call_id)
         log_errors(relay.errors, self.registered_as)
         calls = [ToolCall(id=piece.id, type="function",
@@ -98,6 +105,8 @@ class SseguardToolParser(ToolParser):
     def extract_tool_calls_streaming(self, previous_text: str, current_text: str, delta_text: str,
                                      previous_token_ids: Sequence[int], current_token_ids: Sequence[int],
                                      delta_token_ids: Sequence[int], request: Any) -> Any:
+        if not _allows_calls(request):
+            return DeltaMessage(content=delta_text) if delta_text else None
         if self._relay is None:
             self._relay = Relay(self._parser(), stream=self.sseguard.stream, new_id=make_tool_call_id)
         return _delta(self._relay.feed(delta_text))
@@ -110,6 +119,14 @@ class SseguardToolParser(ToolParser):
         step = relay.close()
         log_errors(relay.errors, self.registered_as)
         return _delta(step)
+
+
+def _allows_calls(request: Any) -> bool:
+    """vLLM's request (chat or Responses) lets the model call; a caller without a request (none of
+    vLLM's own) is taken to allow calls, as the parser did before."""
+    if request is None:
+        return True
+    return calls_allowed(getattr(request, "tools", None), getattr(request, "tool_choice", None))
 
 
 def _delta(step: Step) -> Any:
