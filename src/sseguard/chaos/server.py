@@ -542,8 +542,10 @@ async def run_chaos(config: ChaosConfig | None = None, host: str = "127.0.0.1", 
     ``worker``: one of several processes sharing the port (``serve_blocking(workers=N)``)."""
     worker = worker or Worker(0, 1, host, port)
     app = make_app(config, clock=clock, setup=setup, worker=worker.index, workers=worker.count)
+    # Request bodies as sent: a body in a content coding is no JSON to this server (a 400), never
+    # a decoding failure of the HTTP layer that resets the connection.
     async with serve_app(app, host, port, backlog=backlog, shutdown_timeout=1.0,
-                         reuse_port=worker.reuse_port) as bound:
+                         reuse_port=worker.reuse_port, auto_decompress=False) as bound:
         state = app[STATE]
         yield ChaosServer(host, bound, state.config, state.stats, app)
 
