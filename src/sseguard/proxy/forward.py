@@ -46,7 +46,7 @@ def _connection_tokens(headers: CIMultiDictProxy[str]) -> set[str]:
 
 
 def request_headers(headers: CIMultiDictProxy[str], *, identity: bool,
-                    body_read: bool) -> CIMultiDict[str]:
+                    body_read: bool = False) -> CIMultiDict[str]:
     """The client's headers for the upstream, ``Authorization`` included (it goes there and only there).
 
     ``identity`` asks the upstream for an uncompressed body: a stream is checked as it passes, and
