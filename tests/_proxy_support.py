@@ -182,7 +182,9 @@ async def scripted(script: Script, *, read_body: bool = True) -> AsyncIterator[S
     up = ScriptedUpstream(script, read_body=read_body)
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", up.handle)
-    runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=0.5)
+    # auto_decompress=False: it records each request body as it came on the wire
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=0.5,
+                           auto_decompress=False)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()

@@ -48,7 +48,6 @@ LITERALS: dict[str, tuple[str, ...]] = {
     "inkling": ("<|message_model|>", "<|content_invoke_tool_json|>", "<|content_text|>",
                 "<|content_thinking|>", "<|end_message|>", "<|content_model_end_sampling|>"),
     "ernie45": ("<tool_call>", "</tool_call>", "<response>", "</response>"),
-    "hunyuan-a13b": ("<tool_calls>", "</tool_calls>", "<answer>", "</answer>"),
 }
 base.LEAK_MARKERS.update(PART3_LEAKS)
 base.LEAK_MARKERS["auto"] = tuple(sorted({m for k, ms in base.LEAK_MARKERS.items() if k != "auto"

@@ -145,3 +145,45 @@ def test_the_answer_framing_after_think_is_markup_for_the_family_parser(family: 
     p = parser_for(family)
     assert join_events(p.feed(answer) + p.close()) == [Markup("\n\n"),
                                                        Text("The answer.\n\nMore.")]
+
+
+SEED_QUOTING = ("I could write <seed:tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n"
+                "</function>\n</seed:tool_call> but not yet.</seed:think>"
+                "<seed:tool_call>\n<function=f>\n<parameter=a>\n2\n</parameter>\n</function>\n"
+                "</seed:tool_call>")
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 10_000])
+def test_seed_reasoning_quoting_a_call_then_its_closer_gives_the_real_call_only(size: int) -> None:
+    # issue 50: the prompt opened <seed:think>; the family's own closer ends the reasoning (before,
+    # only </think> did, so everything stayed reasoning and no call came out)
+    splitter = ThinkSplitter(starts_in_reasoning=True, family="seed-oss")
+    parser = parser_for("seed-oss")
+    thought: list[str] = []
+    events = []
+    pieces = [SEED_QUOTING[i:i + size] for i in range(0, len(SEED_QUOTING), size)]
+    for piece in [*(ev for p in pieces for ev in splitter.feed(p)), *splitter.close()]:
+        if isinstance(piece, Answer):
+            events.extend(parser.feed(piece.text))
+        else:
+            thought.append(piece.text)
+    events.extend(parser.close())
+    calls = [ev for ev in join_events(events) if isinstance(ev, ToolCallEnd)]
+    assert [(c.name, c.arguments) for c in calls] == [("f", '{"a": "2"}')]
+    assert "".join(thought) == ("I could write <seed:tool_call>\n<function=f>\n<parameter=a>\n1\n"
+                                "</parameter>\n</function>\n</seed:tool_call> but not yet.")
+    assert not [ev for ev in events if isinstance(ev, MarkupError | Text)]
+    assert splitter.ended_by == "</seed:think>"
+
+
+@pytest.mark.parametrize("family,text,thought,answer", [
+    ("mistral", "weighing it[/THINK]Paris.", "weighing it", "Paris."),
+    ("k2-horizon", "hmm</ifm|think_fast>Yes.", "hmm", "Yes."),
+    ("gemma4", "plan<channel|>Done.", "plan", "Done."),
+])
+def test_a_family_s_own_reasoning_closer_ends_reasoning_the_prompt_opened(
+        family: str, text: str, thought: str, answer: str) -> None:
+    splitter = ThinkSplitter(starts_in_reasoning=True, family=family)
+    pieces = [*splitter.feed(text), *splitter.close()]
+    assert "".join(p.text for p in pieces if isinstance(p, Reasoning)) == thought
+    assert "".join(p.text for p in pieces if isinstance(p, Answer)) == answer

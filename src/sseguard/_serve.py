@@ -34,10 +34,39 @@ from types import FrameType
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from sseguard.errors import ConfigError, SSEGuardError
 
 log = logging.getLogger("sseguard.serve")
+
+
+class _ClientsFault(logging.Filter):
+    """A request whose head or framing does not parse (a bad request line, a header line too long, a
+    broken chunked body, a body its ``Content-Encoding`` does not decode) is the client's fault:
+    aiohttp answers it ``400`` and would log a traceback at ERROR for each one, which lets any client
+    fill the log. So would a client that leaves while its answer is written. Such a record becomes
+    one WARNING line naming the problem."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        while exc is not None and not isinstance(exc, HttpProcessingError | ConnectionResetError):
+            exc = exc.__cause__ or exc.__context__
+        if isinstance(exc, HttpProcessingError | ConnectionResetError):
+            if isinstance(exc, HttpProcessingError):
+                first = (exc.message or type(exc).__name__).strip().splitlines()[0]
+                why = f"{first} ({exc.code})"
+            else:  # the client left while its answer was being written
+                why = f"the client left: {exc}"
+            record.msg, record.args = "%s: %s", (record.getMessage(), why)
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.exc_info = record.exc_text = None
+        return True
+
+
+#: The servers' own logger (aiohttp's ``aiohttp.server`` otherwise): the client's faults in one line.
+http_log = logging.getLogger("sseguard.serve.http")
+http_log.addFilter(_ClientsFault())
 
 #: Where prometheus-client's multiprocess mode keeps each worker's values (read when it is imported).
 METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -66,12 +95,15 @@ class Listening:
 
 @contextlib.asynccontextmanager
 async def serve_app(app: web.Application, host: str, port: int, *, backlog: int = 4096,
-                    shutdown_timeout: float = 1.0, reuse_port: bool = False) -> AsyncIterator[int]:
+                    shutdown_timeout: float = 1.0, reuse_port: bool = False,
+                    auto_decompress: bool = True) -> AsyncIterator[int]:
     """Serve ``app`` on ``host:port`` (0 = a free port) for the block; yields the bound port.
 
-    ``reuse_port`` lets several processes listen on one port (``serve_workers``)."""
+    ``reuse_port`` lets several processes listen on one port (``serve_workers``);
+    ``auto_decompress=False`` leaves request bodies in the content coding the client sent."""
     runner = web.AppRunner(app, handle_signals=False, access_log=None, handler_cancellation=True,
-                           shutdown_timeout=shutdown_timeout)
+                           shutdown_timeout=shutdown_timeout, auto_decompress=auto_decompress,
+                           logger=http_log)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port, backlog=backlog, reuse_address=True,

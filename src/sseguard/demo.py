@@ -11,6 +11,12 @@ prompts share one long prefix, which the upstream's prefix cache serves; half ar
 cached), and the analyzer says, in plain words, what the failing streams share. The demo ends by
 checking its own answer: each hidden pattern against what the analysis named.
 
+The demo paces its hidden patterns by its own events, never by how fast the machine is: the load the
+load and cache patterns see is the load the sweep asks for at its current level (the level's streams
+in flight on every arm), told by the probe as each level begins, and the window of error events is
+placed in seconds after the last level began (``Sweep``). On a busy machine the sweep may never reach
+that many streams in flight at once; the faults still follow the level, as the analysis expects.
+
 A second act sends the same hidden faults through an in-process ``sseguard proxy --retry 2 --resume
 vllm,anthropic`` (chat and messages, which each continue in their own dialect) and counts, per ending,
 the streams the client saw fail without the proxy and with it: fewer fail, and each one that still does
@@ -25,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +46,6 @@ from sseguard.analyze.summary import analyze_with_evidence
 from sseguard.chaos import (
     ApiPattern,
     ChaosConfig,
-    ChaosStats,
     Fault,
     LoadPattern,
     Pacing,
@@ -51,7 +57,6 @@ from sseguard.chaos.config import CachePattern
 from sseguard.contract import protocols
 from sseguard.errors import ConfigError
 from sseguard.policy import Policy
-from sseguard.probe import consistency
 from sseguard.probe.config import ProbeConfig, WorkloadSpec, make_arm
 from sseguard.probe.runner import RunResult, execute, quiet_gc
 from sseguard.proxy import ProxyConfig, run_proxy
@@ -64,11 +69,11 @@ LEVELS = (1, 8, 32)
 APIS = tuple(p.api for p in protocols())
 #: Streams of ~0.2 s: 24 content chunks 6 ms apart after 15 ms to the first.
 PACING = Pacing(ttft_ms=15.0, inter_token_ms=6.0, tokens=24)
-#: The second act: the protocols that can be continued, streams per arm, in flight per arm, a time cap.
+#: The second act: the protocols that can be continued, streams per arm, in flight per arm (bounded
+#: by count alone, so a slow machine plays it whole).
 HEAL_APIS = (Api.CHAT, Api.MESSAGES)
 HEAL_COUNT = 120
 HEAL_LEVEL = 16
-HEAL_SECONDS = 15.0
 #: The share of cached answers at the last level whose text the cache pattern corrupts (of those no
 #: earlier pattern took).
 CACHE_LEAK = 0.4
@@ -83,21 +88,22 @@ class Scenario:
 
     chaos: ChaosConfig
     level_seconds: float
-    window: tuple[float, float]  # seconds after the server started
+    window: tuple[float, float]  # seconds after the sweep's last level began (``Sweep``)
 
 
 def scenario(seconds: float = DEFAULT_SECONDS, *, seed: int = 12) -> Scenario:
     """Five patterns: load-dependent cuts, a routed truncation, a window of error events, a fault
     only the messages path has, and markup leaked only from a cached prefix under load.
 
-    The window's seconds count from the sweep's first level, not from the server's start
-    (``SweepClock``): the consistency workload's references come first and take as long as they take."""
+    The window's seconds count from the start of the sweep's last level, and the load the patterns
+    see is the level's (``Sweep``): how long the references or the earlier levels took, and how many
+    streams the machine managed to hold in flight, change nothing."""
     if not 3.0 <= seconds <= 600.0:
         raise ConfigError(f"--seconds {seconds:g}: give between 3 and 600")
     level = seconds / len(LEVELS)
     # The window sits inside the last level and is much shorter than it: a sweep runs its levels one
     # after another, so a window as long as a level could not be told apart from that level.
-    window = (level * 2.35, level * 2.65)
+    window = (level * 0.35, level * 0.65)
     arms = float(len(APIS))  # the streams in flight at a level: the level on each arm
     chaos = ChaosConfig(
         seed=seed,
@@ -119,23 +125,35 @@ def scenario(seconds: float = DEFAULT_SECONDS, *, seed: int = 12) -> Scenario:
     return Scenario(chaos=chaos, level_seconds=level, window=window)
 
 
-class SweepClock:
-    """The chaos upstream's clock in the demo: 0 until the consistency references are in (the first
-    ``after`` requests, each prompt once per arm at concurrency 1), then the seconds since the next
-    request — the sweep's first. So the hidden window sits inside the level it was placed in however
-    long the references took on a loaded machine."""
+class Sweep:
+    """What the demo's chaos upstream paces its patterns by: the sweep's own events.
 
-    def __init__(self, after: int) -> None:
-        self.after = after
-        self.stats: ChaosStats | None = None  # the server's, once it is up
+    ``level_began(level)`` (the probe's ``on_level``) moves it on; ``load(measured)`` is the load the
+    sweep asks for at its level — the level on each of ``arms`` arms — while it runs, else the
+    requests in flight measured (the references before, the second act after); ``clock()`` is 0
+    until the last level began, then the seconds since (the window of error events)."""
+
+    def __init__(self, levels: tuple[int, ...], arms: int,
+                 now: Callable[[], float] = time.monotonic) -> None:
+        self.levels = levels
+        self.arms = arms
+        self._now = now
+        self.level: int | None = None  # the level running, None outside the sweep
         self._zero: float | None = None
 
-    def __call__(self) -> float:
-        if self._zero is None:
-            if self.stats is None or self.stats.requests <= self.after:
-                return 0.0
-            self._zero = time.monotonic()
-        return time.monotonic() - self._zero
+    def level_began(self, level: int) -> None:
+        self.level = level
+        if level == self.levels[-1]:
+            self._zero = self._now()
+
+    def ended(self) -> None:
+        self.level = None
+
+    def load(self, measured: int) -> int:
+        return measured if self.level is None else self.level * self.arms
+
+    def clock(self) -> float:
+        return 0.0 if self._zero is None else self._now() - self._zero
 
 
 @dataclass
@@ -207,10 +225,8 @@ async def demo_async(out: str | Path, *, seconds: float = DEFAULT_SECONDS,
     err_console = err_console or Console(stderr=True)
     plan = scenario(seconds)
     out_dir = Path(out)
-    references = consistency.References.load(out_dir)
-    clock = SweepClock(sum(len(references.missing(str(api))) for api in APIS))
-    async with run_chaos(plan.chaos, clock=clock) as server:
-        clock.stats = server.stats
+    sweep = Sweep(LEVELS, len(APIS))
+    async with run_chaos(plan.chaos, clock=sweep.clock, load=sweep.load) as server:
         err_console.print(
             f"[bold]sseguard demo[/]: a chaos upstream on {server.url} with {len(plan.chaos.patterns)} "
             f"hidden faults; probing it over {', '.join(map(str, APIS))} with the consistency workload "
@@ -221,7 +237,11 @@ async def demo_async(out: str | Path, *, seconds: float = DEFAULT_SECONDS,
             arms=arms, workload=WorkloadSpec(name="consistency"), levels=LEVELS, count=None,
             duration=plan.level_seconds, stall_timeout=5.0, timeout=30.0, out=str(out_dir),
             policy=Policy(), check_reachable=False)
-        result = await execute(config, console=err_console, live=live)
+        try:
+            result = await execute(config, console=err_console, live=live,
+                                   on_level=sweep.level_began)
+        finally:
+            sweep.ended()
         heal = await heal_act(server.url, out_dir, config.policy, err_console, live=live) if healing else None
     # The probe's results file, analyzed where it lies; only the failures the report quotes come back.
     analysis, evidence = analyze_with_evidence([str(result.results)], config.policy,
@@ -244,14 +264,14 @@ async def demo_async(out: str | Path, *, seconds: float = DEFAULT_SECONDS,
 async def heal_act(upstream: str, out_dir: Path, policy: Policy, err_console: Console, *,
                    live: bool | None = None, count: int = HEAL_COUNT) -> HealAct:
     """The same upstream probed directly, then through ``proxy --retry 2 --resume vllm,anthropic``
-    (count-bounded and time-capped, one concurrency level)."""
+    (``count`` streams per arm whatever the time they take, one concurrency level)."""
     err_console.print(f"[bold]second act[/]: {count} streams per protocol ({', '.join(map(str, HEAL_APIS))}) "
                       f"straight to the upstream, then through sseguard proxy --retry 2 --resume "
                       "vllm,anthropic…", highlight=False, soft_wrap=True)
 
     async def probe(url: str, side: str) -> RunResult:
         arms = tuple(make_arm(str(api), url, model="chaos-1", api=api) for api in HEAL_APIS)
-        config = ProbeConfig(arms=arms, levels=(HEAL_LEVEL,), count=count, duration=HEAL_SECONDS,
+        config = ProbeConfig(arms=arms, levels=(HEAL_LEVEL,), count=count, duration=None,
                              stall_timeout=5.0, timeout=30.0, out=str(out_dir / side), policy=policy,
                              check_reachable=False)
         return await execute(config, console=err_console, live=live)

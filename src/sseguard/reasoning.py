@@ -6,6 +6,12 @@ ends at ``</think>`` or, implicitly, where a tool-call opener appears (docs/desi
 models open a call block before closing their thoughts, and that block belongs to the answer, where the
 tool-call parser reads it. The text before the opener (its separator included) stays reasoning.
 
+A family whose parser reads its own reasoning span (Seed-OSS's ``<seed:think>``…``</seed:think>``,
+``Family.reasoning_spans``) writes that span's closer instead of ``</think>``: a stream that starts
+inside reasoning ends it there too, the closer consumed like ``</think>``. Without that, a model that
+quotes call markup in its reasoning (which such a family keeps as reasoning text) would never reach
+its answer.
+
 Only a ``<think>`` at the very start opens reasoning; after that, and once reasoning ended, the answer
 is passed through verbatim — a ``<think>`` in the middle of an answer is the answer's text.
 """
@@ -49,9 +55,12 @@ class ThinkSplitter:
             family = canonical(family)  # an engine's name for the family
             if family not in FAMILIES:
                 raise UsageError(f"unknown markup family {family!r}")
-        exits = FAMILIES["auto" if family is None else family].reasoning_exits
+        fam = FAMILIES["auto" if family is None else family]
+        exits = fam.reasoning_exits
         self._exits = frozenset(exits)
-        self._markers = Markers((END_THINK, *exits))
+        #: closers consumed with the reasoning: ``</think>`` and the family's own spans' closers
+        self._closers = frozenset((END_THINK, *(pair[1] for pair in fam.reasoning_spans)))
+        self._markers = Markers(tuple(dict.fromkeys((*self._closers, *exits))))
         self._state = _REASONING if starts_in_reasoning else _START
         self._pend = ""
         self._closed = False
@@ -91,7 +100,7 @@ class ThinkSplitter:
             out.append(Reasoning(data[:m]))
         self._state = _ANSWER
         self.ended_by = lit
-        rest = data[m + len(END_THINK):] if lit == END_THINK else data[m:]
+        rest = data[m + len(lit):] if lit in self._closers else data[m:]
         if rest:
             out.append(Answer(rest))
         return out

@@ -234,3 +234,18 @@ async def test_api_pattern_breaks_only_the_messages_path_of_one_server(
         assert server.stats.sources == Counter(api=20, none=20)
     assert faults[server.chat_url] == Counter(none=20)
     assert faults[server.messages_url] == Counter(truncated=20)
+
+
+async def test_a_load_signal_decides_the_load_pattern_and_the_header_keeps_the_measured_count(
+        client: httpx2.AsyncClient) -> None:
+    # issue 50: ``sseguard demo`` paces its patterns by the load its sweep asks for, not by how many
+    # streams a busy machine holds in flight; one stream at a time here, a load of 200 said
+    config = ChaosConfig(seed=4, pacing=FAST,
+                         patterns=(LoadPattern(Fault.TRUNCATED, ((1.0, 0.0), (100.0, 1.0))),))
+    async with run_chaos(config, load=lambda measured: 200) as loaded, \
+            run_chaos(config) as measured:
+        said = [await fetch(client, loaded.chat_url, chat_request()) for _ in range(5)]
+        alone = [await fetch(client, measured.chat_url, chat_request()) for _ in range(5)]
+    assert [o.headers["x-sseguard-fault"] for o in said] == ["truncated"] * 5
+    assert [o.headers["x-sseguard-inflight"] for o in said] == ["1"] * 5
+    assert [o.headers["x-sseguard-fault"] for o in alone] == ["none"] * 5

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from sseguard.chaos import ApiPattern, ChaosStats, Fault, LoadPattern, RoutedPattern, WindowPattern
+from sseguard.chaos import ApiPattern, Fault, LoadPattern, RoutedPattern, WindowPattern
 from sseguard.chaos.config import CachePattern
-from sseguard.demo import LEVELS, SweepClock, run_demo, scenario
+from sseguard.demo import LEVELS, Sweep, run_demo, scenario
 
 
 def test_scenario_hides_one_pattern_of_each_kind_inside_the_sweep() -> None:
@@ -24,21 +24,29 @@ def test_scenario_hides_one_pattern_of_each_kind_inside_the_sweep() -> None:
     assert cache.p(cached=True, inflight=32) == 0.0 < cache.p(cached=True, inflight=33)
     assert cache.p(cached=False, inflight=128) == 0.0
     start, end = plan.window
-    # The window lies inside the last level and is far shorter than it (time ≠ load).
-    assert (len(LEVELS) - 1) * plan.level_seconds < start < end < len(LEVELS) * plan.level_seconds
-    assert end - start < plan.level_seconds / 2
+    # The window's seconds count from the last level's start: it lies inside that level and is far
+    # shorter than it (time ≠ load).
+    assert (start, end) == (20.0 / 3 * 0.35, 20.0 / 3 * 0.65)
+    assert 0 < start < end < plan.level_seconds and end - start < plan.level_seconds / 2
 
 
-def test_the_sweep_clock_stands_still_until_the_references_are_in() -> None:
-    clock = SweepClock(after=64)
-    assert clock() == 0.0  # before the server is up
-    stats = ChaosStats()
-    clock.stats = stats
-    stats.requests = 64  # the references: each of 16 prompts once on each of 4 arms
-    assert clock() == 0.0
-    stats.requests = 65  # the sweep's first request
-    first = clock()
-    assert 0.0 <= first <= clock()
+def test_the_sweep_paces_the_patterns_by_its_own_levels_not_by_the_machine() -> None:
+    now = [100.0]
+    sweep = Sweep((1, 8, 32), arms=4, now=lambda: now[0])
+    # before the sweep (the references) the load is what the server measured, the window shut
+    assert sweep.load(3) == 3 and sweep.clock() == 0.0
+    sweep.level_began(1)
+    assert sweep.load(1) == 4
+    sweep.level_began(8)
+    now[0] = 130.0
+    # at level 8 the load is 32 whatever the machine reached (here 2 streams), no window yet
+    assert sweep.load(2) == 32 and sweep.clock() == 0.0
+    sweep.level_began(32)
+    assert sweep.load(5) == 128 and sweep.clock() == 0.0
+    now[0] = 131.5
+    assert sweep.clock() == 1.5
+    sweep.ended()  # the second act: the load measured again, the window long past
+    assert sweep.load(7) == 7 and sweep.clock() == 1.5
 
 
 def test_short_demo_names_every_hidden_pattern_and_writes_the_report(tmp_path: Path) -> None:

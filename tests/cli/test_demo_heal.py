@@ -4,7 +4,6 @@ vllm,anthropic` — the client sees fewer failures, and each one it still sees i
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 from rich.console import Console
@@ -53,13 +52,16 @@ def test_the_table_shows_before_and_after_per_ending() -> None:
     assert HealAct(2, {}, {"truncated": 1}, {}).silent_after == 1
 
 
-def test_the_demo_plays_the_second_act_after_the_first_within_a_minute(tmp_path: Path) -> None:
+def test_the_demo_plays_the_whole_second_act_after_the_first(tmp_path: Path) -> None:
+    # Bounded by its count, not by a clock: on a machine of any speed it plays all 240 streams
+    # (before issue 50 this test asked for the whole demo within 60 s of wall clock).
     console = Console(record=True, width=120)
-    began = time.monotonic()
     result = run_demo(tmp_path / "demo", seconds=3.0, console=console,
                       err_console=Console(stderr=True, quiet=True), live=False)
-    assert time.monotonic() - began < 60
     assert result.heal is not None and result.heal.streams == 240
+    for side in ("heal-before", "heal-after"):
+        lines = (tmp_path / "demo" / side / "results.jsonl").read_text("utf-8").splitlines()
+        assert len(lines) == 240, side
     assert result.heal.silent_after == 0
     assert sum(result.heal.after.values()) < sum(result.heal.before.values()), result.heal
     text = console.export_text()

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from sseguard.toolcalls import MarkupError, ToolCallEnd, parser_for
 from sseguard.toolcalls._json import JSONProblem
 from sseguard.toolcalls.schema import ToolSpec, ValueTyping, declared_types
 
@@ -81,3 +82,63 @@ def test_minimax_exact_null_is_null_even_where_null_is_not_declared() -> None:
     assert typing.encode("null") == "null"
     with pytest.raises(JSONProblem):
         typing.encode(" null ")
+
+
+REF_TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {
+    "type": "object",
+    "$defs": {"Code": {"type": "string"}, "Point": {"type": "object"},
+              "Alias": {"$ref": "#/$defs/Code"},
+              "Loop": {"$ref": "#/$defs/Loop2"}, "Loop2": {"anyOf": [{"$ref": "#/$defs/Loop"}]},
+              "a/b": {"type": "integer"}},
+    "definitions": {"Flag": {"type": "boolean"}},
+    "properties": {"code": {"$ref": "#/$defs/Code"}, "point": {"$ref": "#/$defs/Point"},
+                   "alias": {"$ref": "#/$defs/Alias"}, "flag": {"$ref": "#/definitions/Flag"},
+                   "slash": {"$ref": "#/$defs/a~1b"}, "loop": {"$ref": "#/$defs/Loop"},
+                   "missing": {"$ref": "#/$defs/Nope"}, "remote": {"$ref": "other.json#/x"},
+                   "anchor": {"$ref": "#here"}, "bad": {"$ref": 3},
+                   "either": {"anyOf": [{"$ref": "#/$defs/Code"}, {"type": "null"}]}}}}}]
+
+
+def test_local_refs_are_followed_and_loops_or_missing_targets_are_untyped() -> None:
+    spec = ToolSpec.from_openai(REF_TOOLS)
+    assert spec is not None
+    assert spec.types_of("f", "code") == {"string"}
+    assert spec.types_of("f", "point") == {"object"}
+    assert spec.types_of("f", "alias") == {"string"}
+    assert spec.types_of("f", "flag") == {"boolean"}
+    assert spec.types_of("f", "slash") == {"integer"}
+    assert spec.types_of("f", "either") == {"string", "null"}
+    for untyped in ("loop", "missing", "remote", "anchor", "bad"):
+        assert spec.types_of("f", untyped) == frozenset(), untyped
+
+
+def test_a_chain_of_refs_deeper_than_the_cap_is_untyped_not_an_error() -> None:
+    defs = {f"D{i}": {"$ref": f"#/$defs/D{i + 1}"} for i in range(5000)}
+    defs["D5000"] = {"type": "string"}
+    params = {"$defs": defs, "properties": {"x": {"$ref": "#/$defs/D0"}}}
+    spec = ToolSpec.from_openai([{"type": "function", "function": {"name": "f",
+                                                                   "parameters": params}}])
+    assert spec is not None
+    assert spec.types_of("f", "x") == frozenset()
+
+
+def _args(family: str, text: str) -> list[str]:
+    parser = parser_for(family, REF_TOOLS)
+    events = parser.feed(text) + parser.close()
+    assert not [ev for ev in events if isinstance(ev, MarkupError)]
+    return [ev.arguments for ev in events if isinstance(ev, ToolCallEnd)]
+
+
+def test_k2_horizon_keeps_a_value_whose_referenced_type_is_string_as_the_raw_string() -> None:
+    # issue 50: main typed "123" by the untyped GLM rule (123, a number)
+    text = ("<ifm|tool_calls><ifm|tool_call>f<ifm|arg_key>code</ifm|arg_key><ifm|arg_value>123"
+            "</ifm|arg_value><ifm|arg_key>loop</ifm|arg_key><ifm|arg_value>5</ifm|arg_value>"
+            "</ifm|tool_call></ifm|tool_calls>")
+    assert _args("k2-horizon", text) == ['{"code": "123", "loop": 5}']
+
+
+def test_dots_parses_a_value_whose_referenced_type_is_object_as_json() -> None:
+    # issue 50: main kept it as the raw string (MiniMax's untyped rule)
+    text = ('<dots_function_call><invoke name="f"><parameter name="point">{"x": 1}</parameter>'
+            '<parameter name="missing">{"x": 1}</parameter></invoke></dots_function_call>')
+    assert _args("dots", text) == ['{"point": {"x": 1}, "missing": "{\\"x\\": 1}"}']

@@ -125,6 +125,13 @@ class ChaosState:
     cancelled: set[str] = field(default_factory=set)
     #: The conversations ``first_answer`` has seen: which one's first answer broke.
     conversations: ConversationLog = field(default_factory=ConversationLog)
+    #: The load the patterns see, given the requests in flight measured (``run_chaos(load=)``).
+    load: Callable[[int], int] | None = None
+
+    def load_of(self, inflight: int) -> int:
+        """The load the load and cache patterns act on: the measured figure, unless the app was
+        given its own signal."""
+        return inflight if self.load is None else self.load(inflight)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,8 +159,12 @@ STATE = web.AppKey("sseguard_chaos", ChaosState)
 def make_app(config: ChaosConfig | None = None, *,
              clock: Callable[[], float] = time.monotonic,
              setup: Callable[[web.Application], None] | None = None,
-             worker: int = 0, workers: int = 1) -> web.Application:
-    """The chaos server as an ``aiohttp.web.Application``; ``clock`` drives time windows (tests).
+             worker: int = 0, workers: int = 1,
+             load: Callable[[int], int] | None = None) -> web.Application:
+    """The chaos server as an ``aiohttp.web.Application``; ``clock`` drives time windows (tests),
+    ``load`` the load its load and cache patterns see, given the requests in flight it measured
+    (``sseguard demo`` gives the load its sweep asks for, so the patterns do not hang on how fast
+    the machine reaches it).
 
     ``setup`` gets the app before it is frozen: the pytest plugin (``sseguard.testing``) adds the
     middleware that injects faults and the signal that logs what was served, so the server itself
@@ -161,7 +172,8 @@ def make_app(config: ChaosConfig | None = None, *,
     (``--workers``).
     """
     app = web.Application(client_max_size=32 * 1024 * 1024)
-    app[STATE] = ChaosState(config or ChaosConfig(), clock, clock(), counter=worker, step=workers)
+    app[STATE] = ChaosState(config or ChaosConfig(), clock, clock(), counter=worker, step=workers,
+                            load=load)
     for writer in writers():
         proto = protocol(writer.api)
         for route in proto.routes:
@@ -251,7 +263,7 @@ async def _serve(request: web.Request, writer: Writer, proto: Protocol, route: R
         drawn = decide(config, counter, forced=fault, force=True, api=str(writer.api))
         drawn = replace(drawn, at=at, source="first_answer" if fault is not None else "none")
     else:
-        drawn = decide(config, counter, inflight=inflight,
+        drawn = decide(config, counter, inflight=state.load_of(inflight),
                        elapsed_s=state.clock() - state.started, forced=forced,
                        force=forced_raw is not None, api=str(writer.api), cached=cached > 0)
     decision = applicable(drawn, stream=req.stream, tools_offered=req.tools_offered,
@@ -341,7 +353,7 @@ async def _retrieve(request: web.Request) -> web.StreamResponse:
     stats.inflight += 1
     try:
         # Under ``first_answer`` a reading is a later request of the conversation: whole.
-        drawn = decide(config, counter, inflight=stats.inflight,
+        drawn = decide(config, counter, inflight=state.load_of(stats.inflight),
                        elapsed_s=state.clock() - state.started, forced=None,
                        force=config.first_answer is not None, api=str(stored.writer.api))
         reading = drawn if drawn.fault in RESUME_FAULTS else Decision(None)
@@ -537,13 +549,18 @@ class ChaosServer(Listening):
 async def run_chaos(config: ChaosConfig | None = None, host: str = "127.0.0.1", port: int = 0, *,
                     clock: Callable[[], float] = time.monotonic, backlog: int = 4096,
                     setup: Callable[[web.Application], None] | None = None,
-                    worker: Worker | None = None) -> AsyncIterator[ChaosServer]:
+                    worker: Worker | None = None,
+                    load: Callable[[int], int] | None = None) -> AsyncIterator[ChaosServer]:
     """Serve on ``host:port`` (0 = a free port) for the duration of the block, in this event loop;
-    ``worker``: one of several processes sharing the port (``serve_blocking(workers=N)``)."""
+    ``worker``: one of several processes sharing the port (``serve_blocking(workers=N)``);
+    ``clock`` and ``load`` as ``make_app``'s."""
     worker = worker or Worker(0, 1, host, port)
-    app = make_app(config, clock=clock, setup=setup, worker=worker.index, workers=worker.count)
+    app = make_app(config, clock=clock, setup=setup, worker=worker.index, workers=worker.count,
+                   load=load)
+    # Request bodies as sent: a body in a content coding is no JSON to this server (a 400), never
+    # a decoding failure of the HTTP layer that resets the connection.
     async with serve_app(app, host, port, backlog=backlog, shutdown_timeout=1.0,
-                         reuse_port=worker.reuse_port) as bound:
+                         reuse_port=worker.reuse_port, auto_decompress=False) as bound:
         state = app[STATE]
         yield ChaosServer(host, bound, state.config, state.stats, app)
 

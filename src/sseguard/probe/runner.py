@@ -20,7 +20,7 @@ import signal
 import statistics
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -195,6 +195,7 @@ class _Run:
     share: Share = Share()
     references: consistency.References | None = None  # the consistency workload's
     stream_seconds: dict[str, float] = field(default_factory=dict)  # per arm, for the next ramp
+    on_level: Callable[[int], None] | None = None  # told each level as it begins
 
 
 def _stride(config: ProbeConfig) -> int:
@@ -306,6 +307,8 @@ async def _levels(run: _Run, targets: list[Target]) -> None:
     for level_index, level in enumerate(run.config.levels):
         if run.config.sweep:
             run.view.note(f"[bold]concurrency {level}[/] ({level_index + 1}/{len(run.config.levels)})")
+        if run.on_level is not None:
+            run.on_level(level)
         async with asyncio.TaskGroup() as group:
             for target in targets:
                 group.create_task(_arm_level(run, target, level, level_index))
@@ -352,8 +355,12 @@ def open_run(config: ProbeConfig, redactor: Redactor, *,
 async def execute(config: ProbeConfig, *, resume: bool = False, console: Console | None = None,
                   live: bool | None = None, environ: Mapping[str, str] | None = None,
                   stop: asyncio.Event | None = None, announce: bool = False,
-                  share: Share | None = None, run_id: str = "") -> RunResult:
+                  share: Share | None = None, run_id: str = "",
+                  on_level: Callable[[int], None] | None = None) -> RunResult:
     """Run (or resume) a probe inside the running event loop and return what it left behind.
+
+    ``on_level(level)`` is called as each concurrency level begins (after the consistency
+    workload's references): what a caller paces by, rather than by the clock (``sseguard demo``).
 
     ``stop`` ends the run early and cleanly (Ctrl-C): requests in flight are dropped unrecorded
     (a resume redoes them), everything finished stays in ``results.jsonl``.
@@ -416,7 +423,8 @@ async def execute(config: ProbeConfig, *, resume: bool = False, console: Console
                        sink=view_sink, connections=ConnectionTracker(),
                        done={(r.arm, r.index) for r in existing}, view=view,
                        share=share or Share(),
-                       references=consistency.References.load(out) if workload.compares else None)
+                       references=consistency.References.load(out) if workload.compares else None,
+                       on_level=on_level)
             work = asyncio.create_task(_levels(run, targets))
             waiters: set[asyncio.Future[Any]] = {work}
             stopper = asyncio.create_task(stop.wait()) if stop is not None else None

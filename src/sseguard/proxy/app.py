@@ -36,35 +36,13 @@ from sseguard.proxy.forward import (
 from sseguard.proxy.guarded import guard_stream
 from sseguard.proxy.metrics import CONTENT_TYPE
 from sseguard.proxy.passthrough import relay_as_is
+from sseguard.proxy.request_body import BodyRefused, TooLarge, decode_body, read_body
 from sseguard.proxy.state import ProxyState, log
 
 STATE = web.AppKey("sseguard_proxy_state", ProxyState)
 
 
 # ── handlers ─────────────────────────────────────────────────────────────────────────────────────
-
-
-class _TooLarge(Exception):
-    pass
-
-
-async def _read_body(request: web.Request, limit: int) -> bytes:
-    if request.content_length is not None and request.content_length > limit:
-        raise _TooLarge
-    content = request.content
-    if content.is_eof():
-        # The whole body came with the headers (a JSON request usually does): take it as it is,
-        # without an async iteration (and its StopAsyncIteration) on the way to the first chunk.
-        body = content.read_nowait()
-        if len(body) > limit:
-            raise _TooLarge
-        return body
-    buf = bytearray()
-    async for chunk in request.content.iter_any():
-        buf += chunk
-        if len(buf) > limit:
-            raise _TooLarge
-    return bytes(buf)
 
 
 def _too_large(state: ProxyState, proto: Protocol) -> web.Response:
@@ -104,15 +82,25 @@ async def v1(request: web.Request) -> web.StreamResponse:
     proto, route = found
     # The route or the body decides whether this is a stream: it is read (bounded by --max-body).
     try:
-        body = await _read_body(request, state.config.max_body)
-    except _TooLarge:
+        body = decode_body(await read_body(request, state.config.max_body),
+                           request.headers.get("Content-Encoding"), state.config.max_body)
+    except TooLarge:
         return _too_large(state, proto)
+    except BodyRefused as refused:
+        state.metrics.requested(f"rejected_{refused.status}")
+        return _final(state, proto, error_response(
+            proto, refused.status, refused.message, type_="invalid_request_error",
+            code=refused.code), refused.code)
     try:
         obj = msgspec.json.decode(body)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:
+        # RecursionError: arrays or objects nested deeper than the decoder follows (a client's
+        # fault like any other body that is no JSON the proxy can read, never a 500)
+        problem = (f"is not valid JSON: {exc}" if isinstance(exc, msgspec.DecodeError)
+                   else "nests arrays or objects too deeply to be read")
         state.metrics.requested("rejected_400")
         return _final(state, proto, error_response(
-            proto, 400, f"the request body is not valid JSON: {exc}",
+            proto, 400, f"the request body {problem}",
             type_="invalid_request_error", code="invalid_json"), "invalid_json")
     if not isinstance(obj, dict):
         state.metrics.requested("rejected_400")
@@ -185,8 +173,10 @@ async def run_proxy(config: ProxyConfig, *, backlog: int = 4096,
     and drains the evidence writer. ``reuse_port``: one of several worker processes on one port.
     """
     app = make_proxy_app(config)
+    # Request bodies stay as sent: relayed as is, they reach the upstream byte for byte (a guarded
+    # endpoint undoes their content coding itself, ``request_body``).
     async with serve_app(app, config.host, config.port, backlog=backlog, shutdown_timeout=5.0,
-                         reuse_port=reuse_port) as bound:
+                         reuse_port=reuse_port, auto_decompress=False) as bound:
         yield RunningProxy(config.host, bound, app)
 
 

@@ -19,10 +19,13 @@ from yarl import URL
 from sseguard.contract import Protocol, Route, protocols
 from sseguard.redact import Redactor
 
-#: RFC 9110 §7.6.1 connection-specific headers, plus the legacy ones proxies still see.
+#: Connection-specific headers, the one list of them: RFC 9110 §7.6.1's, the legacy ones proxies
+#: still see, and ``HTTP2-Settings``, which a client sends with ``Upgrade: h2c`` for this connection
+#: only (RFC 7540 §3.2.1 makes it connection-specific; RFC 9113 deprecates the upgrade, clients
+#: such as curl --http2 still send it).
 HOP_BY_HOP = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
-    "te", "trailer", "trailers", "transfer-encoding", "upgrade",
+    "te", "trailer", "trailers", "transfer-encoding", "upgrade", "http2-settings",
 })
 # Set by the HTTP layers on each hop, never copied: length and encoding are re-framed per hop.
 _REQUEST_DROP = HOP_BY_HOP | {"host", "content-length", "expect"}
@@ -42,14 +45,19 @@ def _connection_tokens(headers: CIMultiDictProxy[str]) -> set[str]:
     return tokens
 
 
-def request_headers(headers: CIMultiDictProxy[str], *, identity: bool) -> CIMultiDict[str]:
+def request_headers(headers: CIMultiDictProxy[str], *, identity: bool,
+                    body_read: bool = False) -> CIMultiDict[str]:
     """The client's headers for the upstream, ``Authorization`` included (it goes there and only there).
 
     ``identity`` asks the upstream for an uncompressed body: a stream is checked as it passes, and
-    compressed bytes could not be checked (or forwarded) frame by frame.
+    compressed bytes could not be checked (or forwarded) frame by frame. ``body_read``: the body
+    sent is the one the proxy read and decoded (``request_body``), so the client's
+    ``Content-Encoding`` no longer describes it.
     """
     out = CIMultiDict(headers)
     _drop(out, _REQUEST_DROP, headers)
+    if body_read:
+        out.popall("Content-Encoding", None)
     if identity:
         out["Accept-Encoding"] = "identity"
     return out

@@ -219,7 +219,7 @@ async def _attempt(state: ProxyState, relay: StreamRelay, target: URL, *, last: 
         async with asyncio.timeout(config.timeout):
             upstream = await state.session.post(
                 target, data=relay.body, allow_redirects=False, auto_decompress=True,
-                headers=request_headers(request.headers, identity=True))
+                headers=request_headers(request.headers, identity=True, body_read=True))
     except TimeoutError:
         state.metrics.upstream_errors.labels("timeout").inc()
         message = f"the upstream sent no response within {config.timeout:g} s (--timeout)"
@@ -328,7 +328,7 @@ async def _ask(state: ProxyState, request: web.Request, target: URL, base: URL,
     config = state.config
     assert state.session is not None
     url = _continuation_target(target, base, ask)
-    headers = request_headers(request.headers, identity=True)
+    headers = request_headers(request.headers, identity=True, body_read=True)
     if ask.method != "POST":
         headers.popall("Content-Type", None)  # a read again carries no body
     machine = Attempts(retry=config.retry, max_wait=config.retry_max_wait,

@@ -158,7 +158,7 @@ async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body
     config = state.config
     assert state.session is not None
     guarded = guarded and body is not None
-    headers = request_headers(request.headers, identity=False)
+    headers = request_headers(request.headers, identity=False, body_read=body is not None)
     wait = min(config.timeout, config.stall_timeout) if guarded else config.timeout
     timers = state.stall_timers()
     deadline = _Deadline(timers, wait)

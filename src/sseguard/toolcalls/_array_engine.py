@@ -39,9 +39,8 @@ from sseguard.toolcalls.schema import ToolSpec
 
 # states
 (START, OPENED, BEFORE, ELEM, AFTER, SEP_HOLD, AFTER_ARRAY, VOID, LINE_JUNK, AFTER_ONE,
- START_HOLD) = range(1, 12)
+ START_HOLD, BARE) = range(1, 13)
 _IN_STRING = re.compile(r'["\\]')
-_SCALAR = re.compile(r"[-+0-9A-Za-z_.]*")
 HEAD_CAP = 1024  # the longest head held at answer start before the text is released
 
 
@@ -78,6 +77,7 @@ class JSONArrayParser(BaseParser):
         self._longer = {a: tuple(b for b in literals if b != a and b.startswith(a))
                         for a in literals if any(b != a and b.startswith(a) for b in literals)}
         self._out_re = re.compile('["{}\\[\\]' + re.escape(self._leads) + "]")
+        self._bare_re = re.compile('[",{}\\[\\]' + re.escape(self._leads) + "]")
         self._start = Opener("", start, None, start_separator) if start is not None else None
         self._find = markers.find if markers else _find_none
         self._hold = markers.hold if markers else _hold_none
@@ -93,7 +93,7 @@ class JSONArrayParser(BaseParser):
         self._nelems = 0  # elements read in the open block
         self._handlers = (self._content, self._start_state, self._opened, self._before, self._elem,
                           self._after, self._sep_hold, self._after_array, self._void_state,
-                          self._line_junk, self._after_one, self._start_hold)
+                          self._line_junk, self._after_one, self._start_hold, self._bare)
         if self._start is not None:
             self._state = START
 
@@ -150,14 +150,24 @@ class JSONArrayParser(BaseParser):
             self._text(held)
             self._state = CONTENT
             return q
+        c = data[q]
+        if op.body is not Body.ARRAY and c in '["':
+            # a call's own JSON is due and another JSON value stands there: one element that is
+            # no call (bad_param_json), read whole (docs/markup.md, "not JSON")
+            self._markup(held)
+            return self._begin_elem(data, q)
         self._new_unit(held, in_block=False)
         assert self._call is not None
         self._call.error = MarkupErrorKind.MALFORMED_TAG
-        if op.closer is None:  # nothing to swallow up to: the marker alone is the error
+        if op.closer is None and c not in '{["':
+            # nothing delimits what follows: the marker alone is the error, the text stays text
             self._fail_call()
             self._op = None
             self._state = CONTENT
             return q
+        # the wrong container: with a closer, void up to it; without one, the JSON value that
+        # stands there is voided whole (nothing of it visible)
+        self._void_value = op.closer is None
         self._depth, self._inside, self._escape = 0, False, False
         self._state = VOID
         return q
@@ -260,9 +270,10 @@ class JSONArrayParser(BaseParser):
         if c == "]" and self._nelems == 0:
             self._markup(c)
             return self._end_array(q + 1)
-        if c in '{["' or c in "-0123456789tfn":
-            return self._begin_elem(data, q)
-        return self._junk(data, q)
+        if c in ",]}" or (self._markers is not None and (self._markers.match(data, q) or
+                                                          self._markers.hold(data, q) == q)):
+            return self._junk(data, q)
+        return self._begin_elem(data, q)
 
     def _begin_elem(self, data: str, q: int) -> int:
         """An element starts at ``data[q]``: an object is a call candidate, anything else is read
@@ -283,37 +294,63 @@ class JSONArrayParser(BaseParser):
             self._call.raw.append(c)
             self._state = ELEM
             return q + 1
-        m = _SCALAR.match(data, q)
-        assert m is not None
-        end = m.end()
-        assert self._call is not None
-        self._call.raw.append(data[q:end])
-        if end == len(data):  # the scalar may go on in the next chunk
-            self._depth, self._inside, self._escape = 0, False, False
-            self._state = ELEM
-            self._scalar = True
-            return end
-        self._fail_call(MarkupErrorKind.BAD_PARAM_JSON)
-        self._state = AFTER
-        return end
+        # a scalar or text that is not JSON: one element up to the "," or "]" that ends it
+        self._depth, self._inside, self._escape = 0, False, False
+        self._state = BARE
+        return q
 
-    _scalar = False
+    _void_value = False
+
+    def _bare(self, data: str, pos: int) -> int:
+        """State ``BARE``: an element that is no object, array or string (a number, a word, prose)
+        runs to the ``,`` or ``]`` that ends it at its own depth, strings followed; it is no call
+        (``bad_param_json``, once, whatever it holds). A marker inside it ends it too."""
+        call = self._call
+        assert call is not None
+        n = len(data)
+        i = pos
+        depth, inside, escape = self._depth, self._inside, self._escape
+        while i < n:
+            if inside:
+                i, inside, escape = string_end(data, i, n, escape)
+                continue
+            hit = self._bare_re.search(data, i)
+            if hit is None:
+                i = n
+                break
+            i = hit.start()
+            c = data[i]
+            if c == '"':
+                inside = True
+            elif c in "{[":
+                depth += 1
+            elif c in "}]" and depth > 0:
+                depth -= 1
+            elif c in ",}]":
+                call.raw.append(data[pos:i])
+                self._fail_call(MarkupErrorKind.BAD_PARAM_JSON)
+                self._state = AFTER
+                return i
+            else:
+                assert self._markers is not None
+                lit = self._markers.match(data, i)
+                if lit or self._markers.hold(data, i) == i:
+                    self._depth, self._inside, self._escape = depth, inside, escape
+                    call.raw.append(data[pos:i])
+                    if not lit:
+                        return ~i
+                    self._fail_call(MarkupErrorKind.BAD_PARAM_JSON)
+                    return self._at_marker(i, lit, voided=True)
+            i += 1
+        self._depth, self._inside, self._escape = depth, inside, escape
+        call.raw.append(data[pos:n])
+        return n
 
     def _elem(self, data: str, pos: int) -> int:
         """Inside an element: follow strings and depth to the next point where something is
         decided."""
         call = self._call
         assert call is not None
-        if self._scalar:  # a bare scalar element cut by a chunk boundary
-            m = _SCALAR.match(data, pos)
-            assert m is not None
-            call.raw.append(data[pos:m.end()])
-            if m.end() == len(data):
-                return m.end()
-            self._scalar = False
-            self._fail_call(MarkupErrorKind.BAD_PARAM_JSON)
-            self._state = AFTER
-            return m.end()
         n = len(data)
         stop, marker = self._scan(data, pos, n)
         depth = self._depth
@@ -636,21 +673,10 @@ class JSONArrayParser(BaseParser):
         i = pos
         depth, inside, escape = self._depth, self._inside, self._escape
         while i < n:
-            if escape:
-                escape = False
-                i += 1
-                continue
             if inside:
-                hit = _IN_STRING.search(data, i)
-                if hit is None:
-                    i = n
-                    break
-                i = hit.start()
-                if data[i] == '"':
-                    inside = False
-                else:
-                    escape = True
-                i += 1
+                i, inside, escape = string_end(data, i, n, escape)
+                if not inside and depth == 0 and self._void_value:  # the voided value: a string
+                    return self._void_done(data, pos, i, depth, inside, escape)
                 continue
             hit = self._out_re.search(data, i)
             if hit is None:
@@ -664,6 +690,8 @@ class JSONArrayParser(BaseParser):
                 depth += 1
             elif c in "}]":
                 depth -= 1
+                if depth <= 0 and self._void_value:
+                    return self._void_done(data, pos, i + 1, depth, inside, escape)
                 if depth <= 0 and op.closer is None and c == "]":
                     self._depth, self._inside, self._escape = depth, inside, escape
                     call.raw.append(data[pos:i + 1])
@@ -695,6 +723,18 @@ class JSONArrayParser(BaseParser):
         self._depth, self._inside, self._escape = depth, inside, escape
         call.raw.append(data[pos:n])
         return n
+
+    def _void_done(self, data: str, pos: int, end: int, depth: int, inside: bool,
+                   escape: bool) -> int:
+        """The JSON value voided after a marker with no closer closed at ``end``."""
+        assert self._call is not None
+        self._depth, self._inside, self._escape = depth, inside, escape
+        self._call.raw.append(data[pos:end])
+        self._void_value = False
+        self._fail_call()
+        self._op = None
+        self._state = CONTENT
+        return end
 
     # driving --------------------------------------------------------------------------------------
 
@@ -746,11 +786,11 @@ class JSONArrayParser(BaseParser):
                 self._event(MarkupError(MarkupErrorKind.UNTERMINATED, raw))
         elif state == OPENED and op is not None and op.soft:
             self._text(held)
-        elif state in (ELEM, VOID, LINE_JUNK):
+        elif state in (ELEM, VOID, LINE_JUNK, BARE):
             assert self._call is not None
             self._call.raw.append(rest)
-            self._scalar = False
-            self._fail_call(MarkupErrorKind.UNTERMINATED if state == ELEM else None)
+            self._void_value = False
+            self._fail_call(MarkupErrorKind.UNTERMINATED if state in (ELEM, BARE) else None)
         else:  # an opener, or a block between its calls: the closed calls stay calls
             self._event(MarkupError(MarkupErrorKind.UNTERMINATED, held))
 
@@ -768,6 +808,25 @@ class JSONArrayParser(BaseParser):
                 lit.startswith(tail) for lit in self._markers.literals if lit not in soft):
             return rest, ""
         return rest[:k], tail
+
+
+def string_end(data: str, i: int, n: int, escape: bool) -> tuple[int, bool, bool]:
+    """Follow a JSON string from ``data[i]`` (``escape``: the last character read was its
+    backslash): (index just past its closing quote, False, False), or (``n``, True, escape) when
+    it goes on past ``data[:n]``."""
+    while i < n:
+        if escape:
+            escape = False
+            i += 1
+            continue
+        hit = _IN_STRING.search(data, i, n)
+        if hit is None:
+            return n, True, False
+        i = hit.start() + 1
+        if data[i - 1] == '"':
+            return i, False, False
+        escape = True
+    return n, True, escape
 
 
 def _find_none(data: str, pos: int) -> tuple[int, str]:

@@ -84,7 +84,9 @@ class Family:
     (Mistral's ``NAME{"k": …``) is told from prose (matched on the first ``LEAK_START_SPAN``
     characters of each text field only, and only while they hold no blank after the first non-blank
     character: such a shape must match before one). ``reasoning_exits``: openers that end
-    reasoning implicitly.
+    reasoning implicitly. ``reasoning_spans``: the (opener, closer) pairs of the reasoning spans
+    its parser reads itself (``<seed:think>``…``</seed:think>``, ``[THINK]``…``[/THINK]``): a
+    stream that starts inside reasoning (the prompt opened it) ends it at such a closer too.
     ``auto_markers``: what ``auto`` searches for to notice the family; ``claim(held, final)`` then says
     whether markup starting at one of them is the family's (``final``: the stream ended, answer YES or
     NO). ``render`` writes calls for the chaos upstream; ``malformable``: its ``malformed`` rendering
@@ -117,12 +119,14 @@ class Family:
     rank: int = 100
     aliases: tuple[str, ...] = ()
     grammar: str = ""
+    reasoning_spans: tuple[tuple[str, str], ...] = ()
     leads: frozenset[str] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.name or not self.auto_markers or not all(self.auto_markers):
             raise UsageError("a family needs a name and at least one non-empty auto marker")
-        if not all(self.leak_markers) or not all(self.reasoning_exits):
+        if not all(self.leak_markers) or not all(self.reasoning_exits) or not all(
+                all(pair) and len(pair) == 2 for pair in self.reasoning_spans):
             raise UsageError(f"family {self.name!r}: empty leak marker or reasoning exit")
         if self.leak_shape is not None:
             _check_leak_shape(self.name, self.leak_shape, self.leak_hint)

@@ -494,7 +494,8 @@ def gemma_family(name: str, syntax: Syntax, rank: int = 95) -> Family:
                   leak_markers=syntax.noticed, reasoning_exits=(syntax.opener,),
                   auto_markers=syntax.noticed, claim=claim_openers(syntax.noticed),
                   render=partial(_render, syntax), rank=rank, grammar="E",
-                  leak_shape=LEAK_SHAPE, leak_hint=LEAK_HINT)
+                  leak_shape=LEAK_SHAPE, leak_hint=LEAK_HINT,
+                  reasoning_spans=(syntax.think,) if syntax.think else ())
 
 
 FUNCTIONGEMMA = gemma_family("functiongemma", Syntax(

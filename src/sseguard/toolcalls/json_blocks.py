@@ -2,9 +2,10 @@
 objects one per line) between an opener and a closer, or after a token with no closer.
 
 - ``jamba`` (AI21 Jamba) and ``hunyuan-a13b``: ``<tool_calls>[{…}]</tool_calls>``; Hunyuan-A13B
-  writes call blocks inside its reasoning as thinking, so its opener does not end reasoning, and
-  wraps its answer in ``<answer>``…``</answer>`` after the reasoning: framing (docs/design/markup.md §3.3),
-  the tags ``Markup`` wherever they stand outside a block, the text between them visible verbatim.
+  writes call blocks inside its reasoning as thinking, so its opener does not end reasoning. It
+  wraps its answer in ``<answer>``…``</answer>`` after the reasoning; those tags belong to its
+  reasoning split, not to this parser (docs/design/markup.md §3.3): here they are visible text like any other,
+  before or after a block.
 - ``minimax-m1`` (MiniMax-Text-01/M1, class B′): ``<tool_calls>`` then one object per line; a line
   that is not an object is ``malformed_tag`` for that line only.
 - ``phi4-mini``: ``functools[{…}]``; ``functools`` is a Python module name in prose, so only
@@ -33,9 +34,8 @@ _BLOCK = Opener(TOOL_CALLS, closer=TOOL_CALLS_END)
 COHERE_FRAMING = ("<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_TEXT|>", "<|END_TEXT|>")
 
 JAMBA = json_array_family("jamba", [_BLOCK], rank=85)
-ANSWER, ANSWER_END = "<answer>", "</answer>"
 HUNYUAN_A13B = json_array_family("hunyuan-a13b", [_BLOCK], reasoning_exits=(), rank=86,
-                                 aliases=("hunyuan_a13b",), framing=(ANSWER, ANSWER_END))
+                                 aliases=("hunyuan_a13b",))
 MINIMAX_M1 = json_array_family(
     "minimax-m1", [Opener(TOOL_CALLS, Body.OBJECTS, TOOL_CALLS_END, separator="\n")], rank=87,
     aliases=("minimax",), grammar="B′")

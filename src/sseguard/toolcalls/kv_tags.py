@@ -113,7 +113,7 @@ def family(name: str, tags: KVTags, nl: str = "", aliases: tuple[str, ...] = (),
         reasoning_exits=() if tags.think else openers,
         auto_markers=(*markers, *reserved), claim=claim or claim_openers(openers + think_openers),
         render=partial(render, tags, nl), malformable=True, rank=rank, aliases=aliases,
-        grammar="H")
+        grammar="H", reasoning_spans=tuple(tags.think))
 
 
 IQUEST_Q1 = family("iquest-q1", IQUEST_TAGS, aliases=("iquest_q1",))

@@ -100,6 +100,7 @@ class NameThenJSONParser(MarkedRawParser):
         backslash is string text, taken whole (the hot path)."""
         call = self._call
         if (self._state == ARGS and self._inside and not self._escape and not self._pend and text
+                and not self._quiet
                 and not self._closed and call is not None and call.index is not None
                 and '"' not in text and "\\" not in text):
             call.raw.append(text)
@@ -172,6 +173,7 @@ class NameThenJSONParser(MarkedRawParser):
         ``at`` and what follows is read as content again."""
         assert self._call is not None
         self._call.error = self._call.error or MALFORMED
+        self._quiet = False
         if self._g.closer is None:
             self._record(data, at)
             self._fail_call()
@@ -221,10 +223,16 @@ class NameThenJSONParser(MarkedRawParser):
                 return self._void(data, q)
             assert self._call is not None
             self._call.error = MarkupErrorKind.BAD_PARAM_JSON  # arguments that are no object
-            return self._void(data, q)
+            if data[q] not in '["':
+                return self._void(data, q)
+            # another JSON value stands where the object is due: it is read whole, unstreamed,
+            # and is part of the one error (docs/markup.md, "not JSON")
+            self._quiet = True
         self._depth, self._inside, self._escape = 0, False, False
         self._state = ARGS
         return q
+
+    _quiet = False  # the value being read is no object: read to its end, never streamed
 
     def _args(self, data: str, pos: int) -> int:
         """The object, streamed as it arrives; it ends at its own ``}``."""
@@ -247,6 +255,9 @@ class NameThenJSONParser(MarkedRawParser):
                     escape = True
                 else:
                     inside = False
+                    if depth == 0:  # a string value (never the object) ended
+                        self._depth, self._inside, self._escape = depth, inside, escape
+                        return self._object_done(data, j + 1)
                 i = j + 1
                 continue
             hit = self._out_re.search(data, i)
@@ -281,13 +292,15 @@ class NameThenJSONParser(MarkedRawParser):
         return result
 
     def _emit_args(self, data: str, start: int, end: int) -> None:
-        if end > start:
+        if end > start and not self._quiet:
             self._delta(data[start:end])
 
     def _object_done(self, data: str, end: int) -> int:
         """The object closed at ``end``: valid JSON ends the call (or waits for the closer)."""
         call = self._call
         assert call is not None
+        if self._quiet:
+            return self._void(data, end)
         try:
             value = strict_json("".join(call.frags))
             if not isinstance(value, dict):
@@ -360,6 +373,7 @@ class NameThenJSONParser(MarkedRawParser):
             call = self._call
             assert call is not None
             call.raw.append(rest)
+            self._quiet = False
             self._fail_call(None if state == SKIP else UNTERMINATED)
 
 
@@ -426,7 +440,7 @@ def name_then_json(name: str, opener: str, args_marker: str, closer: str | None 
                   reasoning_exits=grammar.exits, auto_markers=markers,
                   claim=claim_openers(markers), render=partial(_render, grammar, render_wrap),
                   aliases=aliases, rank=rank, grammar="B / C" if array else "C",
-                  leak_start=leak_start)
+                  leak_start=leak_start, reasoning_spans=(think,) if think else ())
 
 
 # ── the families ─────────────────────────────────────────────────────────────────────────────────

@@ -55,7 +55,7 @@ def family(name: str, opener: str, closer: str, aliases: tuple[str, ...],
                   reasoning_exits=() if think else (opener,), auto_markers=(*markers, *think_tags),
                   claim=claim_openers(openers),
                   render=partial(_render, opener, closer), rank=96, aliases=aliases,
-                  grammar="F")
+                  grammar="F", reasoning_spans=think)
 
 
 def _render(opener: str, closer: str, calls: Sequence[CallLike], malformed: bool) -> str:

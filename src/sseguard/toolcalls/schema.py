@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 from sseguard.errors import UsageError
 from sseguard.toolcalls._json import ASCII_WS, JSONProblem, json_string_body, strict_json
@@ -33,12 +34,40 @@ def type_of(value: Any) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
-def declared_types(schema: Any) -> frozenset[str]:
+class _Unresolved(Exception):
+    """A ``$ref`` that loops or points nowhere: the parameter is untyped."""
+
+
+def declared_types(schema: Any, root: Any = None) -> frozenset[str]:
     """The types a parameter's schema allows (decision 2.5): its ``type`` (a name or a list),
-    the types of its ``enum`` values, and those of its ``anyOf``/``oneOf`` members. Empty: untyped."""
+    the types of its ``enum`` values, and those of its ``anyOf``/``oneOf`` members. Empty: untyped.
+
+    A local ``$ref`` (``#/$defs/…``, ``#/definitions/…``, any JSON pointer into ``root``, the tool's
+    ``parameters`` schema, where Pydantic and zod put them) is followed. A reference that loops back
+    to one being followed, or that points nowhere (or outside the document), leaves the parameter
+    untyped — the untyped rule is what a schema that says nothing usable gets — never an exception.
+    """
+    try:
+        return _types(schema, root, ())
+    except _Unresolved:
+        return frozenset()
+
+
+#: How deep a schema's references and ``anyOf``/``oneOf`` members are followed; deeper is untyped.
+MAX_SCHEMA_DEPTH = 64
+
+
+def _types(schema: Any, root: Any, following: tuple[str, ...], depth: int = 0) -> frozenset[str]:
     if not isinstance(schema, dict):
         return frozenset()
+    if depth > MAX_SCHEMA_DEPTH:
+        raise _Unresolved("too deep")
     found: set[str] = set()
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        if ref in following:
+            raise _Unresolved(ref)
+        found |= _types(_resolve(root, ref), root, (*following, ref), depth + 1)
     declared = schema.get("type")
     for name in declared if isinstance(declared, list) else [declared]:
         if name in JSON_TYPES:
@@ -50,8 +79,27 @@ def declared_types(schema: Any) -> frozenset[str]:
         members = schema.get(key)
         if isinstance(members, list):
             for member in members:
-                found |= declared_types(member)
+                found |= _types(member, root, following, depth + 1)
     return frozenset(found)
+
+
+def _resolve(root: Any, ref: str) -> Any:
+    """The schema a local reference (a JSON pointer after ``#``, RFC 6901) names in ``root``."""
+    if not ref.startswith("#") or root is None:
+        raise _Unresolved(ref)  # another document: nothing here says what it holds
+    node = root
+    pointer = ref[1:]
+    if pointer and not pointer.startswith("/"):
+        raise _Unresolved(ref)  # a plain-name fragment ("#foo", an $anchor): not followed
+    for token in pointer.split("/")[1:]:
+        key = unquote(token).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and key in node:
+            node = node[key]
+        elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+            node = node[int(key)]
+        else:
+            raise _Unresolved(ref)
+    return node
 
 
 def type_allows(types: frozenset[str], value: Any) -> bool:
@@ -89,7 +137,7 @@ class ToolSpec:
             types[name] = {}
             if isinstance(props, dict):
                 for pname, schema in props.items():
-                    types[name][pname] = declared_types(schema)
+                    types[name][pname] = declared_types(schema, params)
         return cls(frozenset(names), types)
 
     def types_of(self, function: str, param: str) -> frozenset[str]:
