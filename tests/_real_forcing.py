@@ -171,15 +171,28 @@ class Family:
     ours_reasoning: bool = True  # ``sseguard-<name>`` is also a reasoning parser
     text_sep: str = "\n"
     skip: tuple[str, ...] = ()  # cases the format cannot write
+    #: the template ends every prompt inside reasoning (GLM-4.7, MiniMax-M2): every answer closes it
+    opens: bool = False
+    #: ``chat_template_kwargs`` that make the prompt open reasoning, sent with the thinking case
+    #: (DeepSeek's toggle: without it the prompt ends with ``</think>``)
+    think_kwargs: dict[str, Any] | None = None
+
+    def prompt_opens(self, case: Case) -> bool:
+        """Whether the prompt of ``case`` ends inside reasoning (the model then writes no opener)."""
+        return self.opens or bool(case.thinking and self.think_kwargs)
 
     def answer(self, case: Case) -> str:
-        """The whole forced completion for ``case``."""
+        """The whole forced completion for ``case``, as the real model writes it after its prompt."""
         head = ""
-        if case.thinking and self.think:
+        if self.think and self.prompt_opens(case):
+            head = f"{case.thinking}{self.think[1]}"
+        elif case.thinking and self.think:
             head = f"{self.think[0]}{case.thinking}{self.think[1]}"
-        if case.text:
-            head += case.text + self.text_sep
-        return head + self.render(case.calls)
+        return head + self.visible(case)
+
+    def visible(self, case: Case) -> str:
+        """The part of the answer after any reasoning: the text, then the calls' markup."""
+        return (case.text + self.text_sep if case.text else "") + self.render(case.calls)
 
     def cases(self) -> tuple[Case, ...]:
         return tuple(c for c in CASES if c.name not in self.skip and (self.think or not c.thinking))
@@ -194,11 +207,11 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("glm45", glm45, "glm45", (*_XML, "<arg_key", "<arg_value", *_THINK), template="GLM-4.6",
            vllm_reasoning="glm45"),
     Family("glm47", glm47, "glm47", (*_XML, "<arg_key", "<arg_value", *_THINK),
-           template="GLM-4.7-Flash", vllm_reasoning="glm47", text_sep=""),
+           template="GLM-4.7-Flash", vllm_reasoning="glm47", text_sep="", opens=True),
     Family("kimi-k2", kimi_k2, "kimi_k2", ("<|tool_call", "functions.get", *_THINK),
            template="Kimi-K2-Thinking", vllm_reasoning="kimi_k2", text_sep=""),
     Family("minimax-m2", minimax_m2, "minimax_m2", ("<minimax:tool_call", "<invoke", "<parameter", *_THINK),
-           template="MiniMax-M2", vllm_reasoning="minimax_m2"),
+           template="MiniMax-M2", vllm_reasoning="minimax_m2", opens=True),
     Family("harmony", harmony, "openai",
            ("<|channel|>", "<|message|>", "<|call|>", "<|start|>", "<|constrain|>", "to=functions"),
            template="openai-gpt-oss-120b", ours_reasoning=False,
@@ -213,13 +226,13 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            template="meta-llama-Llama-3.2-3B-Instruct", think=None, skip=("text_before",)),
     Family("dsml-v32", _dsml("function_calls", ""), "deepseek_v32", ("DSML", *_THINK),
            model="deepseek-v4", template="deepseek-ai-DeepSeek-V3.2", vllm_reasoning="deepseek_v3",
-           text_sep="\n\n"),
+           text_sep="\n\n", think_kwargs={"thinking": True}),
     Family("dsml-v4", _dsml("tool_calls", ""), "deepseek_v4", ("DSML", *_THINK),
            model="deepseek-v4", template="deepseek-ai-DeepSeek-V4", vllm_reasoning="deepseek_v4",
-           text_sep="\n\n"),
+           text_sep="\n\n", think_kwargs={"thinking": True}),
     Family("dsml-v41", _dsml("calls", " "), "deepseek_v41", ("DSML", *_THINK),
            model="deepseek-v4", template="deepseek-ai-DeepSeek-V4", vllm_reasoning="deepseek_v41",
-           text_sep="\n\n"),
+           text_sep="\n\n", think_kwargs={"thinking": True}),
 )}
 
 
@@ -285,6 +298,8 @@ def request(family: Family, case: Case, *, shape: str = "auto", max_tokens: int 
         body["tool_choice"] = "none" if shape == "none" else "auto"
     if shape == "serial":
         body["parallel_tool_calls"] = False
+    if case.thinking and family.think_kwargs:
+        body["chat_template_kwargs"] = family.think_kwargs
     if template and family.template:
         from _real_models import template as load_template
 
@@ -305,15 +320,15 @@ class Judged:
 def judge(family: Family, case: Case, got: Stream, *, shape: str = "auto") -> Judged:
     """Right: the calls equal what was forced (names, arguments as JSON values), indexes dense from
     0, ids present, ``finish_reason`` ``tool_calls``, the text before them as the content. For the
-    shapes without tool parsing (``none``, ``no_tools``) right is the whole answer as content and
-    no call. Leaked: a marker of the family in ``content``."""
+    shapes without tool parsing (``none``, ``no_tools``) right is the answer after its reasoning,
+    markup and all, as content and no call. Leaked: a marker of the family in ``content``."""
     leaked = any(marker in got.content for marker in family.leaks)
     want_reasoning = case.thinking if family.think else ""
     if got.status != 200 or not got.done:
         return Judged(False, leaked, False, f"status {got.status}, [DONE] {got.done}: {got.error}")
     if shape in ("none", "no_tools"):
-        whole = family.answer(case)
-        ok = not got.calls and got.content == whole
+        whole = family.visible(case)
+        ok = not got.calls and got.content.strip() == whole
         return Judged(ok and got.finish == "stop", False, True,
                       "" if ok else f"content {got.content!r}, calls {got.calls}")
     problems: list[str] = []
@@ -348,13 +363,19 @@ class Tally:
     leaks: int = 0
     reasoning_right: int = 0
     failures: list[str] = field(default_factory=list)
+    #: ``case/shape`` → [streams right and without leak, streams]
+    by_case: dict[str, list[int]] = field(default_factory=dict)
 
-    def add(self, label: str, verdict: Judged) -> None:
+    def add(self, case: str, label: str, verdict: Judged) -> None:
+        good = verdict.right and not verdict.leaked
         self.streams += 1
         self.right += verdict.right
         self.leaks += verdict.leaked
         self.reasoning_right += verdict.reasoning_right
-        if not verdict.right or verdict.leaked:
+        counts = self.by_case.setdefault(case, [0, 0])
+        counts[0] += good
+        counts[1] += 1
+        if not good:
             self.failures.append(f"{label}: {verdict.why}" + (" [leak]" if verdict.leaked else ""))
 
 
@@ -409,5 +430,6 @@ async def side_by_side(root_url: str, family: Family, levels: Sequence[int] = LE
         tally = tallies[level] = Tally()
         for wave in plan(family, level):
             for case, shape, got in await run_wave(root_url, family, wave):
-                tally.add(f"{case.name}/{shape}@{level}", judge(family, case, got, shape=shape))
+                tally.add(f"{case.name}/{shape}", f"{case.name}/{shape}@{level}",
+                          judge(family, case, got, shape=shape))
     return tallies
