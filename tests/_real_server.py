@@ -134,14 +134,24 @@ class RealServer:
             return ""
         return "\n".join(lines[-n:])
 
-    def use_parsers(self, tool: str | None, reasoning: str | None = None) -> dict[str, Any]:
-        """Make ``tool``/``reasoning`` the server's parsers for the requests that follow."""
+    def use_parsers(self, tool: str | None, reasoning: str | None = None,
+                    wait_s: float = 300.0) -> dict[str, Any]:
+        """Make ``tool``/``reasoning`` the server's parsers for the requests that follow; while
+        another client's requests are in flight the switch is refused, so it is retried for at
+        most ``wait_s``."""
         body = json.dumps({"tool": tool, "reasoning": reasoning}).encode()
-        req = urllib.request.Request(self.url + "/sseguard-test/parsers", data=body, method="POST",
-                                     headers={"content-type": "application/json"})
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            answer: dict[str, Any] = json.loads(resp.read())
-        return answer
+        deadline = time.monotonic() + wait_s
+        while True:
+            req = urllib.request.Request(self.url + "/sseguard-test/parsers", data=body, method="POST",
+                                         headers={"content-type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=60) as resp:
+                    answer: dict[str, Any] = json.loads(resp.read())
+                return answer
+            except urllib.error.HTTPError as exc:
+                if exc.code != 409 or time.monotonic() > deadline:
+                    raise
+            time.sleep(2)
 
     def stop(self) -> None:
         """Kill the server's process group (API server, engine core, workers); bounded."""

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-COUNT = 16
+COUNT = 8
 LEVELS = "1,8,32"
 
 
 def _probe(base_url: str, workload: str, out: Path) -> dict[str, Any]:
     argv = [sys.executable, "-m", "sseguard.cli", "probe", "--arm", f"vllm={base_url}", "--model", "m",
             "--workload", workload, "--count", str(COUNT), "--concurrency", LEVELS,
-            "--max-tokens", "24", "--timeout", "300", "--json", "--no-live", "--out", str(out)]
+            "--max-tokens", "16", "--timeout", "300", "--json", "--no-live", "--out", str(out)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=1200, check=False)
     assert done.returncode in (0, 1), f"probe exited {done.returncode}: {done.stderr[-2000:]}"
     start = done.stdout.index("{")
