@@ -12,6 +12,7 @@ own, ``_real_switch``) turns the text into ``content``, ``reasoning`` and ``tool
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -300,11 +301,32 @@ def request(family: Family, case: Case, *, shape: str = "auto", max_tokens: int 
         body["parallel_tool_calls"] = False
     if case.thinking and family.think_kwargs:
         body["chat_template_kwargs"] = family.think_kwargs
+    bias = marker_bias(family.model, family.answer(case))
+    if bias:
+        body["logit_bias"] = bias
     if template and family.template:
         from _real_models import template as load_template
 
         body["chat_template"] = load_template(family.template)
     return body
+
+
+@functools.cache
+def _single_tokens(model: str) -> dict[str, int]:
+    """The added tokens of ``model``'s vocabulary (markers, think tags, roles) → their ids."""
+    from _real_models import build
+
+    data = json.loads((build(model) / "tokenizer.json").read_text(encoding="utf-8"))
+    return {t["content"]: t["id"] for t in data.get("added_tokens", []) if len(t["content"]) > 1}
+
+
+def marker_bias(model: str, answer: str) -> dict[str, int]:
+    """``logit_bias`` that makes the model write each marker of ``answer`` that its vocabulary
+    holds as one token as that token, as a real checkpoint does: the constraint alone lets a
+    random model spell ``</think>`` in pieces, which parsers that look for the marker's token id
+    (vLLM's reasoning parsers) never see in a real model's output. The text around the markers
+    is still cut wherever the sampled tokens fall."""
+    return {str(tid): 100 for text, tid in _single_tokens(model).items() if text in answer}
 
 
 @dataclass(frozen=True)

@@ -106,18 +106,22 @@ class RealServer:
             self.proc = subprocess.Popen(self.config.argv(self.port), env=env, stdout=out,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          start_new_session=True)
-        deadline = t0 + READY_TIMEOUT_S
-        while True:
-            if self.proc.poll() is not None:
-                raise EngineDidNotStart(f"vLLM exited with {self.proc.returncode}:\n{self.tail()}")
-            if self._healthy():
-                break
-            if time.monotonic() > deadline:
-                self.stop()
-                raise EngineDidNotStart(f"vLLM not ready in {READY_TIMEOUT_S:.0f} s:\n{self.tail()}")
-            time.sleep(2)
+        try:
+            self._wait_ready(t0 + READY_TIMEOUT_S)
+        except BaseException:  # a failed start, or the caller interrupted: no orphan left behind
+            self.stop()
+            raise
         self.ready_s = time.monotonic() - t0
         return self
+
+    def _wait_ready(self, deadline: float) -> None:
+        assert self.proc is not None
+        while not self._healthy():
+            if self.proc.poll() is not None:
+                raise EngineDidNotStart(f"vLLM exited with {self.proc.returncode}:\n{self.tail()}")
+            if time.monotonic() > deadline:
+                raise EngineDidNotStart(f"vLLM not ready in {READY_TIMEOUT_S:.0f} s:\n{self.tail()}")
+            time.sleep(2)
 
     def _healthy(self) -> bool:
         try:

@@ -15,7 +15,17 @@ from typing import Any
 
 import pytest
 
-from _real_forcing import FAMILIES, LEVELS, PARSERS, parser_names, side_by_side, side_by_side_config
+from _real_forcing import (
+    CASES,
+    FAMILIES,
+    LEVELS,
+    PARSERS,
+    Stream,
+    parser_names,
+    run_wave,
+    side_by_side,
+    side_by_side_config,
+)
 
 # grouped by model so that the suite starts each model's server once
 ORDER = sorted(FAMILIES, key=lambda name: (FAMILIES[name].model != "qwen2", list(FAMILIES).index(name)))
@@ -24,6 +34,31 @@ ORDER = sorted(FAMILIES, key=lambda name: (FAMILIES[name].model != "qwen2", list
 #: out of the side-by-side assertion and checked by ``test_known_failure_still_fails`` (xfail,
 #: strict): a fix turns it into a failure there until its line is removed.
 KNOWN: dict[tuple[str, str], str] = {}
+
+
+def _seen(got: Stream) -> tuple[Any, ...]:
+    calls = [(c["name"], c["arguments"]) for _, c in sorted(got.calls.items())]
+    return got.content, got.reasoning, calls, got.finish
+
+
+@pytest.mark.timeout(1500)
+async def test_the_parser_switch_gives_what_the_flags_give(real_server: Any) -> None:
+    """The same answers through a server started with ``--tool-call-parser sseguard-hermes
+    --reasoning-parser sseguard-hermes`` and through the side-by-side's server switched to them:
+    the switch changes nothing a client sees (answers with tools: the engine core's reasoning
+    parser, which the switch cannot set, then does not hold back the constraint)."""
+    fam = FAMILIES["hermes"]
+    cases = {c.name: c for c in CASES}
+    items = [(cases["one_call"], "auto"), (cases["text_before"], "auto"),
+             (cases["thinking_first"], "auto"), (cases["one_call"], "none")]
+    flags = real_server(fam.model, tool_parser="sseguard-hermes", reasoning_parser="sseguard-hermes",
+                        switch=False)
+    by_flags = [_seen(got) for item in items for _, _, got in await run_wave(flags.url, fam, [item])]
+    switched = real_server(fam.model, config=side_by_side_config)
+    switched.use_parsers("sseguard-hermes", "sseguard-hermes")
+    by_switch = [_seen(got) for item in items for _, _, got in await run_wave(switched.url, fam, [item])]
+    assert by_switch == by_flags
+    assert by_flags[0][2] == [("get_weather", '{"location": "Paris", "days": 2}')]
 
 
 @pytest.mark.timeout(1200)
