@@ -34,15 +34,15 @@ ORDER = sorted(FAMILIES, key=lambda name: (FAMILIES[name].model != "qwen2", list
 #: out of the side-by-side assertion and checked by ``test_known_failure_still_fails`` (xfail,
 #: strict): a fix turns it into a failure there until its line is removed.
 _LOST = ("tool_choice none / no tools: the stream ends with no text at all (one empty delta, then "
-         "finish_reason stop) when our reasoning parser is on (vLLM 0.32; issue 50)")
+         "finish_reason stop), as with vLLM 0.32's own engine-based parsers (issue 50)")
 _THINK_OPEN = ("reasoning the answer opens with <think> is not split off: it reaches content "
                "(vLLM 0.32; engines-fix)")
 _THINK_PROMPT = ("reasoning the prompt opened (the template ends in <think>) is not recognised: it reaches "
                  "content (vLLM 0.32; reasoning start judged by the prompt, engines-fix)")
-_WITH_REASONING = ("hermes", "qwen3-coder", "glm45", "glm47", "kimi-k2", "minimax-m2",
-                   "dsml-v32", "dsml-v4", "dsml-v41")
+_LOSING = ("hermes", "qwen3-coder", "glm45", "glm47", "kimi-k2", "minimax-m2", "harmony",
+           "dsml-v32", "dsml-v4", "dsml-v41")
 KNOWN: dict[tuple[str, str], str] = {
-    **{(family, case): _LOST for family in _WITH_REASONING
+    **{(family, case): _LOST for family in _LOSING
        for case in ("one_call/none", "one_call/no_tools")},
     **{(family, "thinking_first/auto"): _THINK_OPEN for family in ("hermes", "qwen3-coder", "glm45")},
     **{(family, "thinking_first/auto"): _THINK_PROMPT
