@@ -40,7 +40,7 @@ _THINK_OPEN = ("reasoning the answer opens with <think> is not split off: it rea
 _THINK_PROMPT = ("reasoning the prompt opened (the template ends in <think>) is not recognised: it reaches "
                  "content (vLLM 0.32; reasoning start judged by the prompt, engines-fix)")
 _LOSING = ("hermes", "qwen3-coder", "glm45", "glm47", "kimi-k2", "minimax-m2", "harmony", "llama3-json",
-           "mistral", "dsml-v32", "dsml-v4", "dsml-v41")
+           "mistral", "pythonic", "dsml-v32", "dsml-v4", "dsml-v41")
 KNOWN: dict[tuple[str, str], str] = {
     **{(family, case): _LOST for family in _LOSING
        for case in ("one_call/none", "one_call/no_tools")},
