@@ -45,7 +45,12 @@ from sseguard._serve import (
 )
 from sseguard.chaos.cache import PrefixCache
 from sseguard.chaos.config import ChaosConfig
-from sseguard.chaos.conversations import ConversationLog, first_answer_decision, settle
+from sseguard.chaos.conversations import (
+    Conversation,
+    ConversationLog,
+    first_answer_decision,
+    settle,
+)
 from sseguard.chaos.decide import applicable, decide
 from sseguard.chaos.faults import Decision, Fault
 from sseguard.chaos.frames import End, Plan, ResponseIds, completion_plan
@@ -242,28 +247,9 @@ async def _serve(request: web.Request, writer: Writer, proto: Protocol, route: R
     cached = state.cache.lookup(req)
     if cached:
         req = replace(req, cached_words=cached)
-    conversation = None
-    if config.first_answer is not None and forced_raw is None:
-        # Each conversation's first answer breaks, nothing else does (``chaos.conversations``).
-        _, conversation = state.conversations.arrive(req)
-        stats.conversations = len(state.conversations.seen)
-        fault, at = first_answer_decision(config.first_answer, conversation, req)
-        drawn = decide(config, counter, forced=fault, force=True, api=str(writer.api))
-        drawn = replace(drawn, at=at, source="first_answer" if fault is not None else "none")
-    else:
-        drawn = decide(config, counter, inflight=inflight,
-                       elapsed_s=state.clock() - state.started, forced=forced,
-                       force=forced_raw is not None, api=str(writer.api), cached=cached > 0)
-    decision = applicable(drawn, stream=req.stream, tools_offered=req.tools_offered,
-                          typed_tool=req.typed_tool, include_usage=req.include_usage,
-                          unsupported=writer.cannot_carry(stream=req.stream, req=req))
-    if conversation is not None:
-        settle(decision, conversation)
-    if decision.fault is None and drawn.fault is not None:
-        stats.skipped[str(drawn.fault)] += 1
-    stats.faults[decision.header] += 1
-    stats.sources[decision.source] += 1
-    stats.routes[decision.route] += 1
+    decision, conversation = draw(state, req, counter, inflight, api=writer.api,
+                                  forced=forced, forced_raw=forced_raw, cached=cached > 0,
+                                  unsupported=writer.cannot_carry(stream=req.stream, req=req))
     # A routed prefix shows in every protocol's ids; the default route keeps the protocol's own.
     prefix = decision.id_prefix
     if decision.route == "default" and writer.id_prefix is not None:
@@ -299,6 +285,38 @@ async def _serve(request: web.Request, writer: Writer, proto: Protocol, route: R
     response.content_type = "application/json"
     response.content_length = len(payload)
     return await _play(request, response, plan, state)
+
+
+def draw(state: ChaosState, req: ChatRequest, counter: int, inflight: int, *, api: Api,
+         forced: Fault | None, forced_raw: str | None, cached: bool,
+         unsupported: frozenset[Fault]) -> tuple[Decision, Conversation | None]:
+    """The fault request ``counter`` gets, counted in the statistics, and its conversation (under
+    ``first_answer``): the seeded draw, or a forced fault, less what the request cannot carry. The
+    generated server and ``chaos --upstream`` draw alike, so one seed replays either."""
+    config, stats = state.config, state.stats
+    conversation = None
+    if config.first_answer is not None and forced_raw is None:
+        # Each conversation's first answer breaks, nothing else does (``chaos.conversations``).
+        _, conversation = state.conversations.arrive(req)
+        stats.conversations = len(state.conversations.seen)
+        fault, at = first_answer_decision(config.first_answer, conversation, req)
+        drawn = decide(config, counter, forced=fault, force=True, api=str(api))
+        drawn = replace(drawn, at=at, source="first_answer" if fault is not None else "none")
+    else:
+        drawn = decide(config, counter, inflight=inflight,
+                       elapsed_s=state.clock() - state.started, forced=forced,
+                       force=forced_raw is not None, api=str(api), cached=cached)
+    decision = applicable(drawn, stream=req.stream, tools_offered=req.tools_offered,
+                          typed_tool=req.typed_tool, include_usage=req.include_usage,
+                          unsupported=unsupported)
+    if conversation is not None:
+        settle(decision, conversation)
+    if decision.fault is None and drawn.fault is not None:
+        stats.skipped[str(drawn.fault)] += 1
+    stats.faults[decision.header] += 1
+    stats.sources[decision.source] += 1
+    stats.routes[decision.route] += 1
+    return decision, conversation
 
 
 def _store(state: ChaosState, stream: StoredStream) -> None:
