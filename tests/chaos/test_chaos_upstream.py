@@ -202,14 +202,19 @@ async def test_garbled_answers_only_on_prompts_a_cache_serves() -> None:
                            and json.loads(line[6:])["choices"])
             return r.headers["x-sseguard-fault"], text
 
-        first = await ask("one")
-        other = await ask("two")
-        again = await ask("one")
+        # Long prompts (a cache block's worth, 256 characters or more): a repeat is a cache hit.
+        first = await ask("one " * 80)
+        other = await ask("two " * 80)
+        short = await ask("one")
+        again_short = await ask("one")
+        again = await ask("one " * 80)
+        assert short[0] == again_short[0] == "none"  # a short prompt fills no block
     assert first[0] == other[0] == "none"
     assert again[0] == "garbled"
-    # Characters 6 to 15 of the repeat are the start of the other stream, the rest its own answer.
+    # Characters 6 to 15 of the repeat are the start of the latest other stream, the rest its own.
     assert again[1][:6] == first[1][:6] and again[1][16:] == first[1][16:]
-    assert again[1][6:16] == other[1][:10] != first[1][6:16]
+    assert again[1][6:16] == again_short[1][:10] != first[1][6:16]
+    assert other[1] != first[1]
 
 
 async def test_first_answer_breaks_each_conversation_once() -> None:

@@ -118,8 +118,8 @@ class FaultOptions:
     # Responses: flat `error` event, nested `error: {…}`, `response.failed`, or any (seeded).
     responses_error_form: str = "any"
     # `garbled` on a relayed answer (`chaos --upstream`): characters kept intact, then overwritten.
-    garble_after: int = 16
-    garble_span: int = 48
+    garble_after: int = 8
+    garble_span: int = 24
 
 
 @dataclass(frozen=True, slots=True)

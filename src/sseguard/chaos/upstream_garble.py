@@ -20,8 +20,8 @@ from __future__ import annotations
 import random
 
 #: Characters of the answer left intact before the span, and the span's length, by default.
-GARBLE_AFTER = 16
-GARBLE_SPAN = 48
+GARBLE_AFTER = 8
+GARBLE_SPAN = 24
 
 
 class Garbler:

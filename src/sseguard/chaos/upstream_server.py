@@ -9,9 +9,10 @@ moves bytes and sleeps. Anything else — a non-streamed answer, ``/v1/models``,
 protocol's parser refuses — is relayed as it came (a non-streamed answer can still be stalled or
 reset). ``http_error`` and ``empty`` answer without asking the upstream.
 
-The prefix cache (``chaos.cache``) is kept as for generated answers, and a prompt sent before is a
-hit too (a real engine serves a repeated prompt's full blocks from its cache), so the ``cache``
-pattern garbles exactly the requests a real prefix cache would serve: ``--garble-cached P``.
+The prefix cache (``chaos.cache``) is kept as for generated answers, and a long prompt sent before
+(``MIN_PREFIX_CHARS`` or more: a cache block's worth) is a hit too, as a real engine serves a
+repeated prompt's full blocks from its cache; so the ``cache`` pattern garbles the requests a real
+prefix cache would serve: ``--garble-cached P``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from sseguard._serve import (
     serve_workers,
     settle_gc,
 )
+from sseguard.chaos.cache import MIN_PREFIX_CHARS
 from sseguard.chaos.config import ChaosConfig
 from sseguard.chaos.faults import Decision, Fault
 from sseguard.chaos.frames import End
@@ -201,7 +203,9 @@ async def _faulted(request: web.Request, body: bytes, proto: Protocol, req: Chat
     config, stats = state.config, state.stats
     wire = WIRES[proto.api]
     cached_words = state.cache.lookup(req)
-    cached = upstream.repeated(req.fingerprint) or cached_words > 0
+    # A repeated prompt is served from a real engine's cache when it fills a cache block or more.
+    cached = cached_words > 0 or (len(req.last_text) >= MIN_PREFIX_CHARS
+                                  and upstream.repeated(req.fingerprint))
     unsupported = wire.unsupported if req.stream else wire.unsupported | {Fault.GARBLED}
     decision, conversation = draw(state, req, counter, inflight, api=proto.api, forced=forced,
                                   forced_raw=forced_raw, cached=cached, unsupported=unsupported)

@@ -111,13 +111,19 @@ REJOIN_CHARS = 16
 def overwritten(reference: str, answer: str) -> bool:
     """Whether ``answer`` is ``reference`` with a span of ``OVERWRITE_MIN`` characters or more
     overwritten in place: from its first difference, the two disagree that long at least, then agree
-    again at the same positions for ``REJOIN_CHARS`` characters. A fluent alternative goes its own
-    way after its first different token: its text shifts, and position-for-position agreement does
-    not come back (a word swapped for one as long, ``depth`` for ``swell``, is under the span)."""
+    again at the same positions for ``REJOIN_CHARS`` characters (or, two texts of one length, to
+    their end, ``OVERWRITE_MIN`` at least: a span near the end of a short answer). A fluent
+    alternative goes its own way after its first different token: its text shifts, and
+    position-for-position agreement does not come back (a word swapped for one as long, ``depth``
+    for ``swell``, is under the span)."""
     n = min(len(reference), len(answer))
     at = next((i for i in range(n) if answer[i] != reference[i]), n)
-    for b in range(at, n - REJOIN_CHARS + 1):
-        if answer[b] == reference[b] and answer[b:b + REJOIN_CHARS] == reference[b:b + REJOIN_CHARS]:
+    for b in range(at, n):
+        # Agreement again: for REJOIN_CHARS, or (texts of one length) to the end, OVERWRITE_MIN or more.
+        run = REJOIN_CHARS if n - b >= REJOIN_CHARS or len(reference) != len(answer) \
+            else max(OVERWRITE_MIN, n - b)
+        if answer[b] == reference[b] and answer[b:b + run] == reference[b:b + run] \
+                and b + run <= n:
             return b - at >= OVERWRITE_MIN
     return False
 
