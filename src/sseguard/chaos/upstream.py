@@ -99,6 +99,8 @@ class UpstreamFaults:
         self._held = 0  # bytes fed that no record has taken yet
         self._tail = bytearray()
         self._pos = 0  # characters of the answer's text relayed so far
+        self._cr = False  # the previous record's bytes ended with a CR (its LF may come apart)
+        self._cr_sent = False  # and they were sent as they came
         #: The answer's text as the upstream wrote it (before any garbling).
         self.text: list[str] = []
 
@@ -144,6 +146,14 @@ class UpstreamFaults:
 
     # ── one record ─────────────────────────────────────────────────────────────────────────────
     def _one(self, event: SSEEvent, out: list[bytes], steps: list[Step]) -> None:
+        if self._cr and event.raw[:1] == b"\n":
+            # The LF of a CRLF that ended the previous event, split from it by the upstream's reads:
+            # it is the previous event's (what is done to this one must not depend on the reads).
+            if self._cr_sent:
+                out.append(b"\n")
+            event = SSEEvent(event.data, event.event, event.id, event.retry, event.raw[1:])
+        self._cr = event.raw[-1:] == b"\r"
+        self._cr_sent = False
         obj = _decode(event)
         kind = self.wire.kind(event.event, obj)
         if not self._struck and (self._armed or kind in (Kind.FINISH, Kind.TERMINAL)):
@@ -156,6 +166,7 @@ class UpstreamFaults:
         if raw:
             out.append(raw)
             self._sent = True
+            self._cr_sent = raw[-1:] == b"\r"
         if obj is not None and obj != "[DONE]":
             self._last = obj
         if kind is Kind.CONTENT and not self._call:
@@ -177,7 +188,9 @@ class UpstreamFaults:
             steps.append(Pause(options.stall_ms / 1000.0))
             return
         if fault is Fault.CUT_MID_FRAME and event is not None:
-            out.append(event.raw[: max(1, len(event.raw) // 2)])
+            # Half the frame as a whole read gives it: an LF still to come after its CR counts.
+            size = len(event.raw) + (event.raw[-1:] == b"\r")
+            out.append(event.raw[: max(1, size // 2)])
         elif fault is Fault.ERROR_EVENT:
             out.append(self.wire.error(self.config, self.decision, self._last, self.array,
                                        self._sent))
