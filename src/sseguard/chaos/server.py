@@ -180,9 +180,9 @@ def make_app(config: ChaosConfig | None = None, *,
                     app.router.add_get(f"{mount}{route.path}/{{response_id}}", _retrieve)
                     app.router.add_post(f"{mount}{route.path}/{{response_id}}/cancel", _cancel)
     app.router.add_get("/v1/models", _models)
-    app.router.add_get("/healthz", _healthz)
-    app.router.add_get("/chaos/stats", _stats)
-    app.router.add_get("/chaos/conversations", _conversations)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/chaos/stats", stats_json)
+    app.router.add_get("/chaos/conversations", conversations_log)
     if setup is not None:
         setup(app)
     return app
@@ -235,8 +235,8 @@ async def _serve(request: web.Request, writer: Writer, proto: Protocol, route: R
     body = await request.read()
     forced_raw = request.headers.get(INJECT_HEADER)
     try:
-        forced = _forced_fault(forced_raw)
-        req = _from_route(writer.parse(body), route, request.match_info,
+        forced = forced_fault(forced_raw)
+        req = from_route(writer.parse(body), route, request.match_info,
                           proto.framing_for(request.query))
     except BadRequest as exc:
         stats.bad_requests += 1
@@ -415,7 +415,7 @@ async def _cancel(request: web.Request) -> web.Response:
                         headers={"Server": SERVER_HEADER})
 
 
-def _from_route(req: ChatRequest, route: Route, params: Mapping[str, str], framing: Framing
+def from_route(req: ChatRequest, route: Route, params: Mapping[str, str], framing: Framing
                 ) -> ChatRequest:
     """What the URL says wins over the body: streaming chosen by the route, the model in the path,
     the framing asked by the query string (``?alt=sse``)."""
@@ -427,7 +427,7 @@ def _from_route(req: ChatRequest, route: Route, params: Mapping[str, str], frami
     return replace(req, model=model) if model is not None and model != req.model else req
 
 
-def _forced_fault(raw: str | None) -> Fault | None:
+def forced_fault(raw: str | None) -> Fault | None:
     if raw is None or raw.strip() == "none":
         return None
     try:
@@ -466,9 +466,9 @@ async def _play(request: web.Request, response: web.StreamResponse, plan: Plan,
             stats.frames += sum(w.frames for w in writes[i:j])
             i = j
         if plan.end is End.HANG:
-            await _hang(request, state.config.options.hang_max_s)
+            await hang_until_gone(request, state.config.options.hang_max_s)
         if plan.end is not End.EOF:
-            _reset(request)
+            reset_connection(request)
             return response
         if not response.prepared:
             await response.prepare(request)
@@ -478,7 +478,7 @@ async def _play(request: web.Request, response: web.StreamResponse, plan: Plan,
     return response
 
 
-async def _hang(request: web.Request, limit_s: float) -> None:
+async def hang_until_gone(request: web.Request, limit_s: float) -> None:
     """Silence until the client closes the connection, bounded so a forgotten client costs nothing."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit_s
@@ -489,7 +489,7 @@ async def _hang(request: web.Request, limit_s: float) -> None:
         await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
 
 
-def _reset(request: web.Request) -> None:
+def reset_connection(request: web.Request) -> None:
     """Close with a TCP RST (SO_LINGER 0), the way a crashed worker or a killed pod ends a stream."""
     transport = request.transport
     if transport is None:
@@ -508,15 +508,15 @@ async def _models(request: web.Request) -> web.Response:
         {"Server": SERVER_HEADER})
 
 
-async def _healthz(request: web.Request) -> web.Response:
+async def healthz(request: web.Request) -> web.Response:
     return _json(200, {"status": "ok", "pid": os.getpid()}, {"Server": SERVER_HEADER})
 
 
-async def _stats(request: web.Request) -> web.Response:
+async def stats_json(request: web.Request) -> web.Response:
     return _json(200, request.app[STATE].stats.to_dict(), {"Server": SERVER_HEADER})
 
 
-async def _conversations(request: web.Request) -> web.Response:
+async def conversations_log(request: web.Request) -> web.Response:
     """``first_answer``'s log: per conversation, its requests, the fault its first answer got and
     the text of its latest answer, whole."""
     return _json(200, request.app[STATE].conversations.to_dict(), {"Server": SERVER_HEADER})

@@ -56,14 +56,14 @@ from sseguard.chaos.server import (
     STATE,
     ChaosState,
     ChaosStats,
-    _conversations,
-    _forced_fault,
-    _from_route,
-    _hang,
-    _healthz,
-    _reset,
-    _stats,
+    conversations_log,
     draw,
+    forced_fault,
+    from_route,
+    hang_until_gone,
+    healthz,
+    reset_connection,
+    stats_json,
 )
 from sseguard.chaos.upstream import Pause, Send, Step, Stop, UpstreamFaults
 from sseguard.chaos.upstream_garble import Garbler
@@ -126,9 +126,9 @@ def make_upstream_app(config: ChaosConfig, upstream: str, *,
     app = web.Application(client_max_size=32 * 1024 * 1024)
     app[STATE] = ChaosState(config, clock, clock(), counter=worker, step=workers)
     app[UPSTREAM] = Upstream(URL(upstream))
-    app.router.add_get("/healthz", _healthz)
-    app.router.add_get("/chaos/stats", _stats)
-    app.router.add_get("/chaos/conversations", _conversations)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/chaos/stats", stats_json)
+    app.router.add_get("/chaos/conversations", conversations_log)
     app.router.add_route("*", "/{tail:.*}", _relay)
     app.cleanup_ctx.append(_session)
     return app
@@ -169,9 +169,9 @@ async def _relay(request: web.Request) -> web.StreamResponse:
         route = proto.route_for(raw_path)
         match = route.pattern.search(raw_path) if route is not None else None
         try:
-            forced = _forced_fault(forced_raw)
+            forced = forced_fault(forced_raw)
             if route is not None and match is not None:
-                req = _from_route(writer_for(proto.api).parse(body), route, match.groupdict(),
+                req = from_route(writer_for(proto.api).parse(body), route, match.groupdict(),
                                   proto.framing_for(request.query))
         except BadRequest as exc:
             if exc.param == INJECT_HEADER:
@@ -264,7 +264,7 @@ async def _faulted(request: web.Request, body: bytes, proto: Protocol, req: Chat
             else:
                 await _perform(request, response, machine.close(), state)
         except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError):
-            _reset(request)  # the upstream broke the stream: so does the client's
+            reset_connection(request)  # the upstream broke the stream: so does the client's
         except ConnectionError:
             pass  # the client went away
     text = "".join(machine.text)
@@ -286,11 +286,11 @@ async def _perform(request: web.Request, response: web.StreamResponse, steps: li
             await asyncio.sleep(step.seconds)
         elif isinstance(step, Stop):
             if step.end is End.HANG:
-                await _hang(request, state.config.options.hang_max_s)
+                await hang_until_gone(request, state.config.options.hang_max_s)
             if step.end is End.EOF:
                 await response.write_eof()
             else:
-                _reset(request)
+                reset_connection(request)
             return True
     return False
 
@@ -317,8 +317,8 @@ async def _plain(request: web.Request, body: bytes, decision: Decision | None,
     if fault is Fault.STALLED:
         options = state.config.options
         if options.stall_then == "hang":
-            await _hang(request, options.hang_max_s)
-            _reset(request)
+            await hang_until_gone(request, options.hang_max_s)
+            reset_connection(request)
             return web.StreamResponse(status=answer.status)
         await asyncio.sleep(options.stall_ms / 1000.0)
     response = web.StreamResponse(status=answer.status, reason=answer.reason, headers=headers)
@@ -327,7 +327,7 @@ async def _plain(request: web.Request, body: bytes, decision: Decision | None,
     try:
         if fault is Fault.TRANSPORT_ERROR:
             await response.write(payload[: len(payload) // 2])
-            _reset(request)
+            reset_connection(request)
             return response
         await response.write(payload)
         await response.write_eof()
