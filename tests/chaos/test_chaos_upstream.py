@@ -282,3 +282,35 @@ async def test_the_cli_relays_with_faults() -> None:
         finally:
             proc.terminate()
             await asyncio.wait_for(proc.wait(), 30)
+
+
+async def test_what_chaos_cannot_parse_is_relayed_as_a_stream() -> None:
+    """A request chaos's parser refuses (a tool choice naming no offered tool) reaches the upstream,
+    which may well accept it: its stream comes back byte for byte, without a fault header."""
+    body = b"".join([_vllm_chunk({"role": "assistant", "content": ""}), _vllm_chunk({"content": "Hi"}),
+                     _vllm_chunk({"content": ""}, "stop"), b"data: [DONE]\n\n"])
+    front = ChaosConfig(seed=4).with_overrides(faults=["truncated=1"])
+    request = {"model": "qwen", "stream": True, "messages": [{"role": "user", "content": "hi"}],
+               "tool_choice": {"type": "function", "function": {"name": "nope"}}}
+    async with scripted(Script(chunks=[body])) as up, run_upstream_chaos(front, up.url) as chaos, \
+            httpx.AsyncClient(timeout=30) as client:
+        got = await client.post(f"{chaos.url}/chat/completions", json=request)
+        whole = await client.post(f"{chaos.url}/chat/completions",
+                                  json={**request, "tool_choice": "auto"})
+        stats = chaos.stats.to_dict()
+    assert got.content == body and "x-sseguard-fault" not in got.headers
+    assert whole.headers["x-sseguard-fault"] == "truncated" and whole.content != body
+    assert stats["requests"] == 1 and stats["frames"] == 2  # the role and "Hi": cut before the finish
+
+
+async def test_a_non_streamed_answer_is_stalled_or_reset() -> None:
+    front = ChaosConfig(seed=4).with_overrides(stall_ms=50.0)
+    body = {"model": "up-1", "messages": [{"role": "user", "content": "hi"}]}
+    async with chain(front) as (_, chaos), httpx.AsyncClient(timeout=30) as client:
+        stalled = await client.post(f"{chaos.url}/chat/completions", json=body,
+                                    headers=_headers("stalled"))
+        assert stalled.headers["x-sseguard-fault"] == "stalled"
+        assert stalled.json()["choices"][0]["message"]["content"] == CHAT_TEXT
+        with pytest.raises(httpx.HTTPError):
+            await client.post(f"{chaos.url}/chat/completions", json=body,
+                              headers=_headers("transport_error"))

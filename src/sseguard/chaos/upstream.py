@@ -103,6 +103,8 @@ class UpstreamFaults:
         self._cr_sent = False  # and they were sent as they came
         #: The answer's text as the upstream wrote it (before any garbling).
         self.text: list[str] = []
+        #: Records of the upstream's stream relayed to the client (whole or rewritten).
+        self.frames = 0
 
     @property
     def stopped(self) -> bool:
@@ -167,6 +169,7 @@ class UpstreamFaults:
             out.append(raw)
             self._sent = True
             self._cr_sent = raw[-1:] == b"\r"
+            self.frames += 1
         if obj is not None and obj != "[DONE]":
             self._last = obj
         if kind is Kind.CONTENT and not self._call:

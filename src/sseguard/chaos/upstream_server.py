@@ -267,6 +267,8 @@ async def _faulted(request: web.Request, body: bytes, proto: Protocol, req: Chat
             reset_connection(request)  # the upstream broke the stream: so does the client's
         except ConnectionError:
             pass  # the client went away
+        finally:
+            stats.frames += machine.frames
     text = "".join(machine.text)
     if text:
         upstream.donors.append((req.fingerprint, text))
@@ -281,7 +283,6 @@ async def _perform(request: web.Request, response: web.StreamResponse, steps: li
     for step in steps:
         if isinstance(step, Send):
             await response.write(step.data)
-            state.stats.frames += 1
         elif isinstance(step, Pause):
             await asyncio.sleep(step.seconds)
         elif isinstance(step, Stop):
@@ -308,12 +309,14 @@ async def _plain(request: web.Request, body: bytes, decision: Decision | None,
     except (TimeoutError, aiohttp.ClientError) as exc:
         return web.json_response({"error": {"message": f"upstream unreachable: {exc}",
                                             "type": "server_error", "code": 502}}, status=502)
+    if decision is not None:
+        state.stats.statuses[answer.status] += 1
+    if fault not in (Fault.STALLED, Fault.TRANSPORT_ERROR):
+        return await _passed(request, answer, marks)
     async with answer:
         payload = await answer.read()
         headers = _returned(answer.headers)
         headers.update(marks)
-    if decision is not None:
-        state.stats.statuses[answer.status] += 1
     if fault is Fault.STALLED:
         options = state.config.options
         if options.stall_then == "hang":
@@ -333,6 +336,25 @@ async def _plain(request: web.Request, body: bytes, decision: Decision | None,
         await response.write_eof()
     except ConnectionError:
         pass
+    return response
+
+
+async def _passed(request: web.Request, answer: aiohttp.ClientResponse,
+                  marks: dict[str, str]) -> web.StreamResponse:
+    """The upstream's answer relayed as it arrives (a stream chaos does not break stays a stream)."""
+    async with answer:
+        headers = _returned(answer.headers)
+        headers.update(marks)
+        response = web.StreamResponse(status=answer.status, reason=answer.reason, headers=headers)
+        await response.prepare(request)
+        try:
+            async for chunk in answer.content.iter_any():
+                await response.write(chunk)
+            await response.write_eof()
+        except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError):
+            reset_connection(request)
+        except ConnectionError:
+            pass
     return response
 
 
