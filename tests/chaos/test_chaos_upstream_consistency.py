@@ -18,9 +18,9 @@ from sseguard.probe.runner import execute
 
 async def test_garbled_cached_answers_are_named_and_a_clean_relay_names_nothing(
         tmp_path: Path) -> None:
-    # The incident's pattern: only cached prompts, only under load (above 2 streams in flight), so
+    # The incident's pattern: only cached prompts, only under load (another stream in flight), so
     # the references, taken one at a time, are whole.
-    garbling = ChaosConfig(seed=8, patterns=(CachePattern(Fault.GARBLED, above=2, probability=0.5),))
+    garbling = ChaosConfig(seed=8, patterns=(CachePattern(Fault.GARBLED, above=1, probability=0.7),))
     async with run_chaos(ChaosConfig(seed=3, pacing=FAST)) as engine, \
             run_upstream_chaos(garbling, engine.url) as bad, \
             run_upstream_chaos(ChaosConfig(seed=8), engine.url) as good:

@@ -34,7 +34,7 @@ def _fold(chunks: list[Any]) -> Answer:
     return text, [calls[k] for k in sorted(calls)], finish
 
 
-async def _answers(url: str, count: int) -> list[Answer | BaseException]:
+async def _answers(url: str, count: int, *, limited: bool = False) -> list[Answer | BaseException]:
     gate = asyncio.Semaphore(16)
     async with openai.AsyncOpenAI(base_url=url, api_key=KEY, max_retries=0, timeout=60) as client:
         async def one(i: int) -> Answer:
@@ -42,6 +42,9 @@ async def _answers(url: str, count: int) -> list[Answer | BaseException]:
                 {"role": "user", "content": f"what is the weather in city {i}?"}]}
             if i % 3 == 2:
                 kwargs["tools"] = [WEATHER_TOOL]
+            if limited and i % 3 == 1:
+                # Cut by its limit: a continuation gets what is left of it (as vLLM counts it).
+                kwargs["max_tokens"] = 10
             async with gate:
                 stream = await client.chat.completions.create(**kwargs)
                 return _fold([chunk async for chunk in stream])
@@ -68,3 +71,20 @@ async def test_streams_cut_after_content_by_chaos_upstream_are_healed_whole() ->
         + faults.get("transport_error", 0)
     assert cuts >= 15  # about 55 % of 60 first attempts and of their continuations
     assert 'how="resume",result="passed"' in metrics
+
+
+async def test_each_first_answer_cut_at_half_is_healed_within_its_token_budget() -> None:
+    """``--first-answer truncated``: every conversation's first answer is cut at half its text, and
+    the continuation asks for what is left of ``max_tokens``: the client gets the answer it would
+    have got unbroken, ``length`` where the limit ended it."""
+    front = ChaosConfig(seed=21, pacing=PACING).with_overrides(first_answer="truncated")
+    async with run_chaos(ChaosConfig(seed=3, pacing=PACING)) as engine, \
+            run_upstream_chaos(front, engine.url) as chaos, \
+            run_proxy(proxy_config(chaos.url, resume="vllm")) as px:
+        got = await _answers(px.url, 30, limited=True)
+        want = await _answers(engine.url, 30, limited=True)
+        faults = chaos.stats.to_dict()["faults"]
+    assert [g for g in got if isinstance(g, BaseException)] == []
+    assert got == want
+    assert [finish for _, _, finish in want][:3] == ["stop", "length", "tool_calls"]  # type: ignore[misc]
+    assert faults["truncated"] == 20  # the 20 text answers' first attempts; tool calls not cut
