@@ -126,6 +126,9 @@ def test_records_written_before_the_answer_was_identified_stay_benign(tmp_path: 
 def test_overwritten_spans_and_fluent_alternatives() -> None:
     reference = "The tide of the harbour is measured every morning."
     assert consistency.overwritten(reference, "The tXqz rk thq harbour is measured every morning.")
+    # A span shuffled in place, up to the very end: the same characters in another order.
+    assert consistency.overwritten("Stream model careful river.", "Stream river careful model.")
+    assert not consistency.overwritten("It is a cat.", "It is a dog.")  # under 8 characters
     assert not consistency.overwritten("The tide is measured every morning.",
                                        "The tide rises and falls twice a day.")
     # A word swapped for one as long re-aligns at once: under the span, not an overwrite.

@@ -112,12 +112,21 @@ def overwritten(reference: str, answer: str) -> bool:
     """Whether ``answer`` is ``reference`` with a span of ``OVERWRITE_MIN`` characters or more
     overwritten in place: from its first difference, the two disagree that long at least, then agree
     again at the same positions for ``REJOIN_CHARS`` characters (or, two texts of one length, to
-    their end, ``OVERWRITE_MIN`` at least: a span near the end of a short answer). A fluent
+    their end, ``OVERWRITE_MIN`` at least: a span near the end of a short answer), or, texts of one
+    length, the span from the first difference to the last holds the reference's characters in
+    another order (a span shuffled in place, ``OVERWRITE_MIN`` or more). A fluent
     alternative goes its own way after its first different token: its text shifts, and
     position-for-position agreement does not come back (a word swapped for one as long, ``depth``
     for ``swell``, is under the span)."""
     n = min(len(reference), len(answer))
     at = next((i for i in range(n) if answer[i] != reference[i]), n)
+    if len(reference) == len(answer) and at < n:
+        # Or a span shuffled in place: from the first difference to the last, the answer holds the
+        # reference's very characters in another order (no fluent alternative is an anagram).
+        last = next(i for i in range(n - 1, at - 1, -1) if answer[i] != reference[i])
+        if last - at + 1 >= OVERWRITE_MIN and sorted(answer[at:last + 1]) == sorted(
+                reference[at:last + 1]):
+            return True
     for b in range(at, n):
         # Agreement again: for REJOIN_CHARS, or (texts of one length) to the end, OVERWRITE_MIN or more.
         run = REJOIN_CHARS if n - b >= REJOIN_CHARS or len(reference) != len(answer) \
