@@ -111,9 +111,12 @@ class Record(msgspec.Struct, kw_only=True, omit_defaults=False):
     cache_write_tokens: int | None = None
     fingerprint: str | None = None
     # The consistency workload (``probe.consistency``): this answer against its prompt's reference
-    # answer at concurrency 1 — ``reference``, ``identical`` or ``diverged``, and where it diverged
-    # (a character of the answer text, and about which token: ``consistency.token_position``).
-    # None: not compared. A divergence is a fact to count, never a failed stream.
+    # answer at concurrency 1 — ``reference``, ``identical`` or a divergence,
+    # ``diverged:<prompt>:<answer digest>`` with the flags ``:overwritten`` and ``:nontext``
+    # (``probe.consistency.divergence``; records written before say ``diverged`` alone), and where
+    # it diverged (a character of the answer text, and about which token). None: not compared. A
+    # divergence is a fact to count, never a failed stream; ``analyze`` tells the benign from the
+    # garbled.
     consistency: str | None = None
     diverged_at: int | None = None
     diverged_token: int | None = None

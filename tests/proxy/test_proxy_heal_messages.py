@@ -117,8 +117,8 @@ async def test_with_thinking_omitted_a_break_is_continued_without_thinking_in_on
             if len(records.items) >= 2:
                 break
             await asyncio.sleep(0.01)
-    assert json.loads(up.bodies[1]) == {
-        "model": "m", "max_tokens": 100, "stream": True,
+    assert json.loads(up.bodies[1]) == {  # what is left of the budget: one delta went out
+        "model": "m", "max_tokens": 99, "stream": True,
         "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello"}],
         "context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]}}
     frames = _frames(got.body)
@@ -288,13 +288,15 @@ def test_the_continuation_drops_thinking_and_only_the_edits_that_need_it() -> No
     base = {"model": "m", "max_tokens": 100, "stream": True,
             "messages": [{"role": "user", "content": "hi"}]}
     prefill = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello"}]
+    # What is left of the budget: one text delta ("Hello") went out.
+    left = {"max_tokens": 99}
     only_thinking_edit = {**base, "thinking": {"type": "enabled", "budget_tokens": 2048},
                           "context_management": {"edits": [{"type": "clear_thinking_20251015"}]}}
-    assert _continuation_request(only_thinking_edit) == {**base, "messages": prefill}
+    assert _continuation_request(only_thinking_edit) == {**base, "messages": prefill, **left}
     other_key = {**base, "thinking": {"type": "adaptive", "display": "omitted"},
                  "context_management": {"edits": [{"type": "clear_thinking_20251015"}],
                                         "note": "kept"}}
     assert _continuation_request(other_key) == {**base, "messages": prefill,
-                                                "context_management": {"note": "kept"}}
+                                                "context_management": {"note": "kept"}, **left}
     no_thinking = {**base, "context_management": {"edits": [{"type": "clear_thinking_20251015"}]}}
-    assert _continuation_request(no_thinking) == {**no_thinking, "messages": prefill}
+    assert _continuation_request(no_thinking) == {**no_thinking, "messages": prefill, **left}

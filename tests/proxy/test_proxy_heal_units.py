@@ -175,3 +175,30 @@ def test_bad_healing_flags_exit_2_with_one_line(args: list[str], message: str) -
     assert message in result.output
     assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
     assert "s3cr3t" not in result.output
+
+
+def test_a_chat_continuation_asks_for_what_is_left_of_the_token_budget() -> None:
+    """vLLM counts a continuation's ``max_tokens`` from the continued text on (measured on vLLM 0.32:
+    continued with the client's own budget, answers that stop at it uncut came back longer), so the
+    continuation asks for the client's budget less the deltas it already got."""
+    from sseguard.proxy.resume import ChatResume
+
+    frames = b"".join(
+        b'data: {"id":"c1","choices":[{"index":0,"delta":{"content":' + word + b'}}]}\n\n'
+        for word in (b'""', b'"The"', b'" tide"', b'" is"'))
+    for key in ("max_tokens", "max_completion_tokens"):
+        state = ChatResume({"model": "m", "stream": True, key: 32,
+                            "messages": [{"role": "user", "content": "hi"}]}, 2)
+        state.note(frames)
+        body = json.loads(state.continuation().body)
+        assert body[key] == 29
+        assert body["messages"][-1] == {"role": "assistant", "content": "The tide is"}
+    unbounded = ChatResume({"model": "m", "messages": [{"role": "user", "content": "hi"}]}, 2)
+    unbounded.note(frames)
+    assert "max_tokens" not in json.loads(unbounded.continuation().body)
+    # A budget the deltas used up: the answer stopped at its limit, nothing is left to continue.
+    spent = ChatResume({"model": "m", "max_tokens": 3,
+                        "messages": [{"role": "user", "content": "hi"}]}, 2)
+    spent.note(frames)
+    assert spent.why_not() == ("the answer used its whole token budget (max_tokens 3): nothing is "
+                               "left to continue")

@@ -233,13 +233,16 @@ DIVERGED_BUCKETS = tuple(diverged_label(lo, hi) for lo, hi in
 
 
 def _div_label() -> str:
-    """The consistency label of a record: ``identical``, ``reference``, a divergence bucket, or NULL
-    (not a consistency answer)."""
+    """The consistency label of a record: ``identical``, ``reference``, a divergence bucket followed
+    by what the probe recorded of the diverged answer (``:<prompt>:<digest>[:flags]``, nothing for
+    records written before it did: ``analyze.consistency`` reads it), or NULL (not a consistency
+    answer)."""
     edges = DIVERGED_EDGES
     whens = " ".join(f"WHEN diverged_token < {hi} THEN {quote(diverged_label(lo, hi))}"
                      for lo, hi in itertools.pairwise(edges))
     last = quote(diverged_label(edges[-1], None))
-    return (f"CASE WHEN consistency = 'diverged' THEN CASE {whens} ELSE {last} END "
+    return (f"CASE WHEN consistency = 'diverged' OR consistency LIKE 'diverged:%' "
+            f"THEN (CASE {whens} ELSE {last} END) || substr(consistency, 9) "
             "ELSE consistency END")
 
 

@@ -8,11 +8,19 @@ tables only, so the words never disagree with the tables.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from sseguard.analyze.columns import MANY_VALUES, bucket_span, int_range
 from sseguard.analyze.facts import log_bucket
-from sseguard.analyze.model import ArmComparison, AttributeResult, GroupRow, Healing, UnknownKind
+from sseguard.analyze.model import (
+    ArmComparison,
+    AttributeResult,
+    Consistency,
+    GroupRow,
+    Healing,
+    UnknownKind,
+)
 from sseguard.analyze.stats import Rate, fmt_p, pct
 from sseguard.verdict import Ending
 
@@ -121,24 +129,51 @@ def healing(h: Healing, said: Sequence[AttributeResult] = ()) -> list[str]:
     return lines
 
 
-def consistency(total: Rate, attributes: Mapping[str, Sequence[AttributeResult]]) -> list[str]:
-    """The consistency workload in words: how many answers changed against their reference, and the
-    significant attributes the changed ones share (a divergence is an outcome, not a failure)."""
+def consistency(c: Consistency) -> list[str]:
+    """The consistency workload in words: how many answers changed against their reference; of
+    those, the benign ones as what they are (stable alternatives, one observation per prompt), and
+    the garbled ones as corruption, with the significant attributes they share."""
+    total = c.total
     lines = [f"{total.failed} of {total.total} answers of the consistency workload diverged from their "
              f"prompt's reference (its answer at concurrency 1): {total}"]
-    for arm, found in attributes.items():
+    benign = c.benign
+    if benign:
+        prompts = len({(a.arm, a.prompt) for a in benign})
+        answers = sum(a.answers for a in benign)
+        lines.append(f"{answers} of them are {len(benign)} fluent alternative(s) of {prompts} "
+                     "prompt(s), each prompt's answer changing to the same text wherever it changed "
+                     "(repeats of a prompt are one observation): the batch variance of a healthy "
+                     "engine, not corruption")
+    if not c.garbled.failed:
+        return lines
+    why = Counter[str]()
+    for a in c.alternatives:
+        if a.garbled:
+            why[a.why] += a.answers
+    said = ", ".join(f"{n} {_WHY[w]}" for w, n in why.most_common())
+    lines.append(f"corrupted answers: {c.garbled.failed} of {total.total} garbled ({said}): "
+                 f"{c.garbled}")
+    for arm, found in c.attributes.items():
         named = [a for a in found if a.lead and a.significant and a.headline]
+        # Garbled answers that the cache separates on its own are the cache's corruption.
+        kind = "cache corruption" if any(a.key == "cache" and a.significant for a in found) \
+            else "corruption"
         for attr in named:
-            lines.append(f"divergence on arm {arm}: {attr.headline}")
+            lines.append(f"{kind} on arm {arm}: {attr.headline}")
         # An interaction (a cache that corrupts only under load) shows as several attributes, each
         # significant alone; the ranking keeps one lead, so name the others too.
         more = [f"{a.key} {'/'.join(a.best.values)}" for a in found
                 if a.significant and a.best is not None and a not in named]
         if named and more:
-            lines.append(f"divergence on arm {arm}: also significant on their own: {', '.join(more)}")
+            lines.append(f"{kind} on arm {arm}: also significant on their own: {', '.join(more)}")
         if not named and any(a.failed for a in found):
-            lines.append(f"divergence on arm {arm}: no attribute separates its diverged answers")
+            lines.append(f"corruption on arm {arm}: no attribute separates its garbled answers")
     return lines
+
+
+#: Why an alternative was judged garbled, in words (``analyze.consistency``).
+_WHY = {"overwritten": "with a span overwritten in place", "nontext": "carrying non-text or leaked markup",
+        "varying": "answers of a prompt answered three or more different ways"}
 
 
 def explained(attributes: Sequence[AttributeResult]) -> str | None:

@@ -245,6 +245,7 @@ class LevelDivergence:
     concurrency: int
     rate: Rate  # diverged of compared
     positions: dict[str, int]  # diverged answers per bucket of ``facts.DIVERGED_BUCKETS``
+    garbled: int = 0  # of the diverged, those judged garbled (``analyze.consistency``)
 
     @property
     def early(self) -> int:
@@ -253,8 +254,26 @@ class LevelDivergence:
 
     def to_dict(self) -> dict[str, Any]:
         return {"arm": self.arm, "concurrency": self.concurrency, "compared": self.rate.total,
-                "diverged": self.rate.failed, "rate": self.rate.to_dict(), "early": self.early,
-                "positions": dict(self.positions)}
+                "diverged": self.rate.failed, "garbled": self.garbled, "rate": self.rate.to_dict(),
+                "early": self.early, "positions": dict(self.positions)}
+
+
+@dataclass(frozen=True, slots=True)
+class Alternative:
+    """One distinct diverged answer to one prompt of one arm: how often it came, and the verdict."""
+
+    arm: str
+    prompt: str
+    digest: str
+    answers: int
+    flags: tuple[str, ...]  # overwritten, nontext (``probe.consistency.divergence``)
+    garbled: bool
+    why: str  # stable | once | overwritten | nontext | varying | unidentified
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"arm": self.arm, "prompt": self.prompt, "digest": self.digest,
+                "answers": self.answers, "flags": list(self.flags), "garbled": self.garbled,
+                "why": self.why}
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,12 +282,27 @@ class Consistency:
 
     levels: list[LevelDivergence]
     total: Rate
-    #: Per arm, its attributes ranked with "diverged" as the outcome: each arm is its own deployment,
+    #: Per arm, its attributes ranked with "garbled" as the outcome: each arm is its own deployment,
     #: so a healthy arm beside a corrupting one names nothing (pooled, "arm" would be the finding).
+    #: Benign divergences are never searched: they are not independent observations, and a cause
+    #: of batch variance is no finding.
     attributes: dict[str, list[AttributeResult]] = field(default_factory=dict)
+    #: The garbled answers of all compared (``analyze.consistency``: the corruption).
+    garbled: Rate = field(default_factory=lambda: Rate.of(0, 0))
+    #: Every distinct diverged answer, per arm and prompt, with its verdict.
+    alternatives: list[Alternative] = field(default_factory=list)
+
+    @property
+    def benign(self) -> list[Alternative]:
+        return [a for a in self.alternatives if not a.garbled]
 
     def to_dict(self) -> dict[str, Any]:
+        benign = self.benign
         return {"compared": self.total.total, "diverged": self.total.failed,
+                "garbled": self.garbled.failed, "garbled_rate": self.garbled.to_dict(),
+                "benign": {"answers": sum(a.answers for a in benign), "alternatives": len(benign),
+                           "prompts": len({(a.arm, a.prompt) for a in benign})},
+                "alternatives": [a.to_dict() for a in self.alternatives],
                 "levels": [lv.to_dict() for lv in self.levels],
                 "attributes": {arm: [a.to_dict() for a in found]
                                for arm, found in self.attributes.items()}}

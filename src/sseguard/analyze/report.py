@@ -147,19 +147,20 @@ def _healing_table(h: Healing) -> Table:
 
 def _consistency_rows(c: Consistency) -> list[list[str]]:
     return [[lv.arm, str(lv.concurrency), str(lv.rate.total), str(lv.rate.failed), str(lv.rate),
-             str(lv.early), ", ".join(f"{b.removeprefix('diverged at token ')}: {n}"
+             str(lv.garbled), str(lv.early), ", ".join(f"{b.removeprefix('diverged at token ')}: {n}"
                                       for b, n in lv.positions.items() if n)]
             for lv in c.levels]
 
 
-_CONSISTENCY_COLUMNS = ["arm", "concurrency", "compared", "diverged", "rate [95% CI]",
+_CONSISTENCY_COLUMNS = ["arm", "concurrency", "compared", "diverged", "rate [95% CI]", "garbled",
                         f"in first {EARLY_TOKENS} tokens", "where (tokens)"]
 
 
 def _consistency_table(c: Consistency) -> Table:
     """Per arm and level: answers compared with their concurrency-1 reference, and how many changed."""
     table = Table(title=f"Answers against their concurrency-1 reference ({c.total.failed} of "
-                        f"{c.total.total} diverged; a divergence is not a failure)", title_justify="left",
+                        f"{c.total.total} diverged, {c.garbled.failed} garbled; a divergence is not a "
+                        "failure)", title_justify="left",
                   box=box.SIMPLE_HEAD)
     for col in _CONSISTENCY_COLUMNS:
         table.add_column(col, justify="left" if col in ("arm", "where (tokens)") else "right")
@@ -171,9 +172,10 @@ def _consistency_table(c: Consistency) -> Table:
 def _html_consistency(c: Consistency) -> list[str]:
     parts = ["<h2>Consistency</h2>",
              f"<p>{c.total.failed} of {c.total.total} answers diverged from their prompt's reference "
-             "answer at concurrency 1. A divergence is not a failed stream: a healthy engine whose kernels "
-             "are not batch-invariant changes a few answers late; a corrupting cache changes many, "
-             "early.</p>",
+             f"answer at concurrency 1, {c.garbled.failed} of them garbled. A divergence is not a "
+             "failed stream: a healthy engine whose kernels are not batch-invariant changes a few "
+             "prompts' answers to a fluent alternative, the same every time; a corrupting cache "
+             "garbles them (a span overwritten, non-text, a prompt answered many ways).</p>",
              _html_table(_CONSISTENCY_COLUMNS, _consistency_rows(c))]
     for arm, found in c.attributes.items():
         for attr in [a for a in found if a.lead and a.significant][:SHOWN_ATTRIBUTES]:

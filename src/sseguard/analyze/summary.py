@@ -136,7 +136,7 @@ def analyze_counts(reader: Reader, policy: Policy, *, top: int = 5, flt: Filter 
     lines.extend(_attribute_lines(attributes, by_reason, total, top))
     lines.extend(_within_api_lines(within_api, attributes, by_reason))
     if consistency is not None:
-        lines.extend(headlines.consistency(consistency.total, consistency.attributes))
+        lines.extend(headlines.consistency(consistency))
     level_line = headlines.by_level(levels, len(arms))
     if level_line:
         lines.append(level_line)
@@ -180,7 +180,7 @@ def _with_headline(res: AttributeResult, reason: str | None = None) -> Attribute
 
 
 def _diverged_headline(res: AttributeResult) -> AttributeResult:
-    return replace(res, headline=headlines.attribute(res, verb="diverged from their reference"))
+    return replace(res, headline=headlines.attribute(res, verb="came garbled"))
 
 
 def _broke_headline(res: AttributeResult) -> AttributeResult:

@@ -117,6 +117,9 @@ class FaultOptions:
     error_event_form: str = "both"  # data: `data: {"error": …}`; event: `event: error`; both
     # Responses: flat `error` event, nested `error: {…}`, `response.failed`, or any (seeded).
     responses_error_form: str = "any"
+    # `garbled` on a relayed answer (`chaos --upstream`): characters kept intact, then overwritten.
+    garble_after: int = 8
+    garble_span: int = 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,8 +241,12 @@ class ChaosConfig:
                        ttft_ms: float | None = None, inter_token_ms: float | None = None,
                        tokens: int | None = None, stall_ms: float | None = None,
                        stall_then: str | None = None, model: str | None = None,
-                       first_answer: str | None = None) -> ChaosConfig:
-        """Apply CLI flags on top of this (file) configuration; flags win, ``--fault`` entries merge."""
+                       first_answer: str | None = None,
+                       garble_cached: float | None = None) -> ChaosConfig:
+        """Apply CLI flags on top of this (file) configuration; flags win, ``--fault`` entries merge.
+
+        ``garble_cached``: garble this share of the answers to prompts the cache serves (a cache
+        pattern, first among the patterns)."""
         merged = dict(self.faults)
         for spec in faults:
             fault, p = parse_fault_spec(spec)
@@ -257,8 +264,14 @@ class ChaosConfig:
         if stall_then is not None:
             options = replace(options, stall_then=_choice(stall_then, "--stall-then",
                                                           ("finish", "hang")))
+        patterns = self.patterns
+        if garble_cached is not None:
+            patterns = (CachePattern(Fault.GARBLED, above=0,
+                                     probability=_probability(garble_cached, "--garble-cached")),
+                        *patterns)
         return replace(
             self,
+            patterns=patterns,
             seed=self.seed if seed is None else seed,
             model=self.model if model is None else model,
             faults=merged,
@@ -305,6 +318,8 @@ class ChaosConfig:
             "http_statuses": _statuses,
             "error_event_form": lambda v, w: _choice(v, w, ("data", "event", "both")),
             "responses_error_form": lambda v, w: _choice(v, w, RESPONSES_ERROR_FORMS),
+            "garble_after": lambda v, w: _integer(v, w, minimum=0),
+            "garble_span": lambda v, w: _integer(v, w, minimum=1),
         }))
         faults_raw = data.get("faults", {})
         if not isinstance(faults_raw, dict):

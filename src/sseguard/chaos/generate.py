@@ -12,7 +12,7 @@ import hashlib
 import json
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sseguard.chaos.config import MALFORMABLE, ChaosConfig
@@ -89,10 +89,14 @@ def make_answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None,
     rest of that answer (no reasoning again); any other prefix gets the answer as it is: a different,
     still valid continuation.
     """
-    answer = _answer(config, req, fault, choice)
     prefix = req.continued
-    if prefix is None or not "".join(answer.content).startswith(prefix):
-        return answer
+    if prefix is None:
+        return _answer(config, req, fault, choice)
+    # As a real engine counts it (vLLM, measured): the continuation's max_tokens are new tokens,
+    # after the continued text, so the answer it continues is the one without that limit.
+    answer = _answer(config, replace(req, max_tokens=None), fault, choice)
+    if not "".join(answer.content).startswith(prefix):
+        return _answer(config, req, fault, choice)
     rest: list[str] = []
     for piece in answer.content:
         if len(prefix) >= len(piece):
@@ -100,7 +104,10 @@ def make_answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None,
         else:
             rest.append(piece[len(prefix):])
             prefix = ""
-    return Answer([], rest, answer.calls, answer.finish_reason)
+    finish = answer.finish_reason
+    if req.max_tokens is not None and len(rest) > req.max_tokens and not answer.calls:
+        rest, finish = rest[:req.max_tokens], "length"
+    return Answer([], rest, answer.calls, finish)
 
 
 def _answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None, choice: int) -> Answer:
@@ -119,6 +126,9 @@ def _answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None, choice: 
         if req.max_tokens is not None and req.max_tokens < count:
             count, finish = req.max_tokens, "length"
         content = _words(rng, count, WORDS)
+        if finish == "length" and content:
+            # Cut by the limit, as an engine's answer is: mid-sentence, no full stop.
+            content[-1] = content[-1].removesuffix(".")
         if fault is Fault.MARKUP_LEAK:
             family = config.raw_markup or DEFAULT_FAMILY
             leaked = _calls(rng, req, fault)

@@ -45,7 +45,12 @@ from sseguard._serve import (
 )
 from sseguard.chaos.cache import PrefixCache
 from sseguard.chaos.config import ChaosConfig
-from sseguard.chaos.conversations import ConversationLog, first_answer_decision, settle
+from sseguard.chaos.conversations import (
+    Conversation,
+    ConversationLog,
+    first_answer_decision,
+    settle,
+)
 from sseguard.chaos.decide import applicable, decide
 from sseguard.chaos.faults import Decision, Fault
 from sseguard.chaos.frames import End, Plan, ResponseIds, completion_plan
@@ -187,9 +192,9 @@ def make_app(config: ChaosConfig | None = None, *,
                     app.router.add_get(f"{mount}{route.path}/{{response_id}}", _retrieve)
                     app.router.add_post(f"{mount}{route.path}/{{response_id}}/cancel", _cancel)
     app.router.add_get("/v1/models", _models)
-    app.router.add_get("/healthz", _healthz)
-    app.router.add_get("/chaos/stats", _stats)
-    app.router.add_get("/chaos/conversations", _conversations)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/chaos/stats", stats_json)
+    app.router.add_get("/chaos/conversations", conversations_log)
     if setup is not None:
         setup(app)
     return app
@@ -242,8 +247,8 @@ async def _serve(request: web.Request, writer: Writer, proto: Protocol, route: R
     body = await request.read()
     forced_raw = request.headers.get(INJECT_HEADER)
     try:
-        forced = _forced_fault(forced_raw)
-        req = _from_route(writer.parse(body), route, request.match_info,
+        forced = forced_fault(forced_raw)
+        req = from_route(writer.parse(body), route, request.match_info,
                           proto.framing_for(request.query))
     except BadRequest as exc:
         stats.bad_requests += 1
@@ -254,28 +259,9 @@ async def _serve(request: web.Request, writer: Writer, proto: Protocol, route: R
     cached = state.cache.lookup(req)
     if cached:
         req = replace(req, cached_words=cached)
-    conversation = None
-    if config.first_answer is not None and forced_raw is None:
-        # Each conversation's first answer breaks, nothing else does (``chaos.conversations``).
-        _, conversation = state.conversations.arrive(req)
-        stats.conversations = len(state.conversations.seen)
-        fault, at = first_answer_decision(config.first_answer, conversation, req)
-        drawn = decide(config, counter, forced=fault, force=True, api=str(writer.api))
-        drawn = replace(drawn, at=at, source="first_answer" if fault is not None else "none")
-    else:
-        drawn = decide(config, counter, inflight=state.load_of(inflight),
-                       elapsed_s=state.clock() - state.started, forced=forced,
-                       force=forced_raw is not None, api=str(writer.api), cached=cached > 0)
-    decision = applicable(drawn, stream=req.stream, tools_offered=req.tools_offered,
-                          typed_tool=req.typed_tool, include_usage=req.include_usage,
-                          unsupported=writer.cannot_carry(stream=req.stream, req=req))
-    if conversation is not None:
-        settle(decision, conversation)
-    if decision.fault is None and drawn.fault is not None:
-        stats.skipped[str(drawn.fault)] += 1
-    stats.faults[decision.header] += 1
-    stats.sources[decision.source] += 1
-    stats.routes[decision.route] += 1
+    decision, conversation = draw(state, req, counter, inflight, api=writer.api,
+                                  forced=forced, forced_raw=forced_raw, cached=cached > 0,
+                                  unsupported=writer.cannot_carry(stream=req.stream, req=req))
     # A routed prefix shows in every protocol's ids; the default route keeps the protocol's own.
     prefix = decision.id_prefix
     if decision.route == "default" and writer.id_prefix is not None:
@@ -311,6 +297,38 @@ async def _serve(request: web.Request, writer: Writer, proto: Protocol, route: R
     response.content_type = "application/json"
     response.content_length = len(payload)
     return await _play(request, response, plan, state)
+
+
+def draw(state: ChaosState, req: ChatRequest, counter: int, inflight: int, *, api: Api,
+         forced: Fault | None, forced_raw: str | None, cached: bool,
+         unsupported: frozenset[Fault]) -> tuple[Decision, Conversation | None]:
+    """The fault request ``counter`` gets, counted in the statistics, and its conversation (under
+    ``first_answer``): the seeded draw, or a forced fault, less what the request cannot carry. The
+    generated server and ``chaos --upstream`` draw alike, so one seed replays either."""
+    config, stats = state.config, state.stats
+    conversation = None
+    if config.first_answer is not None and forced_raw is None:
+        # Each conversation's first answer breaks, nothing else does (``chaos.conversations``).
+        _, conversation = state.conversations.arrive(req)
+        stats.conversations = len(state.conversations.seen)
+        fault, at = first_answer_decision(config.first_answer, conversation, req)
+        drawn = decide(config, counter, forced=fault, force=True, api=str(api))
+        drawn = replace(drawn, at=at, source="first_answer" if fault is not None else "none")
+    else:
+        drawn = decide(config, counter, inflight=state.load_of(inflight),
+                       elapsed_s=state.clock() - state.started, forced=forced,
+                       force=forced_raw is not None, api=str(api), cached=cached)
+    decision = applicable(drawn, stream=req.stream, tools_offered=req.tools_offered,
+                          typed_tool=req.typed_tool, include_usage=req.include_usage,
+                          unsupported=unsupported)
+    if conversation is not None:
+        settle(decision, conversation)
+    if decision.fault is None and drawn.fault is not None:
+        stats.skipped[str(drawn.fault)] += 1
+    stats.faults[decision.header] += 1
+    stats.sources[decision.source] += 1
+    stats.routes[decision.route] += 1
+    return decision, conversation
 
 
 def _store(state: ChaosState, stream: StoredStream) -> None:
@@ -409,7 +427,7 @@ async def _cancel(request: web.Request) -> web.Response:
                         headers={"Server": SERVER_HEADER})
 
 
-def _from_route(req: ChatRequest, route: Route, params: Mapping[str, str], framing: Framing
+def from_route(req: ChatRequest, route: Route, params: Mapping[str, str], framing: Framing
                 ) -> ChatRequest:
     """What the URL says wins over the body: streaming chosen by the route, the model in the path,
     the framing asked by the query string (``?alt=sse``)."""
@@ -421,7 +439,7 @@ def _from_route(req: ChatRequest, route: Route, params: Mapping[str, str], frami
     return replace(req, model=model) if model is not None and model != req.model else req
 
 
-def _forced_fault(raw: str | None) -> Fault | None:
+def forced_fault(raw: str | None) -> Fault | None:
     if raw is None or raw.strip() == "none":
         return None
     try:
@@ -460,9 +478,9 @@ async def _play(request: web.Request, response: web.StreamResponse, plan: Plan,
             stats.frames += sum(w.frames for w in writes[i:j])
             i = j
         if plan.end is End.HANG:
-            await _hang(request, state.config.options.hang_max_s)
+            await hang_until_gone(request, state.config.options.hang_max_s)
         if plan.end is not End.EOF:
-            _reset(request)
+            reset_connection(request)
             return response
         if not response.prepared:
             await response.prepare(request)
@@ -472,7 +490,7 @@ async def _play(request: web.Request, response: web.StreamResponse, plan: Plan,
     return response
 
 
-async def _hang(request: web.Request, limit_s: float) -> None:
+async def hang_until_gone(request: web.Request, limit_s: float) -> None:
     """Silence until the client closes the connection, bounded so a forgotten client costs nothing."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit_s
@@ -483,7 +501,7 @@ async def _hang(request: web.Request, limit_s: float) -> None:
         await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
 
 
-def _reset(request: web.Request) -> None:
+def reset_connection(request: web.Request) -> None:
     """Close with a TCP RST (SO_LINGER 0), the way a crashed worker or a killed pod ends a stream."""
     transport = request.transport
     if transport is None:
@@ -502,15 +520,15 @@ async def _models(request: web.Request) -> web.Response:
         {"Server": SERVER_HEADER})
 
 
-async def _healthz(request: web.Request) -> web.Response:
+async def healthz(request: web.Request) -> web.Response:
     return _json(200, {"status": "ok", "pid": os.getpid()}, {"Server": SERVER_HEADER})
 
 
-async def _stats(request: web.Request) -> web.Response:
+async def stats_json(request: web.Request) -> web.Response:
     return _json(200, request.app[STATE].stats.to_dict(), {"Server": SERVER_HEADER})
 
 
-async def _conversations(request: web.Request) -> web.Response:
+async def conversations_log(request: web.Request) -> web.Response:
     """``first_answer``'s log: per conversation, its requests, the fault its first answer got and
     the text of its latest answer, whole."""
     return _json(200, request.app[STATE].conversations.to_dict(), {"Server": SERVER_HEADER})

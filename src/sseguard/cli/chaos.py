@@ -50,6 +50,15 @@ def chaos(
     as_json: bool = typer.Option(False, "--json", help="Print the URL and configuration as JSON."),
     workers: str = typer.Option("1", "--workers", metavar="N|auto",
                                 help="Processes serving the port (auto = one per core)."),
+    upstream: str | None = typer.Option(
+        None, "--upstream", metavar="URL",
+        help="Relay every request to this real upstream (its base URL) and break its streams "
+             "instead of generating answers; --tokens is then the answer length cuts are spread "
+             "over."),
+    garble_cached: float | None = typer.Option(
+        None, "--garble-cached", metavar="P",
+        help="Garble this share of the answers to prompts a prefix cache serves (a repeated "
+             "prompt, or a long shared prefix): the corruption a KV-cache race writes."),
 ) -> None:
     """Serve a fault-injecting upstream of every protocol.
 
@@ -62,10 +71,13 @@ def chaos(
       sseguard chaos --listen 127.0.0.1:9000 --fault truncated=0.07 \\
         --fault cut_mid_frame=0.01
       sseguard chaos --first-answer truncated   # each conversation breaks once
+      sseguard chaos --upstream http://127.0.0.1:8000/v1 --listen 127.0.0.1:9000 \\
+        --fault truncated=0.1 --garble-cached 0.2   # a real vLLM's streams, broken
     """
     from sseguard._serve import Listening, parse_workers
     from sseguard.chaos import ChaosConfig
     from sseguard.chaos.server import serve_blocking
+    from sseguard.chaos.upstream_server import check_upstream, serve_upstream_blocking
 
     try:
         processes = parse_workers(workers)
@@ -74,7 +86,12 @@ def chaos(
         cfg = base.with_overrides(seed=seed, faults=fault, dialects=dialect, raw_markup=raw_markup,
                                   ttft_ms=ttft_ms, inter_token_ms=inter_token_ms, tokens=tokens,
                                   stall_ms=stall_ms, stall_then=stall_then, model=model,
-                                  first_answer=first_answer)
+                                  first_answer=first_answer, garble_cached=garble_cached)
+        if upstream is not None:
+            check_upstream(upstream)
+            if raw_markup is not None:
+                raise ConfigError("--raw-markup shapes generated answers: it has no effect with "
+                                  "--upstream")
     except ConfigError as exc:
         fail(str(exc))
 
@@ -84,9 +101,10 @@ def chaos(
             typer.echo(json.dumps({"url": server.url, "seed": cfg.seed, "faults": faults,
                                    "dialects": sorted(cfg.dialects), "raw_markup": cfg.raw_markup,
                                    "patterns": len(cfg.patterns), "workers": processes,
-                                   "first_answer": cfg.first_answer}))
+                                   "first_answer": cfg.first_answer, "upstream": upstream}))
             return
-        typer.echo(f"sseguard chaos listening on {server.url}")
+        relayed = f" (relaying to {upstream})" if upstream is not None else ""
+        typer.echo(f"sseguard chaos listening on {server.url}{relayed}")
         summary = ", ".join(f"{k}={v:g}" for k, v in faults.items()) or "none"
         if cfg.first_answer is not None:
             summary = f"each conversation's first answer: {cfg.first_answer}"
@@ -94,7 +112,10 @@ def chaos(
         typer.echo(f"seed {cfg.seed}; faults: {summary}{extra}; Ctrl-C to stop", err=True)
 
     try:
-        status = serve_blocking(cfg, host, port, ready, workers=processes)
+        if upstream is not None:
+            status = serve_upstream_blocking(cfg, upstream, host, port, ready, workers=processes)
+        else:
+            status = serve_blocking(cfg, host, port, ready, workers=processes)
     except ConfigError as exc:
         fail(str(exc))
     except OSError as exc:

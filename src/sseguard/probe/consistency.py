@@ -10,9 +10,17 @@ a short question alone (what no cache serves) — first one at a time (the *refe
 or diverged at a character (and about which token).
 
 A divergence is a fact, never a failure: a healthy engine whose kernels are not batch-invariant
-changes some answers too, but late (the floating-point order of a bigger batch tips one near-tie
-token, and the answer goes its own way from there); a corrupting one changes many, early, and only on
-cached prompts. ``analyze`` counts them per level and attribute (``analyze.consistency``).
+changes some answers too (the floating-point order of a bigger batch tips one near-tie token, and
+the answer goes its own way from there, fluently — to the same alternative every time); a corrupting
+one garbles them. So a diverged answer is recorded with what tells the two apart
+(``divergence``): which prompt it answered, a digest of its text (the analysis counts a prompt's
+distinct answers: repeats of one deterministic prompt are one observation, and a race does not write
+the same bytes twice), whether a span of it was overwritten in place (``overwritten``: it disagrees
+with the reference, then agrees again at the very same positions — what a decode step reading
+another request's cache positions leaves, and what no fluent alternative does by chance), and
+whether it carried text that no answer holds (the checker's garble findings, or tool-call markup
+leaked into the text: the visible part of the same corruption). ``analyze`` judges from
+these (``analyze.consistency``).
 
 The references are written to the run directory (``REFERENCES``), so ``--resume`` and a later run in
 the same directory compare with the same answers instead of collecting new ones.
@@ -22,6 +30,7 @@ Pure Python, no I/O library but the references file.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -91,6 +100,60 @@ def compare(reference: str, answer: str) -> tuple[str, int | None, int | None]:
     n = min(len(answer), len(reference))
     at = next((i for i in range(n) if answer[i] != reference[i]), n)
     return "diverged", at, token_position(reference, at)
+
+
+#: A span overwritten in place: at least this many characters from its first difference to where
+#: the answer agrees with the reference again, position for position, for ``REJOIN_CHARS``.
+OVERWRITE_MIN = 8
+REJOIN_CHARS = 16
+
+
+def overwritten(reference: str, answer: str) -> bool:
+    """Whether ``answer`` is ``reference`` with a span of ``OVERWRITE_MIN`` characters or more
+    overwritten in place: from its first difference, the two disagree that long at least, then agree
+    again at the same positions for ``REJOIN_CHARS`` characters (or, two texts of one length, to
+    their end, ``OVERWRITE_MIN`` at least: a span near the end of a short answer), or, texts of one
+    length, the span from the first difference to the last holds the reference's characters in
+    another order (a span shuffled in place, ``OVERWRITE_MIN`` or more). A fluent
+    alternative goes its own way after its first different token: its text shifts, and
+    position-for-position agreement does not come back (a word swapped for one as long, ``depth``
+    for ``swell``, is under the span)."""
+    n = min(len(reference), len(answer))
+    at = next((i for i in range(n) if answer[i] != reference[i]), n)
+    if len(reference) == len(answer) and at < n:
+        # Or a span shuffled in place: from the first difference to the last, the answer holds the
+        # reference's very characters in another order (no fluent alternative is an anagram).
+        last = next(i for i in range(n - 1, at - 1, -1) if answer[i] != reference[i])
+        if last - at + 1 >= OVERWRITE_MIN and sorted(answer[at:last + 1]) == sorted(
+                reference[at:last + 1]):
+            return True
+    for b in range(at, n):
+        # Agreement again: for REJOIN_CHARS, or (texts of one length) to the end, OVERWRITE_MIN or more.
+        run = REJOIN_CHARS if n - b >= REJOIN_CHARS or len(reference) != len(answer) \
+            else max(OVERWRITE_MIN, n - b)
+        if answer[b] == reference[b] and answer[b:b + run] == reference[b:b + run] \
+                and b + run <= n:
+            return b - at >= OVERWRITE_MIN
+    return False
+
+
+#: The prefix of the ``consistency`` value of a diverged answer.
+DIVERGED = "diverged"
+
+
+def divergence(prompt: int, reference: str, answer: str, *, nontext: bool) -> str:
+    """The ``consistency`` value of a diverged answer: ``diverged:<prompt>:<digest>`` and the flags
+    ``:overwritten`` (``overwritten``) and ``:nontext`` (the stream carried garble findings or leaked
+    markup)."""
+    digest = hashlib.blake2b(answer.encode(), digest_size=6).hexdigest()
+    flags = (":overwritten" if overwritten(reference, answer) else "") + (
+        ":nontext" if nontext else "")
+    return f"{DIVERGED}:{prompt % PROMPTS}:{digest}{flags}"
+
+
+def is_diverged(value: str | None) -> bool:
+    """Whether a record's ``consistency`` value is a divergence (either form)."""
+    return value is not None and (value == DIVERGED or value.startswith(DIVERGED + ":"))
 
 
 @dataclass

@@ -21,7 +21,11 @@ from sseguard.probe.sink import Sink
 from sseguard.probe.target import ConnectionTracker, Target
 from sseguard.probe.workloads import FixedPrompts, Workload, whole_answer
 from sseguard.redact import Redactor
-from sseguard.verdict import Verdict
+from sseguard.verdict import GARBLE_KINDS, FindingKind, Verdict
+
+#: Findings that say an answer's text holds what no answer holds: garbled text, or tool-call markup
+#: leaked into it (the visible part of the same corruption, issue 39).
+NOT_ANSWER_TEXT = GARBLE_KINDS | {FindingKind.MARKUP_LEAK}
 
 _REFERENCE = {"consistency": "reference"}
 
@@ -58,7 +62,11 @@ def judge(refs: consistency.References, arm: str, conversation: FixedPrompts, ap
         text = consistency.answer_text(whole_answer(fmt, verdict))
         if reference is None or text is None:
             return {}
-        outcome, at, token = consistency.compare(reference, redactor.text(text))
+        text = redactor.text(text)
+        outcome, at, token = consistency.compare(reference, text)
+        if outcome != "identical":
+            nontext = any(f.kind in NOT_ANSWER_TEXT for f in verdict.findings)
+            outcome = consistency.divergence(conversation.prompt, reference, text, nontext=nontext)
         return {"consistency": outcome, "diverged_at": at, "diverged_token": token}
 
     return facts

@@ -66,6 +66,34 @@ class ResumeState(abc.ABC):
         self.sent: list[str] = []
         self.forwarded: list[bytes] = []  # every byte written to the client, to re-check the stream
         self.blocked: str | None = None
+        #: Text deltas the client got: about a token each (vLLM and SGLang stream a token a chunk).
+        self.deltas = 0
+
+    def budget_spent(self, keys: tuple[str, ...]) -> str | None:
+        """Why a continuation cannot be exact when the deltas the client got reach the request's token
+        budget: the answer stopped at its limit, and any continuation would add to it."""
+        for key in keys:
+            value = self.request_obj.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and self.deltas >= value:
+                return (f"the answer used its whole token budget ({key} {value}): nothing is left "
+                        "to continue")
+        return None
+
+    def budget(self, obj: dict[str, Any], keys: tuple[str, ...]) -> None:
+        """Ask the continuation for what is left of the client's token budget (``keys``: where the
+        request keeps it). A real engine counts a continuation's budget from the continued text on
+        (vLLM 0.32, measured through ``chaos --upstream``: continued with the client's own
+        ``max_tokens``, answers that stop at that limit uncut came back longer), so the whole answer
+        would outgrow what the client asked. Counted in
+        deltas, so a delta that carried two tokens leaves the budget a token larger, never
+        smaller."""
+        for key in keys:
+            value = obj.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                obj[key] = max(1, value - self.deltas)
+
+    #: Where the request keeps its token budget (none: no budget to spend).
+    budget_keys: tuple[str, ...] = ()
 
     def why_not(self) -> str | None:
         """Why this stream cannot be continued now (None: it can)."""
@@ -73,7 +101,7 @@ class ResumeState(abc.ABC):
             return self.blocked
         if self.left <= 0:
             return "--resume-max continuations spent"
-        return None
+        return self.budget_spent(self.budget_keys)
 
     def end_attempt(self) -> tuple[dict[str, Any] | None, int]:
         """The attempt being continued ended: its own usage and completion tokens."""
@@ -133,6 +161,8 @@ class ChatResume(ResumeState):
     ``prefix``: the dialect marks the continued message ``"prefix": true`` (DeepSeek) rather than
     asking ``continue_final_message`` (vLLM, SGLang)."""
 
+    budget_keys = ("max_completion_tokens", "max_tokens")
+
     def __init__(self, request_obj: dict[str, Any], continuations: int,
                  dialect: str = "vllm") -> None:
         super().__init__(request_obj, continuations, UsageSum(CHAT_KEYS))
@@ -171,6 +201,7 @@ class ChatResume(ResumeState):
                 content = delta.get("content")
                 if isinstance(content, str):
                     self.sent.append(content)
+                    self.deltas += bool(content)
 
     def continuation(self) -> AskContinuation:
         """A new request, posted where the stream's own request went (``body``)."""
@@ -189,6 +220,7 @@ class ChatResume(ResumeState):
             obj["add_generation_prompt"] = False
         messages.append(last)
         obj["messages"] = messages
+        self.budget(obj, self.budget_keys)
         return json.dumps(obj, ensure_ascii=False).encode("utf-8")
 
     def splice(self) -> Splice:

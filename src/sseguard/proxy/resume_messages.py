@@ -96,6 +96,8 @@ class HeldToolUse(HeldFrames):
 class MessagesResume(ResumeState):
     """One Messages stream's continuation state: what the client has got, continuations left."""
 
+    budget_keys = ("max_tokens",)
+
     def __init__(self, request_obj: dict[str, Any], continuations: int) -> None:
         super().__init__(request_obj, continuations, UsageSum(MESSAGES_KEYS))
         self.open_text: int | None = None  # the client's text block still open
@@ -137,6 +139,7 @@ class MessagesResume(ResumeState):
                     text = delta.get("text")
                     if isinstance(text, str):
                         self.sent.append(text)
+                        self.deltas += bool(text)
                 elif what == "thinking_delta" and isinstance(delta, dict):
                     if delta.get("thinking"):
                         self.blocked = "thinking content was forwarded"
@@ -168,6 +171,7 @@ class MessagesResume(ResumeState):
         if prefill:
             messages.append({"role": "assistant", "content": prefill})
         obj["messages"] = messages
+        self.budget(obj, self.budget_keys)
         return json.dumps(obj, ensure_ascii=False).encode("utf-8")
 
     def splice(self) -> MessagesSplice:
