@@ -90,8 +90,9 @@ print(json.dumps(refused, sort_keys=True))
 
 
 def test_no_module_outside_the_extras_imports_a_heavy_library() -> None:
-    # Literal: the modules that need an extra (or an engine, or LiteLLM: the user's) and the library each reaches first, or
-    # the extra, for one that asks ``sseguard.analyze`` for a name of the analysis.
+    # Literal: the modules that need an extra (or an engine, or LiteLLM: the user's) and the library
+    # each reaches first, or the extra, for one that asks ``sseguard.analyze`` for a name of the
+    # analysis.
     assert json.loads(_run(WALK)) == {
         "sseguard.analyze.attributes": "numpy", "sseguard.analyze.consistency": "numpy",
         "sseguard.analyze.headlines": "numpy", "sseguard.analyze.healing": "numpy",
