@@ -72,7 +72,7 @@ def chaos(
         --fault cut_mid_frame=0.01
       sseguard chaos --first-answer truncated   # each conversation breaks once
       sseguard chaos --upstream http://127.0.0.1:8000/v1 --listen 127.0.0.1:9000 \\
-        --fault truncated=0.1 --garble-cached 0.2   # a real vLLM's streams, broken
+        --fault truncated=0.1 --garble-cached 0.2   # a real engine's, broken
     """
     from sseguard._serve import Listening, parse_workers
     from sseguard.chaos import ChaosConfig
