@@ -133,6 +133,18 @@ class ChaosState:
     #: The load the patterns see, given the requests in flight measured (``run_chaos(load=)``).
     load: Callable[[int], int] | None = None
 
+    def arrive(self, api: Api) -> tuple[int, int]:
+        """Count a request of ``api`` in: its draw counter and the requests in flight with it. The
+        caller takes it out again (``stats.inflight -= 1``) when its answer is over."""
+        stats = self.stats
+        counter = self.counter
+        self.counter += self.step
+        stats.requests += 1
+        stats.apis[str(api)] += 1
+        stats.inflight += 1
+        stats.max_inflight = max(stats.max_inflight, stats.inflight)
+        return counter, stats.inflight
+
     def load_of(self, inflight: int) -> int:
         """The load the load and cache patterns act on: the measured figure, unless the app was
         given its own signal."""
@@ -225,18 +237,11 @@ def _handler(writer: Writer, proto: Protocol, route: Route
              ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def handle(request: web.Request) -> web.StreamResponse:
         state = request.app[STATE]
-        stats = state.stats
-        counter = state.counter
-        state.counter += state.step
-        stats.requests += 1
-        stats.apis[str(writer.api)] += 1
-        stats.inflight += 1
-        inflight = stats.inflight
-        stats.max_inflight = max(stats.max_inflight, inflight)
+        counter, inflight = state.arrive(writer.api)
         try:
             return await _serve(request, writer, proto, route, state, counter, inflight)
         finally:
-            stats.inflight -= 1
+            state.stats.inflight -= 1
 
     return handle
 

@@ -182,18 +182,11 @@ async def _relay(request: web.Request) -> web.StreamResponse:
             req = None  # the upstream answers what chaos's parser refuses, in its own words
     if proto is None or req is None:
         return await _plain(request, body, None, {})
-    stats = state.stats
-    counter = state.counter
-    state.counter += state.step
-    stats.requests += 1
-    stats.apis[str(proto.api)] += 1
-    stats.inflight += 1
-    inflight = stats.inflight
-    stats.max_inflight = max(stats.max_inflight, inflight)
+    counter, inflight = state.arrive(proto.api)
     try:
         return await _faulted(request, body, proto, req, counter, inflight, forced, forced_raw)
     finally:
-        stats.inflight -= 1
+        state.stats.inflight -= 1
 
 
 async def _faulted(request: web.Request, body: bytes, proto: Protocol, req: ChatRequest,
