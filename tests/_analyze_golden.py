@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from sseguard.record import Record
+from sseguard.core.record import Record
 
 DATA = Path(__file__).parent / "data" / "analyze"
 #: (data set, golden tag, tolerate) for every golden file.

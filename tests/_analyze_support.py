@@ -10,7 +10,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from sseguard.record import Record, id_prefix
+from sseguard.core.record import Record, id_prefix
 
 T0 = 1_750_000_000.0
 COMPLETE_TAIL = 'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'

@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx2
 
-from sseguard.contract import checker_for
-from sseguard.verdict import Verdict
+from sseguard.core.contract import checker_for
+from sseguard.core.verdict import Verdict
 
 WEATHER_TOOL: dict[str, Any] = {
     "type": "function",

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from hypothesis import is_hypothesis_test
 
-import sseguard.toolcalls as toolcalls
-from sseguard.toolcalls import registry
+import sseguard.core.toolcalls as toolcalls
+from sseguard.core.toolcalls import registry
 
 _PATH = os.environ.get("SSEGUARD_ENGINE_VECTORS", "")
 _original = registry.parser_for

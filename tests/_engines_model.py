@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from sseguard.toolcalls import families
+from sseguard.core.toolcalls import families
 
 EOS = "</s>"
 #: ``chat_template_kwargs={"thinking": true}`` ends the prompt inside ``<think>`` (DeepSeek's way).

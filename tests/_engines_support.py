@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from sseguard.reasoning import Answer, ThinkSplitter
-from sseguard.toolcalls import (
+from sseguard.core.reasoning import Answer, ThinkSplitter
+from sseguard.core.toolcalls import (
     Reasoning,
     Text,
     ToolCallEnd,

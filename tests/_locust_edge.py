@@ -103,8 +103,8 @@ def reasons() -> dict[str, Any]:
     """What Locust would show for sample bodies: (reason under strict, under no-done-ok, class)."""
     from pathlib import Path
 
-    from sseguard.contract import StreamChecker
-    from sseguard.policy import Policy
+    from sseguard.core.contract import StreamChecker
+    from sseguard.core.policy import Policy
 
     bodies = Path(__file__).parent.parent / "examples" / "bodies"
     tools = json.loads((bodies.parent / "request_tools.json").read_text())

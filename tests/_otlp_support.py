@@ -42,9 +42,9 @@ from opentelemetry.proto.collector.trace.v1 import (  # noqa: E402
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue  # noqa: E402
 
-from sseguard.contract import protocol  # noqa: E402
-from sseguard.contract.request import Settings, Turn  # noqa: E402
-from sseguard.verdict import Api  # noqa: E402
+from sseguard.core.contract import protocol  # noqa: E402
+from sseguard.core.contract.request import Settings, Turn  # noqa: E402
+from sseguard.core.verdict import Api  # noqa: E402
 
 STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
 

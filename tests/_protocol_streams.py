@@ -13,7 +13,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from sseguard.verdict import Ending, Finding, FindingKind, Verdict
+from sseguard.core.verdict import Ending, Finding, FindingKind, Verdict
 
 BODIES = Path(__file__).parent.parent / "examples" / "bodies"
 
@@ -230,7 +230,7 @@ def messages_text(words: list[str], *, stop_reason: str | None = "end_turn",
 def run(api: str, stream: bytes, step: int | None = None, request: dict[str, Any] | None = None,
         *, keep_text: bool = True, **close: Any) -> Any:
     """Feed ``stream`` to the ``api`` checker in pieces of ``step`` bytes (whole by default); the verdict."""
-    from sseguard.contract import checker_for
+    from sseguard.core.contract import checker_for
 
     checker = checker_for(api, request, keep_text=keep_text)
     size = step or max(len(stream), 1)

@@ -1,4 +1,5 @@
-"""Sample secrets and ordinary text, written here by hand: never derived from ``sseguard.redact``'s rules.
+"""Sample secrets and ordinary text, written here by hand: never derived from ``sseguard.core.redact``'s
+rules.
 
 The secrets are fake but shaped like the real thing (vendor prefixes and lengths as issued); each
 comes with a line that carries it the way logs, bodies and configs do.

@@ -7,10 +7,10 @@ from typing import Any
 from hypothesis import strategies as st
 
 from _streams import text_stream
-from sseguard.contract import StreamChecker
-from sseguard.policy import Policy
-from sseguard.record import Record, record_from_verdict
-from sseguard.redact import DEFAULT
+from sseguard.core.contract import StreamChecker
+from sseguard.core.policy import Policy
+from sseguard.core.record import Record, record_from_verdict
+from sseguard.core.redact import DEFAULT
 
 KEY = "sk-live-0123456789abcdefghijklmnopQRST"
 

@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from sseguard.toolcalls import (
+from sseguard.core.toolcalls import (
     FAMILIES,
     Event,
     MarkupError,

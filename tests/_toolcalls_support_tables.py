@@ -23,7 +23,7 @@ from _toolcalls_support import (
     run,
     text_of,
 )
-from sseguard.toolcalls import FAMILIES, Markup, Reasoning, consumed_text, parser_for
+from sseguard.core.toolcalls import FAMILIES, Markup, Reasoning, consumed_text, parser_for
 
 
 @dataclass(frozen=True)

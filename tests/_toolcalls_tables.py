@@ -8,7 +8,7 @@ import random
 from typing import Any
 
 from _toolcalls_support import calls_of, check_invariants, errors_of, reasoning_of, run, text_of
-from sseguard.toolcalls import MarkupError
+from sseguard.core.toolcalls import MarkupError
 
 
 def random_cuts(text: str, seed: int) -> list[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sseguard.record import Record
+from sseguard.core.record import Record
 
 #: (api, ending, unknown kinds) per record: chat 0–5, messages 6–9. Only record 3 fails (truncated):
 #: records 0, 1, 6 and 7 carry unknown kinds and ended well, so they pass.

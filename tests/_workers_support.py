@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 import httpx2
 
 from sseguard._serve import Worker
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
 
 #: New connections tried before concluding that the kernel never picked a second worker: with two
 #: workers the chance that 200 connections all land on one is 2**-199.

@@ -222,7 +222,7 @@ def citation_problems(path: Path, *, design: bool | None = None) -> list[str]:
 def test_the_scan_finds_the_repository() -> None:
     # Literal oracles: files that exist in every checkout, so a broken walk cannot pass vacuously.
     found = {_rel(p) for p in FILES}
-    assert {"README.md", "pyproject.toml", "src/sseguard/sse.py", "docs/design/markup.md",
+    assert {"README.md", "pyproject.toml", "src/sseguard/core/sse.py", "docs/design/markup.md",
             "tests/test_layers.py"} <= found
 
 

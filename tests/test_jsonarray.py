@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sseguard.errors import UsageError
-from sseguard.jsonarray import ArrayEnd, JsonArrayDecoder, JsonElement
+from sseguard.core.errors import UsageError
+from sseguard.core.jsonarray import ArrayEnd, JsonArrayDecoder, JsonElement
 
 
 def decode(body: bytes, sizes: list[int] | None = None, *,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sseguard.errors import ConfigError
-from sseguard.policy import PRESETS, Policy
-from sseguard.verdict import Ending, Finding, FindingKind, Verdict
+from sseguard.core.errors import ConfigError
+from sseguard.core.policy import PRESETS, Policy
+from sseguard.core.verdict import Ending, Finding, FindingKind, Verdict
 
 
 def verdict(ending: Ending, *kinds: FindingKind) -> Verdict:

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sseguard.errors import UsageError
-from sseguard.reasoning import Answer, Reasoning, ThinkSplitter
-from sseguard.toolcalls import join_events, parser_for
-from sseguard.toolcalls.events import Markup, MarkupError, Text, ToolCallEnd
+from sseguard.core.errors import UsageError
+from sseguard.core.reasoning import Answer, Reasoning, ThinkSplitter
+from sseguard.core.toolcalls import join_events, parser_for
+from sseguard.core.toolcalls.events import Markup, MarkupError, Text, ToolCallEnd
 
 CALL = ('\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="f">\n</｜DSML｜invoke>\n'
         '</｜DSML｜function_calls>')

@@ -6,9 +6,9 @@ import pytest
 
 from _protocol_streams import Responses, messages_text, responses_text, run
 from _streams import text_stream
-from sseguard.contract import StreamChecker
-from sseguard.policy import Policy
-from sseguard.record import Record, decode_record, encode_record, id_prefix, record_from_verdict
+from sseguard.core.contract import StreamChecker
+from sseguard.core.policy import Policy
+from sseguard.core.record import Record, decode_record, encode_record, id_prefix, record_from_verdict
 
 KEY = "sk-live-0123456789abcdefghijklmnop"
 

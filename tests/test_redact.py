@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _secrets import ORDINARY, SECRET_SAMPLES
-from sseguard.redact import (
+from sseguard.core.redact import (
     REDACTED,
     RULES,
     RedactingFilter,

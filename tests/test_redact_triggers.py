@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sseguard.redact import _ANY_TRIGGER, RULES, Redactor
+from sseguard.core.redact import _ANY_TRIGGER, RULES, Redactor
 
 TRIGGERS = sorted({t for rule in RULES for t in rule.triggers})
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from _workers_support import die_after_listening, fail_in_second_worker
 from sseguard._serve import Listening, Worker, parse_workers, serve_workers
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
 
 GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 

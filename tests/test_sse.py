@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sseguard.errors import UsageError
-from sseguard.sse import SSEDecoder, SSEEvent, TailKind
+from sseguard.core.errors import UsageError
+from sseguard.core.sse import SSEDecoder, SSEEvent, TailKind
 
 
 def decode_all(body: bytes, sizes: list[int] | None = None) -> tuple[list[SSEEvent], TailKind, bytes]:

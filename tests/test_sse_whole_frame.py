@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sseguard.sse import SSEDecoder, SSEEvent, TailKind
+from sseguard.core.sse import SSEDecoder, SSEEvent, TailKind
 
 
 def decode(reads: list[bytes] | list[bytearray]) -> tuple[list[SSEEvent], TailKind]:

@@ -131,7 +131,7 @@ def _chunks(jsonl: Path, lines: int) -> Iterator[bytes]:
 
 def _rows(chunk: bytes) -> list[tuple[object, ...]]:
     """The store's rows of a chunk of JSONL: exactly what ``SQLiteStore.write`` inserts."""
-    from sseguard.record import Record
+    from sseguard.core.record import Record
     from sseguard.store._base import stored_row
 
     return [stored_row(r, 1) for r in msgspec.json.Decoder(list[Record]).decode(

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from bench.harness import machine
-from sseguard.record import Record
+from sseguard.core.record import Record
 
 TAIL = "x" * 3000  # a body tail's worth: rows as long as the (78 MB / 16,593 rows)
 

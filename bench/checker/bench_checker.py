@@ -29,9 +29,9 @@ from httpx_sse._decoders import SSEDecoder as HttpxSSEDecoder
 from httpx_sse._decoders import SSELineDecoder
 
 from bench.harness import machine
-from sseguard.contract import checker_for
-from sseguard.sse import SSEDecoder
-from sseguard.verdict import Ending
+from sseguard.core.contract import checker_for
+from sseguard.core.sse import SSEDecoder
+from sseguard.core.verdict import Ending
 
 WORDS = ["The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", ".", " 你好",
          " ", "\n", " streaming", " tokens", " arrive", " one", " by", " one"]

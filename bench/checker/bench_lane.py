@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import callgrind_total, machine, start_chaos, stop
-from sseguard.contract import checker_for
+from sseguard.core.contract import checker_for
 
 BODIES: dict[str, tuple[str, dict[str, Any]]] = {
     "chat": ("/v1/chat/completions", {"model": "chaos-1", "stream": True,
@@ -38,7 +38,7 @@ BODIES: dict[str, tuple[str, dict[str, Any]]] = {
 
 CHILD = """
 import json, sys
-from sseguard.contract import checker_for
+from sseguard.core.contract import checker_for
 frames = [bytes.fromhex(h) for h in json.load(open(sys.argv[1]))["frames"]]
 request = json.load(open(sys.argv[1]))["request"]
 api, n, lane = sys.argv[2], int(sys.argv[3]), sys.argv[4] == "lane"

@@ -29,7 +29,7 @@ from bench.harness import callgrind_total, machine
 #: pieces read from the fixture this script writes, so that every tree judges the same bytes).
 CHECKER = """
 import json, sys
-from sseguard.contract import checker_for
+from sseguard.core.contract import checker_for
 api, n = sys.argv[1], int(sys.argv[2])
 pieces = [bytes.fromhex(h) for h in json.load(open(sys.argv[3]))["reads"]]
 for _ in range(n):
@@ -45,7 +45,7 @@ print(events)
 #: a new checker per answer as the probe makes one per request. Prints the events of one answer.
 ANSWER = """
 import json, sys
-from sseguard.contract import checker_for
+from sseguard.core.contract import checker_for
 api, n = sys.argv[1], int(sys.argv[2])
 fixture = json.load(open(sys.argv[3]))
 reads, request = [bytes.fromhex(h) for h in fixture["reads"]], fixture["request"]
@@ -61,7 +61,7 @@ print(len(reads))
 #: One family's parser over a 39 KB argument, fed in 4-character pieces.
 PARSER = r'''
 import sys
-from sseguard.toolcalls import parser_for
+from sseguard.core.toolcalls import parser_for
 fam, n = sys.argv[1], int(sys.argv[2])
 value = "x = 1; y = 2\n" * 3000
 escaped = value.replace("\n", "\\n")
@@ -140,7 +140,7 @@ def table(trees: list[Path], only: set[str], tmp: Path, python: str | None) -> N
         cells = []
         data = fixture(kind, arg, tmp)
         for tree in trees:
-            contract = tree / "src/sseguard/contract"
+            contract = tree / "src/sseguard/core/contract"
             if kind in ("checker", "answer") and not ((contract / f"{arg}.py").exists()
                                                       or (contract / arg).is_dir()):
                 cells.append("–")  # a protocol this tree does not have

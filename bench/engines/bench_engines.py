@@ -60,7 +60,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sseguard.toolcalls import ToolCallEnd, aliases, families, family, parser_for
+from sseguard.core.toolcalls import ToolCallEnd, aliases, families, family, parser_for
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 try:  # the engines tests' own harness, importable as pytest imports it: with tests/ on the path

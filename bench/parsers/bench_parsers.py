@@ -3,7 +3,7 @@
 One ``write_file`` invoke whose ``content`` argument (``string="true"``) is 20 KB, 80 KB and 320 KB of
 code-like text (HTML and C-like lines: ``<`` every ~25 characters, quotes, backslashes, newlines) is
 streamed in 4-character chunks, as a serving engine sees tokens arrive. Ours is
-``sseguard.toolcalls.parser_for("dsml-v32")``. The baseline is written the common way: keep a buffer,
+``sseguard.core.toolcalls.parser_for("dsml-v32")``. The baseline is written the common way: keep a buffer,
 and on every chunk re-run the regexes over the whole buffer, re-parse every parameter and re-serialize
 the arguments, then stream the new suffix of that serialization (what SGLang's and vLLM's detectors
 do, in less code). Both must end with the same arguments.
@@ -15,7 +15,7 @@ take more than ``--baseline-budget`` seconds it is not run, and its time is extr
 growth (said so in the output).
 
 The same argument is also streamed in every other registered family (``--families``, default: all
-of ``sseguard.toolcalls.families()``, so a new family is measured without an edit here), with the
+of ``sseguard.core.toolcalls.families()``, so a new family is measured without an edit here), with the
 same targets (guarantee 3: a 320 KB argument costs <= 4.5x an 80 KB one, <= 3 us per chunk): as
 Kimi K2 and gpt-oss Harmony markup it is one JSON object as those models write it, so the code is a JSON
 string full of ``\"`` and ``\n`` escapes; as GLM-4.5, GLM-4.7 and MiniMax-M2 markup it is a raw value
@@ -41,7 +41,7 @@ from itertools import pairwise
 from typing import Any
 
 from bench.harness import load_average, machine
-from sseguard.toolcalls import ToolArgsDelta, ToolCallEnd, families, family, parser_for
+from sseguard.core.toolcalls import ToolArgsDelta, ToolCallEnd, families, family, parser_for
 
 CHUNK = 4
 SIZES_KB = (20, 80, 320)

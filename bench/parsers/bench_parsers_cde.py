@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from bench.harness import machine
 from bench.parsers.bench_parsers import make_stream, make_value
-from sseguard.toolcalls import ToolCallEnd, parser_for
+from sseguard.core.toolcalls import ToolCallEnd, parser_for
 
 CHUNK = 4
 TOOLS = [{"type": "function", "function": {"name": "write_file", "parameters": {

@@ -23,7 +23,7 @@ from typing import Any
 
 from bench.harness import machine
 from bench.parsers.bench_parsers import CHUNK, TOOLS, make_value
-from sseguard.toolcalls import FAMILIES, ToolCallEnd, parser_for
+from sseguard.core.toolcalls import FAMILIES, ToolCallEnd, parser_for
 
 OURS = ("seed-oss", "zaya", "dots", "step3", "minicpm5", "gigachat35", "kimi-k3", "minimax-m3", "muse",
         "iquest-q1", "hunyuan", "k2-horizon")

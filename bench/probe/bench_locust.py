@@ -30,7 +30,7 @@ from pathlib import Path
 import psutil
 
 from bench.harness import load_average, machine, median, percentile, pinned, start_chaos, stop
-from sseguard.record import Record, decode_record
+from sseguard.core.record import Record, decode_record
 
 CLI = [sys.executable, "-m", "sseguard.cli"]
 #: Upstream (and the Locust master) on core 0, the client under test on core 1, as in bench_chaos.py.

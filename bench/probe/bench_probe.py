@@ -42,13 +42,13 @@ import aiohttp
 
 from bench.harness import cpu_seconds, machine, percentile, pin_self, start_chaos, stop
 from sseguard._serve import loop_factory, raise_open_files_limit
-from sseguard.policy import Policy
+from sseguard.core.policy import Policy
+from sseguard.core.verdict import Api
 from sseguard.probe import engine as probe_engine
 from sseguard.probe.config import ProbeConfig, WorkloadSpec, make_arm
 from sseguard.probe.measure import StreamWatch
 from sseguard.probe.runner import execute, quiet_gc
 from sseguard.probe.workloads import Workload, encode_body
-from sseguard.verdict import Api
 
 #: The bare reader's view of each protocol: the first content event, and what a finished body ends with.
 CONTENT = {

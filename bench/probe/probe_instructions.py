@@ -59,7 +59,7 @@ class _NoCheck:
 def no_checker(api: object) -> object:
     """``measure.checker_for`` replaced by one that hands out ``_NoCheck`` with a real verdict."""
     from bench.checker.bench_checker import ANSWER_REQUESTS, ANSWERS, frames_of
-    from sseguard.contract import checker_for
+    from sseguard.core.contract import checker_for
 
     real = checker_for(api, ANSWER_REQUESTS[api])
     for read in frames_of(ANSWERS[api](100)):
@@ -69,9 +69,9 @@ def no_checker(api: object) -> object:
 
 
 async def inner_main(args: argparse.Namespace) -> None:
-    from sseguard.contract import checker_for
+    from sseguard.core.contract import checker_for
+    from sseguard.core.verdict import Api
     from sseguard.probe import measure
-    from sseguard.verdict import Api
 
     lib = ctypes.CDLL(args.helper)
     lib.cg_stop.argtypes = [ctypes.c_char_p]

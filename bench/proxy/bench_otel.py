@@ -25,9 +25,9 @@ import sys
 import time
 from pathlib import Path
 
-from sseguard.policy import Policy
+from sseguard.core.policy import Policy
+from sseguard.core.verdict import Ending, Finding, FindingKind, Verdict
 from sseguard.telemetry import genai, load
-from sseguard.verdict import Ending, Finding, FindingKind, Verdict
 
 HEALTHY = Verdict(Ending.COMPLETE, message={
     "id": "chatcmpl-1", "model": "served-model", "choices": [

@@ -22,14 +22,14 @@ from bench.harness import callgrind_total, machine
 SCRIPT = r'''
 import asyncio, sys
 from bench.checker.bench_checker import ANSWER_REQUESTS, ANSWERS, frames_of
-from sseguard.contract import checker_for
+from sseguard.core.contract import checker_for
 from sseguard.proxy import ProxyConfig
 from sseguard.proxy.frames import Frames
 from sseguard.proxy.relay import StreamRelay
 from sseguard.proxy.stall import StallWatch
 from sseguard.proxy.state import ProxyState
-from sseguard.contract import protocol
-from sseguard.redact import DEFAULT
+from sseguard.core.contract import protocol
+from sseguard.core.redact import DEFAULT
 
 api, mode, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 reads = frames_of(ANSWERS[api](100))

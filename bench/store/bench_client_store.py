@@ -150,9 +150,9 @@ def bench_store(target: str, n: int) -> None:
 
 def _hook_inputs() -> tuple[Any, dict[str, Any], Any]:
     """A verdict of a 100-event chat stream, the proxy's facts for its record, and a client's redactor."""
-    from sseguard.contract import check_body
-    from sseguard.redact import DEFAULT
-    from sseguard.verdict import Api
+    from sseguard.core.contract import check_body
+    from sseguard.core.redact import DEFAULT
+    from sseguard.core.verdict import Api
 
     verdict = check_body(_body(100), Api.CHAT)
     facts: dict[str, Any] = dict(
@@ -168,8 +168,8 @@ def _hook_inputs() -> tuple[Any, dict[str, Any], Any]:
 def bench_hook(n: int, repeat: int) -> None:
     import resource
 
-    from sseguard.policy import Policy
-    from sseguard.record import raw_record, record_from_verdict
+    from sseguard.core.policy import Policy
+    from sseguard.core.record import raw_record, record_from_verdict
     from sseguard.store.process import ProcessWriter
 
     verdict, facts, redactor = _hook_inputs()

@@ -5,7 +5,7 @@ common case) is what matters; a tail with a secret in it is measured too. ``--ba
 another ``redact.py`` (e.g. the one on main) and prints both, measured alternately in one run, with
 the ratio.
 
-Usage: .venv/bin/python -m bench.store.bench_redact [--baseline /work/main/src/sseguard/redact.py]
+Usage: .venv/bin/python -m bench.store.bench_redact [--baseline /work/main/src/sseguard/core/redact.py]
                                               [--rounds 5] [--calls 20000]
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 from bench.harness import ROOT, machine
-from sseguard.redact import Redactor
+from sseguard.core.redact import Redactor
 
 
 def _tail() -> str:

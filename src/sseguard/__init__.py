@@ -1,18 +1,23 @@
 """sseguard: make streamed LLM responses trustworthy.
 
-The sans-IO core (``sse``, ``assemble``, ``contract``, ``policy``, ``record``, ``redact``, ``toolcalls``,
-``reasoning``) imports no I/O library; the adapters (``chaos``, ``probe``, ``analyze``, ``proxy``,
-``store``, ``client``, ``locust``) sit on top of it. See docs/design/architecture.md for the layers.
+The sans-IO core (``sseguard.core``: ``sse``, ``contract``, ``policy``, ``record``, ``redact``,
+``toolcalls``, ``reasoning``, …) imports no I/O library; the adapters (``chaos``, ``probe``,
+``analyze``, ``proxy``, ``store``, ``client``, ``locust``) sit on top of it. See
+docs/design/architecture.md for the layers. The core's old paths (``sseguard.errors``, …) still import,
+with a ``DeprecationWarning`` (``sseguard._moved``).
 """
 
 from typing import TYPE_CHECKING
 
-from sseguard.errors import ConfigError, SSEGuardError, UsageError
-from sseguard.policy import Policy
-from sseguard.verdict import Ending, Finding, FindingKind, Verdict
+from sseguard import _moved
+from sseguard.core.errors import ConfigError, SSEGuardError, UsageError
+from sseguard.core.policy import Policy
+from sseguard.core.verdict import Ending, Finding, FindingKind, Verdict
 
 if TYPE_CHECKING:
     from sseguard.client import StreamEndedBadly
+
+_moved.install()
 
 __version__ = "0.1.0"
 

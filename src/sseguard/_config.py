@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
 
 #: Where a server listens when the address names only a port.
 LOOPBACK = "127.0.0.1"

@@ -36,7 +36,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from sseguard.errors import ConfigError, SSEGuardError
+from sseguard.core.errors import ConfigError, SSEGuardError
 
 log = logging.getLogger("sseguard.serve")
 

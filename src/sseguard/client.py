@@ -45,12 +45,12 @@ import anyio
 import httpx2
 import msgspec
 
-from sseguard.contract import Checker, Protocol, checker_for, protocol_for_path
-from sseguard.errors import ConfigError, SSEGuardError
-from sseguard.policy import AGENTS, STRICT, Policy
-from sseguard.redact import redact_text
+from sseguard.core.contract import Checker, Protocol, checker_for, protocol_for_path
+from sseguard.core.errors import ConfigError, SSEGuardError
+from sseguard.core.policy import AGENTS, STRICT, Policy
+from sseguard.core.redact import redact_text
+from sseguard.core.verdict import Verdict
 from sseguard.telemetry.genai import Call, Emitter, request_model
-from sseguard.verdict import Verdict
 
 __all__ = ["AsyncStrictTransport", "StreamEndedBadly", "StrictTransport", "async_httpx_transport",
            "ended_badly", "httpx_transport"]

@@ -54,14 +54,14 @@ from sseguard.chaos import (
     run_chaos,
 )
 from sseguard.chaos.config import CachePattern
-from sseguard.contract import protocols
-from sseguard.errors import ConfigError
-from sseguard.policy import Policy
+from sseguard.core.contract import protocols
+from sseguard.core.errors import ConfigError
+from sseguard.core.policy import Policy
+from sseguard.core.verdict import Api, Ending
 from sseguard.probe.config import ProbeConfig, WorkloadSpec, make_arm
 from sseguard.probe.runner import RunResult, execute, quiet_gc
 from sseguard.proxy import ProxyConfig, run_proxy
 from sseguard.store import open_store
-from sseguard.verdict import Api, Ending
 
 DEFAULT_SECONDS = 20.0
 LEVELS = (1, 8, 32)

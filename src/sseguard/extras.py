@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
 
 #: Each extra of pyproject.toml and the top-level modules its packages install (import names, which
 #: are not always the distribution names: ``psycopg[binary]`` imports as ``psycopg``).

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sseguard.contract.protocol import Protocol
-from sseguard.contract.registry import protocol
-from sseguard.verdict import Api
+from sseguard.core.contract.protocol import Protocol
+from sseguard.core.contract.registry import protocol
+from sseguard.core.verdict import Api
 
 __all__ = ["UNCLASSIFIED", "SdkName", "drift", "sdk_names"]
 

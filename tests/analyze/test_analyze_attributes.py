@@ -21,7 +21,7 @@ from _analyze_support import (
 from sseguard.analyze import analyze
 from sseguard.analyze.columns import clock
 from sseguard.analyze.counts import bucket_width
-from sseguard.record import Record
+from sseguard.core.record import Record
 
 STABLE_KEYS = {"id_prefix", "time_window", "reuse_index", "prompt_size", "concurrency", "arm", "workload"}
 

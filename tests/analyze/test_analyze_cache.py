@@ -8,7 +8,7 @@ import duckdb
 
 from sseguard.analyze.facts import CACHE_LABEL
 from sseguard.analyze.summary import analyze_sources
-from sseguard.record import Record, encode_record
+from sseguard.core.record import Record, encode_record
 
 CASES = [((None, 100), None), ((0, 100), "none"), ((49, 100), "partial"), ((50, 100), "most"),
          ((7, None), "most")]

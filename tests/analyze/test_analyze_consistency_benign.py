@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from sseguard.analyze import analyze_sources
+from sseguard.core.record import Record, encode_record
 from sseguard.probe import consistency
-from sseguard.record import Record, encode_record
 
 T0 = 1_750_000_000.0
 #: prompt → (its benign alternative's digest, where it first differs: character, token), and the

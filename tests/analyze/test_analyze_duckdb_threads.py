@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sseguard.analyze.engines import DuckDBEngine, duckdb_threads, facts_of
 from sseguard.analyze.sources import FileSource
-from sseguard.record import Record, encode_record
+from sseguard.core.record import Record, encode_record
 
 
 def wide_records(path: Path, n: int) -> Path:

@@ -19,8 +19,8 @@ from _unknown_support import EXPECTED as UNKNOWN_ROW
 from _unknown_support import records as unknown_records
 from sseguard.analyze.export import export_parquet
 from sseguard.analyze.summary import analyze_sources
-from sseguard.policy import Policy
-from sseguard.record import encode_record
+from sseguard.core.policy import Policy
+from sseguard.core.record import encode_record
 from sseguard.store import open_store
 
 

@@ -25,7 +25,7 @@ from _spark_support import local_spark
 from sseguard.analyze.export import export_parquet
 from sseguard.analyze.run import run_analyze
 from sseguard.analyze.summary import analyze_sources
-from sseguard.record import Record
+from sseguard.core.record import Record
 from sseguard.store import open_store
 
 HEADLINE = ("10 streams healed by retry, 25 by resume, 5 failed despite healing; behind them 45 upstream "

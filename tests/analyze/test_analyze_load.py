@@ -9,8 +9,8 @@ import pytest
 from _analyze_support import rec, routed
 from sseguard.analyze import load_records
 from sseguard.analyze.load import is_store_source
-from sseguard.errors import ConfigError
-from sseguard.record import Record, encode_record
+from sseguard.core.errors import ConfigError
+from sseguard.core.record import Record, encode_record
 
 
 def write_jsonl(path: Path, records: list[Record]) -> Path:

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sseguard.analyze.summary import analyze_sources
-from sseguard.record import Record, encode_record
+from sseguard.core.record import Record, encode_record
 from sseguard.store.sqlite import SQLiteStore
 
 

@@ -13,10 +13,10 @@ from rich.console import Console
 from _analyze_support import by_api, load_sweep, rec, routed
 from _streams import text_stream
 from sseguard.analyze import analyze, print_summary, write_html, write_pngs
-from sseguard.contract import StreamChecker
-from sseguard.errors import ConfigError
-from sseguard.policy import Policy
-from sseguard.record import Record, record_from_verdict
+from sseguard.core.contract import StreamChecker
+from sseguard.core.errors import ConfigError
+from sseguard.core.policy import Policy
+from sseguard.core.record import Record, record_from_verdict
 
 KEY = "sk-live-analyze0123456789abcdefXYZ"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

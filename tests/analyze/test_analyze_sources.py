@@ -17,7 +17,7 @@ from sseguard.analyze.facts import Filter, bucket_edges, log_bucket
 from sseguard.analyze.run import make_filter, parse_time, parse_where, run_analyze
 from sseguard.analyze.sources import FileSource, StoreSource, resolve
 from sseguard.analyze.summary import analyze_sources
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
 from sseguard.store import open_store
 
 T0 = 1_750_000_000.0

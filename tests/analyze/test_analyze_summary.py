@@ -12,9 +12,9 @@ from scipy.stats import fisher_exact
 
 from _analyze_support import build, by_api, load_sweep, mixed, rec, routed, routed_within_messages
 from sseguard.analyze import analyze, failure_reason
-from sseguard.errors import ConfigError
-from sseguard.policy import Policy
-from sseguard.record import Record
+from sseguard.core.errors import ConfigError
+from sseguard.core.policy import Policy
+from sseguard.core.record import Record
 
 
 def dialect_run() -> list[Record]:

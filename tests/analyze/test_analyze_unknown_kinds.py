@@ -19,7 +19,7 @@ from sseguard.analyze.export import export_parquet
 from sseguard.analyze.report import print_summary, render_html
 from sseguard.analyze.summary import analyze_sources
 from sseguard.cli import app
-from sseguard.record import encode_record
+from sseguard.core.record import encode_record
 from sseguard.store import open_store
 
 

@@ -31,8 +31,8 @@ from sseguard.chaos.decide import decide
 from sseguard.chaos.faults import NEEDS_TOOL_CALL
 from sseguard.chaos.frames import ResponseIds
 from sseguard.chaos.generate import Call, make_answer, render_markup
-from sseguard.contract import StreamChecker
-from sseguard.verdict import Ending, FindingKind
+from sseguard.core.contract import StreamChecker
+from sseguard.core.verdict import Ending, FindingKind
 
 FAST = Pacing(tokens=6)
 # A stalled stream stays silent until the client leaves, so "stalled" never depends on how a
@@ -480,7 +480,7 @@ def test_every_encoded_stream_gives_the_expected_verdict(
     assert set(map(str, verdict.finding_kinds)) == expected(fault).findings
 
 
-# ── the markup the server writes is what sseguard.toolcalls reads ─────────────────────────────────
+# ── the markup the server writes is what sseguard.core.toolcalls reads ─────────────────────────────────
 
 FAMILIES = ["dsml-v32", "dsml-v4", "dsml-v41", "deepseek-v3", "deepseek-v31", "hermes",
             "qwen3-coder", "kimi-k2", "glm45", "glm47", "harmony", "minimax-m2",
@@ -494,7 +494,7 @@ FAMILIES = ["dsml-v32", "dsml-v4", "dsml-v41", "deepseek-v3", "deepseek-v31", "h
 @pytest.mark.parametrize("family", FAMILIES)
 async def test_raw_markup_parses_back_to_the_calls_with_the_real_parser(
         family: str, client: httpx2.AsyncClient) -> None:
-    from sseguard.toolcalls import MarkupError, Text, ToolCallEnd, parser_for
+    from sseguard.core.toolcalls import MarkupError, Text, ToolCallEnd, parser_for
 
     tools = [WEATHER_TOOL, TIME_TOOL]
     request = chat_request(tools=tools, content="Call get_weather and get_time.")
@@ -519,7 +519,7 @@ async def test_raw_markup_parses_back_to_the_calls_with_the_real_parser(
                                     "kimi-k3", "minimax-m3"])
 async def test_malformed_closing_tag_is_a_malformed_tag_for_the_real_parser(
         family: str, client: httpx2.AsyncClient) -> None:
-    from sseguard.toolcalls import MarkupError, ToolCallEnd, parser_for
+    from sseguard.core.toolcalls import MarkupError, ToolCallEnd, parser_for
 
     config = ChaosConfig(seed=4, pacing=FAST, raw_markup=family,
                          faults={Fault.MALFORMED_CLOSING_TAG: 1.0})

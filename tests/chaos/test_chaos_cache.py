@@ -13,13 +13,13 @@ from _chaos_support import fetch
 from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
 from sseguard.chaos.config import CachePattern, parse_pattern
 from sseguard.chaos.decide import decide
-from sseguard.policy import STRICT
+from sseguard.core.policy import STRICT
+from sseguard.core.record import record_from_verdict
+from sseguard.core.verdict import Api, Ending
 from sseguard.probe import consistency
 from sseguard.probe.config import WorkloadSpec
 from sseguard.probe.formats import format_for
 from sseguard.probe.workloads import Workload
-from sseguard.record import record_from_verdict
-from sseguard.verdict import Api, Ending
 
 FAST = Pacing(ttft_ms=1.0, inter_token_ms=0.0, tokens=12)
 

@@ -24,7 +24,7 @@ from sseguard.chaos.conversations import ConversationLog, first_answer_decision,
 from sseguard.chaos.faults import Decision
 from sseguard.chaos.request import ChatRequest, Tool
 from sseguard.cli import app
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
 
 PACING = Pacing(tokens=12, reasoning_tokens=0)
 HELLO: list[Any] = [{"role": "user", "content": "Say hello"}]

@@ -15,7 +15,7 @@ from _chaos_support import fetch, recheck_byte_by_byte
 from _gemini_support import sdk_client
 from _proxy_support import chaos_proxy
 from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
-from sseguard.verdict import Ending, FindingKind
+from sseguard.core.verdict import Ending, FindingKind
 
 API = "gemini"
 FAST = Pacing(tokens=4)

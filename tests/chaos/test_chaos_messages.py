@@ -31,8 +31,8 @@ from sseguard.chaos import (
 from sseguard.chaos.frames import ResponseIds
 from sseguard.chaos.generate import make_answer
 from sseguard.chaos.messages import parse_request, stream_plan
-from sseguard.contract import detect_api
-from sseguard.verdict import Ending, FindingKind
+from sseguard.core.contract import detect_api
+from sseguard.core.verdict import Ending, FindingKind
 
 API = "messages"
 FAST = Pacing(tokens=6, reasoning_tokens=3)

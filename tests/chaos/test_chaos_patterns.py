@@ -27,9 +27,9 @@ from sseguard.chaos import (
     slope_points,
 )
 from sseguard.chaos.config import parse_pattern
-from sseguard.errors import ConfigError
-from sseguard.record import id_prefix
-from sseguard.verdict import Ending
+from sseguard.core.errors import ConfigError
+from sseguard.core.record import id_prefix
+from sseguard.core.verdict import Ending
 
 FAST = Pacing(tokens=3)
 

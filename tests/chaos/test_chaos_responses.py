@@ -29,7 +29,7 @@ from sseguard.chaos import (
 from sseguard.chaos.frames import ResponseIds
 from sseguard.chaos.generate import make_answer
 from sseguard.chaos.responses import parse_request, stream_plan
-from sseguard.verdict import Ending, FindingKind
+from sseguard.core.verdict import Ending, FindingKind
 
 API = "responses"
 FAST = Pacing(tokens=6, reasoning_tokens=3)

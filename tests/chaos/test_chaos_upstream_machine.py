@@ -20,8 +20,8 @@ from sseguard.chaos.faults import Decision, Dialect, Fault
 from sseguard.chaos.frames import End
 from sseguard.chaos.upstream import Pause, Send, Stop, UpstreamFaults
 from sseguard.chaos.upstream_garble import Garbler
-from sseguard.contract import checker_for
-from sseguard.verdict import Api, Ending
+from sseguard.core.contract import checker_for
+from sseguard.core.verdict import Api, Ending
 
 WORDS = ["Alpha", " beta", " gamma", " delta", " epsilon", " zeta"]
 WHOLE = "Alpha beta gamma delta epsilon zeta"

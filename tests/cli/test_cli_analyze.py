@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from _analyze_support import rec, routed
 from sseguard.cli import app
-from sseguard.record import Record, encode_record
+from sseguard.core.record import Record, encode_record
 
 runner = CliRunner()
 

@@ -19,7 +19,7 @@ from _workers_support import one_client_per_worker, started
 from sseguard._config import parse_listen
 from sseguard.chaos import ChaosConfig, Dialect, Fault, LoadPattern, RoutedPattern, WindowPattern
 from sseguard.cli import app
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "chaos.toml"
 runner = CliRunner()

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from _analyze_support import routed
 from sseguard.cli import app
-from sseguard.record import encode_record
+from sseguard.core.record import encode_record
 
 runner = CliRunner()
 

@@ -10,7 +10,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from typer.testing import CliRunner
 
 from sseguard.cli import app
-from sseguard.toolcalls import FAMILIES
+from sseguard.core.toolcalls import FAMILIES
 
 runner = CliRunner()
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "markup"

@@ -51,7 +51,8 @@ try:
 except SystemExit:
     pass
 watched = ("aiohttp", "httpx2", "anyio", "uvloop", "prometheus_client", "jsonschema", "yarl",
-           "sseguard.contract", "sseguard.toolcalls", "sseguard.probe", "sseguard.proxy", "sseguard.chaos",
+           "sseguard.core.contract", "sseguard.core.toolcalls", "sseguard.probe", "sseguard.proxy",
+           "sseguard.chaos",
            "sseguard.store", "sseguard.analyze", "sseguard.client", "sseguard.engines", "sseguard.locust")
 loaded = sorted(name for name in sys.modules
                 if name.startswith("sseguard.cli.") or name in watched)
@@ -66,7 +67,7 @@ def test_help_imports_no_command_and_no_library_of_one() -> None:
 
 def test_check_imports_the_checker_and_no_server_client_or_store() -> None:
     loaded = json.loads(_run(AFTER_CLI, "check", str(EXAMPLES / "bodies" / "complete.sse")))
-    assert "sseguard.cli.check" in loaded and "sseguard.contract" in loaded
+    assert "sseguard.cli.check" in loaded and "sseguard.core.contract" in loaded
     assert [name for name in loaded if name.split(".")[0] != "sseguard"] == []
     assert [name for name in loaded if name.split(".")[1] in (
         "probe", "proxy", "chaos", "store", "analyze", "client", "engines", "locust")] == []

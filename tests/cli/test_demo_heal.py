@@ -9,8 +9,8 @@ from pathlib import Path
 from rich.console import Console
 
 from sseguard.chaos import run_chaos
+from sseguard.core.policy import Policy
 from sseguard.demo import APIS, LEVELS, HealAct, Sweep, heal_act, heal_table, run_demo, scenario
-from sseguard.policy import Policy
 
 
 async def _act(tmp_path: Path) -> HealAct:

@@ -21,10 +21,10 @@ import pytest
 
 from _client_support import BODIES, STALL_S, body, sse_server
 from sseguard.client import AsyncStrictTransport, StreamEndedBadly, StrictTransport, describe
-from sseguard.contract import StreamChecker
-from sseguard.errors import ConfigError, SSEGuardError
-from sseguard.policy import Policy
-from sseguard.verdict import Ending, FindingKind
+from sseguard.core.contract import StreamChecker
+from sseguard.core.errors import ConfigError, SSEGuardError
+from sseguard.core.policy import Policy
+from sseguard.core.verdict import Ending, FindingKind
 
 MESSAGES: list[Any] = [{"role": "user", "content": "What is the weather in Hangzhou?"}]
 TOOLS = json.loads((BODIES.parent / "request_tools.json").read_text())["tools"]

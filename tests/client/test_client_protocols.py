@@ -19,8 +19,8 @@ import pytest
 
 from _client_support import WORDS, body, sse_server
 from sseguard.client import AsyncStrictTransport, StreamEndedBadly, StrictTransport, ended_badly
-from sseguard.policy import Policy
-from sseguard.verdict import Ending
+from sseguard.core.policy import Policy
+from sseguard.core.verdict import Ending
 
 TEXT = "".join(WORDS)
 MESSAGES: list[Any] = [{"role": "user", "content": "How is the weather?"}]

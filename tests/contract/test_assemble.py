@@ -8,7 +8,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sseguard.contract.chat.assembler import ChatAssembler, ChatChunk
+from sseguard.core.contract.chat.assembler import ChatAssembler, ChatChunk
 
 
 def test_content_reasoning_and_metadata_fold() -> None:

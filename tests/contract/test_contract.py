@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _streams import DONE, chunk, frame, text_stream, tool_stream
-from sseguard.contract import (
+from sseguard.core.contract import (
     MessagesChecker,
     ResponsesChecker,
     StreamChecker,
@@ -20,8 +20,8 @@ from sseguard.contract import (
     detect_api,
     leak_markers,
 )
-from sseguard.errors import UsageError
-from sseguard.verdict import Ending, Finding, FindingKind, Verdict
+from sseguard.core.errors import UsageError
+from sseguard.core.verdict import Ending, Finding, FindingKind, Verdict
 
 BODIES = Path(__file__).parents[2] / "examples" / "bodies"
 REQUEST_TOOLS = json.loads((BODIES.parent / "request_tools.json").read_text())

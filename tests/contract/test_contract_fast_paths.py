@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sseguard.contract import checker_for
-from sseguard.contract.messages import checker as messages_module
-from sseguard.contract.responses import checker as responses_module
-from sseguard.verdict import Verdict
+from sseguard.core.contract import checker_for
+from sseguard.core.contract.messages import checker as messages_module
+from sseguard.core.contract.responses import checker as responses_module
+from sseguard.core.verdict import Verdict
 
 
 def frame(obj: Any, name: str | None = None) -> bytes:

@@ -8,12 +8,12 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sseguard.contract import checker_for
-from sseguard.contract.garble import GarbleScanner
-from sseguard.contract.usage import UsageFacts, cache_share
-from sseguard.policy import STRICT, Policy
-from sseguard.record import record_from_verdict
-from sseguard.verdict import Ending, FindingKind, Verdict
+from sseguard.core.contract import checker_for
+from sseguard.core.contract.garble import GarbleScanner
+from sseguard.core.contract.usage import UsageFacts, cache_share
+from sseguard.core.policy import STRICT, Policy
+from sseguard.core.record import record_from_verdict
+from sseguard.core.verdict import Ending, FindingKind, Verdict
 
 BODIES = Path(__file__).parents[2] / "examples" / "bodies"
 

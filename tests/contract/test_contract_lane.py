@@ -16,10 +16,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sseguard.contract import checker_for
-from sseguard.contract.lane import Lane, plain
-from sseguard.sse import SSEDecoder, SSEEvent
-from sseguard.verdict import Verdict
+from sseguard.core.contract import checker_for
+from sseguard.core.contract.lane import Lane, plain
+from sseguard.core.sse import SSEDecoder, SSEEvent
+from sseguard.core.verdict import Verdict
 
 
 def _general(api: str, keep_text: bool = True) -> Any:

@@ -29,9 +29,9 @@ from _protocol_streams import (
     split_at,
     sse,
 )
-from sseguard.contract import MessagesChecker, checker_for, detect_api
-from sseguard.errors import UsageError
-from sseguard.verdict import Api, Ending, FindingKind, Verdict
+from sseguard.core.contract import MessagesChecker, checker_for, detect_api
+from sseguard.core.errors import UsageError
+from sseguard.core.verdict import Api, Ending, FindingKind, Verdict
 
 #: The verdict every shipped Messages sample body must get: (ending, finding kinds, error message).
 EXPECTED: dict[str, tuple[Ending, list[FindingKind], str | None]] = {
@@ -406,7 +406,7 @@ def _anthropic_snapshot(body: bytes) -> dict[str, Any]:
     """Run the body's events through the anthropic SDK's own ``accumulate_event``."""
     from anthropic.lib.streaming._messages import accumulate_event
 
-    from sseguard.sse import SSEDecoder
+    from sseguard.core.sse import SSEDecoder
 
     snapshot: Any = None
     buffers: dict[int, bytes] = {}

@@ -16,7 +16,7 @@ import pytest
 
 import sseguard.proxy.repair as repair
 import sseguard.proxy.repair.gemini as gemini_repair
-from sseguard.contract import checker_for, protocols
+from sseguard.core.contract import checker_for, protocols
 
 BODIES = {
     "chat": (

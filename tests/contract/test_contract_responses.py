@@ -29,9 +29,9 @@ from _protocol_streams import (
     split_at,
     sse,
 )
-from sseguard.contract import ResponsesChecker, checker_for, detect_api
-from sseguard.errors import UsageError
-from sseguard.verdict import Api, Ending, FindingKind, Verdict
+from sseguard.core.contract import ResponsesChecker, checker_for, detect_api
+from sseguard.core.errors import UsageError
+from sseguard.core.verdict import Api, Ending, FindingKind, Verdict
 
 #: The verdict every shipped Responses sample body must get: (ending, finding kinds, error message).
 EXPECTED: dict[str, tuple[Ending, list[FindingKind], str | None]] = {
@@ -490,7 +490,7 @@ def _openai_final_response(body: bytes) -> dict[str, Any]:
     from openai.lib.streaming.responses._responses import ResponseStreamState
     from openai.types.responses import ResponseStreamEvent
 
-    from sseguard.sse import SSEDecoder
+    from sseguard.core.sse import SSEDecoder
 
     state = ResponseStreamState(input_tools=omit, text_format=omit)
     final: dict[str, Any] = {}

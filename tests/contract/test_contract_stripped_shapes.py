@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _streams import text_stream
-from sseguard.contract import StreamChecker
-from sseguard.verdict import Finding, FindingKind
+from sseguard.core.contract import StreamChecker
+from sseguard.core.verdict import Finding, FindingKind
 
 # (markup, content, the leaked text reported, where it starts)
 STRIPPED = [

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from _gemini_support import sdk_client
 from _proxy_support import chaos_proxy
 from sseguard.chaos import ChaosConfig, Pacing, run_chaos
-from sseguard.contract.gemini import GeminiChecker
-from sseguard.contract.gemini.request import normal_request
-from sseguard.verdict import FindingKind
+from sseguard.core.contract.gemini import GeminiChecker
+from sseguard.core.contract.gemini.request import normal_request
+from sseguard.core.verdict import FindingKind
 
 #: Property names with underscores: user data, never renamed.
 SCHEMA = {"type": "object", "properties": {"city_name": {"type": "string"},

@@ -14,7 +14,7 @@ import pytest
 from sseguard.chaos.faults import Dialect, Fault
 from sseguard.chaos.registry import writer_for, writers
 from sseguard.chaos.server import make_app
-from sseguard.contract import (
+from sseguard.core.contract import (
     Api,
     Protocol,
     Route,
@@ -25,10 +25,10 @@ from sseguard.contract import (
     protocol,
     protocols,
 )
-from sseguard.contract.request import Format
-from sseguard.errors import UsageError
-from sseguard.sse import SSEDecoder
-from sseguard.verdict import Ending
+from sseguard.core.contract.request import Format
+from sseguard.core.errors import UsageError
+from sseguard.core.sse import SSEDecoder
+from sseguard.core.verdict import Ending
 
 NAMES = ("chat", "responses", "messages", "gemini")
 PATHS = {"chat": "/chat/completions", "responses": "/responses", "messages": "/messages",

@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sseguard.contract.registry import protocol
-from sseguard.contract.vocabulary import ReasonClass
+from sseguard.core.contract.registry import protocol
+from sseguard.core.contract.vocabulary import ReasonClass
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "protocols.md"
 _ROW = re.compile(r"^\| (chat|responses|messages|gemini) \(`([A-Za-z_.]+)`[^|]*"

@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 
 from sseguard import sdkdrift
 from sseguard.cli import app
-from sseguard.contract.gemini import GEMINI
-from sseguard.contract.messages import MESSAGES
-from sseguard.contract.registry import protocol
-from sseguard.contract.vocabulary import Kinds, Reasons
-from sseguard.verdict import Api
+from sseguard.core.contract.gemini import GEMINI
+from sseguard.core.contract.messages import MESSAGES
+from sseguard.core.contract.registry import protocol
+from sseguard.core.contract.vocabulary import Kinds, Reasons
+from sseguard.core.verdict import Api
 
 
 def assert_no_drift() -> None:

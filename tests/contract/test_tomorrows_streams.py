@@ -17,9 +17,9 @@ import pytest
 
 from _proxy_support import Script, proxy_config, raw_post, scripted
 from sseguard import sdkdrift
-from sseguard.contract import checker_for
+from sseguard.core.contract import checker_for
+from sseguard.core.verdict import Ending, Verdict
 from sseguard.proxy import run_proxy
-from sseguard.verdict import Ending, Verdict
 
 E = Ending
 

@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sseguard.contract import checker_for
-from sseguard.verdict import Ending, Verdict
+from sseguard.core.contract import checker_for
+from sseguard.core.verdict import Ending, Verdict
 
 NAMES = st.from_regex(r"[a-z][a-z0-9_]{0,12}", fullmatch=True)
 
@@ -213,8 +213,8 @@ def test_a_new_chat_field_anywhere_changes_nothing_but_the_record(name: str, at:
 def test_the_typed_chat_shapes_know_exactly_the_vocabularys_fields() -> None:
     """A field the typed decoding accepts is one the tables know, and the reverse: otherwise a new
     field would be skipped unrecorded, or every chunk of a known field would take the slow path."""
-    from sseguard.contract.chat.assembler import ChatChoice, ChatChunk, ChatDelta
-    from sseguard.contract.chat.vocabulary import KINDS
+    from sseguard.core.contract.chat.assembler import ChatChoice, ChatChunk, ChatDelta
+    from sseguard.core.contract.chat.vocabulary import KINDS
 
     assert {f"chunk.{f}" for f in ChatChunk.__struct_fields__} == {
         "chunk.id", "chunk.object", "chunk.created", "chunk.model", "chunk.choices", "chunk.usage",

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _toolcalls_support import DOCS, SOUP, pieces
+from sseguard.core.toolcalls import ToolCallEnd, join_events, parser_for
 from sseguard.engines._relay import CallPiece, Relay, Step, parse_whole
-from sseguard.toolcalls import ToolCallEnd, join_events, parser_for
 
 PROPS = settings(max_examples=60, deadline=None)
 CUTS = st.lists(st.integers(0, 3000), max_size=40)

@@ -13,8 +13,8 @@ import json
 import pytest
 
 from _engines_support import Expected, Vector, engine, harvest, matches, reference, tools_for
+from sseguard.core.toolcalls import Reasoning, families, parser_for
 from sseguard.engines._relay import Relay
-from sseguard.toolcalls import Reasoning, families, parser_for
 
 engine("sglang.srt.entrypoints.openai.serving_chat")
 

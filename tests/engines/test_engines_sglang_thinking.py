@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _engines_support import WEATHER_TOOLS, engine, thinking_cases, thinking_problem
-from sseguard.toolcalls import families
+from sseguard.core.toolcalls import families
 
 engine("sglang.srt.entrypoints.openai.serving_chat")
 

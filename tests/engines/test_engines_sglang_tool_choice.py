@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from _engines_support import WEATHER_TOOLS, call_markup, engine
-from sseguard.toolcalls import families
+from sseguard.core.toolcalls import families
 
 engine("sglang.srt.entrypoints.openai.serving_chat")
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from _engines_support import Expected, Vector, engine, harvest, matches, reference, tools_for
+from sseguard.core.toolcalls import families, parser_for
 from sseguard.engines._relay import Relay
-from sseguard.toolcalls import families, parser_for
 
 engine("vllm")
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from _engines_support import THOUGHT, WEATHER_TOOLS, call_markup, chat_templates, engine
-from sseguard.toolcalls import families
+from sseguard.core.toolcalls import families
 
 engine("vllm")
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _engines_support import WEATHER_TOOLS, ThinkingCase, engine, thinking_cases, thinking_problem
-from sseguard.toolcalls import families
+from sseguard.core.toolcalls import families
 
 engine("vllm")
 

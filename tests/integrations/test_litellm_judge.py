@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionChunk
 
 from _protocol_streams import Messages, messages_text
+from sseguard.core.policy import AGENTS, STRICT
 from sseguard.integrations.litellm import HookJudge, wire_bytes
 from sseguard.integrations.litellm.recorder import Recorder, StreamFacts
-from sseguard.policy import AGENTS, STRICT
 from sseguard.store import open_store
 
 
@@ -186,8 +186,8 @@ def test_without_a_store_nothing_is_written(tmp_path: Path) -> None:
 
 
 def test_an_unknown_policy_is_a_config_error() -> None:
-    from sseguard.errors import ConfigError
-    from sseguard.policy import Policy
+    from sseguard.core.errors import ConfigError
+    from sseguard.core.policy import Policy
 
     with pytest.raises(ConfigError, match="unknown policy 'lax'"):
         Policy.from_spec("lax")

@@ -18,10 +18,10 @@ import pytest
 from _expected import expected
 from _locust_support import base_env, chaos_server, free_port, run_cli, run_distributed, start, stop
 from sseguard.analyze import analyze, load_records
+from sseguard.core.policy import STRICT
+from sseguard.core.record import Record, decode_record
+from sseguard.core.verdict import Ending
 from sseguard.locust.launch import LOCUSTFILE, SETTINGS_ENV, Settings, locust_argv, master_address, role
-from sseguard.policy import STRICT
-from sseguard.record import Record, decode_record
-from sseguard.verdict import Ending
 
 SECRET = "sk-locusttestsecret-9f8e7d6c5b4a"
 KEY_ENV = "SSEGUARD_TEST_LOCUST_KEY"
@@ -336,7 +336,7 @@ def test_importing_the_user_module_loads_no_asyncio_code() -> None:
 def test_missing_locust_package_is_a_one_line_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
 
-    from sseguard.errors import ConfigError
+    from sseguard.core.errors import ConfigError
     from sseguard.locust import launch as locust_run
 
     real = importlib.util.find_spec

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
 from sseguard.probe.config import build_config, make_arm
 from sseguard.probe.target import Target
 

@@ -16,11 +16,11 @@ from _probe_support import FAST, config, serve_app
 from sseguard.analyze.summary import analyze_sources
 from sseguard.chaos import ChaosConfig, Fault, run_chaos
 from sseguard.chaos.config import CachePattern
+from sseguard.core.verdict import Api
 from sseguard.probe import consistency
 from sseguard.probe.config import WorkloadSpec
 from sseguard.probe.runner import execute
 from sseguard.probe.workloads import Workload
-from sseguard.verdict import Api
 
 # ── comparing answers ────────────────────────────────────────────────────────────────────────────────
 

@@ -24,7 +24,7 @@ from sseguard.chaos import (
     WindowPattern,
     run_chaos,
 )
-from sseguard.policy import Policy
+from sseguard.core.policy import Policy
 from sseguard.probe.config import ProbeConfig, build_config
 from sseguard.probe.runner import execute
 

@@ -17,15 +17,15 @@ from _expected import expected
 from _probe_support import FAST, free_port, serve_app, silent_server
 from sseguard.chaos import INJECT_HEADER, ChaosConfig, Fault, FaultOptions, Pacing, run_chaos
 from sseguard.chaos.faults import NEEDS_TOOL_CALL
-from sseguard.policy import Policy
+from sseguard.core.policy import Policy
+from sseguard.core.redact import Redactor
+from sseguard.core.verdict import Verdict
 from sseguard.probe.config import WorkloadSpec, make_arm
 from sseguard.probe.engine import EngineSettings, run_request
 from sseguard.probe.measure import StreamWatch
 from sseguard.probe.sink import MemorySink
 from sseguard.probe.target import ConnectionTracker, Target
 from sseguard.probe.workloads import Workload
-from sseguard.redact import Redactor
-from sseguard.verdict import Verdict
 
 BODIES = Path(__file__).resolve().parents[2] / "examples" / "bodies"
 

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
+from sseguard.core.verdict import Ending, Verdict
 from sseguard.probe.config import WorkloadSpec, build_config
 from sseguard.probe.formats import Call, Turn, check_body, format_for, thinking_budget
 from sseguard.probe.workloads import Workload
-from sseguard.verdict import Ending, Verdict
 
 APIS = ("chat", "responses", "messages")
 

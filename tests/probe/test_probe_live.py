@@ -8,9 +8,9 @@ import io
 import pytest
 from rich.console import Console
 
-from sseguard.policy import Policy
+from sseguard.core.policy import Policy
+from sseguard.core.record import Record
 from sseguard.probe.live import LiveView, Tally, endings_table, rate_text, wilson
-from sseguard.record import Record
 
 
 def _console(*, terminal: bool) -> Console:

@@ -12,11 +12,11 @@ import pytest
 
 from _probe_support import FAST, config, free_port
 from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
+from sseguard.core.record import Record
 from sseguard.probe.config import build_config
 from sseguard.probe.runner import execute
 from sseguard.probe.sink import RESULTS, read_results
-from sseguard.record import Record
 
 
 async def test_count_bounds_each_arm_and_concurrency_is_never_exceeded(tmp_path: Path) -> None:

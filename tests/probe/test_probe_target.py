@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from sseguard.core.verdict import Api
 from sseguard.probe.config import make_arm
 from sseguard.probe.target import Target
-from sseguard.verdict import Api
 
 
 def test_the_path_is_the_urls_path_for_each_protocol() -> None:

@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from _proxy_support import KEY, Script, chaos_proxy, chat, proxy_config, raw_post, scripted
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
 from sseguard.proxy import ProxyConfig, run_proxy
 
 

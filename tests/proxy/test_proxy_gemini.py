@@ -16,8 +16,8 @@ import pytest
 from _gemini_support import both_ways, sdk_client
 from _proxy_support import proxy_config
 from sseguard.chaos import ChaosConfig, FaultOptions, Pacing, run_chaos
-from sseguard.contract import checker_for
-from sseguard.contract.gemini import GEMINI, GeminiFrames
+from sseguard.core.contract import checker_for
+from sseguard.core.contract.gemini import GEMINI, GeminiFrames
 from sseguard.proxy import run_proxy
 
 FAST = Pacing(tokens=6, reasoning_tokens=3)

@@ -24,16 +24,16 @@ from test_proxy_machine import drive, frames_of, split
 
 from _protocol_streams import Responses
 from sseguard.chaos import ChaosConfig, Fault, FaultOptions, Pacing, run_chaos
-from sseguard.contract import checker_for, protocol
-from sseguard.errors import ConfigError
-from sseguard.policy import AGENTS
+from sseguard.core.contract import checker_for, protocol
+from sseguard.core.errors import ConfigError
+from sseguard.core.policy import AGENTS
+from sseguard.core.redact import DEFAULT
+from sseguard.core.verdict import Api, Ending
 from sseguard.proxy import run_proxy
 from sseguard.proxy.actions import AskContinuation
 from sseguard.proxy.heal import DIALECTS
 from sseguard.proxy.machine import RelayMachine
 from sseguard.proxy.resume_background import BackgroundResume, upstream_request
-from sseguard.redact import DEFAULT
-from sseguard.verdict import Api, Ending
 
 REQUEST = {"model": "m", "stream": True, "input": "hi", "background": True, "store": True}
 

@@ -23,7 +23,7 @@ from yarl import URL
 
 from _proxy_support import KEY, chat, raw_post
 from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
 from sseguard.proxy import run_proxy
 from sseguard.proxy.resume_usage import CHAT_KEYS, UsageSum
 

@@ -16,14 +16,14 @@ from test_proxy_machine import client_text, drive, frames_of, machine_for, split
 from _protocol_streams import Messages
 from _proxy_support import KEY, raw_post
 from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
-from sseguard.contract import checker_for, protocol
-from sseguard.policy import AGENTS
+from sseguard.core.contract import checker_for, protocol
+from sseguard.core.policy import AGENTS
+from sseguard.core.redact import DEFAULT
+from sseguard.core.verdict import Api
 from sseguard.proxy import run_proxy
 from sseguard.proxy.heal import DIALECTS
 from sseguard.proxy.machine import RelayMachine
 from sseguard.proxy.resume_messages import MessagesResume
-from sseguard.redact import DEFAULT
-from sseguard.verdict import Api
 
 
 def _ev(obj: dict[str, Any]) -> bytes:

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from sseguard.cli import app
+from sseguard.core.record import decode_record
+from sseguard.core.sse import SSEEvent
 from sseguard.proxy.resume import ChatResume, HeldToolCalls, Splice
 from sseguard.proxy.retry import backoff, retry_after, retryable_status, wait_before_retry
-from sseguard.record import decode_record
-from sseguard.sse import SSEEvent
 
 runner = CliRunner()
 NOW = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC

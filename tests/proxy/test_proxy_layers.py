@@ -84,8 +84,8 @@ def test_the_repair_imports_and_repairs_without_aiohttp() -> None:
         "import sys\n"
         "sys.modules['aiohttp'] = None\n"  # any import of aiohttp now fails
         "from sseguard.proxy.repair import frames_for\n"
-        "from sseguard.sse import SSEDecoder\n"
-        "from sseguard.verdict import Api\n"
+        "from sseguard.core.sse import SSEDecoder\n"
+        "from sseguard.core.verdict import Api\n"
         "frames = frames_for('hermes', {}, Api.CHAT)\n"
         f"body = {CALL_IN_CONTENT!r}\n"
         "out = b''.join(frames.transform(e) for e in SSEDecoder().feed(body))\n"

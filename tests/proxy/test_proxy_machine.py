@@ -25,8 +25,10 @@ from hypothesis import example, given, reject, settings
 from hypothesis import strategies as st
 
 from _protocol_streams import Messages, responses_text
-from sseguard.contract import checker_for, protocol
-from sseguard.policy import AGENTS
+from sseguard.core.contract import checker_for, protocol
+from sseguard.core.policy import AGENTS
+from sseguard.core.redact import DEFAULT
+from sseguard.core.verdict import Api, Ending
 from sseguard.proxy.actions import (
     AskContinuation,
     CloseUpstream,
@@ -53,8 +55,6 @@ from sseguard.proxy.frames import Frames
 from sseguard.proxy.heal import DIALECTS
 from sseguard.proxy.machine import RelayMachine
 from sseguard.proxy.retry import RetryBudget
-from sseguard.redact import DEFAULT
-from sseguard.verdict import Api, Ending
 
 REQUESTS: dict[str, dict[str, Any]] = {
     "chat": {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]},

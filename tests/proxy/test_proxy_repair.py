@@ -22,17 +22,17 @@ from _proxy_bodies import MESSAGE_STOP, Responses, event
 from _proxy_support import KEY, MESSAGES, WEATHER_TOOL, chaos_proxy, chat, raw_post, same_second
 from sseguard.chaos import ChaosConfig, Pacing, run_chaos
 from sseguard.chaos.generate import Call, render_markup
-from sseguard.contract import checker_for
-from sseguard.contract.chat.assembler import ChatAssembler
+from sseguard.core.contract import checker_for
+from sseguard.core.contract.chat.assembler import ChatAssembler
+from sseguard.core.sse import SSEDecoder, SSEEvent
+from sseguard.core.verdict import Api, FindingKind
 from sseguard.proxy.repair import (
     MessagesRepairFrames,
     RepairFrames,
     ResponsesRepairFrames,
     frames_for,
 )
-from sseguard.sse import SSEDecoder, SSEEvent
 from sseguard.store import open_store
-from sseguard.verdict import Api, FindingKind
 
 DSML = ["dsml-v32", "dsml-v4", "dsml-v41"]
 MARK = "｜DSML｜"

@@ -22,9 +22,9 @@ from test_proxy_repair import _assemble, _run, _split, _stream
 from _proxy_support import KEY, WEATHER_TOOL, chaos_proxy, chat, raw_post
 from sseguard.chaos import ChaosConfig, Pacing, run_chaos
 from sseguard.chaos.generate import Call, render_markup
-from sseguard.contract import checker_for
+from sseguard.core.contract import checker_for
+from sseguard.core.sse import SSEDecoder
 from sseguard.proxy.repair import RepairFrames
-from sseguard.sse import SSEDecoder
 
 TIME_TOOL: dict[str, Any] = {
     "type": "function",

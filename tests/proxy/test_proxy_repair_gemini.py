@@ -18,12 +18,12 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from sseguard.chaos.generate import Call, render_markup
-from sseguard.contract import checker_for
-from sseguard.contract.gemini import ARRAY_CLOSE, GeminiFrames
-from sseguard.jsonarray import ArrayTail
+from sseguard.core.contract import checker_for
+from sseguard.core.contract.gemini import ARRAY_CLOSE, GeminiFrames
+from sseguard.core.jsonarray import ArrayTail
+from sseguard.core.sse import SSEDecoder, Tail
+from sseguard.core.verdict import Api, FindingKind
 from sseguard.proxy.repair import WRITERS, GeminiRepairFrames, frames_for
-from sseguard.sse import SSEDecoder, Tail
-from sseguard.verdict import Api, FindingKind
 
 FRAMINGS = ["sse", "array"]
 DSML = ["dsml-v32", "dsml-v4", "dsml-v41"]

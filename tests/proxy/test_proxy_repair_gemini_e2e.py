@@ -22,7 +22,7 @@ from _gemini_support import sdk_client
 from _proxy_support import chaos_proxy, raw_post
 from _workers_support import started
 from sseguard.chaos import ChaosConfig, Pacing, run_chaos
-from sseguard.contract import checker_for
+from sseguard.core.contract import checker_for
 from sseguard.store import open_store
 
 SEED = 21

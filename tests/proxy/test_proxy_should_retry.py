@@ -116,7 +116,7 @@ def test_retry_budget_takes_a_percentage_or_a_share(given: str | float, share: f
 
 @pytest.mark.parametrize("given", ["lots", "-5%", "2000%"])
 def test_a_bad_retry_budget_is_a_one_line_config_error(given: str) -> None:
-    from sseguard.errors import ConfigError
+    from sseguard.core.errors import ConfigError
     from sseguard.proxy import ProxyConfig
 
     with pytest.raises(ConfigError, match=r"^--retry-budget"):

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from _real_forcing import FAMILIES, TOOLS, Case, Family
-from sseguard.reasoning import Answer, ThinkSplitter
-from sseguard.toolcalls import Reasoning, Text, ToolCallEnd, parser_for
+from sseguard.core.reasoning import Answer, ThinkSplitter
+from sseguard.core.toolcalls import Reasoning, Text, ToolCallEnd, parser_for
 
 CASES = [pytest.param(fam, case, id=f"{name}-{case.name}")
          for name, fam in FAMILIES.items() for case in fam.cases()]

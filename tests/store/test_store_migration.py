@@ -20,9 +20,9 @@ from _analyze_golden import CASES, assert_same, golden, records
 from sseguard.analyze.engines import PostgresEngine, SQLiteEngine
 from sseguard.analyze.sources import StoreSource
 from sseguard.analyze.summary import analyze_sources
-from sseguard.errors import ConfigError
-from sseguard.policy import Policy
-from sseguard.record import Record
+from sseguard.core.errors import ConfigError
+from sseguard.core.policy import Policy
+from sseguard.core.record import Record
 from sseguard.store import open_store
 
 V1_SQLITE = """

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 
 from _postgres_support import require_bindir
 from _store_support import KEY, is_clean, record, record_strategy, records, secret_records
-from sseguard.errors import ConfigError
-from sseguard.record import Record
+from sseguard.core.errors import ConfigError
+from sseguard.core.record import Record
 from sseguard.store import BatchWriter, RecordStore, open_store
 from sseguard.store.postgres import PostgresStore
 

@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 from _store_support import KEY, record, records
 from _streams import text_stream
-from sseguard.contract import StreamChecker
-from sseguard.errors import ConfigError
-from sseguard.policy import Policy
-from sseguard.record import raw_record, record_from_verdict
-from sseguard.redact import DEFAULT
+from sseguard.core.contract import StreamChecker
+from sseguard.core.errors import ConfigError
+from sseguard.core.policy import Policy
+from sseguard.core.record import raw_record, record_from_verdict
+from sseguard.core.redact import DEFAULT
 from sseguard.store import BatchWriter, open_store
 from sseguard.store.process import ProcessWriter
 

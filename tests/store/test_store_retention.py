@@ -11,8 +11,8 @@ import pytest
 
 from _store_support import record
 from sseguard.analyze.summary import analyze_sources
-from sseguard.errors import ConfigError
-from sseguard.record import Record
+from sseguard.core.errors import ConfigError
+from sseguard.core.record import Record
 from sseguard.store import open_store
 from sseguard.store.retention import Retention, SampledStore, parse_age, prune, sample_weight
 

@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from sseguard.analyze.summary import analyze_sources
-from sseguard.record import Record
+from sseguard.core.record import Record
 from sseguard.store import open_store
 
 CACHE_COLUMNS = ("prompt_tokens", "cached_tokens", "consistency", "diverged_token")

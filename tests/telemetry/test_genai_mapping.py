@@ -7,9 +7,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sseguard.policy import PRESETS, Policy
+from sseguard.core.policy import PRESETS, Policy
+from sseguard.core.verdict import Api, Ending, Finding, FindingKind, Verdict
 from sseguard.telemetry.genai import MAX_FINDING_EVENTS, Attempt, Call, metrics_of, request_model, span_of
-from sseguard.verdict import Api, Ending, Finding, FindingKind, Verdict
 
 CHAT_MESSAGE = {"id": "chatcmpl-1", "model": "served-model", "choices": [
     {"index": 0, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop"}],

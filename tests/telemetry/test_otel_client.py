@@ -131,7 +131,7 @@ async def test_anthropic_messages_span_on_the_sync_transport(pipeline: Any) -> N
 def test_otel_without_the_extra_is_a_config_error(monkeypatch: Any) -> None:
     import sys
 
-    from sseguard.errors import ConfigError
+    from sseguard.core.errors import ConfigError
 
     monkeypatch.setitem(sys.modules, "opentelemetry.sdk", None)  # as if the extra were missing
     with pytest.raises(ConfigError, match=r"sseguard\[otel\]"):

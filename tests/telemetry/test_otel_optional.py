@@ -71,7 +71,7 @@ def test_the_environment_is_checked_as_opentelemetry_reads_it() -> None:
     import pytest
 
     pytest.importorskip("opentelemetry.sdk")
-    from sseguard.errors import ConfigError
+    from sseguard.core.errors import ConfigError
     from sseguard.telemetry.otel import check_environment
 
     check_environment({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})

@@ -15,12 +15,12 @@ from test_toolcalls_plugin import _distribution, _python
 
 from sseguard.chaos import ChaosConfig
 from sseguard.cli._names import check_family
-from sseguard.contract import leak_markers
-from sseguard.errors import ConfigError, UsageError
+from sseguard.core.contract import leak_markers
+from sseguard.core.errors import ConfigError, UsageError
+from sseguard.core.reasoning import ThinkSplitter
+from sseguard.core.toolcalls import Claim, aliases, canonical, family, parser_for
+from sseguard.core.toolcalls.family import Family
 from sseguard.proxy.config import ProxyConfig
-from sseguard.reasoning import ThinkSplitter
-from sseguard.toolcalls import Claim, aliases, canonical, family, parser_for
-from sseguard.toolcalls.family import Family
 
 #: engine name → sseguard family, as docs/design/markup.md §3.1 writes it (SGLang 0.5.23's ``deepseekv31``
 #: and ``deepseekv32`` included, which its registry holds)
@@ -117,7 +117,7 @@ def test_the_shipped_leak_shapes_are_accepted() -> None:
     _family(leak_shape=r"(?<=to=)functions\.[a-z]+")
 
 
-PLUGIN = '''from sseguard.toolcalls import json_in_tags
+PLUGIN = '''from sseguard.core.toolcalls import json_in_tags
 
 MINE = json_in_tags("mine", "<tool_call>", "</tool_call>")
 '''
@@ -127,7 +127,7 @@ def test_a_plugin_taking_a_builtins_auto_marker_is_warned_about_naming_both(
         tmp_path: Path) -> None:
     site = _distribution(tmp_path / "site", "mine-family", {"minefam": PLUGIN},
                          "[sseguard.families]\nmine = minefam:MINE\n")
-    done = _python("from sseguard.toolcalls import families; print('mine' in families())", site)
+    done = _python("from sseguard.core.toolcalls import families; print('mine' in families())", site)
     assert done.stdout.strip() == "True"
     assert "FamilyPluginWarning" in done.stderr
     assert "'mine'" in done.stderr and "'<tool_call>'" in done.stderr and "'hermes'" in done.stderr

@@ -15,7 +15,7 @@ from _toolcalls_support_tables import (
     check_round_trip,
     round_calls,
 )
-from sseguard.toolcalls import FAMILIES, canonical, parser_for
+from sseguard.core.toolcalls import FAMILIES, canonical, parser_for
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]

@@ -17,9 +17,9 @@ from _toolcalls_support_tables import (
     check_round_trip,
     round_calls,
 )
-from sseguard.toolcalls import FAMILIES, canonical, consumed_text, join_events
-from sseguard.toolcalls.glm import GLMParser
-from sseguard.toolcalls.kv_tags import hunyuan_tags
+from sseguard.core.toolcalls import FAMILIES, canonical, consumed_text, join_events
+from sseguard.core.toolcalls.glm import GLMParser
+from sseguard.core.toolcalls.kv_tags import hunyuan_tags
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]

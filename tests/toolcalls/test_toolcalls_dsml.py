@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from _toolcalls_support import calls_of, check_invariants, errors_of, run, text_of
-from sseguard.errors import UsageError
-from sseguard.toolcalls import (
+from sseguard.core.errors import UsageError
+from sseguard.core.toolcalls import (
     Markup,
     MarkupError,
     MarkupErrorKind,

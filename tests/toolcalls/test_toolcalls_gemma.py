@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import _toolcalls_support  # noqa: F401 - loads the support modules in their order
 from _toolcalls_support import reasoning_of
 from _toolcalls_support_python import assert_robust, everyhow, outcome
-from sseguard.toolcalls import ToolArgsDelta, ToolCallStart, family
+from sseguard.core.toolcalls import ToolArgsDelta, ToolCallStart, family
 
 FS, FE, ESC = "<start_function_call>", "<end_function_call>", "<escape>"
 GS, GE, Q = "<|tool_call>", "<tool_call|>", '<|"|>'
@@ -138,7 +138,7 @@ def test_junk_inside_is_reported_not_shown(fam: str) -> None:
 
 
 def test_auto_does_not_take_an_answer_that_mentions_escape_for_functiongemma() -> None:
-    from sseguard.toolcalls import ToolCallEnd, parser_for
+    from sseguard.core.toolcalls import ToolCallEnd, parser_for
 
     text = 'Wrap it in <escape> tags.\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'
     parser = parser_for("auto")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from _toolcalls_support import calls_of, errors_of, parsed, reasoning_of, text_of
-from sseguard.reasoning import ThinkSplitter
-from sseguard.toolcalls import (
+from sseguard.core.reasoning import ThinkSplitter
+from sseguard.core.toolcalls import (
     Markup,
     MarkupError,
     MarkupErrorKind,

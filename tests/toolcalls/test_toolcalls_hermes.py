@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from _toolcalls_support import calls_of, check_invariants, errors_of, run, text_of
-from sseguard.toolcalls import (
+from sseguard.core.toolcalls import (
     Markup,
     MarkupError,
     ToolArgsDelta,

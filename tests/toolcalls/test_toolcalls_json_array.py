@@ -10,7 +10,7 @@ import pytest
 
 from _toolcalls_support import calls_of, run
 from _toolcalls_tables import check_case
-from sseguard.toolcalls import ToolCallEnd, ToolCallStart
+from sseguard.core.toolcalls import ToolCallEnd, ToolCallStart
 
 Case = tuple[str, str, list[tuple[str, Any]], list[str]]
 
@@ -157,7 +157,7 @@ def test_cohere_keeps_the_models_call_ids() -> None:
 def test_arguments_in_the_template_order_stream_before_the_element_closes() -> None:
     """The call is announced at its name, its arguments go out as they arrive (docs/design/markup.md,
     class B)."""
-    from sseguard.toolcalls import ToolArgsDelta, parser_for
+    from sseguard.core.toolcalls import ToolArgsDelta, parser_for
     p = parser_for("jamba")
     out = p.feed('<tool_calls>[{"name": "write", "arguments": {"content": "abc')
     assert out[-2:] == [ToolCallStart(0, "write"), ToolArgsDelta(0, '{"content": "abc')]

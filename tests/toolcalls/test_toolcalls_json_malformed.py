@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from _toolcalls_support import calls_of, check_invariants, errors_of, run
 from _toolcalls_support_jsoncalls import PART3_LEAKS
-from sseguard.toolcalls import family
+from sseguard.core.toolcalls import family
 
 FAMILIES = sorted(PART3_LEAKS)
 JUNK = st.sampled_from(["x", "}", "]", "[", ",", '"', "\\", "{", ";", "\n", "<", "<|", "NaN",

@@ -10,7 +10,7 @@ import pytest
 
 from _toolcalls_support import calls_of, errors_of, parsed, text_of
 from sseguard.cli.parse import parse_text
-from sseguard.toolcalls import (
+from sseguard.core.toolcalls import (
     Markup,
     MarkupError,
     Text,

@@ -15,7 +15,7 @@ from _toolcalls_support_tables import (
     check_round_trip,
     round_calls,
 )
-from sseguard.toolcalls import ToolCallStart, canonical
+from sseguard.core.toolcalls import ToolCallStart, canonical
 
 CALL = ('<|open|>tools<|sep|><|open|>call tool="get_weather" index="3"<|sep|>'
         '<|open|>argument key="city" type="string"<|sep|> Paris &amp; "Rome"<|close|>argument<|sep|>'

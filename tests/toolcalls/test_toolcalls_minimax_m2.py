@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from _toolcalls_support import calls_of, check_invariants, errors_of, run, text_of
-from sseguard.toolcalls import (
+from sseguard.core.toolcalls import (
     Markup,
     MarkupError,
     MarkupErrorKind,

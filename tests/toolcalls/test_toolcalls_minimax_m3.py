@@ -15,7 +15,7 @@ from _toolcalls_support_tables import (
     check_every_cut,
     check_garbled,
 )
-from sseguard.toolcalls import FAMILIES, canonical, parser_for
+from sseguard.core.toolcalls import FAMILIES, canonical, parser_for
 
 NS = "]<]minimax[>["
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {

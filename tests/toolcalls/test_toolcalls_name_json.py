@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import _toolcalls_support  # noqa: F401 - loads the support modules in their order
 from _toolcalls_support import reasoning_of
 from _toolcalls_support_python import assert_robust, everyhow, outcome
-from sseguard.toolcalls import Markup, ToolArgsDelta, ToolCallEnd, ToolCallStart, family
+from sseguard.core.toolcalls import Markup, ToolArgsDelta, ToolCallEnd, ToolCallStart, family
 
 P = "<|plamo:{}:plamo|>".format
 REQS, REQS_END = P("begin_tool_requests"), P("end_tool_requests")
@@ -152,8 +152,8 @@ def test_junk_inside_is_reported_not_shown(fam: str) -> None:
 
 
 def test_name_then_json_builds_a_family_with_or_without_a_closer() -> None:
-    from sseguard.errors import UsageError
-    from sseguard.toolcalls import name_then_json
+    from sseguard.core.errors import UsageError
+    from sseguard.core.toolcalls import name_then_json
 
     closed = name_then_json("toy-closed", "<<fn>>", "<<args>>", "<</fn>>")
     parser = closed.make(None)

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-TOY_MODULE = '''from sseguard.toolcalls import json_in_tags
+TOY_MODULE = '''from sseguard.core.toolcalls import json_in_tags
 
 TOY = json_in_tags("toy", "<<call>>", "<</call>>")
 '''
@@ -72,7 +72,7 @@ def _sseguard(args: list[str], *paths: Path) -> subprocess.CompletedProcess[str]
 
 _PARSE = '''
 import json, sys
-from sseguard.toolcalls import event_to_dict, join_events, parser_for
+from sseguard.core.toolcalls import event_to_dict, join_events, parser_for
 text = sys.argv[1]
 out = {}
 for family in ("toy", "auto"):
@@ -104,7 +104,7 @@ def test_the_plugin_family_parses_by_name_and_auto_claims_it(toy: Path) -> None:
 
 
 def test_the_plugin_family_is_listed_after_the_built_ins(toy: Path) -> None:
-    done = _python("from sseguard.toolcalls import families; print(','.join(families()))", toy)
+    done = _python("from sseguard.core.toolcalls import families; print(','.join(families()))", toy)
     names = done.stdout.strip().split(",")
     assert names[:12] == ["dsml-v32", "dsml-v4", "dsml-v41", "deepseek-v3", "deepseek-v31",
                           "hermes", "glm45", "glm47", "qwen3-coder", "kimi-k2", "harmony",
@@ -148,7 +148,7 @@ def test_sseguard_check_finds_the_plugin_marker_leaked_in_content(toy: Path, tmp
 
 _CHECK = '''
 import sys
-from sseguard.contract import StreamChecker
+from sseguard.core.contract import StreamChecker
 checker = StreamChecker(markup=sys.argv[2])
 for i in range(0, len(sys.argv[1]), 3):  # the body in 3-byte pieces: the marker spans deltas
     checker.feed(sys.argv[1][i:i + 3].encode())
@@ -196,7 +196,7 @@ def test_sseguard_chaos_renders_calls_in_the_plugin_family(toy: Path) -> None:
 
 def test_a_broken_plugin_is_one_warning_line_and_everything_else_works(toy: Path,
                                                                        broken: Path) -> None:
-    done = _python("from sseguard.toolcalls import families; print(','.join(families()))",
+    done = _python("from sseguard.core.toolcalls import families; print(','.join(families()))",
                    broken, toy)
     assert done.returncode == 0
     names = done.stdout.strip().split(",")

@@ -38,7 +38,7 @@ from _toolcalls_support import (
 from _toolcalls_support_jsoncalls import AUTO_NEVER, BARE_START
 from _toolcalls_support_markup2 import GLM_TOOLS, MINIMAX_TOOLS, glm_docs, minimax_docs
 from _toolcalls_support_python import PY_CANNED, UNMARKED
-from sseguard.toolcalls import FAMILIES, MarkupError, consumed_text, parser_for
+from sseguard.core.toolcalls import FAMILIES, MarkupError, consumed_text, parser_for
 
 #: SSEGUARD_PROPS_SCALE=10 runs every property here with ten times the examples (issue 29: a longer
 #: run found chunking-dependent events that the usual budget did not).

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import _toolcalls_support  # noqa: F401 - loads the support modules in their order
 from _toolcalls_support_python import assert_robust, everyhow, outcome
-from sseguard.toolcalls import Markup, Text, ToolArgsDelta, ToolCallEnd, ToolCallStart, family
+from sseguard.core.toolcalls import Markup, Text, ToolArgsDelta, ToolCallEnd, ToolCallStart, family
 
 PS, PE = "<|python_start|>", "<|python_end|>"
 TS, TE = "<|tool_call_start|>", "<|tool_call_end|>"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from _toolcalls_support import calls_of, check_invariants, errors_of, run, text_of
-from sseguard.toolcalls import ToolArgsDelta, parser_for
+from sseguard.core.toolcalls import ToolArgsDelta, parser_for
 
 TOOLS = [{"type": "function", "function": {"name": "read", "parameters": {"type": "object",
           "properties": {"path": {"type": "string"}, "limit": {"type": "integer"},

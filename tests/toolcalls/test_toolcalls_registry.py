@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sseguard.chaos import ChaosConfig
-from sseguard.contract import checker_for, leak_markers
-from sseguard.errors import ConfigError, UsageError
-from sseguard.toolcalls import (
+from sseguard.core.contract import checker_for, leak_markers
+from sseguard.core.errors import ConfigError, UsageError
+from sseguard.core.toolcalls import (
     FAMILIES,
     Claim,
     Family,
@@ -28,7 +28,7 @@ from sseguard.toolcalls import (
     json_in_tags,
     parser_for,
 )
-from sseguard.verdict import Api
+from sseguard.core.verdict import Api
 
 #: The families of docs/design/markup.md §1 and §2, then those of its classes A, A′, B and B′.
 FIRST = ["dsml-v32", "dsml-v4", "dsml-v41", "deepseek-v3", "deepseek-v31", "hermes", "glm45",

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from sseguard.toolcalls import MarkupError, ToolCallEnd, parser_for
-from sseguard.toolcalls._json import JSONProblem
-from sseguard.toolcalls.schema import ToolSpec, ValueTyping, declared_types
+from sseguard.core.toolcalls import MarkupError, ToolCallEnd, parser_for
+from sseguard.core.toolcalls._json import JSONProblem
+from sseguard.core.toolcalls.schema import ToolSpec, ValueTyping, declared_types
 
 
 @pytest.mark.parametrize("schema,types", [

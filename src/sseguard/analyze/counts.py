@@ -27,8 +27,8 @@ from sseguard.analyze.facts import (
     unknown_query,
 )
 from sseguard.analyze.sources import RECORD_COLUMNS, FileSource, Source, StoreSource
-from sseguard.errors import ConfigError
-from sseguard.record import SCHEMA_VERSION, Record
+from sseguard.core.errors import ConfigError
+from sseguard.core.record import SCHEMA_VERSION, Record
 
 T = TypeVar("T")
 #: Headers that carry ground truth (what the chaos server injected), not evidence.

@@ -29,9 +29,9 @@ from sseguard.analyze.sources import (
     spark_schema,
     unknown_in_json,
 )
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
+from sseguard.core.record import id_prefix
 from sseguard.extras import require
-from sseguard.record import id_prefix
 from sseguard.store.fields import CACHE_FACTS, UNKNOWN_FACT
 
 Row = tuple[Any, ...]
@@ -180,7 +180,7 @@ def _first_bad_line(path: str) -> str | None:
     """``path:N: not a valid record: why`` for the first line that is not a record (streamed)."""
     import msgspec
 
-    from sseguard.record import Record
+    from sseguard.core.record import Record
 
     decode = msgspec.json.Decoder(Record).decode
     try:

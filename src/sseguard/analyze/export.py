@@ -18,7 +18,7 @@ from typing import Any
 from sseguard.analyze.engines import DuckDBEngine, EngineError
 from sseguard.analyze.facts import Filter, quote
 from sseguard.analyze.sources import RECORD_COLUMNS, FileSource, StoreSource, resolve
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
 
 #: Store rows fetched per round trip while exporting.
 PAGE = 5000

@@ -83,7 +83,8 @@ class Dialect:
         return "SELECT h.key AS name, h.value AS value FROM f, jsonb_each_text(f.headers) AS h"
 
     def id_prefix(self) -> str:
-        """``sseguard.record.id_prefix`` of ``response_id``: the leading letters, ``numeric``, ``other``."""
+        """``sseguard.core.record.id_prefix`` of ``response_id``: the leading letters, ``numeric``,
+        ``other``."""
         if self.name == "sqlite":
             return "sseguard_id_prefix(response_id)"  # the Python function itself, registered by the engine
         if self.name == "postgresql":

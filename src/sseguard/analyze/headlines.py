@@ -22,7 +22,7 @@ from sseguard.analyze.model import (
     UnknownKind,
 )
 from sseguard.analyze.stats import Rate, fmt_p, pct
-from sseguard.verdict import Ending
+from sseguard.core.verdict import Ending
 
 _ENDINGS = frozenset(str(e) for e in Ending)
 

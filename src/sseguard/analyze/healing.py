@@ -34,7 +34,7 @@ from sseguard.analyze.facts import CELL_KEYS, Filter, cells_query, facts_cte, pr
 from sseguard.analyze.model import HEALED_OUTCOME, AttributeResult, Healing
 from sseguard.analyze.sources import FileSource, StoreSource
 from sseguard.analyze.stats import Rate, ranked
-from sseguard.policy import Policy
+from sseguard.core.policy import Policy
 
 #: ``Record.healed`` values that mean the proxy healed the stream (``none``: it needed no healing).
 HEALED = ("retry", "resume")

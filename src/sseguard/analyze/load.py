@@ -15,8 +15,8 @@ from pathlib import Path
 
 import msgspec
 
-from sseguard.errors import ConfigError
-from sseguard.record import SCHEMA_VERSION, Record
+from sseguard.core.errors import ConfigError
+from sseguard.core.record import SCHEMA_VERSION, Record
 
 _decoder = msgspec.json.Decoder(Record)
 _STORE_SUFFIXES = (".db", ".sqlite", ".sqlite3")

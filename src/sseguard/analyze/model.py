@@ -14,7 +14,7 @@ from typing import Any
 
 from sseguard.analyze.facts import DIVERGED_BUCKETS
 from sseguard.analyze.stats import Rate
-from sseguard.policy import Policy
+from sseguard.core.policy import Policy
 
 #: The outcome the healing search gives a healed stream that then passed (``Healing``).
 HEALED_OUTCOME = "healed"

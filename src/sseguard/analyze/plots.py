@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from sseguard.analyze.model import Analysis
-from sseguard.record import Record
+from sseguard.core.record import Record
 
 TIMELINE = "failures_over_time.png"
 CONCURRENCY = "failure_rate_vs_concurrency.png"

@@ -35,9 +35,9 @@ from sseguard.analyze.model import (
 )
 from sseguard.analyze.stats import Rate, fmt_p, pct
 from sseguard.analyze.summary import failure_reason
-from sseguard.errors import ConfigError
-from sseguard.record import Record
-from sseguard.redact import redact_headers, redact_obj, redact_text
+from sseguard.core.errors import ConfigError
+from sseguard.core.record import Record
+from sseguard.core.redact import redact_headers, redact_obj, redact_text
 
 #: Failing streams whose evidence the HTML report shows in full.
 EVIDENCE_COUNT = 10

@@ -25,8 +25,8 @@ from rich.text import Text
 
 from sseguard.analyze.facts import FILTERABLE, Filter
 from sseguard.analyze.model import Analysis
-from sseguard.errors import ConfigError
-from sseguard.policy import Policy
+from sseguard.core.errors import ConfigError
+from sseguard.core.policy import Policy
 from sseguard.store.retention import parse_age
 
 

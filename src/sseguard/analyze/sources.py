@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sseguard.analyze.facts import FACTS, Dialect, quote, with_prefix
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
 from sseguard.store.fields import CACHE_FACTS, HEAL_FACTS, UNKNOWN_FACT
 
 #: The record fields a file source is read with, by name and DuckDB type; JSON-valued fields stay JSON

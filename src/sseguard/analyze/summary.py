@@ -35,10 +35,10 @@ from sseguard.analyze.model import (
 )
 from sseguard.analyze.sources import resolve
 from sseguard.analyze.stats import Rate, fisher, ranked
-from sseguard.errors import ConfigError
-from sseguard.policy import STRICT, Policy
-from sseguard.record import Record
-from sseguard.verdict import Ending
+from sseguard.core.errors import ConfigError
+from sseguard.core.policy import STRICT, Policy
+from sseguard.core.record import Record
+from sseguard.core.verdict import Ending
 
 #: A kind of failure gets its own attribute search from this many streams on.
 MIN_REASON_FAILURES = 5

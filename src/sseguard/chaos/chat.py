@@ -36,7 +36,7 @@ from sseguard.chaos.request import (
     text_of,
 )
 from sseguard.chaos.writer import Writer
-from sseguard.contract.chat import CHAT, DONE_FRAME
+from sseguard.core.contract.chat import CHAT, DONE_FRAME
 
 _enc = msgspec.json.encode
 DONE = DONE_FRAME

@@ -19,9 +19,9 @@ from sseguard._config import number as _number
 from sseguard._config import probability as _probability
 from sseguard._config import string as _string
 from sseguard.chaos.faults import Dialect, Fault
-from sseguard.contract import protocols
-from sseguard.errors import ConfigError
-from sseguard.toolcalls import Family, canonical, families
+from sseguard.core.contract import protocols
+from sseguard.core.errors import ConfigError
+from sseguard.core.toolcalls import Family, canonical, families
 
 #: The protocols an ``ApiPattern`` can single out (the protocol registry's names).
 API_NAMES = tuple(str(p.api) for p in protocols())
@@ -49,7 +49,7 @@ def parse_dialect(name: str) -> Dialect:
 
 
 class _FamilyNames(Sequence[str]):
-    """Names of the registered markup families (``sseguard.toolcalls.families()``, plugins included)
+    """Names of the registered markup families (``sseguard.core.toolcalls.families()``, plugins included)
     that ``keep`` selects, read from the registry when first used."""
 
     def __init__(self, keep: Callable[[Family], bool]) -> None:

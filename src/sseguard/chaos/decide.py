@@ -18,7 +18,7 @@ from sseguard.chaos.config import (
     WindowPattern,
 )
 from sseguard.chaos.faults import STREAM_ONLY, Decision, Fault, request_rng
-from sseguard.verdict import Api
+from sseguard.core.verdict import Api
 
 
 def decide(config: ChaosConfig, counter: int, *, inflight: int = 1, elapsed_s: float = 0.0,

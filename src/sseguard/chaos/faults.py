@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sseguard.verdict import Ending, FindingKind
+from sseguard.core.verdict import Ending, FindingKind
 
 
 class Fault(StrEnum):
@@ -60,7 +60,7 @@ class Fault(StrEnum):
 class Expectation:
     """What a strict checker reports for a fault on a plain text answer (no tool calls, no markup).
 
-    ``markup_error`` is the ``MarkupError`` kind a ``sseguard.toolcalls`` parser reports for the
+    ``markup_error`` is the ``MarkupError`` kind a ``sseguard.core.toolcalls`` parser reports for the
     content, where the fault lives inside raw markup.
     """
 

@@ -43,14 +43,14 @@ from sseguard.chaos.frames import (
 from sseguard.chaos.generate import Answer, schema_value
 from sseguard.chaos.request import BadRequest, ChatRequest, Tool, decode_object, int_field, text_of
 from sseguard.chaos.writer import Writer
-from sseguard.contract.gemini import GEMINI
-from sseguard.contract.gemini.request import (
+from sseguard.core.contract.gemini import GEMINI
+from sseguard.core.contract.gemini.request import (
     function_declarations,
     json_schema,
     normal_request,
     parameters_schema,
 )
-from sseguard.contract.protocol import Framing
+from sseguard.core.contract.protocol import Framing
 
 _enc = msgspec.json.encode
 #: What a Gemini stream cannot carry: function calls arrive with their arguments as an object or as

@@ -18,7 +18,7 @@ from typing import Any
 from sseguard.chaos.config import MALFORMABLE, ChaosConfig
 from sseguard.chaos.faults import NEEDS_TEXT, NEEDS_TOOL_CALL, Fault
 from sseguard.chaos.request import ChatRequest, Tool
-from sseguard.toolcalls import family as registered
+from sseguard.core.toolcalls import family as registered
 
 _WORDS_TEXT = """
 stream token chunk answer model server client request response event frame delta content reason
@@ -322,7 +322,7 @@ def _number(rng: random.Random, schema: dict[str, Any], *, integer: bool) -> int
 
 def render_markup(family: str, calls: list[Call], *, malformed: bool = False) -> str:
     """The markup a model of ``family`` writes for ``calls``, including the separator before it: the
-    family's own ``render`` (``sseguard.toolcalls``, plugins included).
+    family's own ``render`` (``sseguard.core.toolcalls``, plugins included).
 
     ``malformed`` (``MALFORMABLE`` families) misspells one closing tag (Harmony: the first call's
     channel), the way a model under load or a re-serializing gateway does.

@@ -22,7 +22,7 @@ from sseguard.chaos.frames import Plan, ResponseIds
 from sseguard.chaos.generate import Answer, Call
 from sseguard.chaos.request import BadRequest, ChatRequest, Tool, decode_object, int_field, text_of
 from sseguard.chaos.writer import Writer
-from sseguard.contract.messages import MESSAGES
+from sseguard.core.contract.messages import MESSAGES
 
 #: What a Messages stream cannot carry: no sequence numbers, no ``*.done`` text to contradict, one
 #: message id sent once, no ``finish_reason`` enum of chat's kind, and content after ``message_stop``

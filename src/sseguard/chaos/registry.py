@@ -10,8 +10,8 @@ from types import MappingProxyType
 
 from sseguard.chaos import chat, gemini, messages, responses
 from sseguard.chaos.writer import Writer
-from sseguard.contract import protocol
-from sseguard.verdict import Api
+from sseguard.core.contract import protocol
+from sseguard.core.verdict import Api
 
 _WRITERS: MappingProxyType[Api, Writer] = MappingProxyType({w.api: w for w in (
     chat.WRITER,

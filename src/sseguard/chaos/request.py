@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from sseguard.contract.protocol import Framing
+from sseguard.core.contract.protocol import Framing
 
 #: reasoning_effort values the server knows, with how many reasoning chunks each asks for, relative to
 #: ``Pacing.reasoning_tokens``. ``none`` (and no value) means no reasoning at all.

@@ -32,8 +32,8 @@ from sseguard.chaos.request import (
     text_of,
 )
 from sseguard.chaos.writer import Writer
-from sseguard.contract.chat import DONE_FRAME as DONE
-from sseguard.contract.responses import RESPONSES
+from sseguard.core.contract.chat import DONE_FRAME as DONE
+from sseguard.core.contract.responses import RESPONSES
 
 #: What a Responses stream cannot carry: it has no ``[DONE]`` to omit, no ``finish_reason`` to
 #: contradict, and content after the terminal event is ``event_order`` here.

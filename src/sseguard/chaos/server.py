@@ -58,8 +58,8 @@ from sseguard.chaos.generate import Answer, make_answer
 from sseguard.chaos.registry import writers
 from sseguard.chaos.request import BadRequest, ChatRequest
 from sseguard.chaos.writer import Writer
-from sseguard.contract import Framing, Protocol, Route, protocol
-from sseguard.verdict import Api
+from sseguard.core.contract import Framing, Protocol, Route, protocol
+from sseguard.core.verdict import Api
 
 SERVER_HEADER = f"sseguard-chaos/{__version__}"
 FAULT_HEADER = "x-sseguard-fault"

@@ -31,11 +31,11 @@ from sseguard.chaos.faults import Decision, Dialect, Fault
 from sseguard.chaos.frames import End
 from sseguard.chaos.upstream_garble import Garbler
 from sseguard.chaos.upstream_wire import WIRES, Kind, Wire, chat_dialects
-from sseguard.contract import checker_for
-from sseguard.contract.chat import DONE_FRAME
-from sseguard.contract.gemini.relay import ARRAY_CLOSE
-from sseguard.sse import SSEEvent
-from sseguard.verdict import Api
+from sseguard.core.contract import checker_for
+from sseguard.core.contract.chat import DONE_FRAME
+from sseguard.core.contract.gemini.relay import ARRAY_CLOSE
+from sseguard.core.sse import SSEEvent
+from sseguard.core.verdict import Api
 
 _enc = msgspec.json.encode
 _dec = msgspec.json.decode

@@ -68,7 +68,7 @@ from sseguard.chaos.server import (
 from sseguard.chaos.upstream import Pause, Send, Step, Stop, UpstreamFaults
 from sseguard.chaos.upstream_garble import Garbler
 from sseguard.chaos.upstream_wire import WIRES
-from sseguard.contract import Framing, Protocol, protocol_for_path
+from sseguard.core.contract import Framing, Protocol, protocol_for_path
 
 #: Connection-specific headers (RFC 9110 §7.6.1) and those each hop sets anew: never copied.
 _HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
@@ -386,7 +386,7 @@ async def run_upstream_chaos(config: ChaosConfig, upstream: str, host: str = "12
 
 def check_upstream(upstream: str) -> str:
     """``upstream`` if it is an http(s) URL with a host, else a ``ConfigError``."""
-    from sseguard.errors import ConfigError
+    from sseguard.core.errors import ConfigError
 
     url = URL(upstream)
     if url.scheme not in ("http", "https") or not url.host:

@@ -21,10 +21,10 @@ import msgspec
 
 from sseguard.chaos.config import RESPONSES_ERROR_FORMS, ChaosConfig
 from sseguard.chaos.faults import Decision, Dialect, Fault
-from sseguard.contract.chat import CHAT, DONE_FRAME
-from sseguard.contract.gemini import GEMINI
-from sseguard.contract.gemini.relay import ARRAY_CLOSE
-from sseguard.verdict import Api
+from sseguard.core.contract.chat import CHAT, DONE_FRAME
+from sseguard.core.contract.gemini import GEMINI
+from sseguard.core.contract.gemini.relay import ARRAY_CLOSE
+from sseguard.core.verdict import Api
 
 _enc = msgspec.json.encode
 

@@ -17,7 +17,7 @@ from sseguard.chaos.faults import Decision, Fault
 from sseguard.chaos.frames import Plan, ResponseIds
 from sseguard.chaos.generate import Answer
 from sseguard.chaos.request import BadRequest, ChatRequest
-from sseguard.verdict import Api
+from sseguard.core.verdict import Api
 
 
 @dataclass(frozen=True, slots=True)

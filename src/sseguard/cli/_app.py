@@ -21,7 +21,7 @@ from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
 
 from sseguard import __version__
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
 
 #: Every command: the module that registers it and its line in ``sseguard --help``, in the order of
 #: the tour in README.md. The line is written here only: ``--help`` shows it without importing the
@@ -122,8 +122,8 @@ def fail(message: str) -> NoReturn:
 def version_line() -> str:
     """``sseguard 0.1.0: 4 protocols, 46 markup families``: the version and what this install
     knows (the families include any plugin's)."""
-    from sseguard.toolcalls import FAMILIES
-    from sseguard.verdict import Api
+    from sseguard.core.toolcalls import FAMILIES
+    from sseguard.core.verdict import Api
 
     families = [name for name in FAMILIES if name != "auto"]
     return f"sseguard {__version__}: {len(Api)} protocols, {len(families)} markup families"

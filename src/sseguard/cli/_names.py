@@ -1,7 +1,7 @@
 """Protocol and markup-family names as the command line shows and checks them, read from the registries.
 
-No command keeps a list of its own: help texts and choice checks derive from ``sseguard.verdict.Api``
-(the protocols) and ``sseguard.toolcalls.FAMILIES`` (the markup families), so a new protocol or family
+No command keeps a list of its own: help texts and choice checks derive from ``sseguard.core.verdict.Api``
+(the protocols) and ``sseguard.core.toolcalls.FAMILIES`` (the markup families), so a new protocol or family
 appears in every ``--help`` and is accepted by every flag without an edit here.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sseguard.errors import ConfigError
-from sseguard.toolcalls import FAMILIES, canonical
-from sseguard.verdict import Api
+from sseguard.core.errors import ConfigError
+from sseguard.core.toolcalls import FAMILIES, canonical
+from sseguard.core.verdict import Api
 
 #: What ``auto`` means wherever a family is asked for.
 AUTO = "auto"

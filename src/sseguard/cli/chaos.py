@@ -13,7 +13,7 @@ import typer
 from sseguard._config import parse_listen
 from sseguard.cli._app import Command, app, fail
 from sseguard.cli._names import families
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
 
 
 @app.command(cls=Command)

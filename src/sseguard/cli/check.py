@@ -19,12 +19,12 @@ from rich.table import Table
 
 from sseguard.cli._app import Command, app, console, fail
 from sseguard.cli._names import check_family, families, protocols
-from sseguard.contract import check_body, detect_api
-from sseguard.contract.protocol import Protocol
-from sseguard.contract.registry import protocol
-from sseguard.errors import ConfigError
-from sseguard.policy import Policy
-from sseguard.verdict import Api, Verdict
+from sseguard.core.contract import check_body, detect_api
+from sseguard.core.contract.protocol import Protocol
+from sseguard.core.contract.registry import protocol
+from sseguard.core.errors import ConfigError
+from sseguard.core.policy import Policy
+from sseguard.core.verdict import Api, Verdict
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import typer
 
 from sseguard.cli._app import Command, app, console, err_console, fail
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
 from sseguard.extras import require
 
 

@@ -12,7 +12,7 @@ import typer
 
 from sseguard.cli._app import Command, app, fail
 from sseguard.cli._options import LOAD, given, with_options
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
 
 
 @app.command(cls=Command, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

@@ -19,9 +19,9 @@ from rich.table import Table
 
 from sseguard.cli._app import Command, app, console, fail
 from sseguard.cli._names import families as family_names
-from sseguard.errors import ConfigError, UsageError
-from sseguard.reasoning import Answer, Reasoning, ThinkSplitter
-from sseguard.toolcalls import (
+from sseguard.core.errors import ConfigError, UsageError
+from sseguard.core.reasoning import Answer, Reasoning, ThinkSplitter
+from sseguard.core.toolcalls import (
     FAMILIES,
     Event,
     Markup,

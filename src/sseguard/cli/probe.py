@@ -16,7 +16,7 @@ from rich.console import Console
 
 from sseguard.cli._app import Command, app, console, err_console, fail
 from sseguard.cli._options import LOAD, with_options
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
 from sseguard.probe.config import DEFAULT_LEVELS, ProbeConfig, build_config
 from sseguard.probe.sink import read_run_file
 

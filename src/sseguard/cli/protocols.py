@@ -14,8 +14,8 @@ import typer
 from rich.table import Table
 
 from sseguard.cli._app import Command, app, console
-from sseguard.contract.registry import protocols
-from sseguard.contract.vocabulary import ReasonClass
+from sseguard.core.contract.registry import protocols
+from sseguard.core.contract.vocabulary import ReasonClass
 
 
 @app.command(cls=Command, name="protocols")

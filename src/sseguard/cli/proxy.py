@@ -16,8 +16,8 @@ import typer
 
 from sseguard.cli._app import Command, app, fail
 from sseguard.cli._names import families
-from sseguard.errors import ConfigError
-from sseguard.policy import GUARD_DEFAULT
+from sseguard.core.errors import ConfigError
+from sseguard.core.policy import GUARD_DEFAULT
 
 if TYPE_CHECKING:
     from sseguard._serve import Listening

@@ -19,9 +19,9 @@ from rich.table import Table
 
 from sseguard.cli._app import Command, app, console, fail
 from sseguard.cli._names import families
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
+from sseguard.core.toolcalls import FAMILIES, canonical
 from sseguard.extras import require
-from sseguard.toolcalls import FAMILIES, canonical
 
 
 @dataclass(frozen=True, slots=True)

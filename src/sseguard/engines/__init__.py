@@ -2,14 +2,14 @@
 
 Each engine loads plugins from installed packages: vLLM through the ``vllm.general_plugins`` entry
 point (``vllm_plugin.register``), SGLang through ``sglang.srt.plugins`` (``sglang_plugin.register``).
-The callables register, for every family of the registry (``sseguard.toolcalls.families()``, plugins'
+The callables register, for every family of the registry (``sseguard.core.toolcalls.families()``, plugins'
 families included):
 
 - ``sseguard-<family>``: the tool parser that sends each call whole when the parser ends it, so a
   call the parser rejects never reaches a client as a call (the default, ``hold``);
 - ``sseguard-<family>-stream``: the same parser streaming argument fragments as they arrive;
 - ``sseguard-<family>`` as a reasoning parser too, for families whose openers end reasoning
-  (``Family.reasoning_exits``): ``<think>…</think>`` split by ``sseguard.reasoning.ThinkSplitter``.
+  (``Family.reasoning_exits``): ``<think>…</think>`` split by ``sseguard.core.reasoning.ThinkSplitter``.
 
 This package is the only place that imports either engine, and only in the modules the engines
 import through those entry points (``vllm_*``, ``sglang_*``); ``pip install sseguard`` pulls in
@@ -38,7 +38,7 @@ class ParserName:
 def tool_parser_names() -> Mapping[str, ParserName]:
     """Every tool parser name → what it means: ``sseguard-<family>`` and ``sseguard-<family>-stream``
     for each family of the registry, in the registry's order."""
-    from sseguard.toolcalls import families
+    from sseguard.core.toolcalls import families
 
     names: dict[str, ParserName] = {}
     for fam in families():
@@ -49,7 +49,7 @@ def tool_parser_names() -> Mapping[str, ParserName]:
 
 def reasoning_parser_names() -> Mapping[str, ParserName]:
     """Every reasoning parser name → its family: the families whose markup ends reasoning."""
-    from sseguard.toolcalls import families
+    from sseguard.core.toolcalls import families
 
     return {PREFIX + name: ParserName(name) for name, fam in families().items() if fam.reasoning_exits}
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from sseguard.toolcalls import Family, ToolCallEnd, family
+from sseguard.core.toolcalls import Family, ToolCallEnd, family
 
 _PROBE = {"sseguard_probe": "value"}
 

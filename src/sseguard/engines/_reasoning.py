@@ -14,8 +14,8 @@ shows the ``<tool_call>`` format in its system prompt), an earlier turn's call o
 
 from __future__ import annotations
 
-from sseguard.reasoning import END_THINK, THINK, Answer, ThinkSplitter
-from sseguard.toolcalls import Reasoning, Text, parser_for
+from sseguard.core.reasoning import END_THINK, THINK, Answer, ThinkSplitter
+from sseguard.core.toolcalls import Reasoning, Text, parser_for
 
 #: How many of a prompt's last tokens an adapter decodes for ``reasoning_at_prompt_end``: enough for
 #: ``<think>`` and the blank lines after it even with a tokenizer that spends a token per character.

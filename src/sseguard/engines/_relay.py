@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sseguard.toolcalls import (
+from sseguard.core.toolcalls import (
     Event,
     MarkupError,
     MarkupErrorKind,

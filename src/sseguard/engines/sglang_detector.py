@@ -25,13 +25,13 @@ from sglang.srt.function_call.core_types import StreamingParseResult, StructureI
 from sglang.srt.parser.reasoning_parser import BaseReasoningFormatDetector
 from sglang.srt.parser.reasoning_parser import StreamingParseResult as ReasoningResult
 
+from sseguard.core.errors import UsageError
+from sseguard.core.reasoning import END_THINK, THINK
+from sseguard.core.toolcalls import Parser, Text, parser_for
 from sseguard.engines import ParserName
 from sseguard.engines._frame import call_frame
 from sseguard.engines._reasoning import ReasoningSplit
 from sseguard.engines._relay import Relay, Step, parse_whole
-from sseguard.errors import UsageError
-from sseguard.reasoning import END_THINK, THINK
-from sseguard.toolcalls import Parser, Text, parser_for
 
 _log = logging.getLogger(__name__)
 

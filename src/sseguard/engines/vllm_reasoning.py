@@ -29,10 +29,10 @@ from typing import Any
 from vllm.entrypoints.generate.base.protocol import DeltaMessage
 from vllm.reasoning.abs_reasoning_parsers import ReasoningParser
 
+from sseguard.core.reasoning import END_THINK, THINK
+from sseguard.core.toolcalls import family
 from sseguard.engines import ParserName, reasoning_parser_names
 from sseguard.engines._reasoning import PROMPT_TAIL_TOKENS, ReasoningSplit, reasoning_at_prompt_end
-from sseguard.reasoning import END_THINK, THINK
-from sseguard.toolcalls import family
 
 
 class SseguardReasoningParser(ReasoningParser):

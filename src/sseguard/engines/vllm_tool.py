@@ -33,10 +33,10 @@ from vllm.entrypoints.generate.base.protocol import (
 from vllm.renderers.chat_utils import make_tool_call_id
 from vllm.tool_parsers.abstract_tool_parser import ToolParser
 
+from sseguard.core.errors import UsageError
+from sseguard.core.toolcalls import MarkupError, Parser, family, parser_for
 from sseguard.engines import ParserName, tool_parser_names
 from sseguard.engines._relay import Relay, Step, calls_allowed, parse_whole
-from sseguard.errors import UsageError
-from sseguard.toolcalls import MarkupError, Parser, family, parser_for
 
 _log = logging.getLogger(__name__)
 

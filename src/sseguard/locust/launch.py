@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
 from sseguard.extras import require
 from sseguard.probe.config import (
     ProbeConfig,

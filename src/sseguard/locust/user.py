@@ -41,17 +41,17 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from locust import FastHttpUser, constant, events, task
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
+from sseguard.core.policy import Policy
+from sseguard.core.record import Record
+from sseguard.core.redact import Redactor
+from sseguard.core.verdict import Ending, Verdict
 from sseguard.locust.launch import DEFAULT_OUT_ROOT, Settings
-from sseguard.policy import Policy
 from sseguard.probe.config import ProbeConfig
 from sseguard.probe.measure import StreamWatch, evidence_document, request_summary
 from sseguard.probe.sink import EVIDENCE_DIR, JsonlSink
 from sseguard.probe.target import ConnectionTracker, Target
 from sseguard.probe.workloads import Conversation, Workload, arm_workloads, encode_body
-from sseguard.record import Record
-from sseguard.redact import Redactor
-from sseguard.verdict import Ending, Verdict
 
 #: How much of a non-2xx body is kept (the verdict and the evidence cut it to 2 KiB).
 ERROR_BODY_LIMIT = 64 * 1024

@@ -22,9 +22,11 @@ from sseguard._config import opt_int as _int
 from sseguard._config import opt_string as _opt_str
 from sseguard._config import positive_float as _positive_float
 from sseguard._config import positive_int as _positive_int
-from sseguard.contract import api_names, protocol
-from sseguard.errors import ConfigError, UsageError
-from sseguard.policy import Policy
+from sseguard.core.contract import api_names, protocol
+from sseguard.core.errors import ConfigError, UsageError
+from sseguard.core.policy import Policy
+from sseguard.core.redact import SECRET_NAMES
+from sseguard.core.verdict import Api
 from sseguard.probe.config_file import arm_tables, probe_table, read_toml
 from sseguard.probe.formats import (
     DEFAULT_MODEL,
@@ -33,8 +35,6 @@ from sseguard.probe.formats import (
     format_for,
     load_body_file,
 )
-from sseguard.redact import SECRET_NAMES
-from sseguard.verdict import Api
 
 WORKLOADS = ("small", "big", "reuse", "tools", "consistency")
 DEFAULT_BIG_BYTES = 1_700_000

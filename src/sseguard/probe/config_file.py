@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
 
 
 def read_toml(path: str) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sseguard.contract.request import Answer, Format, Turn
+from sseguard.core.contract.request import Answer, Format, Turn
 
 #: The file in the run directory holding each arm's reference answers.
 REFERENCES = "references.json"

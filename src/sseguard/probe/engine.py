@@ -22,15 +22,15 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from sseguard.policy import Policy
+from sseguard.core.policy import Policy
+from sseguard.core.record import Record
+from sseguard.core.redact import Redactor
+from sseguard.core.verdict import Ending, Verdict
 from sseguard.probe.measure import StreamWatch, evidence_document, request_summary
 from sseguard.probe.sink import Sink
 from sseguard.probe.target import ConnectionTracker, Target
 from sseguard.probe.workloads import encode_body
-from sseguard.record import Record
-from sseguard.redact import Redactor
 from sseguard.telemetry.genai import Call, Emitter, request_model
-from sseguard.verdict import Ending, Verdict
 
 #: How much of a non-2xx body is read (it goes into the verdict and the evidence, cut to 2 KiB).
 ERROR_BODY_LIMIT = 64 * 1024

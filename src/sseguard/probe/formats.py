@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sseguard.contract import protocol
-from sseguard.contract.messages import thinking_budget
-from sseguard.contract.request import Answer, Call, Format, Settings, Tool, Turn
-from sseguard.errors import ConfigError, UsageError
-from sseguard.verdict import Api
+from sseguard.core.contract import protocol
+from sseguard.core.contract.messages import thinking_budget
+from sseguard.core.contract.request import Answer, Call, Format, Settings, Tool, Turn
+from sseguard.core.errors import ConfigError, UsageError
+from sseguard.core.verdict import Api
 
 #: The model a request names when neither the arm nor the run names one.
 DEFAULT_MODEL = "sseguard-probe"

@@ -16,9 +16,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from sseguard.analyze.rates import wilson
-from sseguard.policy import Policy
-from sseguard.record import Record
-from sseguard.verdict import Ending
+from sseguard.core.policy import Policy
+from sseguard.core.record import Record
+from sseguard.core.verdict import Ending
 
 ENDING_ORDER = [str(e) for e in Ending]
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sseguard.contract import TAIL_BYTES, checker_for, protocol
-from sseguard.policy import Policy
-from sseguard.record import Record, record_from_verdict
-from sseguard.redact import Redactor
-from sseguard.verdict import Api, Verdict
+from sseguard.core.contract import TAIL_BYTES, checker_for, protocol
+from sseguard.core.policy import Policy
+from sseguard.core.record import Record, record_from_verdict
+from sseguard.core.redact import Redactor
+from sseguard.core.verdict import Api, Verdict
 
 
 def _ms(start: float | None, end: float | None) -> float | None:

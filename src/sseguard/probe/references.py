@@ -14,14 +14,14 @@ from typing import Any
 
 import aiohttp
 
+from sseguard.core.redact import Redactor
+from sseguard.core.verdict import GARBLE_KINDS, FindingKind, Verdict
 from sseguard.probe import consistency
 from sseguard.probe.engine import EngineSettings, run_request
 from sseguard.probe.formats import format_for
 from sseguard.probe.sink import Sink
 from sseguard.probe.target import ConnectionTracker, Target
 from sseguard.probe.workloads import FixedPrompts, Workload, whole_answer
-from sseguard.redact import Redactor
-from sseguard.verdict import GARBLE_KINDS, FindingKind, Verdict
 
 #: Findings that say an answer's text holds what no answer holds: garbled text, or tool-call markup
 #: leaked into it (the visible part of the same corruption, issue 39).

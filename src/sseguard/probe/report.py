@@ -17,7 +17,7 @@ from rich.console import Console
 
 from sseguard import extras
 from sseguard.analyze.rates import Rate
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
 from sseguard.probe.cpu import CPU_WARN
 from sseguard.probe.live import Cell, Tally, endings_table
 from sseguard.probe.runner import RunResult

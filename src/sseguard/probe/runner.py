@@ -30,7 +30,10 @@ import aiohttp
 from rich.console import Console
 
 from sseguard._serve import loop_factory, raise_open_files_limit
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
+from sseguard.core.record import Record
+from sseguard.core.redact import Redactor
+from sseguard.core.verdict import Ending
 from sseguard.probe import consistency, references
 from sseguard.probe.config import ProbeConfig
 from sseguard.probe.cpu import CpuMonitor, CpuSummary
@@ -48,9 +51,6 @@ from sseguard.probe.sink import (
 )
 from sseguard.probe.target import ConnectionTracker, Target
 from sseguard.probe.workloads import FixedPrompts, Workload, arm_workloads, encode_body
-from sseguard.record import Record
-from sseguard.redact import Redactor
-from sseguard.verdict import Ending
 
 #: Longest default ramp: a stalled pilot stream must not hold the run back for minutes.
 MAX_DEFAULT_RAMP = 60.0

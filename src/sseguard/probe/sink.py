@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 import msgspec
 
-from sseguard.errors import ConfigError
-from sseguard.record import Record, decode_record, encode_record
+from sseguard.core.errors import ConfigError
+from sseguard.core.record import Record, decode_record, encode_record
 
 RESULTS = "results.jsonl"
 #: One ``--workers`` process's records until the run merges them into ``RESULTS``.

@@ -27,6 +27,7 @@ from typing import Any
 from rich.console import Console
 
 from sseguard._serve import loop_factory, raise_open_files_limit
+from sseguard.core.redact import Redactor
 from sseguard.probe.config import ProbeConfig
 from sseguard.probe.cpu import CpuSummary
 from sseguard.probe.runner import (
@@ -40,7 +41,6 @@ from sseguard.probe.runner import (
 )
 from sseguard.probe.sink import RESULTS, merge_worker_results, write_run_file
 from sseguard.probe.target import Target
-from sseguard.redact import Redactor
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from sseguard.core.verdict import Api, Ending, Verdict
 from sseguard.probe import consistency
 from sseguard.probe.config import Arm, WorkloadSpec
 from sseguard.probe.formats import (
@@ -39,7 +40,6 @@ from sseguard.probe.formats import (
     format_for,
     load_body_file,
 )
-from sseguard.verdict import Api, Ending, Verdict
 
 #: Endings after which the assistant's answer is whole (the dialect endings lose only a terminator).
 WHOLE_ANSWER = frozenset({Ending.COMPLETE, Ending.NO_DONE, Ending.NO_FINISH})

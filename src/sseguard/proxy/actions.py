@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sseguard.core.verdict import Verdict
 from sseguard.proxy.frames import Frames
 from sseguard.proxy.outcome import Outcome
-from sseguard.verdict import Verdict
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ import msgspec
 from aiohttp import web
 
 from sseguard._serve import Listening, serve_app, serve_until_signalled
-from sseguard.contract import Protocol, Route
+from sseguard.core.contract import Protocol, Route
 from sseguard.proxy.config import ProxyConfig
 from sseguard.proxy.forward import (
     MOUNTS,

@@ -17,10 +17,10 @@ from yarl import URL
 from sseguard._config import parse_listen
 from sseguard._config import seconds as _seconds
 from sseguard._serve import parse_workers
-from sseguard.errors import ConfigError
-from sseguard.policy import AGENTS, GUARD_DEFAULT, Policy
+from sseguard.core.errors import ConfigError
+from sseguard.core.policy import AGENTS, GUARD_DEFAULT, Policy
+from sseguard.core.verdict import Ending
 from sseguard.store.retention import Retention
-from sseguard.verdict import Ending
 
 
 class OnBadEnd(StrEnum):
@@ -94,7 +94,7 @@ def _repair(value: str) -> str:
     name = value.strip()
     if name in ("off", "auto"):
         return name
-    from sseguard.toolcalls import FAMILIES, canonical
+    from sseguard.core.toolcalls import FAMILIES, canonical
 
     name = canonical(name)  # an engine's name for the family (qwen3_xml, gpt-oss, …)
     if name not in FAMILIES:

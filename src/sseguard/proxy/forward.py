@@ -16,8 +16,8 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
-from sseguard.contract import Protocol, Route, protocols
-from sseguard.redact import Redactor
+from sseguard.core.contract import Protocol, Route, protocols
+from sseguard.core.redact import Redactor
 
 #: Connection-specific headers, the one list of them: RFC 9110 §7.6.1's, the legacy ones proxies
 #: still see, and ``HTTP2-Settings``, which a client sends with ``Upgrade: h2c`` for this connection

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sseguard.sse import SSEEvent
-from sseguard.verdict import Finding
+from sseguard.core.sse import SSEEvent
+from sseguard.core.verdict import Finding
 
 #: Why a frame rewriter cannot go on: ``(code, message)``, the code naming the error frame's ``code``.
 Failure = tuple[str, str]

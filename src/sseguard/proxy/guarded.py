@@ -26,7 +26,10 @@ from aiohttp import web
 from multidict import CIMultiDictProxy
 from yarl import URL
 
-from sseguard.contract import Framing, Protocol, checker_for
+from sseguard.core.contract import Framing, Protocol, checker_for
+from sseguard.core.redact import Redactor
+from sseguard.core.sse import SSEEvent
+from sseguard.core.verdict import Verdict
 from sseguard.proxy.actions import AskContinuation
 from sseguard.proxy.attempts import (
     Answer,
@@ -49,9 +52,6 @@ from sseguard.proxy.repair import checker_markup, frames_for
 from sseguard.proxy.retry import completion_tokens
 from sseguard.proxy.stall import Stalled, StallWatch
 from sseguard.proxy.state import ProxyState
-from sseguard.redact import Redactor
-from sseguard.sse import SSEEvent
-from sseguard.verdict import Verdict
 
 
 async def guard_stream(state: ProxyState, request: web.Request, body: bytes, obj: dict[str, Any],

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from sseguard.core.verdict import Api
 from sseguard.proxy.frames import Frames
 from sseguard.proxy.machine import Resume
 from sseguard.proxy.resume import ChatResume, HeldToolCalls
 from sseguard.proxy.resume_background import BackgroundResume, upstream_request
 from sseguard.proxy.resume_messages import HeldToolUse, MessagesResume
-from sseguard.verdict import Api
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,8 +26,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
-from sseguard.contract import Checker, Relay, UpstreamError, checker_for
-from sseguard.policy import Policy
+from sseguard.core.contract import Checker, Relay, UpstreamError, checker_for
+from sseguard.core.policy import Policy
+from sseguard.core.redact import Redactor
+from sseguard.core.sse import SSEEvent
+from sseguard.core.verdict import Api, Ending, Verdict
 from sseguard.proxy.actions import (
     Action,
     AskContinuation,
@@ -42,9 +45,6 @@ from sseguard.proxy.actions import (
 )
 from sseguard.proxy.frames import Failure, Frames
 from sseguard.proxy.outcome import Outcome, failure_message
-from sseguard.redact import Redactor
-from sseguard.sse import SSEEvent
-from sseguard.verdict import Api, Ending, Verdict
 
 #: Undelivered bytes longer than this are a frame still arriving, not a block of keep-alive comments.
 _COMMENT_SCAN = 4096

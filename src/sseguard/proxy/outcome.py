@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sseguard.verdict import Ending, Verdict
+from sseguard.core.verdict import Ending, Verdict
 
 
 @dataclass(slots=True)

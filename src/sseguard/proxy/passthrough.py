@@ -22,7 +22,7 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
-from sseguard.contract import Protocol
+from sseguard.core.contract import Protocol
 from sseguard.proxy.attempts import Answer, Attempts, Failure, HttpError, RetryAfter, Unreachable
 from sseguard.proxy.forward import error_response, request_headers, response_headers, unreachable
 from sseguard.proxy.stall import Stalled, StallWatch, TimerHandle, Timers, broke_off

@@ -25,8 +25,11 @@ import aiohttp
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 
-from sseguard.contract import Checker, Relay
-from sseguard.policy import Policy
+from sseguard.core.contract import Checker, Relay
+from sseguard.core.policy import Policy
+from sseguard.core.redact import Redactor
+from sseguard.core.sse import SSEEvent
+from sseguard.core.verdict import Api, Verdict
 from sseguard.proxy.actions import (
     Action,
     AskContinuation,
@@ -45,9 +48,6 @@ from sseguard.proxy.frames import Frames
 from sseguard.proxy.machine import RelayMachine, Resume
 from sseguard.proxy.outcome import Outcome
 from sseguard.proxy.stall import READ_MAX, Body, Stalled, StallWatch, Timers, broke_off, drain
-from sseguard.redact import Redactor
-from sseguard.sse import SSEEvent
-from sseguard.verdict import Api, Verdict
 
 #: Sends a continuation request (the machine's ``AskContinuation``, where continuations of this stream
 #: go): its 2xx response, or None (unreachable, refused).

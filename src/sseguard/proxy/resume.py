@@ -27,10 +27,10 @@ from typing import Any
 
 import msgspec
 
+from sseguard.core.sse import SSEEvent
 from sseguard.proxy.actions import AskContinuation
 from sseguard.proxy.frames import Frames
 from sseguard.proxy.resume_usage import CHAT_KEYS, UsageSum
-from sseguard.sse import SSEEvent
 
 _decode = msgspec.json.Decoder()
 

@@ -25,10 +25,10 @@ from typing import Any
 
 import msgspec
 
+from sseguard.core.sse import SSEEvent
 from sseguard.proxy.actions import AskContinuation
 from sseguard.proxy.resume import HeldFrames, RepeatTrim, ResumeState
 from sseguard.proxy.resume_usage import MESSAGES_KEYS, UsageSum
-from sseguard.sse import SSEEvent
 
 _decode = msgspec.json.Decoder()
 

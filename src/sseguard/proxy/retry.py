@@ -21,7 +21,7 @@ import math
 import random
 from collections.abc import Awaitable, Callable, Mapping
 
-from sseguard.verdict import Verdict
+from sseguard.core.verdict import Verdict
 
 #: How a retry waits; ``ProxyState.sleep`` (tests replace it, so no test waits a real second).
 Sleep = Callable[[float], Awaitable[None]]

@@ -21,7 +21,10 @@ import aiohttp
 from aiohttp import web
 
 from sseguard._serve import release_free_memory
-from sseguard.policy import Policy
+from sseguard.core.policy import Policy
+from sseguard.core.record import Record, raw_record
+from sseguard.core.redact import DEFAULT, RedactingFilter, Redactor
+from sseguard.core.verdict import Verdict
 from sseguard.proxy.attempts import Answer
 from sseguard.proxy.config import ProxyConfig
 from sseguard.proxy.metrics import ProxyMetrics
@@ -35,9 +38,6 @@ from sseguard.proxy.retry import (
 )
 from sseguard.proxy.stall import Timers
 from sseguard.proxy.traces import ProxyTraces
-from sseguard.record import Record, raw_record
-from sseguard.redact import DEFAULT, RedactingFilter, Redactor
-from sseguard.verdict import Verdict
 
 log = logging.getLogger("sseguard.proxy")
 log.addFilter(RedactingFilter())

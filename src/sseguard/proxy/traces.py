@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sseguard.policy import Policy
+from sseguard.core.policy import Policy
+from sseguard.core.verdict import Verdict
 from sseguard.telemetry.genai import Attempt, Call, Emitter, request_model
-from sseguard.verdict import Verdict
 
 if TYPE_CHECKING:
     from sseguard.proxy.relay import StreamRelay

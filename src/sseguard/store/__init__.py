@@ -9,7 +9,7 @@ share its GIL and core with the writing.
 
 from __future__ import annotations
 
-from sseguard.errors import ConfigError
+from sseguard.core.errors import ConfigError
 from sseguard.extras import require
 from sseguard.store._base import STORE_SCHEMA_VERSION, RecordStore, safe_target
 from sseguard.store.batch import BatchWriter

@@ -3,7 +3,7 @@
 A store holds ``Record``s as JSON plus a few indexed columns (run, arm, ending, start time, id prefix)
 that the analyzer filters on, and (schema 2) the facts the analysis counts as plain columns
 (``fields.FACT_COLUMNS``), so counting ten million records never parses their JSON. The JSON is the
-record exactly as ``sseguard.record`` encodes it, so a store and a JSONL file carry the same facts.
+record exactly as ``sseguard.core.record`` encodes it, so a store and a JSONL file carry the same facts.
 
 Schema 2 migrates a schema-1 store in place when a writer opens it: the fact columns are added (NULL in
 the rows already there) and ``FACTS_FROM`` in the meta table records the first ``seq`` written with
@@ -21,8 +21,8 @@ from typing import Protocol, runtime_checkable
 
 import msgspec
 
-from sseguard.record import Record
-from sseguard.redact import DEFAULT, RedactingFilter, Redactor
+from sseguard.core.record import Record
+from sseguard.core.redact import DEFAULT, RedactingFilter, Redactor
 from sseguard.store.fields import FACT_COLUMNS, fact_values
 
 #: Version of the table layout (not of the record schema, which each record carries itself).

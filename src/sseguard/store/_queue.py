@@ -20,8 +20,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Self
 
-from sseguard.record import Record
-from sseguard.redact import Redactor
+from sseguard.core.record import Record
+from sseguard.core.redact import Redactor
 
 
 @dataclass(slots=True)

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import time
 
-from sseguard.errors import ConfigError
-from sseguard.record import Record, redact_record
+from sseguard.core.errors import ConfigError
+from sseguard.core.record import Record, redact_record
 from sseguard.store._base import RecordStore, log, one_line, yield_gil
 from sseguard.store._queue import QueuedWriter
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from sseguard.record import Record, id_prefix
+from sseguard.core.record import Record, id_prefix
 
 _encode = msgspec.json.Encoder().encode
 

@@ -15,9 +15,9 @@ from collections.abc import Iterator, Sequence
 import psycopg
 from psycopg.rows import TupleRow
 
-from sseguard.errors import ConfigError, UsageError
-from sseguard.record import Record
-from sseguard.redact import redact_text
+from sseguard.core.errors import ConfigError, UsageError
+from sseguard.core.record import Record
+from sseguard.core.redact import redact_text
 from sseguard.store._base import (
     FACTS_FROM,
     INDEX_AND_META_DDL,

@@ -24,9 +24,9 @@ from typing import Any
 
 import msgspec
 
-from sseguard.errors import ConfigError
-from sseguard.record import Record
-from sseguard.redact import Redactor
+from sseguard.core.errors import ConfigError
+from sseguard.core.record import Record
+from sseguard.core.redact import Redactor
 from sseguard.store._base import log, one_line
 from sseguard.store._queue import QueuedWriter
 

@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from sseguard.errors import ConfigError
-from sseguard.record import Record
+from sseguard.core.errors import ConfigError
+from sseguard.core.record import Record
 from sseguard.store._base import TABLE, RecordStore, log, one_line, safe_target
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")

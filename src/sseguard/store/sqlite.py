@@ -13,8 +13,8 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 
-from sseguard.errors import ConfigError, UsageError
-from sseguard.record import Record
+from sseguard.core.errors import ConfigError, UsageError
+from sseguard.core.record import Record
 from sseguard.store._base import (
     FACTS_FROM,
     INDEX_AND_META_DDL,

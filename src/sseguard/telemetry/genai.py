@@ -19,10 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol as TypingProtocol
 
-from sseguard.contract import protocol
-from sseguard.policy import Policy
-from sseguard.redact import DEFAULT, Redactor
-from sseguard.verdict import Verdict
+from sseguard.core.contract import protocol
+from sseguard.core.policy import Policy
+from sseguard.core.redact import DEFAULT, Redactor
+from sseguard.core.verdict import Verdict
 
 #: An attribute value as OpenTelemetry takes it.
 Value = str | bool | int | float | tuple[str, ...]

@@ -25,8 +25,8 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from sseguard import __version__
-from sseguard.errors import ConfigError
-from sseguard.redact import DEFAULT, Redactor
+from sseguard.core.errors import ConfigError
+from sseguard.core.redact import DEFAULT, Redactor
 from sseguard.telemetry import genai
 
 SCOPE = "sseguard"

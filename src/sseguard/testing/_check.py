@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sseguard.contract import check_body
-from sseguard.errors import UsageError
-from sseguard.verdict import Verdict
+from sseguard.core.contract import check_body
+from sseguard.core.errors import UsageError
+from sseguard.core.verdict import Verdict
 
 
 def check_stream(body: bytes, api: str | None = None, *, request: dict[str, Any] | None = None,

@@ -30,9 +30,9 @@ from sseguard.chaos.server import (
     ChaosStats,
     run_chaos_in_thread,
 )
-from sseguard.contract import api_for_path, protocol, protocol_for_path
-from sseguard.errors import UsageError
-from sseguard.verdict import Api
+from sseguard.core.contract import api_for_path, protocol, protocol_for_path
+from sseguard.core.errors import UsageError
+from sseguard.core.verdict import Api
 
 _BODY = "sseguard.testing.body"  # request-state key: the parsed request body, set by the middleware
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from sseguard.contract import protocols
+from sseguard.core.contract import protocols
 
 #: Faults that end a stream badly without any timeout on the client's side: a strict client must
 #: raise on each. (``stalled`` is left out: it needs the client's stall timeout; inject it by name.)

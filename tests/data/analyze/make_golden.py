@@ -12,7 +12,7 @@ import msgspec
 
 from _analyze_support import every_kind
 from sseguard.analyze import analyze, load_records
-from sseguard.policy import Policy
+from sseguard.core.policy import Policy
 
 out = Path("tests/data/analyze")
 enc = msgspec.json.Encoder()

@@ -27,13 +27,13 @@ from urllib.parse import urlsplit
 
 from litellm.integrations.custom_guardrail import CustomGuardrail
 
-from sseguard.contract import api_for_path
-from sseguard.errors import SSEGuardError
+from sseguard.core.contract import api_for_path
+from sseguard.core.errors import SSEGuardError
+from sseguard.core.policy import GUARD_DEFAULT, Policy
+from sseguard.core.verdict import Api
 from sseguard.integrations.litellm.judge import HookJudge, Judgement
 from sseguard.integrations.litellm.recorder import Recorder, StreamFacts, log
-from sseguard.policy import GUARD_DEFAULT, Policy
 from sseguard.store._base import one_line
-from sseguard.verdict import Api
 
 #: The routes whose LiteLLM error frame the SDK does not raise on by itself (measured, docs/litellm.md):
 #: openai-python raises on a Responses ``error`` event but not on ``response.failed``; google-genai

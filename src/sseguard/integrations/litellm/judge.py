@@ -29,11 +29,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sseguard.contract import Checker, checker_for, protocol
-from sseguard.contract.chat import DONE_FRAME
-from sseguard.policy import Policy
+from sseguard.core.contract import Checker, checker_for, protocol
+from sseguard.core.contract.chat import DONE_FRAME
+from sseguard.core.policy import Policy
+from sseguard.core.verdict import Api, Ending, Verdict
 from sseguard.proxy.outcome import failure_message
-from sseguard.verdict import Api, Ending, Verdict
 
 #: How much of what the client was last sent a judge keeps: the protocols' error frames read the last
 #: event of it (the Responses ``sequence_number`` goes on from there).

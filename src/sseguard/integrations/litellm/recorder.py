@@ -14,10 +14,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from sseguard.core.policy import Policy
+from sseguard.core.record import raw_record
+from sseguard.core.redact import DEFAULT, RedactingFilter
 from sseguard.integrations.litellm.judge import Judgement
-from sseguard.policy import Policy
-from sseguard.record import raw_record
-from sseguard.redact import DEFAULT, RedactingFilter
 from sseguard.store import BatchWriter, open_store
 
 log = logging.getLogger("sseguard.litellm")

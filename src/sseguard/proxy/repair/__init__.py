@@ -2,7 +2,7 @@
 
 Servers without (or with the wrong) tool parser stream a model's raw markup — DeepSeek DSML, Hermes
 ``<tool_call>``, … — as visible text; agents then see no call and show the markup to the user. The
-repair runs the content through one ``sseguard.toolcalls`` parser per choice (chat), message item
+repair runs the content through one ``sseguard.core.toolcalls`` parser per choice (chat), message item
 (Responses), text block (Messages) or candidate (Gemini): text goes out as content, calls as the
 protocol's own calls (``tool_calls`` deltas, ``function_call`` items, ``tool_use`` blocks, whole
 ``functionCall`` parts; the model's own id where its markup writes one — Kimi's ``functions.NAME:IDX``,
@@ -25,13 +25,13 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from sseguard.core.verdict import Api
 from sseguard.proxy.frames import Frames
 from sseguard.proxy.repair.chat import RepairFrames
 from sseguard.proxy.repair.engine import Repair, new_call_id
 from sseguard.proxy.repair.gemini import GeminiRepairFrames
 from sseguard.proxy.repair.messages import MessagesRepairFrames, new_tool_use_id
 from sseguard.proxy.repair.responses import ResponsesRepairFrames
-from sseguard.verdict import Api
 
 __all__ = ["REPAIRED", "WRITERS", "GeminiRepairFrames", "MessagesRepairFrames", "Repair", "RepairFrames",
            "ResponsesRepairFrames", "checker_markup", "frames_for", "new_call_id",

@@ -12,9 +12,9 @@ from typing import Any
 
 import msgspec
 
+from sseguard.core.sse import SSEEvent
+from sseguard.core.toolcalls import Reasoning, Text, ToolArgsDelta, ToolCallStart
 from sseguard.proxy.repair.engine import ChoiceRepair, Repair, json_object, new_call_id, plain
-from sseguard.sse import SSEEvent
-from sseguard.toolcalls import Reasoning, Text, ToolArgsDelta, ToolCallStart
 
 _encode = msgspec.json.encode
 

@@ -20,12 +20,11 @@ from typing import Any, Self
 
 import msgspec
 
-from sseguard.contract import leak_markers, leak_shapes
-from sseguard.contract.leaks import LeakScanner, weakly
-from sseguard.errors import UsageError
-from sseguard.proxy.frames import Failure, Frames
-from sseguard.sse import SSEEvent
-from sseguard.toolcalls import (
+from sseguard.core.contract import leak_markers, leak_shapes
+from sseguard.core.contract.leaks import LeakScanner, weakly
+from sseguard.core.errors import UsageError
+from sseguard.core.sse import SSEEvent
+from sseguard.core.toolcalls import (
     MarkupError,
     MarkupErrorKind,
     Parser,
@@ -36,7 +35,8 @@ from sseguard.toolcalls import (
     ToolCallStart,
     parser_for,
 )
-from sseguard.verdict import Finding, FindingKind
+from sseguard.core.verdict import Finding, FindingKind
+from sseguard.proxy.frames import Failure, Frames
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode

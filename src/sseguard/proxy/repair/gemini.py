@@ -23,10 +23,10 @@ from typing import Any
 
 import msgspec
 
-from sseguard.contract.gemini.request import function_declarations, parameters_schema
+from sseguard.core.contract.gemini.request import function_declarations, parameters_schema
+from sseguard.core.sse import SSEEvent
+from sseguard.core.toolcalls import MarkupErrorKind, Reasoning, Text, ToolCallEnd
 from sseguard.proxy.repair.engine import ChoiceRepair, Repair, chat_tools, json_object, plain
-from sseguard.sse import SSEEvent
-from sseguard.toolcalls import MarkupErrorKind, Reasoning, Text, ToolCallEnd
 
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode

@@ -13,6 +13,8 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
+from sseguard.core.sse import SSEEvent
+from sseguard.core.toolcalls import ToolArgsDelta, ToolCallEnd, ToolCallStart
 from sseguard.proxy.repair.engine import (
     BlockRepair,
     ChoiceRepair,
@@ -21,8 +23,6 @@ from sseguard.proxy.repair.engine import (
     plain,
     sse,
 )
-from sseguard.sse import SSEEvent
-from sseguard.toolcalls import ToolArgsDelta, ToolCallEnd, ToolCallStart
 
 _BLOCK_EVENTS = frozenset({"content_block_start", "content_block_delta", "content_block_stop"})
 

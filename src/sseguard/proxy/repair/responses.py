@@ -18,7 +18,9 @@ from typing import Any
 
 import msgspec
 
-from sseguard.contract.responses.relay import TERMINAL_EVENTS
+from sseguard.core.contract.responses.relay import TERMINAL_EVENTS
+from sseguard.core.sse import SSEEvent
+from sseguard.core.toolcalls import ToolArgsDelta, ToolCallEnd, ToolCallStart
 from sseguard.proxy.repair.engine import (
     BlockRepair,
     ChoiceRepair,
@@ -28,8 +30,6 @@ from sseguard.proxy.repair.engine import (
     plain,
     sse,
 )
-from sseguard.sse import SSEEvent
-from sseguard.toolcalls import ToolArgsDelta, ToolCallEnd, ToolCallStart
 
 _encode = msgspec.json.encode
 
