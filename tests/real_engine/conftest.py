@@ -60,6 +60,19 @@ def real_server(real_servers: Servers) -> ServerFor:
     return start
 
 
+#: The text server's flags: vLLM's prefix cache on (as by default), and the cached token counts in the
+#: usage (``prompt_tokens_details.cached_tokens``, sent only with the second flag).
+PREFIX_CACHE = ("--enable-prefix-caching", "--enable-prompt-tokens-details")
+
+
+@pytest.fixture
+def text_server(real_server: ServerFor) -> RealServer:
+    """The real SmolLM2-135M (natural text) with the prefix cache reporting its hits, and our Hermes
+    parser (a tool call it may write is parsed, never leaked): one start for every test that asks
+    for plain answers (the probe, the consistency sweep, healing)."""
+    return real_server("smollm2", tool_parser="sseguard-hermes", extra=PREFIX_CACHE)
+
+
 @pytest.fixture(scope="session")
 def side_by_side_results() -> Iterator[dict[str, Any]]:
     """Counts of the side-by-side runs, written as JSON at the end of the session to

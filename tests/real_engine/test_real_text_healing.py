@@ -33,7 +33,7 @@ async def _ask(client: Any, i: int) -> tuple[str, str | None]:
 
 
 @pytest.mark.timeout(1500)
-async def test_cuts_after_content_heal_into_the_unbroken_answer(real_server: Any) -> None:
+async def test_cuts_after_content_heal_into_the_unbroken_answer(text_server: Any) -> None:
     import openai
 
     from sseguard.chaos import ChaosConfig, Pacing
@@ -41,7 +41,7 @@ async def test_cuts_after_content_heal_into_the_unbroken_answer(real_server: Any
     from sseguard.proxy import run_proxy
     from sseguard.proxy.config import ProxyConfig
 
-    server = real_server("smollm2", tool_parser="sseguard-hermes")
+    server = text_server
     front = ChaosConfig(seed=5, pacing=Pacing(tokens=24)).with_overrides(first_answer="truncated")
     direct = openai.AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=0, timeout=600)
     unbroken = [await _ask(direct, i) for i in range(STREAMS)]
