@@ -68,11 +68,11 @@ def test_no_import_circle_among_the_proxy_modules_type_checking_included() -> No
 def test_the_relay_and_the_repair_meet_only_at_the_frames_seam() -> None:
     graph = _graph()
     repair = {m for m in graph if m.startswith("sseguard.proxy.repair")}
-    assert graph["sseguard.proxy.frames"] == set()
-    assert not graph["sseguard.proxy.relay"] & (repair | {"sseguard.proxy.app",
-                                                          "sseguard.proxy.state"})
+    assert graph["sseguard.proxy.machines.frames"] == set()
+    assert not graph["sseguard.proxy.driver.stream"] & (repair | {"sseguard.proxy.driver.app",
+                                                          "sseguard.proxy.driver.state"})
     for module in repair:
-        assert graph[module] <= repair | {"sseguard.proxy.frames"}, module
+        assert graph[module] <= repair | {"sseguard.proxy.machines.frames"}, module
 
 
 CALL_IN_CONTENT = (b'data: {"choices":[{"index":0,"delta":{"content":"<tool_call>{\\"name\\": '
