@@ -31,13 +31,10 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-import msgspec
-
 from sseguard.proxy.machines.actions import AskContinuation
-from sseguard.proxy.resume.chat import ResumeState, _data_lines
+from sseguard.proxy.resume.chat import ResumeState
+from sseguard.proxy.resume.events import EventReader, json_of, leading_comments
 from sseguard.proxy.resume.usage import UsageSum
-
-_decode = msgspec.json.Decoder()
 
 
 def upstream_request(request_obj: dict[str, Any], store_ok: bool) -> dict[str, Any] | None:
@@ -47,24 +44,6 @@ def upstream_request(request_obj: dict[str, Any], store_ok: bool) -> dict[str, A
     if request_obj.get("store") is False and not store_ok:
         return None
     return {**request_obj, "background": True, "store": True}
-
-
-def _frames(data: bytes) -> list[tuple[bytes, dict[str, Any] | None]]:
-    """Each whole frame of ``data`` (without its blank line) and its JSON object, if it has one."""
-    out: list[tuple[bytes, dict[str, Any] | None]] = []
-    for frame in data.replace(b"\r\n", b"\n").split(b"\n\n"):
-        if not frame:
-            continue
-        payload = _data_lines(frame)
-        obj = None
-        if payload is not None:
-            try:
-                decoded = _decode.decode(payload)
-            except msgspec.DecodeError:
-                decoded = None
-            obj = decoded if isinstance(decoded, dict) else None
-        out.append((frame, obj))
-    return out
 
 
 class BackgroundResume(ResumeState):
@@ -81,8 +60,8 @@ class BackgroundResume(ResumeState):
         self.cancelled = False  # the cancel request has been made
 
     def note(self, data: bytes) -> None:
-        self.forwarded.append(data)
-        for _, obj in _frames(data):
+        for event in self.written(data):
+            obj = json_of(event)
             if obj is None:
                 continue
             number = obj.get("sequence_number")
@@ -137,31 +116,27 @@ class BackgroundSplice:
         self.after = after
         self.failure: str | None = None
         self._started = False
-        self._rest = b""
+        self._events = EventReader()
 
     def feed(self, data: bytes) -> bytes:
-        data = self._rest + data.replace(b"\r\n", b"\n")
-        end = data.rfind(b"\n\n")
-        if end == -1:
-            self._rest = data
-            return b""
-        self._rest = data[end + 2:]
         out = []
-        for frame, obj in _frames(data[:end + 2]):
+        for event in self._events.feed(data):
             if self.failure is not None:
                 return b""
+            obj = json_of(event)
             number = obj.get("sequence_number") if obj is not None else None
             if isinstance(number, int) and not isinstance(number, bool):
                 if number <= self.after and not self._started:
-                    continue  # the client has it
+                    out.append(leading_comments(event.raw))  # the client has the event
+                    continue
                 if not self._started and number != self.after + 1:
                     self.failure = (f"the stored response went on at sequence number {number}, "
                                     f"not {self.after + 1}")
                     return b""
                 self._started = True
-            out.append(frame + b"\n\n")
+            out.append(event.raw)
         return b"".join(out)
 
     def close(self) -> bytes:
-        rest, self._rest = self._rest, b""
+        rest = self._events.close()
         return b"" if self.failure is not None else rest

@@ -31,15 +31,10 @@ import msgspec
 from sseguard.core.sse import SSEEvent
 from sseguard.proxy.machines.actions import AskContinuation
 from sseguard.proxy.machines.frames import Frames
+from sseguard.proxy.resume.events import EventReader, json_of, leading_comments
 from sseguard.proxy.resume.usage import CHAT_KEYS, UsageSum
 
 _decode = msgspec.json.Decoder()
-
-
-def _data_lines(frame: bytes) -> bytes | None:
-    """The data of one SSE frame (its ``data:`` lines joined), or None for a comment-only frame."""
-    parts = [line[5:].removeprefix(b" ") for line in frame.split(b"\n") if line.startswith(b"data:")]
-    return b"\n".join(parts) if parts else None
 
 
 class HeldFrames(Frames):
@@ -69,6 +64,12 @@ class ResumeState(abc.ABC):
         self.blocked: str | None = None
         #: Text deltas the client got: about a token each (vLLM and SGLang stream a token a chunk).
         self.deltas = 0
+        self._written = EventReader()  # the client's stream, as events
+
+    def written(self, data: bytes) -> list[SSEEvent]:
+        """Note ``data`` as written to the client; the events it completes."""
+        self.forwarded.append(data)
+        return self._written.feed(data)
 
     def budget_spent(self, keys: tuple[str, ...]) -> str | None:
         """Why a continuation cannot be exact when the deltas the client got reach the request's token
@@ -175,13 +176,11 @@ class ChatResume(ResumeState):
 
     def note(self, data: bytes) -> None:
         """Whole frames (and comments) just written to the client."""
-        self.forwarded.append(data)
-        for frame in data.split(b"\n\n"):
-            payload = _data_lines(frame.replace(b"\r", b""))
-            if payload is None or payload == b"[DONE]":
+        for event in self.written(data):
+            if event.data == "[DONE]":
                 continue
             try:
-                obj = _decode.decode(payload)
+                obj = _decode.decode(event.data)
             except msgspec.DecodeError:
                 self.blocked = "a frame the client got is not JSON"
                 continue
@@ -271,36 +270,26 @@ class ChatSplice:
         self.usage = usage if usage is not None else UsageSum(CHAT_KEYS)
         self.trim = RepeatTrim(sent)  # the continuation may still be repeating SENT
         self.failure: str | None = None
-        self._rest = b""
+        self._events = EventReader()
 
     def feed(self, data: bytes) -> bytes:
         """Continuation body bytes in, the client's frames out (whole frames only)."""
-        data = self._rest + data
-        end = data.rfind(b"\n\n")
-        if end == -1:
-            self._rest = data
-            return b""
-        self._rest = data[end + 2:]
-        out = [self.frame(f) for f in data[:end].split(b"\n\n") if f]
-        return b"".join(out)
+        return b"".join([self.frame(event) for event in self._events.feed(data)])
 
     def close(self) -> bytes:
         """The continuation ended: a frame still arriving goes on as it came (the checker judges it)."""
-        rest, self._rest = self._rest, b""
+        rest = self._events.close()
         if self.trim.pending:
             self.failure = "the continuation repeated part of the answer so far and stopped"
         return rest
 
-    def frame(self, frame: bytes) -> bytes:
-        payload = _data_lines(frame.replace(b"\r", b""))
-        if payload is None or payload == b"[DONE]":
-            return frame + b"\n\n"
-        try:
-            obj = _decode.decode(payload)
-        except msgspec.DecodeError:
-            return frame + b"\n\n"  # the checker reports it
-        if not isinstance(obj, dict) or "error" in obj:
-            return frame + b"\n\n"
+    def frame(self, event: SSEEvent) -> bytes:
+        """One continuation event as the client gets it: as it came (``[DONE]``, an error, what is
+        not a JSON object: the checker judges it), rewritten, or dropped (keep-alives before it
+        kept)."""
+        obj = json_of(event)
+        if obj is None or "error" in obj:
+            return event.raw
         if self.client_id is not None and "id" in obj:
             obj["id"] = self.client_id
         keep = bool(obj.get("usage"))
@@ -323,6 +312,7 @@ class ChatSplice:
                     "finish_reason") is not None:
                 keep = True
         if not keep:
-            return b""
-        return b"data: " + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+            return leading_comments(event.raw)
+        return (leading_comments(event.raw) + b"data: "
+                + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n")
 

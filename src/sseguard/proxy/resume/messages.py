@@ -23,31 +23,11 @@ import copy
 import json
 from typing import Any
 
-import msgspec
-
 from sseguard.core.sse import SSEEvent
 from sseguard.proxy.machines.actions import AskContinuation
 from sseguard.proxy.resume.chat import HeldFrames, RepeatTrim, ResumeState
+from sseguard.proxy.resume.events import EventReader, json_of, leading_comments
 from sseguard.proxy.resume.usage import MESSAGES_KEYS, UsageSum
-
-_decode = msgspec.json.Decoder()
-
-
-def _events(data: bytes) -> list[dict[str, Any]]:
-    """The JSON data of each whole frame in ``data`` (comments and non-JSON skipped)."""
-    out = []
-    for frame in data.replace(b"\r", b"").split(b"\n\n"):
-        parts = [line[5:].removeprefix(b" ") for line in frame.split(b"\n")
-                 if line.startswith(b"data:")]
-        if not parts:
-            continue
-        try:
-            obj = _decode.decode(b"\n".join(parts))
-        except msgspec.DecodeError:
-            continue
-        if isinstance(obj, dict):
-            out.append(obj)
-    return out
 
 
 def _frame(obj: dict[str, Any]) -> bytes:
@@ -111,8 +91,10 @@ class MessagesResume(ResumeState):
             self.blocked = "the request is itself a prefill"
 
     def note(self, data: bytes) -> None:
-        self.forwarded.append(data)
-        for obj in _events(data):
+        for event in self.written(data):
+            obj = json_of(event)
+            if obj is None:
+                continue
             kind = obj.get("type")
             index = obj.get("index")
             if not self.spliced:
@@ -234,46 +216,43 @@ class MessagesSplice:
         #: A block of the client's to close before the continuation's first block (a thinking
         #: block whose stop was held when the answer broke).
         self.close_first = close_first
-        self._rest = b""
+        self._events = EventReader()
 
     def feed(self, data: bytes) -> bytes:
-        data = self._rest + data.replace(b"\r\n", b"\n")
-        end = data.rfind(b"\n\n")
-        if end == -1:
-            self._rest = data
-            return b""
-        self._rest = data[end + 2:]
-        return b"".join(self.frame(f) for f in data[:end].split(b"\n\n") if f)
+        return b"".join([self.frame(event) for event in self._events.feed(data)])
 
     def close(self) -> bytes:
-        rest, self._rest = self._rest, b""
-        return rest
+        return self._events.close()
 
-    def frame(self, frame: bytes) -> bytes:
-        events = _events(frame)
-        if not events:
-            return frame + b"\n\n"
-        obj = events[0]
+    def frame(self, event: SSEEvent) -> bytes:
+        """One continuation event as the client gets it: as it came, renumbered into the client's
+        blocks, or dropped (keep-alives before it kept)."""
+        obj = json_of(event)
+        if obj is None:
+            return event.raw
         kind = obj.get("type")
+        comments = leading_comments(event.raw)
         if kind == "message_start":
             _note_usage(self.usage, obj)  # the continuation's own, never the client's
-            return b""
+            return comments
         if self.close_first is not None and kind in ("content_block_start", "message_delta"):
             stop = _frame({"type": "content_block_stop", "index": self.close_first})
             self.close_first = None
-            return stop + self.frame(frame)
+            return comments + stop + self.frame(event)[len(comments):]
+        frame = event.raw
         if kind == "message_delta" and isinstance(obj.get("usage"), dict):
             obj["usage"] = self.usage.rewrite(obj["usage"])
-            frame = _frame(obj)[:-2]
+            frame = comments + _frame(obj)
         if kind == "message_delta" and self.base is None and self.open_text is not None:
             # A continuation with nothing to add: the client's open text block is closed here.
             self.base = self.open_text + 1
-            return _frame({"type": "content_block_stop", "index": self.open_text}) + frame + b"\n\n"
+            return (comments + _frame({"type": "content_block_stop", "index": self.open_text})
+                    + frame[len(comments):])
         index = obj.get("index")
         if kind not in ("content_block_start", "content_block_delta", "content_block_stop") or \
                 not isinstance(index, int):
-            return frame + b"\n\n"
-        out = b""
+            return frame
+        out = comments
         base = self.base
         if base is None:
             block = obj.get("content_block")
@@ -287,9 +266,9 @@ class MessagesSplice:
                            "delta": {"type": "text_delta", "text": text}}
                     kind = "content_block_delta"
                 else:
-                    return b""
+                    return comments
             elif self.open_text is not None:
-                out = _frame({"type": "content_block_stop", "index": self.open_text})
+                out = comments + _frame({"type": "content_block_stop", "index": self.open_text})
                 base = self.open_text + 1
             else:
                 base = self.next_index
