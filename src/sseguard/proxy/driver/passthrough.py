@@ -161,6 +161,14 @@ async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body
     headers included: such an upstream is silent until its whole answer is ready, and an agent's
     non-streaming fallback must not wait for ever) and read whole before the client gets anything, so
     that a stall or a break is a ``504``/``502`` in the protocol's error shape, not a cut body.
+
+    Why this is not a sans-IO machine like the guarded stream's (``machines/stream.py``): nothing
+    here depends on what the bytes say. No checker reads them and no frame is rewritten, held or
+    ended early, so the copy has one state and no decision; after the headers the only one left,
+    on a stall or a break, is to cut the client's connection. The decisions before the headers are
+    already pure: whether a guarded call is asked again is the attempts machine's
+    (``machines/attempts.py``), which error answer a failure gets is ``_failed_before_headers``.
+    What remains is I/O: the upload (``_Upload``), the deadline, and the copy (``_copy``).
     """
     config = state.config
     assert state.session is not None
@@ -209,38 +217,55 @@ async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body
                     request.method, target, data=data, allow_redirects=False, headers=headers,
                     skip_auto_headers=skip)
     except (TimeoutError, aiohttp.ClientError) as exc:
-        if machine is not None:
-            retried = machine.retried
         if upload is not None:
             upload.waiting = False
-        if upload is not None and upload.failure is not None:
-            state.metrics.requested("rejected_408")
-            return state.tell_retry(
-                error_response(proto, 408, upload.failure, type_="invalid_request_error",
-                               code="request_body_incomplete", headers=[("Connection", "close")]),
-                api, "request_body_incomplete", "bad_request", retried=False)
-        if isinstance(exc, TimeoutError):
-            if guarded and config.stall_timeout < config.timeout:
-                state.metrics.upstream_errors.labels("stalled").inc()
-                return state.tell_retry(_protocol_error(proto, 504, _silent(config.stall_timeout)),
-                                        api, "stalled", "timeout", retried=retried,
-                                        retry_off=retry_off)
-            state.metrics.upstream_errors.labels("timeout").inc()
-            return state.tell_retry(
-                error_response(proto, 504, f"the upstream sent no response within "
-                                           f"{config.timeout:g} s (--timeout)",
-                               type_="upstream_timeout", code="upstream_timeout"),
-                api, "timeout", "timeout", retried=retried, retry_off=retry_off)
-        state.metrics.upstream_errors.labels("connect").inc()
-        return state.tell_retry(
-            error_response(proto, 502, unreachable(config.upstream, exc, state.redactor),
-                           type_="upstream_unreachable", code="upstream_unreachable"),
-            api, "connect", "upstream", retried=False, retry_off=retry_off)
+        return _failed_before_headers(state, proto, exc, upload, guarded=guarded,
+                                      retried=machine is not None and machine.retried,
+                                      retry_off=retry_off)
     if upload is not None:
         upload.waiting = False
     if guarded:
         return await _answer_whole(state, request, upstream, proto, retried=retried, answer=answer)
-    watch = StallWatch(state.stall_timers(), config.stall_timeout, upstream.content)
+    return await _copy(state, request, upstream)
+
+
+def _failed_before_headers(state: ProxyState, proto: Protocol, exc: BaseException,
+                           upload: _Upload | None, *, guarded: bool, retried: bool,
+                           retry_off: bool | None) -> web.StreamResponse:
+    """The client's answer when the upstream's headers never came: the client's own upload failed
+    (``408``), the upstream was silent (``504``) or could not be reached (``502``)."""
+    config = state.config
+    api = str(proto.api)
+    if upload is not None and upload.failure is not None:
+        state.metrics.requested("rejected_408")
+        return state.tell_retry(
+            error_response(proto, 408, upload.failure, type_="invalid_request_error",
+                           code="request_body_incomplete", headers=[("Connection", "close")]),
+            api, "request_body_incomplete", "bad_request", retried=False)
+    if isinstance(exc, TimeoutError):
+        if guarded and config.stall_timeout < config.timeout:
+            state.metrics.upstream_errors.labels("stalled").inc()
+            return state.tell_retry(_protocol_error(proto, 504, _silent(config.stall_timeout)),
+                                    api, "stalled", "timeout", retried=retried,
+                                    retry_off=retry_off)
+        state.metrics.upstream_errors.labels("timeout").inc()
+        return state.tell_retry(
+            error_response(proto, 504, f"the upstream sent no response within "
+                                       f"{config.timeout:g} s (--timeout)",
+                           type_="upstream_timeout", code="upstream_timeout"),
+            api, "timeout", "timeout", retried=retried, retry_off=retry_off)
+    state.metrics.upstream_errors.labels("connect").inc()
+    return state.tell_retry(
+        error_response(proto, 502, unreachable(config.upstream, exc, state.redactor),
+                       type_="upstream_unreachable", code="upstream_unreachable"),
+        api, "connect", "upstream", retried=False, retry_off=retry_off)
+
+
+async def _copy(state: ProxyState, request: web.Request,
+                upstream: aiohttp.ClientResponse) -> web.StreamResponse:
+    """The upstream's answer to the client as it streams, byte for byte; a stall or a break once the
+    headers are out cuts the client's connection (the only honest signal left)."""
+    watch = StallWatch(state.stall_timers(), state.config.stall_timeout, upstream.content)
     complete = False
     try:
         resp = web.StreamResponse(status=upstream.status, reason=upstream.reason,
