@@ -70,7 +70,7 @@ async def main():
         watch.close()
         if mode == "stream":
             verdict = relay.machine._verdict(None, False)
-            state.stream_done(relay, verdict)
+            state.stream_done(relay, verdict, relay.identity)
         else:
             relay.machine._verdict(None, False)
 

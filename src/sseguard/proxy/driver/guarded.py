@@ -49,6 +49,7 @@ from sseguard.proxy.machines.attempts import (
     TimedOut,
     Unreachable,
 )
+from sseguard.proxy.machines.outcome import RecordIdentity
 from sseguard.proxy.machines.retry import completion_tokens
 from sseguard.proxy.repair import checker_markup, frames_for
 from sseguard.proxy.resume.dialects import dialect_for
@@ -164,17 +165,15 @@ class _Driver:
             relay.heal_dialect = dialect.name
         relay.concurrency = self.state.active
         # The client's stream is the one record that counts its whole time, retries included.
-        relay.index, relay.t0, relay.started_at = self.index, self.t0, self.started_at
-        relay.healed, relay.heal_attempts, relay.heal_tokens = \
-            start.healed, start.heal_attempts, start.heal_tokens
+        relay.t0, relay.started_at = self.t0, self.started_at
+        relay.identity = RecordIdentity(index=self.index, healed=start.healed,
+                                        heal_attempts=start.heal_attempts,
+                                        heal_tokens=start.heal_tokens)
         return relay
 
     def record_failed(self, relay: StreamDriver, verdict: Verdict, *, linked: bool) -> None:
         """Record a failed attempt: linked to the stream's record (a retry follows), or as it."""
-        if linked:
-            relay.index, relay.heal_of, relay.healed = None, self.index, None
-            relay.heal_attempts = relay.heal_tokens = 0
-        self.done(relay, verdict)
+        self.done(relay, verdict, relay.identity.attempt() if linked else relay.identity)
 
     def answer(self, action: ErrorAnswer) -> web.StreamResponse:
         """The error answer the machine decided, with its headers; counted in ``/metrics``."""
@@ -189,11 +188,11 @@ class _Driver:
                                   type_=action.type_, code=action.code)
         return self.state.answered(resp, action, str(self.api))
 
-    def done(self, relay: StreamDriver, verdict: Verdict) -> None:
+    def done(self, relay: StreamDriver, verdict: Verdict, identity: RecordIdentity) -> None:
         """``state.stream_done``, telling the machine when that was this stream's own record."""
-        if relay.heal_of is None:
+        if identity.heal_of is None:
             self.machine.own_recorded()
-        self.state.stream_done(relay, verdict)
+        self.state.stream_done(relay, verdict, identity)
 
     def client_left(self) -> None:
         """The client left (during a backoff, or while an attempt waited for the upstream's
@@ -202,7 +201,8 @@ class _Driver:
             assert isinstance(action, RecordGone)
             relay = self.new_relay(action)
             relay.outcome.client_gone = True
-            self.done(relay, relay.checker.close(transport_error="client disconnected"))
+            self.done(relay, relay.checker.close(transport_error="client disconnected"),
+                      relay.identity)
 
 
 async def _attempt(state: ProxyState, relay: StreamDriver, target: URL, *, last: bool,
@@ -253,7 +253,7 @@ async def _attempt(state: ProxyState, relay: StreamDriver, target: URL, *, last:
         watch.close()
         upstream.close()
         relay.outcome.client_gone = True
-        done(relay, relay.checker.close(transport_error="client disconnected"))
+        done(relay, relay.checker.close(transport_error="client disconnected"), relay.identity)
         raise
     if failure is None:
         return await relay.relay(upstream, first, events, watch)

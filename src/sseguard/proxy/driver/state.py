@@ -31,6 +31,7 @@ from sseguard.proxy.driver.stall import Timers
 from sseguard.proxy.driver.stream import StreamDriver
 from sseguard.proxy.driver.traces import ProxyTraces
 from sseguard.proxy.machines.attempts import ErrorAnswer
+from sseguard.proxy.machines.outcome import RecordIdentity
 from sseguard.proxy.machines.retry import (
     RetryBudget,
     Sleep,
@@ -228,19 +229,20 @@ class ProxyState:
             redactor = self._redactors[key] = self.redactor.with_secrets(values)
         return redactor
 
-    def stream_done(self, relay: StreamDriver, verdict: Verdict) -> None:
-        """Metrics and the evidence record of one finished stream (never blocks the loop)."""
+    def stream_done(self, relay: StreamDriver, verdict: Verdict, identity: RecordIdentity) -> None:
+        """Metrics and the evidence record of one finished stream (never blocks the loop):
+        ``identity`` says which record (the stream's own, or one of its upstream attempts)."""
         now = time.perf_counter()
         duration = now - relay.t0
         outcome = relay.outcome
-        if relay.heal_of is not None:  # an upstream attempt the client never saw
+        if identity.heal_of is not None:  # an upstream attempt the client never saw
             self.metrics.heal_attempts.labels(str(verdict.api), str(verdict.ending)).inc()
         else:
             self.metrics.stream_ended(verdict, client_gone=outcome.client_gone, ttft_s=relay.ttft,
                                       duration_s=duration)
-            if relay.healed is not None and relay.healed != "none":
-                dialect = (relay.heal_dialect or "") if relay.healed == "resume" else ""
-                self.metrics.healed.labels(str(verdict.api), relay.healed, dialect,
+            if identity.healed is not None and identity.healed != "none":
+                dialect = (relay.heal_dialect or "") if identity.healed == "resume" else ""
+                self.metrics.healed.labels(str(verdict.api), identity.healed, dialect,
                                            "passed" if self.policy.passes(verdict) else "failed").inc()
         if outcome.code is not None or outcome.action == "pass":
             self.metrics.actions.labels(outcome.action).inc()
@@ -251,13 +253,13 @@ class ProxyState:
             self.metrics.upstream_errors.labels("transport").inc()
         if self.traces is not None:
             try:
-                self.traces.stream_done(relay, verdict, duration)
+                self.traces.stream_done(relay, verdict, duration, identity)
             except Exception:  # telemetry must never take the proxy down
                 log.exception("could not emit the telemetry of a stream")
         if self.writer is None:
             return
         try:
-            record = self._record(relay, verdict, duration)
+            record = self._record(relay, verdict, duration, identity)
         except Exception:  # evidence must never take the proxy down
             log.exception("could not build the record of a stream")
             return
@@ -265,7 +267,8 @@ class ProxyState:
         # so the secret searches (most of a record's cost) are not spent on the loop.
         self.writer.put(record, relay.redactor)
 
-    def _record(self, relay: StreamDriver, verdict: Verdict, duration: float) -> Record:
+    def _record(self, relay: StreamDriver, verdict: Verdict, duration: float,
+                identity: RecordIdentity) -> Record:
         """The stream's record, not yet redacted (the writer's ``put`` is given the redactor)."""
         outcome = relay.outcome
         extra: dict[str, Any] = {"action": outcome.action, **relay.frames.facts(), **outcome.extra}
@@ -273,20 +276,20 @@ class ProxyState:
             extra["error_code"] = outcome.code
         if outcome.client_gone:
             extra["client_disconnected"] = True
-        if relay.healed == "resume" and relay.heal_dialect is not None:
+        if identity.healed == "resume" and relay.heal_dialect is not None:
             extra["heal_dialect"] = relay.heal_dialect  # which --resume dialect continued it
         record = raw_record(
             verdict, policy=self.policy, headers=dict(relay.upstream_headers),
             source="proxy", run_id=self.config.run_id, arm=self.config.arm_name,
-            index=self.next_index() if relay.index is None else relay.index, workload="proxy",
+            index=self.next_index() if identity.index is None else identity.index, workload="proxy",
             started_at=relay.started_at,
             method=relay.request.method, path=relay.request.path, stream=True,
             ttfb_ms=None if relay.ttfb is None else relay.ttfb * 1000,
             ttft_ms=None if relay.ttft is None else relay.ttft * 1000,
             duration_ms=duration * 1000, max_gap_ms=relay.max_gap * 1000,
             prompt_bytes=len(relay.body), concurrency=relay.concurrency,
-            extra=extra, heal_of=relay.heal_of, healed=relay.healed,
-            heal_attempts=relay.heal_attempts, heal_tokens=relay.heal_tokens,
+            extra=extra, heal_of=identity.heal_of, healed=identity.healed,
+            heal_attempts=identity.heal_attempts, heal_tokens=identity.heal_tokens,
         )
         if record.model is None and isinstance(relay.request_obj.get("model"), str):
             record.model = relay.request_obj["model"]

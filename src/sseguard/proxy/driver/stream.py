@@ -46,7 +46,7 @@ from sseguard.proxy.machines.actions import (
     Write,
 )
 from sseguard.proxy.machines.frames import Frames
-from sseguard.proxy.machines.outcome import StreamOutcome
+from sseguard.proxy.machines.outcome import RecordIdentity, StreamOutcome
 from sseguard.proxy.machines.stream import Resume, StreamMachine
 
 #: Sends a continuation request (the machine's ``AskContinuation``, where continuations of this stream
@@ -58,8 +58,9 @@ class _ClientGone(Exception):
     """The client closed its connection; nothing more can be sent."""
 
 
-#: Told once per stream, when it is over: the relay (its timings, outcome, frames) and the verdict.
-StreamDone = Callable[["StreamDriver", Verdict], None]
+#: Told once per record, when it is over: the driver (its timings, outcome, frames), the verdict, and
+#: which record it is (the client stream's own, or one of its upstream attempts).
+StreamDone = Callable[["StreamDriver", Verdict, RecordIdentity], None]
 
 #: Cancel requests in flight (``RecordVerdict.cancel``): kept referenced until they finish, since the
 #: stream that sent one may be over (its handler cancelled) before the upstream answers.
@@ -107,13 +108,9 @@ class StreamDriver:
         self._writer: AbstractStreamWriter | None = None
         self.upstream_headers: Mapping[str, str] = {}
         self.concurrency = 1  # streams in flight when this one started, itself included
-        # Healing (``guarded.py``): the record index this stream's record takes (None: the next one),
-        # the client stream an upstream attempt was made for, and what healing this stream needed.
-        self.index: int | None = None
-        self.heal_of: int | None = None
-        self.healed: str | None = None  # retry | resume | none; None when healing is off
-        self.heal_attempts = 0
-        self.heal_tokens = 0
+        #: Which record this stream's verdict becomes (``driver/guarded.py`` sets it once per
+        #: attempt; a continuation derives the next from it).
+        self.identity = RecordIdentity()
         #: The ``--resume`` dialect continuing this stream (``dialects.DIALECTS``' name), if any: what
         #: the record and ``/metrics`` name when it healed the stream.
         self.heal_dialect: str | None = None
@@ -209,18 +206,14 @@ class StreamDriver:
         """Tell ``done`` about a verdict: the client stream's, or an attempt a continuation replaced."""
         self.outcome, self.frames = action.outcome, action.frames
         if not action.attempt:
-            self._done(self, action.verdict)
+            self._done(self, action.verdict, self.identity)
             if action.cancel is not None and self._ask is not None:
                 self._send_detached(self._ask, action.cancel)
             return
-        saved = (self.index, self.healed, self.heal_attempts, self.heal_tokens)
-        self.index, self.heal_of, self.healed = None, saved[0], None
-        self.heal_attempts = self.heal_tokens = 0
         try:
-            self._done(self, action.verdict)
+            self._done(self, action.verdict, self.identity.attempt())
         finally:
-            self.index, self.heal_of, self.healed = saved[0], None, "resume"
-            self.heal_attempts, self.heal_tokens = saved[2] + 1, saved[3] + action.tokens
+            self.identity = self.identity.resumed(action.tokens)
             self.outcome, self.frames = self.machine.outcome, self.machine.frames
 
     @staticmethod

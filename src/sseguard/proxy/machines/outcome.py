@@ -6,7 +6,7 @@ Pure (no I/O): ``driver/stream.py`` fills an ``StreamOutcome`` per stream and wo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sseguard.core.verdict import Ending, Verdict
@@ -20,6 +20,30 @@ class StreamOutcome:
     code: str | None = None  # the error frame's code, when one was sent
     client_gone: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordIdentity:
+    """Which record a verdict becomes, built once per client stream and derived from there: the
+    stream's own (``index``: its record index, None for the next free one; what healing it needed)
+    or an upstream attempt the client never saw as such, linked to its stream by ``heal_of``."""
+
+    index: int | None = None
+    heal_of: int | None = None
+    healed: str | None = None  # retry | resume | none; None when healing is off, or an attempt
+    heal_attempts: int = 0
+    heal_tokens: int = 0
+
+    def attempt(self) -> RecordIdentity:
+        """The identity of one of this stream's upstream attempts: linked to it, no healing of its
+        own."""
+        return RecordIdentity(heal_of=self.index)
+
+    def resumed(self, tokens: int) -> RecordIdentity:
+        """This stream's identity once a continuation replaced an attempt that reported ``tokens``
+        completion tokens."""
+        return replace(self, healed="resume", heal_attempts=self.heal_attempts + 1,
+                       heal_tokens=self.heal_tokens + tokens)
 
 
 def failure_message(verdict: Verdict, failure: str, *, policy: str, stall_timeout: float,
