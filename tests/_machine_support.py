@@ -195,7 +195,7 @@ def drive(machine: StreamMachine, reads: list[bytes], end: dict[str, Any], *,
             elif isinstance(action, EndBody | Reset):
                 assert run.ended is None, "the client's stream ended twice"
                 run.ended = "eof" if isinstance(action, EndBody) else "reset"
-                machine.delivered = True
+                machine.client_stream_ended()
             elif isinstance(action, RecordVerdict):
                 run.records.append(action)
             elif isinstance(action, Drain):

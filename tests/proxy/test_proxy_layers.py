@@ -96,3 +96,25 @@ def test_the_repair_imports_and_repairs_without_aiohttp() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["1 True", "[]"]
+
+
+def _private_reaches(source: str, where: str) -> list[str]:
+    """``obj._name`` where ``obj`` is not ``self``/``cls``: one object reaching into another's
+    private state (``watch._handle``, ``machine._delivered``)."""
+    found = []
+    for node in ast.walk(ast.parse(source, where)):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and \
+                not node.attr.startswith("__") and \
+                not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            found.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_proxy_module_reaches_into_another_objects_private_state() -> None:
+    # The drivers tell the machines what happened through their events and read the stall timer's
+    # public state; a private attribute is its own object's.
+    assert _private_reaches("if watch._handle is None:\n    machine._delivered = True\n", "x.py") == [
+        "x.py:1: watch._handle", "x.py:2: machine._delivered"]
+    found = [hit for path in sorted(PROXY.rglob("*.py"))
+             for hit in _private_reaches(path.read_text(), str(path.relative_to(PROXY)))]
+    assert found == []

@@ -87,7 +87,7 @@ class StallWatch:
     exception, which ends the pending read at once.
     """
 
-    __slots__ = ("_handle", "_loop", "_reader", "_timeout", "fired", "reading", "since")
+    __slots__ = ("_loop", "_reader", "_timeout", "fired", "reading", "since", "timer")
 
     #: ``loop``: the event loop, or any ``Timers`` (a test's virtual clock).
 
@@ -95,7 +95,9 @@ class StallWatch:
         self._loop = loop
         self._timeout = timeout
         self._reader = reader
-        self._handle: TimerHandle | None = None
+        #: The armed stall timer (None: none is armed; the next read arms it). Public so that the
+        #: relay's per-read loop can test it without a call (``StreamDriver._pump``).
+        self.timer: TimerHandle | None = None
         self.fired = False  # the stall ended the read (the relay may decide it was not a stall)
         self.reading = False
         self.since = loop.time()
@@ -112,11 +114,11 @@ class StallWatch:
     def start_read(self) -> None:
         self.since = self._loop.time()
         self.reading = True
-        if self._handle is None:
-            self._handle = self._loop.call_at(self.since + self._timeout, self._check)
+        if self.timer is None:
+            self.timer = self._loop.call_at(self.since + self._timeout, self._check)
 
     def _check(self) -> None:
-        self._handle = None
+        self.timer = None
         if not self.reading:
             return  # the next start_read() arms it again
         due = self.since + self._timeout
@@ -124,16 +126,16 @@ class StallWatch:
             self.fired = True
             self._reader.set_exception(Stalled(f"no byte for {self._timeout:g} s"))
         else:
-            self._handle = self._loop.call_at(due, self._check)
+            self.timer = self._loop.call_at(due, self._check)
 
     def shorten(self, timeout: float) -> None:
         """Use a shorter timeout from now on (it only ever shrinks)."""
         self._timeout = min(self._timeout, timeout)
-        if self._handle is not None:  # armed for the longer timeout: re-arm on the next read
-            self._handle.cancel()
-            self._handle = None
+        if self.timer is not None:  # armed for the longer timeout: re-arm on the next read
+            self.timer.cancel()
+            self.timer = None
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None

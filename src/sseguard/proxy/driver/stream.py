@@ -254,7 +254,7 @@ class StreamDriver:
                 else:
                     watch.since = loop_time()  # watch.start_read(), inlined
                     watch.reading = True
-                    if watch._handle is None:
+                    if watch.timer is None:
                         watch.start_read()
                     try:
                         chunk = await content.read(READ_MAX)
@@ -314,7 +314,7 @@ class StreamDriver:
             if self._writer is not None and not transport.is_closing():
                 self._writer.send_headers()  # a status and headers, then the cut (if still held)
             transport.abort()
-        self.machine.delivered = True
+        self.machine.client_stream_ended()
 
     async def _eof(self) -> None:
         assert self._resp is not None
@@ -322,7 +322,7 @@ class StreamDriver:
             await self._resp.write_eof()
         except ConnectionResetError:
             raise _ClientGone from None
-        self.machine.delivered = True
+        self.machine.client_stream_ended()
 
 
 async def _send_cancel(ask: Ask, cancel: AskContinuation) -> None:

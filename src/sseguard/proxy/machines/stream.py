@@ -141,8 +141,8 @@ class StreamMachine:
         #: How the upstream connection broke, in the client's words.
         self._broke: str | None = None
         self._ended: tuple[str | None, bool] = (None, False)  # the upstream's end, for a refusal
-        #: The client's stream has been ended (the driver says so once the end went out).
-        self.delivered = False
+        #: The client's stream has been ended (``client_stream_ended``: the end went out).
+        self._delivered = False
 
     @property
     def saw_content(self) -> bool:
@@ -421,10 +421,15 @@ class StreamMachine:
         return [Write(self.wire.error_frame(code, message, self._sent)), EndBody()]
 
     # ── the client ─────────────────────────────────────────────────────────────────────────────
+    def client_stream_ended(self) -> None:
+        """The driver performed the end of the client's stream (``EndBody`` or ``Reset``): a
+        departure from now on is not the client leaving early."""
+        self._delivered = True
+
     def client_gone(self) -> list[StreamAction]:
         """The client closed its connection (or the proxy stopped reading after its end)."""
-        self.outcome.client_gone = not self.delivered
-        reason = ("the proxy stopped reading after the client's stream had ended" if self.delivered
+        self.outcome.client_gone = not self._delivered
+        reason = ("the proxy stopped reading after the client's stream had ended" if self._delivered
                   else "client disconnected")
         verdict = self._last_verdict or self._verdict(reason, False)
         return [CloseUpstream(), self._record(verdict)]
