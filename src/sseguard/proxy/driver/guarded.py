@@ -28,7 +28,6 @@ from yarl import URL
 
 from sseguard.core.contract import Framing, Protocol, checker_for
 from sseguard.core.redact import Redactor
-from sseguard.core.sse import SSEEvent
 from sseguard.core.verdict import Verdict
 from sseguard.proxy.config import ProxyConfig
 from sseguard.proxy.driver.forward import error_response, request_headers, response_headers, unreachable
@@ -39,7 +38,6 @@ from sseguard.proxy.machines.actions import AskContinuation
 from sseguard.proxy.machines.attempts import (
     AttemptFailure,
     Attempts,
-    BadStart,
     ErrorAnswer,
     HttpError,
     RecordAttempt,
@@ -49,8 +47,8 @@ from sseguard.proxy.machines.attempts import (
     TimedOut,
     Unreachable,
 )
+from sseguard.proxy.machines.first_event import Beginning, FirstEvent
 from sseguard.proxy.machines.outcome import RecordIdentity
-from sseguard.proxy.machines.retry import completion_tokens
 from sseguard.proxy.repair import checker_markup, frames_for
 from sseguard.proxy.resume.dialects import dialect_for
 
@@ -246,7 +244,7 @@ async def _attempt(state: ProxyState, relay: StreamDriver, target: URL, *, last:
     # One stall timer for the first event and the relay after it: arming a second costs a timer.
     watch = StallWatch(relay.loop, config.stall_timeout, upstream.content)
     try:
-        first, events, failure = await _first_event(relay, watch)
+        beginning = await _first_event(FirstEvent(relay.checker), watch, relay.redactor)
     except asyncio.CancelledError:
         # The client left while its headers waited on the first event: the upstream request ends
         # now (engines abort a generation when its connection closes), and the stream is recorded.
@@ -255,45 +253,26 @@ async def _attempt(state: ProxyState, relay: StreamDriver, target: URL, *, last:
         relay.outcome.client_gone = True
         done(relay, relay.checker.close(transport_error="client disconnected"), relay.identity)
         raise
-    if failure is None:
-        return await relay.relay(upstream, first, events, watch)
+    bad_start = beginning.bad_start
+    if beginning.failed is None or bad_start is None:
+        return await relay.relay(upstream, beginning.data, beginning.events, watch)
     watch.close()
     upstream.close()
-    return failure, BadStart(str(failure.ending), failure.error, completion_tokens(failure))
+    return beginning.failed, bad_start
 
 
-async def _first_event(relay: StreamDriver, watch: StallWatch
-                       ) -> tuple[bytes, list[SSEEvent] | None, Verdict | None]:
-    """Read until the upstream's first event (keep-alive comments do not count); the bytes read, the
-    events the relay's checker found in them (None: none yet), and the attempt's verdict when that
-    beginning is a failure worth retrying (an empty body, a stall, a reset, an error event).
-
-    The bytes go through the relay's own checker, once: the relay forwards the events it found
-    without feeding them again (a second checker for the probe cost its setup on every stream, on
-    the way to the first chunk). A failed attempt's relay is dropped, its checker with it. ``watch``
-    (the caller's, which closes it) reads the upstream's body under the stall timer.
-    """
-    checker = relay.checker
-    read: list[bytes] = []
+async def _first_event(machine: FirstEvent, watch: StallWatch, redactor: Redactor) -> Beginning:
+    """Feed ``machine`` the upstream's reads under the stall timer ``watch`` (the caller's, which
+    closes it) until it knows how the body begins; every decision is the machine's."""
     try:
         while True:
-            chunk = await watch.read()
-            if not chunk:
-                return b"".join(read), None, checker.close()
-            read.append(chunk)
-            events = checker.feed(chunk)
-            if events:
-                first = b"".join(read)
-                return first, events, (None if checker.error_message is None else checker.close())
-            if read[0][:1] == b":" and b"\n\n" in chunk:
-                # Keep-alive comments during a long prefill go out at once (holding them would defeat
-                # them): the upstream is at work, and the client's body has begun, so no retry.
-                return b"".join(read), [], None
+            beginning = machine.receive(await watch.read())
+            if beginning is not None:
+                return beginning
     except Stalled:
-        return b"".join(read), None, checker.close(stalled=True)
+        return machine.ended(stalled=True)
     except (aiohttp.ClientError, OSError) as exc:
-        return b"".join(read), None, checker.close(
-            transport_error=relay.redactor.text(f"{type(exc).__name__}: {exc}"))
+        return machine.ended(transport_error=redactor.text(f"{type(exc).__name__}: {exc}"))
 
 
 def continuation_url(config: ProxyConfig, target: URL) -> URL:
