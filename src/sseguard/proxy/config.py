@@ -263,6 +263,12 @@ class ProxyConfig:
         )
 
     @property
+    def retries_off(self) -> bool:
+        """The proxy makes no retries of its own (``--retry 0`` or ``--retry-budget 0``): its error
+        answers then tell a client whose retry can help to make it (``x-should-retry: true``)."""
+        return self.retry == 0 or self.retry_budget == 0
+
+    @property
     def effective_policy(self) -> Policy:
         """The policy the proxy acts on: ``--complete-done`` makes a missing ``[DONE]`` repairable.
 

@@ -123,7 +123,7 @@ class _Driver:
             retry=config.retry, max_wait=config.retry_max_wait,
             # Whose retry budget the retries spend.
             budget=state.budget(str(target.origin())), rng=state.rng,
-            retry_off=config.retry == 0 or config.retry_budget == 0,
+            retry_off=config.retries_off,
             healing=bool(config.retry or config.resume))
         # Only a protocol with two framings looks at the query (parsing it costs on every stream).
         self.array = (len(proto.framings) > 1

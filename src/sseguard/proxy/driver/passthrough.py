@@ -194,11 +194,11 @@ async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body
     if guarded:
         machine = Attempts(retry=config.retry, max_wait=config.retry_max_wait,
                            budget=state.budget(str(target.origin())), rng=state.rng,
-                           retry_off=config.retry == 0 or config.retry_budget == 0,
+                           retry_off=config.retries_off,
                            healing=False)
     retried = False
     # The proxy retries only a guarded endpoint's calls; on any other path a client retry is the one.
-    retry_off = None if guarded and config.retry else True
+    retry_off = config.retries_off if guarded else True
     try:
         async with deadline:
             if machine is not None:
@@ -231,7 +231,7 @@ async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body
 
 def _failed_before_headers(state: ProxyState, proto: Protocol, exc: BaseException,
                            upload: _Upload | None, *, guarded: bool, retried: bool,
-                           retry_off: bool | None) -> web.StreamResponse:
+                           retry_off: bool) -> web.StreamResponse:
     """The client's answer when the upstream's headers never came: the client's own upload failed
     (``408``), the upstream was silent (``504``) or could not be reached (``502``)."""
     config = state.config
@@ -312,7 +312,7 @@ async def _answer_whole(state: ProxyState, request: web.Request, upstream: aioht
     or a break says whether a client retry can help (``retried``: the proxy did)."""
     config = state.config
     api = str(proto.api)
-    retry_off = None if config.retry else True
+    retry_off = config.retries_off
     watch = StallWatch(state.stall_timers(), config.stall_timeout, upstream.content)
     parts: list[bytes] = []
     received = 0

@@ -14,7 +14,7 @@ import itertools
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -32,13 +32,7 @@ from sseguard.proxy.driver.stream import StreamDriver
 from sseguard.proxy.driver.traces import ProxyTraces
 from sseguard.proxy.machines.attempts import ErrorAnswer
 from sseguard.proxy.machines.outcome import RecordIdentity
-from sseguard.proxy.machines.retry import (
-    RetryBudget,
-    Sleep,
-    passed_on_retry_after,
-    retry_after,
-    should_retry,
-)
+from sseguard.proxy.machines.retry import RetryBudget, Sleep, retry_headers
 
 log = logging.getLogger("sseguard.proxy")
 log.addFilter(RedactingFilter())
@@ -103,32 +97,28 @@ class ProxyState:
         return budget
 
     def answered(self, resp: web.StreamResponse, answer: ErrorAnswer, api: str) -> web.StreamResponse:
-        """Put the headers an ``attempts.ErrorAnswer`` decided on ``resp``; count a refused retry and a
-        don't-retry answer."""
-        for name, value in answer.headers:
-            resp.headers[name] = value
-        if answer.refused:
-            self.metrics.retries_refused.labels(api, answer.reason).inc()
-        if answer.should_retry == "false":
-            self.metrics.dont_retry.labels(api, answer.reason).inc()
-        return resp
+        """An error answer the attempts' machine decided (``attempts.ErrorAnswer``): its retry
+        headers on ``resp``, counted."""
+        return self._retry_headers(resp, answer.headers, api, answer.reason, refused=answer.refused)
 
     def tell_retry(self, resp: web.StreamResponse, api: str, reason: str, cause: str, *,
-                   retried: bool, upstream_headers: Mapping[str, str] | None = None,
-                   budget_spent: bool = False, waited_too_long: bool = False,
-                   retry_off: bool | None = None) -> web.StreamResponse:
-        """Mark an error answer the proxy writes with ``x-should-retry`` (``retry.should_retry``),
-        the upstream's own ``retry-after`` going with a ``true``; count a ``false``."""
-        asked = None if upstream_headers is None else retry_after(upstream_headers, time.time())
-        if retry_off is None:
-            retry_off = self.config.retry == 0 or self.config.retry_budget == 0
-        value = should_retry(cause, retried=retried, retry_off=retry_off, budget_spent=budget_spent,
-                             asked=asked, waited_too_long=waited_too_long)
-        resp.headers["x-should-retry"] = value
-        if value == "true":
-            for name, header in passed_on_retry_after(upstream_headers):
-                resp.headers[name] = header
-        else:
+                   retried: bool, retry_off: bool | None = None) -> web.StreamResponse:
+        """An error answer the proxy writes outside the attempts' machine (a refused request, a
+        verbatim call that failed): its retry headers (``retry.retry_headers``; ``retry_off``
+        defaults to ``ProxyConfig.retries_off``) on ``resp``, counted."""
+        headers = retry_headers(cause, retried=retried,
+                                retry_off=self.config.retries_off if retry_off is None else retry_off)
+        return self._retry_headers(resp, headers, api, reason)
+
+    def _retry_headers(self, resp: web.StreamResponse, headers: tuple[tuple[str, str], ...],
+                       api: str, reason: str, *, refused: bool = False) -> web.StreamResponse:
+        """The one place the proxy's error answers get their retry headers (``x-should-retry``,
+        a passed-on ``retry-after``), and a refused retry and a don't-retry answer are counted."""
+        for name, value in headers:
+            resp.headers[name] = value
+        if refused:
+            self.metrics.retries_refused.labels(api, reason).inc()
+        if dict(headers).get("x-should-retry") == "false":
             self.metrics.dont_retry.labels(api, reason).inc()
         return resp
 

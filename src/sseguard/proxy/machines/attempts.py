@@ -26,10 +26,9 @@ from dataclasses import dataclass
 
 from sseguard.proxy.machines.retry import (
     RetryBudget,
-    passed_on_retry_after,
     retry_after,
+    retry_headers,
     retryable_status,
-    should_retry,
     wait_before_retry,
 )
 
@@ -124,11 +123,6 @@ class ErrorAnswer:
     type_: str = ""
     code: str = ""
     refused: bool = False
-
-    @property
-    def should_retry(self) -> str:
-        """The ``x-should-retry`` value the answer carries."""
-        return dict(self.headers)["x-should-retry"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,15 +248,11 @@ class Attempts:
             cause = "timeout"
         else:
             cause = "upstream"
-        asked = None if headers is None else retry_after(headers, wall)
-        value = should_retry(cause, retried=self.retried, retry_off=self.retry_off,
-                             budget_spent=budget_spent, asked=asked,
-                             waited_too_long=waited_too_long)
-        out: list[tuple[str, str]] = [("x-should-retry", value)]
-        if value == "true":
-            out += passed_on_retry_after(headers)
+        out = retry_headers(cause, retried=self.retried, retry_off=self.retry_off,
+                            budget_spent=budget_spent, upstream_headers=headers, wall=wall,
+                            waited_too_long=waited_too_long)
         self.recorded = True
-        return [RecordAttempt(linked=False), self._shape(failure, tuple(out), reason, refused)]
+        return [RecordAttempt(linked=False), self._shape(failure, out, reason, refused)]
 
     @staticmethod
     def _shape(failure: AttemptFailure, headers: tuple[tuple[str, str], ...], reason: str,

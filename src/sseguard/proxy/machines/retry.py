@@ -175,6 +175,20 @@ def should_retry(cause: str, *, retried: bool, retry_off: bool, budget_spent: bo
     return "false"
 
 
+def retry_headers(cause: str, *, retried: bool, retry_off: bool, budget_spent: bool = False,
+                  upstream_headers: Mapping[str, str] | None = None, wall: float = 0.0,
+                  waited_too_long: bool = False) -> tuple[tuple[str, str], ...]:
+    """The retry headers of every error answer the proxy writes, decided here only:
+    ``x-should-retry`` (``should_retry``, the upstream's ``retry-after`` read at ``wall`` epoch
+    seconds from ``upstream_headers``) and, with ``true``, that ``retry-after`` passed on."""
+    asked = None if upstream_headers is None else retry_after(upstream_headers, wall)
+    value = should_retry(cause, retried=retried, retry_off=retry_off, budget_spent=budget_spent,
+                         asked=asked, waited_too_long=waited_too_long)
+    if value != "true":
+        return (("x-should-retry", value),)
+    return (("x-should-retry", value), *passed_on_retry_after(upstream_headers))
+
+
 def passed_on_retry_after(headers: Mapping[str, str] | None) -> list[tuple[str, str]]:
     """The upstream's own ``retry-after`` and ``retry-after-ms``, to go with ``x-should-retry``."""
     if headers is None:
