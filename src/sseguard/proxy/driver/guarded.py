@@ -30,6 +30,7 @@ from sseguard.core.contract import Framing, Protocol, checker_for
 from sseguard.core.redact import Redactor
 from sseguard.core.verdict import Verdict
 from sseguard.proxy.config import ProxyConfig
+from sseguard.proxy.driver.attempt_loop import run_attempts
 from sseguard.proxy.driver.forward import error_response, request_headers, response_headers, unreachable
 from sseguard.proxy.driver.stall import Stalled, StallWatch
 from sseguard.proxy.driver.state import ProxyState
@@ -42,7 +43,6 @@ from sseguard.proxy.machines.attempts import (
     HttpError,
     RecordAttempt,
     RecordGone,
-    RetryAfter,
     StartAttempt,
     TimedOut,
     Unreachable,
@@ -65,29 +65,21 @@ async def guard_stream(state: ProxyState, request: web.Request, body: bytes, obj
     """
     redactor = state.request_redactor(request)
     driver = _Driver(state, request, body, obj, proto, redactor, target)
-    machine = driver.machine
     state.stream_started()
+
+    async def attempt(start: StartAttempt) -> web.StreamResponse | AttemptFailure:
+        relay = driver.new_relay(start)
+        got = await _attempt(state, relay, target, last=start.last, done=driver.done)
+        if isinstance(got, web.StreamResponse):
+            return got
+        verdict, driver.failure = got
+        driver.failed = (relay, verdict)
+        return driver.failure
+
     try:
-        start = machine.begin(state.clock())
-        while True:
-            relay = driver.new_relay(start)
-            got = await _attempt(state, relay, target, last=start.last, done=driver.done)
-            if isinstance(got, web.StreamResponse):
-                return got
-            verdict, failure = got
-            driver.failure = failure
-            answer: web.StreamResponse | None = None
-            for action in machine.failed(failure, now=state.clock(), wall=time.time()):
-                if isinstance(action, RecordAttempt):
-                    driver.record_failed(relay, verdict, linked=action.linked)
-                elif isinstance(action, RetryAfter):
-                    state.metrics.retries.labels(str(proto.api), action.reason).inc()
-                    await state.sleep(action.seconds)
-                    start = machine.waited(state.clock())
-                elif isinstance(action, ErrorAnswer):
-                    answer = driver.answer(action)
-            if answer is not None:
-                return answer
+        got = await run_attempts(state, driver.machine, attempt, label=str(proto.api),
+                                 recorded=driver.record_failed)
+        return got if isinstance(got, web.StreamResponse) else driver.answer(got)
     except asyncio.CancelledError:
         driver.client_left()
         raise
@@ -132,8 +124,10 @@ class _Driver:
         self.index = state.next_index()  # the client stream's record; attempts point at it
         self.t0 = time.perf_counter()
         self.started_at = time.time()
-        #: The failure the last attempt left (its upstream answer, should it become the client's).
+        #: The failure the last attempt left (its upstream answer, should it become the client's),
+        #: and that attempt's relay and verdict (its record, should the machine ask for it).
         self.failure: AttemptFailure | None = None
+        self.failed: tuple[StreamDriver, Verdict] | None = None
 
     def new_relay(self, start: StartAttempt | RecordGone) -> StreamDriver:
         """The relay of an attempt the machine started (or of the record of a client gone)."""
@@ -169,9 +163,11 @@ class _Driver:
                                         heal_tokens=start.heal_tokens)
         return relay
 
-    def record_failed(self, relay: StreamDriver, verdict: Verdict, *, linked: bool) -> None:
-        """Record a failed attempt: linked to the stream's record (a retry follows), or as it."""
-        self.done(relay, verdict, relay.identity.attempt() if linked else relay.identity)
+    def record_failed(self, action: RecordAttempt) -> None:
+        """Record the failed attempt: linked to the stream's record (a retry follows), or as it."""
+        assert self.failed is not None
+        relay, verdict = self.failed
+        self.done(relay, verdict, relay.identity.attempt() if action.linked else relay.identity)
 
     def answer(self, action: ErrorAnswer) -> web.StreamResponse:
         """The error answer the machine decided, with its headers; counted in ``/metrics``."""
@@ -313,9 +309,9 @@ async def _ask(state: ProxyState, request: web.Request, target: URL, base: URL,
     machine = Attempts(retry=config.retry, max_wait=config.retry_max_wait,
                        budget=state.budget(str(target.origin())), rng=state.rng, retry_off=False,
                        healing=False)
-    machine.begin(state.clock(), new_request=False)  # the stream's request was counted already
-    while True:
-        failure: AttemptFailure
+
+    async def attempt(start: StartAttempt) -> aiohttp.ClientResponse | AttemptFailure | None:
+        assert state.session is not None
         try:
             async with asyncio.timeout(config.timeout):
                 upstream = await state.session.request(
@@ -326,19 +322,17 @@ async def _ask(state: ProxyState, request: web.Request, target: URL, base: URL,
             return None
         except aiohttp.ClientError as exc:
             state.metrics.upstream_errors.labels("connect").inc()
-            failure = Unreachable(str(exc))
-        else:
-            if 200 <= upstream.status < 300:
-                return upstream
-            state.metrics.upstream_errors.labels(f"http_{upstream.status}").inc()
-            upstream.close()
-            failure = HttpError(upstream.status, upstream.headers)
-        retry = next(a for a in machine.failed(failure, now=state.clock(), wall=time.time())
-                     if isinstance(a, RetryAfter | ErrorAnswer))
-        if isinstance(retry, ErrorAnswer):
-            if retry.refused:
-                state.metrics.retries_refused.labels("continuation", retry.reason).inc()
-            return None
-        state.metrics.retries.labels("continuation", retry.reason).inc()
-        await state.sleep(retry.seconds)
-        machine.waited(state.clock())
+            return Unreachable(str(exc))
+        if 200 <= upstream.status < 300:
+            return upstream
+        state.metrics.upstream_errors.labels(f"http_{upstream.status}").inc()
+        upstream.close()
+        return HttpError(upstream.status, upstream.headers)
+
+    # The stream's request was counted in the retry budget already (``new_request``).
+    got = await run_attempts(state, machine, attempt, label="continuation", new_request=False)
+    if isinstance(got, ErrorAnswer):
+        if got.refused:
+            state.metrics.retries_refused.labels("continuation", got.reason).inc()
+        return None
+    return got

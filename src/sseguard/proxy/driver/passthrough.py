@@ -13,7 +13,6 @@ attempts' machine (``attempts.py``), as for a stream.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any
@@ -23,6 +22,7 @@ from aiohttp import web
 from yarl import URL
 
 from sseguard.core.contract import Protocol
+from sseguard.proxy.driver.attempt_loop import run_attempts
 from sseguard.proxy.driver.forward import error_response, request_headers, response_headers, unreachable
 from sseguard.proxy.driver.stall import Stalled, StallWatch, TimerHandle, Timers, broke_off
 from sseguard.proxy.driver.state import ProxyState
@@ -32,6 +32,7 @@ from sseguard.proxy.machines.attempts import (
     ErrorAnswer,
     HttpError,
     RetryAfter,
+    StartAttempt,
     Unreachable,
 )
 
@@ -118,33 +119,34 @@ async def _ask_guarded(state: ProxyState, request: web.Request, target: URL, bod
     machine decided when it is one (its status ≥ 400); or no answer and the machine's ``ErrorAnswer``
     when the upstream could not be reached."""
     config = state.config
-    assert state.session is not None
-    machine.begin(state.clock())
-    while True:
-        failure: AttemptFailure
-        upstream: aiohttp.ClientResponse | None = None
+    #: The last attempt's answer (None: it could not connect), kept for the client's error answer.
+    last: list[aiohttp.ClientResponse | None] = [None]
+
+    async def attempt(start: StartAttempt) -> aiohttp.ClientResponse | AttemptFailure:
+        assert state.session is not None
+        last[0] = None
         try:
-            upstream = await state.session.request(
+            upstream = last[0] = await state.session.request(
                 request.method, target, data=body, allow_redirects=False, headers=headers,
                 skip_auto_headers=skip)
         except aiohttp.ClientError as exc:
             state.metrics.upstream_errors.labels("connect").inc()
-            failure = Unreachable(unreachable(config.upstream, exc, state.redactor))
-        else:
-            if upstream.status < 400:
-                return upstream, None
-            failure = HttpError(upstream.status, upstream.headers)
-        decided = next(a for a in machine.failed(failure, now=state.clock(), wall=time.time())
-                       if isinstance(a, RetryAfter | ErrorAnswer))
-        if isinstance(decided, ErrorAnswer):
-            return upstream, decided  # the client's: the upstream's answer as it is, or a 502
+            return Unreachable(unreachable(config.upstream, exc, state.redactor))
+        if upstream.status < 400:
+            return upstream
+        return HttpError(upstream.status, upstream.headers)
+
+    def retrying(retry: RetryAfter) -> None:
+        upstream = last[0]
         if upstream is not None:
             state.metrics.upstream_errors.labels(f"http_{upstream.status}").inc()
             upstream.close()
-        state.metrics.retries.labels(api, decided.reason).inc()
         state.metrics.heal_attempts.labels("non_stream", "retried").inc()
-        await state.sleep(decided.seconds)
-        machine.waited(state.clock())
+
+    got = await run_attempts(state, machine, attempt, label=api, retrying=retrying)
+    if isinstance(got, ErrorAnswer):
+        return last[0], got  # the client's: the upstream's answer as it is, or a 502
+    return got, None
 
 
 async def relay_as_is(state: ProxyState, request: web.Request, target: URL, body: bytes | None,
