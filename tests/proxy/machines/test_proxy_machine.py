@@ -1,4 +1,4 @@
-"""The relay machine, without sockets: every protocol's stream, split anywhere, broken anywhere.
+"""The stream machine, without sockets: every protocol's stream, split anywhere, broken anywhere.
 
 A small driver in this file plays the sockets: it feeds the machine the upstream's bytes in any split,
 a fault at any point (a cut, a reset, a stall, an upstream error event, a frame that is not JSON),
@@ -9,7 +9,7 @@ the client never gets a silent bad ending; a healed stream's text is the fault-f
 byte, in one block; nothing is forwarded twice (the client's text is always a prefix of the answer);
 every attempt is recorded exactly once. Before the first byte, the attempts' machine
 (``attempts.py``) is driven the same way — any failure of any attempt, any ``--retry``, the retry
-budget spent or not — and hands a 2xx to the relay machine: the client gets the whole answer, the
+budget spent or not — and hands a 2xx to the stream machine: the client gets the whole answer, the
 relay's explicit error, or one error answer whose ``x-should-retry`` follows the header table.
 """
 
@@ -263,7 +263,7 @@ def test_a_stall_after_the_terminal_event_is_a_whole_answer_not_a_stall() -> Non
     assert isinstance(record, RecordVerdict) and record.outcome.extra == {"lingered_after_done": True}
 
 
-# ── before the first byte: the attempts' machine, then the relay machine ─────────────────────────
+# ── before the first byte: the attempts' machine, then the stream machine ─────────────────────────
 
 #: How an upstream attempt goes. The first-event failures (``empty``, ``error_first``, ``stall_first``,
 #: ``reset_first``) are a 2xx whose beginning failed; relayed as they come when no retry can follow.
@@ -333,7 +333,7 @@ def test_retries_before_the_first_byte_end_in_one_whole_answer_or_one_marked_err
         assert start.last == (made > retry or spent)
         outcome = outcomes[min(made - 1, len(outcomes) - 1)]
         if outcome == "ok" or (outcome in FIRST_FAILURES and start.last):
-            # A 2xx relayed: the relay machine takes it from here (as it comes when last).
+            # A 2xx relayed: the stream machine takes it from here (as it comes when last).
             body = STREAMS[api](words) if outcome == "ok" else (
                 ERROR_FRAMES[api] if outcome == "error_first" else b"")
             run = drive(machine_for(api), split(body, cuts), FIRST_FAILURES.get(outcome, {}))

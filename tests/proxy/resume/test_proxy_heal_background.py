@@ -2,7 +2,7 @@
 again from the stored response (``GET responses/{id}?stream=true&starting_after=N``) and spliced in,
 sequence numbers continuing, nothing generated twice.
 
-First the relay machine alone (no sockets): whatever the split and the cut points, a healed stream's
+First the stream machine alone (no sockets): whatever the split and the cut points, a healed stream's
 events are exactly the fault-free stream's. Then end to end, the real openai SDK through the proxy
 against chaos, which keeps background responses and faults their readings too.
 """

@@ -1,4 +1,4 @@
-"""The guarded relay's driver: sockets and timers in, the relay machine's decisions out.
+"""The guarded relay's driver: sockets and timers in, the stream machine's decisions out.
 
 Every decision of a guarded stream lives in ``machine.StreamMachine`` (what to forward, hold,
 continue, how to end, what to record). This module only turns the world into its events — each

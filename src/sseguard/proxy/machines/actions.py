@@ -1,9 +1,8 @@
-"""What the relay machine asks its driver to do: small immutable actions, as h11's events are.
+"""What the stream machine asks its driver to do: small immutable actions, as h11's events are.
 
-The machine (``machines/stream.py``) decides; the driver (``driver/stream.py``) only performs.
-Writing bytes, the one action of nearly every upstream read, is the machine's plain return value
-(``bytes``), so the
-hot path allocates nothing more; the rest are these, returned as a list when a stream reaches a
+The machine (``machines/stream.py``) decides; the driver (``driver/stream.py``) only performs. Writing
+bytes, the one action of nearly every upstream read, is the machine's plain return value (``bytes``), so
+the hot path allocates nothing more; the rest are these, returned as a list when a stream reaches a
 decision point (the upstream ended, a continuation answered, the client left).
 """
 

@@ -2,15 +2,14 @@
 
 While not one byte of the answer has reached the client, a failed upstream attempt can be replaced by
 another without the client ever knowing. Every decision about that lives here, in the manner of the
-relay machine (``machines/stream.py``, which takes over once a stream's first event is forwarded): the driver
-(``driver/guarded.py`` for streams, ``driver/passthrough.py`` for a guarded endpoint's non-streaming
-call) tells it what happened — the request began (``begin``), an attempt failed and how (``failed`` with
-one of the
-failures below), the wait it asked for is over (``waited``), the client left (``client_left``) — and
-performs what it answers: start attempt N (``StartAttempt``, saying whether it is the last, so that
-it is relayed as it comes), record the failed attempt (``RecordAttempt``), wait and retry
-(``RetryAfter``), or answer the client this error with these headers (``ErrorAnswer``: ``x-should-retry``
-and the upstream's own ``retry-after``).
+stream machine (``machines/stream.py``, which takes over once a stream's first event is forwarded): the
+driver (``driver/guarded.py`` for streams, ``driver/passthrough.py`` for a guarded endpoint's
+non-streaming call) tells it what happened — the request began (``begin``), an attempt failed and how
+(``failed`` with one of the failures below), the wait it asked for is over (``waited``), the client left
+(``client_left``) — and performs what it answers: start attempt N (``StartAttempt``, saying whether it
+is the last, so that it is relayed as it comes), record the failed attempt (``RecordAttempt``), wait and
+retry (``RetryAfter``), or answer the client this error with these headers (``ErrorAnswer``:
+``x-should-retry`` and the upstream's own ``retry-after``).
 
 The retry budget (``retry.RetryBudget``) is the upstream's, shared by every request to it; the machine
 asks it and spends it. Time comes in with the events (``now``: the budget's monotonic clock, ``wall``:

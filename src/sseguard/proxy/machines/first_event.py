@@ -9,7 +9,7 @@ or break before its first event, how (``ended``); it answers, once the beginning
 verdict when that beginning is a failure worth retrying — an empty body, a stall, a reset, or an
 error event as the first event.
 
-The bytes go through the stream's own checker, once: the relay machine forwards the events found
+The bytes go through the stream's own checker, once: the stream machine forwards the events found
 here without feeding them again (a second checker cost its setup on every stream, on the way to the
 first chunk). A failed attempt's checker is dropped with it.
 """

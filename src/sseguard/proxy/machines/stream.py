@@ -1,24 +1,24 @@
-"""The relay machine: every decision of one guarded client stream, with no socket and no clock.
+"""The stream machine: every decision of one guarded client stream, with no socket and no clock.
 
-In the manner of h11's ``Connection``: the driver (``driver/stream.py``) feeds it what happened — upstream
-bytes (``receive``), the upstream's end, break or silence (``upstream_ended``), a continuation's
-answer (``continuation``), the rest of a body read after the client was done (``absorb`` then
-``drained``), the client gone (``client_gone``) — and performs what it answers: the bytes to write
-(``receive``'s return value, the hot path) and the actions of ``actions.py`` (end the body, reset,
-close or release the upstream, shorten the stall timer, ask for a continuation, record a verdict).
-Time arrives as events too: a stall is ``upstream_ended(stalled=True)``.
+In the manner of h11's ``Connection``: the driver (``driver/stream.py``) feeds it what happened —
+upstream bytes (``receive``), the upstream's end, break or silence (``upstream_ended``), a
+continuation's answer (``continuation``), the rest of a body read after the client was done (``absorb``
+then ``drained``), the end of the client's stream gone out (``client_stream_ended``), the client gone
+(``client_gone``) — and performs what it answers: the bytes to write (``receive``'s return value, the
+hot path) and the actions of ``actions.py`` (end the body, reset, close or release the upstream, shorten
+the stall timer, ask for a continuation, record a verdict). Time arrives as events too: a stall is
+``upstream_ended(stalled=True)``.
 
 What it decides, per upstream read: every complete frame goes through the protocol's checker and the
 stream's ``Frames`` (unchanged, the markup repair, or the tool calls held for ``--resume``) and is
-forwarded at once; keep-alive comments go out at once; the terminal event is held until the
-upstream's end shows the stream deserves it; an upstream error frame ends the stream (forwarded when
-the client's SDK raises on it, replaced otherwise). At the upstream's end: a continuation where the
-healing table (``resume/dialects.py``) can cure the break, otherwise the ending the policy and
-``--on-bad-end`` call for — a clean end, the protocol's error frame, or a reset — never a clean end for a
-bad stream.
+forwarded at once; keep-alive comments go out at once; the terminal event is held until the upstream's
+end shows the stream deserves it; an upstream error frame ends the stream (forwarded when the client's
+SDK raises on it, replaced otherwise). At the upstream's end: a continuation where the healing table
+(``resume/dialects.py``) can cure the break, otherwise the ending the policy and ``--on-bad-end`` call
+for — a clean end, the protocol's error frame, or a reset — never a clean end for a bad stream.
 
-It imports the core (``contract``, ``policy``, ``verdict``, ``redact``, ``sse``) and the proxy's pure
-modules only; ``tests/test_layers.py`` keeps it so.
+It imports the core (``contract``, ``policy``, ``verdict``, ``redact``, ``sse``) and its own folder
+only; ``tests/test_layers.py`` keeps it so.
 """
 
 from __future__ import annotations

@@ -4,17 +4,16 @@ to ask for the rest, and how the rest is spliced into the client's stream.
 A chat stream that breaks after content was forwarded (truncated, cut inside a frame, reset, stall,
 ``no_finish``) can be continued where the server documents continuation: vLLM and SGLang continue an
 assistant message given as the last message with ``"continue_final_message": true,
-"add_generation_prompt": false``; DeepSeek's chat prefix completion (a beta feature, served under
-its ``/beta`` base URL: ``resume/dialects.py`` sends it there) continues a last message
-``{"role": "assistant", "content": SENT, "prefix": true}``. ``ChatResume`` notes every frame the client
-got (the text
-``SENT``, the client's response id), builds that request, and gives a ``ChatSplice`` that rewrites the
-continuation's frames into the client's stream: its opening role delta dropped, the client's id
+"add_generation_prompt": false``; DeepSeek's chat prefix completion (a beta feature, served under its
+``/beta`` base URL: ``resume/dialects.py`` sends it there) continues a last message ``{"role":
+"assistant", "content": SENT, "prefix": true}``. ``ChatResume`` notes every frame the client got (the
+text ``SENT``, the client's response id), builds that request, and gives a ``ChatSplice`` that rewrites
+the continuation's frames into the client's stream: its opening role delta dropped, the client's id
 kept, an exact repeated prefix of ``SENT`` removed, the usage summed over the attempts
 (``resume/usage.py``). What cannot be continued exactly is refused, and the stream fails as it would
 without ``--resume``: a tool call or reasoning already forwarded (no API continues inside one;
-DeepSeek's prefix completion carries no ``reasoning_content`` either), ``n`` > 1, a continuation
-that repeats only part of ``SENT`` and ends.
+DeepSeek's prefix completion carries no ``reasoning_content`` either), ``n`` > 1, a continuation that
+repeats only part of ``SENT`` and ends.
 
 Pure (no I/O): the relay (``driver/stream.py``) asks and pumps, ``driver/guarded.py`` says where to.
 """

@@ -1,7 +1,7 @@
 """``--resume``: the healing table, one entry per (protocol, dialect).
 
 A stream that broke after content was forwarded can be continued where the server documents
-continuation. Each entry says, for its protocol and dialect, everything the relay machine
+continuation. Each entry says, for its protocol and dialect, everything the stream machine
 (``machines/stream.py``) needs and nothing it has to branch on: the continuation state (``state``: what the
 client has, how the continuation request is built from the original request and that — the
 continued message's marking, the whitespace a prefill must drop —, and the ``Splice`` that rewrites
