@@ -7,8 +7,9 @@ a 2xx stream goes through ``StreamDriver`` with its protocol's checker, ``Wire``
 With ``--retry`` the client's response headers wait for the upstream's first event: until then
 nothing has reached the client, so a failure may be asked again instead. Whether it is, after how
 long, and what the client is answered otherwise (with ``x-should-retry``) is decided by the sans-IO
-``attempts.Attempts``; this module only performs it: the requests, the reads, the sleeps, the records
-and the responses. The headers then leave with the first frames, in one write
+``attempts.Attempts``, and whether the first event is a bad start by ``first_event.FirstEvent``;
+this module only performs it, through the one attempt loop (``attempt_loop.run_attempts``): the
+requests, the reads, the records and the responses. The headers then leave with the first frames, in one write
 (``forward.HeadersWithFirstBytes``). The last attempt is relayed exactly as it would be without
 retries.
 """
