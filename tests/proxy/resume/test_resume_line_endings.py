@@ -4,10 +4,13 @@ with LF (the dialects once split on ``\\n\\n`` themselves: a CRLF continuation w
 the client's CRLF frames read as "not JSON", so the stream could not be continued at all).
 
 Driven on the stream machine without sockets (``_machine_support.drive``), for the chat dialect
-(vLLM's ``continue_final_message``) and Anthropic's prefill.
+(vLLM's ``continue_final_message``), Anthropic's prefill and OpenAI's background response read
+again.
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from hypothesis import given, settings
@@ -19,13 +22,19 @@ from _machine_support import (
     client_text,
     continuation_for,
     drive,
+    frames_of,
     machine_for,
     messages_stream,
     split,
 )
-from sseguard.core.contract import checker_for
+from _protocol_streams import Responses
+from sseguard.core.contract import checker_for, protocol
 from sseguard.core.policy import AGENTS
+from sseguard.core.redact import DEFAULT
 from sseguard.core.verdict import Api
+from sseguard.proxy.machines.actions import AskContinuation
+from sseguard.proxy.machines.stream import StreamMachine
+from sseguard.proxy.resume.dialects import DIALECTS
 
 WORDS = ["The", " sky", " is", " blue", " today", "."]
 #: The answer, literally: what the client must show after the heal.
@@ -102,3 +111,40 @@ def test_a_crlf_split_between_its_cr_and_lf_is_one_line_end() -> None:
     # Every read one byte: each CRLF arrives as a CR, then an LF in the next read.
     cut = _cut_points("vllm", b"\r\n")[0]
     _assert_healed("chat", *_heal("vllm", b"\r\n", cut, list(range(4000))))
+
+
+#: A background response's stream as OpenAI numbers it (what ``--resume openai-background`` reads
+#: again after the sequence number the client last got).
+BACKGROUND = {"model": "m", "stream": True, "input": "hi", "background": True, "store": True}
+
+
+def _stored() -> bytes:
+    r = Responses(rid="resp_bg")
+    r.ev("response.created", response=r.response("queued", background=True))
+    r.ev("response.in_progress", response=r.response("in_progress", background=True))
+    return r.message(0, WORDS).completed().body()
+
+
+@pytest.mark.parametrize("ending", ["cr", "crlf"])
+def test_a_cr_or_crlf_background_stream_read_again_heals_into_the_same_events(ending: str) -> None:
+
+    lf = _stored()
+    frames = [f + b"\n\n" for f in lf.split(b"\n\n") if f]
+    cut = len(b"".join(frames[:4]))  # created, in_progress, the item and its part: then the cut
+
+    def read_again(ask: AskContinuation) -> list[bytes]:
+        assert ask.path is not None
+        number = int(ask.path.rpartition("=")[2])
+        rest = b"".join(f for f in frames
+                        if json.loads(f.split(b"data: ", 1)[1])["sequence_number"] > number)
+        return [_with(ENDINGS[ending], rest)]
+
+    dialect = DIALECTS["openai-background"]
+    proto = protocol(Api.RESPONSES)
+    machine = StreamMachine(api=proto.api, wire=proto.relay, policy=AGENTS,
+                            checker=checker_for(proto.api, BACKGROUND, keep_text=False),
+                            frames=dialect.frames(), redactor=DEFAULT, request_obj=BACKGROUND,
+                            resume=dialect.state(BACKGROUND, 2), continued_frames=dialect.frames)
+    run = drive(machine, [_with(ENDINGS[ending], lf[:cut])], {}, read_again=read_again)
+    assert (run.continuations, run.ended) == (1, "eof"), bytes(run.body)
+    assert frames_of(_as_lf(bytes(run.body))) == frames_of(lf)
