@@ -14,9 +14,9 @@ too. What fails:
   naming ``docs/design/markup.md``;
 - ``guarantee N`` and ``principle N`` without their anchors in ``docs/design/guarantees.md`` and
   ``docs/design/architecture.md``;
-- in ``docs/design/`` (which names modules the short way, ``proxy/machine.py``), a backticked module or
-  folder that no file of ``src/``, ``tests/`` or ``bench/`` ends with — so a design page goes stale loudly
-  when code moves (``engine-facts.md`` is left out: its paths are the engines' own);
+- in ``docs/design/`` (which names modules the short way, ``proxy/machines/stream.py``), a backticked
+  module or folder that no file of ``src/``, ``tests/`` or ``bench/`` ends with — so a design page goes
+  stale loudly when code moves (``engine-facts.md`` is left out: its paths are the engines' own);
 - the names of the research notes the design was first written in (outside this repository), cited as
   if they were here. Only the old-numbering table of ``docs/design/`` may name them, on a line that
   says "formerly".
@@ -61,7 +61,7 @@ NUMBERED = re.compile(rf"\b(guarantee|principle)s?\s+((?:\d+)(?:{_LIST}\d+)*)")
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 ANCHOR_ID = re.compile(r"""<a\s+id=["']([^"']+)["']""")
 HEADING = re.compile(r"^#{1,6}\s+(.*)$", re.M)
-#: A module or folder named in backticks: ``proxy/machine.py``, ``_engine.py``, ``contract/chat/``.
+#: A module or folder named in backticks: ``proxy/machines/stream.py``, ``_engine.py``, ``contract/chat/``.
 CODE_PATH = re.compile(r"`([\w./-]+(?:\.py|/))`")
 #: Design pages whose paths are another project's (the serving engines' source).
 FOREIGN_PATHS = frozenset({"engine-facts.md"})
@@ -258,7 +258,7 @@ def test_a_decision_cited_without_its_document_is_caught(tmp_path: Path) -> None
 
 def test_a_design_page_naming_a_module_that_moved_is_caught(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
-    page.write_text("The machine is `proxy/machine.py`; the driver was `proxy/driver_gone.py`.\n",
+    page.write_text("The machine is `proxy/machines/stream.py`; the driver was `proxy/driver_gone.py`.\n",
                     encoding="utf-8")
     assert citation_problems(page, design=True) == [
         "page.md:1: `proxy/driver_gone.py` is no module or folder of src/, tests/ or bench/"]

@@ -1,7 +1,7 @@
 """The guarded relay's own per-event work, in instructions, apart from the checker and from aiohttp.
 
 ``proxy_instructions.py`` counts the whole proxy (aiohttp, the checker, the relay, the record); this
-splits out what the relay engine adds: ``StreamRelay._pump`` over the answers of
+splits out what the relay engine adds: ``StreamDriver._pump`` over the answers of
 ``bench_checker.ANSWERS`` (one read per event, as at 100 real streams), from an in-memory body into a
 response whose ``write`` does nothing, against the checker alone fed the same reads. ``stream`` adds
 the per-stream work around the pump: building the checker and the relay, judging the stream and
@@ -24,10 +24,10 @@ import asyncio, sys
 from bench.checker.bench_checker import ANSWER_REQUESTS, ANSWERS, frames_of
 from sseguard.core.contract import checker_for
 from sseguard.proxy import ProxyConfig
-from sseguard.proxy.frames import Frames
-from sseguard.proxy.relay import StreamRelay
-from sseguard.proxy.stall import StallWatch
-from sseguard.proxy.state import ProxyState
+from sseguard.proxy.machines.frames import Frames
+from sseguard.proxy.driver.stream import StreamDriver
+from sseguard.proxy.driver.stall import StallWatch
+from sseguard.proxy.driver.state import ProxyState
 from sseguard.core.contract import protocol
 from sseguard.core.redact import DEFAULT
 
@@ -61,7 +61,7 @@ async def main():
                 checker.feed(r)
             checker.close()
             continue
-        relay = StreamRelay(config, state.policy, state.stream_done, Request(), b"{}", request_obj,
+        relay = StreamDriver(config, state.policy, state.stream_done, Request(), b"{}", request_obj,
                             Frames(), checker, DEFAULT, protocol(api).relay, api=protocol(api).api)
         relay._resp = relay._writer = Resp()
         body = Body()
@@ -70,7 +70,7 @@ async def main():
         watch.close()
         if mode == "stream":
             verdict = relay.machine._verdict(None, False)
-            state.stream_done(relay, verdict)
+            state.stream_done(relay, verdict, relay.identity)
         else:
             relay.machine._verdict(None, False)
 

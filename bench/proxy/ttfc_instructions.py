@@ -118,7 +118,7 @@ def serve(kind: str, upstream: str, lib: str, span: str) -> None:
         return
     from sseguard._serve import map_large_blocks, settle_gc
     from sseguard.proxy import ProxyConfig
-    from sseguard.proxy.app import serve_proxy
+    from sseguard.proxy.driver.app import serve_proxy
 
     map_large_blocks()
     settle_gc()

@@ -23,6 +23,12 @@ MOVED: dict[str, str] = {
     f"sseguard.{name}": f"sseguard.core.{name}"
     for name in ("sse", "jsonarray", "verdict", "policy", "record", "redact", "errors", "reasoning",
                  "contract", "toolcalls")
+} | {
+    # The proxy's rooms became folders (issue 46): the module that serves the app, which code outside
+    # the package imported for ``serve_proxy``, and the worker the CLI runs. The proxy's other
+    # modules were internals (docs/design/architecture.md "The path of one proxied streamed request").
+    "sseguard.proxy.app": "sseguard.proxy.driver.app",
+    "sseguard.proxy.worker": "sseguard.proxy.driver.worker",
 }
 
 

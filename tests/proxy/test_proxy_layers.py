@@ -68,11 +68,11 @@ def test_no_import_circle_among_the_proxy_modules_type_checking_included() -> No
 def test_the_relay_and_the_repair_meet_only_at_the_frames_seam() -> None:
     graph = _graph()
     repair = {m for m in graph if m.startswith("sseguard.proxy.repair")}
-    assert graph["sseguard.proxy.frames"] == set()
-    assert not graph["sseguard.proxy.relay"] & (repair | {"sseguard.proxy.app",
-                                                          "sseguard.proxy.state"})
+    assert graph["sseguard.proxy.machines.frames"] == set()
+    assert not graph["sseguard.proxy.driver.stream"] & (repair | {"sseguard.proxy.driver.app",
+                                                          "sseguard.proxy.driver.state"})
     for module in repair:
-        assert graph[module] <= repair | {"sseguard.proxy.frames"}, module
+        assert graph[module] <= repair | {"sseguard.proxy.machines.frames"}, module
 
 
 CALL_IN_CONTENT = (b'data: {"choices":[{"index":0,"delta":{"content":"<tool_call>{\\"name\\": '
@@ -96,3 +96,25 @@ def test_the_repair_imports_and_repairs_without_aiohttp() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["1 True", "[]"]
+
+
+def _private_reaches(source: str, where: str) -> list[str]:
+    """``obj._name`` where ``obj`` is not ``self``/``cls``: one object reaching into another's
+    private state (``watch._handle``, ``machine._delivered``)."""
+    found = []
+    for node in ast.walk(ast.parse(source, where)):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and \
+                not node.attr.startswith("__") and \
+                not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            found.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_proxy_module_reaches_into_another_objects_private_state() -> None:
+    # The drivers tell the machines what happened through their events and read the stall timer's
+    # public state; a private attribute is its own object's.
+    assert _private_reaches("if watch._handle is None:\n    machine._delivered = True\n", "x.py") == [
+        "x.py:1: watch._handle", "x.py:2: machine._delivered"]
+    found = [hit for path in sorted(PROXY.rglob("*.py"))
+             for hit in _private_reaches(path.read_text(), str(path.relative_to(PROXY)))]
+    assert found == []

@@ -112,7 +112,7 @@ async def test_per_stream_memory_does_not_grow_with_the_answer_length_for_paused
 
 async def test_the_proxy_hands_freed_memory_back_once_no_stream_is_left(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import sseguard.proxy.state as proxy_state
+    import sseguard.proxy.driver.state as proxy_state
 
     trimmed = asyncio.Event()
     calls: list[int] = []

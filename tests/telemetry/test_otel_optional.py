@@ -16,8 +16,8 @@ def test_no_module_imports_opentelemetry_unless_asked() -> None:
     code = textwrap.dedent("""
         import sys
         import sseguard, sseguard.client, sseguard.proxy, sseguard.probe, sseguard.telemetry
-        import sseguard.telemetry.genai, sseguard.proxy.traces, sseguard.cli
-        from sseguard.proxy.app import make_proxy_app
+        import sseguard.telemetry.genai, sseguard.proxy.driver.traces, sseguard.cli
+        from sseguard.proxy.driver.app import make_proxy_app
         from sseguard.proxy.config import ProxyConfig
         from sseguard.client import StrictTransport
         make_proxy_app(ProxyConfig.from_options(upstream="http://127.0.0.1:9/v1", store=None))

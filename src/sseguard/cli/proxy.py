@@ -1,6 +1,6 @@
 """``sseguard proxy``: build the config, serve until Ctrl-C or SIGTERM.
 
-The flags become a ``ProxyConfig``; each worker process runs ``sseguard.proxy.worker.serve_worker``.
+The flags become a ``ProxyConfig``; each worker process runs ``sseguard.proxy.driver.worker.serve_worker``.
 Every unusable value surfaces as a ``ConfigError`` (one line, exit 2). Registers itself on the app
 when ``sseguard.cli`` imports it.
 """
@@ -35,7 +35,7 @@ def run_proxy_command(*, upstream: str, listen: str, policy: str = GUARD_DEFAULT
     """Serve with the given flags until interrupted (uvloop when installed); returns the exit status."""
     from sseguard._serve import serve_workers
     from sseguard.proxy.config import ProxyConfig
-    from sseguard.proxy.worker import serve_worker
+    from sseguard.proxy.driver.worker import serve_worker
 
     config = ProxyConfig.from_options(
         upstream=upstream, listen=listen, policy=policy, tolerate=tolerate, on_bad_end=on_bad_end,

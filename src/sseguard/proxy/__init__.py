@@ -7,10 +7,21 @@ stream end silently (chat completions, Responses, Messages).
 Frames are forwarded as they arrive and checked in flight; a stream that ends badly under the policy
 reaches the client as an error the SDK raises (or a reset), never as a clean end. See docs/proxy.md.
 
-The rooms: ``app`` wires the routes; ``guarded`` → ``relay`` (the checked stream) and ``passthrough``
-(every other path, verbatim); ``frames`` is the seam the relay and the markup repair (``repair/``, pure,
-no aiohttp) both depend on; ``state`` holds what the handlers share. The names below are loaded on
-first use, so that importing ``sseguard.proxy.repair`` does not pull in aiohttp.
+The rooms, one folder each (docs/design/architecture.md "The path of one proxied streamed request"):
+
+- ``machines/``: the two sans-IO machines that hold every decision — ``attempts`` before the client's
+  first byte (with the ``retry`` rules), ``stream`` after it (with its ``actions``, the ``frames`` seam
+  and the ``outcome`` wording) — importing only the core and each other;
+- ``resume/``: ``--resume``, the table of dialects (``dialects``) and each dialect's continuation
+  state and splice (``chat``, ``messages``, ``background``, summed ``usage``), pure as well;
+- ``repair/``: ``--repair-markup``, one frame rewriter per protocol over a shared ``base``, pure;
+- ``driver/``: the aiohttp side that only turns sockets and timers into the machines' events —
+  ``app`` wires the routes, ``guarded`` runs a stream's attempts, ``stream`` drives one relayed
+  stream, ``passthrough`` relays every other path verbatim, ``state`` holds what the handlers share;
+- ``config``: the flags, checked (the one module both the CLI and the driver read).
+
+The names below are loaded on first use, so that importing ``sseguard.proxy.repair`` does not pull in
+aiohttp.
 """
 
 from __future__ import annotations
@@ -19,13 +30,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sseguard.proxy.app import RunningProxy, make_proxy_app, run_proxy, serve_proxy
     from sseguard.proxy.config import OnBadEnd, ProxyConfig
+    from sseguard.proxy.driver.app import RunningProxy, make_proxy_app, run_proxy, serve_proxy
 
 __all__ = ["OnBadEnd", "ProxyConfig", "RunningProxy", "make_proxy_app", "run_proxy", "serve_proxy"]
 
-_HOME = {"OnBadEnd": "config", "ProxyConfig": "config", "RunningProxy": "app",
-         "make_proxy_app": "app", "run_proxy": "app", "serve_proxy": "app"}
+_HOME = {"OnBadEnd": "config", "ProxyConfig": "config", "RunningProxy": "driver.app",
+         "make_proxy_app": "driver.app", "run_proxy": "driver.app", "serve_proxy": "driver.app"}
 
 
 def __getattr__(name: str) -> Any:

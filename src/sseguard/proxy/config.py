@@ -109,7 +109,7 @@ def _resume(value: str | None, repair_markup: str) -> str | None:
     names = [n.strip() for n in (value or "off").split(",") if n.strip()]
     if not names or names == ["off"] or names == ["none"]:
         return None
-    from sseguard.proxy.heal import DIALECTS
+    from sseguard.proxy.resume.dialects import DIALECTS
 
     for name in names:
         if name not in DIALECTS:
@@ -129,9 +129,9 @@ def _resume(value: str | None, repair_markup: str) -> str | None:
 
 
 def _store_ok(value: bool, dialect: str | None) -> bool:
-    """``--resume-store-ok``: a dialect that stores the client's request (``heal.Dialect
+    """``--resume-store-ok``: a dialect that stores the client's request (``dialects.ResumeDialect
     .upstream_request``) applies to a request that asked ``store: false`` too."""
-    from sseguard.proxy.heal import DIALECTS
+    from sseguard.proxy.resume.dialects import DIALECTS
 
     if value and not any(n in DIALECTS and DIALECTS[n].upstream_request is not None
                          for n in (dialect or "").split(",")):
@@ -141,11 +141,11 @@ def _store_ok(value: bool, dialect: str | None) -> bool:
 
 
 def _resume_base(value: str | None, dialect: str | None, upstream: URL) -> URL | None:
-    """Where a dialect with its own base (``heal.Dialect.own_base``: DeepSeek's prefix completion,
+    """Where a dialect with its own base (``dialects.ResumeDialect.own_base``: DeepSeek's prefix completion,
     served only under ``/beta``) sends its continuations: ``--resume-base-url``, or by default the
     upstream's base with its version segment replaced by ``beta`` (``https://api.deepseek.com/v1`` →
     ``https://api.deepseek.com/beta``)."""
-    from sseguard.proxy.heal import DIALECTS
+    from sseguard.proxy.resume.dialects import DIALECTS
 
     own = [n for n in (dialect or "").split(",") if n in DIALECTS and DIALECTS[n].own_base]
     if value is None or not value.strip():
@@ -261,6 +261,12 @@ class ProxyConfig:
             retry_budget=parse_share(retry_budget, "--retry-budget"),
             resume_store_ok=_store_ok(resume_store_ok, dialect), otel=otel,
         )
+
+    @property
+    def retries_off(self) -> bool:
+        """The proxy makes no retries of its own (``--retry 0`` or ``--retry-budget 0``): its error
+        answers then tell a client whose retry can help to make it (``x-should-retry: true``)."""
+        return self.retry == 0 or self.retry_budget == 0
 
     @property
     def effective_policy(self) -> Policy:

@@ -33,7 +33,7 @@ from sseguard.core.contract import Checker, checker_for, protocol
 from sseguard.core.contract.chat import DONE_FRAME
 from sseguard.core.policy import Policy
 from sseguard.core.verdict import Api, Ending, Verdict
-from sseguard.proxy.outcome import failure_message
+from sseguard.proxy.machines.outcome import failure_message
 
 #: How much of what the client was last sent a judge keeps: the protocols' error frames read the last
 #: event of it (the Responses ``sequence_number`` goes on from there).

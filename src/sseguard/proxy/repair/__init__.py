@@ -13,10 +13,11 @@ parsed is never shown as content: the stream ends with an error frame naming the
 Frames without markup go out byte-identical; the only thing held back is a possible marker prefix at
 the end of a delta (the parser's own hold-back), released as soon as the next delta settles it.
 
-The rooms: ``engine.py`` (parsers, typed ``Out`` events, the leak scan, facts), one writer per protocol
-(``chat.py``, ``responses.py``, ``messages.py``, ``gemini.py``), and here the table that gives each
-protocol its writer. All of it is pure: it depends on the ``Frames`` seam (``sseguard.proxy.frames``),
-never on aiohttp or the relay.
+The rooms: ``base.py`` (the protocol-neutral half every writer builds on: parsers, typed ``Out``
+events, the leak scan, facts), one writer per protocol (``chat.py``, ``responses.py``,
+``messages.py``, ``gemini.py``), and here the table that gives each protocol its writer. All of it is
+pure: it depends on the ``Frames`` seam (``sseguard.proxy.machines.frames``), never on aiohttp or
+the driver.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from types import MappingProxyType
 from typing import Any
 
 from sseguard.core.verdict import Api
-from sseguard.proxy.frames import Frames
+from sseguard.proxy.machines.frames import Frames
+from sseguard.proxy.repair.base import Repair, new_call_id
 from sseguard.proxy.repair.chat import RepairFrames
-from sseguard.proxy.repair.engine import Repair, new_call_id
 from sseguard.proxy.repair.gemini import GeminiRepairFrames
 from sseguard.proxy.repair.messages import MessagesRepairFrames, new_tool_use_id
 from sseguard.proxy.repair.responses import ResponsesRepairFrames

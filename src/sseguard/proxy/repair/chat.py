@@ -14,7 +14,7 @@ import msgspec
 
 from sseguard.core.sse import SSEEvent
 from sseguard.core.toolcalls import Reasoning, Text, ToolArgsDelta, ToolCallStart
-from sseguard.proxy.repair.engine import ChoiceRepair, Repair, json_object, new_call_id, plain
+from sseguard.proxy.repair.base import ChoiceRepair, Repair, json_object, new_call_id, plain
 
 _encode = msgspec.json.encode
 

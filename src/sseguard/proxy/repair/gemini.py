@@ -26,7 +26,7 @@ import msgspec
 from sseguard.core.contract.gemini.request import function_declarations, parameters_schema
 from sseguard.core.sse import SSEEvent
 from sseguard.core.toolcalls import MarkupErrorKind, Reasoning, Text, ToolCallEnd
-from sseguard.proxy.repair.engine import ChoiceRepair, Repair, chat_tools, json_object, plain
+from sseguard.proxy.repair.base import ChoiceRepair, Repair, chat_tools, json_object, plain
 
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode

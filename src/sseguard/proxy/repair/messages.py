@@ -15,7 +15,7 @@ from typing import Any
 
 from sseguard.core.sse import SSEEvent
 from sseguard.core.toolcalls import ToolArgsDelta, ToolCallEnd, ToolCallStart
-from sseguard.proxy.repair.engine import (
+from sseguard.proxy.repair.base import (
     BlockRepair,
     ChoiceRepair,
     chat_tools,

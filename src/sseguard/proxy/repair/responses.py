@@ -21,7 +21,7 @@ import msgspec
 from sseguard.core.contract.responses.relay import TERMINAL_EVENTS
 from sseguard.core.sse import SSEEvent
 from sseguard.core.toolcalls import ToolArgsDelta, ToolCallEnd, ToolCallStart
-from sseguard.proxy.repair.engine import (
+from sseguard.proxy.repair.base import (
     BlockRepair,
     ChoiceRepair,
     chat_tools,
