@@ -13,15 +13,15 @@ import duckdb
 import psycopg
 import pytest
 
-from _analyze_golden import CASES, assert_same, golden, jsonl, records
 from _spark_support import local_spark
-from _unknown_support import EXPECTED as UNKNOWN_ROW
-from _unknown_support import records as unknown_records
 from sseguard.analyze.export import export_parquet
 from sseguard.analyze.summary import analyze_sources
 from sseguard.core.policy import Policy
 from sseguard.core.record import encode_record
 from sseguard.store import open_store
+from support.analyze_golden import CASES, assert_same, golden, jsonl, records
+from support.unknown import EXPECTED as UNKNOWN_ROW
+from support.unknown import records as unknown_records
 
 
 def _check(sources: list[str], name: str, only: str | None = None, **kw: Any) -> None:

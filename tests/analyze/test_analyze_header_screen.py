@@ -6,12 +6,12 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from _store_support import record
 from sseguard.analyze.counts import MAX_CATEGORIES, Reader
 from sseguard.analyze.engines import open_engine
 from sseguard.analyze.facts import SCREEN_ABOVE, Filter, header_query
 from sseguard.analyze.sources import resolve
 from sseguard.store import open_store
+from support.store import record
 
 N = 3000
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from _store_support import record
 from sseguard.analyze.counts import Reader
 from sseguard.analyze.engines import SQLiteEngine, open_engines
 from sseguard.analyze.facts import Filter
 from sseguard.analyze.sources import resolve
 from sseguard.store import open_store
+from support.store import record
 
 
 def _store(path: Path, n: int = 200) -> str:

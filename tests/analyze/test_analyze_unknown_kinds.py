@@ -14,13 +14,13 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from _unknown_support import EXPECTED, records
 from sseguard.analyze.export import export_parquet
 from sseguard.analyze.report import print_summary, render_html
 from sseguard.analyze.summary import analyze_sources
 from sseguard.cli import app
 from sseguard.core.record import encode_record
 from sseguard.store import open_store
+from support.unknown import EXPECTED, records
 
 
 def _jsonl(path: Path) -> str:

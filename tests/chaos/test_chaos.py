@@ -16,7 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _chaos_support import TIME_TOOL, WEATHER_TOOL, chat_request, fetch
-from _expected import FAULT_VERDICTS, expected
 from sseguard.chaos import (
     DIALECT_ENDING,
     ChaosConfig,
@@ -33,6 +32,7 @@ from sseguard.chaos.frames import ResponseIds
 from sseguard.chaos.generate import Call, make_answer, render_markup
 from sseguard.core.contract import StreamChecker
 from sseguard.core.verdict import Ending, FindingKind
+from support.expected import FAULT_VERDICTS, expected
 
 FAST = Pacing(tokens=6)
 # A stalled stream stays silent until the client leaves, so "stalled" never depends on how a

@@ -12,8 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _protocol_streams import messages_text, responses_text
-from _streams import DONE, chunk, frame, text_stream
 from sseguard.chaos import ChaosConfig, Pacing
 from sseguard.chaos.config import FaultOptions
 from sseguard.chaos.faults import Decision, Dialect, Fault
@@ -22,6 +20,8 @@ from sseguard.chaos.upstream import Pause, Send, Stop, UpstreamFaults
 from sseguard.chaos.upstream_garble import Garbler
 from sseguard.core.contract import checker_for
 from sseguard.core.verdict import Api, Ending
+from support.protocol_streams import messages_text, responses_text
+from support.streams import DONE, chunk, frame, text_stream
 
 WORDS = ["Alpha", " beta", " gamma", " delta", " epsilon", " zeta"]
 WHOLE = "Alpha beta gamma delta epsilon zeta"

@@ -15,11 +15,11 @@ import httpx2
 import pytest
 from typer.testing import CliRunner
 
-from _workers_support import one_client_per_worker, started
 from sseguard._config import parse_listen
 from sseguard.chaos import ChaosConfig, Dialect, Fault, LoadPattern, RoutedPattern, WindowPattern
 from sseguard.cli import app
 from sseguard.core.errors import ConfigError
+from support.workers import one_client_per_worker, started
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "chaos.toml"
 runner = CliRunner()

@@ -10,9 +10,9 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _toolcalls_support import DOCS, SOUP, pieces
 from sseguard.core.toolcalls import ToolCallEnd, join_events, parser_for
 from sseguard.engines._relay import CallPiece, Relay, Step, parse_whole
+from support.toolcalls import DOCS, SOUP, pieces
 
 PROPS = settings(max_examples=60, deadline=None)
 CUTS = st.lists(st.integers(0, 3000), max_size=40)

@@ -12,13 +12,13 @@ import json
 
 import pytest
 
-from _engines_support import Expected, Vector, engine, harvest, matches, reference, tools_for
 from sseguard.core.toolcalls import Reasoning, families, parser_for
 from sseguard.engines._relay import Relay
+from support.engines import Expected, Vector, engine, harvest, matches, reference, tools_for
 
 engine("sglang.srt.entrypoints.openai.serving_chat")
 
-from _engines_sglang import serving, stream, whole  # noqa: E402
+from support.engines_sglang import serving, stream, whole  # noqa: E402
 
 FAMILIES = list(families())
 pytestmark = pytest.mark.timeout(900)

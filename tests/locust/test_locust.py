@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from _expected import expected
 from _locust_support import base_env, chaos_server, free_port, run_cli, run_distributed, start, stop
 from sseguard.analyze import analyze, load_records
 from sseguard.core.policy import STRICT
 from sseguard.core.record import Record, decode_record
 from sseguard.core.verdict import Ending
 from sseguard.locust.launch import LOCUSTFILE, SETTINGS_ENV, Settings, locust_argv, master_address, role
+from support.expected import expected
 
 SECRET = "sk-locusttestsecret-9f8e7d6c5b4a"
 KEY_ENV = "SSEGUARD_TEST_LOCUST_KEY"
@@ -242,7 +242,7 @@ def test_plain_locust_with_a_bad_config_file_is_one_line_exit_2(tmp_path: Path) 
 @pytest.fixture(scope="module")
 def edge_results() -> dict[str, Any]:
     """`_locust_edge.py` in its own process (it imports Locust): a misbehaving raw server."""
-    script = Path(__file__).parents[1] / "_locust_edge.py"
+    script = Path(__file__).parent / "_locust_edge.py"
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
                             env=base_env())
     assert result.returncode == 0, result.stderr

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from _probe_support import FAST, config, expected_of, mismatches, serve_app
 from sseguard.analyze import analyze
 from sseguard.chaos import (
     ApiPattern,
@@ -27,6 +26,7 @@ from sseguard.chaos import (
 from sseguard.core.policy import Policy
 from sseguard.probe.config import ProbeConfig, build_config
 from sseguard.probe.runner import execute
+from support.probe import FAST, config, expected_of, mismatches, serve_app
 
 COUNTER = web.AppKey("counter", list[int])
 MIXED = {Fault.TRUNCATED: 0.08, Fault.NO_DONE: 0.05, Fault.NO_FINISH: 0.05, Fault.CUT_MID_FRAME: 0.06,

@@ -13,8 +13,6 @@ from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _expected import expected
-from _probe_support import FAST, free_port, serve_app, silent_server
 from sseguard.chaos import INJECT_HEADER, ChaosConfig, Fault, FaultOptions, Pacing, run_chaos
 from sseguard.chaos.faults import NEEDS_TOOL_CALL
 from sseguard.core.policy import Policy
@@ -26,6 +24,8 @@ from sseguard.probe.measure import StreamWatch
 from sseguard.probe.sink import MemorySink
 from sseguard.probe.target import ConnectionTracker, Target
 from sseguard.probe.workloads import Workload
+from support.expected import expected
+from support.probe import FAST, free_port, serve_app, silent_server
 
 BODIES = Path(__file__).resolve().parents[2] / "examples" / "bodies"
 

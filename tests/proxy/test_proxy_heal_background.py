@@ -19,10 +19,7 @@ import openai
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_proxy_heal_retry import Step, heal_proxy, proxy_config
-from test_proxy_machine import drive, frames_of, split
 
-from _protocol_streams import Responses
 from sseguard.chaos import ChaosConfig, Fault, FaultOptions, Pacing, run_chaos
 from sseguard.core.contract import checker_for, protocol
 from sseguard.core.errors import ConfigError
@@ -34,6 +31,9 @@ from sseguard.proxy.actions import AskContinuation
 from sseguard.proxy.heal import DIALECTS
 from sseguard.proxy.machine import RelayMachine
 from sseguard.proxy.resume_background import BackgroundResume, upstream_request
+from support.protocol_streams import Responses
+from test_proxy_heal_retry import Step, heal_proxy, proxy_config
+from test_proxy_machine import drive, frames_of, split
 
 REQUEST = {"model": "m", "stream": True, "input": "hi", "background": True, "store": True}
 

@@ -17,15 +17,15 @@ import pytest
 from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_proxy_heal_resume import PART, REST, SPLICED
-from test_proxy_heal_retry import Step, Upstream, _settled, heal_proxy, proxy_config
 from yarl import URL
 
-from _proxy_support import KEY, chat, raw_post
 from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
 from sseguard.core.errors import ConfigError
 from sseguard.proxy import run_proxy
 from sseguard.proxy.resume_usage import CHAT_KEYS, UsageSum
+from support.proxy import KEY, chat, raw_post
+from test_proxy_heal_resume import PART, REST, SPLICED
+from test_proxy_heal_retry import Step, Upstream, _settled, heal_proxy, proxy_config
 
 
 def _data(body: bytes) -> list[dict[str, Any]]:

@@ -10,11 +10,7 @@ from typing import Any
 import anthropic
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_proxy_heal_retry import Step, heal_proxy, proxy_config
-from test_proxy_machine import client_text, drive, frames_of, machine_for, split
 
-from _protocol_streams import Messages
-from _proxy_support import KEY, raw_post
 from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
 from sseguard.core.contract import checker_for, protocol
 from sseguard.core.policy import AGENTS
@@ -24,6 +20,10 @@ from sseguard.proxy import run_proxy
 from sseguard.proxy.heal import DIALECTS
 from sseguard.proxy.machine import RelayMachine
 from sseguard.proxy.resume_messages import MessagesResume
+from support.protocol_streams import Messages
+from support.proxy import KEY, raw_post
+from test_proxy_heal_retry import Step, heal_proxy, proxy_config
+from test_proxy_machine import client_text, drive, frames_of, machine_for, split
 
 
 def _ev(obj: dict[str, Any]) -> bytes:

@@ -9,11 +9,11 @@ from typing import Any
 
 import openai
 import pytest
-from test_proxy_heal_retry import Step, heal_proxy, proxy_config
 
-from _proxy_support import KEY, WEATHER_TOOL, chat, raw_post
 from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
 from sseguard.proxy import run_proxy
+from support.proxy import KEY, WEATHER_TOOL, chat, raw_post
+from test_proxy_heal_retry import Step, heal_proxy, proxy_config
 
 PART = (b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
         b'{"role":"assistant","content":"Hel"},"finish_reason":null}]}\n\n')

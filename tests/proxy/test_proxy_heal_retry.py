@@ -20,11 +20,11 @@ import openai
 import pytest
 from aiohttp import web
 
-from _proxy_support import KEY, chat, proxy_config, raw_post
 from _virtual_time import VirtualTimers
 from sseguard.core.record import Record, decode_record, encode_record, redact_record
 from sseguard.core.redact import Redactor
 from sseguard.proxy import RunningProxy, run_proxy
+from support.proxy import KEY, chat, proxy_config, raw_post
 
 GOOD = (b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
         b'{"role":"assistant","content":"Hel"},"finish_reason":null}]}\n\n'

@@ -24,7 +24,6 @@ from typing import Any
 from hypothesis import example, given, reject, settings
 from hypothesis import strategies as st
 
-from _protocol_streams import Messages, responses_text
 from sseguard.core.contract import checker_for, protocol
 from sseguard.core.policy import AGENTS
 from sseguard.core.redact import DEFAULT
@@ -55,6 +54,7 @@ from sseguard.proxy.frames import Frames
 from sseguard.proxy.heal import DIALECTS
 from sseguard.proxy.machine import RelayMachine
 from sseguard.proxy.retry import RetryBudget
+from support.protocol_streams import Messages, responses_text
 
 REQUESTS: dict[str, dict[str, Any]] = {
     "chat": {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]},

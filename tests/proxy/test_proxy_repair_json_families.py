@@ -12,6 +12,16 @@ import openai
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from sseguard.chaos import ChaosConfig, Pacing
+from sseguard.chaos.generate import Call, render_markup
+from sseguard.proxy.repair import (
+    GeminiRepairFrames,
+    MessagesRepairFrames,
+    RepairFrames,
+    ResponsesRepairFrames,
+)
+from support.proxy import KEY, WEATHER_TOOL, chaos_proxy
 from test_proxy_repair import (
     _assemble,
     _message,
@@ -25,16 +35,6 @@ from test_proxy_repair import (
     _stream,
 )
 from test_proxy_repair_gemini import FRAMINGS, _parts, _records, _relay, _texts, _verdict
-
-from _proxy_support import KEY, WEATHER_TOOL, chaos_proxy
-from sseguard.chaos import ChaosConfig, Pacing
-from sseguard.chaos.generate import Call, render_markup
-from sseguard.proxy.repair import (
-    GeminiRepairFrames,
-    MessagesRepairFrames,
-    RepairFrames,
-    ResponsesRepairFrames,
-)
 
 FAMILIES = ["llama3-json", "granite", "granite-20b-fc", "internlm", "jamba", "hunyuan-a13b",
             "minimax-m1", "phi4-mini", "apertus", "cohere-command", "gigachat3", "longcat",

@@ -1,5 +1,5 @@
 """The forced answers of the side-by-side, checked without an engine: each family's text, as
-written out in ``_real_forcing``, holds exactly the case's calls, text and reasoning when our parser
+written out in ``support.real_forcing``, holds exactly the case's calls, text and reasoning when our parser
 reads it whole. A failure through the real server is then the server path's, not the table's.
 Runs in the main venv (no vLLM needed)."""
 
@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from _real_forcing import FAMILIES, TOOLS, Case, Family
 from sseguard.core.reasoning import Answer, ThinkSplitter
 from sseguard.core.toolcalls import Reasoning, Text, ToolCallEnd, parser_for
+from support.real_forcing import FAMILIES, TOOLS, Case, Family
 
 CASES = [pytest.param(fam, case, id=f"{name}-{case.name}")
          for name, fam in FAMILIES.items() for case in fam.cases()]

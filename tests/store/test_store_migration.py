@@ -16,7 +16,6 @@ import msgspec
 import psycopg
 import pytest
 
-from _analyze_golden import CASES, assert_same, golden, records
 from sseguard.analyze.engines import PostgresEngine, SQLiteEngine
 from sseguard.analyze.sources import StoreSource
 from sseguard.analyze.summary import analyze_sources
@@ -24,6 +23,7 @@ from sseguard.core.errors import ConfigError
 from sseguard.core.policy import Policy
 from sseguard.core.record import Record
 from sseguard.store import open_store
+from support.analyze_golden import CASES, assert_same, golden, records
 
 V1_SQLITE = """
 CREATE TABLE IF NOT EXISTS sseguard_records (

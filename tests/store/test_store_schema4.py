@@ -9,11 +9,11 @@ from pathlib import Path
 
 import psycopg
 
-from _unknown_support import EXPECTED, records
 from sseguard.analyze.engines import PostgresEngine, SQLiteEngine
 from sseguard.analyze.sources import StoreSource
 from sseguard.analyze.summary import analyze_sources
 from sseguard.store import open_store
+from support.unknown import EXPECTED, records
 
 
 def schema_3_sqlite(path: Path) -> None:

@@ -425,11 +425,11 @@ def framed(first: str, visible: list[str]) -> str:
     return "".join(visible)[len(first) - len(first.lstrip(ASCII_WS)):]
 
 
-from _toolcalls_support_json import JSON_DOCS, JSON_SOUP  # noqa: E402 - uses the above
-from _toolcalls_support_jsoncalls import PART3_DOCS, PART3_SOUP  # noqa: E402 - uses the above
-from _toolcalls_support_markup2 import MARKUP2_DOCS, MARKUP2_SOUP  # noqa: E402 - uses the above
-from _toolcalls_support_python import PY_DOCS, PY_SOUP  # noqa: E402 - uses the above
-from _toolcalls_support_xml import XML_DOCS, XML_LEAK_MARKERS, XML_SOUP  # noqa: E402
+from support.toolcalls_json import JSON_DOCS, JSON_SOUP  # noqa: E402 - uses the above
+from support.toolcalls_jsoncalls import PART3_DOCS, PART3_SOUP  # noqa: E402 - uses the above
+from support.toolcalls_markup2 import MARKUP2_DOCS, MARKUP2_SOUP  # noqa: E402 - uses the above
+from support.toolcalls_python import PY_DOCS, PY_SOUP  # noqa: E402 - uses the above
+from support.toolcalls_xml import XML_DOCS, XML_LEAK_MARKERS, XML_SOUP  # noqa: E402
 
 LEAK_MARKERS.update(XML_LEAK_MARKERS)
 # every family's markers but the Gemma delimiters auto does not look for (NOT_AUTO, above)

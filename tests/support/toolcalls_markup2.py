@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import assume
 from hypothesis import strategies as st
 
-import _toolcalls_support as base
+import support.toolcalls as base
 
 GLM_RESERVED = ("</arg_value>", "</tool_call>")  # the only text that may not stand in a GLM value
 MINIMAX_RESERVED = ("</parameter>", "</invoke>", "</minimax:tool_call>")

@@ -106,7 +106,7 @@ def reasons() -> dict[str, Any]:
     from sseguard.core.contract import StreamChecker
     from sseguard.core.policy import Policy
 
-    bodies = Path(__file__).parent.parent / "examples" / "bodies"
+    bodies = Path(__file__).parents[2] / "examples" / "bodies"
     tools = json.loads((bodies.parent / "request_tools.json").read_text())
     out: dict[str, Any] = {}
     for name in ("complete", "markup_leak", "no_done", "cut_mid_frame", "tool_args_invalid_json"):

@@ -1,4 +1,4 @@
-"""An ASGI middleware loaded into the real vLLM server (``--middleware _real_switch.ParserSwitch``)
+"""An ASGI middleware loaded into the real vLLM server (``--middleware support.real_switch.ParserSwitch``)
 that lets the tests change the server's tool and reasoning parser between runs.
 
 Why: vLLM takes one ``--tool-call-parser`` per server and a start costs 30–100 s on two cores, so

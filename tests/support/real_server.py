@@ -5,7 +5,7 @@ by killing the group.
 ``RealServer(model_dir, …)`` holds one server; ``Servers`` keeps at most one running and reuses it
 while the configuration asked for is the same (a start costs 30–100 s on two cores, so callers
 group their work by configuration). ``use_parsers()`` changes the tool/reasoning parser of a running
-server through ``_real_switch.ParserSwitch`` (see there why, and its limits).
+server through ``support.real_switch.ParserSwitch`` (see there why, and its limits).
 
 Flags and environment follow what runs on this machine (docs/real-engines.md): float32, eager mode, a 2048
 token window, 32 sequences, 1 GiB of KV cache, no thread pinning, no hub.
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 #: a generous bound: vLLM's import alone takes 50–80 s on a busy 2-core machine
 READY_TIMEOUT_S = float(os.environ.get("SSEGUARD_REAL_READY_TIMEOUT", "600"))
 MODEL_NAME = "m"
@@ -50,7 +50,7 @@ class Config:
     tool_parser: str | None = None
     reasoning_parser: str | None = None
     extra: tuple[str, ...] = ()
-    switch: bool = True  # load ``_real_switch.ParserSwitch`` (parsers changeable between runs)
+    switch: bool = True  # load ``support.real_switch.ParserSwitch`` (parsers changeable between runs)
 
     def argv(self, port: int) -> list[str]:
         args = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model),
@@ -63,7 +63,7 @@ class Config:
         if self.reasoning_parser:
             args += ["--reasoning-parser", self.reasoning_parser]
         if self.switch:
-            args += ["--middleware", "_real_switch.ParserSwitch"]
+            args += ["--middleware", "support.real_switch.ParserSwitch"]
         return args + list(self.extra)
 
 

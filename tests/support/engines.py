@@ -29,7 +29,7 @@ from sseguard.core.toolcalls import (
     parser_for,
 )
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
 
 
@@ -71,7 +71,7 @@ class Vector:
 
 
 def harvest(out: Path, *, run: bool = True) -> list[Vector]:
-    """Every literal example the tool-call tests parse (``_engines_harvest``), de-duplicated, in
+    """Every literal example the tool-call tests parse (``support.engines_harvest``), de-duplicated, in
     the order first seen; the examples under examples/markup too. ``run=False`` reads the file an
     earlier harvest wrote instead (a benchmark run in parts then sees the same examples)."""
     if run:
@@ -79,7 +79,7 @@ def harvest(out: Path, *, run: bool = True) -> list[Vector]:
         env.pop("CI", None)  # the harvest only reads the tests' inputs; their verdicts do not matter
         out.unlink(missing_ok=True)
         subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
-                        "-p", "_engines_harvest", str(TESTS / "toolcalls")], env=env, cwd=ROOT,
+                        "-p", "support.engines_harvest", str(TESTS / "toolcalls")], env=env, cwd=ROOT,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     seen: dict[tuple[str, str, str], Vector] = {}
     names = set(families())

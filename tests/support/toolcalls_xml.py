@@ -11,8 +11,8 @@ from typing import Any
 from hypothesis import assume
 from hypothesis import strategies as st
 
-import _toolcalls_support as base
-import _toolcalls_support_markup2 as m2
+import support.toolcalls as base
+import support.toolcalls_markup2 as m2
 
 #: class F: the Qwen3-Coder body in each family's block (opener, closer).
 QWEN_BLOCKS = {"seed-oss": ("<seed:tool_call>", "</seed:tool_call>"),

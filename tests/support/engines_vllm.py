@@ -29,7 +29,7 @@ from vllm.outputs import CompletionOutput, RequestOutput
 from vllm.renderers import renderer_from_config
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-from _engines_model import token_pieces
+from support.engines_model import token_pieces
 
 #: the completion the next request generates, how it is cut into deltas (a size in characters, or
 #: the length of each delta in turn, the rest in one), and its finish reason

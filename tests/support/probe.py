@@ -11,10 +11,10 @@ from typing import Any
 
 from aiohttp import web
 
-from _expected import expected
 from sseguard.chaos import Pacing
 from sseguard.core.record import Record
 from sseguard.probe.config import ProbeConfig, build_config
+from support.expected import expected
 
 #: Short streams: 12 content chunks, 1 ms apart, so hundreds of requests take a second or two.
 FAST = Pacing(ttft_ms=2.0, inter_token_ms=1.0, tokens=12)

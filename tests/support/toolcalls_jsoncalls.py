@@ -2,7 +2,7 @@
 JSON objects after markers): valid documents with the text, reasoning and calls a correct parser must find.
 
 The markers are written out here (the spec's, docs/design/markup.md §3.1), never taken from the parsers, and
-added to ``_toolcalls_support.LEAK_MARKERS``. Argument strings may hold any marker: inside a JSON string a
+added to ``support.toolcalls.LEAK_MARKERS``. Argument strings may hold any marker: inside a JSON string a
 marker is string text.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-import _toolcalls_support as base
-from _toolcalls_support_json import JSON_ARGS
+import support.toolcalls as base
+from support.toolcalls_json import JSON_ARGS
 
 #: Markers that must never come out as text, per family (docs/design/markup.md §3.1).
 PART3_LEAKS: dict[str, tuple[str, ...]] = {

@@ -12,7 +12,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from _toolcalls_support import (
+from sseguard.core.toolcalls import FAMILIES, Markup, Reasoning, consumed_text, parser_for
+from support.toolcalls import (
     NAME,
     PLAIN,
     Run,
@@ -23,7 +24,6 @@ from _toolcalls_support import (
     run,
     text_of,
 )
-from sseguard.core.toolcalls import FAMILIES, Markup, Reasoning, consumed_text, parser_for
 
 
 @dataclass(frozen=True)

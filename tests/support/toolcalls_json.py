@@ -3,7 +3,7 @@ documents with the text, reasoning and calls a correct parser must find. Their a
 whose strings may hold any marker (decision 2.4: a marker inside a JSON string is string text).
 
 The expected values come from what the strategy chose, with the markers written out in
-``_toolcalls_support.LEAK_MARKERS``, never from the parsers' own constants.
+``support.toolcalls.LEAK_MARKERS``, never from the parsers' own constants.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-import _toolcalls_support as base
+import support.toolcalls as base
 
 KIMI_RESERVED = (*base.LEAK_MARKERS["kimi-k2"], *base.THINK_TAGS)
 #: Text inside JSON strings: markers there are string text (decision 2.4).

@@ -7,8 +7,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from _toolcalls_support import calls_of, check_invariants, errors_of, reasoning_of, run, text_of
 from sseguard.core.toolcalls import MarkupError
+from support.toolcalls import calls_of, check_invariants, errors_of, reasoning_of, run, text_of
 
 
 def random_cuts(text: str, seed: int) -> list[int]:

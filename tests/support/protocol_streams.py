@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from sseguard.core.verdict import Ending, Finding, FindingKind, Verdict
 
-BODIES = Path(__file__).parent.parent / "examples" / "bodies"
+BODIES = Path(__file__).parents[2] / "examples" / "bodies"
 
 USAGE_R = {"input_tokens": 12, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5,
            "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 17}

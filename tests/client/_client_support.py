@@ -3,7 +3,7 @@
 ``{base}/{mode}/{name}/v1/chat/completions`` answers with the body ``name`` (a file of
 ``examples/bodies`` or one of ``EXTRA``), written frame by frame (``mode`` = ``frames``), in 7-byte
 pieces (``bytes``) or gzip-compressed (``gzip``). ``…/v1/responses`` and ``…/v1/messages`` answer with
-``_proxy_bodies``' stream of that protocol ending as ``name`` says; ``…/v1/events`` with the chat
+``support.proxy_bodies``' stream of that protocol ending as ``name`` says; ``…/v1/events`` with the chat
 body. Two names behave instead of being bodies: ``stall`` sends two frames and then nothing for a
 long time; ``reset`` sends two frames and resets the connection.
 The server runs on its own event loop in a thread, so the sync SDK can call it too.
@@ -20,10 +20,10 @@ from pathlib import Path
 
 from aiohttp import web
 
-from _proxy_bodies import messages_body, responses_body
-from _streams import DONE, chunk, frame, text_stream
+from support.proxy_bodies import messages_body, responses_body
+from support.streams import DONE, chunk, frame, text_stream
 
-BODIES = Path(__file__).parent.parent / "examples" / "bodies"
+BODIES = Path(__file__).parents[2] / "examples" / "bodies"
 
 _tool_call_start = chunk({"role": "assistant", "tool_calls": [
     {"index": 0, "id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": ""}}]})

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-RULES = Path(__file__).resolve().parent.parent / "deploy" / "prometheus" / "sseguard-alerts.yml"
+RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "sseguard-alerts.yml"
 
 
 def binary(name: str) -> str:

@@ -17,7 +17,7 @@ import msgspec
 
 from sseguard.core.record import Record
 
-DATA = Path(__file__).parent / "data" / "analyze"
+DATA = Path(__file__).parents[1] / "data" / "analyze"
 #: (data set, golden tag, tolerate) for every golden file.
 CASES = [("demo", "strict", None), ("demo", "strict-tol", "missing_usage,truncated"),
          ("every_kind", "strict", None), ("every_kind", "strict-tol", "missing_usage,truncated")]

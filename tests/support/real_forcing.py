@@ -6,7 +6,7 @@ stream is judged.
 A random-weight model writes whatever the constraint allows, token by token from the real
 vocabulary: the detokenizer cuts the markup wherever the sampled tokens fall (``"L"``, ``"e"``,
 ``"t"``, ``" me"`` …), the scheduler batches the streams, and the server's parser (ours or vLLM's
-own, ``_real_switch``) turns the text into ``content``, ``reasoning`` and ``tool_calls``.
+own, ``support.real_switch``) turns the text into ``content``, ``reasoning`` and ``tool_calls``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from _real_server import Config
+from support.real_server import Config
 
 Call = tuple[str, dict[str, Any]]
 
@@ -165,7 +165,7 @@ class Family:
     render: Callable[[Sequence[Call]], str]
     vllm_tool: str  # vLLM's own parser of the same format
     leaks: tuple[str, ...]  # substrings that must never reach ``content``
-    model: str = "qwen2"  # _real_models.MODELS
+    model: str = "qwen2"  # support.real_models.MODELS
     template: str | None = None  # llama.cpp's template the request renders with
     think: tuple[str, str] | None = ("<think>", "</think>")  # how the family writes reasoning
     vllm_reasoning: str | None = None
@@ -305,7 +305,7 @@ def request(family: Family, case: Case, *, shape: str = "auto", max_tokens: int 
     if bias:
         body["logit_bias"] = bias
     if template and family.template:
-        from _real_models import template as load_template
+        from support.real_models import template as load_template
 
         body["chat_template"] = load_template(family.template)
     return body
@@ -314,7 +314,7 @@ def request(family: Family, case: Case, *, shape: str = "auto", max_tokens: int 
 @functools.cache
 def _single_tokens(model: str) -> dict[str, int]:
     """The added tokens of ``model``'s vocabulary (markers, think tags, roles) → their ids."""
-    from _real_models import build
+    from support.real_models import build
 
     data = json.loads((build(model) / "tokenizer.json").read_text(encoding="utf-8"))
     return {t["content"]: t["id"] for t in data.get("added_tokens", []) if len(t["content"]) > 1}

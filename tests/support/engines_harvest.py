@@ -1,6 +1,6 @@
 """A pytest plugin that records every literal example the tool-call tests parse, for tests/engines.
 
-Run as ``pytest tests/toolcalls -p _engines_harvest`` with ``SSEGUARD_ENGINE_VECTORS=<file>``: each
+Run as ``pytest tests/toolcalls -p support.engines_harvest`` with ``SSEGUARD_ENGINE_VECTORS=<file>``: each
 ``parser_for(family, tools)`` a test makes is followed, and when its parser is closed the whole text
 it was fed goes to the file as one JSON line ``{"family", "text", "tools"}``. Property tests
 (hypothesis, and the ``*properties*`` modules) are left out: their inputs are generated, not the

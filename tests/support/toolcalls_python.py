@@ -14,7 +14,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-import _toolcalls_support as base
+import support.toolcalls as base
 
 IDENT = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True)
 CALL_NAME = st.one_of(IDENT, st.builds(lambda a, b: f"{a}.{b}", IDENT, IDENT))

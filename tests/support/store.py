@@ -6,11 +6,11 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from _streams import text_stream
 from sseguard.core.contract import StreamChecker
 from sseguard.core.policy import Policy
 from sseguard.core.record import Record, record_from_verdict
 from sseguard.core.redact import DEFAULT
+from support.streams import text_stream
 
 KEY = "sk-live-0123456789abcdefghijklmnopQRST"
 
