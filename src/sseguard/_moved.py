@@ -23,6 +23,11 @@ MOVED: dict[str, str] = {
     f"sseguard.{name}": f"sseguard.core.{name}"
     for name in ("sse", "jsonarray", "verdict", "policy", "record", "redact", "errors", "reasoning",
                  "contract", "toolcalls")
+} | {
+    # "engine" names the serving engine only (docs/design/vocabulary.md "Names"): the probe's
+    # per-request run and the analysis backends were renamed.
+    "sseguard.probe.engine": "sseguard.probe.request",
+    "sseguard.analyze.engines": "sseguard.analyze.backends",
 }
 
 

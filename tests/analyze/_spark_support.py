@@ -14,7 +14,7 @@ def local_spark() -> Any:
     """A local Spark (2 cores). Spark needs a Java runtime: without one this is a skip on a developer's
     machine and a failure under ``CI=true`` (``.ci/run`` installs it), so the Spark proof cannot vanish
     from CI unnoticed."""
-    from sseguard.analyze.engines import spark_session
+    from sseguard.analyze.backends import spark_session
 
     if shutil.which("java") is None:
         missing = "no java on PATH: Spark needs a Java runtime (apt-get install default-jre-headless)"

@@ -1,5 +1,5 @@
 """The analysis's row for unknown kinds: streams per protocol and kind, the same in every engine
-(DuckDB over JSONL and Parquet, the SQLite and PostgreSQL stores; Spark in ``test_analyze_engines``),
+(DuckDB over JSONL and Parquet, the SQLite and PostgreSQL stores; Spark in ``test_analyze_backends``),
 in text, ``--json`` and HTML, and never a verdict."""
 
 from __future__ import annotations

@@ -19,10 +19,10 @@ from _chaos_support import TIME_TOOL, WEATHER_TOOL, chat_request, fetch
 from sseguard.chaos import (
     DIALECT_ENDING,
     ChaosConfig,
-    Dialect,
     Fault,
     FaultOptions,
     Pacing,
+    ServerDialect,
     run_chaos,
 )
 from sseguard.chaos.chat import parse_request, stream_plan
@@ -80,9 +80,9 @@ async def test_healthy_server_streams_complete_answers_without_findings(
             assert out.headers["x-sseguard-fault"] == "none"
 
 
-@pytest.mark.parametrize("dialect", [d for d in Dialect if d is not Dialect.TRAILING_DONE])
+@pytest.mark.parametrize("dialect", [d for d in ServerDialect if d is not ServerDialect.TRAILING_DONE])
 async def test_each_dialect_gives_its_ending_and_no_finding(
-        dialect: Dialect, client: httpx2.AsyncClient) -> None:
+        dialect: ServerDialect, client: httpx2.AsyncClient) -> None:
     config = ChaosConfig(pacing=FAST, dialects=frozenset({dialect}))
     async with run_chaos(config) as server:
         out = await fetch(client, server.chat_url, chat_request())
@@ -90,11 +90,11 @@ async def test_each_dialect_gives_its_ending_and_no_finding(
     assert out.verdict.findings == ()
     assert out.headers["x-sseguard-fault"] == "none"
     text = out.body.decode()
-    if dialect is Dialect.EMPTY_FINISH_REASON:
+    if dialect is ServerDialect.EMPTY_FINISH_REASON:
         assert '"finish_reason":""' in text and '"finish_reason":null' not in text
-    elif dialect is Dialect.USAGE_CHOICES_NULL:
+    elif dialect is ServerDialect.USAGE_CHOICES_NULL:
         assert '"choices":null,"usage":' in text
-    elif dialect is Dialect.NO_DONE:
+    elif dialect is ServerDialect.NO_DONE:
         assert "[DONE]" not in text and '"usage":' in text
     else:
         assert text.endswith("data: [DONE]\n\n") and '"finish_reason":"stop"' not in text

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from sseguard.core.toolcalls import families, parser_for
-from sseguard.engines._relay import Relay
+from sseguard.engines._gate import ClientGate
 from support.engines import Expected, Vector, engine, harvest, matches, reference, tools_for
 
 engine("vllm")
@@ -93,8 +93,8 @@ def streamed_reference(family: str, text: str, tools: list[dict[str, Any]]) -> E
     """``-stream``: every call that started goes out, voided ones included (they cannot be taken
     back); their arguments are the fragments the parser gave."""
     counter = itertools.count()
-    relay = Relay(parser_for(family, tools), stream=True, new_id=lambda: f"x{next(counter)}")
-    steps = [relay.feed(text), relay.close()]
+    gate = ClientGate(parser_for(family, tools), stream=True, new_id=lambda: f"x{next(counter)}")
+    steps = [gate.feed(text), gate.close()]
     calls: dict[int, list[str]] = {}
     for piece in (p for s in steps for p in s.calls):
         slot = calls.setdefault(piece.index, ["", ""])

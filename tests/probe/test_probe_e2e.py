@@ -14,12 +14,12 @@ from sseguard.analyze import analyze
 from sseguard.chaos import (
     ApiPattern,
     ChaosConfig,
-    Dialect,
     Fault,
     FaultOptions,
     LoadPattern,
     Pacing,
     RoutedPattern,
+    ServerDialect,
     WindowPattern,
     run_chaos,
 )
@@ -138,7 +138,7 @@ async def test_random_faults_name_no_attribute(tmp_path: Path) -> None:
 
 async def test_one_run_judged_under_two_policies(tmp_path: Path) -> None:
     # A gateway dialect (no [DONE] after a proper finish) plus real truncations.
-    chaos = ChaosConfig(seed=6, pacing=FAST, dialects=frozenset({Dialect.NO_DONE}),
+    chaos = ChaosConfig(seed=6, pacing=FAST, dialects=frozenset({ServerDialect.NO_DONE}),
                         faults={Fault.TRUNCATED: 0.2})
     async with run_chaos(chaos) as srv:
         cfg = config(srv.url, tmp_path, count=100, concurrency="8", policy="no-done-ok")

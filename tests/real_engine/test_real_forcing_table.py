@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from sseguard.core.reasoning import Answer, ThinkSplitter
+from sseguard.core.reasoning import AnswerText, ThinkSplitter
 from sseguard.core.toolcalls import Reasoning, Text, ToolCallEnd, parser_for
 from support.real_forcing import FAMILIES, TOOLS, Case, Family
 
@@ -26,7 +26,7 @@ def test_forced_answer_holds_the_case(family: Family, case: Case) -> None:
     if family.think and family.ours_reasoning:
         splitter = ThinkSplitter(family.prompt_opens(case), family=family.name)
         for ev in splitter.feed(text) + splitter.close():
-            if isinstance(ev, Answer):
+            if isinstance(ev, AnswerText):
                 events += parser.feed(ev.text)
             else:
                 reasoning += ev.text

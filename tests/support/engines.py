@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from sseguard.core.reasoning import Answer, ThinkSplitter
+from sseguard.core.reasoning import AnswerText, ThinkSplitter
 from sseguard.core.toolcalls import (
     Reasoning,
     Text,
@@ -188,7 +188,7 @@ def reference(family: str, text: str, tools: list[dict[str, Any]] | None, *, thi
     if think:
         splitter = ThinkSplitter(starts_in_reasoning, family=family)
         for ev in splitter.feed(text) + splitter.close():
-            if isinstance(ev, Answer):
+            if isinstance(ev, AnswerText):
                 events.extend(parser.feed(ev.text))
             else:
                 reasoning.append(ev.text)

@@ -18,6 +18,7 @@ from typing import Any
 from sseguard.chaos.config import MALFORMABLE, ChaosConfig
 from sseguard.chaos.faults import NEEDS_TEXT, NEEDS_TOOL_CALL, Fault
 from sseguard.chaos.request import ChatRequest, Tool
+from sseguard.core._renamed import renamed
 from sseguard.core.toolcalls import family as registered
 
 _WORDS_TEXT = """
@@ -57,7 +58,7 @@ class Call:
 
 
 @dataclass(slots=True)
-class Answer:
+class GeneratedAnswer:
     """One choice's answer, split into the pieces that become chunks."""
 
     reasoning: list[str]
@@ -82,7 +83,7 @@ def answer_rng(config: ChaosConfig, req: ChatRequest, choice: int) -> random.Ran
 
 
 def make_answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None,
-                choice: int = 0) -> Answer:
+                choice: int = 0) -> GeneratedAnswer:
     """The answer for one choice of ``req`` with ``fault`` applied (content faults only).
 
     A continuation request (``req.continued``) whose text is a prefix of the answer's content gets the
@@ -107,10 +108,10 @@ def make_answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None,
     finish = answer.finish_reason
     if req.max_tokens is not None and len(rest) > req.max_tokens and not answer.calls:
         rest, finish = rest[:req.max_tokens], "length"
-    return Answer([], rest, answer.calls, finish)
+    return GeneratedAnswer([], rest, answer.calls, finish)
 
 
-def _answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None, choice: int) -> Answer:
+def _answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None, choice: int) -> GeneratedAnswer:
     rng = answer_rng(config, req, choice)
     reasoning: list[str] = []
     if req.reasoning > 0:
@@ -137,7 +138,7 @@ def _answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None, choice: 
             finish = "tool_calls"
         if fault is Fault.GARBLED:
             content = garble(rng, content)
-        return Answer(reasoning, content, [], finish)
+        return GeneratedAnswer(reasoning, content, [], finish)
     calls = _calls(rng, req, fault)
     preface = _words(rng, rng.randint(2, 5), WORDS) if config.raw_markup or rng.random() < 0.3 else []
     if fault is Fault.MALFORMED_CLOSING_TAG:
@@ -150,7 +151,7 @@ def _answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None, choice: 
         return _raw_answer(rng, config.raw_markup, reasoning, preface, markup)
     for call in calls:
         call.pieces = _split(rng, call.arguments, minimum=2)
-    return Answer(reasoning, preface, calls, "tool_calls")
+    return GeneratedAnswer(reasoning, preface, calls, "tool_calls")
 
 
 def garble(rng: random.Random, content: list[str]) -> list[str]:
@@ -171,7 +172,7 @@ def garble(rng: random.Random, content: list[str]) -> list[str]:
 
 
 def _raw_answer(rng: random.Random, family: str, reasoning: list[str], preface: list[str],
-                markup: str) -> Answer:
+                markup: str) -> GeneratedAnswer:
     """An answer whose calls are left as markup in the content, after the preface.
 
     A family whose completion is nothing but messages (Harmony) writes the whole content itself: a
@@ -179,8 +180,8 @@ def _raw_answer(rng: random.Random, family: str, reasoning: list[str], preface: 
     """
     whole = registered(family).render_answer
     if whole is None:
-        return Answer(reasoning, preface + _split(rng, markup), [], "stop")
-    return Answer([], _split(rng, whole("".join(reasoning), "".join(preface), markup)), [], "stop")
+        return GeneratedAnswer(reasoning, preface + _split(rng, markup), [], "stop")
+    return GeneratedAnswer([], _split(rng, whole("".join(reasoning), "".join(preface), markup)), [], "stop")
 
 
 def _words(rng: random.Random, count: int, vocabulary: tuple[str, ...]) -> list[str]:
@@ -328,3 +329,6 @@ def render_markup(family: str, calls: list[Call], *, malformed: bool = False) ->
     channel), the way a model under load or a re-serializing gateway does.
     """
     return registered(family).render(calls, malformed)
+
+#: Old names → new (docs/design/vocabulary.md "Names").
+__getattr__ = renamed(__name__, {"Answer": "GeneratedAnswer"})

@@ -54,7 +54,7 @@ from sseguard.chaos.conversations import (
 from sseguard.chaos.decide import applicable, decide
 from sseguard.chaos.faults import Decision, Fault
 from sseguard.chaos.frames import End, Plan, ResponseIds, completion_plan
-from sseguard.chaos.generate import Answer, make_answer
+from sseguard.chaos.generate import GeneratedAnswer, make_answer
 from sseguard.chaos.registry import writers
 from sseguard.chaos.request import BadRequest, ChatRequest
 from sseguard.chaos.writer import Writer
@@ -159,7 +159,7 @@ class StoredStream:
     req: ChatRequest
     decision: Decision
     ids: ResponseIds
-    answers: list[Answer]
+    answers: list[GeneratedAnswer]
 
 
 #: Background streams one chaos process keeps; the oldest goes first (a bounded test upstream).

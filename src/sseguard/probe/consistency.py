@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sseguard.core.contract.request import Answer, Format, Turn
+from sseguard.core.contract.request import AssistantAnswer, Format, Turn
 
 #: The file in the run directory holding each arm's reference answers.
 REFERENCES = "references.json"
@@ -78,7 +78,7 @@ def render(fmt: Format, i: int) -> dict[str, Any]:
     return fmt.render("You are a precise assistant.", [Turn("user", prompt(i))], ())
 
 
-def answer_text(answer: Answer | None) -> str | None:
+def answer_text(answer: AssistantAnswer | None) -> str | None:
     """What is compared: the text and the tool calls (name and arguments) of an answer."""
     if answer is None:
         return None

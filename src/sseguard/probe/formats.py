@@ -12,16 +12,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from sseguard.core._renamed import renamed
 from sseguard.core.contract import protocol
 from sseguard.core.contract.messages import thinking_budget
-from sseguard.core.contract.request import Answer, Call, Format, Settings, Tool, Turn
+from sseguard.core.contract.request import AssistantAnswer, Call, Format, Settings, Tool, Turn
 from sseguard.core.errors import ConfigError, UsageError
 from sseguard.core.verdict import Api
 
 #: The model a request names when neither the arm nor the run names one.
 DEFAULT_MODEL = "sseguard-probe"
 
-__all__ = ["Answer", "Call", "Format", "Settings", "Tool", "Turn", "check_body", "format_for",
+__all__ = ["AssistantAnswer", "Call", "Format", "Settings", "Tool", "Turn", "check_body", "format_for",
            "load_body_file", "thinking_budget"]
 
 
@@ -55,3 +56,6 @@ def check_body(body: Mapping[str, Any], api: str | Api, *, path: str, arm: str |
     if reason is not None:
         who = f"arm {arm!r} speaks {fmt.api}" if arm else f"api {fmt.api}"
         raise ConfigError(f"body file {path} does not fit: {reason}; {who} and needs {fmt.expected}")
+
+#: Old names → new (docs/design/vocabulary.md "Names").
+__getattr__ = renamed(__name__, {"Answer": "AssistantAnswer"})

@@ -37,8 +37,8 @@ from sseguard.core.verdict import Ending
 from sseguard.probe import consistency, references
 from sseguard.probe.config import ProbeConfig
 from sseguard.probe.cpu import CpuMonitor, CpuSummary
-from sseguard.probe.engine import EngineSettings, run_request
 from sseguard.probe.live import LiveView, Tally
+from sseguard.probe.request import RequestSettings, run_request
 from sseguard.probe.sink import (
     RESULTS,
     JsonlSink,
@@ -185,7 +185,7 @@ class _ViewSink:
 @dataclass
 class _Run:
     config: ProbeConfig
-    settings: EngineSettings
+    settings: RequestSettings
     workloads: dict[str, Workload]  # per arm: the run's, or the arm's own body
     session: aiohttp.ClientSession
     sink: _ViewSink
@@ -402,7 +402,7 @@ async def execute(config: ProbeConfig, *, resume: bool = False, console: Console
 
         pipeline = telemetry.load().configure(service_name="sseguard-probe", redactor=redactor)
         gc.freeze()  # the SDK just imported, as ``quiet_gc`` froze what existed before
-    settings = EngineSettings(policy=config.policy, redactor=redactor,
+    settings = RequestSettings(policy=config.policy, redactor=redactor,
                               stall_timeout=config.stall_timeout, timeout=config.timeout,
                               run_id=run_id,
                               worker=str(share.index) if share and share.count > 1 else None,

@@ -31,7 +31,7 @@ from sseguard.probe import consistency
 from sseguard.probe.config import Arm, WorkloadSpec
 from sseguard.probe.formats import (
     DEFAULT_MODEL,
-    Answer,
+    AssistantAnswer,
     Call,
     Format,
     Settings,
@@ -117,7 +117,7 @@ def tool_result(call: Call) -> str:
     return json.dumps(result)
 
 
-def whole_answer(fmt: Format, verdict: Verdict) -> Answer | None:
+def whole_answer(fmt: Format, verdict: Verdict) -> AssistantAnswer | None:
     """The assistant's answer when it is whole (a cut answer must not become history); else None."""
     if verdict.ending not in WHOLE_ANSWER:
         return None

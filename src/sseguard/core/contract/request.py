@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sseguard.core._renamed import renamed
 from sseguard.core.verdict import Api, Verdict
 
 
@@ -50,7 +51,7 @@ class Turn:
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
+class AssistantAnswer:
     """What an assistant said, whatever the protocol: its text and its tool calls."""
 
     text: str
@@ -106,7 +107,7 @@ class Format(ABC):
         """Apply the model, streaming and the run-wide settings to ``body`` (in place) and return it."""
 
     @abstractmethod
-    def answer(self, message: Mapping[str, Any]) -> Answer | None:
+    def answer(self, message: Mapping[str, Any]) -> AssistantAnswer | None:
         """The answer in the checker's assembled message, or None when there is none to read."""
 
     @abstractmethod
@@ -116,6 +117,9 @@ class Format(ABC):
     def check_settings(self, settings: Settings) -> None:  # noqa: B027 - most formats take any
         """A ``ConfigError`` when the run-wide settings cannot be said in this format (none by default)."""
 
-    def answer_of(self, verdict: Verdict) -> Answer | None:
+    def answer_of(self, verdict: Verdict) -> AssistantAnswer | None:
         """The answer of a verdict's assembled message."""
         return self.answer(verdict.message)
+
+#: Old names → new (docs/design/vocabulary.md "Names").
+__getattr__ = renamed(__name__, {"Answer": "AssistantAnswer"})

@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sseguard.core.contract.request import Answer, Call, Format, Settings, Tool, Turn, json_arguments
+from sseguard.core.contract.request import AssistantAnswer, Call, Format, Settings, Tool, Turn, json_arguments
 from sseguard.core.errors import ConfigError
 from sseguard.core.verdict import Api
 
@@ -257,7 +257,7 @@ class GeminiFormat(Format):
         if settings.reasoning_effort is not None:
             thinking_budget(settings.reasoning_effort)
 
-    def answer(self, message: Mapping[str, Any]) -> Answer | None:
+    def answer(self, message: Mapping[str, Any]) -> AssistantAnswer | None:
         candidates = message.get("candidates")
         first = candidates[0] if isinstance(candidates, list) and candidates else None
         content = first.get("content") if isinstance(first, dict) else None
@@ -275,7 +275,7 @@ class GeminiFormat(Format):
                                   str(call.get("name") or ""), json_arguments(call.get("args"))))
             elif isinstance(part.get("text"), str) and part.get("thought") is not True:
                 texts.append(part["text"])
-        return Answer("".join(texts), tuple(calls))
+        return AssistantAnswer("".join(texts), tuple(calls))
 
     def misfit(self, body: Mapping[str, Any]) -> str | None:
         if not isinstance(body.get("contents"), list):

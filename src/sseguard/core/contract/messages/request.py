@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sseguard.core.contract.request import (
-    Answer,
+    AssistantAnswer,
     Call,
     Format,
     Settings,
@@ -106,7 +106,7 @@ class MessagesFormat(Format):
         if settings.reasoning_effort is not None:
             thinking_budget(settings.reasoning_effort)
 
-    def answer(self, message: Mapping[str, Any]) -> Answer | None:
+    def answer(self, message: Mapping[str, Any]) -> AssistantAnswer | None:
         content = message.get("content")
         if not isinstance(content, list):
             return None
@@ -120,7 +120,7 @@ class MessagesFormat(Format):
             elif block.get("type") == "tool_use":
                 calls.append(Call(str(block.get("id") or f"toolu_{len(calls)}"),
                                   str(block.get("name") or ""), json_arguments(block.get("input"))))
-        return Answer("".join(texts), tuple(calls))
+        return AssistantAnswer("".join(texts), tuple(calls))
 
     def misfit(self, body: Mapping[str, Any]) -> str | None:
         messages = body.get("messages")

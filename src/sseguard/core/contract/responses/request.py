@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sseguard.core.contract.request import (
-    Answer,
+    AssistantAnswer,
     Call,
     Format,
     Settings,
@@ -65,7 +65,7 @@ class ResponsesFormat(Format):
             body.update(temperature=0, top_p=1)
         return body
 
-    def answer(self, message: Mapping[str, Any]) -> Answer | None:
+    def answer(self, message: Mapping[str, Any]) -> AssistantAnswer | None:
         output = message.get("output")  # the assembled response object
         if not isinstance(output, list):
             return None
@@ -80,7 +80,7 @@ class ResponsesFormat(Format):
             elif item.get("type") == "message":
                 texts.extend(str(part.get("text") or "") for part in blocks_of(item)
                              if part.get("type") == "output_text")
-        return Answer("".join(texts), tuple(calls))
+        return AssistantAnswer("".join(texts), tuple(calls))
 
     def misfit(self, body: Mapping[str, Any]) -> str | None:
         if "messages" in body:

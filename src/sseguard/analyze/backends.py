@@ -1,10 +1,15 @@
-"""The engines that run the counting queries where the records are.
+"""The backends that run the counting queries where the records are.
 
 DuckDB reads JSONL and Parquet files (embedded, multi-threaded, spilling to disk past its memory limit),
-SQLite and PostgreSQL stores answer in their own database, and Spark (``engine="spark"``) reads the
-same files on a cluster or in local mode. Each engine only runs SQL text and returns rows; the queries
-come from ``facts``. Drivers import when their engine opens, so reading JSONL never loads psycopg or
-pyspark. A driver's own error becomes one line (``EngineError``), never a traceback.
+SQLite and PostgreSQL stores answer in their own database, and Spark (``backend="spark"``) reads the
+same files on a cluster or in local mode. Each backend only runs SQL text and returns rows; the queries
+come from ``facts``. Drivers import when their backend opens, so reading JSONL never loads psycopg or
+pyspark. A driver's own error becomes one line (``BackendError``), never a traceback.
+
+"Backend", not "engine": in sseguard an engine is a serving engine (vLLM, SGLang; see
+docs/design/vocabulary.md "Names"). The CLI's ``--engine`` option and the ``engine=`` keyword of
+``analyze_sources`` keep their name: they pick one of these backends. This module was
+``sseguard.analyze.engines``; its old names still work, with a ``DeprecationWarning``.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from sseguard.analyze.facts import Dialect
+from sseguard.analyze.facts import SqlDialect
 from sseguard.analyze.sources import (
     FileSource,
     Source,
@@ -29,10 +34,18 @@ from sseguard.analyze.sources import (
     spark_schema,
     unknown_in_json,
 )
+from sseguard.core._renamed import renamed
 from sseguard.core.errors import ConfigError
 from sseguard.core.record import id_prefix
 from sseguard.extras import require
 from sseguard.store.fields import CACHE_FACTS, UNKNOWN_FACT
+
+#: Old names (``sseguard.analyze.engines``) → new.
+__getattr__ = renamed(__name__, {
+    "EngineError": "BackendError", "Engine": "Backend", "DuckDBEngine": "DuckDBBackend",
+    "SQLiteEngine": "SQLiteBackend", "PostgresEngine": "PostgresBackend", "SparkEngine": "SparkBackend",
+    "open_engine": "open_backend", "open_engines": "open_backends",
+})
 
 Row = tuple[Any, ...]
 #: DuckDB's working memory (MB); past it, large aggregations spill to a temporary directory.
@@ -42,25 +55,25 @@ DUCKDB_MEMORY_MB = 600
 #: fixed limit that passes on 2 cores fails on 16 ("failed to allocate data of size 32.0 MiB (571.1
 #: MiB/572.2 MiB used)", issue 39): the threads are chosen with the limit, one per this many MB.
 DUCKDB_THREAD_MB = 48
-#: Where an engine keeps the facts it read once (see ``Engine.materialize``).
+#: Where a backend keeps the facts it read once (see ``Backend.materialize``).
 FACTS_TABLE = "sseguard_facts"
-#: A SQLite store is read in this many parts at once (two cores; see ``SQLiteEngine``).
+#: A SQLite store is read in this many parts at once (two cores; see ``SQLiteBackend``).
 SQLITE_PARTS = 2
 
 
-class EngineError(ConfigError):
-    """A source an engine cannot read: refused connection, a file that is not records, bad SQL."""
+class BackendError(ConfigError):
+    """A source a backend cannot read: refused connection, a file that is not records, bad SQL."""
 
 
-class Engine(Protocol):
-    dialect: Dialect
+class Backend(Protocol):
+    dialect: SqlDialect
     source: Source
 
     def rows(self, sql: str) -> list[Row]:
         """All rows of ``sql``."""
 
     def materialize(self, facts: str) -> str:
-        """Keep the rows of ``facts`` in the engine (read once); returns the query that reads them."""
+        """Keep the rows of ``facts`` in the backend (read once); returns the query that reads them."""
 
     def close(self) -> None:
         """Release the connection."""
@@ -71,10 +84,10 @@ def one_line(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
-class DuckDBEngine:
+class DuckDBBackend:
     """JSONL and Parquet files in an in-process DuckDB."""
 
-    dialect = Dialect("duckdb")
+    dialect = SqlDialect("duckdb")
 
     def __init__(self, source: FileSource, *, threads: int | None = None,
                  progress: Callable[[float], None] | None = None,
@@ -125,7 +138,7 @@ class DuckDBEngine:
                     self.threads //= 2
                     self._con.execute(f"SET threads = {self.threads}")
         except duckdb.Error as exc:
-            raise EngineError(_duckdb_message(exc, self.source.label)) from None
+            raise BackendError(_duckdb_message(exc, self.source.label)) from None
         finally:
             done.set()
             if watcher is not None:
@@ -229,8 +242,8 @@ def _meta_seq(columns: set[str], fetch: Callable[[str], list[Row]], meta: str,
     return int(found[0][0]) if found else None
 
 
-def facts_of(eng: Engine, *, doc: bool = False) -> str:
-    """The facts relation of ``eng``'s source in its engine (a store's: by its fact columns)."""
+def facts_of(eng: Backend, *, doc: bool = False) -> str:
+    """The facts relation of ``eng``'s source in its backend (a store's: by its fact columns)."""
     source = eng.source
     if isinstance(source, StoreSource):
         return source.facts(eng.dialect.name, doc=doc, columns_from=getattr(eng, "columns_from", None),
@@ -240,13 +253,13 @@ def facts_of(eng: Engine, *, doc: bool = False) -> str:
     return source.facts(eng.dialect.name)
 
 
-class SQLiteEngine:
+class SQLiteBackend:
     """A SQLite store, or a part of it (``seqs``), read in its own file (read-only: the analyzer never
     writes a store). SQLite counts on one core per connection, and sorts every ``GROUP BY``: so a
     store is read as ``SQLITE_PARTS`` parts of its ``seq`` range, each on its own connection and
     thread (see ``counts.Reader``), whose counts add up like those of several sources."""
 
-    dialect = Dialect("sqlite")
+    dialect = SqlDialect("sqlite")
 
     def __init__(self, source: StoreSource, seqs: tuple[int, int] | None = None) -> None:
         self.source: Source = source
@@ -260,14 +273,14 @@ class SQLiteEngine:
             self._con.create_function("sseguard_id_prefix", 1, id_prefix, deterministic=True)
             self._check()
         except sqlite3.Error as exc:
-            raise EngineError(f"cannot read store {source.label}: {one_line(exc)}") from None
+            raise BackendError(f"cannot read store {source.label}: {one_line(exc)}") from None
 
     def _check(self) -> None:
         from sseguard.store._base import FACTS_FROM, META, TABLE, UNKNOWN_FROM
 
         columns = {row[1] for row in self._con.execute(f"PRAGMA table_info({TABLE})")}
         if not columns:
-            raise EngineError(f"{self.source.label} is not an sseguard store (no {TABLE} table)")
+            raise BackendError(f"{self.source.label} is not an sseguard store (no {TABLE} table)")
         added = older_columns(columns, "sqlite")
         if added:
             self._con.execute(f"CREATE TEMP VIEW {TABLE} AS SELECT *, {added} FROM main.{TABLE}")
@@ -286,7 +299,7 @@ class SQLiteEngine:
         try:
             return list(self._con.execute(sql).fetchall())
         except sqlite3.Error as exc:
-            raise EngineError(f"cannot read store {self.source.label}: {one_line(exc)}") from None
+            raise BackendError(f"cannot read store {self.source.label}: {one_line(exc)}") from None
 
     def materialize(self, facts: str) -> str:
         self.rows(f"CREATE TEMP TABLE {FACTS_TABLE} AS {facts}")
@@ -296,10 +309,10 @@ class SQLiteEngine:
         self._con.close()
 
 
-class PostgresEngine:
+class PostgresBackend:
     """A PostgreSQL store: the server counts, only the cells cross the wire."""
 
-    dialect = Dialect("postgresql")
+    dialect = SqlDialect("postgresql")
 
     def __init__(self, source: StoreSource) -> None:
         require("postgres", "a PostgreSQL store")
@@ -314,11 +327,11 @@ class PostgresEngine:
                 "SELECT column_name FROM information_schema.columns WHERE table_name = %s",
                 (TABLE,)).fetchall()
         except psycopg.Error as exc:
-            raise EngineError(f"cannot read store {source.label}: {one_line(exc)}") from None
+            raise BackendError(f"cannot read store {source.label}: {one_line(exc)}") from None
         columns = {str(r[0]) for r in found}
         if not columns:
             self._con.close()
-            raise EngineError(f"{source.label} is not an sseguard store (no {TABLE} table)")
+            raise BackendError(f"{source.label} is not an sseguard store (no {TABLE} table)")
         added = older_columns(columns, "postgresql")
         if added:
             self._con.execute(f"CREATE TEMP VIEW {TABLE} AS SELECT *, {added} FROM public.{TABLE}")
@@ -332,7 +345,7 @@ class PostgresEngine:
             cursor = self._con.execute(sql.encode())
             return list(cursor.fetchall()) if cursor.description is not None else []
         except psycopg.Error as exc:
-            raise EngineError(f"cannot read store {self.source.label}: {one_line(exc)}") from None
+            raise BackendError(f"cannot read store {self.source.label}: {one_line(exc)}") from None
 
     def materialize(self, facts: str) -> str:
         self.rows(f"CREATE TEMP TABLE {FACTS_TABLE} AS {facts}")
@@ -342,10 +355,10 @@ class PostgresEngine:
         self._con.close()
 
 
-class SparkEngine:
+class SparkBackend:
     """JSONL or Parquet files in Spark: ``local[2]`` by default, or the session the caller passes."""
 
-    dialect = Dialect("spark")
+    dialect = SqlDialect("spark")
 
     def __init__(self, source: FileSource, session: Any = None) -> None:
         self.source: Source = source
@@ -357,14 +370,14 @@ class SparkEngine:
             else:
                 frame = reader.schema(spark_schema()).option("mode", "FAILFAST").json(list(source.files))
         except Exception as exc:  # pyspark's AnalysisException and friends
-            raise EngineError(f"cannot read {source.label}: {one_line(exc)}") from None
+            raise BackendError(f"cannot read {source.label}: {one_line(exc)}") from None
         frame.createOrReplaceTempView("sseguard_src")
 
     def rows(self, sql: str) -> list[Row]:
         try:
             return [tuple(r) for r in self._spark.sql(sql).collect()]
         except Exception as exc:
-            raise EngineError(f"cannot read {self.source.label}: {one_line(exc)}") from None
+            raise BackendError(f"cannot read {self.source.label}: {one_line(exc)}") from None
 
     def materialize(self, facts: str) -> str:
         self.rows(f"CACHE TABLE {FACTS_TABLE} AS {facts}")
@@ -391,7 +404,7 @@ def _with_record_columns(frame: Any) -> Any:
 
 def spark_session(master: str = "local[2]") -> Any:
     """A SparkSession (the active one if any): UTC, no UI, few shuffle partitions for local mode."""
-    require("spark", "the Spark engine (--engine spark)")
+    require("spark", "the Spark backend (--engine spark)")
     from pyspark.sql import SparkSession
 
     return (SparkSession.builder.master(master).appName("sseguard-analyze")
@@ -399,22 +412,22 @@ def spark_session(master: str = "local[2]") -> Any:
             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
 
 
-def open_engines(source: Source, *, engine: str = "auto", spark: Any = None,
-                 progress: Callable[[float], None] | None = None) -> list[Engine]:
-    """The engines that read ``source`` together: one, or a SQLite store's parts (``SQLiteEngine``).
+def open_backends(source: Source, *, backend: str = "auto", spark: Any = None,
+                  progress: Callable[[float], None] | None = None) -> list[Backend]:
+    """The backends that read ``source`` together: one, or a SQLite store's parts (``SQLiteBackend``).
     The parts end at the store's last row as the analysis starts: rows a proxy appends meanwhile
     are not half counted (in the profile but not in the cells)."""
-    first = open_engine(source, engine=engine, spark=spark, progress=progress)
-    if not isinstance(first, SQLiteEngine):
+    first = open_backend(source, backend=backend, spark=spark, progress=progress)
+    if not isinstance(first, SQLiteBackend):
         return [first]
     assert isinstance(source, StoreSource)
     lo, hi = first.seq_span()
     cuts = [lo + (hi - lo) * i // SQLITE_PARTS for i in range(SQLITE_PARTS + 1)]
     first.seqs = (cuts[0], cuts[1])
-    out: list[Engine] = [first]
+    out: list[Backend] = [first]
     try:
         for a, b in itertools.pairwise(cuts[1:]):
-            out.append(SQLiteEngine(source, (a, b)))
+            out.append(SQLiteBackend(source, (a, b)))
     except BaseException:
         for eng in out:
             eng.close()
@@ -422,11 +435,11 @@ def open_engines(source: Source, *, engine: str = "auto", spark: Any = None,
     return out
 
 
-def open_engine(source: Source, *, engine: str = "auto", spark: Any = None,
-                progress: Callable[[float], None] | None = None) -> Engine:
-    """The engine that reads ``source``: DuckDB for files (Spark when asked), the store's own database."""
+def open_backend(source: Source, *, backend: str = "auto", spark: Any = None,
+                 progress: Callable[[float], None] | None = None) -> Backend:
+    """The backend that reads ``source``: DuckDB for files (Spark when asked), the store's own database."""
     if isinstance(source, StoreSource):
-        return SQLiteEngine(source) if source.kind == "sqlite" else PostgresEngine(source)
-    if engine == "spark":
-        return SparkEngine(source, spark)
-    return DuckDBEngine(source, progress=progress)
+        return SQLiteBackend(source) if source.kind == "sqlite" else PostgresBackend(source)
+    if backend == "spark":
+        return SparkBackend(source, spark)
+    return DuckDBBackend(source, progress=progress)

@@ -1,6 +1,6 @@
-"""Every engine gives the in-memory path's answers, to 1e-9, on the demo's run and a run with every
+"""Every analysis backend gives the in-memory path's answers, to 1e-9, on the demo's run and a run with every
 attribute kind: DuckDB over JSONL and Parquet, the SQLite store, the PostgreSQL store (a real server),
-and Spark in local mode. The golden answers were written by the analyzer before it counted in engines.
+and Spark in local mode. The golden answers were written by the analyzer before it counted in backends.
 """
 
 from __future__ import annotations

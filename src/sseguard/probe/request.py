@@ -1,4 +1,5 @@
-"""Send one request over aiohttp, check it as its bytes arrive, and write one ``Record`` to a sink.
+"""One request of the probe: send it over aiohttp, check it as its bytes arrive, and write one
+``Record`` to a sink.
 
 No global state: everything comes in as arguments (session, target, body, settings, sink, connection
 tracker), so any scheduler — the asyncio runner here, a test, another process — can call
@@ -22,6 +23,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from sseguard.core._renamed import renamed
 from sseguard.core.policy import Policy
 from sseguard.core.record import Record
 from sseguard.core.redact import Redactor
@@ -32,12 +34,15 @@ from sseguard.probe.target import ConnectionTracker, Target
 from sseguard.probe.workloads import encode_body
 from sseguard.telemetry.genai import Call, Emitter, request_model
 
+#: Old names (this module was ``sseguard.probe.engine``; "engine" is the serving engine only).
+__getattr__ = renamed(__name__, {"EngineSettings": "RequestSettings", "Outcome": "RequestResult"})
+
 #: How much of a non-2xx body is read (it goes into the verdict and the evidence, cut to 2 KiB).
 ERROR_BODY_LIMIT = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
-class EngineSettings:
+class RequestSettings:
     """How every request is judged and bounded. ``clock`` must be monotonic seconds (the loop's
     timers run on real time); ``wall`` gives the epoch time kept in ``Record.started_at``."""
 
@@ -55,7 +60,7 @@ class EngineSettings:
 
 
 @dataclass(slots=True)
-class Outcome:
+class RequestResult:
     """What one request produced."""
 
     record: Record
@@ -116,11 +121,11 @@ def _describe(exc: BaseException) -> str:
 
 
 async def run_request(session: aiohttp.ClientSession, target: Target, body: dict[str, Any], *,
-                      settings: EngineSettings, sink: Sink, index: int, workload: str = "small",
+                      settings: RequestSettings, sink: Sink, index: int, workload: str = "small",
                       concurrency: int = 1, connections: ConnectionTracker | None = None,
                       extra: Mapping[str, Any] | None = None,
                       payload: bytes | None = None,
-                      judge: Callable[[Verdict], Mapping[str, Any]] | None = None) -> Outcome:
+                      judge: Callable[[Verdict], Mapping[str, Any]] | None = None) -> RequestResult:
     """Send one streamed request in the target's protocol and keep its ``Record`` (and evidence when
     it did not end ``complete``). Peer failures are never raised: they are the record. ``payload`` is
     the already-encoded ``body`` when the caller has it. ``judge``: more facts of the record, read off
@@ -215,7 +220,7 @@ async def run_request(session: aiohttp.ClientSession, target: Target, body: dict
     sink.write(record)
     if settings.telemetry is not None:
         _emit(settings.telemetry, record, verdict, settings.policy, body, target)
-    return Outcome(record=record, verdict=verdict)
+    return RequestResult(record=record, verdict=verdict)
 
 
 def _emit(telemetry: Emitter, record: Record, verdict: Verdict, policy: Policy,

@@ -58,8 +58,9 @@ class Step:
         return bool(self.content or self.reasoning or self.calls)
 
 
-class Relay:
+class ClientGate:
     """One stream's parser, with what its client may see (``hold`` or ``stream``, see the module).
+    A gate, not a relay: the proxy's relay is another thing (docs/design/vocabulary.md "Names").
 
     ``new_id()`` makes a call id where the markup has none (the engine's own format: vLLM's
     ``chatcmpl-tool-…``); a call that carries its own (Kimi's ``functions.NAME:IDX``) keeps it.
@@ -146,11 +147,11 @@ def calls_allowed(tools: object, tool_choice: object) -> bool:
     return bool(tools) and tool_choice != "none"
 
 
-def parse_whole(parser: Parser, text: str, new_id: Callable[[], str]) -> tuple[Step, Relay]:
+def parse_whole(parser: Parser, text: str, new_id: Callable[[], str]) -> tuple[Step, ClientGate]:
     """A whole completion at once (the engines' non-streaming path): always ``hold``, so only
     valid calls, each whole."""
-    relay = Relay(parser, stream=False, new_id=new_id)
-    first = relay.feed(text)
-    last = relay.close()
+    gate = ClientGate(parser, stream=False, new_id=new_id)
+    first = gate.feed(text)
+    last = gate.close()
     return Step(first.content + last.content, first.reasoning + last.reasoning,
-                first.calls + last.calls), relay
+                first.calls + last.calls), gate

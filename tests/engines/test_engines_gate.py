@@ -1,4 +1,4 @@
-"""What the engine adapters show a client of a parser's events (``sseguard.engines._relay``), with no
+"""What the engine adapters show a client of a parser's events (``sseguard.engines._gate``), with no
 engine installed: calls held until the parser ends them, voided calls never sent, client indexes
 without gaps, visible text exactly the parser's, under any chunking."""
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sseguard.core.toolcalls import ToolCallEnd, join_events, parser_for
-from sseguard.engines._relay import CallPiece, Relay, Step, parse_whole
+from sseguard.engines._gate import CallPiece, ClientGate, Step, parse_whole
 from support.toolcalls import DOCS, SOUP, pieces
 
 PROPS = settings(max_examples=60, deadline=None)
@@ -27,12 +27,12 @@ def ids() -> itertools.count[int]:
     return itertools.count()
 
 
-def relay(family: str, stream: bool = False) -> Relay:
+def gate(family: str, stream: bool = False) -> ClientGate:
     counter = ids()
-    return Relay(parser_for(family), stream=stream, new_id=lambda: f"id{next(counter)}")
+    return ClientGate(parser_for(family), stream=stream, new_id=lambda: f"id{next(counter)}")
 
 
-def drive(r: Relay, chunks: list[str]) -> list[Step]:
+def drive(r: ClientGate, chunks: list[str]) -> list[Step]:
     return [r.feed(c) for c in chunks] + [r.close()]
 
 
@@ -50,7 +50,7 @@ def joined(steps: list[Step]) -> tuple[str, str, dict[int, list[str | None]]]:
 
 
 def test_hold_sends_each_call_whole_when_it_ends_and_never_a_voided_one() -> None:
-    r = relay("hermes")
+    r = gate("hermes")
     steps = drive(r, ["Sure.\n", PARIS[:20], PARIS[20:], "\n" + BROKEN, "\n" + ROME, " Done."])
     assert [s.calls for s in steps[:2]] == [[], []]  # nothing of a call before it ends
     assert [p for s in steps for p in s.calls] == [
@@ -62,7 +62,7 @@ def test_hold_sends_each_call_whole_when_it_ends_and_never_a_voided_one() -> Non
 
 
 def test_stream_sends_name_then_fragments_and_remembers_the_void_call() -> None:
-    r = relay("hermes", stream=True)
+    r = gate("hermes", stream=True)
     steps = drive(r, [PARIS, BROKEN])
     # the name and the fragments of one step travel as one piece
     assert steps[0].calls == [CallPiece(0, '{"city": "Paris"}', "get_weather", "id0")]
@@ -87,7 +87,7 @@ def test_harmony_analysis_is_reasoning_never_content() -> None:
 
 
 def test_an_unterminated_call_at_the_end_is_not_sent_and_its_markup_not_shown() -> None:
-    r = relay("hermes")
+    r = gate("hermes")
     steps = drive(r, ["Hi", TC + '\n{"name": "f", "arguments": {"a": '])
     assert joined(steps) == ("Hi", "", {})
     assert [str(e.kind) for e in r.errors] == ["unterminated"]
@@ -98,7 +98,7 @@ def test_an_unterminated_call_at_the_end_is_not_sent_and_its_markup_not_shown() 
 def test_any_chunking_gives_the_documents_text_and_calls(data: st.DataObject, family: str,
                                                          cuts: list[int], stream: bool) -> None:
     doc = data.draw(DOCS[family])
-    content, reasoning, calls = joined(drive(relay(family, stream), pieces(doc.text, cuts)))
+    content, reasoning, calls = joined(drive(gate(family, stream), pieces(doc.text, cuts)))
     assert content == doc.visible
     assert reasoning == doc.reasoning
     assert sorted(calls) == list(range(len(doc.calls)))
@@ -111,7 +111,7 @@ def test_any_chunking_gives_the_documents_text_and_calls(data: st.DataObject, fa
 @given(st.sampled_from(sorted(DOCS)), SOUP, CUTS)
 def test_hold_sends_exactly_the_calls_the_parser_ended_and_its_text(family: str, text: str,
                                                                     cuts: list[int]) -> None:
-    content, _, calls = joined(drive(relay(family), pieces(text, cuts)))
+    content, _, calls = joined(drive(gate(family), pieces(text, cuts)))
     parser = parser_for(family)
     events = join_events(parser.feed(text) + parser.close())
     ended = [(e.name, e.arguments) for e in events if isinstance(e, ToolCallEnd)]

@@ -1,4 +1,4 @@
-"""The per-request engine against a real chaos server: one request in, one faithful Record out."""
+"""One request of the probe against a real chaos server: one request in, one faithful Record out."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from sseguard.core.policy import Policy
 from sseguard.core.redact import Redactor
 from sseguard.core.verdict import Verdict
 from sseguard.probe.config import WorkloadSpec, make_arm
-from sseguard.probe.engine import EngineSettings, run_request
 from sseguard.probe.measure import StreamWatch
+from sseguard.probe.request import RequestSettings, run_request
 from sseguard.probe.sink import MemorySink
 from sseguard.probe.target import ConnectionTracker, Target
 from sseguard.probe.workloads import Workload
@@ -40,7 +40,7 @@ def _body(workload: str = "small") -> dict[str, object]:
     return w.finish(w.conversation(0).next_body(), model="m")
 
 
-SETTINGS = EngineSettings(policy=Policy(), redactor=Redactor(), stall_timeout=1.0, timeout=30.0,
+SETTINGS = RequestSettings(policy=Policy(), redactor=Redactor(), stall_timeout=1.0, timeout=30.0,
                           run_id="t")
 
 
@@ -99,7 +99,7 @@ TOOL_FAULTS = {"tool_args_invalid_json", "tool_undefined_function", "tool_args_s
                          ids=lambda v: str(v))
 async def test_each_fault_on_a_responses_or_messages_arm_is_checked_by_that_protocol(
         api: str, fault: str) -> None:
-    # A stall hangs until the engine gives up after its 1 s stall timeout (no race of two timers).
+    # A stall hangs until run_request gives up after its 1 s stall timeout (no race of two timers).
     chaos = ChaosConfig(seed=1, pacing=FAST, options=FaultOptions(stall_ms=1000, stall_then="hang"))
     workload = Workload(WorkloadSpec(name="tools" if fault in TOOL_FAULTS else "small"))
     body = workload.finish(workload.conversation(0, api).next_body(), model="m", api=api)
@@ -174,7 +174,7 @@ async def test_silent_server_is_stalled_before_headers_and_has_no_status() -> No
 
 async def test_a_stream_that_hangs_past_the_request_timeout_is_a_transport_error() -> None:
     chaos = ChaosConfig(pacing=FAST, options=FaultOptions(stall_then="hang", hang_max_s=60))
-    quick = EngineSettings(stall_timeout=30.0, timeout=1.5)
+    quick = RequestSettings(stall_timeout=30.0, timeout=1.5)
     async with run_chaos(chaos) as srv, aiohttp.ClientSession() as session:
         out = await run_request(session, _target(srv.url, **{INJECT_HEADER: "stalled"}), _body(),
                                 settings=quick, sink=MemorySink(), index=0)
@@ -216,7 +216,7 @@ async def test_key_values_known_to_the_redactor_never_reach_record_or_evidence()
     # redactor must still know it, because an upstream that echoes it (see the e2e test) exists.
     async with run_chaos(ChaosConfig(pacing=FAST)) as srv, aiohttp.ClientSession() as session:
         target = _target(srv.url, **{INJECT_HEADER: "truncated", "authorization": f"Bearer {key}"})
-        settings = EngineSettings(redactor=Redactor(target.secrets), stall_timeout=1.0)
+        settings = RequestSettings(redactor=Redactor(target.secrets), stall_timeout=1.0)
         sink = MemorySink()
         await run_request(session, target, _body(), settings=settings, sink=sink, index=0,
                           extra={"note": f"used {key}"})
