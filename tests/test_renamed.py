@@ -36,6 +36,13 @@ RENAMED = [
     ("sseguard.core.contract.protocol", "Relay", "RelayTable"),
     ("sseguard.core.contract.gemini.assembler", "Record", "TypedResponse"),
     ("sseguard.core.contract.gemini.assembler", "decode_record", "decode_response"),
+    ("sseguard.telemetry.genai", "Call", "MeasuredCall"),
+    ("sseguard.telemetry.genai", "Plan", "CallSignals"),
+    ("sseguard.chaos.generate", "Call", "GeneratedCall"),
+    ("sseguard.chaos.conversations", "Conversation", "ServedConversation"),
+    ("sseguard.core.contract.request", "Settings", "BodySettings"),
+    ("sseguard.probe.formats", "Settings", "BodySettings"),
+    ("sseguard.locust.launch", "Settings", "LaunchSettings"),
 ]
 
 

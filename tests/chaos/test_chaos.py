@@ -29,7 +29,7 @@ from sseguard.chaos.chat import parse_request, stream_plan
 from sseguard.chaos.decide import decide
 from sseguard.chaos.faults import NEEDS_TOOL_CALL
 from sseguard.chaos.frames import ResponseIds
-from sseguard.chaos.generate import Call, make_answer, render_markup
+from sseguard.chaos.generate import GeneratedCall, make_answer, render_markup
 from sseguard.core.contract import StreamChecker
 from sseguard.core.verdict import Ending, FindingKind
 from support.expected import FAULT_VERDICTS, expected
@@ -279,7 +279,7 @@ async def test_raw_markup_mode_leaves_family_markup_in_content(
     assert out.verdict.ending is Ending.COMPLETE
     assert out.verdict.finding_kinds == {FindingKind.MARKUP_LEAK}
     content = choice["message"]["content"]
-    call = Call("call_x", "get_weather", {}, "")
+    call = GeneratedCall("call_x", "get_weather", {}, "")
     opener = render_markup(family, [call]).lstrip("\n")[:12]
     assert opener in content
 
@@ -310,7 +310,7 @@ def test_the_markup2_families_are_written_exactly_as_each_writes_it() -> None:
 
 
 def test_malformed_markup2_misspells_one_closer_of_the_first_call() -> None:
-    calls = [Call("c0", "get_weather", {"location": "Oslo", "days": 3}, '{"location": "Oslo"}')]
+    calls = [GeneratedCall("c0", "get_weather", {"location": "Oslo", "days": 3}, '{"location": "Oslo"}')]
     assert "}<|tool_call_ed|><|tool_calls_section_end|>" in render_markup("kimi-k2", calls,
                                                                           malformed=True)
     assert "<arg_value>3</arg_valu></tool_call>" in render_markup("glm47", calls, malformed=True)
@@ -318,7 +318,7 @@ def test_malformed_markup2_misspells_one_closer_of_the_first_call() -> None:
         "minimax-m2", calls, malformed=True)
     assert "<|channel|>commentry to=functions.get_weather" in render_markup(
         "harmony", calls, malformed=True)
-    bare = [Call("c0", "ping", {}, "{}")]
+    bare = [GeneratedCall("c0", "ping", {}, "{}")]
     assert render_markup("glm45", bare, malformed=True) == "\n<tool_call>ping\n</arg_key></tool_call>"
     assert "</invok>" in render_markup("minimax-m2", bare, malformed=True)
 
@@ -338,10 +338,10 @@ async def test_raw_harmony_carries_reasoning_and_preface_as_messages(
     assert 0 < analysis_end < preface_end and content.endswith("}<|call|>")
 
 
-def _two_calls() -> list[Call]:
-    return [Call("c0", "get_weather", {"location": "Hangzhou", "days": 3},
+def _two_calls() -> list[GeneratedCall]:
+    return [GeneratedCall("c0", "get_weather", {"location": "Hangzhou", "days": 3},
                  '{"location": "Hangzhou", "days": 3}'),
-            Call("c1", "get_time", {"tz": "Asia/Shanghai"}, '{"tz": "Asia/Shanghai"}')]
+            GeneratedCall("c1", "get_time", {"tz": "Asia/Shanghai"}, '{"tz": "Asia/Shanghai"}')]
 
 
 def test_markup_is_written_exactly_as_each_family_writes_it() -> None:
@@ -376,11 +376,11 @@ def test_markup_is_written_exactly_as_each_family_writes_it() -> None:
 
 
 def test_malformed_closing_tag_misspells_one_dsml_closer() -> None:
-    calls = [Call("c0", "get_weather", {"days": 3, "location": "Oslo"}, "")]
+    calls = [GeneratedCall("c0", "get_weather", {"days": 3, "location": "Oslo"}, "")]
     broken = render_markup("dsml-v32", calls, malformed=True)
     assert broken.count("</｜DSML｜parametr>") == 1
     assert 'string="true">Oslo</｜DSML｜parametr>' in broken
-    no_strings = render_markup("dsml-v41", [Call("c0", "ping", {}, "")], malformed=True)
+    no_strings = render_markup("dsml-v41", [GeneratedCall("c0", "ping", {}, "")], malformed=True)
     assert "</｜DSML｜ invok>" in no_strings
 
 

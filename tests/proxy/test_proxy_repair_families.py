@@ -19,7 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sseguard.chaos import ChaosConfig, Pacing, run_chaos
-from sseguard.chaos.generate import Call, render_markup
+from sseguard.chaos.generate import GeneratedCall as Call  # renamed (issue 46)
+from sseguard.chaos.generate import render_markup
 from sseguard.core.contract import checker_for
 from sseguard.core.sse import SSEDecoder
 from sseguard.proxy.repair import RepairFrames

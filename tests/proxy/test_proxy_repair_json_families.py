@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sseguard.chaos import ChaosConfig, Pacing
-from sseguard.chaos.generate import Call, render_markup
+from sseguard.chaos.generate import GeneratedCall as Call  # renamed (issue 46)
+from sseguard.chaos.generate import render_markup
 from sseguard.proxy.repair import (
     GeminiRepairFrames,
     MessagesRepairFrames,

@@ -43,7 +43,7 @@ from opentelemetry.proto.collector.trace.v1 import (  # noqa: E402
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue  # noqa: E402
 
 from sseguard.core.contract import protocol  # noqa: E402
-from sseguard.core.contract.request import Settings, Turn  # noqa: E402
+from sseguard.core.contract.request import BodySettings, Turn  # noqa: E402
 from sseguard.core.verdict import Api  # noqa: E402
 
 STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
@@ -85,7 +85,7 @@ PROVIDERS = {"chat": "openai", "responses": "openai", "messages": "anthropic", "
 
 def request_of(api: str) -> dict[str, Any]:
     fmt = protocol(api).format
-    return fmt.finish(fmt.render("", [Turn("user", "hi")], []), model="chaos-1", settings=Settings())
+    return fmt.finish(fmt.render("", [Turn("user", "hi")], []), model="chaos-1", settings=BodySettings())
 
 
 def path_of(api: str) -> str:

@@ -47,7 +47,7 @@ DEFAULT_FAMILY = "dsml-v32"
 
 
 @dataclass(slots=True)
-class Call:
+class GeneratedCall:
     """One tool call: ``arguments`` is the JSON text as sent (a fault may have broken it)."""
 
     id: str
@@ -63,7 +63,7 @@ class GeneratedAnswer:
 
     reasoning: list[str]
     content: list[str]
-    calls: list[Call]
+    calls: list[GeneratedCall]
     finish_reason: str
 
     @property
@@ -210,7 +210,7 @@ def _split(rng: random.Random, text: str, *, minimum: int = 1) -> list[str]:
     return pieces
 
 
-def _calls(rng: random.Random, req: ChatRequest, fault: Fault | None) -> list[Call]:
+def _calls(rng: random.Random, req: ChatRequest, fault: Fault | None) -> list[GeneratedCall]:
     offered = list(req.tools) or [BUILTIN_TOOL]
     forced = req.forced_tool()
     if fault is Fault.TOOL_ARGS_SCHEMA_MISMATCH:
@@ -229,7 +229,7 @@ def _calls(rng: random.Random, req: ChatRequest, fault: Fault | None) -> list[Ca
         values = schema_value(rng, tool.parameters, 0)
         if not isinstance(values, dict):
             values = {}
-        calls.append(Call(f"call_{rng.getrandbits(96):024x}", tool.name, values,
+        calls.append(GeneratedCall(f"call_{rng.getrandbits(96):024x}", tool.name, values,
                           json.dumps(values, ensure_ascii=False)))
     first = calls[0]
     if fault is Fault.TOOL_ARGS_INVALID_JSON:
@@ -243,7 +243,7 @@ def _calls(rng: random.Random, req: ChatRequest, fault: Fault | None) -> list[Ca
     return calls
 
 
-def _break_schema(call: Call, tool: Tool) -> None:
+def _break_schema(call: GeneratedCall, tool: Tool) -> None:
     props = tool.parameters.get("properties") or {}
     for name, schema in props.items():
         kind = schema.get("type") if isinstance(schema, dict) else None
@@ -321,7 +321,7 @@ def _number(rng: random.Random, schema: dict[str, Any], *, integer: bool) -> int
 # ── markup ───────────────────────────────────────────────────────────────────────────────────────
 
 
-def render_markup(family: str, calls: list[Call], *, malformed: bool = False) -> str:
+def render_markup(family: str, calls: list[GeneratedCall], *, malformed: bool = False) -> str:
     """The markup a model of ``family`` writes for ``calls``, including the separator before it: the
     family's own ``render`` (``sseguard.core.toolcalls``, plugins included).
 
@@ -331,4 +331,4 @@ def render_markup(family: str, calls: list[Call], *, malformed: bool = False) ->
     return registered(family).render(calls, malformed)
 
 #: Old names → new (docs/design/vocabulary.md "Names").
-__getattr__ = renamed(__name__, {"Answer": "GeneratedAnswer"})
+__getattr__ = renamed(__name__, {"Answer": "GeneratedAnswer", "Call": "GeneratedCall"})

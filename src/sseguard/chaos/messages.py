@@ -19,7 +19,7 @@ from sseguard.chaos.config import ChaosConfig
 from sseguard.chaos.events import Breakers, Ev, frame, insert_broken, plan_events
 from sseguard.chaos.faults import Decision, Fault, ServerDialect
 from sseguard.chaos.frames import Plan, ResponseIds
-from sseguard.chaos.generate import Call, GeneratedAnswer
+from sseguard.chaos.generate import GeneratedAnswer, GeneratedCall
 from sseguard.chaos.request import BadRequest, ChatRequest, Tool, decode_object, int_field, text_of
 from sseguard.chaos.writer import Writer
 from sseguard.core.contract.messages import MESSAGES
@@ -175,7 +175,7 @@ def _tool_choice(raw: Any, tools: tuple[Tool, ...]) -> tuple[Any, bool]:
 # ── the answer as Messages events ────────────────────────────────────────────────────────────────
 
 
-def _tool_id(call: Call) -> str:
+def _tool_id(call: GeneratedCall) -> str:
     return "toolu_" + call.id.removeprefix("call_")
 
 

@@ -21,7 +21,7 @@ from sseguard.chaos.config import RESPONSES_ERROR_FORMS, ChaosConfig
 from sseguard.chaos.events import Breakers, Ev, frame, insert_broken, plan_events
 from sseguard.chaos.faults import Decision, Fault, ServerDialect
 from sseguard.chaos.frames import Plan, ResponseIds
-from sseguard.chaos.generate import Call, GeneratedAnswer
+from sseguard.chaos.generate import GeneratedAnswer, GeneratedCall
 from sseguard.chaos.request import (
     REASONING_SCALE,
     BadRequest,
@@ -174,7 +174,7 @@ def _item_ids(ids: ResponseIds) -> tuple[str, str]:
     return f"rs_{digest[:24]}", f"msg_{digest[24:]}"
 
 
-def _fc_id(call: Call) -> str:
+def _fc_id(call: GeneratedCall) -> str:
     return "fc_" + call.id.removeprefix("call_")
 
 

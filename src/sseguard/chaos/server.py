@@ -46,8 +46,8 @@ from sseguard._serve import (
 from sseguard.chaos.cache import PrefixCache
 from sseguard.chaos.config import ChaosConfig
 from sseguard.chaos.conversations import (
-    Conversation,
     ConversationLog,
+    ServedConversation,
     first_answer_decision,
     settle,
 )
@@ -306,7 +306,7 @@ async def _serve(request: web.Request, writer: Writer, proto: Protocol, route: R
 
 def draw(state: ChaosState, req: ChatRequest, counter: int, inflight: int, *, api: Api,
          forced: Fault | None, forced_raw: str | None, cached: bool,
-         unsupported: frozenset[Fault]) -> tuple[Decision, Conversation | None]:
+         unsupported: frozenset[Fault]) -> tuple[Decision, ServedConversation | None]:
     """The fault request ``counter`` gets, counted in the statistics, and its conversation (under
     ``first_answer``): the seeded draw, or a forced fault, less what the request cannot carry. The
     generated server and ``chaos --upstream`` draw alike, so one seed replays either."""

@@ -15,14 +15,14 @@ from typing import Any
 from sseguard.core._renamed import renamed
 from sseguard.core.contract import protocol
 from sseguard.core.contract.messages import thinking_budget
-from sseguard.core.contract.request import AssistantAnswer, Call, Format, Settings, Tool, Turn
+from sseguard.core.contract.request import AssistantAnswer, BodySettings, Call, Format, Tool, Turn
 from sseguard.core.errors import ConfigError, UsageError
 from sseguard.core.verdict import Api
 
 #: The model a request names when neither the arm nor the run names one.
 DEFAULT_MODEL = "sseguard-probe"
 
-__all__ = ["AssistantAnswer", "Call", "Format", "Settings", "Tool", "Turn", "check_body", "format_for",
+__all__ = ["AssistantAnswer", "BodySettings", "Call", "Format", "Tool", "Turn", "check_body", "format_for",
            "load_body_file", "thinking_budget"]
 
 
@@ -58,4 +58,4 @@ def check_body(body: Mapping[str, Any], api: str | Api, *, path: str, arm: str |
         raise ConfigError(f"body file {path} does not fit: {reason}; {who} and needs {fmt.expected}")
 
 #: Old names → new (docs/design/vocabulary.md "Names").
-__getattr__ = renamed(__name__, {"Answer": "AssistantAnswer"})
+__getattr__ = renamed(__name__, {"Answer": "AssistantAnswer", "Settings": "BodySettings"})

@@ -32,7 +32,7 @@ from sseguard.probe.measure import StreamWatch, evidence_document, request_summa
 from sseguard.probe.sink import Sink
 from sseguard.probe.target import ConnectionTracker, Target
 from sseguard.probe.workloads import encode_body
-from sseguard.telemetry.genai import Call, Emitter, request_model
+from sseguard.telemetry.genai import Emitter, MeasuredCall, request_model
 
 #: Old names (this module was ``sseguard.probe.engine``; "engine" is the serving engine only).
 __getattr__ = renamed(__name__, {"EngineSettings": "RequestSettings", "Outcome": "RequestResult"})
@@ -227,7 +227,7 @@ def _emit(telemetry: Emitter, record: Record, verdict: Verdict, policy: Policy,
           body: dict[str, Any], target: Target) -> None:
     """The request's span and metrics, from the times its record keeps."""
     url = urlsplit(target.url)
-    telemetry.emit(Call(
+    telemetry.emit(MeasuredCall(
         verdict=verdict, policy=policy, start_ns=round(record.started_at * 1e9),
         duration_s=(record.duration_ms or 0.0) / 1000,
         request_model=request_model(verdict.api, body, target.path),

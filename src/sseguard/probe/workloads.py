@@ -32,9 +32,9 @@ from sseguard.probe.config import Arm, WorkloadSpec
 from sseguard.probe.formats import (
     DEFAULT_MODEL,
     AssistantAnswer,
+    BodySettings,
     Call,
     Format,
-    Settings,
     Tool,
     Turn,
     format_for,
@@ -148,7 +148,7 @@ class Workload:
         self.seed = seed
         self._filler: str | None = None
         self._user_body: dict[str, Any] | None = None
-        self._settings = Settings(max_tokens=spec.max_tokens, reasoning_effort=spec.reasoning_effort,
+        self._settings = BodySettings(max_tokens=spec.max_tokens, reasoning_effort=spec.reasoning_effort,
                                   include_usage=spec.include_usage,
                                   seed=consistency.SEED if spec.name == "consistency" else None)
         if spec.body_file is not None:

@@ -59,7 +59,7 @@ class AssistantAnswer:
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
+class BodySettings:
     """The run-wide request settings every format applies in its own words."""
 
     max_tokens: int | None = None
@@ -103,7 +103,7 @@ class Format(ABC):
         """The request body (without model and settings) for a conversation so far."""
 
     @abstractmethod
-    def finish(self, body: dict[str, Any], *, model: str, settings: Settings) -> dict[str, Any]:
+    def finish(self, body: dict[str, Any], *, model: str, settings: BodySettings) -> dict[str, Any]:
         """Apply the model, streaming and the run-wide settings to ``body`` (in place) and return it."""
 
     @abstractmethod
@@ -114,7 +114,7 @@ class Format(ABC):
     def misfit(self, body: Mapping[str, Any]) -> str | None:
         """Why ``body`` is not a request of this protocol, or None when it is."""
 
-    def check_settings(self, settings: Settings) -> None:  # noqa: B027 - most formats take any
+    def check_settings(self, settings: BodySettings) -> None:  # noqa: B027 - most formats take any
         """A ``ConfigError`` when the run-wide settings cannot be said in this format (none by default)."""
 
     def answer_of(self, verdict: Verdict) -> AssistantAnswer | None:
@@ -122,4 +122,4 @@ class Format(ABC):
         return self.answer(verdict.message)
 
 #: Old names → new (docs/design/vocabulary.md "Names").
-__getattr__ = renamed(__name__, {"Answer": "AssistantAnswer"})
+__getattr__ = renamed(__name__, {"Answer": "AssistantAnswer", "Settings": "BodySettings"})

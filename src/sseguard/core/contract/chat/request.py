@@ -7,9 +7,9 @@ from typing import Any
 
 from sseguard.core.contract.request import (
     AssistantAnswer,
+    BodySettings,
     Call,
     Format,
-    Settings,
     Tool,
     Turn,
     blocks_of,
@@ -49,7 +49,7 @@ class ChatFormat(Format):
             body["tool_choice"] = "auto"
         return body
 
-    def finish(self, body: dict[str, Any], *, model: str, settings: Settings) -> dict[str, Any]:
+    def finish(self, body: dict[str, Any], *, model: str, settings: BodySettings) -> dict[str, Any]:
         body["model"] = model
         body["stream"] = True
         if settings.include_usage:

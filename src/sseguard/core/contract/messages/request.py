@@ -8,9 +8,9 @@ from typing import Any
 
 from sseguard.core.contract.request import (
     AssistantAnswer,
+    BodySettings,
     Call,
     Format,
-    Settings,
     Tool,
     Turn,
     json_arguments,
@@ -84,7 +84,7 @@ class MessagesFormat(Format):
             body["tool_choice"] = {"type": "auto"}
         return body
 
-    def finish(self, body: dict[str, Any], *, model: str, settings: Settings) -> dict[str, Any]:
+    def finish(self, body: dict[str, Any], *, model: str, settings: BodySettings) -> dict[str, Any]:
         # Usage always comes in message_start/message_delta: Messages has no option for it.
         body["model"] = model
         body["stream"] = True
@@ -102,7 +102,7 @@ class MessagesFormat(Format):
         # ``top_k``), so a messages arm is compared at the server's own sampling (docs/probe.md).
         return body
 
-    def check_settings(self, settings: Settings) -> None:
+    def check_settings(self, settings: BodySettings) -> None:
         if settings.reasoning_effort is not None:
             thinking_budget(settings.reasoning_effort)
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from sseguard.core.contract.request import (
     AssistantAnswer,
+    BodySettings,
     Call,
     Format,
-    Settings,
     Tool,
     Turn,
     blocks_of,
@@ -51,7 +51,7 @@ class ResponsesFormat(Format):
             body["tool_choice"] = "auto"
         return body
 
-    def finish(self, body: dict[str, Any], *, model: str, settings: Settings) -> dict[str, Any]:
+    def finish(self, body: dict[str, Any], *, model: str, settings: BodySettings) -> dict[str, Any]:
         # Usage always comes in the terminal response: the Responses API has no option for it.
         body["model"] = model
         body["stream"] = True
