@@ -43,6 +43,9 @@ RENAMED = [
     ("sseguard.core.contract.request", "Settings", "BodySettings"),
     ("sseguard.probe.formats", "Settings", "BodySettings"),
     ("sseguard.locust.launch", "Settings", "LaunchSettings"),
+    ("sseguard.probe.formats", "check_body", "check_request_body"),
+    ("sseguard.probe.runner", "describe", "describe_run"),
+    ("sseguard.probe.consistency", "render", "prompt_body"),
 ]
 
 

@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sseguard.cli._app import Command, app, console, fail
-from sseguard.cli._names import families as family_names
+from sseguard.cli._names import family_names
 from sseguard.core.errors import ConfigError, UsageError
 from sseguard.core.reasoning import AnswerText, Reasoning, ThinkSplitter
 from sseguard.core.toolcalls import (

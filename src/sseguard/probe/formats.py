@@ -22,8 +22,8 @@ from sseguard.core.verdict import Api
 #: The model a request names when neither the arm nor the run names one.
 DEFAULT_MODEL = "sseguard-probe"
 
-__all__ = ["AssistantAnswer", "BodySettings", "Call", "Format", "Tool", "Turn", "check_body", "format_for",
-           "load_body_file", "thinking_budget"]
+__all__ = ["AssistantAnswer", "BodySettings", "Call", "Format", "Tool", "Turn", "check_request_body",
+           "format_for", "load_body_file", "thinking_budget"]
 
 
 def format_for(api: str | Api) -> Format:
@@ -49,7 +49,7 @@ def load_body_file(path: str) -> dict[str, Any]:
     return body
 
 
-def check_body(body: Mapping[str, Any], api: str | Api, *, path: str, arm: str | None = None) -> None:
+def check_request_body(body: Mapping[str, Any], api: str | Api, *, path: str, arm: str | None = None) -> None:
     """A ``ConfigError`` naming the expected format when ``body`` is not a request of ``api``."""
     fmt = format_for(api)
     reason = fmt.misfit(body)
@@ -58,4 +58,5 @@ def check_body(body: Mapping[str, Any], api: str | Api, *, path: str, arm: str |
         raise ConfigError(f"body file {path} does not fit: {reason}; {who} and needs {fmt.expected}")
 
 #: Old names → new (docs/design/vocabulary.md "Names").
-__getattr__ = renamed(__name__, {"Answer": "AssistantAnswer", "Settings": "BodySettings"})
+__getattr__ = renamed(__name__, {"Answer": "AssistantAnswer", "Settings": "BodySettings",
+                                 "check_body": "check_request_body"})

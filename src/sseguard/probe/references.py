@@ -41,7 +41,7 @@ async def collect(session: aiohttp.ClientSession, target: Target, workload: Work
     for i in refs.missing(arm):
         if (arm, base + i) in done:
             continue  # sent before and not whole: that prompt goes without a reference
-        body = workload.finish(consistency.render(fmt, i), model=target.arm.model, api=api)
+        body = workload.finish(consistency.prompt_body(fmt, i), model=target.arm.model, api=api)
         outcome = await run_request(session, target, body, settings=settings, sink=sink,
                                     index=base + i, workload=workload.name, concurrency=1,
                                     connections=connections, judge=lambda _v: _REFERENCE)

@@ -235,7 +235,7 @@ class FixedPrompts:
     def next_body(self) -> dict[str, Any]:
         self.prompt = self._next % consistency.PROMPTS
         self._next += 1
-        return consistency.render(self._fmt, self.prompt)
+        return consistency.prompt_body(self._fmt, self.prompt)
 
     def observe(self, verdict: Verdict) -> None:
         return None
