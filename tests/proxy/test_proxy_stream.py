@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _virtual_time import VirtualTimers
-from sseguard.chaos import ChaosConfig, Dialect, FaultOptions, Pacing, run_chaos
+from sseguard.chaos import ChaosConfig, FaultOptions, Pacing, run_chaos
+from sseguard.chaos import ServerDialect as Dialect
 from sseguard.proxy import run_proxy
 from sseguard.store import open_store
 from support.proxy import (
