@@ -404,7 +404,7 @@ def _with_record_columns(frame: Any) -> Any:
 
 def spark_session(master: str = "local[2]") -> Any:
     """A SparkSession (the active one if any): UTC, no UI, few shuffle partitions for local mode."""
-    require("spark", "the Spark backend (--engine spark)")
+    require("spark", "the Spark engine (--engine spark)")  # the CLI option's word
     from pyspark.sql import SparkSession
 
     return (SparkSession.builder.master(master).appName("sseguard-analyze")
