@@ -19,7 +19,7 @@ from sseguard.core.redact import (
     redact_obj,
     redact_text,
 )
-from support.secrets import ORDINARY, SECRET_SAMPLES
+from support.secret_samples import ORDINARY, SECRET_SAMPLES
 
 KEY = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
 

@@ -1,6 +1,7 @@
 """No sample secret reaches disk: a careless upstream echoes every one of them (headers, cookies, stream
 content, error bodies), and the probe's JSONL and evidence files, the proxy's SQLite file and its
-PostgreSQL rows are searched for each. The corpus is ``support.secrets.SECRET_SAMPLES``, written by hand."""
+PostgreSQL rows are searched for each. The corpus is ``support.secret_samples.SECRET_SAMPLES``, written
+by hand."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from sseguard.probe.runner import execute
 from sseguard.proxy import run_proxy
 from support.probe import config, serve_app
 from support.proxy import KEY, chat, in_thread, proxy_config, proxy_process, raw_post
-from support.secrets import SECRET_SAMPLES
+from support.secret_samples import SECRET_SAMPLES
 
 SECRETS = [secret for secret, _ in SECRET_SAMPLES]
 LINES = [line.replace("\n", " ") for _, line in SECRET_SAMPLES]

@@ -212,7 +212,7 @@ def build(name: str) -> Path:
     return MODELS[name]()
 
 
-if __name__ == "__main__":  # build all ahead of the tests: python tests/support/real_models.py
+if __name__ == "__main__":  # build all ahead of the tests: PYTHONPATH=tests python -m support.real_models
     import sys
 
     for model in sys.argv[1:] or list(MODELS):
