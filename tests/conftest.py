@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from _postgres_support import find_bindir, postgres_server, require_bindir
+from support.postgres import find_bindir, postgres_server, require_bindir
 
 
 @pytest.fixture(scope="session")

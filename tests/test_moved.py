@@ -22,6 +22,8 @@ OLD_TO_NEW = [
     ("sseguard.contract", "sseguard.core.contract", "StreamChecker"),
     ("sseguard.toolcalls", "sseguard.core.toolcalls", "FAMILIES"),
     ("sseguard.toolcalls.family", "sseguard.core.toolcalls.family", "Family"),
+    ("sseguard.probe.engine", "sseguard.probe.request", "run_request"),
+    ("sseguard.analyze.engines", "sseguard.analyze.backends", "DuckDBBackend"),
 ]
 #: The first warning an import raises names the outermost moved package it passes through.
 FIRST_WARNING = {"sseguard.toolcalls.family": "sseguard.toolcalls moved to sseguard.core.toolcalls"}

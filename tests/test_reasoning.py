@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sseguard.core.errors import UsageError
-from sseguard.core.reasoning import Answer, Reasoning, ThinkSplitter
+from sseguard.core.reasoning import AnswerText, Reasoning, ThinkSplitter
 from sseguard.core.toolcalls import join_events, parser_for
 from sseguard.core.toolcalls.events import Markup, MarkupError, Text, ToolCallEnd
 
@@ -25,7 +25,7 @@ def split(text: str, sizes: list[int] | None = None, starts_in_reasoning: bool =
         pos += size
     events += s.feed(text[pos:]) + s.close()
     reasoning = "".join(e.text for e in events if isinstance(e, Reasoning))
-    answer = "".join(e.text for e in events if isinstance(e, Answer))
+    answer = "".join(e.text for e in events if isinstance(e, AnswerText))
     return reasoning, answer
 
 
@@ -163,7 +163,7 @@ def test_seed_reasoning_quoting_a_call_then_its_closer_gives_the_real_call_only(
     events = []
     pieces = [SEED_QUOTING[i:i + size] for i in range(0, len(SEED_QUOTING), size)]
     for piece in [*(ev for p in pieces for ev in splitter.feed(p)), *splitter.close()]:
-        if isinstance(piece, Answer):
+        if isinstance(piece, AnswerText):
             events.extend(parser.feed(piece.text))
         else:
             thought.append(piece.text)
@@ -186,4 +186,4 @@ def test_a_family_s_own_reasoning_closer_ends_reasoning_the_prompt_opened(
     splitter = ThinkSplitter(starts_in_reasoning=True, family=family)
     pieces = [*splitter.feed(text), *splitter.close()]
     assert "".join(p.text for p in pieces if isinstance(p, Reasoning)) == thought
-    assert "".join(p.text for p in pieces if isinstance(p, Answer)) == answer
+    assert "".join(p.text for p in pieces if isinstance(p, AnswerText)) == answer

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from _protocol_streams import Responses, messages_text, responses_text, run
-from _streams import text_stream
 from sseguard.core.contract import StreamChecker
 from sseguard.core.policy import Policy
 from sseguard.core.record import Record, decode_record, encode_record, id_prefix, record_from_verdict
+from support.protocol_streams import Responses, messages_text, responses_text, run
+from support.streams import text_stream
 
 KEY = "sk-live-0123456789abcdefghijklmnop"
 

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _secrets import ORDINARY, SECRET_SAMPLES
 from sseguard.core.redact import (
     REDACTED,
     RULES,
@@ -20,6 +19,7 @@ from sseguard.core.redact import (
     redact_obj,
     redact_text,
 )
+from support.secret_samples import ORDINARY, SECRET_SAMPLES
 
 KEY = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
 

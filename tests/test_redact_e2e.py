@@ -1,6 +1,7 @@
 """No sample secret reaches disk: a careless upstream echoes every one of them (headers, cookies, stream
 content, error bodies), and the probe's JSONL and evidence files, the proxy's SQLite file and its
-PostgreSQL rows are searched for each. The corpus is ``_secrets.SECRET_SAMPLES``, written by hand."""
+PostgreSQL rows are searched for each. The corpus is ``support.secret_samples.SECRET_SAMPLES``, written
+by hand."""
 
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ import pytest
 from aiohttp import web
 from typer.testing import CliRunner
 
-from _probe_support import config, serve_app
-from _proxy_support import KEY, chat, in_thread, proxy_config, proxy_process, raw_post
-from _secrets import SECRET_SAMPLES
 from sseguard.cli import app
 from sseguard.probe.runner import execute
 from sseguard.proxy import run_proxy
+from support.probe import config, serve_app
+from support.proxy import KEY, chat, in_thread, proxy_config, proxy_process, raw_post
+from support.secret_samples import SECRET_SAMPLES
 
 SECRETS = [secret for secret, _ in SECRET_SAMPLES]
 LINES = [line.replace("\n", " ") for _, line in SECRET_SAMPLES]

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from _workers_support import die_after_listening, fail_in_second_worker
 from sseguard._serve import Listening, Worker, parse_workers, serve_workers
 from sseguard.core.errors import ConfigError
+from support.workers import die_after_listening, fail_in_second_worker
 
 GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 

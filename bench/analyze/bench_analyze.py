@@ -148,7 +148,7 @@ def child(kind: str, source: str) -> None:
 
         result = analyze(load_records([source]))
     elif kind == "spark":
-        from sseguard.analyze.engines import spark_session
+        from sseguard.analyze.backends import spark_session
 
         spark = spark_session("local[2]")
         t0 = time.perf_counter()  # the JVM's start is not the analysis

@@ -6,21 +6,21 @@ where they do not from the engine's own, and what does one long streamed call co
 inputs for both, one run:
 
 - vLLM 0.33: vLLM's real chat server (``build_app`` + ``init_app_state``, only ``generate()``
-  scripted, tests/_engines_vllm.py), vLLM's parser under its own name vs ``sseguard-<family>``;
+  scripted, tests/support/engines_vllm.py), vLLM's parser under its own name vs ``sseguard-<family>``;
 - SGLang 0.5.23: no server. Vectors go through SGLang's chat tool-call step
-  (``_process_tool_call_stream`` + ``_check_for_unstreamed_tool_args``, tests/_engines_sglang.py,
+  (``_process_tool_call_stream`` + ``_check_for_unstreamed_tool_args``, tests/support/engines_sglang.py,
   which builds the detector with ``FunctionCallParser``); the long call drives the detector alone
   (``FunctionCallParser.parse_stream_chunk`` per delta, ``parse_stream_end``), ours the same way.
 
-1. vectors right: every example of the tool-call tests (tests/_engines_harvest.py), cut into deltas
-   at token boundaries of the local tokenizer (tests/_engines_model.py), each at least 4 characters;
+1. vectors right: every example of the tool-call tests (tests/support/engines_harvest.py), cut into deltas
+   at token boundaries of the local tokenizer (tests/support/engines_model.py), each at least 4 characters;
    right = the client gets exactly our parser's text, calls and finish reason (SGLang: reasoning not
    compared, its tool result has no field for it). Each wrong one is put in one class (``verdict``).
 2. seconds per request for one ``write_file`` call whose ``content`` argument is 80/320 KB, same
    deltas; vLLM with no tool parser at all as the engine's own cost outside any parser.
 3. ``--phase parsers``: the same long call with no server around either parser. vLLM's parser is
    built by its own serving code (``OpenAIServingChat._make_parser``, i.e. ``ParserManager`` over
-   ``ToolParserManager``, the tokenizer of tests/_engines_model.py) and driven per delta by vLLM's
+   ``ToolParserManager``, the tokenizer of tests/support/engines_model.py) and driven per delta by vLLM's
    ``ChatStreamProcessor.step``, the call the serving loop makes (it keeps previous/current text and
    token ids and calls the tool parser's ``extract_tool_calls_streaming``); the seconds are those
    spent inside ``extract_tool_calls_streaming`` (and, apart, the whole ``step`` loop). Ours:
@@ -64,8 +64,8 @@ from sseguard.core.toolcalls import ToolCallEnd, aliases, families, family, pars
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 try:  # the engines tests' own harness, importable as pytest imports it: with tests/ on the path
-    from _engines_model import build_model_dir, token_pieces
-    from _engines_support import Expected, Vector, harvest, matches, reference, tools_for
+    from support.engines import Expected, Vector, harvest, matches, reference, tools_for
+    from support.engines_model import build_model_dir, token_pieces
 except ModuleNotFoundError as missing:
     raise SystemExit(f"{missing}: run with PYTHONPATH=tests (this benchmark drives tests/_engines_*.py, "
                      "the engines tests' harness, which imports its parts by name)") from None
@@ -226,7 +226,7 @@ def load_vectors(path: Path | None, tmp: Path) -> list[Vector]:
 
 def vllm_vectors(model: Path, parser: str, reasoning: str | None, fam: str, vectors: list[Vector],
                  emit: Callable[[Any], None]) -> None:
-    from _engines_vllm import Server, chat
+    from support.engines_vllm import Server, chat
 
     async def go() -> None:
         server = Server(model, parser, reasoning)
@@ -249,7 +249,7 @@ def vllm_vectors(model: Path, parser: str, reasoning: str | None, fam: str, vect
 
 def vllm_timed(model: Path, parser: str | None, text: str, tools: list[Any] | None,
                want: Expected | None, emit: Callable[[Any], None]) -> None:
-    from _engines_vllm import Server, chat
+    from support.engines_vllm import Server, chat
 
     async def go() -> None:
         server = Server(model, parser)
@@ -268,7 +268,7 @@ def vllm_timed(model: Path, parser: str | None, text: str, tools: list[Any] | No
 def vllm_warm(model: Path) -> None:
     """One request in the parent before any child forks: the serving modules vLLM imports lazily
     are then imported once, not in every child (measured: 46 s a cold child, 1 s a warm one)."""
-    from _engines_vllm import Server, chat
+    from support.engines_vllm import Server, chat
 
     async def go() -> None:
         server = Server(model, "sseguard-hermes")
@@ -290,7 +290,7 @@ def vllm_parser_timed(model: Path, parser: str, pieces: list[str], want: Expecte
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
     from vllm.entrypoints.openai.chat_completion.stream_processor import ChatStreamProcessor
 
-    from _engines_vllm import Server
+    from support.engines_vllm import Server
 
     async def serve() -> Server:
         server = Server(model, parser)
@@ -367,7 +367,7 @@ def ours_parser_timed(fam: str, pieces: list[str], want: Expected, repeats: int,
 
 def sglang_vectors(parser: str, reasoning: str | None, fam: str, vectors: list[Vector], tok: Any,
                    emit: Callable[[Any], None]) -> None:
-    from _engines_sglang import serving, stream
+    from support.engines_sglang import serving, stream
 
     async def go() -> None:
         chat = serving(parser, reasoning)
@@ -818,7 +818,7 @@ def main() -> None:
     registered = {"vllm": vllm_registered() if "vllm" in opts.engine_list else set(),
                   "sglang": sglang_registered() if "sglang" in opts.engine_list else set()}
     if "sglang" in opts.engine_list:
-        import _engines_sglang  # noqa: F401  (loads the plugins before any child forks)
+        import support.engines_sglang  # noqa: F401  (loads the plugins before any child forks)
     names = {fam: {eng: engine_name(fam, registered[eng]) for eng in opts.engine_list} for fam in families()}
     thinking = {"vllm": vllm_reasoning_registered() if "vllm" in opts.engine_list else set(),
                 "sglang": sglang_reasoning_registered() if "sglang" in opts.engine_list else set()}

@@ -7,9 +7,9 @@ where the vocabulary does, does a client get the calls the model wrote, with no 
 
 The answers are forced with vLLM's structured outputs (``choice``: exactly that text) out of
 random-weight models over real vocabularies (the Qwen2 one; DeepSeek V4's for DSML, where
-``｜DSML｜`` is one token), cases and judgement as in tests/_real_forcing.py; the server and the
-models as in tests/_real_server.py and tests/_real_models.py (one server per model, parsers
-switched between runs by tests/_real_switch.py).
+``｜DSML｜`` is one token), cases and judgement as in tests/support/real_forcing.py; the server and the
+models as in tests/support/real_server.py and tests/support/real_models.py (one server per model, parsers
+switched between runs by tests/support/real_switch.py).
 
 Run in the real-engine venv (.ci/real-engine builds it):
     PYTHONPATH=tests ~/.cache/sseguard/venv-vllm-cpu/bin/python -m bench.engines.bench_real_engine \
@@ -34,9 +34,16 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from _real_forcing import FAMILIES, LEVELS, PARSERS, parser_names, side_by_side, side_by_side_config
-    from _real_models import build
-    from _real_server import Servers
+    from support.real_forcing import (
+        FAMILIES,
+        LEVELS,
+        PARSERS,
+        parser_names,
+        side_by_side,
+        side_by_side_config,
+    )
+    from support.real_models import build
+    from support.real_server import Servers
 except ModuleNotFoundError as missing:
     raise SystemExit(f"{missing}: run with PYTHONPATH=tests (this benchmark drives tests/_real_*.py, "
                      "the real-engine tests' harness, which imports its parts by name)") from None

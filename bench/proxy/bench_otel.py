@@ -46,7 +46,7 @@ def measure(telemetry: object, flush: object, verdict: Verdict, streams: int) ->
     emit = telemetry.emit  # type: ignore[attr-defined]
     start = time.process_time()
     for _ in range(streams):
-        emit(genai.Call(verdict=verdict, policy=policy, start_ns=time.time_ns(), duration_s=1.0,
+        emit(genai.MeasuredCall(verdict=verdict, policy=policy, start_ns=time.time_ns(), duration_s=1.0,
                         request_model="asked-model", ttfc_s=0.1, server_address="127.0.0.1",
                         server_port=8000))
     flush()  # type: ignore[operator]

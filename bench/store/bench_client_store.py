@@ -36,11 +36,11 @@ from sseguard.client import StrictTransport
 from sseguard.store import BatchWriter, open_store
 
 try:  # the store tests' records and PostgreSQL server, importable as pytest imports them
-    from _postgres_support import find_bindir, postgres_server
-    from _store_support import records
+    from support.postgres import find_bindir, postgres_server
+    from support.store import records
 except ModuleNotFoundError as missing:
     raise SystemExit(f"{missing}: run with PYTHONPATH=tests (this benchmark stores the records of "
-                     "tests/_store_support.py, which imports its parts by name)") from None
+                     "tests/support/store.py, which imports its parts by name)") from None
 
 
 def _body(events: int) -> bytes:

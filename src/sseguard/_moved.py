@@ -29,6 +29,10 @@ MOVED: dict[str, str] = {
     # modules were internals (docs/design/architecture.md "The path of one proxied streamed request").
     "sseguard.proxy.app": "sseguard.proxy.driver.app",
     "sseguard.proxy.worker": "sseguard.proxy.driver.worker",
+    # "engine" names the serving engine only (docs/design/vocabulary.md "Names"): the probe's
+    # per-request run and the analysis backends were renamed.
+    "sseguard.probe.engine": "sseguard.probe.request",
+    "sseguard.analyze.engines": "sseguard.analyze.backends",
 }
 
 

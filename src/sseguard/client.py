@@ -50,7 +50,7 @@ from sseguard.core.errors import ConfigError, SSEGuardError
 from sseguard.core.policy import AGENTS, STRICT, Policy
 from sseguard.core.redact import redact_text
 from sseguard.core.verdict import Verdict
-from sseguard.telemetry.genai import Call, Emitter, request_model
+from sseguard.telemetry.genai import Emitter, MeasuredCall, request_model
 
 __all__ = ["AsyncStrictTransport", "StreamEndedBadly", "StrictTransport", "async_httpx_transport",
            "ended_badly", "httpx_transport"]
@@ -228,7 +228,7 @@ class _Traced:
         self.ttfc: float | None = None
 
     def emit(self, verdict: Verdict, policy: Policy) -> None:
-        self.emitter.emit(Call(
+        self.emitter.emit(MeasuredCall(
             verdict=verdict, policy=policy, start_ns=self.start_ns,
             duration_s=time.perf_counter() - self.t0, request_model=self.model, ttfc_s=self.ttfc,
             server_address=self.server, server_port=self.port), self.parent)

@@ -8,7 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _analyze_support import (
+from sseguard.analyze import analyze
+from sseguard.analyze.columns import clock
+from sseguard.analyze.counts import bucket_width
+from sseguard.core.record import Record
+from support.analyze import (
     build,
     by_api,
     load_sweep,
@@ -18,10 +22,6 @@ from _analyze_support import (
     routed,
     time_window,
 )
-from sseguard.analyze import analyze
-from sseguard.analyze.columns import clock
-from sseguard.analyze.counts import bucket_width
-from sseguard.core.record import Record
 
 STABLE_KEYS = {"id_prefix", "time_window", "reuse_index", "prompt_size", "concurrency", "arm", "workload"}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sseguard.analyze.engines import DuckDBEngine, duckdb_threads, facts_of
+from sseguard.analyze.backends import DuckDBBackend, duckdb_threads, facts_of
 from sseguard.analyze.sources import FileSource
 from sseguard.core.record import Record, encode_record
 
@@ -34,7 +34,7 @@ def test_the_threads_follow_the_memory_limit() -> None:
 
 def test_sixteen_threads_forced_on_wide_records_still_analyse(tmp_path: Path) -> None:
     path = wide_records(tmp_path / "wide.jsonl", 11_000)  # ~40 MB
-    engine = DuckDBEngine(FileSource("jsonl", (str(path),)), threads=16, memory_mb=100)
+    engine = DuckDBBackend(FileSource("jsonl", (str(path),)), threads=16, memory_mb=100)
     try:
         assert engine.threads <= 2
         facts = engine.materialize(facts_of(engine))

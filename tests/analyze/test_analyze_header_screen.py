@@ -6,12 +6,12 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from _store_support import record
+from sseguard.analyze.backends import open_backend
 from sseguard.analyze.counts import MAX_CATEGORIES, Reader
-from sseguard.analyze.engines import open_engine
 from sseguard.analyze.facts import SCREEN_ABOVE, Filter, header_query
 from sseguard.analyze.sources import resolve
 from sseguard.store import open_store
+from support.store import record
 
 N = 3000
 
@@ -47,7 +47,7 @@ def test_the_screen_is_far_above_what_a_kept_header_may_have() -> None:
 @pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
 def test_per_request_ids_get_a_lower_bound_and_the_rest_exact_counts(kind: str,
                                                                      sources: dict[str, str]) -> None:
-    eng = open_engine(resolve([sources[kind]])[0])
+    eng = open_backend(resolve([sources[kind]])[0])
     try:
         facts = eng.materialize(eng.source.facts(eng.dialect.name))
         values: dict[str, set[str]] = {}

@@ -20,13 +20,13 @@ import psycopg
 import pytest
 from rich.console import Console
 
-from _analyze_golden import assert_same
 from _spark_support import local_spark
 from sseguard.analyze.export import export_parquet
 from sseguard.analyze.run import run_analyze
 from sseguard.analyze.summary import analyze_sources
 from sseguard.core.record import Record
 from sseguard.store import open_store
+from support.analyze_golden import assert_same
 
 HEADLINE = ("10 streams healed by retry, 25 by resume, 5 failed despite healing; behind them 45 upstream "
             "attempts the clients never saw (35 truncated, 10 http_error), 350 completion tokens spent on "

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from _analyze_support import rec, routed
 from sseguard.analyze import load_records
 from sseguard.analyze.load import is_store_source
 from sseguard.core.errors import ConfigError
 from sseguard.core.record import Record, encode_record
+from support.analyze import rec, routed
 
 
 def write_jsonl(path: Path, records: list[Record]) -> Path:

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from _analyze_support import by_api, load_sweep, rec, routed
-from _streams import text_stream
 from sseguard.analyze import analyze, print_summary, write_html, write_pngs
 from sseguard.core.contract import StreamChecker
 from sseguard.core.errors import ConfigError
 from sseguard.core.policy import Policy
 from sseguard.core.record import Record, record_from_verdict
+from support.analyze import by_api, load_sweep, rec, routed
+from support.streams import text_stream
 
 KEY = "sk-live-analyze0123456789abcdefXYZ"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -11,14 +11,14 @@ import msgspec
 import pytest
 from rich.console import Console
 
-from _analyze_golden import jsonl, records
-from _analyze_support import routed
 from sseguard.analyze.facts import Filter, bucket_edges, log_bucket
 from sseguard.analyze.run import make_filter, parse_time, parse_where, run_analyze
 from sseguard.analyze.sources import FileSource, StoreSource, resolve
 from sseguard.analyze.summary import analyze_sources
 from sseguard.core.errors import ConfigError
 from sseguard.store import open_store
+from support.analyze import routed
+from support.analyze_golden import jsonl, records
 
 T0 = 1_750_000_000.0
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from _store_support import record
+from sseguard.analyze.backends import SQLiteBackend, open_backends
 from sseguard.analyze.counts import Reader
-from sseguard.analyze.engines import SQLiteEngine, open_engines
 from sseguard.analyze.facts import Filter
 from sseguard.analyze.sources import resolve
 from sseguard.store import open_store
+from support.store import record
 
 
 def _store(path: Path, n: int = 200) -> str:
@@ -23,9 +23,9 @@ def _store(path: Path, n: int = 200) -> str:
 
 
 def test_a_store_opens_as_two_parts_that_cover_every_row_once(tmp_path: Path) -> None:
-    engines = open_engines(resolve([_store(tmp_path / "s.db")])[0])
+    engines = open_backends(resolve([_store(tmp_path / "s.db")])[0])
     try:
-        assert [type(e) for e in engines] == [SQLiteEngine, SQLiteEngine]
+        assert [type(e) for e in engines] == [SQLiteBackend, SQLiteBackend]
         assert [getattr(e, "seqs", None) for e in engines] == [(0, 100), (100, 200)]
     finally:
         for e in engines:
@@ -48,7 +48,7 @@ def test_the_parts_add_up_and_headers_are_judged_on_all_their_values(tmp_path: P
 
 def test_an_empty_store_has_nothing_to_analyze(tmp_path: Path) -> None:
     open_store(str(tmp_path / "e.db")).close()
-    engines = open_engines(resolve([str(tmp_path / "e.db")])[0])
+    engines = open_backends(resolve([str(tmp_path / "e.db")])[0])
     try:
         assert [getattr(e, "seqs", None) for e in engines] == [(0, 0), (0, 0)]
     finally:

@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import fisher_exact
 
-from _analyze_support import build, by_api, load_sweep, mixed, rec, routed, routed_within_messages
 from sseguard.analyze import analyze, failure_reason
 from sseguard.core.errors import ConfigError
 from sseguard.core.policy import Policy
 from sseguard.core.record import Record
+from support.analyze import build, by_api, load_sweep, mixed, rec, routed, routed_within_messages
 
 
 def dialect_run() -> list[Record]:

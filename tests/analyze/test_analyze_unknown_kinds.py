@@ -1,5 +1,5 @@
 """The analysis's row for unknown kinds: streams per protocol and kind, the same in every engine
-(DuckDB over JSONL and Parquet, the SQLite and PostgreSQL stores; Spark in ``test_analyze_engines``),
+(DuckDB over JSONL and Parquet, the SQLite and PostgreSQL stores; Spark in ``test_analyze_backends``),
 in text, ``--json`` and HTML, and never a verdict."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from _unknown_support import EXPECTED, records
 from sseguard.analyze.export import export_parquet
 from sseguard.analyze.report import print_summary, render_html
 from sseguard.analyze.summary import analyze_sources
 from sseguard.cli import app
 from sseguard.core.record import encode_record
 from sseguard.store import open_store
+from support.unknown import EXPECTED, records
 
 
 def _jsonl(path: Path) -> str:

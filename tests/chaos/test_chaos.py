@@ -16,23 +16,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _chaos_support import TIME_TOOL, WEATHER_TOOL, chat_request, fetch
-from _expected import FAULT_VERDICTS, expected
 from sseguard.chaos import (
     DIALECT_ENDING,
     ChaosConfig,
-    Dialect,
     Fault,
     FaultOptions,
     Pacing,
+    ServerDialect,
     run_chaos,
 )
 from sseguard.chaos.chat import parse_request, stream_plan
 from sseguard.chaos.decide import decide
 from sseguard.chaos.faults import NEEDS_TOOL_CALL
 from sseguard.chaos.frames import ResponseIds
-from sseguard.chaos.generate import Call, make_answer, render_markup
+from sseguard.chaos.generate import GeneratedCall, make_answer, render_markup
 from sseguard.core.contract import StreamChecker
 from sseguard.core.verdict import Ending, FindingKind
+from support.expected import FAULT_VERDICTS, expected
 
 FAST = Pacing(tokens=6)
 # A stalled stream stays silent until the client leaves, so "stalled" never depends on how a
@@ -80,9 +80,9 @@ async def test_healthy_server_streams_complete_answers_without_findings(
             assert out.headers["x-sseguard-fault"] == "none"
 
 
-@pytest.mark.parametrize("dialect", [d for d in Dialect if d is not Dialect.TRAILING_DONE])
+@pytest.mark.parametrize("dialect", [d for d in ServerDialect if d is not ServerDialect.TRAILING_DONE])
 async def test_each_dialect_gives_its_ending_and_no_finding(
-        dialect: Dialect, client: httpx2.AsyncClient) -> None:
+        dialect: ServerDialect, client: httpx2.AsyncClient) -> None:
     config = ChaosConfig(pacing=FAST, dialects=frozenset({dialect}))
     async with run_chaos(config) as server:
         out = await fetch(client, server.chat_url, chat_request())
@@ -90,11 +90,11 @@ async def test_each_dialect_gives_its_ending_and_no_finding(
     assert out.verdict.findings == ()
     assert out.headers["x-sseguard-fault"] == "none"
     text = out.body.decode()
-    if dialect is Dialect.EMPTY_FINISH_REASON:
+    if dialect is ServerDialect.EMPTY_FINISH_REASON:
         assert '"finish_reason":""' in text and '"finish_reason":null' not in text
-    elif dialect is Dialect.USAGE_CHOICES_NULL:
+    elif dialect is ServerDialect.USAGE_CHOICES_NULL:
         assert '"choices":null,"usage":' in text
-    elif dialect is Dialect.NO_DONE:
+    elif dialect is ServerDialect.NO_DONE:
         assert "[DONE]" not in text and '"usage":' in text
     else:
         assert text.endswith("data: [DONE]\n\n") and '"finish_reason":"stop"' not in text
@@ -279,7 +279,7 @@ async def test_raw_markup_mode_leaves_family_markup_in_content(
     assert out.verdict.ending is Ending.COMPLETE
     assert out.verdict.finding_kinds == {FindingKind.MARKUP_LEAK}
     content = choice["message"]["content"]
-    call = Call("call_x", "get_weather", {}, "")
+    call = GeneratedCall("call_x", "get_weather", {}, "")
     opener = render_markup(family, [call]).lstrip("\n")[:12]
     assert opener in content
 
@@ -310,7 +310,7 @@ def test_the_markup2_families_are_written_exactly_as_each_writes_it() -> None:
 
 
 def test_malformed_markup2_misspells_one_closer_of_the_first_call() -> None:
-    calls = [Call("c0", "get_weather", {"location": "Oslo", "days": 3}, '{"location": "Oslo"}')]
+    calls = [GeneratedCall("c0", "get_weather", {"location": "Oslo", "days": 3}, '{"location": "Oslo"}')]
     assert "}<|tool_call_ed|><|tool_calls_section_end|>" in render_markup("kimi-k2", calls,
                                                                           malformed=True)
     assert "<arg_value>3</arg_valu></tool_call>" in render_markup("glm47", calls, malformed=True)
@@ -318,7 +318,7 @@ def test_malformed_markup2_misspells_one_closer_of_the_first_call() -> None:
         "minimax-m2", calls, malformed=True)
     assert "<|channel|>commentry to=functions.get_weather" in render_markup(
         "harmony", calls, malformed=True)
-    bare = [Call("c0", "ping", {}, "{}")]
+    bare = [GeneratedCall("c0", "ping", {}, "{}")]
     assert render_markup("glm45", bare, malformed=True) == "\n<tool_call>ping\n</arg_key></tool_call>"
     assert "</invok>" in render_markup("minimax-m2", bare, malformed=True)
 
@@ -338,10 +338,10 @@ async def test_raw_harmony_carries_reasoning_and_preface_as_messages(
     assert 0 < analysis_end < preface_end and content.endswith("}<|call|>")
 
 
-def _two_calls() -> list[Call]:
-    return [Call("c0", "get_weather", {"location": "Hangzhou", "days": 3},
+def _two_calls() -> list[GeneratedCall]:
+    return [GeneratedCall("c0", "get_weather", {"location": "Hangzhou", "days": 3},
                  '{"location": "Hangzhou", "days": 3}'),
-            Call("c1", "get_time", {"tz": "Asia/Shanghai"}, '{"tz": "Asia/Shanghai"}')]
+            GeneratedCall("c1", "get_time", {"tz": "Asia/Shanghai"}, '{"tz": "Asia/Shanghai"}')]
 
 
 def test_markup_is_written_exactly_as_each_family_writes_it() -> None:
@@ -376,11 +376,11 @@ def test_markup_is_written_exactly_as_each_family_writes_it() -> None:
 
 
 def test_malformed_closing_tag_misspells_one_dsml_closer() -> None:
-    calls = [Call("c0", "get_weather", {"days": 3, "location": "Oslo"}, "")]
+    calls = [GeneratedCall("c0", "get_weather", {"days": 3, "location": "Oslo"}, "")]
     broken = render_markup("dsml-v32", calls, malformed=True)
     assert broken.count("</｜DSML｜parametr>") == 1
     assert 'string="true">Oslo</｜DSML｜parametr>' in broken
-    no_strings = render_markup("dsml-v41", [Call("c0", "ping", {}, "")], malformed=True)
+    no_strings = render_markup("dsml-v41", [GeneratedCall("c0", "ping", {}, "")], malformed=True)
     assert "</｜DSML｜ invok>" in no_strings
 
 

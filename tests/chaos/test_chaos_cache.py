@@ -43,7 +43,7 @@ def test_the_cache_pattern_fires_only_on_a_hit_above_its_level() -> None:
 async def test_a_repeated_prefix_is_reported_as_cached_tokens_in_every_protocol(
         client: httpx2.AsyncClient, api: Api) -> None:
     workload = Workload(WorkloadSpec(name="consistency"))
-    fmt_bodies = [workload.finish(consistency.render(format_for(api), i), model="chaos-1", api=api)
+    fmt_bodies = [workload.finish(consistency.prompt_body(format_for(api), i), model="chaos-1", api=api)
                   for i in (0, 2, 1)]  # two prompts of the shared prefix, then a short one
     async with run_chaos(ChaosConfig(seed=1, pacing=FAST)) as server:
         url = server.url_for(api) + ("?alt=sse" if api is Api.GEMINI else "")
@@ -62,7 +62,7 @@ async def test_garbling_strikes_only_cached_requests_under_load(client: httpx2.A
     config = ChaosConfig(seed=2, pacing=Pacing(ttft_ms=30.0, inter_token_ms=2.0, tokens=12),
                          patterns=(CachePattern(Fault.GARBLED, above=4, probability=1.0),))
     workload = Workload(WorkloadSpec(name="consistency"))
-    bodies = [workload.finish(consistency.render(format_for(Api.CHAT), i), model="chaos-1")
+    bodies = [workload.finish(consistency.prompt_body(format_for(Api.CHAT), i), model="chaos-1")
               for i in range(consistency.PROMPTS)]
     async with run_chaos(config) as server:
         await fetch(client, server.chat_url, bodies[0])  # writes the prefix

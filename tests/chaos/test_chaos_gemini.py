@@ -12,10 +12,10 @@ import httpx2
 import pytest
 
 from _chaos_support import fetch, recheck_byte_by_byte
-from _gemini_support import both_ways, sdk_client
 from sseguard.chaos import ChaosConfig, Fault, FaultOptions, Pacing, run_chaos
 from sseguard.core.contract import detect_api
 from sseguard.core.verdict import Ending, FindingKind
+from support.gemini import both_ways, sdk_client
 
 API = "gemini"
 FAST = Pacing(tokens=6, reasoning_tokens=3)

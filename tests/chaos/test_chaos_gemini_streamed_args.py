@@ -12,10 +12,10 @@ import httpx2
 import pytest
 
 from _chaos_support import fetch, recheck_byte_by_byte
-from _gemini_support import sdk_client
-from _proxy_support import chaos_proxy
 from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
 from sseguard.core.verdict import Ending, FindingKind
+from support.gemini import sdk_client
+from support.proxy import chaos_proxy
 
 API = "gemini"
 FAST = Pacing(tokens=4)

@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 from _chaos_support import fetch, recheck_byte_by_byte, verdict_in_pieces
 from sseguard.chaos import (
     ChaosConfig,
-    Dialect,
     Fault,
     FaultOptions,
     LoadPattern,
     Pacing,
     RoutedPattern,
+    ServerDialect,
     WindowPattern,
     decide,
     run_chaos,
@@ -208,7 +208,7 @@ async def test_max_tokens_stops_with_max_tokens(client: httpx2.AsyncClient) -> N
 
 
 async def test_no_done_dialect_omits_message_stop(client: httpx2.AsyncClient) -> None:
-    config = ChaosConfig(pacing=FAST, dialects=frozenset({Dialect.NO_DONE}))
+    config = ChaosConfig(pacing=FAST, dialects=frozenset({ServerDialect.NO_DONE}))
     async with run_chaos(config) as server:
         out = await fetch(client, server.messages_url, messages_request(), api=API)
     assert b"message_stop" not in out.body and b'"stop_reason":"end_turn"' in out.body

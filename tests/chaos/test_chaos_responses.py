@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 from _chaos_support import fetch, recheck_byte_by_byte, verdict_in_pieces
 from sseguard.chaos import (
     ChaosConfig,
-    Dialect,
     Fault,
     FaultOptions,
     Pacing,
     RoutedPattern,
+    ServerDialect,
     decide,
     run_chaos,
 )
@@ -209,7 +209,7 @@ async def test_max_output_tokens_ends_in_response_incomplete(client: httpx2.Asyn
 
 
 async def test_trailing_done_dialect_is_complete(client: httpx2.AsyncClient) -> None:
-    config = ChaosConfig(pacing=FAST, dialects=frozenset({Dialect.TRAILING_DONE}))
+    config = ChaosConfig(pacing=FAST, dialects=frozenset({ServerDialect.TRAILING_DONE}))
     async with run_chaos(config) as server:
         out = await fetch(client, server.responses_url, responses_request(), api=API)
     assert out.body.endswith(b"data: [DONE]\n\n")

@@ -18,11 +18,11 @@ import httpx
 import openai
 import pytest
 
-from _gemini_support import sdk_client
-from _proxy_support import Script, scripted
 from sseguard.chaos import ChaosConfig, ChaosServer, Pacing, run_chaos
 from sseguard.chaos.config import FaultOptions
 from sseguard.chaos.upstream_server import UpstreamChaos, run_upstream_chaos
+from support.gemini import sdk_client
+from support.proxy import Script, scripted
 
 # The upstream's answers have 12 words; with ``tokens = 4`` a cut strikes after word 1 to 4.
 UPSTREAM = ChaosConfig(model="up-1", pacing=Pacing(tokens=12))

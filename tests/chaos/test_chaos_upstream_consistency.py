@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from _probe_support import FAST, config
 from sseguard.analyze.summary import analyze_sources
 from sseguard.chaos import ChaosConfig, Fault, run_chaos
 from sseguard.chaos.config import CachePattern
 from sseguard.chaos.upstream_server import run_upstream_chaos
 from sseguard.probe import consistency
 from sseguard.probe.runner import execute
+from support.probe import FAST, config
 
 
 async def test_garbled_cached_answers_are_named_and_a_clean_relay_names_nothing(

@@ -12,16 +12,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _protocol_streams import messages_text, responses_text
-from _streams import DONE, chunk, frame, text_stream
 from sseguard.chaos import ChaosConfig, Pacing
 from sseguard.chaos.config import FaultOptions
-from sseguard.chaos.faults import Decision, Dialect, Fault
+from sseguard.chaos.faults import Decision, Fault, ServerDialect
 from sseguard.chaos.frames import End
 from sseguard.chaos.upstream import Pause, Send, Stop, UpstreamFaults
 from sseguard.chaos.upstream_garble import Garbler
 from sseguard.core.contract import checker_for
 from sseguard.core.verdict import Api, Ending
+from support.protocol_streams import messages_text, responses_text
+from support.streams import DONE, chunk, frame, text_stream
 
 WORDS = ["Alpha", " beta", " gamma", " delta", " epsilon", " zeta"]
 WHOLE = "Alpha beta gamma delta epsilon zeta"
@@ -178,20 +178,21 @@ def test_chat_dialects() -> None:
     usage = frame({"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [],
                    "usage": {"prompt_tokens": 1, "completion_tokens": 6, "total_tokens": 7}})
     body = text_stream(WORDS, done=False) + usage + DONE
-    config = ChaosConfig(dialects=frozenset({Dialect.NO_FINISH_REASON, Dialect.USAGE_CHOICES_NULL}))
+    config = ChaosConfig(dialects=frozenset({ServerDialect.NO_FINISH_REASON,
+                                             ServerDialect.USAGE_CHOICES_NULL}))
     out, _ = _run(Api.CHAT, None, body=body, config=config)
     assert b'"choices":null' in out and b'"finish_reason":"stop"' not in out
     assert _verdict(Api.CHAT, out).ending is Ending.NO_FINISH
     out, _ = _run(Api.CHAT, None, body=body,
-                  config=ChaosConfig(dialects=frozenset({Dialect.EMPTY_FINISH_REASON})))
+                  config=ChaosConfig(dialects=frozenset({ServerDialect.EMPTY_FINISH_REASON})))
     assert out.count(b'"finish_reason":""') == 7  # the role chunk and the six words
-    out, _ = _run(Api.CHAT, None, body=body, config=ChaosConfig(dialects=frozenset({Dialect.NO_DONE})))
+    out, _ = _run(Api.CHAT, None, body=body, config=ChaosConfig(dialects=frozenset({ServerDialect.NO_DONE})))
     assert not out.endswith(DONE) and _verdict(Api.CHAT, out).ending is Ending.NO_DONE
 
 
 def test_responses_trailing_done() -> None:
     out, _ = _run(Api.RESPONSES, None,
-                  config=ChaosConfig(dialects=frozenset({Dialect.TRAILING_DONE})))
+                  config=ChaosConfig(dialects=frozenset({ServerDialect.TRAILING_DONE})))
     assert out == BODIES[Api.RESPONSES][0] + DONE
     assert _verdict(Api.RESPONSES, out).ending is Ending.COMPLETE
 

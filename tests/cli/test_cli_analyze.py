@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from _analyze_support import rec, routed
 from sseguard.cli import app
 from sseguard.core.record import Record, encode_record
+from support.analyze import rec, routed
 
 runner = CliRunner()
 

@@ -15,11 +15,11 @@ import httpx2
 import pytest
 from typer.testing import CliRunner
 
-from _workers_support import one_client_per_worker, started
 from sseguard._config import parse_listen
-from sseguard.chaos import ChaosConfig, Dialect, Fault, LoadPattern, RoutedPattern, WindowPattern
+from sseguard.chaos import ChaosConfig, Fault, LoadPattern, RoutedPattern, ServerDialect, WindowPattern
 from sseguard.cli import app
 from sseguard.core.errors import ConfigError
+from support.workers import one_client_per_worker, started
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "chaos.toml"
 runner = CliRunner()
@@ -56,7 +56,7 @@ def test_flags_override_the_file_and_faults_merge() -> None:
         raw_markup="hermes", tokens=5)
     assert config.seed == 99 and config.pacing.tokens == 5 and config.raw_markup == "hermes"
     assert config.faults[Fault.TRUNCATED] == 0.2 and config.faults[Fault.STALLED] == 0.05
-    assert config.faults[Fault.NO_DONE] == 0.01 and config.dialects == {Dialect.NO_DONE}
+    assert config.faults[Fault.NO_DONE] == 0.01 and config.dialects == {ServerDialect.NO_DONE}
 
 
 @pytest.mark.parametrize(("text", "message"), [

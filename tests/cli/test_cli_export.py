@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from _analyze_support import routed
 from sseguard.cli import app
 from sseguard.core.record import encode_record
+from support.analyze import routed
 
 runner = CliRunner()
 

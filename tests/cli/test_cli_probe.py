@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from _probe_support import FAST, free_port
 from sseguard.chaos import ChaosConfig, ChaosServer, Fault, Pacing, run_chaos_in_thread
 from sseguard.cli import app
 from sseguard.probe.config import build_config
 from sseguard.probe.sink import read_results
+from support.probe import FAST, free_port
 
 runner = CliRunner()
 SSEGUARD = [sys.executable, "-m", "sseguard.cli"]

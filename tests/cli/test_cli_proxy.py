@@ -16,11 +16,11 @@ import httpx2
 import pytest
 from typer.testing import CliRunner
 
-from _proxy_support import KEY, proxy_process
-from _workers_support import one_client_per_worker, pid_of, started
 from sseguard.chaos import ChaosConfig, Pacing, run_chaos_in_thread
 from sseguard.cli import app
 from sseguard.store import open_store
+from support.proxy import KEY, proxy_process
+from support.workers import one_client_per_worker, pid_of, started
 
 runner = CliRunner()
 UP = ["--upstream", "http://127.0.0.1:9/v1"]

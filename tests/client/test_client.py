@@ -305,8 +305,8 @@ def test_bad_options_are_config_errors() -> None:
 
 # ── the chaos upstream: every fault it can inject ──────────────────────────────────────────────
 def test_every_chaos_fault_is_raised_or_passed_as_the_policy_says() -> None:
-    from _expected import expected as expected_of
     from sseguard.chaos import INJECT_HEADER, ChaosConfig, Fault, FaultOptions, run_chaos_in_thread
+    from support.expected import expected as expected_of
 
     strict = Policy.from_spec()
     # Stalls hang until the transport gives up: no race between the client's timer and the server's.

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _streams import DONE, chunk, frame, text_stream, tool_stream
 from sseguard.core.contract import (
     MessagesChecker,
     ResponsesChecker,
@@ -22,6 +21,7 @@ from sseguard.core.contract import (
 )
 from sseguard.core.errors import UsageError
 from sseguard.core.verdict import Ending, Finding, FindingKind, Verdict
+from support.streams import DONE, chunk, frame, text_stream, tool_stream
 
 BODIES = Path(__file__).parents[2] / "examples" / "bodies"
 REQUEST_TOOLS = json.loads((BODIES.parent / "request_tools.json").read_text())

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _protocol_streams import MARKERS, assert_leak_found_where_it_is, feed_in_sizes, split_at
 from sseguard.core.contract.gemini import GeminiChecker, looks_like_gemini
 from sseguard.core.errors import UsageError
 from sseguard.core.verdict import Ending, FindingKind, Verdict
+from support.protocol_streams import MARKERS, assert_leak_found_where_it_is, feed_in_sizes, split_at
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 REQUEST = json.loads((EXAMPLES / "request_tools_gemini.json").read_text())

@@ -10,7 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _protocol_streams import (
+from sseguard.core.contract import MessagesChecker, checker_for, detect_api
+from sseguard.core.errors import UsageError
+from sseguard.core.verdict import Api, Ending, FindingKind, Verdict
+from support.protocol_streams import (
     AROUND,
     BODIES,
     MARKERS,
@@ -29,9 +32,6 @@ from _protocol_streams import (
     split_at,
     sse,
 )
-from sseguard.core.contract import MessagesChecker, checker_for, detect_api
-from sseguard.core.errors import UsageError
-from sseguard.core.verdict import Api, Ending, FindingKind, Verdict
 
 #: The verdict every shipped Messages sample body must get: (ending, finding kinds, error message).
 EXPECTED: dict[str, tuple[Ending, list[FindingKind], str | None]] = {

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _streams import text_stream
 from sseguard.core.contract import StreamChecker
 from sseguard.core.verdict import Finding, FindingKind
+from support.streams import text_stream
 
 # (markup, content, the leaked text reported, where it starts)
 STRIPPED = [

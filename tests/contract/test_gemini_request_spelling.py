@@ -15,12 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _gemini_support import sdk_client
-from _proxy_support import chaos_proxy
 from sseguard.chaos import ChaosConfig, Pacing, run_chaos
 from sseguard.core.contract.gemini import GeminiChecker
 from sseguard.core.contract.gemini.request import normal_request
 from sseguard.core.verdict import FindingKind
+from support.gemini import sdk_client
+from support.proxy import chaos_proxy
 
 #: Property names with underscores: user data, never renamed.
 SCHEMA = {"type": "object", "properties": {"city_name": {"type": "string"},

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sseguard.chaos.faults import Dialect, Fault
+from sseguard.chaos.faults import Fault, ServerDialect
 from sseguard.chaos.registry import writer_for, writers
 from sseguard.chaos.server import make_app
 from sseguard.core.contract import (
@@ -65,7 +65,7 @@ def test_every_protocol_has_every_facet(name: str) -> None:
     relay = p.relay
     assert {Ending.TRUNCATED, Ending.CUT_MID_FRAME, Ending.EMPTY} <= set(relay.messages)
     assert set(p.bad_endings) <= {str(f) for f in Fault} and "truncated" in p.bad_endings
-    assert set(p.dialects) <= {str(d) for d in Dialect}
+    assert set(p.dialects) <= {str(d) for d in ServerDialect}
     assert writer_for(name).api == p.api
 
 

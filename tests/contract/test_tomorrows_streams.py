@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from _proxy_support import Script, proxy_config, raw_post, scripted
 from sseguard import sdkdrift
 from sseguard.core.contract import checker_for
 from sseguard.core.verdict import Ending, Verdict
 from sseguard.proxy import run_proxy
+from support.proxy import Script, proxy_config, raw_post, scripted
 
 E = Ending
 

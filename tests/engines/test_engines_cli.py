@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from _engines_support import engine
 from sseguard.core.toolcalls import families
 from sseguard.engines import reasoning_parser_names, tool_parser_names
+from support.engines import engine
 
 pytestmark = pytest.mark.timeout(900)
 BIN = Path(sys.executable).parent

@@ -12,13 +12,13 @@ import json
 
 import pytest
 
-from _engines_support import Expected, Vector, engine, harvest, matches, reference, tools_for
 from sseguard.core.toolcalls import Reasoning, families, parser_for
-from sseguard.engines._relay import Relay
+from sseguard.engines._gate import ClientGate
+from support.engines import Expected, Vector, engine, harvest, matches, reference, tools_for
 
 engine("sglang.srt.entrypoints.openai.serving_chat")
 
-from _engines_sglang import serving, stream, whole  # noqa: E402
+from support.engines_sglang import serving, stream, whole  # noqa: E402
 
 FAMILIES = list(families())
 pytestmark = pytest.mark.timeout(900)
@@ -71,14 +71,14 @@ async def test_the_stream_variant_reports_voided_calls_so_finish_reason_is_not_t
     failures = []
     for vector in (v for v in vectors if v.family == family):
         tools = tools_for(vector)
-        relay = Relay(parser_for(family, tools), stream=True, new_id=lambda: "x")
-        pieces = [p for s in (relay.feed(vector.text), relay.close()) for p in s.calls]
+        gate = ClientGate(parser_for(family, tools), stream=True, new_id=lambda: "x")
+        pieces = [p for s in (gate.feed(vector.text), gate.close()) for p in s.calls]
         calls: dict[int, list[str]] = {}
         for p in pieces:
             slot = calls.setdefault(p.index, ["", ""])
             slot[0] = p.name or slot[0]
             slot[1] += p.arguments
-        finish = "tool_calls" if calls and not relay.void else "stop"
+        finish = "tool_calls" if calls and not gate.void else "stop"
         ref = reference(family, vector.text, tools)
         want = Expected(ref.content, "", [(n, a, None) for n, a in calls.values()], finish)
         got = await stream(chat, vector.text, 4, tools)

@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _engines_support import WEATHER_TOOLS, engine, thinking_cases, thinking_problem
 from sseguard.core.toolcalls import families
+from support.engines import WEATHER_TOOLS, engine, thinking_cases, thinking_problem
 
 engine("sglang.srt.entrypoints.openai.serving_chat")
 
-from _engines_sglang import serving, stream  # noqa: E402
+from support.engines_sglang import serving, stream  # noqa: E402
 
 REASONED = [name for name, fam in families().items() if fam.reasoning_exits]
 SIZES = (1, 2, 3, 4, 16)

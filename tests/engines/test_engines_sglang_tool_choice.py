@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from _engines_support import WEATHER_TOOLS, call_markup, engine
 from sseguard.core.toolcalls import families
+from support.engines import WEATHER_TOOLS, call_markup, engine
 
 engine("sglang.srt.entrypoints.openai.serving_chat")
 
-from _engines_sglang import serving, stream, whole  # noqa: E402
+from support.engines_sglang import serving, stream, whole  # noqa: E402
 
 FAMILIES = list(families())
 NAMED = {"type": "function", "function": {"name": "get_weather"}}

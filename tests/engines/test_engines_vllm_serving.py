@@ -2,7 +2,7 @@
 in 1-, 4- and 16-character deltas, reaches the client exactly as our parser reads it (text, calls,
 finish reason); the non-streaming path, the ``-stream`` variant, reasoning and the adjusted request.
 
-Only the engine's ``generate()`` is replaced (``_engines_vllm``); vLLM's app, router, serving class,
+Only the engine's ``generate()`` is replaced (``support.engines_vllm``); vLLM's app, router, serving class,
 renderer and parser managers are its own. Needs vLLM 0.33 (``.ci/engines``); skipped without it.
 """
 
@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from _engines_support import Expected, Vector, engine, harvest, matches, reference, tools_for
 from sseguard.core.toolcalls import families, parser_for
-from sseguard.engines._relay import Relay
+from sseguard.engines._gate import ClientGate
+from support.engines import Expected, Vector, engine, harvest, matches, reference, tools_for
 
 engine("vllm")
 
-from _engines_model import build_model_dir  # noqa: E402
-from _engines_vllm import Server, chat  # noqa: E402
+from support.engines_model import build_model_dir  # noqa: E402
+from support.engines_vllm import Server, chat  # noqa: E402
 
 FAMILIES = list(families())
 SIZES = (1, 4, 16)
@@ -93,8 +93,8 @@ def streamed_reference(family: str, text: str, tools: list[dict[str, Any]]) -> E
     """``-stream``: every call that started goes out, voided ones included (they cannot be taken
     back); their arguments are the fragments the parser gave."""
     counter = itertools.count()
-    relay = Relay(parser_for(family, tools), stream=True, new_id=lambda: f"x{next(counter)}")
-    steps = [relay.feed(text), relay.close()]
+    gate = ClientGate(parser_for(family, tools), stream=True, new_id=lambda: f"x{next(counter)}")
+    steps = [gate.feed(text), gate.close()]
     calls: dict[int, list[str]] = {}
     for piece in (p for s in steps for p in s.calls):
         slot = calls.setdefault(piece.index, ["", ""])

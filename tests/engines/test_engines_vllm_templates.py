@@ -5,7 +5,7 @@ the system prompt), a first turn and a follow-up after a tool result (an earlier
 off what the generation prompt wrote last, so the thought reaches the client as reasoning, never a
 character of it as content, with the think tags and markers as tokens of their own and as text.
 
-Only the engine's ``generate()`` is replaced (``_engines_vllm``). Needs vLLM 0.33 and the templates
+Only the engine's ``generate()`` is replaced (``support.engines_vllm``). Needs vLLM 0.33 and the templates
 (``.ci/engines`` provides both).
 """
 
@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from _engines_support import THOUGHT, WEATHER_TOOLS, call_markup, chat_templates, engine
 from sseguard.core.toolcalls import families
+from support.engines import THOUGHT, WEATHER_TOOLS, call_markup, chat_templates, engine
 
 engine("vllm")
 
-from _engines_model import build_model_dir  # noqa: E402
-from _engines_vllm import Server, chat  # noqa: E402
+from support.engines_model import build_model_dir  # noqa: E402
+from support.engines_vllm import Server, chat  # noqa: E402
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -5,7 +5,7 @@ characters, and random splits), whether the prompt opened the reasoning or the a
 tokenizer that has the think tags and markers as tokens of their own and one where they are plain
 byte-level text (so the prompt's ids alone cannot say that the prompt ended inside ``<think>``).
 
-Only the engine's ``generate()`` is replaced (``_engines_vllm``). Needs vLLM 0.33 (``.ci/engines``).
+Only the engine's ``generate()`` is replaced (``support.engines_vllm``). Needs vLLM 0.33 (``.ci/engines``).
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _engines_support import WEATHER_TOOLS, ThinkingCase, engine, thinking_cases, thinking_problem
 from sseguard.core.toolcalls import families
+from support.engines import WEATHER_TOOLS, ThinkingCase, engine, thinking_cases, thinking_problem
 
 engine("vllm")
 
-from _engines_model import build_model_dir  # noqa: E402
-from _engines_vllm import Script, Server, chat  # noqa: E402
+from support.engines_model import build_model_dir  # noqa: E402
+from support.engines_vllm import Script, Server, chat  # noqa: E402
 
 REASONED = [name for name, fam in families().items() if fam.reasoning_exits]
 SIZES = (1, 2, 3, 4, 16)

@@ -4,7 +4,7 @@ is call markup anyway gets that answer whole as content, streamed and not (vLLM 
 parser for it and discards the calls it finds: a parser that took them out of the text lost the
 answer); ``auto`` parses it; ``required`` and a named tool go through vLLM's own JSON path.
 
-Only the engine's ``generate()`` is replaced (``_engines_vllm``). Needs vLLM 0.33 (``.ci/engines``).
+Only the engine's ``generate()`` is replaced (``support.engines_vllm``). Needs vLLM 0.33 (``.ci/engines``).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from _engines_support import WEATHER_TOOLS, call_markup, engine
 from sseguard.core.toolcalls import families
+from support.engines import WEATHER_TOOLS, call_markup, engine
 
 engine("vllm")
 
-from _engines_model import build_model_dir  # noqa: E402
-from _engines_vllm import Server, chat  # noqa: E402
+from support.engines_model import build_model_dir  # noqa: E402
+from support.engines_vllm import Server, chat  # noqa: E402
 
 FAMILIES = list(families())
 pytestmark = pytest.mark.timeout(900)

@@ -13,10 +13,11 @@ from typing import Any
 
 import anthropic
 import openai
-from _litellm_support import CHAT_MODEL, CLAUDE_MODEL, GEMINI_MODEL, MASTER_KEY
 from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types as genai_types
+
+from _litellm_support import CHAT_MODEL, CLAUDE_MODEL, GEMINI_MODEL, MASTER_KEY
 
 TIMEOUT_S = 90.0
 PROMPT = "Say something."

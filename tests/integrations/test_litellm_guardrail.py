@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
+
 from _litellm_clients import DRIVERS
 from _litellm_support import (
     CHAT_MODEL,
@@ -34,7 +35,6 @@ from _litellm_support import (
     Side,
     litellm_pair,
 )
-
 from sseguard.testing import BAD_ENDINGS
 
 pytestmark = [pytest.mark.timeout(1500), pytest.mark.xdist_group("litellm")]

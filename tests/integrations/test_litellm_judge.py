@@ -16,11 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionChunk
 
-from _protocol_streams import Messages, messages_text
 from sseguard.core.policy import AGENTS, STRICT
 from sseguard.integrations.litellm import HookJudge, wire_bytes
 from sseguard.integrations.litellm.recorder import Recorder, StreamFacts
 from sseguard.store import open_store
+from support.protocol_streams import Messages, messages_text
 
 
 def chunk(n: int, *, content: str | None = None, finish: str | None = None,

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from _expected import expected
 from _locust_support import base_env, chaos_server, free_port, run_cli, run_distributed, start, stop
 from sseguard.analyze import analyze, load_records
 from sseguard.core.policy import STRICT
 from sseguard.core.record import Record, decode_record
 from sseguard.core.verdict import Ending
-from sseguard.locust.launch import LOCUSTFILE, SETTINGS_ENV, Settings, locust_argv, master_address, role
+from sseguard.locust.launch import LOCUSTFILE, SETTINGS_ENV, LaunchSettings, locust_argv, master_address, role
+from support.expected import expected
 
 SECRET = "sk-locusttestsecret-9f8e7d6c5b4a"
 KEY_ENV = "SSEGUARD_TEST_LOCUST_KEY"
@@ -242,7 +242,7 @@ def test_plain_locust_with_a_bad_config_file_is_one_line_exit_2(tmp_path: Path) 
 @pytest.fixture(scope="module")
 def edge_results() -> dict[str, Any]:
     """`_locust_edge.py` in its own process (it imports Locust): a misbehaving raw server."""
-    script = Path(__file__).parents[1] / "_locust_edge.py"
+    script = Path(__file__).parent / "_locust_edge.py"
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
                             env=base_env())
     assert result.returncode == 0, result.stderr
@@ -285,7 +285,8 @@ def test_locust_error_text_is_the_ending_then_the_first_untolerated_finding(edge
 def test_master_needs_no_key_but_workers_and_local_runs_do(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SSEGUARD_NO_SUCH_KEY", raising=False)
-    settings = Settings(options={"arms": ["a=http://127.0.0.1:9/v1"], "key_env": "SSEGUARD_NO_SUCH_KEY"})
+    settings = LaunchSettings(options={"arms": ["a=http://127.0.0.1:9/v1"],
+                                       "key_env": "SSEGUARD_NO_SUCH_KEY"})
     assert settings.resolve(need_keys=False).arms[0].key_env == "SSEGUARD_NO_SUCH_KEY"
     import os
 
@@ -300,10 +301,10 @@ def test_settings_travel_as_inputs_never_as_the_key(tmp_path: Path, monkeypatch:
     config = tmp_path / "probe.toml"
     config.write_text(f'[probe]\nworkload = "tools"\nstall_timeout = 3\n[[arm]]\nname = "x"\n'
                       f'base_url = "http://127.0.0.1:9/v1"\nkey_env = "{KEY_ENV}"\n', "utf-8")
-    settings = Settings(options={"policy": "no-done-ok"}, config_path=str(config))
+    settings = LaunchSettings(options={"policy": "no-done-ok"}, config_path=str(config))
     raw = settings.to_env()
     assert SECRET not in raw
-    again = Settings.from_env({SETTINGS_ENV: raw})
+    again = LaunchSettings.from_env({SETTINGS_ENV: raw})
     resolved = again.resolve()
     assert (resolved.workload.name, resolved.stall_timeout, resolved.policy.name) == (
         "tools", 3.0, "no-done-ok")
@@ -342,7 +343,7 @@ def test_missing_locust_package_is_a_one_line_config_error(monkeypatch: pytest.M
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "locust" else real(name, *a))
-    settings = Settings(options={"arms": ["a=http://127.0.0.1:9/v1"]})
+    settings = LaunchSettings(options={"arms": ["a=http://127.0.0.1:9/v1"]})
     with pytest.raises(ConfigError, match=r"pip install 'sseguard\[locust\]'"):
         locust_run.prepare(settings, ["--headless"])
 
@@ -462,9 +463,9 @@ def test_analyze_of_the_locust_run_names_the_messages_api(protocol_run: dict) ->
 def test_the_api_flag_travels_to_the_locust_process_as_an_input(monkeypatch: pytest.MonkeyPatch
                                                                  ) -> None:
     monkeypatch.setenv(KEY_ENV, SECRET)
-    settings = Settings(options={"arms": ["a=http://127.0.0.1:9/v1"], "api": "messages",
+    settings = LaunchSettings(options={"arms": ["a=http://127.0.0.1:9/v1"], "api": "messages",
                                  "key_env": KEY_ENV})
-    again = Settings.from_env({SETTINGS_ENV: settings.to_env()})
+    again = LaunchSettings.from_env({SETTINGS_ENV: settings.to_env()})
     (arm,) = again.resolve().arms
     assert (arm.protocol, arm.url) == ("messages", "http://127.0.0.1:9/v1/messages")
     assert arm.request_headers()["x-api-key"] == SECRET and SECRET not in settings.to_env()

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from _probe_support import FAST, config, serve_app
 from sseguard.analyze.summary import analyze_sources
 from sseguard.chaos import ChaosConfig, Fault, run_chaos
 from sseguard.chaos.config import CachePattern
@@ -21,6 +20,7 @@ from sseguard.probe import consistency
 from sseguard.probe.config import WorkloadSpec
 from sseguard.probe.runner import execute
 from sseguard.probe.workloads import Workload
+from support.probe import FAST, config, serve_app
 
 # ── comparing answers ────────────────────────────────────────────────────────────────────────────────
 

@@ -10,23 +10,23 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from _probe_support import FAST, config, expected_of, mismatches, serve_app
 from sseguard.analyze import analyze
 from sseguard.chaos import (
     ApiPattern,
     ChaosConfig,
-    Dialect,
     Fault,
     FaultOptions,
     LoadPattern,
     Pacing,
     RoutedPattern,
+    ServerDialect,
     WindowPattern,
     run_chaos,
 )
 from sseguard.core.policy import Policy
 from sseguard.probe.config import ProbeConfig, build_config
 from sseguard.probe.runner import execute
+from support.probe import FAST, config, expected_of, mismatches, serve_app
 
 COUNTER = web.AppKey("counter", list[int])
 MIXED = {Fault.TRUNCATED: 0.08, Fault.NO_DONE: 0.05, Fault.NO_FINISH: 0.05, Fault.CUT_MID_FRAME: 0.06,
@@ -138,7 +138,7 @@ async def test_random_faults_name_no_attribute(tmp_path: Path) -> None:
 
 async def test_one_run_judged_under_two_policies(tmp_path: Path) -> None:
     # A gateway dialect (no [DONE] after a proper finish) plus real truncations.
-    chaos = ChaosConfig(seed=6, pacing=FAST, dialects=frozenset({Dialect.NO_DONE}),
+    chaos = ChaosConfig(seed=6, pacing=FAST, dialects=frozenset({ServerDialect.NO_DONE}),
                         faults={Fault.TRUNCATED: 0.2})
     async with run_chaos(chaos) as srv:
         cfg = config(srv.url, tmp_path, count=100, concurrency="8", policy="no-done-ok")

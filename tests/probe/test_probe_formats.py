@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from sseguard.core.errors import ConfigError
 from sseguard.core.verdict import Ending, Verdict
 from sseguard.probe.config import WorkloadSpec, build_config
-from sseguard.probe.formats import Call, Turn, check_body, format_for, thinking_budget
+from sseguard.probe.formats import Call, Turn, check_request_body, format_for, thinking_budget
 from sseguard.probe.workloads import Workload
 
 APIS = ("chat", "responses", "messages")
@@ -172,10 +172,10 @@ EXPECTED_WORDS = {"chat": "Chat Completions body", "responses": "Responses body"
 def test_a_body_fits_only_the_protocols_whose_format_it_is(name: str, api: str) -> None:
     body, fits = FITS[name]
     if api in fits:
-        check_body(body, api, path="req.json")
+        check_request_body(body, api, path="req.json")
         return
     with pytest.raises(ConfigError) as err:
-        check_body(body, api, path="req.json", arm="a")
+        check_request_body(body, api, path="req.json", arm="a")
     text = str(err.value)
     assert "\n" not in text and "req.json" in text and f"arm 'a' speaks {api}" in text
     assert f"needs {'an' if api == 'messages' else 'a'} {EXPECTED_WORDS[api]}" in text

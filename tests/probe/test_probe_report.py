@@ -11,10 +11,10 @@ from rich.console import Console
 
 import sseguard.analyze.summary
 import sseguard.probe.runner
-from _probe_support import FAST, config
 from sseguard.chaos import ChaosConfig, Fault, run_chaos
 from sseguard.probe.report import summarize
 from sseguard.probe.runner import execute
+from support.probe import FAST, config
 
 
 def _no_read_back(*args: object, **kwargs: object) -> None:

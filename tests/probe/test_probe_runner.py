@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from _probe_support import FAST, config, free_port
 from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
 from sseguard.core.errors import ConfigError
 from sseguard.core.record import Record
 from sseguard.probe.config import build_config
 from sseguard.probe.runner import execute
 from sseguard.probe.sink import RESULTS, read_results
+from support.probe import FAST, config, free_port
 
 
 async def test_count_bounds_each_arm_and_concurrency_is_never_exceeded(tmp_path: Path) -> None:

@@ -10,13 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from _probe_support import FAST, config
 from sseguard.chaos import ChaosConfig, Fault
 from sseguard.chaos.server import run_chaos_in_thread
 from sseguard.cli import app
 from sseguard.probe.runner import Share, _Indexes
 from sseguard.probe.sink import RESULTS, read_results
 from sseguard.probe.workers import run_parallel
+from support.probe import FAST, config
 
 
 def test_two_processes_send_exactly_count_requests_and_merge_every_record(tmp_path: Path) -> None:

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from _proxy_bodies import messages_body
-from _proxy_support import Script, chat, frames, proxy_config, raw_post, scripted
 from _virtual_time import VirtualTimers, until
 from sseguard.chaos import ChaosConfig, FaultOptions, Pacing, run_chaos
 from sseguard.proxy import run_proxy
+from support.proxy import Script, chat, frames, proxy_config, raw_post, scripted
+from support.proxy_bodies import messages_body
 
 HELLO = (b'data: {"id":"c1","object":"chat.completion.chunk","created":0,"model":"m","choices":'
          b'[{"index":0,"delta":{"role":"assistant","content":"Hel"},"finish_reason":null}]}\n\n')

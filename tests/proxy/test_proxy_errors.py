@@ -10,9 +10,9 @@ import time
 import aiohttp
 import pytest
 
-from _proxy_support import KEY, Script, chaos_proxy, chat, proxy_config, raw_post, scripted
 from sseguard.core.errors import ConfigError
 from sseguard.proxy import ProxyConfig, run_proxy
+from support.proxy import KEY, Script, chaos_proxy, chat, proxy_config, raw_post, scripted
 
 
 def _free_port() -> int:

@@ -18,11 +18,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from _proxy_support import KEY, Script, chat, proxy_config, scripted
 from sseguard._serve import serve_app
 from sseguard.proxy.driver.app import STATE, make_proxy_app
 from sseguard.proxy.driver.forward import request_headers, response_headers
 from sseguard.proxy.driver.state import REDACTORS_KEPT, ProxyState
+from support.proxy import KEY, Script, chat, proxy_config, scripted
 
 CHAT_FIRST = b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'
 CHAT_REST = [b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\n',

@@ -13,12 +13,12 @@ import re
 import httpx2
 import pytest
 
-from _gemini_support import both_ways, sdk_client
-from _proxy_support import proxy_config
 from sseguard.chaos import ChaosConfig, FaultOptions, Pacing, run_chaos
 from sseguard.core.contract import checker_for
 from sseguard.core.contract.gemini import GEMINI, GeminiFrames
 from sseguard.proxy import run_proxy
+from support.gemini import both_ways, sdk_client
+from support.proxy import proxy_config
 
 FAST = Pacing(tokens=6, reasoning_tokens=3)
 REQUEST = {"contents": [{"role": "user", "parts": [{"text": "Say something."}]}]}

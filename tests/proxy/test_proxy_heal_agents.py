@@ -23,9 +23,9 @@ from typing import Any
 import anthropic
 import openai
 
-from _proxy_support import KEY, proxy_config
 from sseguard.chaos import ChaosConfig, Fault, FaultOptions, Pacing, run_chaos
 from sseguard.proxy import run_proxy
+from support.proxy import KEY, proxy_config
 
 #: Streams per SDK, as the issue asks: each test took 43–46 s on the shared 2-core machine (load 9–11).
 STREAMS = 300

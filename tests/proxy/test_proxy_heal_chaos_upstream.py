@@ -10,10 +10,10 @@ from typing import Any
 
 import openai
 
-from _proxy_support import KEY, WEATHER_TOOL, proxy_config
 from sseguard.chaos import ChaosConfig, Pacing, run_chaos
 from sseguard.chaos.upstream_server import run_upstream_chaos
 from sseguard.proxy import run_proxy
+from support.proxy import KEY, WEATHER_TOOL, proxy_config
 
 PACING = Pacing(tokens=16)
 Answer = tuple[str, list[tuple[str, str]], str | None]

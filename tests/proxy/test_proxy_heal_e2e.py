@@ -10,9 +10,9 @@ from typing import Any
 
 import openai
 
-from _proxy_support import KEY, WEATHER_TOOL, proxy_config
 from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
 from sseguard.proxy import run_proxy
+from support.proxy import KEY, WEATHER_TOOL, proxy_config
 
 PACING = Pacing(ttft_ms=0, inter_token_ms=0, tokens=16)
 Answer = tuple[str, list[tuple[str, str]], str]

@@ -16,10 +16,10 @@ import aiohttp
 import openai
 import pytest
 
-from _heal_support import ERROR_FIRST, FIRST, GOOD, Records, Step, _settled, heal_proxy
-from _proxy_support import KEY, chat, proxy_config, raw_post
 from _virtual_time import VirtualTimers
 from sseguard.proxy import run_proxy
+from support.proxy import KEY, chat, proxy_config, raw_post
+from support.proxy_heal import ERROR_FIRST, FIRST, GOOD, Records, Step, _settled, heal_proxy
 
 
 async def test_a_429_with_retry_after_is_waited_out_and_healed_for_the_openai_sdk() -> None:

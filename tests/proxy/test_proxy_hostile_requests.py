@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _proxy_support import KEY, Script, in_thread, proxy_config, scripted
 from sseguard.chaos import ChaosConfig
 from sseguard.chaos.server import run_chaos_in_thread
 from sseguard.proxy import run_proxy
+from support.proxy import KEY, Script, in_thread, proxy_config, scripted
 
 MAX_BODY = 1024 * 1024  # the proxy's --max-body here: a body above it is refused, 413
 

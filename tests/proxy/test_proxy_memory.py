@@ -13,9 +13,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from _proxy_support import proxy_config
 from sseguard._serve import serve_app
 from sseguard.proxy import run_proxy
+from support.proxy import proxy_config
 
 FRAME = b"data: " + json.dumps({
     "id": "chatcmpl-long", "object": "chat.completion.chunk", "created": 0, "model": "m",

@@ -21,8 +21,8 @@ import openai
 import pytest
 from aiohttp import web
 
-from _proxy_support import KEY, proxy_config
 from sseguard.proxy import RunningProxy, run_proxy
+from support.proxy import KEY, proxy_config
 
 
 def _chat_sse(text: str) -> bytes:

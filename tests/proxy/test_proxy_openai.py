@@ -11,9 +11,9 @@ from typing import Any
 import openai
 import pytest
 
-from _proxy_support import KEY, MESSAGES, WEATHER_TOOL, Script, in_thread, proxy_config, scripted
 from sseguard.chaos import ChaosConfig, FaultOptions, Pacing, run_chaos
 from sseguard.proxy import run_proxy
+from support.proxy import KEY, MESSAGES, WEATHER_TOOL, Script, in_thread, proxy_config, scripted
 
 # `event: error` frames (the `data:` form is covered in test_proxy_stream).
 CHAOS = ChaosConfig(seed=11, pacing=Pacing(tokens=10),

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from _gemini_support import sdk_client
-from _proxy_support import proxy_config, raw_post
 from sseguard.chaos import ChaosConfig, run_chaos
 from sseguard.proxy import run_proxy
+from support.gemini import sdk_client
+from support.proxy import proxy_config, raw_post
 
 errors = pytest.importorskip("google.genai.errors")
 

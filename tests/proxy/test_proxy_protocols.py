@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _proxy_bodies import MESSAGE_STOP, messages_body, responses_body
-from _proxy_support import Script, frames, proxy_config, raw_post, scripted, scripted_proxy_in_thread
 from _virtual_time import VirtualTimers
 from sseguard.proxy import run_proxy
 from sseguard.store import open_store
+from support.proxy import Script, frames, proxy_config, raw_post, scripted, scripted_proxy_in_thread
+from support.proxy_bodies import MESSAGE_STOP, messages_body, responses_body
 
 RESPONSES_REQUEST: dict[str, Any] = {"model": "m", "input": "Say hello", "stream": True}
 MESSAGES_REQUEST: dict[str, Any] = {"model": "m", "max_tokens": 64, "stream": True,

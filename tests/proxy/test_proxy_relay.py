@@ -24,9 +24,9 @@ from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _proxy_support import KEY, Script, chat, in_thread, proxy_config, raw_post, scripted
 from _virtual_time import VirtualTimers, until
 from sseguard.proxy import ProxyConfig, run_proxy
+from support.proxy import KEY, Script, chat, in_thread, proxy_config, raw_post, scripted
 
 PATTERN = bytes(range(256)) * 256  # 64 KiB
 

@@ -15,9 +15,9 @@ import httpx2
 import openai
 import pytest
 
-from _proxy_support import KEY, in_thread, proxy_config, raw_post, same_second
 from sseguard.chaos import ChaosConfig, FaultOptions, Pacing, run_chaos
 from sseguard.proxy import run_proxy
+from support.proxy import KEY, in_thread, proxy_config, raw_post, same_second
 
 CHAOS = ChaosConfig(seed=11, pacing=Pacing(tokens=10, reasoning_tokens=4),
                     options=FaultOptions(stall_ms=6000))

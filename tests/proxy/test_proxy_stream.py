@@ -14,7 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _proxy_support import (
+from _virtual_time import VirtualTimers
+from sseguard.chaos import ChaosConfig, FaultOptions, Pacing, run_chaos
+from sseguard.chaos import ServerDialect as Dialect
+from sseguard.proxy import run_proxy
+from sseguard.store import open_store
+from support.proxy import (
     KEY,
     WEATHER_TOOL,
     Script,
@@ -29,10 +34,6 @@ from _proxy_support import (
     scripted,
     scripted_proxy_in_thread,
 )
-from _virtual_time import VirtualTimers
-from sseguard.chaos import ChaosConfig, Dialect, FaultOptions, Pacing, run_chaos
-from sseguard.proxy import run_proxy
-from sseguard.store import open_store
 
 # A stall of 4 s against the proxy's 1 s stall timeout: a margin a busy machine cannot eat.
 CHAOS = ChaosConfig(seed=5, pacing=Pacing(tokens=12), options=FaultOptions(stall_ms=4000))

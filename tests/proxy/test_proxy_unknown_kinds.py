@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import aiohttp
 
-from _proxy_support import Script, proxy_config, raw_post, scripted
 from sseguard.core.verdict import Ending, Verdict
 from sseguard.proxy import run_proxy
 from sseguard.proxy.driver.metrics import ProxyMetrics
+from support.proxy import Script, proxy_config, raw_post, scripted
 
 REQUEST = {"model": "m", "stream": True, "max_tokens": 64,
            "messages": [{"role": "user", "content": "Hi"}]}

@@ -1,5 +1,6 @@
 """The real engine for the tests of this folder: vLLM's CPU build serving models made at test time
-(``_real_models``), one server at a time (``_real_server.Servers``), stopped when the session ends.
+(``support.real_models``), one server at a time (``support.real_server.Servers``), stopped when the
+session ends.
 
 Without vLLM in the interpreter (the main venv) every test here skips; in the real-engine CI
 (``CI=true`` with ``SSEGUARD_REAL_VENV`` set, as ``.ci/real-engine`` runs them) a missing vLLM fails
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from _real_server import Config, EngineDidNotStart, RealServer, Servers, vllm_available
+from support.real_server import Config, EngineDidNotStart, RealServer, Servers, vllm_available
 
 IN_CI = os.environ.get("CI") == "true" and bool(os.environ.get("SSEGUARD_REAL_VENV"))
 
@@ -45,8 +46,8 @@ ServerFor = Callable[..., RealServer]
 def real_server(real_servers: Servers) -> ServerFor:
     """``real_server(model, **Config fields)`` (or ``config=`` a function of the model directory):
     a running server for that configuration, reused while the same one is asked for. ``model``
-    names a model of ``_real_models.MODELS``."""
-    from _real_models import build
+    names a model of ``support.real_models.MODELS``."""
+    from support.real_models import build
 
     def start(model: str, config: Callable[[Path], Config] | None = None, **options: Any) -> RealServer:
         if config is not None:

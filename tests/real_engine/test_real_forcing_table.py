@@ -1,5 +1,5 @@
 """The forced answers of the side-by-side, checked without an engine: each family's text, as
-written out in ``_real_forcing``, holds exactly the case's calls, text and reasoning when our parser
+written out in ``support.real_forcing``, holds exactly the case's calls, text and reasoning when our parser
 reads it whole. A failure through the real server is then the server path's, not the table's.
 Runs in the main venv (no vLLM needed)."""
 
@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from _real_forcing import FAMILIES, TOOLS, Case, Family
-from sseguard.core.reasoning import Answer, ThinkSplitter
+from sseguard.core.reasoning import AnswerText, ThinkSplitter
 from sseguard.core.toolcalls import Reasoning, Text, ToolCallEnd, parser_for
+from support.real_forcing import FAMILIES, TOOLS, Case, Family
 
 CASES = [pytest.param(fam, case, id=f"{name}-{case.name}")
          for name, fam in FAMILIES.items() for case in fam.cases()]
@@ -26,7 +26,7 @@ def test_forced_answer_holds_the_case(family: Family, case: Case) -> None:
     if family.think and family.ours_reasoning:
         splitter = ThinkSplitter(family.prompt_opens(case), family=family.name)
         for ev in splitter.feed(text) + splitter.close():
-            if isinstance(ev, Answer):
+            if isinstance(ev, AnswerText):
                 events += parser.feed(ev.text)
             else:
                 reasoning += ev.text

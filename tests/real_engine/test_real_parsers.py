@@ -1,5 +1,5 @@
 """Our parsers inside a real vLLM generating real tokens, side by side with vLLM's own parser of the
-same format: every family's forced answers (``_real_forcing.CASES``) at 1, 8 and 32 concurrent
+same format: every family's forced answers (``support.real_forcing.CASES``) at 1, 8 and 32 concurrent
 streams, through ``--tool-call-parser sseguard-<family>`` and through vLLM's parser.
 
 Ours must be right in every stream with no markup in ``content``, apart from the known failures
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from _real_forcing import (
+from support.real_forcing import (
     CASES,
     FAMILIES,
     LEVELS,

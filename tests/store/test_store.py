@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from _store_support import KEY, is_clean, record, record_strategy, records, secret_records
 from sseguard.core.errors import ConfigError, UsageError
 from sseguard.core.record import Record
 from sseguard.store import BatchWriter, RecordStore, SQLiteStore, is_store_url, open_store
+from support.store import KEY, is_clean, record, record_strategy, records, secret_records
 
 
 @pytest.fixture

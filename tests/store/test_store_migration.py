@@ -16,14 +16,14 @@ import msgspec
 import psycopg
 import pytest
 
-from _analyze_golden import CASES, assert_same, golden, records
-from sseguard.analyze.engines import PostgresEngine, SQLiteEngine
+from sseguard.analyze.backends import PostgresBackend, SQLiteBackend
 from sseguard.analyze.sources import StoreSource
 from sseguard.analyze.summary import analyze_sources
 from sseguard.core.errors import ConfigError
 from sseguard.core.policy import Policy
 from sseguard.core.record import Record
 from sseguard.store import open_store
+from support.analyze_golden import CASES, assert_same, golden, records
 
 V1_SQLITE = """
 CREATE TABLE IF NOT EXISTS sseguard_records (
@@ -79,7 +79,7 @@ def _meta(path: Path) -> dict[str, str]:
 
 
 def _columns_from(path: Path) -> int | None:
-    eng = SQLiteEngine(StoreSource("sqlite", str(path)))
+    eng = SQLiteBackend(StoreSource("sqlite", str(path)))
     try:
         return eng.columns_from
     finally:
@@ -152,7 +152,7 @@ def test_the_columns_are_what_the_json_path_computes(tmp_path: Path) -> None:
     store = open_store(str(db))
     store.write(recs)
     store.close()
-    eng = SQLiteEngine(StoreSource("sqlite", str(db)))
+    eng = SQLiteBackend(StoreSource("sqlite", str(db)))
     try:
         facts = eng.source.facts("sqlite", columns_from=eng.columns_from)  # type: ignore[call-arg]
         rows = eng.rows(f"SELECT * FROM ({facts}) AS f")
@@ -215,7 +215,7 @@ def test_postgresql_schema_1_is_read_as_it_is_then_migrated_and_appended(pg_dsn:
         nulls = conn.execute("SELECT COUNT(*) FROM sseguard_records WHERE api IS NULL").fetchone()
     assert meta == {"schema_version": "4", "facts_from": str(half + 1), "unknown_kinds_from": str(half + 1)}
     assert nulls is not None and nulls[0] == half
-    eng = PostgresEngine(StoreSource("postgresql", pg_dsn))
+    eng = PostgresBackend(StoreSource("postgresql", pg_dsn))
     try:
         assert eng.columns_from == half + 1
     finally:
@@ -234,7 +234,7 @@ def test_a_new_postgresql_store_reads_every_row_by_its_columns(pg_dsn: str) -> N
         filled = conn.execute("SELECT COUNT(*) FROM sseguard_records WHERE api IS NOT NULL").fetchone()
     assert meta == {"schema_version": "4", "facts_from": "0", "unknown_kinds_from": "0"}
     assert filled is not None and filled[0] == len(records("every_kind"))
-    eng = PostgresEngine(StoreSource("postgresql", pg_dsn))
+    eng = PostgresBackend(StoreSource("postgresql", pg_dsn))
     try:
         assert eng.columns_from == 0  # the analysis reads the columns, no JSON
     finally:

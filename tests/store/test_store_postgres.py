@@ -11,12 +11,12 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from _postgres_support import require_bindir
-from _store_support import KEY, is_clean, record, record_strategy, records, secret_records
 from sseguard.core.errors import ConfigError
 from sseguard.core.record import Record
 from sseguard.store import BatchWriter, RecordStore, open_store
 from sseguard.store.postgres import PostgresStore
+from support.postgres import require_bindir
+from support.store import KEY, is_clean, record, record_strategy, records, secret_records
 
 
 @pytest.fixture

@@ -12,8 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _store_support import KEY, record, records
-from _streams import text_stream
 from sseguard.core.contract import StreamChecker
 from sseguard.core.errors import ConfigError
 from sseguard.core.policy import Policy
@@ -21,6 +19,8 @@ from sseguard.core.record import raw_record, record_from_verdict
 from sseguard.core.redact import DEFAULT
 from sseguard.store import BatchWriter, open_store
 from sseguard.store.process import ProcessWriter
+from support.store import KEY, record, records
+from support.streams import text_stream
 
 
 def _stored(path: Path) -> list[str]:

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from _store_support import record
 from sseguard.analyze.summary import analyze_sources
 from sseguard.core.errors import ConfigError
 from sseguard.core.record import Record
 from sseguard.store import open_store
 from sseguard.store.retention import Retention, SampledStore, parse_age, prune, sample_weight
+from support.store import record
 
 DAY = 86400.0
 NOW = 1_800_000_000.0

@@ -15,12 +15,12 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from _proxy_support import KEY, chat, in_thread, proxy_config, proxy_process
-from _store_support import record
 from sseguard.chaos import ChaosConfig, run_chaos
 from sseguard.proxy import run_proxy
 from sseguard.store import open_store
 from sseguard.store.retention import RetentionThread
+from support.proxy import KEY, chat, in_thread, proxy_config, proxy_process
+from support.store import record
 
 DAY = 86400.0
 #: (age in days, healthy) of the old records written before the proxy prunes, 20 of each.

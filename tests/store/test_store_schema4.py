@@ -9,11 +9,11 @@ from pathlib import Path
 
 import psycopg
 
-from _unknown_support import EXPECTED, records
-from sseguard.analyze.engines import PostgresEngine, SQLiteEngine
+from sseguard.analyze.backends import PostgresBackend, SQLiteBackend
 from sseguard.analyze.sources import StoreSource
 from sseguard.analyze.summary import analyze_sources
 from sseguard.store import open_store
+from support.unknown import EXPECTED, records
 
 
 def schema_3_sqlite(path: Path) -> None:
@@ -57,7 +57,7 @@ def test_a_schema_3_store_analyses_as_it_is_and_the_analyzer_writes_nothing(tmp_
     assert analysis.to_dict()["unknown_kinds"] == EXPECTED
     assert (analysis.requests, analysis.total.failed) == (10, 1)
     assert meta(db) == {"schema_version": "3", "facts_from": "0"}
-    eng = SQLiteEngine(StoreSource("sqlite", str(db)))
+    eng = SQLiteBackend(StoreSource("sqlite", str(db)))
     try:  # read by its columns (schema 3 has them all but this one), the one column from the JSON
         assert (eng.columns_from, eng.unknown_from) == (0, 0)
     finally:
@@ -75,7 +75,7 @@ def test_a_writer_migrates_schema_3_and_the_older_rows_are_read_from_their_json(
         filled = conn.execute("SELECT seq > 10, COUNT(unknown_kinds) FROM sseguard_records "
                               "GROUP BY seq > 10 ORDER BY 1").fetchall()
     assert filled == [(0, 0), (1, 5)]  # the old rows keep NULL: a migration never rewrites a store
-    eng = SQLiteEngine(StoreSource("sqlite", str(db)))
+    eng = SQLiteBackend(StoreSource("sqlite", str(db)))
     try:
         assert (eng.columns_from, eng.unknown_from) == (0, 11)
     finally:
@@ -103,7 +103,7 @@ def test_postgresql_schema_3_is_read_as_it_is_then_migrated_and_appended(pg_dsn:
                               "GROUP BY seq > 10 ORDER BY 1").fetchall()
     assert got == {"schema_version": "4", "facts_from": "0", "unknown_kinds_from": "11"}
     assert filled == [(False, 0), (True, 5)]
-    eng = PostgresEngine(StoreSource("postgresql", pg_dsn))
+    eng = PostgresBackend(StoreSource("postgresql", pg_dsn))
     try:
         assert (eng.columns_from, eng.unknown_from) == (0, 11)
     finally:

@@ -9,7 +9,14 @@ from hypothesis import strategies as st
 
 from sseguard.core.policy import PRESETS, Policy
 from sseguard.core.verdict import Api, Ending, Finding, FindingKind, Verdict
-from sseguard.telemetry.genai import MAX_FINDING_EVENTS, Attempt, Call, metrics_of, request_model, span_of
+from sseguard.telemetry.genai import (
+    MAX_FINDING_EVENTS,
+    Attempt,
+    MeasuredCall,
+    metrics_of,
+    request_model,
+    span_of,
+)
 
 CHAT_MESSAGE = {"id": "chatcmpl-1", "model": "served-model", "choices": [
     {"index": 0, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop"}],
@@ -17,8 +24,8 @@ CHAT_MESSAGE = {"id": "chatcmpl-1", "model": "served-model", "choices": [
               "prompt_tokens_details": {"cached_tokens": 4}}}
 
 
-def call(verdict: Verdict, policy: Policy | None = None, **facts: object) -> Call:
-    return Call(verdict=verdict, policy=policy or Policy(), start_ns=1_000_000_000,
+def call(verdict: Verdict, policy: Policy | None = None, **facts: object) -> MeasuredCall:
+    return MeasuredCall(verdict=verdict, policy=policy or Policy(), start_ns=1_000_000_000,
                 duration_s=2.5, **facts)  # type: ignore[arg-type]
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from _otlp_support import STATUS_ERROR, STATUS_UNSET, otel_env, otlp_http_receiver
-from _probe_support import config
 from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
 from sseguard.probe.runner import execute
+from support.probe import config
 
 FAULTS = {Fault.TRUNCATED: 0.2, Fault.CUT_MID_FRAME: 0.1, Fault.NO_FINISH: 0.1, Fault.EMPTY: 0.1}
 

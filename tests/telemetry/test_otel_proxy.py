@@ -29,8 +29,8 @@ from _otlp_support import (
     path_of,
     request_of,
 )
-from _proxy_support import chaos_proxy, raw_post
 from sseguard.chaos import ChaosConfig, Fault, run_chaos
+from support.proxy import chaos_proxy, raw_post
 
 #: Strict (a missing sentinel fails too), no retry (every ending reaches the span as it came), and
 #: a stall cut after 2 s.

@@ -24,7 +24,7 @@ from typing import Any
 import aiohttp
 
 from _prometheus_support import RULES, binary
-from _proxy_support import chaos_proxy, chat, raw_post
+from support.proxy import chaos_proxy, chat, raw_post
 
 #: Bounded waits: Prometheus' start, and its first scrapes and evaluations (1 s apart).
 START_WAIT_S = 60.0

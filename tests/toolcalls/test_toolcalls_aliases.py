@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_toolcalls_plugin import _distribution, _python
 
 from sseguard.chaos import ChaosConfig
 from sseguard.cli._names import check_family
@@ -21,6 +20,7 @@ from sseguard.core.reasoning import ThinkSplitter
 from sseguard.core.toolcalls import Claim, aliases, canonical, family, parser_for
 from sseguard.core.toolcalls.family import Family
 from sseguard.proxy.config import ProxyConfig
+from test_toolcalls_plugin import _distribution, _python
 
 #: engine name → sseguard family, as docs/design/markup.md §3.1 writes it (SGLang 0.5.23's ``deepseekv31``
 #: and ``deepseekv32`` included, which its registry holds)

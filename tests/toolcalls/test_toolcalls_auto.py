@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from _toolcalls_support import calls_of, check_invariants, errors_of, run, text_of
 from sseguard.core.toolcalls import Markup, Text, parser_for
+from support.toolcalls import calls_of, check_invariants, errors_of, run, text_of
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "markup"
 SAMPLES = {"dsml-v32.txt": "dsml-v32", "dsml-v4.txt": "dsml-v4", "dsml-v41.txt": "dsml-v41",

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _toolcalls_support import check_invariants, run
 from _toolcalls_support_tables import (
     Case,
     check_case,
@@ -18,6 +17,7 @@ from _toolcalls_support_tables import (
     round_calls,
 )
 from sseguard.core.toolcalls import canonical
+from support.toolcalls import check_invariants, run
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]

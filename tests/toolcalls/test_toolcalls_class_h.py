@@ -8,7 +8,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _toolcalls_support import calls_of, check_invariants, errors_of, text_of
 from _toolcalls_support_tables import (
     Case,
     check_case,
@@ -20,6 +19,7 @@ from _toolcalls_support_tables import (
 from sseguard.core.toolcalls import FAMILIES, canonical, consumed_text, join_events
 from sseguard.core.toolcalls.glm import GLMParser
 from sseguard.core.toolcalls.kv_tags import hunyuan_tags
+from support.toolcalls import calls_of, check_invariants, errors_of, text_of
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]
@@ -229,7 +229,7 @@ def test_render_then_parse_gives_the_calls_back(family: str) -> None:
 
 
 def test_auto_tells_hunyuan_from_the_json_array_families_by_what_follows_tool_calls() -> None:
-    from _toolcalls_support import run
+    from support.toolcalls import run
     result = run("auto", "a<tool_calls>\n<tool_call>f<tool_sep></tool_call></tool_calls>", size=1)
     check_invariants("hunyuan", result)
     assert result.detected == "hunyuan"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from _toolcalls_support import calls_of, check_invariants, errors_of, run, text_of
 from sseguard.core.toolcalls import MarkupError, Text, ToolArgsDelta, ToolCallEnd, parser_for
+from support.toolcalls import calls_of, check_invariants, errors_of, run, text_of
 
 CB, B, S, E, CE = ("<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
                    "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>")

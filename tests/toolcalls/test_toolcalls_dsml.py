@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from _toolcalls_support import calls_of, check_invariants, errors_of, run, text_of
 from sseguard.core.errors import UsageError
 from sseguard.core.toolcalls import (
     Markup,
@@ -20,6 +19,7 @@ from sseguard.core.toolcalls import (
     ToolCallStart,
     parser_for,
 )
+from support.toolcalls import calls_of, check_invariants, errors_of, run, text_of
 
 OPEN, CLOSE = "<｜DSML｜", "</｜DSML｜"
 

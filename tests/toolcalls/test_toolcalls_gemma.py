@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import _toolcalls_support  # noqa: F401 - loads the support modules in their order
-from _toolcalls_support import reasoning_of
-from _toolcalls_support_python import assert_robust, everyhow, outcome
+import support.toolcalls  # noqa: F401 - loads the support modules in their order
 from sseguard.core.toolcalls import ToolArgsDelta, ToolCallStart, family
+from support.toolcalls import reasoning_of
+from support.toolcalls_python import assert_robust, everyhow, outcome
 
 FS, FE, ESC = "<start_function_call>", "<end_function_call>", "<escape>"
 GS, GE, Q = "<|tool_call>", "<tool_call|>", '<|"|>'

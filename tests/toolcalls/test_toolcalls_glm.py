@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from _toolcalls_support import calls_of, check_invariants, errors_of, run, text_of
 from sseguard.core.toolcalls import (
     Markup,
     MarkupError,
@@ -18,6 +17,7 @@ from sseguard.core.toolcalls import (
     ToolCallStart,
     parser_for,
 )
+from support.toolcalls import calls_of, check_invariants, errors_of, run, text_of
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "markup"
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from _toolcalls_support import calls_of, errors_of, parsed, reasoning_of, text_of
 from sseguard.core.reasoning import ThinkSplitter
 from sseguard.core.toolcalls import (
     Markup,
@@ -24,6 +23,7 @@ from sseguard.core.toolcalls import (
     join_events,
     parser_for,
 )
+from support.toolcalls import calls_of, errors_of, parsed, reasoning_of, text_of
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather"}}]
 

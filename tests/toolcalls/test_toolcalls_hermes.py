@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from _toolcalls_support import calls_of, check_invariants, errors_of, run, text_of
 from sseguard.core.toolcalls import (
     Markup,
     MarkupError,
@@ -13,6 +12,7 @@ from sseguard.core.toolcalls import (
     ToolCallStart,
     parser_for,
 )
+from support.toolcalls import calls_of, check_invariants, errors_of, run, text_of
 
 
 def parse(text: str, tools: list | None = None) -> list:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from _toolcalls_support import calls_of, run
 from _toolcalls_tables import check_case
 from sseguard.core.toolcalls import ToolCallEnd, ToolCallStart
+from support.toolcalls import calls_of, run
 
 Case = tuple[str, str, list[tuple[str, Any]], list[str]]
 

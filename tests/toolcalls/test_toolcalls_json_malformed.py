@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _toolcalls_support import calls_of, check_invariants, errors_of, run
-from _toolcalls_support_jsoncalls import PART3_LEAKS
 from sseguard.core.toolcalls import family
+from support.toolcalls import calls_of, check_invariants, errors_of, run
+from support.toolcalls_jsoncalls import PART3_LEAKS
 
 FAMILIES = sorted(PART3_LEAKS)
 JUNK = st.sampled_from(["x", "}", "]", "[", ",", '"', "\\", "{", ";", "\n", "<", "<|", "NaN",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from _toolcalls_support import calls_of, errors_of, parsed, text_of
 from sseguard.cli.parse import parse_text
 from sseguard.core.toolcalls import (
     Markup,
@@ -20,6 +19,7 @@ from sseguard.core.toolcalls import (
     event_to_dict,
     parser_for,
 )
+from support.toolcalls import calls_of, errors_of, parsed, text_of
 
 SB, SE = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
 SB1, SE1 = "<|tool_call_section_begin|>", "<|tool_call_section_end|>"

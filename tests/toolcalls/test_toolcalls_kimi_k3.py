@@ -6,7 +6,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _toolcalls_support import run
 from _toolcalls_support_tables import (
     Case,
     check_case,
@@ -16,6 +15,7 @@ from _toolcalls_support_tables import (
     round_calls,
 )
 from sseguard.core.toolcalls import ToolCallStart, canonical
+from support.toolcalls import run
 
 CALL = ('<|open|>tools<|sep|><|open|>call tool="get_weather" index="3"<|sep|>'
         '<|open|>argument key="city" type="string"<|sep|> Paris &amp; "Rome"<|close|>argument<|sep|>'

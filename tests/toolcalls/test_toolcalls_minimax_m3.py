@@ -7,7 +7,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _toolcalls_support import calls_of, check_invariants, errors_of, run
 from _toolcalls_support_tables import (
     Case,
     RenderCall,
@@ -16,6 +15,7 @@ from _toolcalls_support_tables import (
     check_garbled,
 )
 from sseguard.core.toolcalls import FAMILIES, canonical, parser_for
+from support.toolcalls import calls_of, check_invariants, errors_of, run
 
 NS = "]<]minimax[>["
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {

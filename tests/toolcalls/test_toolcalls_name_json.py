@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import _toolcalls_support  # noqa: F401 - loads the support modules in their order
-from _toolcalls_support import reasoning_of
-from _toolcalls_support_python import assert_robust, everyhow, outcome
+import support.toolcalls  # noqa: F401 - loads the support modules in their order
 from sseguard.core.toolcalls import Markup, ToolArgsDelta, ToolCallEnd, ToolCallStart, family
+from support.toolcalls import reasoning_of
+from support.toolcalls_python import assert_robust, everyhow, outcome
 
 P = "<|plamo:{}:plamo|>".format
 REQS, REQS_END = P("begin_tool_requests"), P("end_tool_requests")

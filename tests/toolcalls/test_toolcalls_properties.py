@@ -19,7 +19,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from _toolcalls_support import (
+from sseguard.core.toolcalls import FAMILIES, MarkupError, consumed_text, parser_for
+from support.toolcalls import (
     ASCII_WS,
     DOCS,
     FRAMED,
@@ -35,10 +36,9 @@ from _toolcalls_support import (
     run,
     text_of,
 )
-from _toolcalls_support_jsoncalls import AUTO_NEVER, BARE_START
-from _toolcalls_support_markup2 import GLM_TOOLS, MINIMAX_TOOLS, glm_docs, minimax_docs
-from _toolcalls_support_python import PY_CANNED, UNMARKED
-from sseguard.core.toolcalls import FAMILIES, MarkupError, consumed_text, parser_for
+from support.toolcalls_jsoncalls import AUTO_NEVER, BARE_START
+from support.toolcalls_markup2 import GLM_TOOLS, MINIMAX_TOOLS, glm_docs, minimax_docs
+from support.toolcalls_python import PY_CANNED, UNMARKED
 
 #: SSEGUARD_PROPS_SCALE=10 runs every property here with ten times the examples (issue 29: a longer
 #: run found chunking-dependent events that the usual budget did not).

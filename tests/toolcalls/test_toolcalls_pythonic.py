@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import _toolcalls_support  # noqa: F401 - loads the support modules in their order
-from _toolcalls_support_python import assert_robust, everyhow, outcome
+import support.toolcalls  # noqa: F401 - loads the support modules in their order
 from sseguard.core.toolcalls import Markup, Text, ToolArgsDelta, ToolCallEnd, ToolCallStart, family
+from support.toolcalls_python import assert_robust, everyhow, outcome
 
 PS, PE = "<|python_start|>", "<|python_end|>"
 TS, TE = "<|tool_call_start|>", "<|tool_call_end|>"
@@ -183,7 +183,7 @@ class _Call:
 
 @pytest.mark.parametrize("fam", ["lfm2", "olmo3", "pythonic"])
 def test_what_the_family_renders_parses_back(fam: str) -> None:
-    from _toolcalls_support_python import IDENT, PY_VALUE
+    from support.toolcalls_python import IDENT, PY_VALUE
 
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(calls=st.lists(st.tuples(IDENT, st.dictionaries(IDENT, PY_VALUE, max_size=3)),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from _toolcalls_support import calls_of, check_invariants, errors_of, run, text_of
 from sseguard.core.toolcalls import ToolArgsDelta, parser_for
+from support.toolcalls import calls_of, check_invariants, errors_of, run, text_of
 
 TOOLS = [{"type": "function", "function": {"name": "read", "parameters": {"type": "object",
           "properties": {"path": {"type": "string"}, "limit": {"type": "integer"},

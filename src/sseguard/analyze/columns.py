@@ -241,7 +241,7 @@ def _log_buckets(buckets: Sequence[int | None], base: int, start: int, key: str,
                  fmt: Callable[[float, float | None], str], words: tuple[str, str, str]) -> Column:
     """Buckets growing by ``base`` from ``start`` up: a 2x change matters at 3 requests, not at 3,000.
 
-    ``buckets`` are bucket numbers (``facts.log_bucket``), counted by the engine."""
+    ``buckets`` are bucket numbers (``facts.log_bucket``), counted by the backend."""
     labels: list[str | None] = []
     spans: dict[str, tuple[float, float | None]] = {}
     index: dict[str, int] = {}
@@ -295,7 +295,7 @@ def _prompt_size(cells: Sequence[Cell]) -> Column:
 
 
 def _headers(cs: CellSet) -> list[Column]:
-    """The headers the engine kept (see ``counts``): few values, shared by many streams."""
+    """The headers the backend kept (see ``counts``): few values, shared by many streams."""
     out: list[Column] = []
     weights = [c.weight for c in cs.cells]
     for i, name in enumerate(cs.header_names):

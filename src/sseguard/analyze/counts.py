@@ -1,6 +1,6 @@
-"""Cells: the analysis's whole input, counted by the engines, merged here, O(distinct labels) in size.
+"""Cells: the analysis's whole input, counted by the backends, merged here, O(distinct labels) in size.
 
-``Reader`` opens one engine per source and, for a filter, asks each for the run profile (records and
+``Reader`` opens one backend per source and, for a filter, asks each for the run profile (records and
 start times per run), the header statistics, and then the weighted cells (see ``facts``). Cells of
 several sources are summed key by key, so a JSONL directory and a store analyze as one run. Python
 never holds a record here; only ``evidence`` fetches a bounded number of them for the report.
@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from sseguard.analyze.engines import Engine, Row, facts_of, open_engines
+from sseguard.analyze.backends import Backend, Row, facts_of, open_backends
 from sseguard.analyze.facts import (
     CELL_KEYS,
     Filter,
@@ -92,53 +92,53 @@ def bucket_width(span: float) -> float | None:
 
 @dataclass
 class Reader:
-    """Open engines over the sources; ``cells(filter)`` counts, ``evidence`` fetches a few records."""
+    """Open backends over the sources; ``cells(filter)`` counts, ``evidence`` fetches a few records."""
 
     sources: list[Source]
-    engine: str = "auto"
+    backend: str = "auto"
     spark: Any = None
     progress: Callable[[float], None] | None = None
-    _engines: list[Engine] = field(default_factory=list)
-    _facts: list[str] = field(default_factory=list)  # each engine's facts relation, read once
+    _backends: list[Backend] = field(default_factory=list)
+    _facts: list[str] = field(default_factory=list)  # each backend's facts relation, read once
 
     def __enter__(self) -> Reader:
         try:
             for source in self.sources:
-                self._engines.extend(open_engines(source, engine=self.engine, spark=self.spark,
-                                                  progress=self.progress))
-            self._facts.extend(self._each_engine(_materialize))
+                self._backends.extend(open_backends(source, backend=self.backend, spark=self.spark,
+                                                    progress=self.progress))
+            self._facts.extend(self._each_backend(_materialize))
         except BaseException:
             self.close()
             raise
         return self
 
-    def _each_engine(self, work: Callable[[Engine], T]) -> list[T]:
-        """``work`` on every engine, in engine order; at once when they are all SQLite (the parts of
+    def _each_backend(self, work: Callable[[Backend], T]) -> list[T]:
+        """``work`` on every backend, in backend order; at once when they are all SQLite (the parts of
         a store, or several stores): each has its own connection, and ``sqlite3`` lets go of the GIL
         while SQLite works, so two parts use both cores. DuckDB and Spark use every core by
-        themselves (and DuckDB engines at once would each take their memory limit), a PostgreSQL
+        themselves (and DuckDB backends at once would each take their memory limit), a PostgreSQL
         server plans its own parallel scans: those run one after the other, as before."""
-        if len(self._engines) < 2 or any(e.dialect.name != "sqlite" for e in self._engines):
-            return [work(e) for e in self._engines]
-        with ThreadPoolExecutor(max_workers=len(self._engines)) as pool:
-            return list(pool.map(work, self._engines))
+        if len(self._backends) < 2 or any(e.dialect.name != "sqlite" for e in self._backends):
+            return [work(e) for e in self._backends]
+        with ThreadPoolExecutor(max_workers=len(self._backends)) as pool:
+            return list(pool.map(work, self._backends))
 
-    def _per_engine(self, work: Callable[[Engine, str], T]) -> list[tuple[Engine, T]]:
-        """``work(engine, facts)`` on every engine (see ``_each_engine``), with its engine."""
-        facts = dict(zip(map(id, self._engines), self._facts, strict=True))
-        return list(zip(self._engines, self._each_engine(lambda e: work(e, facts[id(e)])), strict=True))
+    def _per_backend(self, work: Callable[[Backend, str], T]) -> list[tuple[Backend, T]]:
+        """``work(backend, facts)`` on every backend (see ``_each_backend``), with its backend."""
+        facts = dict(zip(map(id, self._backends), self._facts, strict=True))
+        return list(zip(self._backends, self._each_backend(lambda e: work(e, facts[id(e)])), strict=True))
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
         self._facts.clear()
-        while self._engines:
-            self._engines.pop().close()
+        while self._backends:
+            self._backends.pop().close()
 
     def cells(self, flt: Filter) -> CellSet:
         runs: dict[str, list[Any]] = {}
-        for eng, rows in self._per_engine(lambda eng, facts: eng.rows(profile_query(facts, flt))):
+        for eng, rows in self._per_backend(lambda eng, facts: eng.rows(profile_query(facts, flt))):
             for run, n, w, schema, first, last in rows:
                 if schema is not None and int(schema) > SCHEMA_VERSION:
                     raise ConfigError(f"{eng.source.label} holds records of schema {int(schema)}; this "
@@ -157,10 +157,10 @@ class Reader:
         names = self._header_names(flt)
         merged: dict[tuple[Any, ...], int] = {}
 
-        def count(eng: Engine, facts: str) -> list[Row]:
+        def count(eng: Backend, facts: str) -> list[Row]:
             return eng.rows(cells_query(facts, flt, eng.dialect, firsts=firsts, width=width, headers=names))
 
-        for _, rows in self._per_engine(count):
+        for _, rows in self._per_backend(count):
             for row in rows:
                 key = tuple(row[:-1])
                 merged[key] = merged.get(key, 0) + int(row[-1])
@@ -173,10 +173,10 @@ class Reader:
         lower: dict[str, int] = {}
         present: dict[str, int] = {}
 
-        def query(eng: Engine, facts: str) -> list[Row]:
+        def query(eng: Backend, facts: str) -> list[Row]:
             return eng.rows(header_query(facts, flt, eng.dialect))
 
-        for _, rows in self._per_engine(query):
+        for _, rows in self._per_backend(query):
             for name, value, bound, n in rows:
                 key = str(name)
                 present[key] = present.get(key, 0) + int(n)
@@ -199,7 +199,7 @@ class Reader:
         """Streams carrying each (api, unknown kind) in the filter, over all sources: a stream that
         carried a kind several times counts once (the record keeps each kind once)."""
         found: dict[tuple[str, str], int] = {}
-        for _, rows in self._per_engine(lambda eng, facts: eng.rows(unknown_query(facts, flt))):
+        for _, rows in self._per_backend(lambda eng, facts: eng.rows(unknown_query(facts, flt))):
             for api, joined, w in rows:
                 for name in set(str(joined).split(",")):
                     key = (str(api), name)
@@ -209,19 +209,19 @@ class Reader:
     def evidence(self, flt: Filter, failing: Sequence[tuple[str, str]], limit: int) -> list[Record]:
         """The first ``limit`` failing records by start time over all sources (bounded memory)."""
         found: list[Record] = []
-        for _, some in self._per_engine(lambda eng, _facts: _evidence(eng, flt, failing, limit)):
+        for _, some in self._per_backend(lambda eng, _facts: _evidence(eng, flt, failing, limit)):
             found.extend(some)
         found.sort(key=lambda r: (r.started_at, r.arm, r.index))
         return found[:limit]
 
 
-def _materialize(eng: Engine) -> str:
-    """Read the source once: its facts (a few narrow columns) into a table of the engine, so the
+def _materialize(eng: Backend) -> str:
+    """Read the source once: its facts (a few narrow columns) into a table of the backend, so the
     profile, header and cell queries (and one set per api) do not parse the JSON again each."""
     return eng.materialize(facts_of(eng))
 
 
-def _evidence(eng: Engine, flt: Filter, failing: Sequence[tuple[str, str]], limit: int) -> list[Record]:
+def _evidence(eng: Backend, flt: Filter, failing: Sequence[tuple[str, str]], limit: int) -> list[Record]:
     if not failing:
         return []
     source = eng.source

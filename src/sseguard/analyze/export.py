@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sseguard.analyze.engines import DuckDBEngine, EngineError
+from sseguard.analyze.backends import BackendError, DuckDBBackend
 from sseguard.analyze.facts import Filter, quote
 from sseguard.analyze.sources import RECORD_COLUMNS, FileSource, StoreSource, resolve
 from sseguard.core.errors import ConfigError
@@ -42,23 +42,23 @@ def export_parquet(sources: Sequence[str], out: str | Path, flt: Filter | None =
                 kinds.add(source.kind)
         if len(kinds) > 1:
             raise ConfigError("export reads JSONL and stores, or Parquet, not both in one go")
-        engine = DuckDBEngine(FileSource(kinds.pop(), tuple(files)))
+        backend = DuckDBBackend(FileSource(kinds.pop(), tuple(files)))
         try:
             where = (flt or Filter()).where()
             columns = ", ".join(f'"{name}"' for name, _ in RECORD_COLUMNS)
-            relation = engine.source.relation("duckdb")  # type: ignore[union-attr]
+            relation = backend.source.relation("duckdb")  # type: ignore[union-attr]
             select = (f"SELECT {columns}, strftime(to_timestamp(COALESCE(started_at, 0)), '%Y-%m-%d') "
                       f"AS day FROM {relation} WHERE {where}")
             target.mkdir(parents=True, exist_ok=True)
             # A partitioned write buffers rows per partition before it flushes (524,288 by default:
-            # ~500 MB of record-sized rows, past the engine's memory limit); flush in small row groups.
-            engine.rows("SET partitioned_write_flush_threshold = 32768")
-            engine.rows(f"COPY ({select}) TO {quote(str(target))} (FORMAT parquet, PARTITION_BY (day), "
+            # ~500 MB of record-sized rows, past the backend's memory limit); flush in small row groups.
+            backend.rows("SET partitioned_write_flush_threshold = 32768")
+            backend.rows(f"COPY ({select}) TO {quote(str(target))} (FORMAT parquet, PARTITION_BY (day), "
                         "ROW_GROUP_SIZE 16384, OVERWRITE_OR_IGNORE true)")
             written = quote(str(target / "**" / "*.parquet"))
-            (count,) = engine.rows(f"SELECT COUNT(*) FROM read_parquet({written})")[0]
+            (count,) = backend.rows(f"SELECT COUNT(*) FROM read_parquet({written})")[0]
         finally:
-            engine.close()
+            backend.close()
     return int(count)
 
 
@@ -92,5 +92,5 @@ def _dump_store(source: StoreSource, path: Path) -> str:
         finally:
             conn.close()
     except Exception as exc:  # the driver's own error types: one line, never a traceback
-        raise EngineError(f"cannot read store {source.label}: {' '.join(str(exc).split())}") from None
+        raise BackendError(f"cannot read store {source.label}: {' '.join(str(exc).split())}") from None
     return str(path)

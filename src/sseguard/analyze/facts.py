@@ -1,15 +1,15 @@
-"""The counts the analysis needs, defined once as SQL over the record schema, for every engine.
+"""The counts the analysis needs, defined once as SQL over the record schema, for every backend.
 
 The statistics work on counts per combination of attribute labels (a *cell*: arm, api, workload,
 concurrency, ending, finding kinds, id prefix, time window, reuse and prompt-size buckets, the values
 of the headers worth comparing), weighted by each record's ``weight``. This module writes the queries
-that compute those cells where the records are: ``Dialect`` holds the few expressions that differ
+that compute those cells where the records are: ``SqlDialect`` holds the few expressions that differ
 between DuckDB, SQLite, PostgreSQL and Spark SQL (JSON and map access, ``floor``, the response-id
-prefix), and every query is built from the same definitions here, so four engines cannot drift apart.
+prefix), and every query is built from the same definitions here, so four backends cannot drift apart.
 
 Each source presents a *facts* relation with the columns of ``FACTS`` (see ``sources``); the queries
 below read only those. Bucket edges are computed in Python with the very formula the labels use and
-written into the SQL as literal comparisons, so an engine's ``ln`` or rounding never moves a record
+written into the SQL as literal comparisons, so a backend's ``ln`` or rounding never moves a record
 into another bucket.
 """
 
@@ -20,6 +20,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sseguard.core._renamed import renamed
 from sseguard.store.fields import CACHE_FACTS, UNKNOWN_FACT
 from sseguard.store.fields import FACTS as _STORED_FACTS
 
@@ -38,16 +39,17 @@ def quote(value: str) -> str:
 
 
 def double(value: float) -> str:
-    """A float literal every engine reads as exactly ``value``: the shortest round-trip digits in
+    """A float literal every backend reads as exactly ``value``: the shortest round-trip digits in
     scientific notation (a double in DuckDB, Spark and SQLite; in PostgreSQL a numeric that converts
-    to the same double). The type names differ between engines; this notation does not."""
+    to the same double). The type names differ between backends; this notation does not."""
     text = repr(float(value))
     return text if "e" in text else f"{text}e0"
 
 
 @dataclass(frozen=True, slots=True)
-class Dialect:
-    """The expressions that differ between engines; everything else in the queries is shared SQL."""
+class SqlDialect:
+    """The expressions that differ between the analysis backends (DuckDB, SQLite, PostgreSQL, Spark);
+    everything else in the queries is shared SQL."""
 
     name: str
 
@@ -86,7 +88,7 @@ class Dialect:
         """``sseguard.core.record.id_prefix`` of ``response_id``: the leading letters, ``numeric``,
         ``other``."""
         if self.name == "sqlite":
-            return "sseguard_id_prefix(response_id)"  # the Python function itself, registered by the engine
+            return "sseguard_id_prefix(response_id)"  # the Python function itself, registered by the backend
         if self.name == "postgresql":
             digits, letters = "response_id ~ '^[0-9]+$'", "substring(response_id from '^[A-Za-z]+')"
         else:  # DuckDB and Spark share regexp_extract
@@ -153,7 +155,7 @@ SCREEN_ABOVE = 1000
 SCREEN_PAIRS = 100_000
 
 
-def header_query(facts: str, flt: Filter, dialect: Dialect) -> str:
+def header_query(facts: str, flt: Filter, dialect: SqlDialect) -> str:
     """Per header name and value, the records carrying it: rows (name, value, lower, records).
 
     Only a header with few values is ever kept (``counts.MAX_CATEGORIES``), so the values of a
@@ -162,7 +164,7 @@ def header_query(facts: str, flt: Filter, dialect: Dialect) -> str:
     for such a header the query returns one row, value NULL and that lower bound in ``lower``. Every
     other header comes value by value (``lower`` NULL), so the caller counts its distinct values
     exactly, also over several sources or parts of one store (a sum of distinct counts would not be
-    exact). The decision to drop or keep a header is the one an exact count gives, on every engine.
+    exact). The decision to drop or keep a header is the one an exact count gives, on every backend.
     Counting ten million request ids exactly took 7.5 s of a 10M-record DuckDB analysis, and far
     longer in SQLite."""
     value = "CASE WHEN name IN (SELECT name FROM big) THEN NULL ELSE value END"
@@ -247,7 +249,7 @@ def _div_label() -> str:
             "ELSE consistency END")
 
 
-def with_prefix(raw: str, dialect: Dialect, *, extra: str = "") -> str:
+def with_prefix(raw: str, dialect: SqlDialect, *, extra: str = "") -> str:
     """Facts from ``raw``, a relation with the record's ``id_prefix`` and ``response_id`` in place of
     ``pfx`` and ``sep``: the response-id prefix and the character after it, computed once as the source
     is read. The ids themselves (one distinct value per record) never reach the facts, which stay
@@ -263,7 +265,7 @@ def with_prefix(raw: str, dialect: Dialect, *, extra: str = "") -> str:
     )
 
 
-def cells_query(facts: str, flt: Filter, dialect: Dialect, *, firsts: dict[str, float],
+def cells_query(facts: str, flt: Filter, dialect: SqlDialect, *, firsts: dict[str, float],
                 width: float | None, headers: Sequence[str]) -> str:
     """Weighted record counts per cell: one row per distinct combination of every label."""
     if width is not None and firsts:
@@ -305,3 +307,6 @@ def evidence_query(facts: str, flt: Filter, failing: Sequence[tuple[str, str]], 
     match = " OR ".join(f"(ending = {quote(e)} AND COALESCE(kinds, '') = {quote(k)})" for e, k in failing)
     return (f"{facts_cte(facts, flt)} SELECT {record} FROM f WHERE {match} "
             f"ORDER BY started_at, arm, idx LIMIT {int(limit)}")
+
+#: Old names → new (docs/design/vocabulary.md "Names": each dialect says its room).
+__getattr__ = renamed(__name__, {"Dialect": "SqlDialect"})

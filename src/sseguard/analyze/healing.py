@@ -12,7 +12,7 @@ things of records written with healing on (``Record.heal_of``/``healed``):
 * the attribute search again with "the upstream broke" (failed, or healed) as the outcome, so an
   attribute that picks out healed streams is found even though their clients saw nothing.
 
-Every count is SQL run in the records' engine, as in ``facts``. A store's facts relation carries the
+Every count is SQL run in the records' backend, as in ``facts``. A store's facts relation carries the
 heal fields (``store.fields.HEAL_FACTS``), so its client streams and attempts are two selections of
 it. Files are read for them once more (``heal_keys``: Parquet exported before the heal columns existed
 has none), into a small table of the records that have them, joined to the facts on (run, arm,
@@ -27,9 +27,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sseguard.analyze.attributes import search
+from sseguard.analyze.backends import Backend, BackendError
 from sseguard.analyze.columns import columns
 from sseguard.analyze.counts import Cell, CellSet, Reader, _cell
-from sseguard.analyze.engines import Engine, EngineError
 from sseguard.analyze.facts import CELL_KEYS, Filter, cells_query, facts_cte, profile_query, quote
 from sseguard.analyze.model import HEALED_OUTCOME, AttributeResult, Healing
 from sseguard.analyze.sources import FileSource, StoreSource
@@ -49,7 +49,7 @@ _HEALED_IN = f"healed IN ({', '.join(quote(h) for h in HEALED)})"
 _JOIN = "f.run_id = h.run_id AND f.arm = h.arm AND f.idx = h.idx"
 
 
-def heal_keys(eng: Engine) -> str:
+def heal_keys(eng: Backend) -> str:
     """The records of ``eng``'s files that carry heal facts: (run_id, arm, idx, heal_of, healed,
     heal_attempts, heal_tokens), keyed like the facts relation."""
     source, name = eng.source, eng.dialect.name
@@ -61,9 +61,9 @@ def heal_keys(eng: Engine) -> str:
     return f"SELECT * FROM ({rows}) AS k WHERE heal_of IS NOT NULL OR {_HEALED_IN}"
 
 
-def _file_rows(source: FileSource, engine: str) -> str:
+def _file_rows(source: FileSource, backend: str) -> str:
     """The heal fields of JSONL or Parquet files as a relation, in DuckDB or Spark SQL."""
-    if engine != "spark":
+    if backend != "spark":
         listed = "[" + ", ".join(quote(f) for f in source.files) + "]"
         if source.kind == "parquet":
             return f"read_parquet({listed}, hive_partitioning = false, union_by_name = true) AS r"
@@ -78,7 +78,7 @@ def _file_rows(source: FileSource, engine: str) -> str:
     return f"(SELECT s.* FROM (SELECT from_json(value, {quote(ddl)}) AS s FROM ({lines}) AS t) AS j) AS r"
 
 
-def _temp(eng: Engine, table: str, sql: str) -> None:
+def _temp(eng: Backend, table: str, sql: str) -> None:
     if eng.dialect.name == "spark":
         eng.rows(f"CACHE TABLE {table} AS {sql}")
     else:
@@ -90,12 +90,12 @@ class HealReader(Reader):
     """A ``Reader`` whose counts are of client streams only: upstream attempts (``heal_of`` set) are
     set apart, healed streams can be counted alone (``heal_rows``, ``healed_cells``)."""
 
-    _healed: list[bool] = field(default_factory=list)  # per engine: its source holds heal facts
+    _healed: list[bool] = field(default_factory=list)  # per backend: its source holds heal facts
 
     def __enter__(self) -> HealReader:
         super().__enter__()
         try:
-            for i, eng in enumerate(self._engines):
+            for i, eng in enumerate(self._backends):
                 self._healed.append(self._split(eng, self._facts[i]))
                 if self._healed[-1]:
                     self._facts[i] = "SELECT * FROM sseguard_streams"
@@ -105,7 +105,7 @@ class HealReader(Reader):
         return self
 
     def close(self) -> None:
-        for eng, healed in zip(self._engines, self._healed, strict=False):
+        for eng, healed in zip(self._backends, self._healed, strict=False):
             if healed and eng.dialect.name == "spark":  # a session outlives us: drop what we cached
                 for table in ("sseguard_attempts", "sseguard_streams", "sseguard_heal"):
                     eng.rows(f"UNCACHE TABLE IF EXISTS {table}")
@@ -114,7 +114,7 @@ class HealReader(Reader):
         super().close()
 
     @staticmethod
-    def _split(eng: Engine, facts: str) -> bool:
+    def _split(eng: Backend, facts: str) -> bool:
         if isinstance(eng.source, StoreSource):  # the facts carry the heal fields: no second read
             found = f"SELECT COUNT(*) FROM ({facts}) AS f WHERE heal_of IS NOT NULL OR {_HEALED_IN}"
             if not eng.rows(found)[0][0]:
@@ -124,7 +124,7 @@ class HealReader(Reader):
             return True
         try:
             _temp(eng, "sseguard_heal", heal_keys(eng))
-        except EngineError:
+        except BackendError:
             if isinstance(eng.source, FileSource) and eng.source.kind == "parquet":
                 return False  # Parquet written without the heal columns: nothing was healed
             raise
@@ -146,8 +146,8 @@ class HealReader(Reader):
         """Some source holds records written with healing on."""
         return any(self._healed)
 
-    def _each(self) -> list[Engine]:
-        return [eng for eng, healed in zip(self._engines, self._healed, strict=True) if healed]
+    def _each(self) -> list[Backend]:
+        return [eng for eng, healed in zip(self._backends, self._healed, strict=True) if healed]
 
     def heal_rows(self, flt: Filter) -> list[tuple[str, str, str, int, int, int]]:
         """Healed client streams per (how, ending, kinds): streams, attempts and tokens spent."""
@@ -179,7 +179,7 @@ class HealReader(Reader):
     def healed_cells(self, flt: Filter, cs: CellSet) -> list[Cell]:
         """The healed streams' cells, labelled exactly as ``cs`` (same windows, same headers)."""
         firsts: dict[str, float] = {}
-        for eng, facts in zip(self._engines, self._facts, strict=True):
+        for eng, facts in zip(self._backends, self._facts, strict=True):
             for run, _, _, _, first, _ in eng.rows(profile_query(facts, flt)):
                 if first is not None:
                     firsts[str(run)] = min(float(first), firsts.get(str(run), float(first)))

@@ -1,7 +1,7 @@
 """What ``sseguard analyze`` and ``sseguard export`` do, apart from parsing their flags.
 
 The flags a person types (``--since 24h``, ``--until 2026-12-01T00:00``, ``--where arm=gw,api=messages``)
-become a ``Filter`` here, checked with one-line ``ConfigError``s; the counting happens in the engines
+become a ``Filter`` here, checked with one-line ``ConfigError``s; the counting happens in the backends
 (see ``counts``) behind a progress bar on stderr, and only the counts and the few records the HTML
 report quotes come back.
 """
@@ -75,7 +75,7 @@ def make_filter(since: str | None = None, until: str | None = None, where: str |
 
 @contextmanager
 def progress_bar(console: Console | None, what: str) -> Iterator[Callable[[float], None] | None]:
-    """A bar on ``console`` (stderr) while an engine works; DuckDB reports its share done."""
+    """A bar on ``console`` (stderr) while a backend works; DuckDB reports its share done."""
     if console is None or not console.is_terminal:
         yield None
         return
@@ -87,7 +87,7 @@ def progress_bar(console: Console | None, what: str) -> Iterator[Callable[[float
 
 @contextmanager
 def stdin_spooled(sources: Sequence[str]) -> Iterator[list[str]]:
-    """``-`` (records piped in) as a temporary JSONL file: the engines read files, not pipes."""
+    """``-`` (records piped in) as a temporary JSONL file: the backends read files, not pipes."""
     if "-" not in sources:
         yield list(sources)
         return

@@ -1,11 +1,11 @@
-"""What ``sseguard analyze SOURCE…`` can read, and each source's *facts* relation in its own engine.
+"""What ``sseguard analyze SOURCE…`` can read, and each source's *facts* relation in its own backend.
 
 A source is JSONL files (paths, globs, run directories), Parquet (a file or a directory written by
 ``sseguard export``), a SQLite store (a ``.db`` file or ``sqlite:///…``) or a PostgreSQL store
 (``postgresql://…``). Files are read by DuckDB (or Spark), a store by its own database. Every source
 presents the same facts columns (``facts.FACTS``), so the queries in ``facts`` run unchanged on each.
 Problems a user can cause (no such file, nothing to read, an unknown scheme) are ``ConfigError``s
-raised here, before any engine starts.
+raised here, before any backend starts.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sseguard.analyze.facts import FACTS, Dialect, quote, with_prefix
+from sseguard.analyze.facts import FACTS, SqlDialect, quote, with_prefix
 from sseguard.core.errors import ConfigError
 from sseguard.store.fields import CACHE_FACTS, HEAL_FACTS, UNKNOWN_FACT
 
@@ -89,7 +89,7 @@ class FileSource:
             kinds = "array_to_string(CAST(json_extract_string(findings, '$[*].kind') AS VARCHAR[]), ',')"
             unknown = "array_to_string(CAST(json_extract_string(unknown_kinds, '$[*]') AS VARCHAR[]), ',')"
         return with_prefix(typed_facts(relation, kinds, "`index`" if dialect == "spark" else '"index"',
-                                       f"NULLIF({unknown}, '')"), Dialect(dialect))
+                                       f"NULLIF({unknown}, '')"), SqlDialect(dialect))
 
 
 def unknown_in_json(kind: str) -> str:
@@ -146,7 +146,7 @@ class StoreSource:
         the evidence only). ``columns_from``: the first ``seq`` whose row has the fact columns
         (``store.fields``; 0: every row), read as they are; the rows before it (a store migrated
         from schema 1) and every row when None (a schema-1 store) are read out of their JSON.
-        ``seqs``: only the rows with ``lo < seq <= hi`` (a part of the store, see ``engines``).
+        ``seqs``: only the rows with ``lo < seq <= hi`` (a part of the store, see ``backends``).
         ``unknown_from``: the first ``seq`` whose row has the unknown-kinds column (schema 4); the
         rows before it are read for them from their JSON."""
         from sseguard.store._base import TABLE
@@ -204,7 +204,7 @@ class StoreSource:
             f"{' WHERE ' + ' AND '.join(where) if where else ''}"
         )
         extra = ", " + ", ".join([*HEAL_FACTS, *(["doc"] if doc else [])])
-        return with_prefix(raw, Dialect(dialect), extra=extra)
+        return with_prefix(raw, SqlDialect(dialect), extra=extra)
 
 
 Source = FileSource | StoreSource

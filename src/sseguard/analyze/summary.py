@@ -83,7 +83,7 @@ def analyze_sources(sources: Sequence[str], policy: Policy = STRICT, *, top: int
     are; only the counts come back to Python."""
     if top < 1:
         raise ConfigError(f"--top must be at least 1, got {top}")
-    with HealReader(resolve(sources), engine=engine, spark=spark, progress=progress) as reader:
+    with HealReader(resolve(sources), backend=engine, spark=spark, progress=progress) as reader:
         return analyze_counts(reader, policy, top=top, flt=flt or Filter())
 
 
@@ -96,7 +96,7 @@ def analyze_with_evidence(sources: Sequence[str], policy: Policy = STRICT, *, to
     if top < 1:
         raise ConfigError(f"--top must be at least 1, got {top}")
     flt = flt or Filter()
-    with HealReader(resolve(sources), engine=engine, spark=spark, progress=progress) as reader:
+    with HealReader(resolve(sources), backend=engine, spark=spark, progress=progress) as reader:
         cells = reader.cells(flt)
         result = analyze_counts(reader, policy, top=top, flt=flt, counted=cells)
         quoted = reader.evidence(flt, failing_facts(cells, policy), evidence) if evidence else []

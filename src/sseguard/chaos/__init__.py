@@ -21,7 +21,7 @@ from sseguard.chaos.config import (
     slope_points,
 )
 from sseguard.chaos.decide import decide
-from sseguard.chaos.faults import DIALECT_ENDING, EXPECTED, Decision, Dialect, Expectation, Fault
+from sseguard.chaos.faults import DIALECT_ENDING, EXPECTED, Decision, Expectation, Fault, ServerDialect
 from sseguard.chaos.server import (
     FAULT_HEADER,
     INFLIGHT_HEADER,
@@ -35,6 +35,7 @@ from sseguard.chaos.server import (
     run_chaos_in_thread,
     serve,
 )
+from sseguard.core._renamed import renamed
 
 __all__ = [
     "DIALECT_ENDING",
@@ -50,13 +51,13 @@ __all__ = [
     "ChaosServer",
     "ChaosStats",
     "Decision",
-    "Dialect",
     "Expectation",
     "Fault",
     "FaultOptions",
     "LoadPattern",
     "Pacing",
     "RoutedPattern",
+    "ServerDialect",
     "WindowPattern",
     "decide",
     "make_app",
@@ -65,3 +66,6 @@ __all__ = [
     "serve",
     "slope_points",
 ]
+
+#: Old names → new (docs/design/vocabulary.md "Names": each dialect says its room).
+__getattr__ = renamed(__name__, {"Dialect": "ServerDialect"})

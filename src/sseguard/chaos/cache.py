@@ -19,7 +19,7 @@ from sseguard.chaos.request import ChatRequest
 MIN_PREFIX_CHARS = 256
 
 
-def prefix_of(req: ChatRequest) -> tuple[bytes, int] | None:
+def cached_prefix(req: ChatRequest) -> tuple[bytes, int] | None:
     """The cache key of ``req``'s prompt and the words of its cached part, or None (no such part)."""
     text = req.last_text
     cut = text.rfind("\n\n")
@@ -39,7 +39,7 @@ class PrefixCache:
 
     def lookup(self, req: ChatRequest) -> int:
         """The words ``req`` gets from the cache (0: a miss, which writes its key)."""
-        found = prefix_of(req)
+        found = cached_prefix(req)
         if found is None:
             return 0
         key, words = found

@@ -22,9 +22,9 @@ from typing import Any
 import msgspec
 
 from sseguard.chaos.config import ChaosConfig
-from sseguard.chaos.faults import Decision, Dialect, Fault
+from sseguard.chaos.faults import Decision, Fault, ServerDialect
 from sseguard.chaos.frames import Plan, ResponseIds, Tokens, position, schedule, tokens_from_tags
-from sseguard.chaos.generate import Answer
+from sseguard.chaos.generate import GeneratedAnswer
 from sseguard.chaos.request import (
     MAX_N,
     REASONING_SCALE,
@@ -172,7 +172,7 @@ class ChunkEncoder:
         return b"".join((self._base, choices, b',"usage":', _enc(usage), b"}\n\n"))
 
 
-def usage_of(req: ChatRequest, answers: list[Answer]) -> dict[str, Any]:
+def usage_of(req: ChatRequest, answers: list[GeneratedAnswer]) -> dict[str, Any]:
     completion = sum(a.completion_tokens for a in answers)
     reasoning = sum(len(a.reasoning) for a in answers)
     return {"prompt_tokens": req.prompt_words, "completion_tokens": completion,
@@ -181,7 +181,7 @@ def usage_of(req: ChatRequest, answers: list[Answer]) -> dict[str, Any]:
             "completion_tokens_details": {"reasoning_tokens": reasoning}}
 
 
-def _token_frames(enc: ChunkEncoder, answers: list[Answer]) -> Tokens:
+def _token_frames(enc: ChunkEncoder, answers: list[GeneratedAnswer]) -> Tokens:
     per_choice: list[list[tuple[bytes, str]]] = []
     for index, answer in enumerate(answers):
         frames: list[tuple[bytes, str]] = []  # (frame, what it does to the call being sent)
@@ -208,32 +208,32 @@ def _token_frames(enc: ChunkEncoder, answers: list[Answer]) -> Tokens:
 
 
 def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: ResponseIds,
-                answers: list[Answer]) -> Plan:
+                answers: list[GeneratedAnswer]) -> Plan:
     """The writes of a streamed response: token frames paced, the trailer sent at once."""
     dialects = config.dialects
     fault = decision.fault
     model = req.model or config.model
     enc = ChunkEncoder(ids.response_id, ids.created, model,
-                       empty_finish=Dialect.EMPTY_FINISH_REASON in dialects)
+                       empty_finish=ServerDialect.EMPTY_FINISH_REASON in dialects)
     toks = _token_frames(enc, answers)
     tokens = toks.frames
     if fault is Fault.ID_CHANGED:
         # The second half comes from "another backend": same shape, another id.
         other = ChunkEncoder(ids.response_id + "b", ids.created, model,
-                             empty_finish=Dialect.EMPTY_FINISH_REASON in dialects)
+                             empty_finish=ServerDialect.EMPTY_FINISH_REASON in dialects)
         half = max(toks.roles + 1, len(tokens) // 2)
         tokens[half:] = _token_frames(other, answers).frames[half:]
         enc = other
     finish_frames = []
     if fault is not Fault.NO_FINISH:
         for index, answer in enumerate(answers):
-            reason = None if Dialect.NO_FINISH_REASON in dialects else answer.finish_reason
+            reason = None if ServerDialect.NO_FINISH_REASON in dialects else answer.finish_reason
             finish_frames.append(enc.finish(index, reason))
     trailer = list(finish_frames)
     if req.include_usage and fault is not Fault.MISSING_USAGE:
         trailer.append(enc.usage(usage_of(req, answers),
-                                 choices_null=Dialect.USAGE_CHOICES_NULL in dialects))
-    if fault is not Fault.NO_DONE and Dialect.NO_DONE not in dialects:
+                                 choices_null=ServerDialect.USAGE_CHOICES_NULL in dialects))
+    if fault is not Fault.NO_DONE and ServerDialect.NO_DONE not in dialects:
         trailer.append(DONE)
     if fault is Fault.FRAME_AFTER_DONE:
         trailer.append(enc.delta(0, b"{}"))
@@ -257,7 +257,7 @@ def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: 
 
 
 def completion_body(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: ResponseIds,
-                    answers: list[Answer]) -> bytes:
+                    answers: list[GeneratedAnswer]) -> bytes:
     """A non-streamed ``chat.completion`` with the content faults applied."""
     choices = []
     for index, answer in enumerate(answers):
@@ -270,7 +270,7 @@ def completion_body(config: ChaosConfig, req: ChatRequest, decision: Decision, i
                 {"id": c.id, "type": "function", "function": {"name": c.name,
                                                                "arguments": c.arguments}}
                 for c in answer.calls]
-        reason = None if Dialect.NO_FINISH_REASON in config.dialects else answer.finish_reason
+        reason = None if ServerDialect.NO_FINISH_REASON in config.dialects else answer.finish_reason
         choices.append({"index": index, "message": message, "logprobs": None,
                         "finish_reason": reason})
     body: dict[str, Any] = {"id": ids.response_id, "object": "chat.completion",

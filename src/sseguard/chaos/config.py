@@ -18,7 +18,7 @@ from sseguard._config import integer as _integer
 from sseguard._config import number as _number
 from sseguard._config import probability as _probability
 from sseguard._config import string as _string
-from sseguard.chaos.faults import Dialect, Fault
+from sseguard.chaos.faults import Fault, ServerDialect
 from sseguard.core.contract import protocols
 from sseguard.core.errors import ConfigError
 from sseguard.core.toolcalls import Family, canonical, families
@@ -41,11 +41,11 @@ def parse_fault_name(name: str) -> Fault:
         raise ConfigError(f"unknown fault {name.strip()!r} (known: {_known(Fault)})") from None
 
 
-def parse_dialect(name: str) -> Dialect:
+def parse_dialect(name: str) -> ServerDialect:
     try:
-        return Dialect(name.strip())
+        return ServerDialect(name.strip())
     except ValueError:
-        raise ConfigError(f"unknown dialect {name.strip()!r} (known: {_known(Dialect)})") from None
+        raise ConfigError(f"unknown dialect {name.strip()!r} (known: {_known(ServerDialect)})") from None
 
 
 class _FamilyNames(Sequence[str]):
@@ -212,7 +212,7 @@ class ChaosConfig:
     pacing: Pacing = field(default_factory=Pacing)
     faults: Mapping[Fault, float] = field(default_factory=dict)
     options: FaultOptions = field(default_factory=FaultOptions)
-    dialects: frozenset[Dialect] = frozenset()
+    dialects: frozenset[ServerDialect] = frozenset()
     raw_markup: str | None = None  # a MARKUP_FAMILIES name: tool calls left as markup in content
     patterns: tuple[Pattern, ...] = ()
     #: Break each conversation's first answer with this fault and nothing else (``first_answer``,

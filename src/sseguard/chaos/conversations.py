@@ -29,6 +29,7 @@ from typing import Any
 
 from sseguard.chaos.faults import Decision, Fault
 from sseguard.chaos.request import ChatRequest
+from sseguard.core._renamed import renamed
 
 #: Where along the answer the first answer's fault strikes: half of it.
 FIRST_ANSWER_AT = 0.5
@@ -46,7 +47,7 @@ def conversation_key(req: ChatRequest) -> str:
 
 
 @dataclass(slots=True)
-class Conversation:
+class ServedConversation:
     """What one conversation got: its requests, the fault its first answer carried, and the text
     of its latest answer as it was made (whole, before any cut)."""
 
@@ -62,14 +63,14 @@ class Conversation:
 class ConversationLog:
     """The conversations one chaos process has served, oldest first."""
 
-    seen: dict[str, Conversation] = field(default_factory=dict)
+    seen: dict[str, ServedConversation] = field(default_factory=dict)
 
-    def arrive(self, req: ChatRequest) -> tuple[str, Conversation]:
+    def arrive(self, req: ChatRequest) -> tuple[str, ServedConversation]:
         """``req`` arrived: its conversation (new or known), counted."""
         key = conversation_key(req)
         conv = self.seen.get(key)
         if conv is None:
-            conv = self.seen[key] = Conversation()
+            conv = self.seen[key] = ServedConversation()
             while len(self.seen) > CONVERSATIONS_MAX:
                 del self.seen[next(iter(self.seen))]
         conv.requests += 1
@@ -79,7 +80,7 @@ class ConversationLog:
         return {key: conv.to_dict() for key, conv in self.seen.items()}
 
 
-def first_answer_decision(fault: Fault, conv: Conversation,
+def first_answer_decision(fault: Fault, conv: ServedConversation,
                           req: ChatRequest) -> tuple[Fault | None, float]:
     """The fault (and where it strikes) the conversation's next answer gets: ``fault`` at half the
     answer while its first answer has not been broken (a fault along the text: its first text
@@ -89,7 +90,10 @@ def first_answer_decision(fault: Fault, conv: Conversation,
     return fault, FIRST_ANSWER_AT
 
 
-def settle(decision: Decision, conv: Conversation) -> None:
+def settle(decision: Decision, conv: ServedConversation) -> None:
     """The decision that was applied: a fault it carries is the conversation's one break."""
     if decision.fault is not None and conv.broken is None:
         conv.broken = str(decision.fault)
+
+#: Old names → new (docs/design/vocabulary.md "Names").
+__getattr__ = renamed(__name__, {"Conversation": "ServedConversation"})

@@ -1,8 +1,8 @@
 """The engine shared by the typed-event protocols (Responses, Messages): events, the faults that
 insert a broken event, encoding, and the hand-over to the shared scheduler.
 
-A protocol module turns an ``Answer`` into a list of ``Ev`` (its own event names and payloads) and says
-how to break one delta; everything else — where a broken event goes, sequence numbers, which cuts are
+A protocol module turns a ``GeneratedAnswer`` into a list of ``Ev`` (its own event names and payloads)
+and says how to break one delta; everything else — where a broken event goes, sequence numbers, which cuts are
 clean, timing — is decided here once, the way h11 keeps one state machine and per-role tables.
 """
 

@@ -17,6 +17,7 @@ import random
 from dataclasses import dataclass
 from enum import StrEnum
 
+from sseguard.core._renamed import renamed
 from sseguard.core.verdict import Ending, FindingKind
 
 
@@ -122,8 +123,9 @@ NEEDS_TEXT = frozenset({Fault.MARKUP_LEAK, Fault.FINISH_REASON_MISMATCH, Fault.B
                         Fault.DONE_MISMATCH, Fault.GARBLED})
 
 
-class Dialect(StrEnum):
-    """Shapes of *good* streams that real servers send and naive checkers misread; not faults."""
+class ServerDialect(StrEnum):
+    """Shapes of *good* streams that real servers send and naive checkers misread; not faults.
+    (Was ``Dialect``: the proxy's resume dialects and the analysis's SQL dialects are other things.)"""
 
     NO_FINISH_REASON = "no_finish_reason"  # Ollama, some vLLM builds: [DONE] but finish_reason null
     NO_DONE = "no_done"  # gateways: finish_reason and usage, never data: [DONE]
@@ -134,12 +136,12 @@ class Dialect(StrEnum):
 
 
 #: The ending a strict checker reports for a healthy answer under each dialect.
-DIALECT_ENDING: dict[Dialect, Ending] = {
-    Dialect.NO_FINISH_REASON: Ending.NO_FINISH,
-    Dialect.NO_DONE: Ending.NO_DONE,
-    Dialect.EMPTY_FINISH_REASON: Ending.COMPLETE,
-    Dialect.USAGE_CHOICES_NULL: Ending.COMPLETE,
-    Dialect.TRAILING_DONE: Ending.COMPLETE,
+DIALECT_ENDING: dict[ServerDialect, Ending] = {
+    ServerDialect.NO_FINISH_REASON: Ending.NO_FINISH,
+    ServerDialect.NO_DONE: Ending.NO_DONE,
+    ServerDialect.EMPTY_FINISH_REASON: Ending.COMPLETE,
+    ServerDialect.USAGE_CHOICES_NULL: Ending.COMPLETE,
+    ServerDialect.TRAILING_DONE: Ending.COMPLETE,
 }
 
 
@@ -165,3 +167,6 @@ class Decision:
 def request_rng(seed: int, counter: int) -> random.Random:
     """The generator for request number ``counter``; a string seed hashes stably across runs."""
     return random.Random(f"sseguard-chaos:{seed}:{counter}")
+
+#: Old names → new (docs/design/vocabulary.md "Names").
+__getattr__ = renamed(__name__, {"Dialect": "ServerDialect"})

@@ -40,7 +40,7 @@ from sseguard.chaos.frames import (
     schedule,
     tokens_from_tags,
 )
-from sseguard.chaos.generate import Answer, schema_value
+from sseguard.chaos.generate import GeneratedAnswer, schema_value
 from sseguard.chaos.request import BadRequest, ChatRequest, Tool, decode_object, int_field, text_of
 from sseguard.chaos.writer import Writer
 from sseguard.core.contract.gemini import GEMINI
@@ -235,7 +235,7 @@ def _framed(framing: Framing, records: list[dict[str, Any] | bytes], first: int)
             for i, r in enumerate(records)]
 
 
-def _as_json(req: ChatRequest, answers: list[Answer]) -> list[Answer]:
+def _as_json(req: ChatRequest, answers: list[GeneratedAnswer]) -> list[GeneratedAnswer]:
     """In JSON mode each answer's text is one JSON value (of the schema, if one was given), in as
     many pieces as its prose had, so that a cut leaves a cut value; no calls (a model in JSON mode
     answers with the value, and Gemini CLI's JSON requests offer no tools)."""
@@ -265,7 +265,7 @@ def _close_array(plan: Plan, fault: Fault | None) -> Plan:
     return plan
 
 
-def _parts_of(answer: Answer, signature: str, *, stream_args: bool = False,
+def _parts_of(answer: GeneratedAnswer, signature: str, *, stream_args: bool = False,
               ) -> list[tuple[dict[str, Any], str]]:
     """The parts of an answer, one per streamed piece, each with its tag for ``tokens_from_tags``;
     a call whole (the first one signed), or in pieces when ``stream_args``."""
@@ -326,7 +326,7 @@ def _streamed_call(name: str, values: dict[str, Any]) -> list[tuple[dict[str, An
     return out
 
 
-def usage_of(req: ChatRequest, answers: list[Answer]) -> dict[str, Any]:
+def usage_of(req: ChatRequest, answers: list[GeneratedAnswer]) -> dict[str, Any]:
     output = sum(len(a.content) + len(a.calls) for a in answers)
     thoughts = sum(len(a.reasoning) for a in answers)
     usage = {"promptTokenCount": req.prompt_words, "candidatesTokenCount": output,
@@ -339,7 +339,7 @@ def usage_of(req: ChatRequest, answers: list[Answer]) -> dict[str, Any]:
 
 
 def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: ResponseIds,
-                answers: list[Answer]) -> Plan:
+                answers: list[GeneratedAnswer]) -> Plan:
     """The writes of a streamed answer, ``?alt=sse`` framing, with ``decision``'s fault applied."""
     fault = decision.fault
     answers = _as_json(req, answers)
@@ -395,7 +395,7 @@ def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: 
 
 
 def response_body(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: ResponseIds,
-                  answers: list[Answer]) -> bytes:
+                  answers: list[GeneratedAnswer]) -> bytes:
     """A non-streamed ``GenerateContentResponse`` with the content faults applied."""
     answers = _as_json(req, answers)
     enc = _Records(ids, req.model or config.model, req.prompt_words, usage=False)
@@ -406,7 +406,7 @@ def response_body(config: ChaosConfig, req: ChatRequest, decision: Decision, ids
             parts.append({"text": "".join(answer.reasoning), "thought": True})
         if answer.content:
             parts.append({"text": "".join(answer.content)})
-        parts.extend(p for p, _ in _parts_of(Answer([], [], answer.calls, answer.finish_reason),
+        parts.extend(p for p, _ in _parts_of(GeneratedAnswer([], [], answer.calls, answer.finish_reason),
                                              enc.signature))
         candidates.append({"content": {"parts": parts, "role": "model"},
                            "finishReason": _FINISH[answer.finish_reason], "index": index})

@@ -18,6 +18,7 @@ from typing import Any
 from sseguard.chaos.config import MALFORMABLE, ChaosConfig
 from sseguard.chaos.faults import NEEDS_TEXT, NEEDS_TOOL_CALL, Fault
 from sseguard.chaos.request import ChatRequest, Tool
+from sseguard.core._renamed import renamed
 from sseguard.core.toolcalls import family as registered
 
 _WORDS_TEXT = """
@@ -46,7 +47,7 @@ DEFAULT_FAMILY = "dsml-v32"
 
 
 @dataclass(slots=True)
-class Call:
+class GeneratedCall:
     """One tool call: ``arguments`` is the JSON text as sent (a fault may have broken it)."""
 
     id: str
@@ -57,12 +58,12 @@ class Call:
 
 
 @dataclass(slots=True)
-class Answer:
+class GeneratedAnswer:
     """One choice's answer, split into the pieces that become chunks."""
 
     reasoning: list[str]
     content: list[str]
-    calls: list[Call]
+    calls: list[GeneratedCall]
     finish_reason: str
 
     @property
@@ -82,7 +83,7 @@ def answer_rng(config: ChaosConfig, req: ChatRequest, choice: int) -> random.Ran
 
 
 def make_answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None,
-                choice: int = 0) -> Answer:
+                choice: int = 0) -> GeneratedAnswer:
     """The answer for one choice of ``req`` with ``fault`` applied (content faults only).
 
     A continuation request (``req.continued``) whose text is a prefix of the answer's content gets the
@@ -107,10 +108,10 @@ def make_answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None,
     finish = answer.finish_reason
     if req.max_tokens is not None and len(rest) > req.max_tokens and not answer.calls:
         rest, finish = rest[:req.max_tokens], "length"
-    return Answer([], rest, answer.calls, finish)
+    return GeneratedAnswer([], rest, answer.calls, finish)
 
 
-def _answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None, choice: int) -> Answer:
+def _answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None, choice: int) -> GeneratedAnswer:
     rng = answer_rng(config, req, choice)
     reasoning: list[str] = []
     if req.reasoning > 0:
@@ -137,7 +138,7 @@ def _answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None, choice: 
             finish = "tool_calls"
         if fault is Fault.GARBLED:
             content = garble(rng, content)
-        return Answer(reasoning, content, [], finish)
+        return GeneratedAnswer(reasoning, content, [], finish)
     calls = _calls(rng, req, fault)
     preface = _words(rng, rng.randint(2, 5), WORDS) if config.raw_markup or rng.random() < 0.3 else []
     if fault is Fault.MALFORMED_CLOSING_TAG:
@@ -150,7 +151,7 @@ def _answer(config: ChaosConfig, req: ChatRequest, fault: Fault | None, choice: 
         return _raw_answer(rng, config.raw_markup, reasoning, preface, markup)
     for call in calls:
         call.pieces = _split(rng, call.arguments, minimum=2)
-    return Answer(reasoning, preface, calls, "tool_calls")
+    return GeneratedAnswer(reasoning, preface, calls, "tool_calls")
 
 
 def garble(rng: random.Random, content: list[str]) -> list[str]:
@@ -171,7 +172,7 @@ def garble(rng: random.Random, content: list[str]) -> list[str]:
 
 
 def _raw_answer(rng: random.Random, family: str, reasoning: list[str], preface: list[str],
-                markup: str) -> Answer:
+                markup: str) -> GeneratedAnswer:
     """An answer whose calls are left as markup in the content, after the preface.
 
     A family whose completion is nothing but messages (Harmony) writes the whole content itself: a
@@ -179,8 +180,8 @@ def _raw_answer(rng: random.Random, family: str, reasoning: list[str], preface: 
     """
     whole = registered(family).render_answer
     if whole is None:
-        return Answer(reasoning, preface + _split(rng, markup), [], "stop")
-    return Answer([], _split(rng, whole("".join(reasoning), "".join(preface), markup)), [], "stop")
+        return GeneratedAnswer(reasoning, preface + _split(rng, markup), [], "stop")
+    return GeneratedAnswer([], _split(rng, whole("".join(reasoning), "".join(preface), markup)), [], "stop")
 
 
 def _words(rng: random.Random, count: int, vocabulary: tuple[str, ...]) -> list[str]:
@@ -209,7 +210,7 @@ def _split(rng: random.Random, text: str, *, minimum: int = 1) -> list[str]:
     return pieces
 
 
-def _calls(rng: random.Random, req: ChatRequest, fault: Fault | None) -> list[Call]:
+def _calls(rng: random.Random, req: ChatRequest, fault: Fault | None) -> list[GeneratedCall]:
     offered = list(req.tools) or [BUILTIN_TOOL]
     forced = req.forced_tool()
     if fault is Fault.TOOL_ARGS_SCHEMA_MISMATCH:
@@ -228,7 +229,7 @@ def _calls(rng: random.Random, req: ChatRequest, fault: Fault | None) -> list[Ca
         values = schema_value(rng, tool.parameters, 0)
         if not isinstance(values, dict):
             values = {}
-        calls.append(Call(f"call_{rng.getrandbits(96):024x}", tool.name, values,
+        calls.append(GeneratedCall(f"call_{rng.getrandbits(96):024x}", tool.name, values,
                           json.dumps(values, ensure_ascii=False)))
     first = calls[0]
     if fault is Fault.TOOL_ARGS_INVALID_JSON:
@@ -242,7 +243,7 @@ def _calls(rng: random.Random, req: ChatRequest, fault: Fault | None) -> list[Ca
     return calls
 
 
-def _break_schema(call: Call, tool: Tool) -> None:
+def _break_schema(call: GeneratedCall, tool: Tool) -> None:
     props = tool.parameters.get("properties") or {}
     for name, schema in props.items():
         kind = schema.get("type") if isinstance(schema, dict) else None
@@ -320,7 +321,7 @@ def _number(rng: random.Random, schema: dict[str, Any], *, integer: bool) -> int
 # ── markup ───────────────────────────────────────────────────────────────────────────────────────
 
 
-def render_markup(family: str, calls: list[Call], *, malformed: bool = False) -> str:
+def render_markup(family: str, calls: list[GeneratedCall], *, malformed: bool = False) -> str:
     """The markup a model of ``family`` writes for ``calls``, including the separator before it: the
     family's own ``render`` (``sseguard.core.toolcalls``, plugins included).
 
@@ -328,3 +329,6 @@ def render_markup(family: str, calls: list[Call], *, malformed: bool = False) ->
     channel), the way a model under load or a re-serializing gateway does.
     """
     return registered(family).render(calls, malformed)
+
+#: Old names → new (docs/design/vocabulary.md "Names").
+__getattr__ = renamed(__name__, {"Answer": "GeneratedAnswer", "Call": "GeneratedCall"})

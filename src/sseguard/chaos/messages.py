@@ -17,9 +17,9 @@ import msgspec
 
 from sseguard.chaos.config import ChaosConfig
 from sseguard.chaos.events import Breakers, Ev, frame, insert_broken, plan_events
-from sseguard.chaos.faults import Decision, Dialect, Fault
+from sseguard.chaos.faults import Decision, Fault, ServerDialect
 from sseguard.chaos.frames import Plan, ResponseIds
-from sseguard.chaos.generate import Answer, Call
+from sseguard.chaos.generate import GeneratedAnswer, GeneratedCall
 from sseguard.chaos.request import BadRequest, ChatRequest, Tool, decode_object, int_field, text_of
 from sseguard.chaos.writer import Writer
 from sseguard.core.contract.messages import MESSAGES
@@ -175,7 +175,7 @@ def _tool_choice(raw: Any, tools: tuple[Tool, ...]) -> tuple[Any, bool]:
 # ── the answer as Messages events ────────────────────────────────────────────────────────────────
 
 
-def _tool_id(call: Call) -> str:
+def _tool_id(call: GeneratedCall) -> str:
     return "toolu_" + call.id.removeprefix("call_")
 
 
@@ -183,7 +183,7 @@ def _signature(ids: ResponseIds) -> str:
     return hashlib.blake2b(ids.response_id.encode(), digest_size=48).hexdigest()
 
 
-def _blocks(ids: ResponseIds, answer: Answer, shown: bool = True) -> list[dict[str, Any]]:
+def _blocks(ids: ResponseIds, answer: GeneratedAnswer, shown: bool = True) -> list[dict[str, Any]]:
     """The final content blocks (what a non-streamed body holds and the SDK accumulates)."""
     blocks: list[dict[str, Any]] = []
     if answer.reasoning:
@@ -207,7 +207,7 @@ def _message(ids: ResponseIds, req: ChatRequest, config: ChaosConfig, content: l
                       "cache_read_input_tokens": req.cached_words, "output_tokens": output_tokens}}
 
 
-def _events(ids: ResponseIds, answer: Answer, fault: Fault | None, shown: bool = True) -> list[Ev]:
+def _events(ids: ResponseIds, answer: GeneratedAnswer, fault: Fault | None, shown: bool = True) -> list[Ev]:
     evs: list[Ev] = []
     index = 0
     if answer.reasoning:
@@ -259,7 +259,7 @@ BREAKERS = Breakers(_wrong_type, _unopened)
 
 
 def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: ResponseIds,
-                answers: list[Answer]) -> Plan:
+                answers: list[GeneratedAnswer]) -> Plan:
     """The writes of a streamed Messages answer with ``decision``'s fault applied."""
     answer = answers[0]
     fault = decision.fault
@@ -273,7 +273,7 @@ def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: 
         delta["usage"] = {"output_tokens": answer.completion_tokens}
     trailer = [Ev("message_delta", delta)]
     # no_done, as a fault and as the gateway dialect: a stop_reason, then no message_stop.
-    if fault is not Fault.NO_DONE and Dialect.NO_DONE not in config.dialects:
+    if fault is not Fault.NO_DONE and ServerDialect.NO_DONE not in config.dialects:
         trailer.append(Ev("message_stop"))
 
     def error_frames(_seq: int) -> list[bytes]:
@@ -285,7 +285,7 @@ def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: 
 
 
 def message_body(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: ResponseIds,
-                 answers: list[Answer]) -> bytes:
+                 answers: list[GeneratedAnswer]) -> bytes:
     """A non-streamed ``message`` with the content faults applied."""
     answer = answers[0]
     body = _message(ids, req, config, _blocks(ids, answer, req.reasoning_shown),

@@ -19,9 +19,9 @@ import msgspec
 from sseguard.chaos.chat import openai_bad_request
 from sseguard.chaos.config import RESPONSES_ERROR_FORMS, ChaosConfig
 from sseguard.chaos.events import Breakers, Ev, frame, insert_broken, plan_events
-from sseguard.chaos.faults import Decision, Dialect, Fault
+from sseguard.chaos.faults import Decision, Fault, ServerDialect
 from sseguard.chaos.frames import Plan, ResponseIds
-from sseguard.chaos.generate import Answer, Call
+from sseguard.chaos.generate import GeneratedAnswer, GeneratedCall
 from sseguard.chaos.request import (
     REASONING_SCALE,
     BadRequest,
@@ -140,7 +140,7 @@ def _tool_choice(raw: Any, tools: tuple[Tool, ...]) -> Any:
 # ── the answer as Responses objects and events ─────────────────────────────────────────────────
 
 
-def _usage(req: ChatRequest, answer: Answer) -> dict[str, Any]:
+def _usage(req: ChatRequest, answer: GeneratedAnswer) -> dict[str, Any]:
     out = answer.completion_tokens
     return {"input_tokens": req.prompt_words,
             "input_tokens_details": {"cached_tokens": req.cached_words, "cache_write_tokens": 0},
@@ -174,11 +174,11 @@ def _item_ids(ids: ResponseIds) -> tuple[str, str]:
     return f"rs_{digest[:24]}", f"msg_{digest[24:]}"
 
 
-def _fc_id(call: Call) -> str:
+def _fc_id(call: GeneratedCall) -> str:
     return "fc_" + call.id.removeprefix("call_")
 
 
-def _output(ids: ResponseIds, answer: Answer) -> list[dict[str, Any]]:
+def _output(ids: ResponseIds, answer: GeneratedAnswer) -> list[dict[str, Any]]:
     """The final output items (what ``response.completed`` and a non-streamed body hold)."""
     rs_id, msg_id = _item_ids(ids)
     items: list[dict[str, Any]] = []
@@ -199,7 +199,7 @@ def _text_part(text: str) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def _events(ids: ResponseIds, answer: Answer, fault: Fault | None) -> list[Ev]:
+def _events(ids: ResponseIds, answer: GeneratedAnswer, fault: Fault | None) -> list[Ev]:
     """Every event between ``response.in_progress`` and the terminal one, with the item faults."""
     final = _output(ids, answer)
     evs: list[Ev] = []
@@ -266,7 +266,7 @@ BREAKERS = Breakers(_wrong_type, _unopened)
 
 
 def _stream_events(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: ResponseIds,
-                   answer: Answer, *, ending: bool = True) -> tuple[list[Ev], list[Ev]]:
+                   answer: GeneratedAnswer, *, ending: bool = True) -> tuple[list[Ev], list[Ev]]:
     """The events of a streamed Responses answer (body, trailer) with ``decision``'s fault in them;
     ``ending=False``: the trailer of a whole answer, whatever ending the fault would give it (what a
     background response keeps)."""
@@ -290,7 +290,7 @@ def _stream_events(config: ChaosConfig, req: ChatRequest, decision: Decision, id
                   {"response": final})]
     if ending and fault is Fault.NO_FINISH:
         trailer = [Ev("", raw=DONE)]
-    elif Dialect.TRAILING_DONE in config.dialects:
+    elif ServerDialect.TRAILING_DONE in config.dialects:
         trailer.append(Ev("", raw=DONE))
     return body, trailer
 
@@ -307,7 +307,7 @@ def _error_frames(config: ChaosConfig, req: ChatRequest, decision: Decision, ids
 
 
 def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: ResponseIds,
-                answers: list[Answer]) -> Plan:
+                answers: list[GeneratedAnswer]) -> Plan:
     """The writes of a streamed Responses answer with ``decision``'s fault applied."""
     body, trailer = _stream_events(config, req, decision, ids, answers[0])
     return plan_events(config, decision, body, trailer, _error_frames(config, req, decision, ids),
@@ -315,7 +315,7 @@ def stream_plan(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: 
 
 
 def resume_plan(config: ChaosConfig, req: ChatRequest, stored: Decision, reading: Decision,
-                ids: ResponseIds, answers: list[Answer], after: int) -> Plan:
+                ids: ResponseIds, answers: list[GeneratedAnswer], after: int) -> Plan:
     """A background response's stream read again from the event after ``after``
     (``GET /responses/{id}?stream=true&starting_after=N``): the events it was made of, numbers
     unchanged, ending whole unless ``reading`` (this read's own fault) ends it."""
@@ -342,7 +342,7 @@ def error_event(form: str, seq: int, ids: ResponseIds, req: ChatRequest,
 
 
 def response_body(config: ChaosConfig, req: ChatRequest, decision: Decision, ids: ResponseIds,
-                  answers: list[Answer]) -> bytes:
+                  answers: list[GeneratedAnswer]) -> bytes:
     """A non-streamed ``response`` object with the content faults applied."""
     answer = answers[0]
     incomplete = answer.finish_reason == "length"

@@ -46,15 +46,15 @@ from sseguard._serve import (
 from sseguard.chaos.cache import PrefixCache
 from sseguard.chaos.config import ChaosConfig
 from sseguard.chaos.conversations import (
-    Conversation,
     ConversationLog,
+    ServedConversation,
     first_answer_decision,
     settle,
 )
 from sseguard.chaos.decide import applicable, decide
 from sseguard.chaos.faults import Decision, Fault
 from sseguard.chaos.frames import End, Plan, ResponseIds, completion_plan
-from sseguard.chaos.generate import Answer, make_answer
+from sseguard.chaos.generate import GeneratedAnswer, make_answer
 from sseguard.chaos.registry import writers
 from sseguard.chaos.request import BadRequest, ChatRequest
 from sseguard.chaos.writer import Writer
@@ -159,7 +159,7 @@ class StoredStream:
     req: ChatRequest
     decision: Decision
     ids: ResponseIds
-    answers: list[Answer]
+    answers: list[GeneratedAnswer]
 
 
 #: Background streams one chaos process keeps; the oldest goes first (a bounded test upstream).
@@ -306,7 +306,7 @@ async def _serve(request: web.Request, writer: Writer, proto: Protocol, route: R
 
 def draw(state: ChaosState, req: ChatRequest, counter: int, inflight: int, *, api: Api,
          forced: Fault | None, forced_raw: str | None, cached: bool,
-         unsupported: frozenset[Fault]) -> tuple[Decision, Conversation | None]:
+         unsupported: frozenset[Fault]) -> tuple[Decision, ServedConversation | None]:
     """The fault request ``counter`` gets, counted in the statistics, and its conversation (under
     ``first_answer``): the seeded draw, or a forced fault, less what the request cannot carry. The
     generated server and ``chaos --upstream`` draw alike, so one seed replays either."""

@@ -27,7 +27,7 @@ from typing import Any
 import msgspec
 
 from sseguard.chaos.config import ChaosConfig
-from sseguard.chaos.faults import Decision, Dialect, Fault
+from sseguard.chaos.faults import Decision, Fault, ServerDialect
 from sseguard.chaos.frames import End
 from sseguard.chaos.upstream_garble import Garbler
 from sseguard.chaos.upstream_wire import WIRES, Kind, Wire, chat_dialects
@@ -212,10 +212,10 @@ class UpstreamFaults:
         """The record as the client gets it: dropped, replaced or changed by the fault and dialects."""
         fault, dialects = self.fault, self.config.dialects
         if kind is Kind.TERMINAL and obj == "[DONE]" and (
-                fault is Fault.NO_DONE or Dialect.NO_DONE in dialects):
+                fault is Fault.NO_DONE or ServerDialect.NO_DONE in dialects):
             return b""
         if kind is Kind.TERMINAL and self.api is Api.MESSAGES and (
-                fault is Fault.NO_DONE or Dialect.NO_DONE in dialects):
+                fault is Fault.NO_DONE or ServerDialect.NO_DONE in dialects):
             return b""
         changed = False
         if isinstance(obj, dict):
@@ -233,7 +233,7 @@ class UpstreamFaults:
                 changed = True
         raw = _reframed(event, obj) if changed else event.raw
         if (kind is Kind.FINISH and self.api is Api.RESPONSES
-                and Dialect.TRAILING_DONE in dialects):
+                and ServerDialect.TRAILING_DONE in dialects):
             raw += DONE_FRAME
         return raw
 

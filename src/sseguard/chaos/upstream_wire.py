@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from sseguard.chaos.config import RESPONSES_ERROR_FORMS, ChaosConfig
-from sseguard.chaos.faults import Decision, Dialect, Fault
+from sseguard.chaos.faults import Decision, Fault, ServerDialect
 from sseguard.core.contract.chat import CHAT, DONE_FRAME
 from sseguard.core.contract.gemini import GEMINI
 from sseguard.core.contract.gemini.relay import ARRAY_CLOSE
@@ -300,21 +300,21 @@ WIRES: dict[Api, Wire] = {
 }
 
 
-def chat_dialects(obj: Any, kind: Kind, dialects: frozenset[Dialect]) -> Any:
+def chat_dialects(obj: Any, kind: Kind, dialects: frozenset[ServerDialect]) -> Any:
     """A chat record as a server of ``dialects`` writes it: no finish reason, ``""`` for null
     mid-stream, ``"choices": null`` in the usage chunk (``[DONE]`` is dropped by the machine)."""
     if not isinstance(obj, dict):
         return obj
     choices = obj.get("choices")
-    if Dialect.USAGE_CHOICES_NULL in dialects and "usage" in obj and choices == []:
+    if ServerDialect.USAGE_CHOICES_NULL in dialects and "usage" in obj and choices == []:
         obj["choices"] = None
     for choice in _list(choices):
         choice = _dict(choice)
         if "finish_reason" not in choice:
             continue
-        if choice["finish_reason"] and Dialect.NO_FINISH_REASON in dialects:
+        if choice["finish_reason"] and ServerDialect.NO_FINISH_REASON in dialects:
             choice["finish_reason"] = None
-        elif choice["finish_reason"] is None and Dialect.EMPTY_FINISH_REASON in dialects \
+        elif choice["finish_reason"] is None and ServerDialect.EMPTY_FINISH_REASON in dialects \
                 and kind is not Kind.FINISH:
             choice["finish_reason"] = ""
     return obj

@@ -15,7 +15,7 @@ from typing import Any
 from sseguard.chaos.config import ChaosConfig
 from sseguard.chaos.faults import Decision, Fault
 from sseguard.chaos.frames import Plan, ResponseIds
-from sseguard.chaos.generate import Answer
+from sseguard.chaos.generate import GeneratedAnswer
 from sseguard.chaos.request import BadRequest, ChatRequest
 from sseguard.core.verdict import Api
 
@@ -26,8 +26,8 @@ class Writer:
 
     api: Api
     parse: Callable[[bytes], ChatRequest]
-    stream_plan: Callable[[ChaosConfig, ChatRequest, Decision, ResponseIds, list[Answer]], Plan]
-    body: Callable[[ChaosConfig, ChatRequest, Decision, ResponseIds, list[Answer]], bytes]
+    stream_plan: Callable[[ChaosConfig, ChatRequest, Decision, ResponseIds, list[GeneratedAnswer]], Plan]
+    body: Callable[[ChaosConfig, ChatRequest, Decision, ResponseIds, list[GeneratedAnswer]], bytes]
     bad_request_body: Callable[[BadRequest], dict[str, Any]]
     id_prefix: str | None  # the default route's id prefix; None: the configured ``id_prefix``
     unsupported: frozenset[Fault]  # faults this protocol cannot carry (skipped, as inapplicable)
@@ -38,7 +38,7 @@ class Writer:
     #: A stored (background) stream read again after sequence number ``after``, with the reading's own
     #: ending fault: ``resume(config, req, stored, reading, ids, answers, after)``. None: the protocol
     #: keeps no stream (only Responses' background mode does).
-    resume: Callable[[ChaosConfig, ChatRequest, Decision, Decision, ResponseIds, list[Answer], int],
+    resume: Callable[[ChaosConfig, ChatRequest, Decision, Decision, ResponseIds, list[GeneratedAnswer], int],
                      Plan] | None = None
 
     #: Faults of ``unsupported`` that one request can carry all the same (a Gemini request that asks

@@ -17,12 +17,12 @@ from sseguard.core.verdict import Api
 AUTO = "auto"
 
 
-def protocols() -> list[str]:
+def protocol_names() -> list[str]:
     """Every protocol name, in the registry's order (the first is the default)."""
     return [api.value for api in Api]
 
 
-def families() -> list[str]:
+def family_names() -> list[str]:
     """Every concrete markup family (``auto`` is a detector, not a family)."""
     return [name for name in FAMILIES if name != AUTO]
 
@@ -34,16 +34,16 @@ def listed(names: Sequence[str], last: str = "or") -> str:
 
 def check_protocol(value: str | None, flag: str = "--api") -> str | None:
     """``value`` when it names a protocol (None passes: not given); else one line, exit 2."""
-    if value is None or value in protocols():
+    if value is None or value in protocol_names():
         return value
-    raise ConfigError(f"{flag} {value!r}: unknown protocol; known: {', '.join(protocols())}")
+    raise ConfigError(f"{flag} {value!r}: unknown protocol; known: {', '.join(protocol_names())}")
 
 
 def check_family(value: str | None, flag: str, *, also: Sequence[str] = ()) -> str | None:
     """The family ``value`` names — itself, or the family an engine's alias means (``qwen3_xml`` →
     ``qwen3-coder``) — or ``value`` when it is one of ``also`` (auto, all, off); else one line,
     exit 2."""
-    known = [*families(), *also]
+    known = [*family_names(), *also]
     if value is None or value in also:
         return value
     if canonical(value) in known:
@@ -53,5 +53,5 @@ def check_family(value: str | None, flag: str, *, also: Sequence[str] = ()) -> s
 
 def protocol_help(subject: str) -> str:
     """``Protocol of …: chat (default), responses or messages.``"""
-    names = protocols()
+    names = protocol_names()
     return f"Protocol of {subject}: {listed([f'{names[0]} (default)', *names[1:]])}."

@@ -12,7 +12,7 @@ import typer
 
 from sseguard._config import parse_listen
 from sseguard.cli._app import Command, app, fail
-from sseguard.cli._names import families
+from sseguard.cli._names import family_names
 from sseguard.core.errors import ConfigError
 
 
@@ -31,7 +31,7 @@ def chaos(
                                            "usage_choices_null, trailing_done (repeatable)."),
     raw_markup: str | None = typer.Option(None, "--raw-markup", metavar="FAMILY",
                                           help="Leave tool calls as FAMILY markup in the text "
-                                               f"of every protocol ({', '.join(families())})."),
+                                               f"of every protocol ({', '.join(family_names())})."),
     ttft_ms: float | None = typer.Option(None, "--ttft-ms", metavar="MS",
                                          help="Delay before the first chunk."),
     inter_token_ms: float | None = typer.Option(None, "--inter-token-ms", metavar="MS",

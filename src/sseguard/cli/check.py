@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sseguard.cli._app import Command, app, console, fail
-from sseguard.cli._names import check_family, families, protocols
+from sseguard.cli._names import check_family, family_names, protocol_names
 from sseguard.core.contract import check_body, detect_api
 from sseguard.core.contract.protocol import Protocol
 from sseguard.core.contract.registry import protocol
@@ -214,10 +214,10 @@ def check(
                                         help="Endings or findings that do not fail the stream."),
     status: int = typer.Option(200, "--status", metavar="STATUS", help="The HTTP status the body came with."),
     markup: str = typer.Option("all", "--markup", metavar="FAMILY",
-                               help=f"Markup family to look for in content ({', '.join(families())}), "
+                               help=f"Markup family to look for in content ({', '.join(family_names())}), "
                                     "or all."),
     api: str | None = typer.Option(None, "--api", metavar="API",
-                                   help=f"The body's protocol ({', '.join(protocols())}); detected "
+                                   help=f"The body's protocol ({', '.join(protocol_names())}); detected "
                                         "from the body when not given."),
     as_json: bool = typer.Option(False, "--json", help="Print the verdict as one JSON object."),
 ) -> None:

@@ -42,10 +42,10 @@ def locust(
     then, twice, a worker:
       sseguard locust --arm local=http://127.0.0.1:8000/v1 --out run1 --worker
     """
-    from sseguard.locust.launch import Settings, run
+    from sseguard.locust.launch import LaunchSettings, run
 
     config = options.pop("config")
-    settings = Settings(options=given({**options, "out": out}), config_path=config)
+    settings = LaunchSettings(options=given({**options, "out": out}), config_path=config)
     try:
         run(settings, list(ctx.args), master_wait=master_wait, locust_config=locust_config,
             run_id=run_id)

@@ -18,9 +18,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from sseguard.cli._app import Command, app, console, fail
-from sseguard.cli._names import families as family_names
+from sseguard.cli._names import family_names
 from sseguard.core.errors import ConfigError, UsageError
-from sseguard.core.reasoning import Answer, Reasoning, ThinkSplitter
+from sseguard.core.reasoning import AnswerText, Reasoning, ThinkSplitter
 from sseguard.core.toolcalls import (
     FAMILIES,
     Event,
@@ -82,7 +82,7 @@ def parse_text(text: str, family: str = "auto", *, tools: list[dict[str, Any]] |
     splitter = ThinkSplitter(starts_in_reasoning, family=None if family == "auto" else family)
     raw: list[Event | Reasoning] = []
 
-    def route(pieces: list[Reasoning | Answer]) -> None:
+    def route(pieces: list[Reasoning | AnswerText]) -> None:
         for piece in pieces:
             if isinstance(piece, Reasoning):
                 raw.append(piece)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from sseguard.cli._app import Command, app, fail
-from sseguard.cli._names import families
+from sseguard.cli._names import family_names
 from sseguard.core.errors import ConfigError
 from sseguard.core.policy import GUARD_DEFAULT
 
@@ -100,7 +100,7 @@ def proxy(
                                       help="Turn tool-call markup left in content into tool calls "
                                            "(tool_calls, function_call items, tool_use blocks, "
                                            "functionCall parts); "
-                                           f"FAMILY is one of {', '.join(families())}."),
+                                           f"FAMILY is one of {', '.join(family_names())}."),
     stall_timeout: float = typer.Option(60.0, "--stall-timeout", metavar="SECONDS",
                                         help="Upstream silence on an open stream (or a relayed "
                                              "body) that counts as stalled."),

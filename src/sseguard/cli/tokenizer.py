@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sseguard.cli._app import Command, app, console, fail
-from sseguard.cli._names import families
+from sseguard.cli._names import family_names
 from sseguard.core.errors import ConfigError
 from sseguard.core.toolcalls import FAMILIES, canonical
 from sseguard.extras import require
@@ -107,7 +107,7 @@ def tokenizer_command(
     tokenizer_json: str = typer.Argument(..., metavar="TOKENIZER_JSON",
                                          help="A Hugging Face tokenizer.json file."),
     family: str | None = typer.Option(None, "--family", metavar="NAME",
-                                      help=f"One markup family ({', '.join(families())}); "
+                                      help=f"One markup family ({', '.join(family_names())}); "
                                            "default: all of them."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object per marker."),
 ) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sseguard.core._renamed import renamed
 from sseguard.core.errors import UsageError
 from sseguard.core.toolcalls import FAMILIES, canonical
 from sseguard.core.toolcalls._markers import MIN_PARTIAL, Markers
@@ -30,15 +31,16 @@ END_THINK = "</think>"
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
-    """Answer text, verbatim: the input of the tool-call parser."""
+class AnswerText:
+    """Answer text, verbatim (what is not reasoning): the input of the tool-call parser. (Was
+    ``Answer``: the chaos upstream's generated answers and a protocol's assistant answer are others.)"""
 
     text: str
 
 
 #: ``Reasoning`` is the tool-call parsers' event type too (Harmony emits its analysis channel as
 #: one), so that a consumer handles reasoning from either source alike.
-ReasoningEvent = Reasoning | Answer
+ReasoningEvent = Reasoning | AnswerText
 
 _START, _REASONING, _ANSWER = range(3)
 
@@ -76,7 +78,7 @@ class ThinkSplitter:
         if self._closed:
             raise UsageError("feed() after close()")
         if self._state == _ANSWER:
-            return [Answer(text)] if text else []
+            return [AnswerText(text)] if text else []
         data = self._pend + text
         self._pend = ""
         out: list[ReasoningEvent] = []
@@ -86,7 +88,7 @@ class ThinkSplitter:
                 return out
             if not data.startswith(THINK):
                 self._state = _ANSWER
-                return [Answer(data)] if data else []
+                return [AnswerText(data)] if data else []
             data = data[len(THINK):]
             self._state = _REASONING
         m, lit = self._markers.find(data, 0)
@@ -102,7 +104,7 @@ class ThinkSplitter:
         self.ended_by = lit
         rest = data[m + len(lit):] if lit in self._closers else data[m:]
         if rest:
-            out.append(Answer(rest))
+            out.append(AnswerText(rest))
         return out
 
     def close(self) -> list[ReasoningEvent]:
@@ -115,10 +117,13 @@ class ThinkSplitter:
         if not rest:
             return []
         if self._state == _START:
-            return [Answer(rest)]
+            return [AnswerText(rest)]
         if len(rest) >= MIN_PARTIAL and any(lit.startswith(rest) for lit in self._exits):
-            return [Answer(rest)]
+            return [AnswerText(rest)]
         return [Reasoning(rest)]
 
 
-__all__ = ["END_THINK", "THINK", "Answer", "Reasoning", "ReasoningEvent", "ThinkSplitter"]
+__all__ = ["END_THINK", "THINK", "AnswerText", "Reasoning", "ReasoningEvent", "ThinkSplitter"]
+
+#: Old names → new (docs/design/vocabulary.md "Names").
+__getattr__ = renamed(__name__, {"Answer": "AnswerText"})

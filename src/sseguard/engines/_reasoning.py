@@ -14,7 +14,7 @@ shows the ``<tool_call>`` format in its system prompt), an earlier turn's call o
 
 from __future__ import annotations
 
-from sseguard.core.reasoning import END_THINK, THINK, Answer, ThinkSplitter
+from sseguard.core.reasoning import END_THINK, THINK, AnswerText, ThinkSplitter
 from sseguard.core.toolcalls import Reasoning, Text, parser_for
 
 #: How many of a prompt's last tokens an adapter decodes for ``reasoning_at_prompt_end``: enough for
@@ -56,7 +56,7 @@ class ReasoningSplit:
         reasoning: list[str] = []
         answer: list[str] = []
         for ev in self._splitter.feed(text) if text else []:
-            (answer if isinstance(ev, Answer) else reasoning).append(ev.text)
+            (answer if isinstance(ev, AnswerText) else reasoning).append(ev.text)
         if answer or self._splitter.ended_by is not None:
             self.ended = True
         return "".join(reasoning), "".join(answer)
@@ -68,9 +68,9 @@ class ReasoningSplit:
         reasoning: list[str] = []
         answer: list[str] = []
         for ev in self._splitter.close():
-            if isinstance(ev, Answer) and not settle:
+            if isinstance(ev, AnswerText) and not settle:
                 answer.append(ev.text)
-            elif isinstance(ev, Answer):
+            elif isinstance(ev, AnswerText):
                 parser = parser_for(self._family)
                 tail = parser.feed(ev.text) + parser.close()
                 answer.extend(t.text for t in tail if isinstance(t, Text))

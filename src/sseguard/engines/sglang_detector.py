@@ -30,8 +30,8 @@ from sseguard.core.reasoning import END_THINK, THINK
 from sseguard.core.toolcalls import Parser, Text, parser_for
 from sseguard.engines import ParserName
 from sseguard.engines._frame import call_frame
+from sseguard.engines._gate import ClientGate, Step, parse_whole
 from sseguard.engines._reasoning import ReasoningSplit
-from sseguard.engines._relay import Relay, Step, parse_whole
 
 _log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class SseguardDetector(BaseFormatDetector):
 
     def __init__(self) -> None:
         super().__init__()
-        self._relay: Relay | None = None
+        self._gate: ClientGate | None = None
         #: client indexes of streamed calls the parser voided (read by SGLang's finish reason)
         self.incomplete_tool_call_indices: set[int] = set()
 
@@ -73,7 +73,7 @@ class SseguardDetector(BaseFormatDetector):
 
     @classmethod
     def parses_without_tools(cls) -> bool:
-        """A request without tools allows no call (``_relay.calls_allowed``): SGLang then leaves the
+        """A request without tools allows no call (``_gate.calls_allowed``): SGLang then leaves the
         detector out and the answer, call markup and all, reaches the client as content, as for
         ``tool_choice: "none"``."""
         return False
@@ -84,22 +84,22 @@ class SseguardDetector(BaseFormatDetector):
         return any(not isinstance(ev, Text) for ev in parser.feed(text) + parser.close())
 
     def detect_and_parse(self, text: str, tools: list[Any]) -> Any:
-        step, relay = parse_whole(self._parser(tools), text, _no_id)
-        _log_errors(relay, self.registered_as)
+        step, gate = parse_whole(self._parser(tools), text, _no_id)
+        _log_errors(gate, self.registered_as)
         return _result(step)
 
     def parse_streaming_increment(self, new_text: str, tools: list[Any]) -> Any:
-        if self._relay is None:
-            self._relay = Relay(self._parser(tools), stream=self.sseguard.stream, new_id=_no_id)
-        return _result(self._relay.feed(new_text))
+        if self._gate is None:
+            self._gate = ClientGate(self._parser(tools), stream=self.sseguard.stream, new_id=_no_id)
+        return _result(self._gate.feed(new_text))
 
     def finish(self, tools: list[Any]) -> Any:
         """The end of the stream: the parser's ``close()``."""
-        if self._relay is None:
+        if self._gate is None:
             return StreamingParseResult()
-        step = self._relay.close()
-        self.incomplete_tool_call_indices = set(self._relay.void)
-        _log_errors(self._relay, self.registered_as)
+        step = self._gate.close()
+        self.incomplete_tool_call_indices = set(self._gate.void)
+        _log_errors(self._gate, self.registered_as)
         return _result(step)
 
     def supports_structural_tag(self) -> bool:
@@ -126,8 +126,8 @@ def _result(step: Step) -> Any:
     return StreamingParseResult(normal_text=step.content, calls=calls)
 
 
-def _log_errors(relay: Relay, name: str) -> None:
-    for err in relay.errors:
+def _log_errors(gate: ClientGate, name: str) -> None:
+    for err in gate.errors:
         at = "" if err.index is None else f" (call {err.index})"
         _log.warning("%s: markup not passed on as a call: %s%s", name, err.kind, at)
 

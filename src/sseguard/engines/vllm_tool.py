@@ -13,7 +13,7 @@ delta: the markup's own (Kimi's ``functions.NAME:IDX``) or vLLM's ``chatcmpl-too
 
 A request that allows no call (``tool_choice: "none"``, or no tools, which vLLM turns into
 ``"none"``) still reaches an engine-based parser: vLLM runs it and discards the calls it found, so
-for such a request the parser passes the text through untouched (``_relay.calls_allowed``).
+for such a request the parser passes the text through untouched (``_gate.calls_allowed``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from vllm.tool_parsers.abstract_tool_parser import ToolParser
 from sseguard.core.errors import UsageError
 from sseguard.core.toolcalls import MarkupError, Parser, family, parser_for
 from sseguard.engines import ParserName, tool_parser_names
-from sseguard.engines._relay import Relay, Step, calls_allowed, parse_whole
+from sseguard.engines._gate import ClientGate, Step, calls_allowed, parse_whole
 
 _log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class SseguardToolParser(ToolParser):
 
     def __init__(self, tokenizer: Any, tools: list[Any] | None = None, *args: Any, **kwargs: Any) -> None:
         super().__init__(tokenizer, tools)
-        self._relay: Relay | None = None
+        self._gate: ClientGate | None = None
 
     def _parser(self) -> Parser:
         try:
@@ -94,8 +94,8 @@ class SseguardToolParser(ToolParser):
         if not _allows_calls(request):
             return ExtractedToolCallInformation(tools_called=False, tool_calls=[],
                                                 content=model_output or None)
-        step, relay = parse_whole(self._parser(), model_output, make_tool_call_id)
-        log_errors(relay.errors, self.registered_as)
+        step, gate = parse_whole(self._parser(), model_output, make_tool_call_id)
+        log_errors(gate.errors, self.registered_as)
         calls = [ToolCall(id=piece.id, type="function",
                           function=FunctionCall(name=piece.name or "", arguments=piece.arguments))
                  for piece in step.calls]
@@ -107,17 +107,17 @@ class SseguardToolParser(ToolParser):
                                      delta_token_ids: Sequence[int], request: Any) -> Any:
         if not _allows_calls(request):
             return DeltaMessage(content=delta_text) if delta_text else None
-        if self._relay is None:
-            self._relay = Relay(self._parser(), stream=self.sseguard.stream, new_id=make_tool_call_id)
-        return _delta(self._relay.feed(delta_text))
+        if self._gate is None:
+            self._gate = ClientGate(self._parser(), stream=self.sseguard.stream, new_id=make_tool_call_id)
+        return _delta(self._gate.feed(delta_text))
 
     def finish_streaming(self) -> Any:
         """The end of the stream: the parser's ``close()``."""
-        if self._relay is None:
+        if self._gate is None:
             return None
-        relay, self._relay = self._relay, None
-        step = relay.close()
-        log_errors(relay.errors, self.registered_as)
+        gate, self._gate = self._gate, None
+        step = gate.close()
+        log_errors(gate.errors, self.registered_as)
         return _delta(step)
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from sseguard.core._renamed import renamed
 from sseguard.core.errors import ConfigError
 from sseguard.extras import require
 from sseguard.probe.config import (
@@ -50,7 +51,7 @@ _OPTION_KEYS = ("arms", "api", "model", "key_env", "workload", "body", "policy",
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
+class LaunchSettings:
     """What ``sseguard locust`` was given: flag values (None = unset) and the TOML file's path."""
 
     options: Mapping[str, Any]
@@ -90,7 +91,7 @@ class Settings:
         return json.dumps({"options": dict(self.options), "config": path})
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> LaunchSettings:
         """The settings a Locust process was started with (wrapper JSON, else a TOML path)."""
         env = os.environ if environ is None else environ
         raw = env.get(SETTINGS_ENV)
@@ -185,7 +186,7 @@ def locust_argv(locust_args: Sequence[str], *, locust_config: str | None = None,
     return head + args
 
 
-def prepare(settings: Settings, locust_args: Sequence[str], *, master_wait: float = 10.0,
+def prepare(settings: LaunchSettings, locust_args: Sequence[str], *, master_wait: float = 10.0,
             locust_config: str | None = None, run_id: str | None = None,
             environ: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
     """Validate everything and return (argv, environment) for the Locust process.
@@ -203,9 +204,12 @@ def prepare(settings: Settings, locust_args: Sequence[str], *, master_wait: floa
     return locust_argv(locust_args, locust_config=locust_config, run_id=run_id), env
 
 
-def run(settings: Settings, locust_args: Sequence[str], **kwargs: Any) -> NoReturn:
+def run(settings: LaunchSettings, locust_args: Sequence[str], **kwargs: Any) -> NoReturn:
     """Replace this process with Locust (its exit code, signals and output become the command's)."""
     argv, env = prepare(settings, locust_args, **kwargs)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(argv[0], argv, env)
+
+#: Old names → new (docs/design/vocabulary.md "Names").
+__getattr__ = renamed(__name__, {"Settings": "LaunchSettings"})

@@ -46,7 +46,7 @@ from sseguard.core.policy import Policy
 from sseguard.core.record import Record
 from sseguard.core.redact import Redactor
 from sseguard.core.verdict import Ending, Verdict
-from sseguard.locust.launch import DEFAULT_OUT_ROOT, Settings
+from sseguard.locust.launch import DEFAULT_OUT_ROOT, LaunchSettings
 from sseguard.probe.config import ProbeConfig
 from sseguard.probe.measure import StreamWatch, evidence_document, request_summary
 from sseguard.probe.sink import EVIDENCE_DIR, JsonlSink
@@ -141,7 +141,7 @@ class WorkerState:
     connections: ConnectionTracker = field(default_factory=ConnectionTracker)
 
     @classmethod
-    def load(cls, settings: Settings) -> WorkerState:
+    def load(cls, settings: LaunchSettings) -> WorkerState:
         config = settings.resolve()
         targets = tuple(Target.of(arm) for arm in config.arms)
         secrets = [s for t in targets for s in t.secrets]
@@ -192,7 +192,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
     if isinstance(environment.runner, MasterRunner):
         return
     try:
-        _state = WorkerState.load(Settings.from_env())
+        _state = WorkerState.load(LaunchSettings.from_env())
         if _state.explicit_out:
             _state.open_sink()  # an unwritable directory is reported now, not after the first stream
     except ConfigError as exc:
@@ -446,7 +446,7 @@ def _load_for_embedding() -> WorkerState:
     """Settings for a user created without Locust's init event (a test, ``run_single_user``)."""
     global _state
     try:
-        _state = WorkerState.load(Settings.from_env())
+        _state = WorkerState.load(LaunchSettings.from_env())
     except ConfigError as exc:
         _fail_startup(str(exc))
     return _state

@@ -30,8 +30,8 @@ from sseguard.core.verdict import Api
 from sseguard.probe.config_file import arm_tables, probe_table, read_toml
 from sseguard.probe.formats import (
     DEFAULT_MODEL,
-    Settings,
-    check_body,
+    BodySettings,
+    check_request_body,
     format_for,
     load_body_file,
 )
@@ -429,8 +429,8 @@ def _check_workload_fits(workload: WorkloadSpec, arms: Sequence[Arm]) -> None:
     for arm in arms:
         path = arm.body_file or workload.body_file
         if path is not None:
-            check_body(load_body_file(path), arm.protocol, path=path, arm=arm.name)
+            check_request_body(load_body_file(path), arm.protocol, path=path, arm=arm.name)
     if workload.reasoning_effort is not None:
         for fmt in {format_for(a.protocol) for a in arms}:
-            fmt.check_settings(Settings(reasoning_effort=workload.reasoning_effort,
+            fmt.check_settings(BodySettings(reasoning_effort=workload.reasoning_effort,
                                         seed=0 if workload.name == "consistency" else None))

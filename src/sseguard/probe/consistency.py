@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sseguard.core.contract.request import Answer, Format, Turn
+from sseguard.core._renamed import renamed
+from sseguard.core.contract.request import AssistantAnswer, Format, Turn
 
 #: The file in the run directory holding each arm's reference answers.
 REFERENCES = "references.json"
@@ -73,12 +74,12 @@ def prompt(i: int) -> str:
     return f"{_PREFIX}\n\nQuestion: {question}" if i % 2 == 0 else question
 
 
-def render(fmt: Format, i: int) -> dict[str, Any]:
+def prompt_body(fmt: Format, i: int) -> dict[str, Any]:
     """The request body of prompt ``i`` in the arm's format (model and settings come later)."""
     return fmt.render("You are a precise assistant.", [Turn("user", prompt(i))], ())
 
 
-def answer_text(answer: Answer | None) -> str | None:
+def answer_text(answer: AssistantAnswer | None) -> str | None:
     """What is compared: the text and the tool calls (name and arguments) of an answer."""
     if answer is None:
         return None
@@ -191,3 +192,6 @@ class References:
         tmp.write_text(json.dumps(self.answers, ensure_ascii=False, indent=1, sort_keys=True),
                        encoding="utf-8")
         tmp.replace(self.path)
+
+#: Old names → new (docs/design/vocabulary.md "Names").
+__getattr__ = renamed(__name__, {"render": "prompt_body"})

@@ -12,17 +12,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from sseguard.core._renamed import renamed
 from sseguard.core.contract import protocol
 from sseguard.core.contract.messages import thinking_budget
-from sseguard.core.contract.request import Answer, Call, Format, Settings, Tool, Turn
+from sseguard.core.contract.request import AssistantAnswer, BodySettings, Call, Format, Tool, Turn
 from sseguard.core.errors import ConfigError, UsageError
 from sseguard.core.verdict import Api
 
 #: The model a request names when neither the arm nor the run names one.
 DEFAULT_MODEL = "sseguard-probe"
 
-__all__ = ["Answer", "Call", "Format", "Settings", "Tool", "Turn", "check_body", "format_for",
-           "load_body_file", "thinking_budget"]
+__all__ = ["AssistantAnswer", "BodySettings", "Call", "Format", "Tool", "Turn", "check_request_body",
+           "format_for", "load_body_file", "thinking_budget"]
 
 
 def format_for(api: str | Api) -> Format:
@@ -48,10 +49,14 @@ def load_body_file(path: str) -> dict[str, Any]:
     return body
 
 
-def check_body(body: Mapping[str, Any], api: str | Api, *, path: str, arm: str | None = None) -> None:
+def check_request_body(body: Mapping[str, Any], api: str | Api, *, path: str, arm: str | None = None) -> None:
     """A ``ConfigError`` naming the expected format when ``body`` is not a request of ``api``."""
     fmt = format_for(api)
     reason = fmt.misfit(body)
     if reason is not None:
         who = f"arm {arm!r} speaks {fmt.api}" if arm else f"api {fmt.api}"
         raise ConfigError(f"body file {path} does not fit: {reason}; {who} and needs {fmt.expected}")
+
+#: Old names → new (docs/design/vocabulary.md "Names").
+__getattr__ = renamed(__name__, {"Answer": "AssistantAnswer", "Settings": "BodySettings",
+                                 "check_body": "check_request_body"})

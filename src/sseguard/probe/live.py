@@ -32,7 +32,7 @@ def rate_text(failed: int, total: int) -> str:
 
 
 @dataclass
-class Cell:
+class ArmCounts:
     """Counts for one arm (or one arm at one concurrency level)."""
 
     total: int = 0
@@ -56,20 +56,20 @@ class Tally:
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
-        self.arms: dict[str, Cell] = {}
-        self.levels: dict[tuple[str, int], Cell] = {}
+        self.arms: dict[str, ArmCounts] = {}
+        self.levels: dict[tuple[str, int], ArmCounts] = {}
 
     def add(self, record: Record) -> None:
         kinds = record.finding_kinds
         failed = not self.policy.passes_facts(record.ending, kinds)  # ``Record.failed_under``
         arm = self.arms.get(record.arm)
         if arm is None:
-            arm = self.arms[record.arm] = Cell()
+            arm = self.arms[record.arm] = ArmCounts()
         arm.add(record, failed, kinds)
         key = (record.arm, record.concurrency)
         level = self.levels.get(key)
         if level is None:
-            level = self.levels[key] = Cell()
+            level = self.levels[key] = ArmCounts()
         level.add(record, failed, kinds)
 
     def extend(self, records: Iterable[Record]) -> None:
@@ -87,7 +87,7 @@ class Tally:
 
 def endings_table(tally: Tally, *, by_level: bool = False, title: str | None = None) -> Table:
     """Rows per arm (or arm × level): requests, each ending seen, failures with their interval."""
-    cells: Sequence[tuple[str, Cell]]
+    cells: Sequence[tuple[str, ArmCounts]]
     if by_level:
         cells = [(f"{arm} @ {level}", cell) for (arm, level), cell in sorted(tally.levels.items())]
     else:

@@ -1,8 +1,9 @@
 """One stream's timings and verdict, turned into a ``Record`` — with no I/O library in sight.
 
-The aiohttp engine, a Locust user on gevent, or a test all drive the same ``StreamWatch``: tell it when
-the request went out, when headers came, feed it each body chunk with the time it arrived, then
-``finish()``. Times are plain monotonic seconds passed in by the caller (sans-IO, as the core).
+The aiohttp run of one request (``request.py``), a Locust user on gevent, or a test all drive the
+same ``StreamWatch``: tell it when the request went out, when headers came, feed it each body chunk
+with the time it arrived, then ``finish()``. Times are plain monotonic seconds passed in by the
+caller (sans-IO, as the core).
 """
 
 from __future__ import annotations

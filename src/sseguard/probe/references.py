@@ -17,8 +17,8 @@ import aiohttp
 from sseguard.core.redact import Redactor
 from sseguard.core.verdict import GARBLE_KINDS, FindingKind, Verdict
 from sseguard.probe import consistency
-from sseguard.probe.engine import EngineSettings, run_request
 from sseguard.probe.formats import format_for
+from sseguard.probe.request import RequestSettings, run_request
 from sseguard.probe.sink import Sink
 from sseguard.probe.target import ConnectionTracker, Target
 from sseguard.probe.workloads import FixedPrompts, Workload, whole_answer
@@ -31,7 +31,7 @@ _REFERENCE = {"consistency": "reference"}
 
 
 async def collect(session: aiohttp.ClientSession, target: Target, workload: Workload,
-                  refs: consistency.References, *, settings: EngineSettings, sink: Sink, base: int,
+                  refs: consistency.References, *, settings: RequestSettings, sink: Sink, base: int,
                   done: set[tuple[str, int]], connections: ConnectionTracker) -> None:
     """Send ``target``'s prompts without a reference, one after another; keep the whole answers.
     Request ``i`` gets index ``base + i`` (an index a resumed run already has is not sent again)."""
@@ -41,7 +41,7 @@ async def collect(session: aiohttp.ClientSession, target: Target, workload: Work
     for i in refs.missing(arm):
         if (arm, base + i) in done:
             continue  # sent before and not whole: that prompt goes without a reference
-        body = workload.finish(consistency.render(fmt, i), model=target.arm.model, api=api)
+        body = workload.finish(consistency.prompt_body(fmt, i), model=target.arm.model, api=api)
         outcome = await run_request(session, target, body, settings=settings, sink=sink,
                                     index=base + i, workload=workload.name, concurrency=1,
                                     connections=connections, judge=lambda _v: _REFERENCE)

@@ -19,7 +19,7 @@ from sseguard import extras
 from sseguard.analyze.rates import Rate
 from sseguard.core.errors import ConfigError
 from sseguard.probe.cpu import CPU_WARN
-from sseguard.probe.live import Cell, Tally, endings_table
+from sseguard.probe.live import ArmCounts, Tally, endings_table
 from sseguard.probe.runner import RunResult
 from sseguard.probe.sink import EVIDENCE_DIR, RESULTS, read_results
 
@@ -58,7 +58,7 @@ def tally_run(result: RunResult) -> Tally:
 
 def tally_dict(tally: Tally) -> dict[str, Any]:
     """The counts as JSON: per arm, and per arm at each concurrency level."""
-    def cell(c: Cell) -> dict[str, Any]:
+    def cell(c: ArmCounts) -> dict[str, Any]:
         return {"api": c.api, "endings": dict(c.endings), "findings": dict(c.findings),
                 **Rate.of(c.failed, c.total).to_dict()}
 

@@ -30,6 +30,7 @@ import aiohttp
 from rich.console import Console
 
 from sseguard._serve import loop_factory, raise_open_files_limit
+from sseguard.core._renamed import renamed
 from sseguard.core.errors import ConfigError
 from sseguard.core.record import Record
 from sseguard.core.redact import Redactor
@@ -37,8 +38,8 @@ from sseguard.core.verdict import Ending
 from sseguard.probe import consistency, references
 from sseguard.probe.config import ProbeConfig
 from sseguard.probe.cpu import CpuMonitor, CpuSummary
-from sseguard.probe.engine import EngineSettings, run_request
 from sseguard.probe.live import LiveView, Tally
+from sseguard.probe.request import RequestSettings, run_request
 from sseguard.probe.sink import (
     RESULTS,
     JsonlSink,
@@ -185,7 +186,7 @@ class _ViewSink:
 @dataclass
 class _Run:
     config: ProbeConfig
-    settings: EngineSettings
+    settings: RequestSettings
     workloads: dict[str, Workload]  # per arm: the run's, or the arm's own body
     session: aiohttp.ClientSession
     sink: _ViewSink
@@ -314,7 +315,7 @@ async def _levels(run: _Run, targets: list[Target]) -> None:
                 group.create_task(_arm_level(run, target, level, level_index))
 
 
-def describe(config: ProbeConfig) -> str:
+def describe_run(config: ProbeConfig) -> str:
     """One line saying what the run will do, printed once the arms are known to be reachable."""
     levels = ", ".join(map(str, config.levels))
     bound = " and ".join(filter(None, [
@@ -381,7 +382,7 @@ async def execute(config: ProbeConfig, *, resume: bool = False, console: Console
         if config.check_reachable:
             await check_reachable(targets, config.connect_timeout)
         if announce:
-            console.print(describe(config), highlight=False, soft_wrap=True)
+            console.print(describe_run(config), highlight=False, soft_wrap=True)
     else:
         existing = list(read_results(out))
     workload = Workload(config.workload, seed=config.seed)
@@ -402,7 +403,7 @@ async def execute(config: ProbeConfig, *, resume: bool = False, console: Console
 
         pipeline = telemetry.load().configure(service_name="sseguard-probe", redactor=redactor)
         gc.freeze()  # the SDK just imported, as ``quiet_gc`` froze what existed before
-    settings = EngineSettings(policy=config.policy, redactor=redactor,
+    settings = RequestSettings(policy=config.policy, redactor=redactor,
                               stall_timeout=config.stall_timeout, timeout=config.timeout,
                               run_id=run_id,
                               worker=str(share.index) if share and share.count > 1 else None,
@@ -500,3 +501,6 @@ def run_probe(config: ProbeConfig, *, resume: bool = False, console: Console | N
 
     with quiet_gc(), asyncio.Runner(loop_factory=loop_factory()) as runner:
         return runner.run(main())
+
+#: Old names → new (docs/design/vocabulary.md "Names").
+__getattr__ = renamed(__name__, {"describe": "describe_run"})

@@ -29,7 +29,7 @@ _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 class Sink(Protocol):
-    """What the engine writes through; a Locust user or a test passes its own."""
+    """What ``run_request`` writes through; a Locust user or a test passes its own."""
 
     def write(self, record: Record) -> None:
         """Keep one finished request."""

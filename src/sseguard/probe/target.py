@@ -1,4 +1,5 @@
-"""Where requests go and which connection carried them: shared by the asyncio engine and the Locust user.
+"""Where requests go and which connection carried them: shared by the asyncio run of a request
+(``request.py``) and the Locust user.
 
 Nothing here imports an HTTP library, so a gevent process (Locust) can use it without loading asyncio.
 """

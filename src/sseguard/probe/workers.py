@@ -34,7 +34,7 @@ from sseguard.probe.runner import (
     RunResult,
     Share,
     check_reachable,
-    describe,
+    describe_run,
     execute,
     open_run,
     quiet_gc,
@@ -102,7 +102,7 @@ def run_parallel(config: ProbeConfig, workers: int, *, resume: bool = False,
     if config.check_reachable:
         asyncio.run(check_reachable(targets, config.connect_timeout))
     if announce:
-        console.print(f"{describe(config)} · {workers} processes", highlight=False,
+        console.print(f"{describe_run(config)} · {workers} processes", highlight=False,
                       soft_wrap=True)
     out.mkdir(parents=True, exist_ok=True)
     session_doc: dict[str, Any] = {"started_at": time.time(), "resumed": resume,

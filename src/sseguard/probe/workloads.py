@@ -31,10 +31,10 @@ from sseguard.probe import consistency
 from sseguard.probe.config import Arm, WorkloadSpec
 from sseguard.probe.formats import (
     DEFAULT_MODEL,
-    Answer,
+    AssistantAnswer,
+    BodySettings,
     Call,
     Format,
-    Settings,
     Tool,
     Turn,
     format_for,
@@ -117,7 +117,7 @@ def tool_result(call: Call) -> str:
     return json.dumps(result)
 
 
-def whole_answer(fmt: Format, verdict: Verdict) -> Answer | None:
+def whole_answer(fmt: Format, verdict: Verdict) -> AssistantAnswer | None:
     """The assistant's answer when it is whole (a cut answer must not become history); else None."""
     if verdict.ending not in WHOLE_ANSWER:
         return None
@@ -148,7 +148,7 @@ class Workload:
         self.seed = seed
         self._filler: str | None = None
         self._user_body: dict[str, Any] | None = None
-        self._settings = Settings(max_tokens=spec.max_tokens, reasoning_effort=spec.reasoning_effort,
+        self._settings = BodySettings(max_tokens=spec.max_tokens, reasoning_effort=spec.reasoning_effort,
                                   include_usage=spec.include_usage,
                                   seed=consistency.SEED if spec.name == "consistency" else None)
         if spec.body_file is not None:
@@ -235,7 +235,7 @@ class FixedPrompts:
     def next_body(self) -> dict[str, Any]:
         self.prompt = self._next % consistency.PROMPTS
         self._next += 1
-        return consistency.render(self._fmt, self.prompt)
+        return consistency.prompt_body(self._fmt, self.prompt)
 
     def observe(self, verdict: Verdict) -> None:
         return None

@@ -9,7 +9,7 @@ policy ends ERROR with ``error.type`` set to what failed it (the ending — ``tr
 ``cut_mid_frame``, ``stalled`` … — or the first finding the policy does not tolerate), every finding
 is an event, and a stream the proxy healed says how (attempts, tokens, the bytes it resumed after).
 
-An adapter (the proxy, the probe, the strict transports) describes a call as a ``Call``; ``plan``
+An adapter (the proxy, the probe, the strict transports) describes a call as a ``MeasuredCall``; ``plan``
 turns it into plain values that ``telemetry.otel`` hands to the OpenTelemetry API
 as they are. Attribute names are written once, here.
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol as TypingProtocol
 
+from sseguard.core._renamed import renamed
 from sseguard.core.contract import protocol
 from sseguard.core.policy import Policy
 from sseguard.core.redact import DEFAULT, Redactor
@@ -94,7 +95,7 @@ class Attempt:
 
 
 @dataclass(frozen=True, slots=True)
-class Call:
+class MeasuredCall:
     """One streamed request, as its adapter measured it. Times: ``start_ns`` epoch nanoseconds,
     durations in seconds on a monotonic clock."""
 
@@ -151,7 +152,7 @@ class Emitter(TypingProtocol):
     """What an adapter hands its calls to (``telemetry.otel.Telemetry``): ``parent`` is an
     OpenTelemetry context (the caller's current one, or one read from a ``traceparent``)."""
 
-    def emit(self, call: Call, parent: object | None = None) -> None: ...
+    def emit(self, call: MeasuredCall, parent: object | None = None) -> None: ...
 
     def parent_from_headers(self, headers: object) -> object | None: ...
 
@@ -160,21 +161,21 @@ class Emitter(TypingProtocol):
         ...
 
 
-def _failure(call: Call) -> str | None:
+def _failure(call: MeasuredCall) -> str | None:
     if call.client_gone:
         return None  # the client chose to stop: not the upstream's failure
     return call.policy.failure(call.verdict)
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class CallSignals:
     """One call's span and metric points."""
 
     span: SpanPlan
     metrics: MetricsPlan
 
 
-def plan(call: Call, redactor: Redactor = DEFAULT) -> Plan:
+def plan(call: MeasuredCall, redactor: Redactor = DEFAULT) -> CallSignals:
     """The span of ``call`` (the conventions' attributes, sseguard's facts, findings and replaced
     attempts as events) and what it adds to the metrics: the duration, time-to-first-chunk and
     token histograms under the conventions' metric attributes, and the endings counter (by
@@ -249,15 +250,15 @@ def plan(call: Call, redactor: Redactor = DEFAULT) -> Plan:
         duration_s=call.duration_s, attributes=base, ttfc_s=call.ttfc_s,
         input_tokens=usage.prompt_tokens, output_tokens=usage.output_tokens,
         ending_attributes={PROTOCOL: str(verdict.api), ENDING: ending, HEALED: call.healed or "none"})
-    return Plan(span, points)
+    return CallSignals(span, points)
 
 
-def span_of(call: Call, redactor: Redactor = DEFAULT) -> SpanPlan:
+def span_of(call: MeasuredCall, redactor: Redactor = DEFAULT) -> SpanPlan:
     """``plan(call).span``."""
     return plan(call, redactor).span
 
 
-def metrics_of(call: Call) -> MetricsPlan:
+def metrics_of(call: MeasuredCall) -> MetricsPlan:
     """``plan(call).metrics``."""
     return plan(call).metrics
 
@@ -292,3 +293,6 @@ def request_model(api: str, body: object, path: str) -> str | None:
     _, found, rest = path.partition("/models/")
     model = rest.partition(":")[0] if found else ""
     return model or None
+
+#: Old names → new (docs/design/vocabulary.md "Names").
+__getattr__ = renamed(__name__, {"Call": "MeasuredCall", "Plan": "CallSignals"})

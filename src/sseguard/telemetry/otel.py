@@ -80,7 +80,7 @@ class Telemetry:
         """The caller's current context (its active span), to nest a later span under."""
         return otel_context.get_current()
 
-    def emit(self, call: genai.Call, parent: object | None = None) -> None:
+    def emit(self, call: genai.MeasuredCall, parent: object | None = None) -> None:
         """One span for ``call`` (under ``parent``: a context, default the current one) and its
         metric points."""
         both = genai.plan(call, self._redactor)

@@ -10,9 +10,9 @@ from pathlib import Path
 sys.path.insert(0, "tests")
 import msgspec
 
-from _analyze_support import every_kind
 from sseguard.analyze import analyze, load_records
 from sseguard.core.policy import Policy
+from support.analyze import every_kind
 
 out = Path("tests/data/analyze")
 enc = msgspec.json.Encoder()

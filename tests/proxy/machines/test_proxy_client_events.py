@@ -4,9 +4,9 @@ state. A departure before the end went out is the client leaving early; one afte
 
 from __future__ import annotations
 
-from _machine_support import chat_stream, machine_for
 from sseguard.proxy.machines.actions import CloseUpstream, EndBody, RecordVerdict, StreamAction
 from sseguard.proxy.machines.stream import StreamMachine
+from support.proxy_machine import chat_stream, machine_for
 
 
 def _relayed_to_the_end() -> tuple[StreamMachine, list[StreamAction]]:

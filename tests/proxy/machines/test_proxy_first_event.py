@@ -8,11 +8,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _machine_support import REQUESTS, split
 from sseguard.core.contract import checker_for
 from sseguard.core.verdict import Api
 from sseguard.proxy.machines.attempts import BadStart
 from sseguard.proxy.machines.first_event import Beginning, FirstEvent
+from support.proxy_machine import REQUESTS, split
 
 GOOD = (b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
         b'[{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":null}]}\n\n')

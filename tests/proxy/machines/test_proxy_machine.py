@@ -22,22 +22,6 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from _machine_support import (
-    BAD_JSON,
-    ERROR_FRAMES,
-    REQUESTS,
-    STREAMS,
-    Run,
-    _sse,
-    assert_honest,
-    chat_stream,
-    client_text,
-    continuation_for,
-    drive,
-    frames_of,
-    machine_for,
-    split,
-)
 from sseguard.core.contract import checker_for
 from sseguard.core.verdict import Api, Ending
 from sseguard.proxy.machines.actions import (
@@ -60,6 +44,22 @@ from sseguard.proxy.machines.attempts import (
 )
 from sseguard.proxy.machines.retry import RetryBudget
 from sseguard.proxy.resume.dialects import DIALECTS
+from support.proxy_machine import (
+    BAD_JSON,
+    ERROR_FRAMES,
+    REQUESTS,
+    STREAMS,
+    Run,
+    _sse,
+    assert_honest,
+    chat_stream,
+    client_text,
+    continuation_for,
+    drive,
+    frames_of,
+    machine_for,
+    split,
+)
 
 WORD = st.sampled_from(["Hello", " ", "world", "\n", "  ", "é", "你好", ".", " end", "\t"])
 FAULTS = st.sampled_from(["none", "cut", "reset", "stall", "error_event", "bad_json"])

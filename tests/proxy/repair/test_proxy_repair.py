@@ -17,11 +17,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from _proxy_bodies import MESSAGE as MESSAGE_OBJ
-from _proxy_bodies import MESSAGE_STOP, Responses, event
-from _proxy_support import KEY, MESSAGES, WEATHER_TOOL, chaos_proxy, chat, raw_post, same_second
 from sseguard.chaos import ChaosConfig, Pacing, run_chaos
-from sseguard.chaos.generate import Call, render_markup
+from sseguard.chaos.generate import GeneratedCall as Call  # renamed (issue 46)
+from sseguard.chaos.generate import render_markup
 from sseguard.core.contract import checker_for
 from sseguard.core.contract.chat.assembler import ChatAssembler
 from sseguard.core.sse import SSEDecoder, SSEEvent
@@ -33,6 +31,9 @@ from sseguard.proxy.repair import (
     frames_for,
 )
 from sseguard.store import open_store
+from support.proxy import KEY, MESSAGES, WEATHER_TOOL, chaos_proxy, chat, raw_post, same_second
+from support.proxy_bodies import MESSAGE as MESSAGE_OBJ
+from support.proxy_bodies import MESSAGE_STOP, Responses, event
 
 DSML = ["dsml-v32", "dsml-v4", "dsml-v41"]
 MARK = "｜DSML｜"

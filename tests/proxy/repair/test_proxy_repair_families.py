@@ -19,12 +19,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_proxy_repair import _assemble, _run, _split, _stream
 
-from _proxy_support import KEY, WEATHER_TOOL, chaos_proxy, chat, raw_post
 from sseguard.chaos import ChaosConfig, Pacing, run_chaos
-from sseguard.chaos.generate import Call, render_markup
+from sseguard.chaos.generate import GeneratedCall as Call  # renamed (issue 46)
+from sseguard.chaos.generate import render_markup
 from sseguard.core.contract import checker_for
 from sseguard.core.sse import SSEDecoder
 from sseguard.proxy.repair import RepairFrames
+from support.proxy import KEY, WEATHER_TOOL, chaos_proxy, chat, raw_post
 
 TIME_TOOL: dict[str, Any] = {
     "type": "function",

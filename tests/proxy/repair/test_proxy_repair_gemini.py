@@ -17,7 +17,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from sseguard.chaos.generate import Call, render_markup
+from sseguard.chaos.generate import GeneratedCall as Call  # renamed (issue 46)
+from sseguard.chaos.generate import render_markup
 from sseguard.core.contract import checker_for
 from sseguard.core.contract.gemini import ARRAY_CLOSE, GeminiFrames
 from sseguard.core.jsonarray import ArrayTail

@@ -18,12 +18,12 @@ from typing import Any
 import httpx2
 import pytest
 
-from _gemini_support import sdk_client
-from _proxy_support import chaos_proxy, raw_post
-from _workers_support import started
 from sseguard.chaos import ChaosConfig, Pacing, run_chaos
 from sseguard.core.contract import checker_for
 from sseguard.store import open_store
+from support.gemini import sdk_client
+from support.proxy import chaos_proxy, raw_post
+from support.workers import started
 
 SEED = 21
 FRAMINGS = ["sse", "array"]

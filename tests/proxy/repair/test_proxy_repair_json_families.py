@@ -26,15 +26,16 @@ from test_proxy_repair import (
 )
 from test_proxy_repair_gemini import FRAMINGS, _parts, _records, _relay, _texts, _verdict
 
-from _proxy_support import KEY, WEATHER_TOOL, chaos_proxy
 from sseguard.chaos import ChaosConfig, Pacing
-from sseguard.chaos.generate import Call, render_markup
+from sseguard.chaos.generate import GeneratedCall as Call  # renamed (issue 46)
+from sseguard.chaos.generate import render_markup
 from sseguard.proxy.repair import (
     GeminiRepairFrames,
     MessagesRepairFrames,
     RepairFrames,
     ResponsesRepairFrames,
 )
+from support.proxy import KEY, WEATHER_TOOL, chaos_proxy
 
 FAMILIES = ["llama3-json", "granite", "granite-20b-fc", "internlm", "jamba", "hunyuan-a13b",
             "minimax-m1", "phi4-mini", "apertus", "cohere-command", "gigachat3", "longcat",

@@ -18,12 +18,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _proxy_support import Script, error_code, proxy_config, raw_post, scripted
 from sseguard.core.sse import SSEDecoder
 from sseguard.core.verdict import FindingKind
 from sseguard.proxy import run_proxy
 from sseguard.proxy.repair import MessagesRepairFrames, RepairFrames, ResponsesRepairFrames
 from sseguard.store import open_store
+from support.proxy import Script, error_code, proxy_config, raw_post, scripted
 
 #: Content a server that strips special tokens sends for one call: the text before it, then the call.
 KIMI = ["Let me check. functions.get_wea", 'ther:0{"city": "Paris"}', " and more text"]

@@ -20,10 +20,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _heal_support import Step, heal_proxy
-from _machine_support import drive, frames_of, split
-from _protocol_streams import Responses
-from _proxy_support import proxy_config
 from sseguard.chaos import ChaosConfig, Fault, FaultOptions, Pacing, run_chaos
 from sseguard.core.contract import checker_for, protocol
 from sseguard.core.errors import ConfigError
@@ -35,6 +31,10 @@ from sseguard.proxy.machines.actions import AskContinuation
 from sseguard.proxy.machines.stream import StreamMachine
 from sseguard.proxy.resume.background import BackgroundResume, upstream_request
 from sseguard.proxy.resume.dialects import DIALECTS
+from support.protocol_streams import Responses
+from support.proxy import proxy_config
+from support.proxy_heal import Step, heal_proxy
+from support.proxy_machine import drive, frames_of, split
 
 REQUEST = {"model": "m", "stream": True, "input": "hi", "background": True, "store": True}
 

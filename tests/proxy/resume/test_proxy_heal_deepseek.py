@@ -20,12 +20,12 @@ from hypothesis import strategies as st
 from test_proxy_heal_resume import PART, REST, SPLICED
 from yarl import URL
 
-from _heal_support import Step, Upstream, _settled, heal_proxy
-from _proxy_support import KEY, chat, proxy_config, raw_post
 from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
 from sseguard.core.errors import ConfigError
 from sseguard.proxy import run_proxy
 from sseguard.proxy.resume.usage import CHAT_KEYS, UsageSum
+from support.proxy import KEY, chat, proxy_config, raw_post
+from support.proxy_heal import Step, Upstream, _settled, heal_proxy
 
 
 def _data(body: bytes) -> list[dict[str, Any]]:

@@ -11,10 +11,6 @@ import anthropic
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _heal_support import Step, heal_proxy
-from _machine_support import client_text, drive, frames_of, machine_for, split
-from _protocol_streams import Messages
-from _proxy_support import KEY, proxy_config, raw_post
 from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
 from sseguard.core.contract import checker_for, protocol
 from sseguard.core.policy import AGENTS
@@ -24,6 +20,10 @@ from sseguard.proxy import run_proxy
 from sseguard.proxy.machines.stream import StreamMachine
 from sseguard.proxy.resume.dialects import DIALECTS
 from sseguard.proxy.resume.messages import MessagesResume
+from support.protocol_streams import Messages
+from support.proxy import KEY, proxy_config, raw_post
+from support.proxy_heal import Step, heal_proxy
+from support.proxy_machine import client_text, drive, frames_of, machine_for, split
 
 
 def _ev(obj: dict[str, Any]) -> bytes:

@@ -10,10 +10,10 @@ from typing import Any
 import openai
 import pytest
 
-from _heal_support import Step, heal_proxy
-from _proxy_support import KEY, WEATHER_TOOL, chat, proxy_config, raw_post
 from sseguard.chaos import ChaosConfig, Fault, Pacing, run_chaos
 from sseguard.proxy import run_proxy
+from support.proxy import KEY, WEATHER_TOOL, chat, proxy_config, raw_post
+from support.proxy_heal import Step, heal_proxy
 
 PART = (b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
         b'{"role":"assistant","content":"Hel"},"finish_reason":null}]}\n\n')

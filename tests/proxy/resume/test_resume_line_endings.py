@@ -3,7 +3,7 @@ continuation) with CR-only or CRLF line ends, split at every byte, heals into th
 with LF (the dialects once split on ``\\n\\n`` themselves: a CRLF continuation was never spliced and
 the client's CRLF frames read as "not JSON", so the stream could not be continued at all).
 
-Driven on the stream machine without sockets (``_machine_support.drive``), for the chat dialect
+Driven on the stream machine without sockets (``support.proxy_machine.drive``), for the chat dialect
 (vLLM's ``continue_final_message``), Anthropic's prefill and OpenAI's background response read
 again.
 """
@@ -16,7 +16,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _machine_support import (
+from sseguard.core.contract import checker_for, protocol
+from sseguard.core.policy import AGENTS
+from sseguard.core.redact import DEFAULT
+from sseguard.core.verdict import Api
+from sseguard.proxy.machines.actions import AskContinuation
+from sseguard.proxy.machines.stream import StreamMachine
+from sseguard.proxy.resume.dialects import DIALECTS
+from support.protocol_streams import Responses
+from support.proxy_machine import (
     REQUESTS,
     chat_stream,
     client_text,
@@ -27,14 +35,6 @@ from _machine_support import (
     messages_stream,
     split,
 )
-from _protocol_streams import Responses
-from sseguard.core.contract import checker_for, protocol
-from sseguard.core.policy import AGENTS
-from sseguard.core.redact import DEFAULT
-from sseguard.core.verdict import Api
-from sseguard.proxy.machines.actions import AskContinuation
-from sseguard.proxy.machines.stream import StreamMachine
-from sseguard.proxy.resume.dialects import DIALECTS
 
 WORDS = ["The", " sky", " is", " blue", " today", "."]
 #: The answer, literally: what the client must show after the heal.

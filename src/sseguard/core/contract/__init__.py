@@ -19,19 +19,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from sseguard.core._renamed import renamed
 from sseguard.core.contract._base import TAIL_BYTES
 from sseguard.core.contract._base import CheckerBase as Checker
 from sseguard.core.contract.body import check_body, detect_api
 from sseguard.core.contract.chat import StreamChecker
 from sseguard.core.contract.leaks import LEAK_MARKERS, leak_markers, leak_shapes
 from sseguard.core.contract.messages import MessagesAssembler, MessagesChecker
-from sseguard.core.contract.protocol import Auth, Framing, Protocol, Relay, Route, UpstreamError
+from sseguard.core.contract.protocol import Auth, Framing, Protocol, RelayTable, Route, UpstreamError
 from sseguard.core.contract.registry import api_names, protocol, protocols
 from sseguard.core.contract.responses import ResponsesAssembler, ResponsesChecker
 from sseguard.core.verdict import Api
 
 __all__ = ["LEAK_MARKERS", "TAIL_BYTES", "Api", "Auth", "Checker", "Framing", "MessagesAssembler",
-           "MessagesChecker", "Protocol", "Relay", "ResponsesAssembler", "ResponsesChecker", "Route",
+           "MessagesChecker", "Protocol", "RelayTable", "ResponsesAssembler", "ResponsesChecker", "Route",
            "StreamChecker", "UpstreamError", "api_for_path", "api_names", "check_body", "checker_for",
            "detect_api", "leak_markers", "leak_shapes", "protocol", "protocol_for_path", "protocols"]
 
@@ -58,3 +59,6 @@ def api_for_path(path: str) -> Api | None:
     """
     proto = protocol_for_path(path)
     return proto.api if proto is not None else None
+
+#: Old names → new (docs/design/vocabulary.md "Names": the proxy's relay is the machine).
+__getattr__ = renamed(__name__, {"Relay": "RelayTable"})

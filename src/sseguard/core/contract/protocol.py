@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from sseguard.core._renamed import renamed
 from sseguard.core.contract._base import CheckerBase
 from sseguard.core.contract.request import Format
 from sseguard.core.contract.usage import UsageFacts
@@ -104,7 +105,7 @@ class Auth:
 
 
 @dataclass(frozen=True, slots=True)
-class Relay:
+class RelayTable:
     """What a guarding relay needs of a protocol (one engine in ``proxy/``, one table per protocol)."""
 
     #: The event that ends a good stream; held until the upstream ends its body.
@@ -171,7 +172,7 @@ class Protocol:
     checker: type[CheckerBase]
     #: The assembler class that folds the stream into the final message, as a client does.
     assembler: type[Any]
-    relay: Relay
+    relay: RelayTable
     #: ``error_body(message, type_=..., code=..., param=...)``: an HTTP error in this API's shape.
     error_body: Callable[..., dict[str, Any]]
     #: ``(status, message) -> body``: the error body a server of this API sends for an HTTP status.
@@ -268,3 +269,6 @@ def data_type(event: SSEEvent, wanted: frozenset[str]) -> str | None:
         return None
     kind = obj.get("type") if isinstance(obj, dict) else None
     return kind if isinstance(kind, str) and kind in wanted else None
+
+#: Old names → new (docs/design/vocabulary.md "Names": the proxy's relay is the machine).
+__getattr__ = renamed(__name__, {"Relay": "RelayTable"})

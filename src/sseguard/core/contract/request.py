@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sseguard.core._renamed import renamed
 from sseguard.core.verdict import Api, Verdict
 
 
@@ -50,7 +51,7 @@ class Turn:
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
+class AssistantAnswer:
     """What an assistant said, whatever the protocol: its text and its tool calls."""
 
     text: str
@@ -58,7 +59,7 @@ class Answer:
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
+class BodySettings:
     """The run-wide request settings every format applies in its own words."""
 
     max_tokens: int | None = None
@@ -102,20 +103,23 @@ class Format(ABC):
         """The request body (without model and settings) for a conversation so far."""
 
     @abstractmethod
-    def finish(self, body: dict[str, Any], *, model: str, settings: Settings) -> dict[str, Any]:
+    def finish(self, body: dict[str, Any], *, model: str, settings: BodySettings) -> dict[str, Any]:
         """Apply the model, streaming and the run-wide settings to ``body`` (in place) and return it."""
 
     @abstractmethod
-    def answer(self, message: Mapping[str, Any]) -> Answer | None:
+    def answer(self, message: Mapping[str, Any]) -> AssistantAnswer | None:
         """The answer in the checker's assembled message, or None when there is none to read."""
 
     @abstractmethod
     def misfit(self, body: Mapping[str, Any]) -> str | None:
         """Why ``body`` is not a request of this protocol, or None when it is."""
 
-    def check_settings(self, settings: Settings) -> None:  # noqa: B027 - most formats take any
+    def check_settings(self, settings: BodySettings) -> None:  # noqa: B027 - most formats take any
         """A ``ConfigError`` when the run-wide settings cannot be said in this format (none by default)."""
 
-    def answer_of(self, verdict: Verdict) -> Answer | None:
+    def answer_of(self, verdict: Verdict) -> AssistantAnswer | None:
         """The answer of a verdict's assembled message."""
         return self.answer(verdict.message)
+
+#: Old names → new (docs/design/vocabulary.md "Names").
+__getattr__ = renamed(__name__, {"Answer": "AssistantAnswer", "Settings": "BodySettings"})

@@ -38,7 +38,7 @@ from sseguard.store._base import one_line
 #: The routes whose LiteLLM error frame the SDK does not raise on by itself (measured, docs/litellm.md):
 #: openai-python raises on a Responses ``error`` event but not on ``response.failed``; google-genai
 #: reads ``error.code`` as a number and LiteLLM writes it as a string. There the protocol's own frame
-#: (``Relay.error_frame``) goes out before LiteLLM's.
+#: (``RelayTable.error_frame``) goes out before LiteLLM's.
 OWN_FRAME_FIRST = frozenset({Api.RESPONSES, Api.GEMINI})
 
 #: The status LiteLLM's error frame carries for a stream the guardrail failed: the upstream's answer

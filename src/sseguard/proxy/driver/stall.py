@@ -66,7 +66,7 @@ class TimerHandle(Protocol):
 
 class Timers(Protocol):
     """Where the stall timers get their time and schedule their checks: the event loop, or a test's
-    virtual clock (``tests/_virtual_time.py``), so that no test waits a real stall timeout."""
+    virtual clock (``tests/proxy/_virtual_time.py``), so that no test waits a real stall timeout."""
 
     def time(self) -> float:
         """Now, in the timers' own seconds."""

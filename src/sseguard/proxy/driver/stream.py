@@ -25,7 +25,7 @@ import aiohttp
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 
-from sseguard.core.contract import Checker, Relay
+from sseguard.core.contract import Checker, RelayTable
 from sseguard.core.policy import Policy
 from sseguard.core.redact import Redactor
 from sseguard.core.sse import SSEEvent
@@ -73,7 +73,7 @@ class StreamDriver:
 
     def __init__(self, config: ProxyConfig, policy: Policy, done: StreamDone,
                  request: web.Request, body: bytes, request_obj: dict[str, Any], frames: Frames,
-                 checker: Checker, redactor: Redactor, wire: Relay, *, api: Api,
+                 checker: Checker, redactor: Redactor, wire: RelayTable, *, api: Api,
                  array: bool = False, resume: Resume | None = None,
                  continued_frames: Callable[[], Frames] | None = None,
                  ask: Ask | None = None, timers: Timers | None = None) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from sseguard.core.policy import Policy
 from sseguard.core.verdict import Verdict
-from sseguard.telemetry.genai import Attempt, Call, Emitter, request_model
+from sseguard.telemetry.genai import Attempt, Emitter, MeasuredCall, request_model
 
 if TYPE_CHECKING:
     from sseguard.proxy.driver.stream import StreamDriver
@@ -25,7 +25,7 @@ PENDING_MAX = 4096
 
 
 class ProxyTraces:
-    """Turns each finished stream of the proxy into a ``Call`` for its ``emitter``."""
+    """Turns each finished stream of the proxy into a ``MeasuredCall`` for its ``emitter``."""
 
     def __init__(self, emitter: Emitter, policy: Policy, *, server: tuple[str, int | None]) -> None:
         self.emitter = emitter
@@ -45,7 +45,7 @@ class ProxyTraces:
             return
         attempts = () if identity.index is None else tuple(self._attempts.pop(identity.index, ()))
         request = relay.request
-        call = Call(
+        call = MeasuredCall(
             verdict=verdict, policy=self.policy,
             start_ns=round(relay.started_at * 1e9), duration_s=duration_s,
             request_model=request_model(verdict.api, relay.request_obj, request.path),

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
-from sseguard.core.contract import Checker, Relay, UpstreamError, checker_for
+from sseguard.core.contract import Checker, RelayTable, UpstreamError, checker_for
 from sseguard.core.policy import Policy
 from sseguard.core.redact import Redactor
 from sseguard.core.sse import SSEEvent
@@ -96,7 +96,7 @@ class Resume(Protocol):
 class StreamMachine:
     """One guarded client stream's decisions, from the upstream's first body byte to its record."""
 
-    def __init__(self, *, api: Api, wire: Relay, policy: Policy, checker: Checker, frames: Frames,
+    def __init__(self, *, api: Api, wire: RelayTable, policy: Policy, checker: Checker, frames: Frames,
                  redactor: Redactor, request_obj: dict[str, Any], on_bad_end: str = "error-event",
                  complete_done: bool = False, stall_timeout: float = 60.0, array: bool = False,
                  resume: Resume | None = None,

@@ -26,7 +26,7 @@ from sseguard.core.contract.chat.relay import (
 from sseguard.core.contract.chat.request import ChatFormat
 from sseguard.core.contract.chat.vocabulary import KINDS, REASONS
 from sseguard.core.contract.leaks import LEAK_MARKERS, leak_markers
-from sseguard.core.contract.protocol import Auth, Outline, Protocol, Relay, Route, never
+from sseguard.core.contract.protocol import Auth, Outline, Protocol, RelayTable, Route, never
 from sseguard.core.contract.usage import UsageFacts, count, field, text
 from sseguard.core.verdict import Api, Ending
 
@@ -64,7 +64,7 @@ CHAT = Protocol(
     format=ChatFormat(),
     checker=StreamChecker,
     assembler=ChatAssembler,
-    relay=Relay(
+    relay=RelayTable(
         terminal=is_terminal, upstream_error=upstream_error_of, error_frame=chat_error_frame,
         sentinel=DONE_FRAME, trailer=never,
         messages={

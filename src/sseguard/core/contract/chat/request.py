@@ -6,10 +6,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sseguard.core.contract.request import (
-    Answer,
+    AssistantAnswer,
+    BodySettings,
     Call,
     Format,
-    Settings,
     Tool,
     Turn,
     blocks_of,
@@ -49,7 +49,7 @@ class ChatFormat(Format):
             body["tool_choice"] = "auto"
         return body
 
-    def finish(self, body: dict[str, Any], *, model: str, settings: Settings) -> dict[str, Any]:
+    def finish(self, body: dict[str, Any], *, model: str, settings: BodySettings) -> dict[str, Any]:
         body["model"] = model
         body["stream"] = True
         if settings.include_usage:
@@ -63,7 +63,7 @@ class ChatFormat(Format):
             body.update(temperature=0, top_p=1, seed=settings.seed)
         return body
 
-    def answer(self, message: Mapping[str, Any]) -> Answer | None:
+    def answer(self, message: Mapping[str, Any]) -> AssistantAnswer | None:
         choices = message.get("choices") or []
         first = choices[0] if isinstance(choices, list) and choices else None
         said = first.get("message") if isinstance(first, dict) else None
@@ -75,7 +75,7 @@ class ChatFormat(Format):
             if isinstance(fn, dict):
                 calls.append(Call(str(call.get("id") or f"call_{i}"), str(fn.get("name") or ""),
                                   json_arguments(fn.get("arguments"))))
-        return Answer(str(said.get("content") or ""), tuple(calls))
+        return AssistantAnswer(str(said.get("content") or ""), tuple(calls))
 
     def misfit(self, body: Mapping[str, Any]) -> str | None:
         if not isinstance(body.get("messages"), list):

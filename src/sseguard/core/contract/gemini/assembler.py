@@ -14,9 +14,10 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from sseguard.core._renamed import renamed
 from sseguard.core.contract.folding import IdWatch, Joined
 
-__all__ = ["CandidateState", "GeminiAssembler", "Record", "decode_record"]
+__all__ = ["CandidateState", "GeminiAssembler", "TypedResponse", "decode_response"]
 
 # ── the common record, typed: the checker's fast path decodes it straight into these ──────────
 
@@ -44,9 +45,10 @@ class TypedCandidate(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     finishReason: str | UnsetType = UNSET
 
 
-class Record(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    """The common record: text parts only, no finish, nothing else (every other record, and any
-    that is not quite this, takes the generic path, which says what is wrong with it)."""
+class TypedResponse(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """The common record (one ``GenerateContentResponse`` of the stream), typed: text parts only, no
+    finish, nothing else (every other record, and any that is not quite this, takes the generic
+    path, which says what is wrong with it). Not ``Record``: that is one request's facts."""
 
     candidates: list[TypedCandidate]
     usageMetadata: dict[str, Any] | UnsetType = UNSET
@@ -57,7 +59,7 @@ class Record(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
 #: Records of the common shape decode straight into structs: no dict lookups to fold them (and,
 #: decoded JSON holding no cycle, no garbage-collector tracking: ``gc=False``).
-decode_record = msgspec.json.Decoder(Record).decode
+decode_response = msgspec.json.Decoder(TypedResponse).decode
 
 
 
@@ -140,3 +142,6 @@ class GeminiAssembler:
         out["index"] = cand.index
         out.update(cand.extra)
         return out
+
+#: Old names → new (docs/design/vocabulary.md "Names": ``Record`` is one request's facts).
+__getattr__ = renamed(__name__, {"Record": "TypedResponse", "decode_record": "decode_response"})

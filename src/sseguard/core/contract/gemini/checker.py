@@ -31,8 +31,8 @@ from msgspec import UNSET
 
 from sseguard.core.contract._base import FINISHED, JSON_ERRORS, CheckerBase, FrameTail, decode_json
 from sseguard.core.contract.folding import ToolFacts, is_int
-from sseguard.core.contract.gemini.assembler import CandidateState, GeminiAssembler, Record
-from sseguard.core.contract.gemini.assembler import decode_record as _decode_record
+from sseguard.core.contract.gemini.assembler import CandidateState, GeminiAssembler, TypedResponse
+from sseguard.core.contract.gemini.assembler import decode_response as _decode_response
 from sseguard.core.contract.gemini.partial import StreamedCall
 from sseguard.core.contract.gemini.relay import ARRAY_CLOSE
 from sseguard.core.contract.gemini.request import (
@@ -52,7 +52,7 @@ _WHITESPACE = b" \t\r\n"
 
 _TYPED_MISS = (msgspec.ValidationError, *JSON_ERRORS)
 #: The lane's record before there is a lane (``_lane_state`` refuses until one is learned).
-_NO_RECORD = Record([])
+_NO_RECORD = TypedResponse([])
 
 
 class GeminiFrames:
@@ -185,7 +185,7 @@ class GeminiChecker(CheckerBase):
         if event.event != "message":
             return  # Gemini names no events; another name is a vendor's keep-alive or metadata
         try:
-            record = _decode_record(data)
+            record = _decode_response(data)
         except _TYPED_MISS:
             pass  # not the common shape: the generic path below folds it or says what is wrong
         else:
@@ -210,7 +210,7 @@ class GeminiChecker(CheckerBase):
         self._chunks += 1
         self._record(obj)
 
-    def _learn_gemini_lane(self, event: SSEEvent, record: Record) -> None:
+    def _learn_gemini_lane(self, event: SSEEvent, record: TypedResponse) -> None:
         """A record of one candidate already known with one text part (no signature) becomes
         the stream's lane; what ``_typed`` set from it is kept to be set again."""
         cand = record.candidates[0]
@@ -245,7 +245,7 @@ class GeminiChecker(CheckerBase):
         if text:
             self._leaks.scan(state.index, "thought" if thought else "text", text)
 
-    def _take_head(self, record: Record) -> None:
+    def _take_head(self, record: TypedResponse) -> None:
         """A typed record's fields besides its candidates: the last given wins."""
         asm = self._asm
         response = asm.response
@@ -262,7 +262,7 @@ class GeminiChecker(CheckerBase):
         if record.createTime is not UNSET:
             response["createTime"] = record.createTime
 
-    def _typed(self, record: Record) -> bool:
+    def _typed(self, record: TypedResponse) -> bool:
         """Fold a record of the common shape as ``_record`` would; False (nothing folded) when one
         of its candidates finishes or has finished: those records take the generic path."""
         asm = self._asm

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from sseguard.core.contract.protocol import Relay, UpstreamError, dumps, never
+from sseguard.core.contract.protocol import RelayTable, UpstreamError, dumps, never
 from sseguard.core.sse import SSEEvent
 from sseguard.core.verdict import Ending
 
@@ -79,7 +79,7 @@ def _array_close(event: SSEEvent) -> bool:
     return event.event == ARRAY_CLOSE
 
 
-RELAY = Relay(
+RELAY = RelayTable(
     # SSE has no terminal event: the end of the body is the end, and the guard decides it. The
     # array framing's closing ``]`` is held like one: sent once the end is known good, or
     # replaced by the guard's error element and its own ``]``.

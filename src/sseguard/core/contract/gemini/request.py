@@ -21,7 +21,15 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sseguard.core.contract.request import Answer, Call, Format, Settings, Tool, Turn, json_arguments
+from sseguard.core.contract.request import (
+    AssistantAnswer,
+    BodySettings,
+    Call,
+    Format,
+    Tool,
+    Turn,
+    json_arguments,
+)
 from sseguard.core.errors import ConfigError
 from sseguard.core.verdict import Api
 
@@ -238,7 +246,7 @@ class GeminiFormat(Format):
                  "parametersJsonSchema": dict(t.parameters)} for t in tools]}]
         return body
 
-    def finish(self, body: dict[str, Any], *, model: str, settings: Settings) -> dict[str, Any]:
+    def finish(self, body: dict[str, Any], *, model: str, settings: BodySettings) -> dict[str, Any]:
         # The model goes in the path (``Route.fill``) and usage always comes: nothing to ask for.
         config = body.get("generationConfig")
         config = dict(config) if isinstance(config, dict) else {}
@@ -253,11 +261,11 @@ class GeminiFormat(Format):
             body["generationConfig"] = config
         return body
 
-    def check_settings(self, settings: Settings) -> None:
+    def check_settings(self, settings: BodySettings) -> None:
         if settings.reasoning_effort is not None:
             thinking_budget(settings.reasoning_effort)
 
-    def answer(self, message: Mapping[str, Any]) -> Answer | None:
+    def answer(self, message: Mapping[str, Any]) -> AssistantAnswer | None:
         candidates = message.get("candidates")
         first = candidates[0] if isinstance(candidates, list) and candidates else None
         content = first.get("content") if isinstance(first, dict) else None
@@ -275,7 +283,7 @@ class GeminiFormat(Format):
                                   str(call.get("name") or ""), json_arguments(call.get("args"))))
             elif isinstance(part.get("text"), str) and part.get("thought") is not True:
                 texts.append(part["text"])
-        return Answer("".join(texts), tuple(calls))
+        return AssistantAnswer("".join(texts), tuple(calls))
 
     def misfit(self, body: Mapping[str, Any]) -> str | None:
         if not isinstance(body.get("contents"), list):

@@ -24,7 +24,7 @@ from sseguard.core.contract.messages.relay import (
 )
 from sseguard.core.contract.messages.request import MessagesFormat, thinking_budget
 from sseguard.core.contract.messages.vocabulary import KINDS, REASONS
-from sseguard.core.contract.protocol import Auth, Outline, Protocol, Relay, Route, never
+from sseguard.core.contract.protocol import Auth, Outline, Protocol, RelayTable, Route, never
 from sseguard.core.contract.usage import UsageFacts, count, field
 from sseguard.core.verdict import Api, Ending
 
@@ -68,7 +68,7 @@ MESSAGES = Protocol(
     format=MessagesFormat(),
     checker=MessagesChecker,
     assembler=MessagesAssembler,
-    relay=Relay(
+    relay=RelayTable(
         terminal=is_terminal, upstream_error=upstream_error_of, error_frame=messages_error_frame,
         sentinel=MESSAGE_STOP_FRAME, trailer=never,
         messages={

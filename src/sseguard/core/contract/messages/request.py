@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sseguard.core.contract.request import (
-    Answer,
+    AssistantAnswer,
+    BodySettings,
     Call,
     Format,
-    Settings,
     Tool,
     Turn,
     json_arguments,
@@ -84,7 +84,7 @@ class MessagesFormat(Format):
             body["tool_choice"] = {"type": "auto"}
         return body
 
-    def finish(self, body: dict[str, Any], *, model: str, settings: Settings) -> dict[str, Any]:
+    def finish(self, body: dict[str, Any], *, model: str, settings: BodySettings) -> dict[str, Any]:
         # Usage always comes in message_start/message_delta: Messages has no option for it.
         body["model"] = model
         body["stream"] = True
@@ -102,11 +102,11 @@ class MessagesFormat(Format):
         # ``top_k``), so a messages arm is compared at the server's own sampling (docs/probe.md).
         return body
 
-    def check_settings(self, settings: Settings) -> None:
+    def check_settings(self, settings: BodySettings) -> None:
         if settings.reasoning_effort is not None:
             thinking_budget(settings.reasoning_effort)
 
-    def answer(self, message: Mapping[str, Any]) -> Answer | None:
+    def answer(self, message: Mapping[str, Any]) -> AssistantAnswer | None:
         content = message.get("content")
         if not isinstance(content, list):
             return None
@@ -120,7 +120,7 @@ class MessagesFormat(Format):
             elif block.get("type") == "tool_use":
                 calls.append(Call(str(block.get("id") or f"toolu_{len(calls)}"),
                                   str(block.get("name") or ""), json_arguments(block.get("input"))))
-        return Answer("".join(texts), tuple(calls))
+        return AssistantAnswer("".join(texts), tuple(calls))
 
     def misfit(self, body: Mapping[str, Any]) -> str | None:
         messages = body.get("messages")

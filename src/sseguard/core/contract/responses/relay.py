@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from sseguard.core.contract.protocol import Relay, UpstreamError, data_type, dumps
+from sseguard.core.contract.protocol import RelayTable, UpstreamError, data_type, dumps
 from sseguard.core.sse import SSEEvent
 from sseguard.core.verdict import Ending
 
@@ -61,7 +61,7 @@ def _trailer(event: SSEEvent) -> bool:
 
 
 #: The relay's table of a Responses stream (the ``Protocol`` descriptor's ``relay``).
-RELAY = Relay(
+RELAY = RelayTable(
     terminal=is_terminal, upstream_error=upstream_error_of, error_frame=responses_error_frame,
     sentinel=b"", trailer=_trailer,
     messages={

@@ -11,10 +11,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sseguard.core.contract.request import (
-    Answer,
+    AssistantAnswer,
+    BodySettings,
     Call,
     Format,
-    Settings,
     Tool,
     Turn,
     blocks_of,
@@ -51,7 +51,7 @@ class ResponsesFormat(Format):
             body["tool_choice"] = "auto"
         return body
 
-    def finish(self, body: dict[str, Any], *, model: str, settings: Settings) -> dict[str, Any]:
+    def finish(self, body: dict[str, Any], *, model: str, settings: BodySettings) -> dict[str, Any]:
         # Usage always comes in the terminal response: the Responses API has no option for it.
         body["model"] = model
         body["stream"] = True
@@ -65,7 +65,7 @@ class ResponsesFormat(Format):
             body.update(temperature=0, top_p=1)
         return body
 
-    def answer(self, message: Mapping[str, Any]) -> Answer | None:
+    def answer(self, message: Mapping[str, Any]) -> AssistantAnswer | None:
         output = message.get("output")  # the assembled response object
         if not isinstance(output, list):
             return None
@@ -80,7 +80,7 @@ class ResponsesFormat(Format):
             elif item.get("type") == "message":
                 texts.extend(str(part.get("text") or "") for part in blocks_of(item)
                              if part.get("type") == "output_text")
-        return Answer("".join(texts), tuple(calls))
+        return AssistantAnswer("".join(texts), tuple(calls))
 
     def misfit(self, body: Mapping[str, Any]) -> str | None:
         if "messages" in body:
