@@ -18,8 +18,8 @@ from _toolcalls_support_tables import (
     round_calls,
 )
 from sseguard.core.toolcalls import FAMILIES, canonical, consumed_text, join_events
-from sseguard.core.toolcalls.glm import GLMParser
-from sseguard.core.toolcalls.kv_tags import hunyuan_tags
+from sseguard.core.toolcalls.grammars.key_value_tags import GLMParser
+from sseguard.core.toolcalls.vendors.kv_tags import hunyuan_tags
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from sseguard.core.errors import UsageError
 from sseguard.core.toolcalls import FAMILIES, canonical
-from sseguard.core.toolcalls._markers import MIN_PARTIAL, Markers
 from sseguard.core.toolcalls.events import Reasoning
+from sseguard.core.toolcalls.grammars.markers import MIN_PARTIAL, Markers
 
 THINK = "<think>"
 END_THINK = "</think>"

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sseguard.core.errors import UsageError
-from sseguard.core.toolcalls._engine import BaseParser
-from sseguard.core.toolcalls._json import ASCII_WS
-from sseguard.core.toolcalls._markers import TAG_CAP, Markers
 from sseguard.core.toolcalls.events import Event, Parser, Text
 from sseguard.core.toolcalls.family import Claim, Family
+from sseguard.core.toolcalls.grammars.base import BaseParser
+from sseguard.core.toolcalls.grammars.markers import TAG_CAP, Markers
+from sseguard.core.toolcalls.grammars.strict_json import ASCII_WS
 from sseguard.core.toolcalls.schema import ToolSpec
 
 #: A partial marker at end of stream that no family owns is judged as DSML judges one (any parser
