@@ -486,7 +486,7 @@ LEAK_HINT = CALL_WORD
 LEAK_SHAPE = r"(?<![\w.])call:[A-Za-z_][\w.\-]{0,63}\{"
 
 
-def gemma_family(name: str, syntax: Syntax, rank: int = 95) -> Family:
+def gemma_family(name: str, syntax: Syntax, rank: int) -> Family:
     """A class-E family for ``syntax``."""
     make: Callable[[ToolSpec | None], GemmaParser] = partial(GemmaParser, family=name,
                                                              syntax=syntax)

@@ -258,7 +258,7 @@ def _make_in_block(name: str, opener: str, closer: str, think: tuple[tuple[str, 
 
 
 def block_family(name: str, opener: str, closer: str, aliases: tuple[str, ...],
-           think: tuple[tuple[str, str], ...] = ()) -> Family:
+           think: tuple[tuple[str, str], ...] = (), rank: int = 100) -> Family:
     """A class F family: the Qwen3-Coder body inside ``opener`` … ``closer``. A family that reads its
     own reasoning span is noticed by its opener too (``auto`` hands the reasoning to it), and no
     call opener ends that reasoning (decision 3.9)."""
@@ -271,7 +271,7 @@ def block_family(name: str, opener: str, closer: str, aliases: tuple[str, ...],
                   leak_markers=(opener, closer, FUNCTION, FUNCTION_END, PARAMETER),
                   reasoning_exits=() if think else (opener,), auto_markers=(*markers, *think_tags),
                   claim=claim_openers(openers),
-                  render=partial(_render_in_block, opener, closer), rank=96, aliases=aliases,
+                  render=partial(_render_in_block, opener, closer), rank=rank, aliases=aliases,
                   grammar="F", reasoning_spans=think)
 
 

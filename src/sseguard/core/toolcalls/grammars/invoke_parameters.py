@@ -427,7 +427,7 @@ def render_tagged(tags: InvokeTags, calls: Sequence[CallLike], malformed: bool) 
 
 
 def invoke_family(name: str, tags: InvokeTags, openers: tuple[str, ...], aliases: tuple[str, ...],
-           leak: tuple[str, ...]) -> Family:
+           leak: tuple[str, ...], rank: int = 100) -> Family:
     """A class G family from its tag table: ``openers`` start its markup (what ``auto`` looks for
     and what ends reasoning), ``leak`` what in visible text means its markup leaked."""
     tokens = tuple(t for t in (tags.block, tags.block_end, *(tags.wrap or ())) if t)
@@ -436,4 +436,4 @@ def invoke_family(name: str, tags: InvokeTags, openers: tuple[str, ...], aliases
     return Family(name=name, make=partial(_make_tagged, name, tags), markers=markers, leak_markers=leak,
                   reasoning_exits=openers, auto_markers=tokens or openers,
                   claim=claim_openers(openers), render=partial(render_tagged, tags), malformable=True,
-                  rank=96, aliases=aliases, grammar="G")
+                  rank=rank, aliases=aliases, grammar="G")

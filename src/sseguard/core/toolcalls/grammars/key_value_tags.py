@@ -456,7 +456,7 @@ def claim_block(tags: KVTags, held: str, final: bool) -> Claim:
 
 
 def kv_family(name: str, tags: KVTags, nl: str = "", aliases: tuple[str, ...] = (),
-           claim: Any = None, rank: int = 96) -> Family:
+           claim: Any = None, rank: int = 100) -> Family:
     """A class H family from its tag table. ``auto`` notices it by any of its tags (a stray one is
     reported by the first family that has it) and by its reasoning openers; ``claim`` (default: its
     openers) says which markup is its own."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from sseguard.core.toolcalls.auto import builtin_rank
 from sseguard.core.toolcalls.family import Family, Render
 from sseguard.core.toolcalls.grammars.tool_sep_json import (
     FAMILY_MARKERS,
@@ -25,7 +26,8 @@ ALIASES = {"deepseek-v3": ("deepseek_v3", "deepseekv3"),
 def _family(name: str, render: Render) -> Family:
     return Family(name=name, make=partial(DeepSeekV3Parser, name), markers=FAMILY_MARKERS,
                   leak_markers=FAMILY_MARKERS, reasoning_exits=REASONING_EXITS,
-                  auto_markers=FAMILY_MARKERS, claim=partial(claim, name), render=render, rank=20,
+                  auto_markers=FAMILY_MARKERS, claim=partial(claim, name), render=render,
+                  rank=builtin_rank(name),
                   aliases=ALIASES[name], grammar="C")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from sseguard.core.toolcalls.auto import builtin_rank
 from sseguard.core.toolcalls.family import Family
 from sseguard.core.toolcalls.grammars.dsml import (
     CLOSE,
@@ -26,7 +27,8 @@ ALIASES = {"dsml-v32": ("deepseek_v32", "deepseekv32"), "dsml-v4": ("deepseek_v4
 def _family(name: str) -> Family:
     return Family(name=name, make=partial(DSMLParser, name), markers=tuple(family_markers(name)),
                   leak_markers=(MARK,), reasoning_exits=REASONING_EXITS, auto_markers=(OPEN, CLOSE),
-                  claim=partial(claim, name), render=partial(render, name), malformable=True, rank=10,
+                  claim=partial(claim, name), render=partial(render, name), malformable=True,
+                  rank=builtin_rank(name),
                   aliases=ALIASES[name], grammar="G (DSML)")
 
 

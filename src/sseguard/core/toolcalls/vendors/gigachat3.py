@@ -6,10 +6,11 @@ control characters in strings; a consumer in another language would not).
 
 from __future__ import annotations
 
+from sseguard.core.toolcalls.auto import builtin_rank
 from sseguard.core.toolcalls.grammars.json_array_family import json_after_marker
 
 TOKEN = "<|function_call|>"
 ROLE = "function call<|role_sep|>"
 
 FAMILY = json_after_marker("gigachat3", TOKEN, ROLE, framing=("<|message_sep|>", "</s>"),
-                           rank=91)
+                           rank=builtin_rank("gigachat3"))

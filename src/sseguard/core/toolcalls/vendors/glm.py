@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from sseguard.core.toolcalls.auto import builtin_rank
 from sseguard.core.toolcalls.family import Family
 from sseguard.core.toolcalls.grammars.key_value_tags import (
     FAMILY_MARKERS,
@@ -25,7 +26,7 @@ def _family(name: str) -> Family:
     return Family(name=name, make=partial(GLMParser, name), markers=FAMILY_MARKERS,
                   leak_markers=FAMILY_MARKERS, reasoning_exits=REASONING_EXITS,
                   auto_markers=FAMILY_MARKERS, claim=partial(claim, name),
-                  render=partial(render, name), malformable=True, rank=40,
+                  render=partial(render, name), malformable=True, rank=builtin_rank(name),
                   aliases=ALIASES[name], grammar="H")
 
 

@@ -10,11 +10,12 @@ whitespace between calls is markup, text before the first one is visible verbati
 
 from __future__ import annotations
 
+from sseguard.core.toolcalls.auto import builtin_rank
 from sseguard.core.toolcalls.grammars.json_array_family import Opener, json_after_marker, json_array_family
 
 TOKEN = "<|tool_call|>"  # Granite 3.0, special
 TAG = "<tool_call>"  # Granite 3.1, plain text
 FUNCTION_CALL = "<function_call>"
 
-GRANITE = json_array_family("granite", [Opener(TOKEN), Opener(TAG)], rank=82)
-GRANITE_20B_FC = json_after_marker("granite-20b-fc", FUNCTION_CALL, rank=83)
+GRANITE = json_array_family("granite", [Opener(TOKEN), Opener(TAG)], rank=builtin_rank("granite"))
+GRANITE_20B_FC = json_after_marker("granite-20b-fc", FUNCTION_CALL, rank=builtin_rank("granite-20b-fc"))

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from sseguard.core.toolcalls.auto import builtin_rank
 from sseguard.core.toolcalls.family import Family, claim_openers
 from sseguard.core.toolcalls.grammars.channel_messages import (
     CALL,
@@ -28,5 +29,5 @@ FAMILY = Family(
     claim=claim_openers((START, CHANNEL)), render=render, malformable=True,
     # decision 2.11: stripped special tokens leave ``…commentary to=functions.f json{…}``
     leak_shape=r"(?<=to=)functions\.[^\s{}]{1,64}?\s{0,4}(?:json)?\s{0,4}\{",
-    auto_prefix=may_open_header, render_answer=render_answer, rank=70,
+    auto_prefix=may_open_header, render_answer=render_answer, rank=builtin_rank("harmony"),
     aliases=("openai", "gpt-oss", "gpt_oss"), grammar="I")

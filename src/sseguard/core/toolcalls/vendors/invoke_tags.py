@@ -23,6 +23,7 @@ verbatim: no separator removed, no answer framing.
 
 from __future__ import annotations
 
+from sseguard.core.toolcalls.auto import builtin_rank
 from sseguard.core.toolcalls.grammars.invoke_parameters import InvokeTags, invoke_family
 
 DOTS_TAGS = InvokeTags(block="<dots_function_call>", block_end="</dots_function_call>",
@@ -37,9 +38,9 @@ MINICPM5_TAGS = InvokeTags(block=None, block_end=None, invoke="function", parame
 
 # the block tokens are special; stripped, they leave the plain-text invoke tag (as MiniMax-M2's)
 DOTS = invoke_family("dots", DOTS_TAGS, ("<dots_function_call>",), ("dots3", "dots3_note"),
-              ("<dots_function_call>", "</dots_function_call>", '<invoke name="'))
+              ("<dots_function_call>", "</dots_function_call>", '<invoke name="'), rank=builtin_rank("dots"))
 STEP3 = invoke_family("step3", STEP3_TAGS, ("<｜tool_calls_begin｜>",), (),
                ("<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>",
-                "<｜tool_call_end｜>", "<steptml:"))
+                "<｜tool_call_end｜>", "<steptml:"), rank=builtin_rank("step3"))
 MINICPM5 = invoke_family("minicpm5", MINICPM5_TAGS, ('<function name="', "<function name='"),
-                  (), ('<function name="', "<function name='", "</param>"))
+                  (), ('<function name="', "<function name='", "</param>"), rank=builtin_rank("minicpm5"))

@@ -21,6 +21,7 @@ decision 3.3); Hunyuan's ``<tool_calls><tool_call>`` is neither.
 
 from __future__ import annotations
 
+from sseguard.core.toolcalls.auto import builtin_rank
 from sseguard.core.toolcalls.grammars.json_array_family import (
     COHERE,
     NAME_KEY,
@@ -33,16 +34,20 @@ TOOL_CALLS, TOOL_CALLS_END = "<tool_calls>", "</tool_calls>"
 _BLOCK = Opener(TOOL_CALLS, closer=TOOL_CALLS_END)
 COHERE_FRAMING = ("<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_TEXT|>", "<|END_TEXT|>")
 
-JAMBA = json_array_family("jamba", [_BLOCK], rank=85)
-HUNYUAN_A13B = json_array_family("hunyuan-a13b", [_BLOCK], reasoning_exits=(), rank=86,
+JAMBA = json_array_family("jamba", [_BLOCK], rank=builtin_rank("jamba"))
+HUNYUAN_A13B = json_array_family("hunyuan-a13b", [_BLOCK], reasoning_exits=(),
+                                 rank=builtin_rank("hunyuan-a13b"),
                                  aliases=("hunyuan_a13b",))
 MINIMAX_M1 = json_array_family(
-    "minimax-m1", [Opener(TOOL_CALLS, Body.OBJECTS, TOOL_CALLS_END, separator="\n")], rank=87,
+    "minimax-m1", [Opener(TOOL_CALLS, Body.OBJECTS, TOOL_CALLS_END, separator="\n")],
+    rank=builtin_rank("minimax-m1"),
     aliases=("minimax",), grammar="B′")
-PHI4_MINI = json_array_family("phi4-mini", [Opener("functools[", opened=True)], rank=88,
+PHI4_MINI = json_array_family("phi4-mini", [Opener("functools[", opened=True)],
+                              rank=builtin_rank("phi4-mini"),
                               aliases=("phi4_mini_json",))
 APERTUS = json_array_family("apertus", [Opener("<|tools_prefix|>", closer="<|tools_suffix|>")],
-                            shape=NAME_KEY, rank=89, aliases=("apertus2509",))
+                            shape=NAME_KEY, rank=builtin_rank("apertus"), aliases=("apertus2509",))
 COHERE_COMMAND = json_array_family(
     "cohere-command", [Opener("<|START_ACTION|>", closer="<|END_ACTION|>")], shape=COHERE,
-    framing=COHERE_FRAMING, rank=90, aliases=("cohere_command3", "cohere_command4"))
+    framing=COHERE_FRAMING,
+    rank=builtin_rank("cohere-command"), aliases=("cohere_command3", "cohere_command4"))

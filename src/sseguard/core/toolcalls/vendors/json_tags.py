@@ -19,18 +19,19 @@
 
 from __future__ import annotations
 
+from sseguard.core.toolcalls.auto import builtin_rank
 from sseguard.core.toolcalls.grammars.json_in_tags import MARKUP, REASONING, TEXT, json_in_tags
 
-LONGCAT = json_in_tags("longcat", "<longcat_tool_call>", "</longcat_tool_call>", rank=92,
+LONGCAT = json_in_tags("longcat", "<longcat_tool_call>", "</longcat_tool_call>", rank=builtin_rank("longcat"),
                        malformable=True)
 RESPONSE, RESPONSE_END = "<response>", "</response>"
-ERNIE45 = json_in_tags("ernie45", "<tool_call>", "</tool_call>", separator="\n", rank=93,
+ERNIE45 = json_in_tags("ernie45", "<tool_call>", "</tool_call>", separator="\n", rank=builtin_rank("ernie45"),
                        malformable=True, framing=(RESPONSE, RESPONSE_END))
 INTERNLM = json_in_tags("internlm", "<|action_start|>", "<|action_end|>", follow="<|plugin|>",
                         keys=("parameters", "arguments"), stray=TEXT, leak_markers=("<|plugin|>",),
-                        rank=84, aliases=("interns1",))
+                        rank=builtin_rank("internlm"), aliases=("interns1",))
 INKLING = json_in_tags(
     "inkling", "<|message_model|>", "<|end_message|>", follow="<|content_invoke_tool_json|>",
     channels={"<|content_text|>": TEXT, "<|content_thinking|>": REASONING},
     closers=("<|content_model_end_sampling|>",), keys=("args", "arguments", "parameters"),
-    stray=MARKUP, reasoning_exits=(), rank=94, grammar="A (I)")
+    stray=MARKUP, reasoning_exits=(), rank=builtin_rank("inkling"), grammar="A (I)")

@@ -4,6 +4,7 @@ by the model's call id (``grammars.call_id_json``).
 
 from __future__ import annotations
 
+from sseguard.core.toolcalls.auto import builtin_rank
 from sseguard.core.toolcalls.family import Family, claim_openers
 from sseguard.core.toolcalls.grammars.call_id_json import (
     ARG_BEGIN,
@@ -26,5 +27,6 @@ FAMILY = Family(
     reasoning_exits=REASONING_EXITS, auto_markers=FAMILY_MARKERS,
     claim=claim_openers((SECTION_BEGIN, SECTION_BEGIN_1, CALL_BEGIN)), render=render,
     # decision 2.11: the special tokens stripped, a call leaves ``functions.NAME:IDX{…}``
-    leak_shape=r"functions\.[^\s{}]{1,64}?:[0-9]{1,9}\s{0,4}\{", malformable=True, rank=60,
+    leak_shape=r"functions\.[^\s{}]{1,64}?:[0-9]{1,9}\s{0,4}\{", malformable=True,
+    rank=builtin_rank("kimi-k2"),
     aliases=("kimi_k2",), grammar="C")

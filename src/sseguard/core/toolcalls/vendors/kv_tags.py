@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from sseguard.core.toolcalls.auto import builtin_rank
 from sseguard.core.toolcalls.grammars.key_value_tags import KVTags, claim_block, kv_family
 
 IQUEST_TAGS = KVTags(call="<iquest_tool_call>", call_end="</iquest_tool_call>")
@@ -51,9 +52,9 @@ K2_TAGS = KVTags(call="<ifm|tool_call>", call_end="</ifm|tool_call>", key="<ifm|
                  think=K2_THINK, json_body=True)
 
 
-IQUEST_Q1 = kv_family("iquest-q1", IQUEST_TAGS, aliases=("iquest_q1",))
+IQUEST_Q1 = kv_family("iquest-q1", IQUEST_TAGS, aliases=("iquest_q1",), rank=builtin_rank("iquest-q1"))
 HUNYUAN = kv_family("hunyuan", HUNYUAN_TAGS, "\n", aliases=("hy_v3", "hy_v4"),
-                 claim=partial(claim_block, HUNYUAN_TAGS))
-K2_HORIZON = kv_family("k2-horizon", K2_TAGS, aliases=("k2_horizon",))
+                 claim=partial(claim_block, HUNYUAN_TAGS), rank=builtin_rank("hunyuan"))
+K2_HORIZON = kv_family("k2-horizon", K2_TAGS, aliases=("k2_horizon",), rank=builtin_rank("k2-horizon"))
 
 __all__ = ["HUNYUAN", "IQUEST_Q1", "K2_HORIZON", "hunyuan_tags"]

@@ -11,6 +11,7 @@ tokens are markup wherever they stand.
 
 from __future__ import annotations
 
+from sseguard.core.toolcalls.auto import builtin_rank
 from sseguard.core.toolcalls.grammars.json_array_family import (
     NAME_PARAMETERS,
     Body,
@@ -24,4 +25,4 @@ END_TOKENS = ("<|eom_id|>", "<|eot_id|>", "<|end_of_text|>")
 FAMILY = json_array_family(
     "llama3-json", [Opener(PYTHON_TAG, Body.OBJECTS, separator=";")], shape=NAME_PARAMETERS,
     start=Body.OBJECTS, start_separator=";", framing=END_TOKENS, leak_markers=(PYTHON_TAG,),
-    rank=81, aliases=("llama3_json", "llama4_json", "llama3"))
+    rank=builtin_rank("llama3-json"), aliases=("llama3_json", "llama4_json", "llama3"))

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from sseguard.core.toolcalls.auto import builtin_rank
 from sseguard.core.toolcalls.grammars.name_then_json import Grammar, NameThenJSONParser, name_then_json
 
 #: What a Mistral call leaves when ``[TOOL_CALLS]`` and ``[ARGS]`` (control tokens) are stripped:
@@ -12,7 +13,8 @@ from sseguard.core.toolcalls.grammars.name_then_json import Grammar, NameThenJSO
 #: decision 2.11), up to the first key's colon (an empty object: its ``}``).
 MISTRAL_LEAK_START = r'\s{0,8}(?:\[\{"name":|[A-Za-z_][\w.\-]{0,63}\{(?:"[^"\s\\]{1,64}":|\}))'
 MISTRAL = name_then_json("mistral", "[TOOL_CALLS]", "[ARGS]", think=("[THINK]", "[/THINK]"),
-                         brace_opens=True, array=True, rank=95, leak_start=MISTRAL_LEAK_START)
+                         brace_opens=True, array=True,
+                         rank=builtin_rank("mistral"), leak_start=MISTRAL_LEAK_START)
 
 _P = "<|plamo:{}:plamo|>"
 PLAMO3 = name_then_json(
@@ -27,6 +29,6 @@ PLAMO3 = name_then_json(
            _P.format("begin_tool_name")),
     render_wrap=(_P.format("begin_tool_requests"), _P.format("begin_tool_request"),
                  _P.format("end_tool_request"), _P.format("end_tool_requests")),
-    rank=95)
+    rank=builtin_rank("plamo3"))
 
 __all__ = ["MISTRAL", "PLAMO3", "Grammar", "NameThenJSONParser", "name_then_json"]

@@ -18,10 +18,13 @@ text (decision 3.9; vLLM 0.34's Qwen3 engine would make it a call), and
 
 from __future__ import annotations
 
+from sseguard.core.toolcalls.auto import builtin_rank
 from sseguard.core.toolcalls.grammars.function_parameters import block_family
 
 SEED_THINK = (("<seed:think>", "</seed:think>"),)
 
 
-SEED_OSS = block_family("seed-oss", "<seed:tool_call>", "</seed:tool_call>", ("seed_oss",), SEED_THINK)
-ZAYA = block_family("zaya", "<zyphra_tool_call>", "</zyphra_tool_call>", ("zaya_xml",))
+SEED_OSS = block_family("seed-oss", "<seed:tool_call>", "</seed:tool_call>", ("seed_oss",), SEED_THINK,
+                        rank=builtin_rank("seed-oss"))
+ZAYA = block_family("zaya", "<zyphra_tool_call>", "</zyphra_tool_call>", ("zaya_xml",),
+                    rank=builtin_rank("zaya"))

@@ -8,6 +8,7 @@ Text outside the calls is verbatim. Every marker of xLAM is another family's too
 
 from __future__ import annotations
 
+from sseguard.core.toolcalls.auto import builtin_rank
 from sseguard.core.toolcalls.grammars.json_array_family import Body, Opener, json_array_family
 
 TAG, TAG_END = "<tool_call>", "</tool_call>"
@@ -17,4 +18,4 @@ FENCE_JSON, FENCE = "```json", "```"
 FAMILY = json_array_family(
     "xlam", [Opener(TAG, closer=TAG_END), Opener(TOOL_CALLS),
              Opener(FENCE_JSON, closer=FENCE, soft=True), Opener(FENCE, closer=FENCE, soft=True)],
-    start=Body.ARRAY, leak_markers=(TAG, TAG_END, TOOL_CALLS), auto=False, rank=95)
+    start=Body.ARRAY, leak_markers=(TAG, TAG_END, TOOL_CALLS), auto=False, rank=builtin_rank("xlam"))
