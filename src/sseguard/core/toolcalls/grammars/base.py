@@ -84,9 +84,14 @@ class BaseParser(ABC):
     # State in which text without the lead is the body of a JSON string value, streamed as it comes
     # (-1: none). Every marker of the family starts with ``_lead_char`` (its ``Markers.lead``: "<" for the
     # built-ins), so a chunk without one is one escape and one delta: the hot path in the middle of a
-    # long string value.
+    # long string value (``_plain_stops``).
     _STRING = -1
     _lead_char = "<"
+    # Whether the plain argument text of the hot path is the body of a JSON string to escape (a raw
+    # value) or JSON the model wrote itself, streamed as it is.
+    _plain_escaped = True
+    # Whether ``feed`` asks the grammar's hook ``_hot`` (a run other than ``_STRING``'s).
+    _HOT = False
     # the family's marker search, bound in its __init__:
     _find: Callable[[str, int], tuple[int, str]]  # first marker at or after pos: (start, text), or -1
     _hold: Callable[[str, int], int]  # start of a suffix that could still become a marker
@@ -353,21 +358,66 @@ class BaseParser(ABC):
     # driving --------------------------------------------------------------------------------------
 
     def feed(self, text: str) -> list[Event]:
-        """Parse more text; return the events it completes."""
+        """Parse more text; return the events it completes.
+
+        The one ``feed`` of every grammar. Its hot path: in the middle of a long argument most
+        chunks are plain argument text, taken whole without the state dispatch — in ``_STRING`` a
+        chunk without the marker lead (tested here, the commonest case), elsewhere what the
+        grammar's hook ``_hot`` takes (``_HOT``).
+        """
         if self._closed:
             raise UsageError("feed() after close()")
         if not text:
             return []
-        call = self._call
-        if (self._state == self._STRING and not self._pend and self._lead_char not in text
-                and call is not None and call.index is not None):
-            call.raw.append(text)
-            frag = json_string_body(text)
-            call.frags.append(frag)
-            return [ToolArgsDelta(call.index, frag)]
+        if not self._pend:
+            call = self._call
+            if (self._state == self._STRING and self._lead_char not in text and call is not None
+                    and call.index is not None):
+                call.raw.append(text)
+                frag = json_string_body(text)
+                call.frags.append(frag)
+                return [ToolArgsDelta(call.index, frag)]
+            if self._HOT:
+                hot = self._hot(text)
+                if hot is not None:
+                    return hot
         data = self._pend + text if self._pend else text
         self._pend = ""
         self._run(data)
+        return self._take()
+
+    def _plain_stops(self) -> str | None:
+        """The characters that may end plain argument text in the current state — a chunk holding
+        none of them is all argument text — or None where the state reads no such run (for a
+        grammar that sets ``_HOT`` and keeps this ``_hot``)."""
+        return None
+
+    def _hot(self, text: str) -> list[Event] | None:
+        """The hot path's hook (a grammar that sets ``_HOT``), asked with nothing held back: the
+        events of ``text`` when the current state takes it without the dispatch, or None (the state
+        machine reads it). This one takes a chunk with none of ``_plain_stops`` whole, escaped as a
+        string's body or (``_plain_escaped`` false) as the model's own JSON; a grammar that follows
+        JSON across strings overrides it, takes the prefix it can and hands the rest on
+        (``_then_run``)."""
+        stops = self._plain_stops()
+        if stops is None:
+            return None
+        for c in stops:
+            if c in text:
+                return None
+        call = self._call
+        if call is None or call.index is None:
+            return None
+        call.raw.append(text)
+        frag = json_string_body(text) if self._plain_escaped else text
+        call.frags.append(frag)
+        return [ToolArgsDelta(call.index, frag)]
+
+    def _then_run(self, text: str, k: int) -> list[Event]:
+        """After a hot path took ``text[:k]`` (its events pending): the state machine reads the
+        rest, and the chunk's events go out."""
+        if k < len(text):
+            self._run(text[k:])
         return self._take()
 
     def _run(self, data: str) -> None:

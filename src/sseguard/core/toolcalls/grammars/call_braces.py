@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from sseguard.core.toolcalls.events import Event, MarkupError, MarkupErrorKind, ToolArgsDelta
+from sseguard.core.toolcalls.events import MarkupError, MarkupErrorKind
 from sseguard.core.toolcalls.family import CallLike, Family, claim_openers
 from sseguard.core.toolcalls.grammars.base import CONTENT, MarkedRawParser
 from sseguard.core.toolcalls.grammars.markers import TAG_CAP, Markers
@@ -109,17 +109,11 @@ class GemmaParser(MarkedRawParser):
                           self._value, self._string, self._bare, self._after, self._args_end,
                           self._skip, self._reason, self._qcolon)
 
-    def feed(self, text: str) -> list[Event]:
-        """Parse more text; a streaming string value fed without the marker lead is the hot path."""
-        call = self._call
-        if (self._state == STRING and self._streaming and not self._pend and text
-                and not self._closed and "<" not in text and call is not None
-                and call.index is not None):
-            call.raw.append(text)
-            frag = json_string_body(text)
-            call.frags.append(frag)
-            return [ToolArgsDelta(call.index, frag)]
-        return super().feed(text)
+    _HOT = True
+
+    def _plain_stops(self) -> str | None:
+        """A streaming string value is the hot path: only the marker lead ends it."""
+        return "<" if self._state == STRING and self._streaming else None
 
     # content and reasoning ------------------------------------------------------------------------
 

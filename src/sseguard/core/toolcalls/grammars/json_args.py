@@ -64,14 +64,14 @@ class JSONArgsParser(BlockParser):
         self._state, self._started, self._tail = self._ARGS, False, []
         self._strings = JSONStrings()
 
-    def feed(self, text: str) -> list[Event]:
-        """Parse more text; return the events it completes."""
+    _HOT = True
+
+    def _hot(self, text: str) -> list[Event] | None:
+        """The middle of the arguments, where only a "<" outside a string can end them: what comes
+        before it is arguments text, taken without the state dispatch."""
         call = self._call
-        if (self._state != self._ARGS or self._pend or not text or self._closed or call is None
-                or call.index is None):
-            return super().feed(text)
-        # The hot path: the middle of the arguments, where only a "<" outside a string can end
-        # them. What comes before it is arguments text, taken here without the state dispatch.
+        if self._state != self._ARGS or call is None or call.index is None:
+            return None
         n = len(text)
         j = self._strings.next_lt(text, 0, n)
         if j:
@@ -83,9 +83,7 @@ class JSONArgsParser(BlockParser):
                 call.frags.append(frag)
                 return [ToolArgsDelta(call.index, frag)]
             self._stream_json(seg)
-        if j < n:
-            self._run(text[j:])
-        return self._take()
+        return self._then_run(text, j)
 
     def _json_args(self, data: str, pos: int) -> tuple[int, str]:
         """Stream the arguments from ``pos`` to the first marker outside a string: (its start, the

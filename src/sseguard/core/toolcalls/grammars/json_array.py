@@ -738,15 +738,15 @@ class JSONArrayParser(BaseParser):
 
     # driving --------------------------------------------------------------------------------------
 
-    def feed(self, text: str) -> list[Event]:
-        """Parse more text; return the events it completes."""
+    _HOT = True
+
+    def _hot(self, text: str) -> list[Event] | None:
+        """The middle of streaming arguments. Inside a string, a chunk with no quote and no
+        backslash is string text; otherwise the scanner runs over it, and what it read before
+        anything was decided is arguments text, taken without the state dispatch."""
         call = self._call
-        if not (self._args_open and not self._pend and text and not self._closed
-                and call is not None and call.index is not None):
-            return super().feed(text)
-        # The hot path: the middle of streaming arguments. Inside a string, a chunk with no quote
-        # and no backslash is string text; otherwise the scanner runs over it, and what it read
-        # before anything was decided is arguments text, taken here without the state dispatch.
+        if not self._args_open or call is None or call.index is None:
+            return None
         if self._inside and not self._escape and '"' not in text and "\\" not in text:
             call.raw.append(text)
             call.frags.append(text)
@@ -756,16 +756,14 @@ class JSONArrayParser(BaseParser):
             call.raw.append(text)
             call.frags.append(text)
             return [ToolArgsDelta(call.index, text)]
-        seg = text[:stop]
-        out: list[Event] = []
-        if seg:
-            call.raw.append(seg)
-            call.frags.append(seg)
-            out.append(ToolArgsDelta(call.index, seg))
         if not marker:  # the arguments closed (the only stop while they are open, markers apart)
             self._args_open = False
-        out.extend(super().feed(text[stop:]) if stop < len(text) else [])
-        return out
+        if stop:
+            seg = text[:stop]
+            call.raw.append(seg)
+            call.frags.append(seg)
+            self._out.append(ToolArgsDelta(call.index, seg))
+        return self._then_run(text, stop)
 
     def _finish(self, rest: str) -> None:
         """End of stream (decisions 1.7 and 1.9, decision 3.8): held text that

@@ -189,15 +189,16 @@ class JSONInTagsParser(BaseParser):
         self._take_body(data, pos, n)
         return ~n
 
-    def feed(self, text: str) -> list[Event]:
-        """Parse more text; return the events it completes."""
+    _HOT = True
+
+    def _hot(self, text: str) -> list[Event] | None:
+        """The middle of streaming arguments, where only a marker lead outside a string can
+        matter: what comes before one is arguments text, taken without the state dispatch; inside
+        a string nothing is padding, so it goes out at once."""
         call = self._call
-        if not (self._state == BODY and self._streaming and not self._pend and text
-                and not self._closed and call is not None and call.index is not None):
-            return super().feed(text)
-        # The hot path: the middle of streaming arguments, where only a marker lead outside a
-        # string can matter. A chunk without one is arguments text, taken without the state
-        # dispatch; inside a string nothing is padding, so it goes out at once.
+        if not (self._state == BODY and self._streaming and call is not None
+                and call.index is not None):
+            return None
         n = len(text)
         j = self._strings.next_lt(text, 0, n)
         seg = text[:j] if j < n else text
@@ -208,7 +209,7 @@ class JSONInTagsParser(BaseParser):
             if self._strings.inside and self._started:
                 frag = "".join(self._tail) + seg if self._tail else seg
                 self._tail = []
-                if j == n:
+                if j == n:  # the whole chunk: one delta, nothing pending before it
                     call.frags.append(frag)
                     return [ToolArgsDelta(call.index, frag)]
                 self._delta(frag)
@@ -217,9 +218,7 @@ class JSONInTagsParser(BaseParser):
                 if self._strings.inside and self._tail:
                     self._delta("".join(self._tail))
                     self._tail = []
-        if j < n:
-            self._run(text[j:])
-        return self._take()
+        return self._then_run(text, j)
 
     def _finish(self, rest: str) -> None:
         if self._state == AFTER_OPEN:  # an opener without its second token is text

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from sseguard.core.errors import UsageError
-from sseguard.core.toolcalls.events import Event, MarkupError, MarkupErrorKind, ToolArgsDelta
+from sseguard.core.toolcalls.events import MarkupError, MarkupErrorKind
 from sseguard.core.toolcalls.family import CallLike, Family, claim_openers
 from sseguard.core.toolcalls.grammars.base import CONTENT, MarkedRawParser
 from sseguard.core.toolcalls.grammars.json_array import JSONArrayParser
@@ -95,18 +95,15 @@ class NameThenJSONParser(MarkedRawParser):
         self._handlers = (self._content, self._name_state, self._pre, self._args, self._after_obj,
                           self._reason, self._skip, self._array_state)
 
-    def feed(self, text: str) -> list[Event]:
-        """Parse more text; inside a string of the arguments a chunk with no quote and no
-        backslash is string text, taken whole (the hot path)."""
-        call = self._call
-        if (self._state == ARGS and self._inside and not self._escape and not self._pend and text
-                and not self._quiet
-                and not self._closed and call is not None and call.index is not None
-                and '"' not in text and "\\" not in text):
-            call.raw.append(text)
-            call.frags.append(text)
-            return [ToolArgsDelta(call.index, text)]
-        return super().feed(text)
+    _HOT = True
+    _plain_escaped = False  # the arguments are the model's own JSON
+
+    def _plain_stops(self) -> str | None:
+        """Inside a string of the arguments only a quote or a backslash ends plain text (the hot
+        path)."""
+        if self._state == ARGS and self._inside and not self._escape and not self._quiet:
+            return '"\\'
+        return None
 
     # content --------------------------------------------------------------------------------------
 

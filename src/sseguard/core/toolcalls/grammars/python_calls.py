@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from sseguard.core.toolcalls.events import Event, MarkupError, MarkupErrorKind, ToolArgsDelta
+from sseguard.core.toolcalls.events import MarkupError, MarkupErrorKind
 from sseguard.core.toolcalls.grammars.base import CONTENT
 from sseguard.core.toolcalls.grammars.python_values import (
     _CLOSERS,
@@ -49,7 +49,6 @@ from sseguard.core.toolcalls.grammars.python_values import (
     PyValueReader,
     _ws_end,
 )
-from sseguard.core.toolcalls.grammars.strict_json import json_string_body
 from sseguard.core.toolcalls.schema import ToolSpec
 
 __all__ = ["PyCallsParser"]
@@ -109,18 +108,14 @@ class PyCallsParser(PyValueReader):
             self._call.raw.append(data[self._mark:end])
         self._mark = end
 
-    def feed(self, text: str) -> list[Event]:
-        """Parse more text; the middle of a long string value is the hot path."""
-        call = self._call
-        if (self._state == STRING and not self._pend and text and not self._closed
-                and call is not None and call.index is not None and self._held is None
-                and self._keybuf is None and self._quote[0] not in text and "\\" not in text
-                and (len(self._quote) == 3 or ("\n" not in text and "\r" not in text))):
-            call.raw.append(text)
-            frag = json_string_body(text)
-            call.frags.append(frag)
-            return [ToolArgsDelta(call.index, frag)]
-        return super().feed(text)
+    _HOT = True
+
+    def _plain_stops(self) -> str | None:
+        """The middle of a long string value is the hot path: only its quote, a backslash and (in
+        a one-line string) a line break end the run; a held bracket or key reads every chunk."""
+        if self._state != STRING or self._held is not None or self._keybuf is not None:
+            return None
+        return self._quote[0] + "\\" if len(self._quote) == 3 else self._quote[0] + "\\\n\r"
 
     def _begin_list(self) -> None:
         """A list of calls starts (its opener is already markup): the next thing is a call."""

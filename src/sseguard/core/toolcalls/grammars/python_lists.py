@@ -241,16 +241,17 @@ class Lfm2Parser(BlockCallsParser):
     def _extra_handlers(self) -> tuple[Callable[[str, int], int], ...]:
         return (self._open_block, self._json_block)
 
-    def feed(self, text: str) -> list[Event]:
-        """Parse more text; inside a JSON array's streaming string the class-B engine's own hot
-        path takes the chunk (no state of its changes there)."""
+    _HOT = True
+
+    def _hot(self, text: str) -> list[Event] | None:
+        """Inside a JSON array's streaming string the class-B grammar's own hot path takes the
+        chunk (no state of its changes there); elsewhere the Python reader's (``_plain_stops``)."""
         inner = self._json
-        if (self._state == JSON_BLOCK and inner is not None and not self._pend and text
-                and not self._closed and inner._args_open and inner._inside
+        if (self._state == JSON_BLOCK and inner is not None and inner._args_open and inner._inside
                 and not inner._escape and not inner._pend and '"' not in text
                 and "\\" not in text):
             return inner.feed(text)
-        return super().feed(text)
+        return super()._hot(text)
 
     def _enter_block(self) -> None:
         self._state = OPEN
