@@ -11,7 +11,7 @@ Outside, messages (class I): a header ``<|start|>assistant to=RECIPIENT<|message
 ``to=developer`` message is not shown (markup; *unverified*), any other message is the answer: its text
 visible, its ``<atem:function_calls>`` blocks calls. A block opener inside a ``to=self`` message ends
 the reasoning there (decision 3.9). Inside, MiniMax-M2's invoke/parameter body with
-the ``atem:`` prefix (class G, ``minimax_m2.MiniMaxM2Parser`` with a table): untyped values are the raw
+the ``atem:`` prefix (class G, ``invoke_parameters.MiniMaxM2Parser`` with a table): untyped values are the raw
 string. A tool registered bare may come back as ``name.name``: with tools given, such a name is taken
 as ``name`` when ``name`` is offered and ``name.name`` is not. Text outside any message is shown.
 """

@@ -1,4 +1,4 @@
-"""The parser engine every family shares: emitting coalesced events, holding back only a marker
+"""The parser base every grammar shares: emitting coalesced events, holding back only a marker
 prefix, call bookkeeping, and the ``CONTENT`` state (visible text and the separator before an opener).
 
 A family is a small state machine over text fed in arbitrary chunks; it keeps ``_state`` and one

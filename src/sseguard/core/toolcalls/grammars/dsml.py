@@ -1,8 +1,8 @@
 """DeepSeek DSML markup (V3.2, V4, V4.1): one state machine, parameterised by tag names.
 
 The three families differ only in their native block name (``function_calls``, ``tool_calls``,
-`` calls``); every DSML family accepts every dialect, because V4 models emit V3.2 blocks and V4.1 models
-unspaced ones (decision 1.6). The block opener picks the dialect for everything inside it.
+`` calls``); every DSML family accepts every spelling, because V4 models emit V3.2 blocks and V4.1 models
+unspaced ones (decision 1.6). The block opener picks the spelling for everything inside it.
 
 Why the hot path is cheap: inside a ``string="true"`` value the only thing that can matter is a ``<``,
 so a chunk without one is escaped and emitted as it is — one ``in`` test and one C-level escape
@@ -32,8 +32,9 @@ SEPARATOR = "\n\n"
 
 
 @dataclass(frozen=True, slots=True)
-class Dialect:
-    """The tag names of one DSML dialect."""
+class DsmlSpelling:
+    """How a DSML version spells its tags: a space or none between the marker and the tag name,
+    and the names its block may have (V3.2 and V4 spell them alike, V4.1 otherwise)."""
 
     spaced: bool  # V4.1 writes a space between the marker and the tag name
     blocks: tuple[str, ...]
@@ -42,20 +43,20 @@ class Dialect:
         return f"{CLOSE if closing else OPEN}{' ' if self.spaced else ''}{word}"
 
 
-UNSPACED = Dialect(False, ("function_calls", "tool_calls"))
-SPACED = Dialect(True, ("calls",))
+UNSPACED = DsmlSpelling(False, ("function_calls", "tool_calls"))
+SPACED = DsmlSpelling(True, ("calls",))
 
-#: family name → its native block name (what its encoder writes; all dialects are accepted).
+#: family name → its native block name (what its encoder writes; all spellings are accepted).
 FAMILY_BLOCKS = {"dsml-v32": (UNSPACED, "function_calls"), "dsml-v4": (UNSPACED, "tool_calls"),
                  "dsml-v41": (SPACED, "calls")}
 
 
 def family_markers(family: str) -> list[str]:
     """The marker texts of a family as its encoder writes them (for ``sseguard tokenizer``)."""
-    dialect, block = FAMILY_BLOCKS[family]
-    return [MARK, dialect.tag(block) + ">", dialect.tag(block, True) + ">", dialect.tag("invoke"),
-            dialect.tag("invoke", True) + ">", dialect.tag("parameter"),
-            dialect.tag("parameter", True) + ">"]
+    spelling, block = FAMILY_BLOCKS[family]
+    return [MARK, spelling.tag(block) + ">", spelling.tag(block, True) + ">", spelling.tag("invoke"),
+            spelling.tag("invoke", True) + ">", spelling.tag("parameter"),
+            spelling.tag("parameter", True) + ">"]
 
 
 #: Markers that end reasoning implicitly (decision 1.10): any DSML opener.
@@ -83,13 +84,13 @@ class Tag:
 
 
 def classify(tag: str) -> Tag | None:
-    """Parse one tag text (marker to ``>``); ``None`` when it is no tag of any dialect."""
+    """Parse one tag text (marker to ``>``); ``None`` when it is no tag of any spelling."""
     m = _TAG_RE.fullmatch(tag)
     if m is None:
         return None
     closing, spaced, word, tail = m[1] == "/", m[2] == " ", m[3], m[4]
-    dialect = SPACED if spaced else UNSPACED
-    if word in dialect.blocks:
+    spelling = SPACED if spaced else UNSPACED
+    if word in spelling.blocks:
         kind = BLOCK
     elif word in (INVOKE, PARAMETER):
         kind = word
@@ -350,8 +351,8 @@ def _value(value: Any) -> tuple[str, str]:
 def render(name: str, calls: Sequence[CallLike], malformed: bool) -> str:
     """The block as the encoder writes it, after its ``\\n\\n``; ``malformed`` misspells the first
     string parameter's closer, else the first invoke's."""
-    dialect, block = FAMILY_BLOCKS[name]
-    sp = " " if dialect.spaced else ""
+    spelling, block = FAMILY_BLOCKS[name]
+    sp = " " if spelling.spaced else ""
     target = next(((i, k) for i, c in enumerate(calls) for k, v in c.values.items()
                    if isinstance(v, str)), None)
     bad_invoke = malformed and target is None

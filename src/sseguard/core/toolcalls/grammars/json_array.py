@@ -1,8 +1,8 @@
-"""The incremental engine of docs/design/markup.md class B: calls written as JSON objects after a marker — a
+"""The incremental parser of docs/design/markup.md class B: calls written as JSON objects after a marker — a
 JSON array of call objects (``[{…}, {…}]``), objects separated by ``;`` (Llama 3) or by newlines
 (MiniMax-M1), or one object with no closer (class A′).
 
-One engine, parameterised by tables (``_array_tables``): the ``Shape`` of an element (which members
+One parser, parameterised by tables (``json_array_tables``): the ``Shape`` of an element (which members
 hold the name, the arguments and the call id), the ``Opener`` markers with the body each opens and the
 closer that ends it, the marker-less body a family may open at the very start of the answer, and
 framing markers that are markup wherever they stand. Every element is one call, all or nothing
@@ -309,23 +309,17 @@ class JSONArrayParser(BaseParser):
         assert call is not None
         n = len(data)
         i = pos
-        depth, inside, escape = self._depth, self._inside, self._escape
-        while i < n:
-            if inside:
-                i, inside, escape = string_end(data, i, n, escape)
+        while True:
+            i, closed = self._follow(data, i, n, self._bare_re)
+            if closed:
                 continue
-            hit = self._bare_re.search(data, i)
-            if hit is None:
-                i = n
+            if i == n:
                 break
-            i = hit.start()
             c = data[i]
-            if c == '"':
-                inside = True
-            elif c in "{[":
-                depth += 1
-            elif c in "}]" and depth > 0:
-                depth -= 1
+            if c in "{[":
+                self._depth += 1
+            elif c in "}]" and self._depth > 0:
+                self._depth -= 1
             elif c in ",}]":
                 call.raw.append(data[pos:i])
                 self._fail_call(MarkupErrorKind.BAD_PARAM_JSON)
@@ -335,16 +329,40 @@ class JSONArrayParser(BaseParser):
                 assert self._markers is not None
                 lit = self._markers.match(data, i)
                 if lit or self._markers.hold(data, i) == i:
-                    self._depth, self._inside, self._escape = depth, inside, escape
                     call.raw.append(data[pos:i])
                     if not lit:
                         return ~i
                     self._fail_call(MarkupErrorKind.BAD_PARAM_JSON)
                     return self._at_marker(i, lit, voided=True)
             i += 1
-        self._depth, self._inside, self._escape = depth, inside, escape
         call.raw.append(data[pos:n])
         return n
+
+    def _follow(self, data: str, i: int, n: int, pattern: re.Pattern[str]) -> tuple[int, bool]:
+        """From ``i``, follow JSON strings (their state across chunks in ``_inside`` and
+        ``_escape``) to the next character of ``pattern`` outside a string: (its index, False); or
+        just past a string's closing quote: (that index, True); or (``n``, False) at the chunk's end.
+        What a bare element and a void block swallow is read this way; only what they do at each
+        stop differs."""
+        inside, escape = self._inside, self._escape
+        while i < n:
+            if inside:
+                i, inside, escape = string_end(data, i, n, escape)
+                if not inside:
+                    self._inside, self._escape = inside, escape
+                    return i, True
+                continue
+            hit = pattern.search(data, i)
+            if hit is None:
+                i = n
+                break
+            i = hit.start()
+            if data[i] != '"':
+                break
+            inside = True
+            i += 1
+        self._inside, self._escape = inside, escape
+        return i, False
 
     def _elem(self, data: str, pos: int) -> int:
         """Inside an element: follow strings and depth to the next point where something is
@@ -671,29 +689,22 @@ class JSONArrayParser(BaseParser):
         assert call is not None and op is not None
         n = len(data)
         i = pos
-        depth, inside, escape = self._depth, self._inside, self._escape
-        while i < n:
-            if inside:
-                i, inside, escape = string_end(data, i, n, escape)
-                if not inside and depth == 0 and self._void_value:  # the voided value: a string
-                    return self._void_done(data, pos, i, depth, inside, escape)
+        while True:
+            i, closed = self._follow(data, i, n, self._out_re)
+            if closed:
+                if self._depth == 0 and self._void_value:  # the voided value: a string
+                    return self._void_done(data, pos, i)
                 continue
-            hit = self._out_re.search(data, i)
-            if hit is None:
-                i = n
+            if i == n:
                 break
-            i = hit.start()
             c = data[i]
-            if c == '"':
-                inside = True
-            elif c in "{[":
-                depth += 1
+            if c in "{[":
+                self._depth += 1
             elif c in "}]":
-                depth -= 1
-                if depth <= 0 and self._void_value:
-                    return self._void_done(data, pos, i + 1, depth, inside, escape)
-                if depth <= 0 and op.closer is None and c == "]":
-                    self._depth, self._inside, self._escape = depth, inside, escape
+                self._depth -= 1
+                if self._depth <= 0 and self._void_value:
+                    return self._void_done(data, pos, i + 1)
+                if self._depth <= 0 and op.closer is None and c == "]":
                     call.raw.append(data[pos:i + 1])
                     self._fail_call()
                     self._op = None
@@ -703,7 +714,6 @@ class JSONArrayParser(BaseParser):
                 assert self._markers is not None
                 lit = self._markers.match(data, i)
                 if lit == op.closer or lit in self._openers:
-                    self._depth, self._inside, self._escape = depth, inside, escape
                     call.raw.append(data[pos:i])
                     if lit == op.closer:
                         call.raw.append(lit)
@@ -716,19 +726,15 @@ class JSONArrayParser(BaseParser):
                     self._state = CONTENT
                     return i
                 if not lit and self._markers.hold(data, i) == i:
-                    self._depth, self._inside, self._escape = depth, inside, escape
                     call.raw.append(data[pos:i])
                     return ~i
             i += 1
-        self._depth, self._inside, self._escape = depth, inside, escape
         call.raw.append(data[pos:n])
         return n
 
-    def _void_done(self, data: str, pos: int, end: int, depth: int, inside: bool,
-                   escape: bool) -> int:
+    def _void_done(self, data: str, pos: int, end: int) -> int:
         """The JSON value voided after a marker with no closer closed at ``end``."""
         assert self._call is not None
-        self._depth, self._inside, self._escape = depth, inside, escape
         self._call.raw.append(data[pos:end])
         self._void_value = False
         self._fail_call()

@@ -1,7 +1,7 @@
 """Class B, B′ and A′ families of docs/design/markup.md §3, built from tables: ``json_array_family(name,
 openers, shape=…)`` gives a whole ``Family`` (parser, markers, leak markers, reasoning exits, ``auto`` claim,
 rendering) whose calls are JSON objects after markers, ``json_after_marker`` the one-object-no-closer
-case. The engine they run is ``_array_engine.JSONArrayParser``; the tables they take (``Opener``,
+case. The parser they run is ``json_array.JSONArrayParser``; the tables they take (``Opener``,
 ``Body``, the element ``Shape``s) are re-exported here, the vocabulary of a builder call.
 """
 

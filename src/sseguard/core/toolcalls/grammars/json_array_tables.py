@@ -1,7 +1,7 @@
 """The tables of docs/design/markup.md class B: what an element of a JSON array of calls looks like
 (``Shape``), what a marker opens (``Opener``, ``Body``), and the shapes the shipped families write.
 
-They are the vocabulary shared by the engine (``_array_engine``) and the family builders
+They are the vocabulary shared by the parser (``json_array``) and the family builders
 (``json_array``); a family is these tables, nothing more.
 """
 

@@ -330,7 +330,7 @@ class NameThenJSONParser(MarkedRawParser):
         self._call.error = MarkupErrorKind.BAD_PARAM_JSON  # text after the object
         return self._void(data, q)
 
-    # Mistral's array (before v11): the class-B engine, driven from here ------------------------
+    # Mistral's array (before v11): the class-B parser, driven from here ------------------------
 
     def _to_array(self, data: str, q: int) -> int:
         call = self._call

@@ -65,7 +65,7 @@ class PyCallsParser(PyValueReader):
     """
 
     _newline_calls = False
-    _STRING = -1  # the engine's own hot path (feed) knows Python strings; the base one does not
+    _STRING = -1  # this reader's own hot path (``_plain_stops``) knows Python strings
     _lead_char = "<"
 
     def __init__(self, tools: ToolSpec | None = None) -> None:

@@ -18,7 +18,7 @@ Python-looking list); it takes ``pythonic`` only at ``<|python_start|>``.
 
 ``olmo3``'s block holds one call per line (docs/design/markup.md §3.3); ``<function_calls>`` is plain text in
 the vocabulary, reserved only as the whole tag. ``lfm2`` puts a list in its tags; a JSON array there
-(``[{"name": …}]``) is class B, read by the JSON array engine (``_array_engine``).
+(``[{"name": …}]``) is class B, read by the JSON array parser (``json_array``).
 
 The literal grammar, the streaming and the errors are ``_pycalls``'.
 """
@@ -54,7 +54,7 @@ UNTERMINATED = MarkupErrorKind.UNTERMINATED
 
 HEAD = N_STATES  # pythonic: the answer's start, held until it is a call list or text
 OPEN = N_STATES  # the block families: after the opener, before the list
-JSON_BLOCK = N_STATES + 1  # lfm2: a JSON array, read by the class-B engine
+JSON_BLOCK = N_STATES + 1  # lfm2: a JSON array, read by the class-B parser
 
 
 def list_head(buf: str, final: bool) -> tuple[Claim, int, int]:
@@ -226,7 +226,7 @@ class Lfm2Parser(BlockCallsParser):
     """``lfm2``: ``<|tool_call_start|>`` a Python list or a JSON array ``<|tool_call_end|>``.
 
     The first non-blank character after ``[`` chooses (docs/design/markup.md §3.3): ``{`` hands the block to
-    the class-B engine (``_array_engine``), driven state by state from here until its closer, so that call
+    the class-B parser (``json_array``), driven state by state from here until its closer, so that call
     indexes run on across blocks of both kinds; anything else is a Python list.
     """
 
@@ -291,7 +291,7 @@ class Lfm2Parser(BlockCallsParser):
         return pos
 
     def _json_block(self, data: str, pos: int) -> int:
-        """The JSON array, read by the class-B engine up to the block's closer."""
+        """The JSON array, read by the class-B parser up to the block's closer."""
         inner = self._json
         assert inner is not None
         pos, ended = run_embedded(self, inner, data, pos)

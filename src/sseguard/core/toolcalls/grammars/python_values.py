@@ -94,7 +94,7 @@ class _Frame:
         self.phase = 0  # dict: 0 expecting a key, 1 after the key, 2 expecting the value
 
 
-# states (CONTENT is 0, the engine's)
+# states (CONTENT is 0, the base's)
 (LIST, NAME, ARG, KEY, VALUE, STRING, NUMBER, WORD, AFTER, AFTER_CALL, SKIP_CALL, SKIP_LIST,
  TAIL) = range(1, 14)
 N_STATES = 14

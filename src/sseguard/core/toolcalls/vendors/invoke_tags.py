@@ -1,5 +1,5 @@
 """The invoke/parameter families that spell MiniMax-M2's elements otherwise (docs/design/markup.md class G):
-``dots``, ``step3``, ``minicpm5``. One parser (``minimax_m2.MiniMaxM2Parser``), one table each.
+``dots``, ``step3``, ``minicpm5``. One parser (``invoke_parameters.MiniMaxM2Parser``), one table each.
 
 ```
 dots:      <dots_function_call><invoke name="N"><parameter name="K">V</parameter></invoke>

@@ -1,5 +1,5 @@
 """The key/value-tag families that spell GLM's grammar with other tags (docs/design/markup.md class H):
-``iquest-q1``, ``hunyuan``, ``k2-horizon``. One parser (``glm.GLMParser``), one table each.
+``iquest-q1``, ``hunyuan``, ``k2-horizon``. One parser (``key_value_tags.GLMParser``), one table each.
 
 ```
 iquest-q1:   <iquest_tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></iquest_tool_call>

@@ -6,7 +6,7 @@ seed-oss:  text\\n\\n<seed:tool_call>\\n<function=NAME>\\n<parameter=K>\\nV\\n</
 zaya:      text\\n\\n<zyphra_tool_call>\\n<function=NAME>…</function>\\n</zyphra_tool_call>
 ```
 
-One parser (``qwen3_coder.Qwen3CoderParser``) with the block's tags as parameters; every rule of
+One parser (``function_parameters.Qwen3CoderParser``) with the block's tags as parameters; every rule of
 ``qwen3-coder`` holds (values typed by the schema, ``null`` null, one wrapping newline removed,
 ``\\n\\n`` before the first block and ``\\n`` before later ones removed).
 
