@@ -37,6 +37,10 @@ _NONE, _TEXT, _DELTA, _MARKUP, _REASON = 0, 1, 2, 3, 4
 #: Every family's first state: visible text outside any markup.
 CONTENT = 0
 
+#: What a grammar's hook ``_hot`` answers for "the whole chunk is plain argument text": ``feed``
+#: streams it (one identity-compared object; never filled, never handed out).
+PLAIN: list[Event] = []
+
 
 class Call:
     """One call (or one void stretch of markup) being parsed: its raw text and emitted arguments."""
@@ -84,7 +88,7 @@ class BaseParser(ABC):
     # State in which text without the lead is the body of a JSON string value, streamed as it comes
     # (-1: none). Every marker of the family starts with ``_lead_char`` (its ``Markers.lead``: "<" for the
     # built-ins), so a chunk without one is one escape and one delta: the hot path in the middle of a
-    # long string value (``_plain_stops``).
+    # long string value.
     _STRING = -1
     _lead_char = "<"
     # Whether the plain argument text of the hot path is the body of a JSON string to escape (a raw
@@ -379,46 +383,27 @@ class BaseParser(ABC):
                 return [ToolArgsDelta(call.index, frag)]
             if self._HOT:
                 hot = self._hot(text)
-                if hot is not None:
+                if hot is PLAIN:
+                    if call is not None and call.index is not None:
+                        call.raw.append(text)
+                        frag = json_string_body(text) if self._plain_escaped else text
+                        call.frags.append(frag)
+                        return [ToolArgsDelta(call.index, frag)]
+                elif hot is not None:
                     return hot
         data = self._pend + text if self._pend else text
         self._pend = ""
         self._run(data)
         return self._take()
 
-    def _plain_stops(self) -> str | None:
-        """The characters that may end plain argument text in the current state — a chunk holding
-        none of them is all argument text — or None where the state reads no such run (for a
-        grammar that sets ``_HOT`` and keeps this ``_hot``)."""
-        return None
-
     def _hot(self, text: str) -> list[Event] | None:
         """The hot path's hook (a grammar that sets ``_HOT``), asked with nothing held back: the
-        events of ``text`` when the current state takes it without the dispatch, or None (the state
-        machine reads it). This one takes a chunk with none of ``_plain_stops`` whole, escaped as a
-        string's body or (``_plain_escaped`` false) as the model's own JSON; a grammar that follows
-        JSON across strings overrides it, takes the prefix it can and hands the rest on
-        (``_then_run``)."""
-        stops = self._plain_stops()
-        if stops is None:
-            return None
-        for c in stops:
-            if c in text:
-                return None
-        call = self._call
-        if call is None or call.index is None:
-            return None
-        call.raw.append(text)
-        frag = json_string_body(text) if self._plain_escaped else text
-        call.frags.append(frag)
-        return [ToolArgsDelta(call.index, frag)]
-
-    def _then_run(self, text: str, k: int) -> list[Event]:
-        """After a hot path took ``text[:k]`` (its events pending): the state machine reads the
-        rest, and the chunk's events go out."""
-        if k < len(text):
-            self._run(text[k:])
-        return self._take()
+        events of ``text`` when the current state takes it without the dispatch; ``PLAIN`` when the
+        whole chunk is plain argument text of the current call (``feed`` streams it, escaped as a
+        string's body or, ``_plain_escaped`` false, as the model's own JSON); None when the state
+        machine reads it. A grammar that follows JSON across strings takes the prefix it can, runs
+        the state machine over the rest itself (``_run``) and answers the chunk's events."""
+        return None
 
     def _run(self, data: str) -> None:
         pos, n = 0, len(data)

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from sseguard.core.toolcalls.events import MarkupError, MarkupErrorKind
+from sseguard.core.toolcalls.events import Event, MarkupError, MarkupErrorKind
 from sseguard.core.toolcalls.family import CallLike, Family, claim_openers
-from sseguard.core.toolcalls.grammars.base import CONTENT, MarkedRawParser
+from sseguard.core.toolcalls.grammars.base import CONTENT, PLAIN, MarkedRawParser
 from sseguard.core.toolcalls.grammars.markers import TAG_CAP, Markers
 from sseguard.core.toolcalls.grammars.strict_json import ASCII_WS, JSONProblem, json_string_body
 from sseguard.core.toolcalls.schema import ANY_JSON, ToolSpec, ValueTyping
@@ -111,9 +111,9 @@ class GemmaParser(MarkedRawParser):
 
     _HOT = True
 
-    def _plain_stops(self) -> str | None:
+    def _hot(self, text: str) -> list[Event] | None:
         """A streaming string value is the hot path: only the marker lead ends it."""
-        return "<" if self._state == STRING and self._streaming else None
+        return PLAIN if self._state == STRING and self._streaming and "<" not in text else None
 
     # content and reasoning ------------------------------------------------------------------------
 

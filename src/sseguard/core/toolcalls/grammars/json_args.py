@@ -83,7 +83,9 @@ class JSONArgsParser(BlockParser):
                 call.frags.append(frag)
                 return [ToolArgsDelta(call.index, frag)]
             self._stream_json(seg)
-        return self._then_run(text, j)
+        if j < len(text):
+            self._run(text[j:])
+        return self._take()
 
     def _json_args(self, data: str, pos: int) -> tuple[int, str]:
         """Stream the arguments from ``pos`` to the first marker outside a string: (its start, the

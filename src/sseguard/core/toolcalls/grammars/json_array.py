@@ -769,7 +769,9 @@ class JSONArrayParser(BaseParser):
             call.raw.append(seg)
             call.frags.append(seg)
             self._out.append(ToolArgsDelta(call.index, seg))
-        return self._then_run(text, stop)
+        if stop < len(text):
+            self._run(text[stop:])
+        return self._take()
 
     def _finish(self, rest: str) -> None:
         """End of stream (decisions 1.7 and 1.9, decision 3.8): held text that

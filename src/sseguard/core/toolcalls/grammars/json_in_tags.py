@@ -218,7 +218,9 @@ class JSONInTagsParser(BaseParser):
                 if self._strings.inside and self._tail:
                     self._delta("".join(self._tail))
                     self._tail = []
-        return self._then_run(text, j)
+        if j < len(text):
+            self._run(text[j:])
+        return self._take()
 
     def _finish(self, rest: str) -> None:
         if self._state == AFTER_OPEN:  # an opener without its second token is text

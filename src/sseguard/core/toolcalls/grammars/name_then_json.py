@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from functools import partial
 
 from sseguard.core.errors import UsageError
-from sseguard.core.toolcalls.events import MarkupError, MarkupErrorKind
+from sseguard.core.toolcalls.events import Event, MarkupError, MarkupErrorKind
 from sseguard.core.toolcalls.family import CallLike, Family, claim_openers
-from sseguard.core.toolcalls.grammars.base import CONTENT, MarkedRawParser
+from sseguard.core.toolcalls.grammars.base import CONTENT, PLAIN, MarkedRawParser
 from sseguard.core.toolcalls.grammars.json_array import JSONArrayParser
 from sseguard.core.toolcalls.grammars.json_array_embed import finish_embedded, run_embedded
 from sseguard.core.toolcalls.grammars.json_array_tables import Body, Opener
@@ -98,11 +98,12 @@ class NameThenJSONParser(MarkedRawParser):
     _HOT = True
     _plain_escaped = False  # the arguments are the model's own JSON
 
-    def _plain_stops(self) -> str | None:
+    def _hot(self, text: str) -> list[Event] | None:
         """Inside a string of the arguments only a quote or a backslash ends plain text (the hot
         path)."""
-        if self._state == ARGS and self._inside and not self._escape and not self._quiet:
-            return '"\\'
+        if (self._state == ARGS and self._inside and not self._escape and not self._quiet
+                and '"' not in text and "\\" not in text):
+            return PLAIN
         return None
 
     # content --------------------------------------------------------------------------------------

@@ -25,8 +25,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from sseguard.core.toolcalls.events import MarkupError, MarkupErrorKind
-from sseguard.core.toolcalls.grammars.base import CONTENT
+from sseguard.core.toolcalls.events import Event, MarkupError, MarkupErrorKind
+from sseguard.core.toolcalls.grammars.base import CONTENT, PLAIN
 from sseguard.core.toolcalls.grammars.python_values import (
     _CLOSERS,
     _IDENT,
@@ -65,7 +65,7 @@ class PyCallsParser(PyValueReader):
     """
 
     _newline_calls = False
-    _STRING = -1  # this reader's own hot path (``_plain_stops``) knows Python strings
+    _STRING = -1  # this reader's own hot path (``_hot``) knows Python strings
     _lead_char = "<"
 
     def __init__(self, tools: ToolSpec | None = None) -> None:
@@ -110,12 +110,15 @@ class PyCallsParser(PyValueReader):
 
     _HOT = True
 
-    def _plain_stops(self) -> str | None:
+    def _hot(self, text: str) -> list[Event] | None:
         """The middle of a long string value is the hot path: only its quote, a backslash and (in
         a one-line string) a line break end the run; a held bracket or key reads every chunk."""
         if self._state != STRING or self._held is not None or self._keybuf is not None:
             return None
-        return self._quote[0] + "\\" if len(self._quote) == 3 else self._quote[0] + "\\\n\r"
+        quote = self._quote
+        if quote[0] in text or "\\" in text or (len(quote) != 3 and ("\n" in text or "\r" in text)):
+            return None
+        return PLAIN
 
     def _begin_list(self) -> None:
         """A list of calls starts (its opener is already markup): the next thing is a call."""

@@ -245,7 +245,7 @@ class Lfm2Parser(BlockCallsParser):
 
     def _hot(self, text: str) -> list[Event] | None:
         """Inside a JSON array's streaming string the class-B grammar's own hot path takes the
-        chunk (no state of its changes there); elsewhere the Python reader's (``_plain_stops``)."""
+        chunk (no state of its changes there); elsewhere the Python reader's."""
         inner = self._json
         if (self._state == JSON_BLOCK and inner is not None and inner._args_open and inner._inside
                 and not inner._escape and not inner._pend and '"' not in text

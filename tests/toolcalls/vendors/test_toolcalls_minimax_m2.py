@@ -19,7 +19,7 @@ from sseguard.core.toolcalls import (
     parser_for,
 )
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "markup"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "markup"
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {
         "city": {"type": "string"}, "days": {"type": "integer"}, "metric": {"type": "boolean"},
