@@ -24,9 +24,18 @@ OLD_TO_NEW = [
     ("sseguard.toolcalls.family", "sseguard.core.toolcalls.family", "Family"),
     ("sseguard.probe.engine", "sseguard.probe.request", "run_request"),
     ("sseguard.analyze.engines", "sseguard.analyze.backends", "DuckDBBackend"),
+    # the families moved into toolcalls/vendors/, the JSON-array builder into toolcalls/grammars/
+    ("sseguard.core.toolcalls.glm", "sseguard.core.toolcalls.vendors.glm", "GLMParser"),
+    ("sseguard.core.toolcalls.dsml", "sseguard.core.toolcalls.vendors.dsml", "DSMLParser"),
+    ("sseguard.core.toolcalls.harmony", "sseguard.core.toolcalls.vendors.harmony", "HarmonyParser"),
+    ("sseguard.core.toolcalls.kv_tags", "sseguard.core.toolcalls.vendors.kv_tags", "hunyuan_tags"),
+    ("sseguard.core.toolcalls.json_array", "sseguard.core.toolcalls.grammars.json_array_family",
+     "json_array_family"),
+    ("sseguard.toolcalls.hermes", "sseguard.core.toolcalls.vendors.hermes", "FAMILY"),
 ]
 #: The first warning an import raises names the outermost moved package it passes through.
-FIRST_WARNING = {"sseguard.toolcalls.family": "sseguard.toolcalls moved to sseguard.core.toolcalls"}
+FIRST_WARNING = {"sseguard.toolcalls.family": "sseguard.toolcalls moved to sseguard.core.toolcalls",
+                 "sseguard.toolcalls.hermes": "sseguard.toolcalls moved to sseguard.core.toolcalls"}
 
 
 @pytest.mark.parametrize(("old", "new", "name"), OLD_TO_NEW, ids=[o for o, _, _ in OLD_TO_NEW])

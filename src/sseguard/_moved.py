@@ -34,6 +34,13 @@ MOVED: dict[str, str] = {
     "sseguard.probe.engine": "sseguard.probe.request",
     "sseguard.analyze.engines": "sseguard.analyze.backends",
 }
+# The markup families moved into toolcalls/vendors/ (their grammars into toolcalls/grammars/), and the
+# JSON-array family builder into grammars/: a plugin or config may name the old module paths.
+MOVED.update({f"sseguard.core.toolcalls.{name}": f"sseguard.core.toolcalls.vendors.{name}" for name in (
+    "dsml", "deepseek_v3", "hermes", "glm", "qwen3_coder", "kimi_k2", "harmony", "minimax_m2",
+    "llama3_json", "granite", "json_tags", "json_blocks", "xlam", "gigachat3", "pythonic", "name_json",
+    "gemma", "qwen3_blocks", "kv_tags", "invoke_tags", "gigachat35", "kimi_k3", "minimax_m3", "muse")})
+MOVED["sseguard.core.toolcalls.json_array"] = "sseguard.core.toolcalls.grammars.json_array_family"
 
 
 def new_name(old: str) -> str | None:

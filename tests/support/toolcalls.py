@@ -22,13 +22,13 @@ from sseguard.core.toolcalls import (
     ToolCallEnd,
     ToolCallStart,
     consumed_text,
-    deepseek_v3,
-    dsml,
-    hermes,
     join_events,
     parser_for,
-    qwen3_coder,
 )
+from sseguard.core.toolcalls.grammars import dsml
+from sseguard.core.toolcalls.grammars import function_parameters as qwen3_coder
+from sseguard.core.toolcalls.grammars import json_in_tags as hermes
+from sseguard.core.toolcalls.grammars import tool_sep_json as deepseek_v3
 
 #: Complete markers per family: none of them may ever appear in Text.
 LEAK_MARKERS: dict[str, tuple[str, ...]] = {

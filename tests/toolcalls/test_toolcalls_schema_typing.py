@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from sseguard.core.toolcalls import MarkupError, ToolCallEnd, parser_for
-from sseguard.core.toolcalls._json import JSONProblem
+from sseguard.core.toolcalls.grammars.strict_json import JSONProblem
 from sseguard.core.toolcalls.schema import ToolSpec, ValueTyping, declared_types
 
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from sseguard.core._renamed import renamed
 from sseguard.core.errors import UsageError
 from sseguard.core.toolcalls import FAMILIES, canonical
-from sseguard.core.toolcalls._markers import MIN_PARTIAL, Markers
 from sseguard.core.toolcalls.events import Reasoning
+from sseguard.core.toolcalls.grammars.markers import MIN_PARTIAL, Markers
 
 THINK = "<think>"
 END_THINK = "</think>"

@@ -28,8 +28,8 @@ from sseguard.core.toolcalls.events import (
     join_events,
 )
 from sseguard.core.toolcalls.family import CallLike, Claim, Family, UnknownFamily
-from sseguard.core.toolcalls.hermes import json_in_tags
-from sseguard.core.toolcalls.name_json import name_then_json
+from sseguard.core.toolcalls.grammars.json_in_tags import json_in_tags
+from sseguard.core.toolcalls.grammars.name_then_json import name_then_json
 from sseguard.core.toolcalls.registry import (
     GROUP,
     AllFamilies,

@@ -13,16 +13,84 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sseguard.core.errors import UsageError
-from sseguard.core.toolcalls._engine import BaseParser
-from sseguard.core.toolcalls._json import ASCII_WS
-from sseguard.core.toolcalls._markers import TAG_CAP, Markers
 from sseguard.core.toolcalls.events import Event, Parser, Text
 from sseguard.core.toolcalls.family import Claim, Family
+from sseguard.core.toolcalls.grammars.base import BaseParser
+from sseguard.core.toolcalls.grammars.markers import TAG_CAP, Markers
+from sseguard.core.toolcalls.grammars.strict_json import ASCII_WS
 from sseguard.core.toolcalls.schema import ToolSpec
 
 #: A partial marker at end of stream that no family owns is judged as DSML judges one (any parser
 #: reports it the same way; this one is the oldest family, as before families had claims).
 FALLBACK = "dsml-v4"
+
+#: ``auto``'s order over the built-in families, one place: (rank, the families of that rank, why they
+#: stand there). ``auto`` asks the families' claims in this order (a family of a later rank only gets
+#: markup no earlier family claims or waits for) and, where none claims it, gives a marker to the first
+#: family that has it; so the order decides only between families that share a marker (decision 3.3:
+#: markers that are prefixes of each other are decided by what follows). Families of one rank are
+#: asked by name. Each built-in family module takes its ``Family.rank`` from here (``builtin_rank``);
+#: the registry sorts by ``rank``, then name. A plugin family declares its own ``rank`` (default 100:
+#: after every built-in); a rank between two rows puts it between them, a rank equal to a row's among
+#: that row's families by name (docs/markup.md "Adding a family").
+AUTO_ORDER: tuple[tuple[int, tuple[str, ...], str], ...] = (
+    (10, ("dsml-v32", "dsml-v4", "dsml-v41"),
+     "DSML's markers are no other family's; first as the oldest family (a partial marker no family "
+     "owns is judged as dsml-v4 judges it: FALLBACK); the versions are told apart by their claims"),
+    (20, ("deepseek-v3", "deepseek-v31"),
+     "DeepSeek's own markers; V3 and V3.1 are told apart by their claims (what follows the "
+     "separator token)"),
+    (30, ("hermes",),
+     "the first of the families that open with <tool_call> (GLM, Qwen3-Coder, Granite 3.1, "
+     "ERNIE 4.5, xLAM, Hunyuan): Hermes claims it only when a JSON object follows, and owns a stray "
+     "</tool_call>"),
+    (40, ("glm45", "glm47"),
+     "<tool_call> then a bare name; before Qwen3-Coder, as both write a tag after <tool_call> and "
+     "GLM's arg tags are the narrower claim; glm45 and glm47 are told apart by their spacing"),
+    (50, ("qwen3-coder",), "<tool_call> then any tag (its <function=…>)"),
+    (60, ("kimi-k2",),
+     "its own special tokens; before lfm2, which shares <|tool_call_end|>: a stray one is Kimi's"),
+    (70, ("harmony",), "its own special tokens; text before its first marker may be its header "
+     "(auto_prefix)"),
+    (80, ("minimax-m2",), "its own block tokens"),
+    # from here to 94 the families of docs/design/markup.md §3 classes A, A′, B and B′, in the order
+    # they were added; only the shared markers named below constrain it
+    (81, ("llama3-json",), "its own <|python_tag|>"),
+    (82, ("granite",),
+     "<tool_call> then [ (Granite 3.1): after the <tool_call> families above, none of which claims "
+     "an array"),
+    (83, ("granite-20b-fc",), "its own <function_call>"),
+    (84, ("internlm",), "its own tokens"),
+    (85, ("jamba",), "<tool_calls> then [: the first of the <tool_calls> families"),
+    (86, ("hunyuan-a13b",),
+     "Jamba's tags and grammar: auto reads its markup as jamba's, with the same calls"),
+    (87, ("minimax-m1",), "<tool_calls> then one object per line: after the array families"),
+    (88, ("phi4-mini",), "its own functools["),
+    (89, ("apertus",), "its own tokens"),
+    (90, ("cohere-command",), "its own tokens"),
+    (91, ("gigachat3",), "its own tokens"),
+    (92, ("longcat",), "its own tags"),
+    (93, ("ernie45",),
+     "Hermes' tags and grammar: auto reads its markup as hermes', with the same calls"),
+    (94, ("inkling",), "its own tokens"),
+    (95, ("functiongemma", "gemma4", "lfm2", "mistral", "olmo3", "plamo3", "pythonic", "xlam"),
+     "classes C, D and E, each on markers of its own, and xlam, every marker of which is an earlier "
+     "family's (Hermes' <tool_call>, Mistral's [TOOL_CALLS]): auto never picks it"),
+    (96, ("dots", "gigachat35", "hunyuan", "iquest-q1", "k2-horizon", "kimi-k3", "minicpm5",
+          "minimax-m3", "muse", "seed-oss", "step3", "zaya"),
+     "classes F, G and H, last: other markers on the grammars above; Hunyuan's <tool_calls> then "
+     "<tool_call> is claimed after Jamba and MiniMax-M1 (which need [ or {) said no, and Seed-OSS's "
+     "and ZAYA's <function=…> body tags are owned by Qwen3-Coder when stray"),
+)
+
+#: A family's rank by name, from ``AUTO_ORDER``.
+_RANKS = {name: rank for rank, names, _ in AUTO_ORDER for name in names}
+
+
+def builtin_rank(name: str) -> int:
+    """The rank of the built-in family ``name`` (``AUTO_ORDER``); a name it does not list is a bug
+    in the family module that asks."""
+    return _RANKS[name]
 
 
 class Detector:

@@ -95,7 +95,8 @@ class Family:
     before any marker may still belong to its first markup (``auto`` then holds it), and
     ``render_answer(reasoning, preface, markup)``, the whole content a server without its parser sends.
     ``rank`` orders the registry (then the name): ``auto`` asks claims in that order and a shared
-    marker belongs to the first family that has it. Built-ins rank below 100, plugins default to 100.
+    marker belongs to the first family that has it. Built-ins rank below 100, each as its row of
+    ``auto.AUTO_ORDER`` says (with the reason for its place); plugins default to 100.
     ``aliases``: the other names the serving engines register for the same grammar (vLLM's
     ``qwen3_xml``, SGLang's ``poolside_v1``, …), accepted wherever a family name is, so an operator
     can type the name their engine uses (docs/design/markup.md §3.1). ``grammar``: its grammar class

@@ -11,8 +11,8 @@ from typing import Any
 from urllib.parse import unquote
 
 from sseguard.core.errors import UsageError
-from sseguard.core.toolcalls._json import ASCII_WS, JSONProblem, json_string_body, strict_json
 from sseguard.core.toolcalls.events import MarkupErrorKind
+from sseguard.core.toolcalls.grammars.strict_json import ASCII_WS, JSONProblem, json_string_body, strict_json
 
 #: JSON Schema's type names; anything else in a schema's ``type`` says nothing a parser can use.
 JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "object", "array", "null"})
