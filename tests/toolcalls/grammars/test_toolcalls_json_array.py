@@ -1,6 +1,6 @@
 """docs/design/markup.md class B (a JSON array of calls, or objects separated by ``;`` or newlines) as literal
 tables: input → visible text, calls, error kinds, whole and in 1-, 2-, 3-, 7- and random-size
-chunks (``_toolcalls_tables.check_case``)."""
+chunks (``support.toolcalls_tables.check_case``)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from _toolcalls_tables import check_case
 from sseguard.core.toolcalls import ToolCallEnd, ToolCallStart
 from support.toolcalls import calls_of, run
+from support.toolcalls_tables import check_case
 
 Case = tuple[str, str, list[tuple[str, Any]], list[str]]
 

@@ -8,7 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _toolcalls_support_tables import (
+from sseguard.core.toolcalls import canonical
+from support.toolcalls import check_invariants, run
+from support.toolcalls_case_tables import (
     Case,
     check_case,
     check_every_cut,
@@ -16,8 +18,6 @@ from _toolcalls_support_tables import (
     check_round_trip,
     round_calls,
 )
-from sseguard.core.toolcalls import canonical
-from support.toolcalls import check_invariants, run
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]

@@ -8,7 +8,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _toolcalls_support_tables import (
+from sseguard.core.toolcalls import FAMILIES, canonical, consumed_text, join_events
+from sseguard.core.toolcalls.grammars.key_value_tags import GLMParser
+from sseguard.core.toolcalls.vendors.kv_tags import hunyuan_tags
+from support.toolcalls import calls_of, check_invariants, errors_of, text_of
+from support.toolcalls_case_tables import (
     Case,
     check_case,
     check_every_cut,
@@ -16,10 +20,6 @@ from _toolcalls_support_tables import (
     check_round_trip,
     round_calls,
 )
-from sseguard.core.toolcalls import FAMILIES, canonical, consumed_text, join_events
-from sseguard.core.toolcalls.grammars.key_value_tags import GLMParser
-from sseguard.core.toolcalls.vendors.kv_tags import hunyuan_tags
-from support.toolcalls import calls_of, check_invariants, errors_of, text_of
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]

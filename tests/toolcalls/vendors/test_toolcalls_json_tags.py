@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from _toolcalls_tables import check_case
+from support.toolcalls_tables import check_case
 
 Case = tuple[str, str, list[tuple[str, Any]], list[str]]
 

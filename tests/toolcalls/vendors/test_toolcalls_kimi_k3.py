@@ -6,7 +6,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _toolcalls_support_tables import (
+from sseguard.core.toolcalls import ToolCallStart, canonical
+from support.toolcalls import run
+from support.toolcalls_case_tables import (
     Case,
     check_case,
     check_every_cut,
@@ -14,8 +16,6 @@ from _toolcalls_support_tables import (
     check_round_trip,
     round_calls,
 )
-from sseguard.core.toolcalls import ToolCallStart, canonical
-from support.toolcalls import run
 
 CALL = ('<|open|>tools<|sep|><|open|>call tool="get_weather" index="3"<|sep|>'
         '<|open|>argument key="city" type="string"<|sep|> Paris &amp; "Rome"<|close|>argument<|sep|>'

@@ -7,15 +7,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _toolcalls_support_tables import (
+from sseguard.core.toolcalls import FAMILIES, canonical, parser_for
+from support.toolcalls import calls_of, check_invariants, errors_of, run
+from support.toolcalls_case_tables import (
     Case,
     RenderCall,
     check_case,
     check_every_cut,
     check_garbled,
 )
-from sseguard.core.toolcalls import FAMILIES, canonical, parser_for
-from support.toolcalls import calls_of, check_invariants, errors_of, run
 
 NS = "]<]minimax[>["
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _toolcalls_support_tables import (
+from sseguard.core.toolcalls import canonical
+from support.toolcalls_case_tables import (
     Case,
     check_case,
     check_every_cut,
@@ -14,7 +15,6 @@ from _toolcalls_support_tables import (
     check_round_trip,
     round_calls,
 )
-from sseguard.core.toolcalls import canonical
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]
