@@ -22,7 +22,7 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import msgspec
 
-from sseguard.core.errors import UsageError
+from sseguard.core.errors import ConfigError, UsageError
 from sseguard.core.record import Record
 from sseguard.core.redact import DEFAULT, RedactingFilter, Redactor
 from sseguard.store.fields import FACT_COLUMNS, fact_values
@@ -202,11 +202,19 @@ _Conn = TypeVar("_Conn", bound=_Closes)
 
 class SharedConnection(Generic[_Conn]):
     """One database connection behind a lock, shared by every thread of a store, so a backend's
-    methods are only its SQL. ``backend`` names it in the error for a use after ``close``."""
+    methods are only its SQL. ``backend`` names it in errors.
+
+    It takes the connection once set up, with the store's schema ``version`` before (``label``
+    names the store): a store of a newer schema is refused, the connection closed, so an older
+    sseguard never writes rows a newer one would misread."""
 
     backend: str
 
-    def __init__(self, conn: _Conn) -> None:
+    def __init__(self, conn: _Conn, *, version: int, label: str) -> None:
+        if version > STORE_SCHEMA_VERSION:
+            conn.close()
+            raise ConfigError(f"{self.backend} store {label} has schema version {version}; this "
+                              f"sseguard reads up to {STORE_SCHEMA_VERSION}: upgrade sseguard")
         self._conn: _Conn | None = conn
         self._lock = threading.Lock()
 

@@ -117,11 +117,7 @@ class PostgresStore(SharedConnection[psycopg.Connection[TupleRow]]):
             conn.close()
             raise ConfigError(f"cannot set up PostgreSQL store {self._target}: "
                               f"{redact_text(one_line(exc))}") from None
-        if version > STORE_SCHEMA_VERSION:
-            conn.close()
-            raise ConfigError(f"PostgreSQL store {self._target} has schema version {version}; this "
-                              f"sseguard reads up to {STORE_SCHEMA_VERSION}: upgrade sseguard")
-        super().__init__(conn)
+        super().__init__(conn, version=version, label=self._target)
 
     def write(self, records: Sequence[Record], weights: Sequence[int] | None = None) -> None:
         if not records:

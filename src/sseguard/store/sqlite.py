@@ -102,11 +102,7 @@ class SQLiteStore(SharedConnection[sqlite3.Connection]):
         except ConfigError:
             conn.close()
             raise
-        if version > STORE_SCHEMA_VERSION:
-            conn.close()
-            raise ConfigError(f"SQLite store {path!r} has schema version {version}; this sseguard "
-                              f"reads up to {STORE_SCHEMA_VERSION}: upgrade sseguard")
-        super().__init__(conn)
+        super().__init__(conn, version=version, label=repr(path))
 
     def write(self, records: Sequence[Record], weights: Sequence[int] | None = None) -> None:
         if not records:
