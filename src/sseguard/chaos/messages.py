@@ -20,15 +20,7 @@ from sseguard.chaos.events import Breakers, Ev, frame, insert_broken, plan_event
 from sseguard.chaos.faults import Decision, Fault, ServerDialect
 from sseguard.chaos.frames import Plan, ResponseIds
 from sseguard.chaos.generate import GeneratedAnswer, GeneratedCall
-from sseguard.chaos.request import (
-    BadRequest,
-    ChatRequest,
-    Tool,
-    decode_object,
-    int_field,
-    text_of,
-    tools_of,
-)
+from sseguard.chaos.request import BadRequest, ChatRequest, Tool, decode_object, int_field, text_of, tools_of
 from sseguard.chaos.writer import Writer
 from sseguard.core.contract.messages import MESSAGES
 
