@@ -130,6 +130,21 @@ async def serve_until_signalled(server: contextlib.AbstractAsyncContextManager[A
         await stop.wait()
 
 
+def serve_in_worker(serving: Callable[[], contextlib.AbstractAsyncContextManager[Listening]],
+                    ready: Callable[[int], None]) -> None:
+    """One worker's server (``serve_workers``' ``serve_one``) until SIGTERM or SIGINT, on uvloop
+    where installed, in a process made ready to hold many connections (open files, GC); ``ready``
+    gets the port once it listens. A Ctrl-C before the signal handlers are in place ends it quietly."""
+    raise_open_files_limit()
+    settle_gc()
+
+    def listening(server: Listening) -> None:
+        ready(server.port)
+
+    with asyncio.Runner(loop_factory=loop_factory()) as runner, contextlib.suppress(KeyboardInterrupt):
+        runner.run(serve_until_signalled(serving(), listening))
+
+
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop's loop factory when installed (for ``asyncio.Runner``), else None: asyncio's own loop."""
     try:

@@ -87,3 +87,15 @@ def test_each_arm_may_bring_its_own_body_in_its_own_format(tmp_path: Path) -> No
     toml.write_text('[[arm]]\nname = "x"\nbase_url = "http://127.0.0.1:9/v1"\nbody = "nope.json"\n')
     with pytest.raises(ConfigError, match=r"arm 'x': cannot read body file nope\.json"):
         build_config({"out": str(tmp_path / "o")}, config_path=str(toml))
+
+
+def test_an_unknown_key_in_an_arm_or_the_probe_table_is_named_with_the_known_ones() -> None:
+    from sseguard.probe.config_file import arm_tables, probe_table
+
+    with pytest.raises(ConfigError) as err:
+        arm_tables({"arm": [{"base_url": "http://127.0.0.1:1/v1", "api_key": "x"}]}, "p.toml")
+    assert str(err.value) == ("p.toml: arm 1: unknown key 'api_key' (known: api, base_url, body, headers, "
+                              "key_env, key_header, model, name, url)")
+    with pytest.raises(ConfigError) as err:
+        probe_table({"probe": {"workload": "small", "wrokers": 2}}, "p.toml")
+    assert str(err.value).startswith("p.toml: unknown key 'wrokers' in [probe] (known: api, big_bytes, ")

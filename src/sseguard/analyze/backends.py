@@ -21,6 +21,7 @@ import shutil
 import sqlite3
 import tempfile
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -253,7 +254,26 @@ def facts_of(eng: Backend, *, doc: bool = False) -> str:
     return source.facts(eng.dialect.name)
 
 
-class SQLiteBackend:
+class _StoreBackend(ABC):
+    """A record store read over its own database connection (SQLite, PostgreSQL): the facts are
+    materialised as a temporary table of that connection, gone when it closes."""
+
+    source: Source
+
+    @abstractmethod
+    def rows(self, sql: str) -> list[Row]:
+        """The rows of one statement, or a ``BackendError`` naming the store."""
+
+    def materialize(self, facts: str) -> str:
+        self.rows(f"CREATE TEMP TABLE {FACTS_TABLE} AS {facts}")
+        return f"SELECT * FROM {FACTS_TABLE}"
+
+    def unreadable(self, exc: BaseException) -> BackendError:
+        """The error for a driver's failure to read this store, in one line."""
+        return BackendError(f"cannot read store {self.source.label}: {one_line(exc)}")
+
+
+class SQLiteBackend(_StoreBackend):
     """A SQLite store, or a part of it (``seqs``), read in its own file (read-only: the analyzer never
     writes a store). SQLite counts on one core per connection, and sorts every ``GROUP BY``: so a
     store is read as ``SQLITE_PARTS`` parts of its ``seq`` range, each on its own connection and
@@ -273,7 +293,7 @@ class SQLiteBackend:
             self._con.create_function("sseguard_id_prefix", 1, id_prefix, deterministic=True)
             self._check()
         except sqlite3.Error as exc:
-            raise BackendError(f"cannot read store {source.label}: {one_line(exc)}") from None
+            raise self.unreadable(exc) from None
 
     def _check(self) -> None:
         from sseguard.store._base import FACTS_FROM, META, TABLE, UNKNOWN_FROM
@@ -299,17 +319,13 @@ class SQLiteBackend:
         try:
             return list(self._con.execute(sql).fetchall())
         except sqlite3.Error as exc:
-            raise BackendError(f"cannot read store {self.source.label}: {one_line(exc)}") from None
-
-    def materialize(self, facts: str) -> str:
-        self.rows(f"CREATE TEMP TABLE {FACTS_TABLE} AS {facts}")
-        return f"SELECT * FROM {FACTS_TABLE}"
+            raise self.unreadable(exc) from None
 
     def close(self) -> None:
         self._con.close()
 
 
-class PostgresBackend:
+class PostgresBackend(_StoreBackend):
     """A PostgreSQL store: the server counts, only the cells cross the wire."""
 
     dialect = SqlDialect("postgresql")
@@ -327,7 +343,7 @@ class PostgresBackend:
                 "SELECT column_name FROM information_schema.columns WHERE table_name = %s",
                 (TABLE,)).fetchall()
         except psycopg.Error as exc:
-            raise BackendError(f"cannot read store {source.label}: {one_line(exc)}") from None
+            raise self.unreadable(exc) from None
         columns = {str(r[0]) for r in found}
         if not columns:
             self._con.close()
@@ -345,11 +361,7 @@ class PostgresBackend:
             cursor = self._con.execute(sql.encode())
             return list(cursor.fetchall()) if cursor.description is not None else []
         except psycopg.Error as exc:
-            raise BackendError(f"cannot read store {self.source.label}: {one_line(exc)}") from None
-
-    def materialize(self, facts: str) -> str:
-        self.rows(f"CREATE TEMP TABLE {FACTS_TABLE} AS {facts}")
-        return f"SELECT * FROM {FACTS_TABLE}"
+            raise self.unreadable(exc) from None
 
     def close(self) -> None:
         self._con.close()

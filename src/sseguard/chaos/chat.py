@@ -34,6 +34,7 @@ from sseguard.chaos.request import (
     decode_object,
     int_field,
     text_of,
+    tools_of,
 )
 from sseguard.chaos.writer import Writer
 from sseguard.core.contract.chat import CHAT, DONE_FRAME
@@ -45,20 +46,17 @@ UNSUPPORTED = frozenset({Fault.SEQUENCE_GAP, Fault.EVENT_ORDER, Fault.BLOCK_UNTE
                          Fault.DONE_MISMATCH})
 
 
+def _tool(i: int, tool: Any) -> Tool:
+    fn = tool.get("function") if isinstance(tool, dict) else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
+        raise BadRequest(f"tools[{i}] must be {{'type': 'function', 'function': {{'name': …}}}}",
+                         f"tools[{i}]")
+    params = fn.get("parameters")
+    return Tool(fn["name"], params if isinstance(params, dict) else {})
+
+
 def _tools(raw: Any) -> tuple[Tool, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise BadRequest("tools must be a list", "tools")
-    tools = []
-    for i, tool in enumerate(raw):
-        fn = tool.get("function") if isinstance(tool, dict) else None
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
-            raise BadRequest(f"tools[{i}] must be {{'type': 'function', 'function': {{'name': …}}}}",
-                             f"tools[{i}]")
-        params = fn.get("parameters")
-        tools.append(Tool(fn["name"], params if isinstance(params, dict) else {}))
-    return tuple(tools)
+    return tools_of(raw, not_a_list="tools must be a list", read=_tool)
 
 
 #: Where DeepSeek's prefix completion is served (its beta base URL's path).

@@ -20,7 +20,7 @@ from sseguard.chaos.events import Breakers, Ev, frame, insert_broken, plan_event
 from sseguard.chaos.faults import Decision, Fault, ServerDialect
 from sseguard.chaos.frames import Plan, ResponseIds
 from sseguard.chaos.generate import GeneratedAnswer, GeneratedCall
-from sseguard.chaos.request import BadRequest, ChatRequest, Tool, decode_object, int_field, text_of
+from sseguard.chaos.request import BadRequest, ChatRequest, Tool, decode_object, int_field, text_of, tools_of
 from sseguard.chaos.writer import Writer
 from sseguard.core.contract.messages import MESSAGES
 
@@ -138,22 +138,19 @@ def _thinking(raw: Any, max_tokens: int | None) -> float:
     return min(3.0, budget / MEDIUM_BUDGET)
 
 
+def _tool(i: int, tool: Any) -> Tool | None:
+    if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or not tool["name"]:
+        raise BadRequest(f"tools.{i}.name: Field required", f"tools.{i}")
+    if tool.get("type", "custom") != "custom":
+        return None  # server tools (web_search_…, bash_…): never called by this server
+    schema = tool.get("input_schema")
+    if not isinstance(schema, dict):
+        raise BadRequest(f"tools.{i}.custom.input_schema: Field required", f"tools.{i}")
+    return Tool(tool["name"], schema)
+
+
 def _tools(raw: Any) -> tuple[Tool, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise BadRequest("tools: Input should be a valid list", "tools")
-    tools = []
-    for i, tool in enumerate(raw):
-        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or not tool["name"]:
-            raise BadRequest(f"tools.{i}.name: Field required", f"tools.{i}")
-        if tool.get("type", "custom") != "custom":
-            continue  # server tools (web_search_…, bash_…): never called by this server
-        schema = tool.get("input_schema")
-        if not isinstance(schema, dict):
-            raise BadRequest(f"tools.{i}.custom.input_schema: Field required", f"tools.{i}")
-        tools.append(Tool(tool["name"], schema))
-    return tuple(tools)
+    return tools_of(raw, not_a_list="tools: Input should be a valid list", read=_tool)
 
 
 def _tool_choice(raw: Any, tools: tuple[Tool, ...]) -> tuple[Any, bool]:

@@ -9,6 +9,7 @@ the validation every protocol shares.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,3 +138,15 @@ def decode_object(body: bytes) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise BadRequest("the request body must be a JSON object")
     return data
+
+
+def tools_of(raw: Any, *, not_a_list: str, read: Callable[[int, Any], Tool | None]
+             ) -> tuple[Tool, ...]:
+    """A request's ``tools``: none when absent, a ``BadRequest`` (``not_a_list``) when not a list,
+    else each entry as the protocol's ``read`` takes it (its index, the entry): a ``Tool``, None for
+    a hosted tool this server never calls, or the ``BadRequest`` in that API's words."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise BadRequest(not_a_list, "tools")
+    return tuple(tool for i, entry in enumerate(raw) if (tool := read(i, entry)) is not None)

@@ -30,6 +30,7 @@ from sseguard.chaos.request import (
     decode_object,
     int_field,
     text_of,
+    tools_of,
 )
 from sseguard.chaos.writer import Writer
 from sseguard.core.contract.chat import DONE_FRAME as DONE
@@ -107,22 +108,19 @@ def parse_request(body: bytes) -> ChatRequest:
         background=background, first_user=first_user or "")
 
 
+def _tool(i: int, tool: Any) -> Tool | None:
+    if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
+        raise BadRequest(f"Missing required parameter: 'tools[{i}].type'.", f"tools[{i}].type")
+    if tool["type"] != "function":
+        return None  # hosted tools (web_search, file_search, …): never called by this server
+    if not isinstance(tool.get("name"), str) or not tool["name"]:
+        raise BadRequest(f"Missing required parameter: 'tools[{i}].name'.", f"tools[{i}].name")
+    params = tool.get("parameters")
+    return Tool(tool["name"], params if isinstance(params, dict) else {})
+
+
 def _tools(raw: Any) -> tuple[Tool, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise BadRequest("Invalid type for 'tools': expected an array.", "tools")
-    tools = []
-    for i, tool in enumerate(raw):
-        if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
-            raise BadRequest(f"Missing required parameter: 'tools[{i}].type'.", f"tools[{i}].type")
-        if tool["type"] != "function":
-            continue  # hosted tools (web_search, file_search, …): never called by this server
-        if not isinstance(tool.get("name"), str) or not tool["name"]:
-            raise BadRequest(f"Missing required parameter: 'tools[{i}].name'.", f"tools[{i}].name")
-        params = tool.get("parameters")
-        tools.append(Tool(tool["name"], params if isinstance(params, dict) else {}))
-    return tuple(tools)
+    return tools_of(raw, not_a_list="Invalid type for 'tools': expected an array.", read=_tool)
 
 
 def _tool_choice(raw: Any, tools: tuple[Tool, ...]) -> Any:

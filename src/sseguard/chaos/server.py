@@ -36,12 +36,10 @@ from sseguard import __version__
 from sseguard._serve import (
     Listening,
     Worker,
-    loop_factory,
-    raise_open_files_limit,
     serve_app,
+    serve_in_worker,
     serve_until_signalled,
     serve_workers,
-    settle_gc,
 )
 from sseguard.chaos.cache import PrefixCache
 from sseguard.chaos.config import ChaosConfig
@@ -543,12 +541,18 @@ async def conversations_log(request: web.Request) -> web.Response:
 
 
 @dataclass(slots=True)
-class ChaosServer(Listening):
-    """A running chaos server: ``url`` is the OpenAI base URL (``http://127.0.0.1:PORT/v1``)."""
+class RunningChaos(Listening):
+    """What a running chaos server of either kind (answering, or relaying with faults) holds: its
+    settings, its counters and its aiohttp app."""
 
     config: ChaosConfig
     stats: ChaosStats
     app: web.Application
+
+
+@dataclass(slots=True)
+class ChaosServer(RunningChaos):
+    """A running chaos server: ``url`` is the OpenAI base URL (``http://127.0.0.1:PORT/v1``)."""
 
     def url_for(self, api: str | Api, *, model: str | None = None) -> str:
         """The stream URL of one protocol (its first route, the model filled in where it is in the
@@ -641,14 +645,7 @@ def serve_blocking(config: ChaosConfig, host: str, port: int,
 
 
 def _serve_worker(config: ChaosConfig, worker: Worker, ready: Callable[[int], None]) -> None:
-    raise_open_files_limit()
-    settle_gc()
-
-    def listening(server: ChaosServer) -> None:
-        ready(server.port)
-
-    with asyncio.Runner(loop_factory=loop_factory()) as runner, contextlib.suppress(KeyboardInterrupt):
-        runner.run(serve(config, worker.host, worker.port, listening, worker=worker))
+    serve_in_worker(lambda: run_chaos(config, worker.host, worker.port, worker=worker), ready)
 
 
 __all__ = ["ChaosServer", "ChaosStats", "make_app", "run_chaos",

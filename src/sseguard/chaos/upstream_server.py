@@ -35,12 +35,9 @@ from yarl import URL
 from sseguard._serve import (
     Listening,
     Worker,
-    loop_factory,
-    raise_open_files_limit,
     serve_app,
-    serve_until_signalled,
+    serve_in_worker,
     serve_workers,
-    settle_gc,
 )
 from sseguard.chaos.cache import MIN_PREFIX_CHARS
 from sseguard.chaos.config import ChaosConfig
@@ -55,7 +52,7 @@ from sseguard.chaos.server import (
     ROUTE_HEADER,
     STATE,
     ChaosState,
-    ChaosStats,
+    RunningChaos,
     conversations_log,
     draw,
     forced_fault,
@@ -363,12 +360,8 @@ def _object(body: bytes) -> dict[str, Any] | None:
 
 
 @dataclass(slots=True)
-class UpstreamChaos(Listening):
+class UpstreamChaos(RunningChaos):
     """A running relaying chaos server: ``url`` is its OpenAI base URL."""
-
-    config: ChaosConfig
-    stats: ChaosStats
-    app: web.Application
 
 
 @contextlib.asynccontextmanager
@@ -404,16 +397,8 @@ def serve_upstream_blocking(config: ChaosConfig, upstream: str, host: str, port:
 
 def _serve_worker(config: ChaosConfig, upstream: str, worker: Worker,
                   ready: Callable[[int], None]) -> None:
-    raise_open_files_limit()
-    settle_gc()
-
-    def listening(server: UpstreamChaos) -> None:
-        ready(server.port)
-
-    with asyncio.Runner(loop_factory=loop_factory()) as runner, \
-            contextlib.suppress(KeyboardInterrupt):
-        runner.run(serve_until_signalled(run_upstream_chaos(config, upstream, worker.host,
-                                                            worker.port, worker=worker), listening))
+    serve_in_worker(lambda: run_upstream_chaos(config, upstream, worker.host, worker.port,
+                                               worker=worker), ready)
 
 
 __all__ = ["UpstreamChaos", "check_upstream", "make_upstream_app", "run_upstream_chaos",

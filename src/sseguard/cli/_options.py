@@ -29,6 +29,19 @@ class Shared:
     info: Any
 
 
+def policy_option(default: str | None) -> Any:
+    """``--policy`` of every command that judges streams by a preset of ``sseguard.core.policy``."""
+    return typer.Option(default, "--policy", metavar="POLICY",
+                        help="strict, no-finish-ok, no-done-ok, lenient, agents, "
+                             "strict-text (garbled text fails too).")
+
+
+def tolerate_option(what: str = "a stream") -> Any:
+    """``--tolerate``: endings or findings that do not fail ``what`` (a stream; check's one)."""
+    return typer.Option(None, "--tolerate", metavar="ENDING,…",
+                        help=f"Endings or findings that do not fail {what}.")
+
+
 #: What probe, sweep and locust all take: the arms, what to send, how to judge it, where records go.
 LOAD: tuple[Shared, ...] = (
     Shared("arm", "arms", list[str], typer.Option(
@@ -48,12 +61,8 @@ LOAD: tuple[Shared, ...] = (
         "(fixed prompts, deterministic, each answer compared with its reference).")),
     Shared("body", "body", str | None, typer.Option(
         None, "--body", metavar="FILE", help="Your own request body, in the arm's api format.")),
-    Shared("policy", "policy", str | None, typer.Option(
-        None, "--policy", metavar="POLICY", help="strict, no-finish-ok, no-done-ok, lenient, agents, "
-                                    "strict-text (garbled text fails too).")),
-    Shared("tolerate", "tolerate", str | None, typer.Option(
-        None, "--tolerate", metavar="ENDING,…",
-        help="Endings or findings that do not fail a stream.")),
+    Shared("policy", "policy", str | None, policy_option(None)),
+    Shared("tolerate", "tolerate", str | None, tolerate_option()),
     Shared("stall_timeout", "stall_timeout", float | None, typer.Option(
         None, "--stall-timeout", metavar="SECONDS", help="No byte for this long ⇒ stalled (30).")),
     Shared("timeout", "timeout", float | None, typer.Option(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from sseguard.cli._app import Command, app, console, err_console, fail
+from sseguard.cli._options import policy_option, tolerate_option
 from sseguard.core.errors import ConfigError
 from sseguard.extras import require
 
@@ -19,11 +20,8 @@ def analyze_command(
                                         help="results .jsonl files, globs or run directories, Parquet "
                                              "(a file or directory), or stores (x.db, sqlite:///x.db, "
                                              "postgresql://…); several are one run."),
-    policy: str = typer.Option("strict", "--policy", metavar="POLICY",
-                               help="strict, no-finish-ok, no-done-ok, lenient, agents, "
-                                    "strict-text (garbled text fails too)."),
-    tolerate: str | None = typer.Option(None, "--tolerate", metavar="ENDING,…",
-                                        help="Endings or findings that do not fail a stream."),
+    policy: str = policy_option("strict"),
+    tolerate: str | None = tolerate_option(),
     since: str | None = typer.Option(None, "--since", metavar="AGE|ISO",
                                      help="Only streams started since then: 24h, 7d, or an ISO time (UTC)."),
     until: str | None = typer.Option(None, "--until", metavar="AGE|ISO",

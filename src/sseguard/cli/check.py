@@ -19,6 +19,7 @@ from rich.table import Table
 
 from sseguard.cli._app import Command, app, console, fail
 from sseguard.cli._names import check_family, family_names, protocol_names
+from sseguard.cli._options import policy_option, tolerate_option
 from sseguard.core.contract import check_body, detect_api
 from sseguard.core.contract.protocol import Protocol
 from sseguard.core.contract.registry import protocol
@@ -207,11 +208,8 @@ def check(
                                     help="A captured raw response body, or - for stdin."),
     request: str | None = typer.Option(None, "--request", metavar="REQUEST.json",
                                        help="The request body that produced the stream."),
-    policy: str = typer.Option("strict", "--policy", metavar="POLICY",
-                               help="strict, no-finish-ok, no-done-ok, lenient, agents, "
-                                    "strict-text (garbled text fails too)."),
-    tolerate: str | None = typer.Option(None, "--tolerate", metavar="ENDING,…",
-                                        help="Endings or findings that do not fail the stream."),
+    policy: str = policy_option("strict"),
+    tolerate: str | None = tolerate_option("the stream"),
     status: int = typer.Option(200, "--status", metavar="STATUS", help="The HTTP status the body came with."),
     markup: str = typer.Option("all", "--markup", metavar="FAMILY",
                                help=f"Markup family to look for in content ({', '.join(family_names())}), "

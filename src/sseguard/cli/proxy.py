@@ -16,6 +16,7 @@ import typer
 
 from sseguard.cli._app import Command, app, fail
 from sseguard.cli._names import family_names
+from sseguard.cli._options import tolerate_option
 from sseguard.core.errors import ConfigError
 from sseguard.core.policy import GUARD_DEFAULT
 
@@ -88,8 +89,7 @@ def proxy(
                                help="What a bad end is: agents (a finished answer that only lacks "
                                     "its [DONE]/message_stop is completed), strict, no-finish-ok, "
                                     "no-done-ok, lenient."),
-    tolerate: str | None = typer.Option(None, "--tolerate", metavar="ENDING,…",
-                                        help="Endings or findings that do not fail a stream."),
+    tolerate: str | None = tolerate_option(),
     on_bad_end: str = typer.Option("error-event", "--on-bad-end", metavar="error-event|abort|pass",
                                    help="error-event (an error frame the SDKs raise on), abort "
                                         "(reset), or pass (forward as is, still recorded)."),

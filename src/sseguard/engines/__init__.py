@@ -18,8 +18,9 @@ neither. The names and what they mean live here, engine-free. docs/engines.md ha
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 #: Every name this package registers starts with this (no engine's built-in does).
 PREFIX = "sseguard-"
@@ -55,3 +56,27 @@ def reasoning_parser_names() -> Mapping[str, ParserName]:
 
 
 __all__ = ["PREFIX", "STREAM", "ParserName", "reasoning_parser_names", "tool_parser_names"]
+
+
+_Base = TypeVar("_Base", bound=type)
+
+
+def class_per_name(module: str, base: _Base, names: Callable[[], Mapping[str, ParserName]],
+                   attributes: Callable[[str, ParserName], dict[str, Any]]) -> Callable[[str], _Base]:
+    """The module ``__getattr__`` of an engine adapter: the class an engine asks for by a registered
+    parser name, a subclass of ``base`` carrying what the name means (``sseguard``) and the
+    ``attributes`` of that name, made once per name. vLLM imports parser classes by name, and the
+    names come from the families' registry, so the classes cannot be written out."""
+    made: dict[str, _Base] = {}
+
+    def __getattr__(name: str) -> _Base:
+        found = made.get(name)
+        if found is None:
+            meaning = names().get(name)
+            if meaning is None:
+                raise AttributeError(name)
+            found = made[name] = cast(_Base, type(name, (base,), {
+                "sseguard": meaning, "__module__": module, **attributes(name, meaning)}))
+        return found
+
+    return __getattr__

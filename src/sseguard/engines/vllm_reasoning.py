@@ -31,7 +31,7 @@ from vllm.reasoning.abs_reasoning_parsers import ReasoningParser
 
 from sseguard.core.reasoning import END_THINK, THINK
 from sseguard.core.toolcalls import family
-from sseguard.engines import ParserName, reasoning_parser_names
+from sseguard.engines import ParserName, class_per_name, reasoning_parser_names
 from sseguard.engines._reasoning import PROMPT_TAIL_TOKENS, ReasoningSplit, reasoning_at_prompt_end
 
 
@@ -129,17 +129,7 @@ def _delta(reasoning: str, content: str) -> Any:
     return DeltaMessage(**fields) if fields else None
 
 
-_classes: dict[str, type[SseguardReasoningParser]] = {}
-
-
-def __getattr__(name: str) -> type[SseguardReasoningParser]:
-    """The reasoning parser class registered as ``name`` (``sseguard-<family>``), made once."""
-    found = _classes.get(name)
-    if found is None:
-        meaning = reasoning_parser_names().get(name)
-        if meaning is None:
-            raise AttributeError(name)
-        found = _classes[name] = type(name, (SseguardReasoningParser,), {
-            "sseguard": meaning, "__module__": __name__,
-            "__doc__": f"sseguard's reasoning split for {meaning.family}."})
-    return found
+#: The reasoning parser class registered as ``name`` (``sseguard-<family>``), made once.
+__getattr__ = class_per_name(__name__, SseguardReasoningParser, reasoning_parser_names,
+                             lambda name, meaning: {
+                                 "__doc__": f"sseguard's reasoning split for {meaning.family}."})

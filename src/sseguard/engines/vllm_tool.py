@@ -35,7 +35,7 @@ from vllm.tool_parsers.abstract_tool_parser import ToolParser
 
 from sseguard.core.errors import UsageError
 from sseguard.core.toolcalls import MarkupError, Parser, family, parser_for
-from sseguard.engines import ParserName, tool_parser_names
+from sseguard.engines import ParserName, class_per_name, tool_parser_names
 from sseguard.engines._gate import ClientGate, Step, calls_allowed, parse_whole
 
 _log = logging.getLogger(__name__)
@@ -153,17 +153,9 @@ def _delta(step: Step) -> Any:
     return DeltaMessage(**fields)
 
 
-_classes: dict[str, type[SseguardToolParser]] = {}
-
-
-def __getattr__(name: str) -> type[SseguardToolParser]:
-    """The parser class registered as ``name`` (``sseguard-<family>[-stream]``), made once."""
-    found = _classes.get(name)
-    if found is None:
-        meaning = tool_parser_names().get(name)
-        if meaning is None:
-            raise AttributeError(name)
-        found = _classes[name] = type(name, (SseguardToolParser,), {
-            "sseguard": meaning, "registered_as": name, "__module__": __name__,
-            "__doc__": f"sseguard's {meaning.family} parser ({'stream' if meaning.stream else 'hold'})."})
-    return found
+#: The parser class registered as ``name`` (``sseguard-<family>[-stream]``), made once.
+__getattr__ = class_per_name(__name__, SseguardToolParser, tool_parser_names,
+                             lambda name, meaning: {
+                                 "registered_as": name,
+                                 "__doc__": f"sseguard's {meaning.family} parser "
+                                            f"({'stream' if meaning.stream else 'hold'})."})

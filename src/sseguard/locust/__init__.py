@@ -12,18 +12,14 @@ locustfile subclasses through the module (``from sseguard import locust as sg``;
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from sseguard._lazy import lazy_names
 
 #: The names ``sseguard.locust.user`` exports, loaded on first access.
 _USER_NAMES = frozenset({"FAILURES", "StreamFailure", "StreamGuardUser", "WorkerSink", "WorkerState",
                          "failure_reason", "read_some", "stream_once"})
 
 
-def __getattr__(name: str) -> Any:
-    if name in _USER_NAMES:
-        return getattr(importlib.import_module("sseguard.locust.user"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, dict.fromkeys(_USER_NAMES, "user"))
 
 
 __all__ = sorted(_USER_NAMES)

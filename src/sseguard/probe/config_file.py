@@ -7,7 +7,7 @@ vocabulary, the keys a user may write, is in one place.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,15 @@ def read_toml(path: str) -> dict[str, Any]:
         return tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"config {path} is not valid TOML: {exc}") from None
+
+
+def _known_keys_only(table: Mapping[str, Any], known: Set[str], where: str, within: str = "") -> None:
+    """A ``ConfigError`` naming the first unknown key of ``table`` (a typo would otherwise be ignored)
+    and every known one; ``within`` says which table when ``where`` does not."""
+    unknown = set(table) - known
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}{within} "
+                          f"(known: {', '.join(sorted(known))})")
 
 
 def _typed(table: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -63,10 +72,7 @@ def arm_tables(doc: Mapping[str, Any], path: str) -> list[dict[str, Any]]:
         where = f"{path}: arm {i}"
         if not isinstance(table, Mapping):
             raise ConfigError(f"{where} must be a table")
-        unknown = set(table) - _ARM_KEYS
-        if unknown:
-            raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r} "
-                              f"(known: {', '.join(sorted(_ARM_KEYS))})")
+        _known_keys_only(table, _ARM_KEYS, where)
         name = _typed(table, "name", str, where) or f"arm{i}"
         url = _typed(table, "base_url", str, where) or _typed(table, "url", str, where)
         if not url:
@@ -85,10 +91,7 @@ def probe_table(doc: Mapping[str, Any], path: str) -> dict[str, Any]:
     table = doc.get("probe", {})
     if not isinstance(table, Mapping):
         raise ConfigError(f"{path}: [probe] must be a table")
-    unknown = set(table) - _PROBE_KEYS
-    if unknown:
-        raise ConfigError(f"{path}: unknown key {sorted(unknown)[0]!r} in [probe] "
-                          f"(known: {', '.join(sorted(_PROBE_KEYS))})")
+    _known_keys_only(table, _PROBE_KEYS, path, " in [probe]")
     extra = set(doc) - {"probe", "arm", "arms"}
     if extra:
         raise ConfigError(f"{path}: unknown table {sorted(extra)[0]!r} (use [probe] and [[arm]])")

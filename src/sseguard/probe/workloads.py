@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
@@ -256,10 +257,14 @@ class _SingleShot:
         return None
 
 
-class _ReuseConversation:
-    """A conversation that grows by one turn per whole answer, then starts over after ``max_turns``."""
+class _GrowingConversation(ABC):
+    """A conversation that grows by the turns each whole answer brings, and starts over after
+    ``max_turns`` answers or when an answer ends it: ``reuse`` and ``tools`` differ only in their
+    first turn, what follows an answer and what ends one (a cut answer is never history: the same
+    turn is asked again)."""
 
-    SYSTEM = "You are a patient tutor."
+    SYSTEM = ""
+    TOOLS: tuple[Tool, ...] = ()
 
     def __init__(self, workload: Workload, rng: random.Random, fmt: Format) -> None:
         self._workload = workload
@@ -270,55 +275,62 @@ class _ReuseConversation:
         self._restart()
 
     def _restart(self) -> None:
-        topic = self._rng.choice(_TOPICS)
-        nonce = f"{self._rng.getrandbits(64):016x}"
-        self._turns = [Turn("user", f"Conversation {nonce}. Teach me about {topic}.")]
+        self._turns = [self._first_turn()]
         self.turns = 0
 
+    @abstractmethod
+    def _first_turn(self) -> Turn:
+        """The user's opening turn (fresh words, so no two conversations share a prefix)."""
+
+    def _ends(self, answer: AssistantAnswer) -> bool:
+        """Whether this whole answer closes the conversation before ``max_turns``."""
+        return False
+
+    @abstractmethod
+    def _after(self, answer: AssistantAnswer) -> tuple[Turn, ...]:
+        """The turns a whole answer adds: the answer itself, then what answers it."""
+
     def next_body(self) -> dict[str, Any]:
-        return self._fmt.render(self.SYSTEM, self._turns, ())
+        return self._fmt.render(self.SYSTEM, self._turns, self.TOOLS)
 
     def observe(self, verdict: Verdict) -> None:
         answer = whole_answer(self._fmt, verdict)
         if answer is None:
             return  # retry the same turn: a cut answer must not become history
         self.turns += 1
-        if self.turns >= self._workload.spec.max_turns:
+        if self.turns >= self._workload.spec.max_turns or self._ends(answer):
             self._restart()
             return
-        self._turns.append(Turn("assistant", answer.text))
-        self._turns.append(Turn("user", self._rng.choice(_FOLLOW_UPS)))
+        self._turns.extend(self._after(answer))
 
 
-class _ToolsConversation:
+class _ReuseConversation(_GrowingConversation):
+    """A conversation that grows by one turn per whole answer, then starts over after ``max_turns``."""
+
+    SYSTEM = "You are a patient tutor."
+
+    def _first_turn(self) -> Turn:
+        topic = self._rng.choice(_TOPICS)
+        nonce = f"{self._rng.getrandbits(64):016x}"
+        return Turn("user", f"Conversation {nonce}. Teach me about {topic}.")
+
+    def _after(self, answer: AssistantAnswer) -> tuple[Turn, ...]:
+        return Turn("assistant", answer.text), Turn("user", self._rng.choice(_FOLLOW_UPS))
+
+
+class _ToolsConversation(_GrowingConversation):
     """Tools attached; a tool call is answered with a tool result and the conversation goes on."""
 
     SYSTEM = "You are an agent. Use the tools when they help."
+    TOOLS = TOOL_SPECS
 
-    def __init__(self, workload: Workload, rng: random.Random, fmt: Format) -> None:
-        self._workload = workload
-        self._rng = rng
-        self._fmt = fmt
-        self._turns: list[Turn] = []
-        self.turns = 0
-        self._restart()
-
-    def _restart(self) -> None:
+    def _first_turn(self) -> Turn:
         nonce = f"{self._rng.getrandbits(64):016x}"
-        self._turns = [Turn("user", f"Task {nonce}. {self._rng.choice(_TOOL_TASKS)}")]
-        self.turns = 0
+        return Turn("user", f"Task {nonce}. {self._rng.choice(_TOOL_TASKS)}")
 
-    def next_body(self) -> dict[str, Any]:
-        return self._fmt.render(self.SYSTEM, self._turns, TOOL_SPECS)
+    def _ends(self, answer: AssistantAnswer) -> bool:
+        return not answer.calls  # a text answer closes the task; the next request starts the next
 
-    def observe(self, verdict: Verdict) -> None:
-        answer = whole_answer(self._fmt, verdict)
-        if answer is None:
-            return
-        self.turns += 1
-        if self.turns >= self._workload.spec.max_turns or not answer.calls:
-            # A text answer closes the task; the next request starts the next task.
-            self._restart()
-            return
-        self._turns.append(Turn("assistant", answer.text or None, answer.calls))
-        self._turns.append(Turn("tool", results=tuple((c, tool_result(c)) for c in answer.calls)))
+    def _after(self, answer: AssistantAnswer) -> tuple[Turn, ...]:
+        return (Turn("assistant", answer.text or None, answer.calls),
+                Turn("tool", results=tuple((c, tool_result(c)) for c in answer.calls)))

@@ -26,8 +26,9 @@ aiohttp.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from sseguard._lazy import lazy_names
 
 if TYPE_CHECKING:
     from sseguard.proxy.config import OnBadEnd, ProxyConfig
@@ -39,9 +40,5 @@ _HOME = {"OnBadEnd": "config", "ProxyConfig": "config", "RunningProxy": "driver.
          "make_proxy_app": "driver.app", "run_proxy": "driver.app", "serve_proxy": "driver.app"}
 
 
-def __getattr__(name: str) -> Any:
-    """The public names, imported from their module on first use (PEP 562)."""
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'sseguard.proxy' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"sseguard.proxy.{home}"), name)
+#: The public names, imported from their module on first use (PEP 562).
+__getattr__ = lazy_names(__name__, _HOME)

@@ -69,15 +69,22 @@ def parse_share(value: str | float, flag: str) -> float:
     return share
 
 
-def parse_upstream(value: str) -> URL:
-    """The upstream base URL (``http://host:port/v1``), without a trailing slash."""
+def _base_url(flag: str, value: str, example: str) -> URL:
+    """``value`` as an http(s) URL with a host, or the ``ConfigError`` naming ``flag`` (with an
+    ``example`` of a good one)."""
     try:
         url = URL(value.strip())
     except ValueError as exc:
-        raise ConfigError(f"--upstream {value!r} is not a URL: {exc}") from None
+        raise ConfigError(f"{flag} {value!r} is not a URL: {exc}") from None
     if url.scheme not in ("http", "https") or not url.host:
-        raise ConfigError(f"--upstream {value!r} must be an http:// or https:// base URL "
-                          "(example: http://127.0.0.1:8000/v1)")
+        raise ConfigError(f"{flag} {value!r} must be an http:// or https:// base URL "
+                          f"(example: {example})")
+    return url
+
+
+def parse_upstream(value: str) -> URL:
+    """The upstream base URL (``http://host:port/v1``), without a trailing slash."""
+    url = _base_url("--upstream", value, "http://127.0.0.1:8000/v1")
     if url.query_string or url.fragment or url.user or url.password:
         raise ConfigError(f"--upstream {value!r} must not carry a query, fragment or credentials")
     # The proxy serves /v1/<rest> and maps it onto <base>/<rest>. A base with a version segment is
@@ -158,13 +165,7 @@ def _resume_base(value: str | None, dialect: str | None, upstream: URL) -> URL |
     if not own:
         names = ", ".join(n for n, d in DIALECTS.items() if d.own_base)
         raise ConfigError(f"--resume-base-url is used only by --resume {names}")
-    try:
-        url = URL(value.strip())
-    except ValueError as exc:
-        raise ConfigError(f"--resume-base-url {value!r} is not a URL: {exc}") from None
-    if url.scheme not in ("http", "https") or not url.host:
-        raise ConfigError(f"--resume-base-url {value!r} must be an http:// or https:// base URL "
-                          "(example: https://api.deepseek.com/beta)")
+    url = _base_url("--resume-base-url", value, "https://api.deepseek.com/beta")
     if url.user or url.password:  # not echoed: the value holds a secret
         raise ConfigError("--resume-base-url must not carry credentials (the client's headers "
                           "authenticate continuations too)")

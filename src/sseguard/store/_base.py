@@ -16,11 +16,13 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import msgspec
 
+from sseguard.core.errors import ConfigError, UsageError
 from sseguard.core.record import Record
 from sseguard.core.redact import DEFAULT, RedactingFilter, Redactor
 from sseguard.store.fields import FACT_COLUMNS, fact_values
@@ -163,6 +165,69 @@ def keyset_pages(fetch: Callable[[int], Sequence[tuple[object, object]]]) -> Ite
             yield decode_from_store(text if isinstance(text, str | bytes) else str(text))
         if len(rows) < READ_PAGE:
             return
+
+
+class _Executes(Protocol):
+    def execute(self, query: str, params: Any = ..., /) -> Any: ...
+
+
+def schema_found(conn: _Executes, schema: Sequence[str]) -> tuple[bool, int]:
+    """Run the idempotent DDL, then read the store's schema version before this open: whether the
+    meta table had one (False: a new store), and the version (this one's for a new store). Both
+    backends migrate from there in their own SQL, and leave a newer store untouched."""
+    for statement in schema:
+        conn.execute(statement)
+    row = conn.execute(f"SELECT value FROM {META} WHERE key = 'schema_version'").fetchone()
+    return row is not None, int(row[0]) if row else STORE_SCHEMA_VERSION
+
+
+def mark_schema(conn: _Executes, mark: str, *, facts_first: int, unknown_first: int) -> None:
+    """Write the meta rows of this schema: the first ``seq`` whose fact columns, and whose unknown
+    kinds column, were written (each kept from the first migration that set it: the rows before it
+    are read from their JSON), and the schema version now. ``mark`` is the driver's placeholder
+    (``?``, ``%s``); the upserts are SQL both SQLite (3.24 on) and PostgreSQL speak."""
+    keep = f"INSERT INTO {META} (key, value) VALUES ({mark}, {mark}) ON CONFLICT (key) DO NOTHING"
+    conn.execute(keep, (FACTS_FROM, str(facts_first)))
+    conn.execute(keep, (UNKNOWN_FROM, str(unknown_first)))
+    conn.execute(f"INSERT INTO {META} (key, value) VALUES ('schema_version', {mark}) "
+                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(STORE_SCHEMA_VERSION),))
+
+
+class _Closes(Protocol):
+    def close(self) -> None: ...
+
+
+_Conn = TypeVar("_Conn", bound=_Closes)
+
+
+class SharedConnection(Generic[_Conn]):
+    """One database connection behind a lock, shared by every thread of a store, so a backend's
+    methods are only its SQL. ``backend`` names it in errors.
+
+    It takes the connection once set up, with the store's schema ``version`` before (``label``
+    names the store): a store of a newer schema is refused, the connection closed, so an older
+    sseguard never writes rows a newer one would misread."""
+
+    backend: str
+
+    def __init__(self, conn: _Conn, *, version: int, label: str) -> None:
+        if version > STORE_SCHEMA_VERSION:
+            conn.close()
+            raise ConfigError(f"{self.backend} store {label} has schema version {version}; this "
+                              f"sseguard reads up to {STORE_SCHEMA_VERSION}: upgrade sseguard")
+        self._conn: _Conn | None = conn
+        self._lock = threading.Lock()
+
+    def _connection(self) -> _Conn:
+        if self._conn is None:
+            raise UsageError(f"the {self.backend} store is closed")
+        return self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
 
 def decode_from_store(text: str | bytes) -> Record:

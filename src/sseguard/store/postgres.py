@@ -9,28 +9,27 @@ ad-hoc SQL can look inside it; the indexed columns are the ones the analyzer fil
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator, Sequence
 
 import psycopg
 from psycopg.rows import TupleRow
 
-from sseguard.core.errors import ConfigError, UsageError
+from sseguard.core.errors import ConfigError
 from sseguard.core.record import Record
 from sseguard.core.redact import redact_text
 from sseguard.store._base import (
-    FACTS_FROM,
     INDEX_AND_META_DDL,
     INSERT_COLUMNS,
-    META,
     STORE_SCHEMA_VERSION,
     TABLE,
-    UNKNOWN_FROM,
+    SharedConnection,
     insert_sql,
     keyset_pages,
+    mark_schema,
     one_line,
     read_query,
     safe_target,
+    schema_found,
     stored_rows,
 )
 from sseguard.store.fields import FACT_COLUMNS, UNKNOWN_FACT
@@ -79,10 +78,7 @@ def _pg_row(row: tuple[object, ...]) -> tuple[object, ...]:
 def _set_up(conn: psycopg.Connection[TupleRow]) -> int:
     """Create the table, or bring an older store up to this schema (see ``sqlite._set_up``); the
     store's version before. Called under the DDL lock, in one transaction."""
-    for statement in _SCHEMA:
-        conn.execute(statement)
-    row = conn.execute(f"SELECT value FROM {META} WHERE key = 'schema_version'").fetchone()
-    version = int(row[0]) if row else STORE_SCHEMA_VERSION
+    existed, version = schema_found(conn, _SCHEMA)
     if version > STORE_SCHEMA_VERSION:
         return version
     found = {str(r[0]) for r in conn.execute(
@@ -92,22 +88,19 @@ def _set_up(conn: psycopg.Connection[TupleRow]) -> int:
     for c in missing:
         conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS {c.name} {c.postgres}")
     first = 0
-    if missing and row is not None:  # an old store: its rows so far are read from their JSON
+    if missing and existed:  # an old store: its rows so far are read from their JSON
         got = conn.execute(f"SELECT COALESCE(MAX(seq), 0) + 1 FROM {TABLE}").fetchone()
         first = int(got[0]) if got else 0
-    conn.execute(f"INSERT INTO {META} (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
-                 (FACTS_FROM, str(first)))
     # Schema 4: rows written before the unknown-kinds column are read for them from their JSON.
     unknown_first = first if any(c.name == UNKNOWN_FACT for c in missing) else 0
-    conn.execute(f"INSERT INTO {META} (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
-                 (UNKNOWN_FROM, str(unknown_first)))
-    conn.execute(f"INSERT INTO {META} (key, value) VALUES ('schema_version', %s) "
-                 "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (str(STORE_SCHEMA_VERSION),))
+    mark_schema(conn, "%s", facts_first=first, unknown_first=unknown_first)
     return version
 
 
-class PostgresStore:
+class PostgresStore(SharedConnection[psycopg.Connection[TupleRow]]):
     """Records in a PostgreSQL table; one connection, safe to share between threads."""
+
+    backend = "PostgreSQL"
 
     def __init__(self, dsn: str, *, connect_timeout: float = 10.0) -> None:
         self._target = safe_target(dsn)
@@ -124,17 +117,7 @@ class PostgresStore:
             conn.close()
             raise ConfigError(f"cannot set up PostgreSQL store {self._target}: "
                               f"{redact_text(one_line(exc))}") from None
-        if version > STORE_SCHEMA_VERSION:
-            conn.close()
-            raise ConfigError(f"PostgreSQL store {self._target} has schema version {version}; this "
-                              f"sseguard reads up to {STORE_SCHEMA_VERSION}: upgrade sseguard")
-        self._conn: psycopg.Connection[TupleRow] | None = conn
-        self._lock = threading.Lock()
-
-    def _connection(self) -> psycopg.Connection[TupleRow]:
-        if self._conn is None:
-            raise UsageError("the PostgreSQL store is closed")
-        return self._conn
+        super().__init__(conn, version=version, label=self._target)
 
     def write(self, records: Sequence[Record], weights: Sequence[int] | None = None) -> None:
         if not records:
@@ -167,12 +150,6 @@ class PostgresStore:
                     row = conn.execute(f"SELECT count(*) FROM {TABLE} WHERE run_id = %s",
                                        (run_id,)).fetchone()
         return int(row[0]) if row else 0
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._target!r})"

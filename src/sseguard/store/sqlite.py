@@ -10,22 +10,21 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import threading
 from collections.abc import Iterator, Sequence
 
-from sseguard.core.errors import ConfigError, UsageError
+from sseguard.core.errors import ConfigError
 from sseguard.core.record import Record
 from sseguard.store._base import (
-    FACTS_FROM,
     INDEX_AND_META_DDL,
-    META,
     STORE_SCHEMA_VERSION,
     TABLE,
-    UNKNOWN_FROM,
+    SharedConnection,
     insert_sql,
     keyset_pages,
+    mark_schema,
     one_line,
     read_query,
+    schema_found,
     stored_rows,
 )
 from sseguard.store.fields import FACT_COLUMNS, UNKNOWN_FACT
@@ -55,10 +54,7 @@ def _set_up(conn: sqlite3.Connection) -> int:
 
     Inside the caller's write transaction, so two processes opening one old store migrate it once.
     A store of a newer schema is left untouched (the caller refuses it)."""
-    for statement in _SCHEMA:
-        conn.execute(statement)
-    row = conn.execute(f"SELECT value FROM {META} WHERE key = 'schema_version'").fetchone()
-    version = int(row[0]) if row else STORE_SCHEMA_VERSION
+    _, version = schema_found(conn, _SCHEMA)
     if version > STORE_SCHEMA_VERSION:
         return version
     columns = {r[1] for r in conn.execute(f"PRAGMA table_info({TABLE})")}
@@ -68,18 +64,16 @@ def _set_up(conn: sqlite3.Connection) -> int:
     for c in missing:  # schema 1: the rows already there keep NULL, read from their JSON
         conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN {c.name} {c.sqlite}")
     first = conn.execute(f"SELECT COALESCE(MAX(seq), 0) + 1 FROM {TABLE}").fetchone()[0] if missing else 0
-    conn.execute(f"INSERT OR IGNORE INTO {META} (key, value) VALUES ('{FACTS_FROM}', ?)", (str(first),))
     # Schema 4: rows written before the unknown-kinds column are read for them from their JSON.
     unknown_first = first if any(c.name == UNKNOWN_FACT for c in missing) else 0
-    conn.execute(f"INSERT OR IGNORE INTO {META} (key, value) VALUES ('{UNKNOWN_FROM}', ?)",
-                 (str(unknown_first),))
-    conn.execute(f"INSERT OR REPLACE INTO {META} (key, value) VALUES ('schema_version', ?)",
-                 (str(STORE_SCHEMA_VERSION),))
+    mark_schema(conn, "?", facts_first=first, unknown_first=unknown_first)
     return version
 
 
-class SQLiteStore:
+class SQLiteStore(SharedConnection[sqlite3.Connection]):
     """Records in a SQLite file. Safe to share between threads (one connection behind a lock)."""
+
+    backend = "SQLite"
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -108,17 +102,7 @@ class SQLiteStore:
         except ConfigError:
             conn.close()
             raise
-        if version > STORE_SCHEMA_VERSION:
-            conn.close()
-            raise ConfigError(f"SQLite store {path!r} has schema version {version}; this sseguard "
-                              f"reads up to {STORE_SCHEMA_VERSION}: upgrade sseguard")
-        self._conn: sqlite3.Connection | None = conn
-        self._lock = threading.Lock()
-
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise UsageError("the SQLite store is closed")
-        return self._conn
+        super().__init__(conn, version=version, label=repr(path))
 
     def write(self, records: Sequence[Record], weights: Sequence[int] | None = None) -> None:
         if not records:
@@ -151,12 +135,6 @@ class SQLiteStore:
             else:
                 row = conn.execute(f"SELECT count(*) FROM {TABLE} WHERE run_id = ?", (run_id,)).fetchone()
         return int(row[0])
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"

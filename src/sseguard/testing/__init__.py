@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sseguard._lazy import lazy_names
 from sseguard.testing._check import check_stream
 from sseguard.testing._vocabulary import BAD_ENDINGS, DIALECTS
 
@@ -26,9 +27,5 @@ if TYPE_CHECKING:
 __all__ = ["BAD_ENDINGS", "DIALECTS", "ChaosUpstream", "ServedRequest", "check_stream"]
 
 
-def __getattr__(name: str) -> object:
-    if name in ("ChaosUpstream", "ServedRequest"):
-        from sseguard.testing import _upstream
-
-        return getattr(_upstream, name)
-    raise AttributeError(f"module 'sseguard.testing' has no attribute {name!r}")
+#: The chaos upstream (aiohttp) loads on first use: the checks alone import no HTTP library.
+__getattr__ = lazy_names(__name__, {"ChaosUpstream": "_upstream", "ServedRequest": "_upstream"})

@@ -308,6 +308,19 @@ class CheckerBase(ABC):
     def _on_event(self, event: SSEEvent) -> None:
         """Fold one dispatched event (frame number and end offset are already counted)."""
 
+    def _json_object(self, data: str, what: str) -> dict[str, Any] | None:
+        """A frame's JSON object, or None with the finding for bad JSON or another JSON value
+        (``what`` the frame is called in this protocol: a chunk, an event, a record)."""
+        try:
+            obj = decode_json(data)
+        except JSON_ERRORS:
+            self._find(FindingKind.BAD_CHUNK_JSON, f"not JSON: {data[:120]!r}")
+            return None
+        if not isinstance(obj, dict):
+            self._find(FindingKind.CHUNK_SCHEMA, f"{what} is a {type(obj).__name__}, not an object")
+            return None
+        return obj
+
     def _typed_event(self, event: SSEEvent,
                      note: Callable[[dict[str, Any]], None] | None = None,
                      decoded: Any = None) -> tuple[str, dict[str, Any]] | None:
@@ -321,16 +334,8 @@ class CheckerBase(ABC):
         """
         self._events += 1
         data = event.data
-        if type(decoded) is dict:
-            obj = decoded
-        else:
-            try:
-                obj = decode_json(data)
-            except JSON_ERRORS:
-                self._find(FindingKind.BAD_CHUNK_JSON, f"not JSON: {data[:120]!r}")
-                return None
-        if not isinstance(obj, dict):
-            self._find(FindingKind.CHUNK_SCHEMA, f"event is a {type(obj).__name__}, not an object")
+        obj = decoded if type(decoded) is dict else self._json_object(data, "event")
+        if obj is None:
             return None
         etype = obj.get("type")
         if not isinstance(etype, str):

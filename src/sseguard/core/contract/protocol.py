@@ -104,6 +104,19 @@ class Auth:
         return f"{self.scheme} {key}" if self.scheme else key
 
 
+def never(event: SSEEvent) -> bool:
+    """A relay predicate that holds for no event (no trailer, say)."""
+    return False
+
+
+#: Why an SSE stream failed, for the endings its events say nothing about: chat, messages and
+#: responses word them alike (Gemini, whose stream may be a JSON array, speaks of records).
+SSE_ENDING_MESSAGES: Mapping[Ending, str] = {
+    Ending.CUT_MID_FRAME: "the upstream body stopped in the middle of an event",
+    Ending.EMPTY: "the upstream sent no event at all",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class RelayTable:
     """What a guarding relay needs of a protocol (one engine in ``proxy/``, one table per protocol)."""
@@ -118,8 +131,9 @@ class RelayTable:
     sentinel: bytes
     #: Why a stream with this ending failed, in this protocol's words.
     messages: Mapping[Ending, str]
-    #: Frames after the terminal event that are delivered with it (a tolerated trailer).
-    trailer: Callable[[SSEEvent], bool]
+    #: Frames after the terminal event that are delivered with it (a tolerated trailer; none by
+    #: default: only Responses has one).
+    trailer: Callable[[SSEEvent], bool] = never
     #: ``(error frame, what was last sent) -> bytes``: what the client gets for an upstream error
     #: frame that is forwarded (``UpstreamError.FORWARD``) and ends the stream: the frame as it came,
     #: and whatever the protocol needs after it.
@@ -251,11 +265,6 @@ class Protocol:
 def dumps(obj: object) -> bytes:
     """JSON for a frame the guard writes (non-ASCII kept as it is, as the vendors send it)."""
     return json.dumps(obj, ensure_ascii=False).encode("utf-8")
-
-
-def never(event: SSEEvent) -> bool:
-    """A relay predicate that holds for no event (no trailer, say)."""
-    return False
 
 
 def data_type(event: SSEEvent, wanted: frozenset[str]) -> str | None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sseguard.core._renamed import renamed
+from sseguard.core.errors import ConfigError
 from sseguard.core.verdict import Api, Verdict
 
 
@@ -70,6 +71,46 @@ class BodySettings:
     seed: int | None = None
 
 
+def arguments_object(arguments: str) -> Any:
+    """A call's JSON arguments as the object Messages (``input``) and Gemini (``args``) carry;
+    unparsable ones are kept as a string field, a non-object value under ``value``."""
+    try:
+        value = json.loads(arguments or "{}")
+    except ValueError:
+        return {"arguments": arguments}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def effort_budget(effort: str, budgets: Mapping[str, int], *, arm: str, least: int = 0) -> int:
+    """The thinking budget (tokens) of a reasoning effort: a name of ``budgets``, or a token count of
+    at least ``least``. Messages and Gemini take a budget where the OpenAI APIs take an effort name;
+    ``arm`` names the protocol in the error."""
+    if effort.isdigit():
+        budget = int(effort)
+        if budget < least:
+            raise ConfigError(f"reasoning-effort {effort}: a thinking budget is at least "
+                              f"{least} tokens")
+        return budget
+    try:
+        return budgets[effort]
+    except KeyError:
+        raise ConfigError(f"reasoning-effort {effort!r} for a {arm} arm: give "
+                          f"{', '.join(budgets)} or a thinking budget in tokens") from None
+
+
+def first_dict(message: Mapping[str, Any], field: str) -> dict[str, Any] | None:
+    """The first entry of a list ``field`` when it is an object (``choices``, ``candidates``)."""
+    items = message.get(field)
+    first = items[0] if isinstance(items, list) and items else None
+    return first if isinstance(first, dict) else None
+
+
+def no_list_misfit(body: Mapping[str, Any], field: str) -> str:
+    """Why a body without its ``field`` list is not of this protocol: a Responses body's ``input``
+    is the likeliest mistake, so it is named."""
+    return "it has 'input' (a Responses body)" if "input" in body else f"it has no '{field}' list"
+
+
 def json_arguments(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -114,8 +155,24 @@ class Format(ABC):
     def misfit(self, body: Mapping[str, Any]) -> str | None:
         """Why ``body`` is not a request of this protocol, or None when it is."""
 
-    def check_settings(self, settings: BodySettings) -> None:  # noqa: B027 - most formats take any
-        """A ``ConfigError`` when the run-wide settings cannot be said in this format (none by default)."""
+    def check_settings(self, settings: BodySettings) -> None:
+        """A ``ConfigError`` when the run-wide settings cannot be said in this format: a reasoning
+        effort that is no thinking budget where the format takes one (any setting by default)."""
+        if settings.reasoning_effort is not None:
+            self.thinking_budget(settings.reasoning_effort)
+
+    def thinking_budget(self, effort: str) -> int | None:
+        """The thinking budget (tokens) this format sends for a reasoning effort; None where it
+        sends the effort as it is (the OpenAI APIs)."""
+        return None
+
+    def stream_to(self, body: dict[str, Any], model: str, settings: BodySettings) -> None:
+        """The model, streaming on and the output limit in ``max_tokens_field``: the start of
+        ``finish`` where the body names the model and streaming (all but Gemini)."""
+        body["model"] = model
+        body["stream"] = True
+        if settings.max_tokens is not None:
+            body[self.max_tokens_field] = settings.max_tokens
 
     def answer_of(self, verdict: Verdict) -> AssistantAnswer | None:
         """The answer of a verdict's assembled message."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sseguard._lazy import lazy_names
 from sseguard.integrations.litellm.judge import HookJudge, Judgement, wire_bytes
 
 if TYPE_CHECKING:
@@ -25,10 +26,5 @@ if TYPE_CHECKING:
 __all__ = ["HookJudge", "Judgement", "SSEGuardGuardrail", "StreamJudgedBad", "wire_bytes"]
 
 
-def __getattr__(name: str) -> object:
-    # LiteLLM is imported only when its guardrail class is asked for (LiteLLM's config loader does).
-    if name in ("SSEGuardGuardrail", "StreamJudgedBad"):
-        from sseguard.integrations.litellm import guardrail
-
-        return getattr(guardrail, name)
-    raise AttributeError(f"module 'sseguard.integrations.litellm' has no attribute {name!r}")
+#: LiteLLM is imported only when its guardrail class is asked for (LiteLLM's config loader does).
+__getattr__ = lazy_names(__name__, {"SSEGuardGuardrail": "guardrail", "StreamJudgedBad": "guardrail"})

@@ -26,7 +26,7 @@ from sseguard.core.contract.chat.relay import (
 from sseguard.core.contract.chat.request import ChatFormat
 from sseguard.core.contract.chat.vocabulary import KINDS, REASONS
 from sseguard.core.contract.leaks import LEAK_MARKERS, leak_markers
-from sseguard.core.contract.protocol import Auth, Outline, Protocol, RelayTable, Route, never
+from sseguard.core.contract.protocol import SSE_ENDING_MESSAGES, Auth, Outline, Protocol, RelayTable, Route
 from sseguard.core.contract.usage import UsageFacts, count, field, text
 from sseguard.core.verdict import Api, Ending
 
@@ -66,14 +66,13 @@ CHAT = Protocol(
     assembler=ChatAssembler,
     relay=RelayTable(
         terminal=is_terminal, upstream_error=upstream_error_of, error_frame=chat_error_frame,
-        sentinel=DONE_FRAME, trailer=never,
+        sentinel=DONE_FRAME,
         messages={
             Ending.TRUNCATED: "the upstream stopped after content with neither a finish_reason nor "
                               "data: [DONE]; the answer is incomplete",
             Ending.NO_FINISH: "the upstream sent data: [DONE] without a finish_reason for every choice",
             Ending.NO_DONE: "the upstream finished the answer but never sent data: [DONE]",
-            Ending.CUT_MID_FRAME: "the upstream body stopped in the middle of an event",
-            Ending.EMPTY: "the upstream sent no event at all",
+            **SSE_ENDING_MESSAGES,
         }),
     error_body=error_body,
     status_error=status_error,

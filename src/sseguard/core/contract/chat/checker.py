@@ -21,7 +21,6 @@ from sseguard.core.contract._base import (
     FINISHED,
     JSON_ERRORS,
     CheckerBase,
-    decode_json,
 )
 from sseguard.core.contract.chat.assembler import AssembledChoice, ChatAssembler, ChatChunk
 from sseguard.core.contract.chat.vocabulary import KINDS, REASONS
@@ -108,13 +107,8 @@ class StreamChecker(CheckerBase):
                 elif steady:
                     self._learn_chat_lane(event, chunk)
                 return
-        try:
-            obj = decode_json(data)
-        except JSON_ERRORS:
-            self._find(FindingKind.BAD_CHUNK_JSON, f"not JSON: {data[:120]!r}")
-            return
-        if not isinstance(obj, dict):
-            self._find(FindingKind.CHUNK_SCHEMA, f"chunk is a {type(obj).__name__}, not an object")
+        obj = self._json_object(data, "chunk")
+        if obj is None:
             return
         if "error" in obj and not obj.get("choices"):
             self._on_error(data, obj)

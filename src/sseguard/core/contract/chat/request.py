@@ -13,7 +13,9 @@ from sseguard.core.contract.request import (
     Tool,
     Turn,
     blocks_of,
+    first_dict,
     json_arguments,
+    no_list_misfit,
 )
 from sseguard.core.verdict import Api
 
@@ -50,13 +52,10 @@ class ChatFormat(Format):
         return body
 
     def finish(self, body: dict[str, Any], *, model: str, settings: BodySettings) -> dict[str, Any]:
-        body["model"] = model
-        body["stream"] = True
+        self.stream_to(body, model, settings)
         if settings.include_usage:
             opts = body.get("stream_options")
             body["stream_options"] = {**(opts if isinstance(opts, dict) else {}), "include_usage": True}
-        if settings.max_tokens is not None:
-            body["max_tokens"] = settings.max_tokens
         if settings.reasoning_effort is not None:
             body["reasoning_effort"] = settings.reasoning_effort
         if settings.seed is not None:  # as the openai SDK sends ``seed=``, ``temperature=``, ``top_p=``
@@ -64,9 +63,8 @@ class ChatFormat(Format):
         return body
 
     def answer(self, message: Mapping[str, Any]) -> AssistantAnswer | None:
-        choices = message.get("choices") or []
-        first = choices[0] if isinstance(choices, list) and choices else None
-        said = first.get("message") if isinstance(first, dict) else None
+        first = first_dict(message, "choices")
+        said = first.get("message") if first is not None else None
         if not isinstance(said, dict):
             return None
         calls = []
@@ -79,8 +77,7 @@ class ChatFormat(Format):
 
     def misfit(self, body: Mapping[str, Any]) -> str | None:
         if not isinstance(body.get("messages"), list):
-            return ("it has 'input' (a Responses body)" if "input" in body
-                    else "it has no 'messages' list")
+            return no_list_misfit(body, "messages")
         if "system" in body:
             return "it has a top-level 'system' (an Anthropic Messages body)"
         kinds = {b.get("type") for m in body["messages"] for b in blocks_of(m)}

@@ -29,7 +29,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
-from sseguard.core.contract._base import FINISHED, JSON_ERRORS, CheckerBase, FrameTail, decode_json
+from sseguard.core.contract._base import FINISHED, JSON_ERRORS, CheckerBase, FrameTail
 from sseguard.core.contract.folding import ToolFacts, is_int
 from sseguard.core.contract.gemini.assembler import CandidateState, GeminiAssembler, TypedResponse
 from sseguard.core.contract.gemini.assembler import decode_response as _decode_response
@@ -196,13 +196,8 @@ class GeminiChecker(CheckerBase):
                 if steady:
                     self._learn_gemini_lane(event, record)
                 return
-        try:
-            obj = decode_json(data)
-        except JSON_ERRORS:
-            self._find(FindingKind.BAD_CHUNK_JSON, f"not JSON: {data[:120]!r}")
-            return
-        if not isinstance(obj, dict):
-            self._find(FindingKind.CHUNK_SCHEMA, f"record is a {type(obj).__name__}, not an object")
+        obj = self._json_object(data, "record")
+        if obj is None:
             return
         if "error" in obj:
             self._on_error(data, obj)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from sseguard.core.contract.protocol import RelayTable, UpstreamError, dumps, never
+from sseguard.core.contract.protocol import RelayTable, UpstreamError, dumps
 from sseguard.core.sse import SSEEvent
 from sseguard.core.verdict import Ending
 
@@ -84,7 +84,7 @@ RELAY = RelayTable(
     # array framing's closing ``]`` is held like one: sent once the end is known good, or
     # replaced by the guard's error element and its own ``]``.
     terminal=_array_close, upstream_error=upstream_error_of, error_frame=gemini_error_frame,
-    sentinel=b"", trailer=never, forwarded=_forwarded,
+    sentinel=b"", forwarded=_forwarded,
     messages={
         Ending.TRUNCATED: "the upstream stopped after content without a finishReason; the "
                           "answer is incomplete",

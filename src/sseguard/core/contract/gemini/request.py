@@ -17,7 +17,6 @@ Schema given as it is, ``labels`` stay byte for byte as they came.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,9 +27,12 @@ from sseguard.core.contract.request import (
     Format,
     Tool,
     Turn,
+    arguments_object,
+    effort_budget,
+    first_dict,
     json_arguments,
+    no_list_misfit,
 )
-from sseguard.core.errors import ConfigError
 from sseguard.core.verdict import Api
 
 __all__ = ["STATUSES", "GeminiFormat", "error_body", "function_declarations", "json_schema",
@@ -190,22 +192,7 @@ THINKING_BUDGETS = {"none": 0, "minimal": 512, "low": 1024, "medium": 8192, "hig
 
 def thinking_budget(effort: str) -> int:
     """The Gemini thinking budget for a reasoning effort (``low``…``high``, or a token count)."""
-    if effort.isdigit():
-        return int(effort)
-    try:
-        return THINKING_BUDGETS[effort]
-    except KeyError:
-        raise ConfigError(f"reasoning-effort {effort!r} for a gemini arm: give "
-                          f"{', '.join(THINKING_BUDGETS)} or a thinking budget in tokens") from None
-
-
-def _args_object(arguments: str) -> Any:
-    """Gemini carries a call's arguments as an object; unparsable ones are kept as a string field."""
-    try:
-        value = json.loads(arguments or "{}")
-    except ValueError:
-        return {"arguments": arguments}
-    return value if isinstance(value, dict) else {"value": value}
+    return effort_budget(effort, THINKING_BUDGETS, arm="gemini")
 
 
 class GeminiFormat(Format):
@@ -232,7 +219,7 @@ class GeminiFormat(Format):
             elif turn.role == "assistant":
                 parts: list[dict[str, Any]] = [{"text": turn.text}] if turn.text else []
                 parts.extend({"functionCall": {"id": c.id, "name": c.name,
-                                               "args": _args_object(c.arguments)}}
+                                               "args": arguments_object(c.arguments)}}
                              for c in turn.calls)
                 contents.append({"role": "model", "parts": parts})
             else:
@@ -253,7 +240,7 @@ class GeminiFormat(Format):
         if settings.max_tokens is not None:
             config["maxOutputTokens"] = settings.max_tokens
         if settings.reasoning_effort is not None:
-            config["thinkingConfig"] = {"thinkingBudget": thinking_budget(settings.reasoning_effort),
+            config["thinkingConfig"] = {"thinkingBudget": self.thinking_budget(settings.reasoning_effort),
                                         "includeThoughts": True}
         if settings.seed is not None:  # as google-genai writes GenerateContentConfig(seed=…, …)
             config.update(temperature=0, topP=1, seed=settings.seed)
@@ -261,14 +248,12 @@ class GeminiFormat(Format):
             body["generationConfig"] = config
         return body
 
-    def check_settings(self, settings: BodySettings) -> None:
-        if settings.reasoning_effort is not None:
-            thinking_budget(settings.reasoning_effort)
+    def thinking_budget(self, effort: str) -> int:
+        return thinking_budget(effort)
 
     def answer(self, message: Mapping[str, Any]) -> AssistantAnswer | None:
-        candidates = message.get("candidates")
-        first = candidates[0] if isinstance(candidates, list) and candidates else None
-        content = first.get("content") if isinstance(first, dict) else None
+        first = first_dict(message, "candidates")
+        content = first.get("content") if first is not None else None
         parts = content.get("parts") if isinstance(content, dict) else None
         if not isinstance(parts, list):
             return None
@@ -289,8 +274,7 @@ class GeminiFormat(Format):
         if not isinstance(body.get("contents"), list):
             if isinstance(body.get("messages"), list):
                 return "it has 'messages' (a Chat Completions or Anthropic Messages body)"
-            return ("it has 'input' (a Responses body)" if "input" in body
-                    else "it has no 'contents' list")
+            return no_list_misfit(body, "contents")
         if any(isinstance(c, dict) and "content" in c and "parts" not in c for c in body["contents"]):
             return "its turns have 'content', not 'parts' (a Chat Completions body)"
         return None

@@ -24,7 +24,7 @@ from sseguard.core.contract.messages.relay import (
 )
 from sseguard.core.contract.messages.request import MessagesFormat, thinking_budget
 from sseguard.core.contract.messages.vocabulary import KINDS, REASONS
-from sseguard.core.contract.protocol import Auth, Outline, Protocol, RelayTable, Route, never
+from sseguard.core.contract.protocol import SSE_ENDING_MESSAGES, Auth, Outline, Protocol, RelayTable, Route
 from sseguard.core.contract.usage import UsageFacts, count, field
 from sseguard.core.verdict import Api, Ending
 
@@ -70,14 +70,13 @@ MESSAGES = Protocol(
     assembler=MessagesAssembler,
     relay=RelayTable(
         terminal=is_terminal, upstream_error=upstream_error_of, error_frame=messages_error_frame,
-        sentinel=MESSAGE_STOP_FRAME, trailer=never,
+        sentinel=MESSAGE_STOP_FRAME,
         messages={
             Ending.TRUNCATED: "the upstream stopped after content with neither a stop_reason nor "
                               "message_stop; the answer is incomplete",
             Ending.NO_FINISH: "the upstream sent message_stop without a stop_reason",
             Ending.NO_DONE: "the upstream gave a stop_reason but never sent message_stop",
-            Ending.CUT_MID_FRAME: "the upstream body stopped in the middle of an event",
-            Ending.EMPTY: "the upstream sent no event at all",
+            **SSE_ENDING_MESSAGES,
         }),
     error_body=error_body,
     status_error=status_error,

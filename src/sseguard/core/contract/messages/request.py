@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -13,10 +12,12 @@ from sseguard.core.contract.request import (
     Format,
     Tool,
     Turn,
+    arguments_object,
+    effort_budget,
     json_arguments,
+    no_list_misfit,
     role_of,
 )
-from sseguard.core.errors import ConfigError
 from sseguard.core.verdict import Api
 
 # ── the protocol's other facts: requests, relay, errors, sniffing, the descriptor ─────────────────
@@ -30,26 +31,7 @@ MIN_THINKING_BUDGET = 1024
 
 def thinking_budget(effort: str) -> int:
     """The Anthropic thinking budget for a reasoning effort (``low``…``high``, or a token count)."""
-    if effort.isdigit():
-        budget = int(effort)
-        if budget < MIN_THINKING_BUDGET:
-            raise ConfigError(f"reasoning-effort {effort}: a thinking budget is at least "
-                              f"{MIN_THINKING_BUDGET} tokens")
-        return budget
-    try:
-        return THINKING_BUDGETS[effort]
-    except KeyError:
-        raise ConfigError(f"reasoning-effort {effort!r} for a messages arm: give "
-                          f"{', '.join(THINKING_BUDGETS)} or a thinking budget in tokens") from None
-
-
-def _arguments_object(arguments: str) -> Any:
-    """Messages carries tool input as an object; unparsable arguments are kept as a string field."""
-    try:
-        value = json.loads(arguments or "{}")
-    except ValueError:
-        return {"arguments": arguments}
-    return value if isinstance(value, dict) else {"value": value}
+    return effort_budget(effort, THINKING_BUDGETS, arm="messages", least=MIN_THINKING_BUDGET)
 
 
 class MessagesFormat(Format):
@@ -73,7 +55,7 @@ class MessagesFormat(Format):
             elif turn.calls:
                 blocks: list[dict[str, Any]] = [{"type": "text", "text": turn.text}] if turn.text else []
                 blocks.extend({"type": "tool_use", "id": c.id, "name": c.name,
-                               "input": _arguments_object(c.arguments)} for c in turn.calls)
+                               "input": arguments_object(c.arguments)} for c in turn.calls)
                 messages.append({"role": "assistant", "content": blocks})
             else:
                 messages.append({"role": turn.role, "content": turn.text or ""})
@@ -86,12 +68,9 @@ class MessagesFormat(Format):
 
     def finish(self, body: dict[str, Any], *, model: str, settings: BodySettings) -> dict[str, Any]:
         # Usage always comes in message_start/message_delta: Messages has no option for it.
-        body["model"] = model
-        body["stream"] = True
-        if settings.max_tokens is not None:
-            body["max_tokens"] = settings.max_tokens
+        self.stream_to(body, model, settings)
         if settings.reasoning_effort is not None:
-            budget = thinking_budget(settings.reasoning_effort)
+            budget = self.thinking_budget(settings.reasoning_effort)
             # The API wants max_tokens above the budget; the answer still gets the usual room.
             body["max_tokens"] = max(int(body.get("max_tokens") or 0),
                                      budget + DEFAULT_MESSAGES_MAX_TOKENS)
@@ -102,9 +81,8 @@ class MessagesFormat(Format):
         # ``top_k``), so a messages arm is compared at the server's own sampling (docs/probe.md).
         return body
 
-    def check_settings(self, settings: BodySettings) -> None:
-        if settings.reasoning_effort is not None:
-            thinking_budget(settings.reasoning_effort)
+    def thinking_budget(self, effort: str) -> int:
+        return thinking_budget(effort)
 
     def answer(self, message: Mapping[str, Any]) -> AssistantAnswer | None:
         content = message.get("content")
@@ -125,8 +103,7 @@ class MessagesFormat(Format):
     def misfit(self, body: Mapping[str, Any]) -> str | None:
         messages = body.get("messages")
         if not isinstance(messages, list):
-            return ("it has 'input' (a Responses body)" if "input" in body
-                    else "it has no 'messages' list")
+            return no_list_misfit(body, "messages")
         roles = {role_of(m) for m in messages}
         if roles & {"system", "developer", "tool"}:
             role = sorted(r for r in roles & {"system", "developer", "tool"} if r)[0]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from sseguard.core.contract.protocol import RelayTable, UpstreamError, data_type, dumps
+from sseguard.core.contract.protocol import SSE_ENDING_MESSAGES, RelayTable, UpstreamError, data_type, dumps
 from sseguard.core.sse import SSEEvent
 from sseguard.core.verdict import Ending
 
@@ -69,6 +69,5 @@ RELAY = RelayTable(
                           "response.incomplete; the answer is incomplete",
         Ending.NO_FINISH: "the upstream ended the stream (data: [DONE] or response.done) without "
                           "response.completed or response.incomplete",
-        Ending.CUT_MID_FRAME: "the upstream body stopped in the middle of an event",
-        Ending.EMPTY: "the upstream sent no event at all",
+        **SSE_ENDING_MESSAGES,
     })

@@ -53,10 +53,7 @@ class ResponsesFormat(Format):
 
     def finish(self, body: dict[str, Any], *, model: str, settings: BodySettings) -> dict[str, Any]:
         # Usage always comes in the terminal response: the Responses API has no option for it.
-        body["model"] = model
-        body["stream"] = True
-        if settings.max_tokens is not None:
-            body["max_output_tokens"] = settings.max_tokens
+        self.stream_to(body, model, settings)
         if settings.reasoning_effort is not None:
             reasoning = body.get("reasoning")
             body["reasoning"] = {**(reasoning if isinstance(reasoning, dict) else {}),
