@@ -22,19 +22,15 @@ from sseguard.chaos.config import (
 )
 from sseguard.chaos.decide import decide
 from sseguard.chaos.faults import DIALECT_ENDING, EXPECTED, Decision, Expectation, Fault, ServerDialect
-from sseguard.chaos.server import (
+from sseguard.chaos.responding import (
     FAULT_HEADER,
     INFLIGHT_HEADER,
     INJECT_HEADER,
     ROUTE_HEADER,
     SERVER_HEADER,
-    ChaosServer,
-    ChaosStats,
-    make_app,
-    run_chaos,
-    run_chaos_in_thread,
-    serve,
 )
+from sseguard.chaos.server import ChaosServer, make_app, run_chaos, run_chaos_in_thread, serve
+from sseguard.chaos.state import ChaosStats
 from sseguard.core._renamed import renamed
 
 __all__ = [

@@ -45,23 +45,24 @@ from sseguard.chaos.faults import Decision, Fault
 from sseguard.chaos.frames import End
 from sseguard.chaos.registry import writer_for
 from sseguard.chaos.request import BadRequest, ChatRequest
-from sseguard.chaos.server import (
+from sseguard.chaos.responding import (
     FAULT_HEADER,
     INFLIGHT_HEADER,
     INJECT_HEADER,
     ROUTE_HEADER,
-    STATE,
-    ChaosState,
+    hang_until_gone,
+    reset_connection,
+)
+from sseguard.chaos.server import (
     RunningChaos,
     conversations_log,
     draw,
     forced_fault,
     from_route,
-    hang_until_gone,
     healthz,
-    reset_connection,
     stats_json,
 )
+from sseguard.chaos.state import STATE, ChaosState
 from sseguard.chaos.upstream import Pause, Send, Step, Stop, UpstreamFaults
 from sseguard.chaos.upstream_garble import Garbler
 from sseguard.chaos.upstream_wire import WIRES

@@ -22,14 +22,9 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from sseguard.chaos.config import ChaosConfig, parse_dialect, parse_fault_name
-from sseguard.chaos.server import (
-    FAULT_HEADER,
-    INJECT_HEADER,
-    STATE,
-    ChaosServer,
-    ChaosStats,
-    run_chaos_in_thread,
-)
+from sseguard.chaos.responding import FAULT_HEADER, INJECT_HEADER
+from sseguard.chaos.server import ChaosServer, run_chaos_in_thread
+from sseguard.chaos.state import STATE, ChaosStats
 from sseguard.core.contract import api_for_path, protocol, protocol_for_path
 from sseguard.core.errors import UsageError
 from sseguard.core.verdict import Api

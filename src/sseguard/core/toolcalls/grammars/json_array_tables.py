@@ -2,7 +2,7 @@
 (``Shape``), what a marker opens (``Opener``, ``Body``), and the shapes the shipped families write.
 
 They are the vocabulary shared by the parser (``json_array``) and the family builders
-(``json_array``); a family is these tables, nothing more.
+(``json_array_family``); a family is these tables, nothing more.
 """
 
 from __future__ import annotations
