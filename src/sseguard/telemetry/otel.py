@@ -1,8 +1,9 @@
 """The OpenTelemetry adapter: ``genai``'s plans handed to the OpenTelemetry API, and the SDK set up
 from the standard ``OTEL_*`` environment variables for the commands that emit (``--otel``).
 
-Only this module imports OpenTelemetry, and only ``sseguard[otel]`` installs it: everything else
-reaches it through ``load()``, which names the extra when it is missing.
+Only this module and the span exporters it sets up (``otlp_*``) import OpenTelemetry, and only
+``sseguard[otel]`` installs it: everything else reaches it through ``load()``, which names the
+extra when it is missing.
 
 A span is made once the call is over, with the times the adapter measured (``start_time``,
 ``end_time``), rather than opened at the request and carried along the stream: the relay's per-event
@@ -239,12 +240,10 @@ def _resource_hashed_once(resource: Any) -> Any:
 
 def _span_exporter(protocol: str) -> Any:
     if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-        return OTLPSpanExporter()
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-        OTLPSpanExporter as HttpSpanExporter,
-    )
-    return HttpSpanExporter()
+        from sseguard.telemetry import otlp_grpc
+        return otlp_grpc.span_exporter()
+    from sseguard.telemetry import otlp_http
+    return otlp_http.span_exporter()
 
 
 def _metric_exporter(protocol: str) -> Any:
