@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from sseguard.core.policy import Policy
@@ -40,15 +41,32 @@ TRUNCATED = Verdict(Ending.TRUNCATED, findings=(
     message={"model": "served-model"}, chunks=50, bytes=9_000, first_id="chatcmpl-2")
 
 
+def varied(verdict: Verdict, count: int = 1000) -> list[Verdict]:
+    """``count`` copies of ``verdict`` that differ as real streams do: their response id, chunks,
+    bytes and token counts (what a span carries that does not repeat from stream to stream)."""
+    out = []
+    for n in range(count):
+        message = dict(verdict.message)
+        if "usage" in message:
+            message["usage"] = {"prompt_tokens": 900 + n, "completion_tokens": 100 + n % 97,
+                                "prompt_tokens_details": {"cached_tokens": 640 + n % 13}}
+        out.append(replace(verdict, message=message, chunks=verdict.chunks + n % 89,
+                           bytes=verdict.bytes + 7 * n, first_id=f"chatcmpl-{n}"))
+    return out
+
+
 def measure(telemetry: object, flush: object, verdict: Verdict, streams: int) -> float:
-    """CPU µs per stream of ``streams`` emits, the export flushed before the clock stops."""
+    """CPU µs per stream of ``streams`` emits (each with its own id, counts and times: ``varied``),
+    the export flushed before the clock stops."""
     policy = Policy()
     emit = telemetry.emit  # type: ignore[attr-defined]
+    verdicts = varied(verdict)
     start = time.process_time()
-    for _ in range(streams):
-        emit(genai.MeasuredCall(verdict=verdict, policy=policy, start_ns=time.time_ns(), duration_s=1.0,
-                        request_model="asked-model", ttfc_s=0.1, server_address="127.0.0.1",
-                        server_port=8000))
+    for n in range(streams):
+        emit(genai.MeasuredCall(verdict=verdicts[n % len(verdicts)], policy=policy,
+                                start_ns=time.time_ns(), duration_s=1.0 + n % 1000 / 1000,
+                                request_model="asked-model", ttfc_s=0.1 + n % 997 / 10_000,
+                                server_address="127.0.0.1", server_port=8000))
     flush()  # type: ignore[operator]
     return (time.process_time() - start) * 1e6 / streams
 

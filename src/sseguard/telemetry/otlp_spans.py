@@ -30,9 +30,11 @@ _KINDS = {SpanKind.INTERNAL: SpanMessage.SPAN_KIND_INTERNAL,
           SpanKind.CONSUMER: SpanMessage.SPAN_KIND_CONSUMER}
 _HAS_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
 _IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
-#: Attribute messages kept for reuse at most; past it the cache starts again (values such as a
-#: response id never repeat, and must not make it grow without end).
+#: Attribute messages kept for reuse at most; past it the cache starts again.
 CACHE_LIMIT = 4096
+#: Distinct values of one key kept at most: a key with more (a response id, byte and token counts)
+#: is one whose values rarely repeat, and is no longer looked up or kept.
+KEY_LIMIT = 32
 #: The value types whose attribute messages are reused: equal values of these are the same value
 #: (``1 == 1.0 == True`` is why the type is part of the key, and why mixed tuples are not kept).
 _SCALARS = (str, bool, int, float)
@@ -42,9 +44,11 @@ class SpanEncoder:
     """Writes finished spans (the SDK's ``ReadableSpan``) as one ``ExportTraceServiceRequest``.
     One encoder per exporter: its attribute cache is used from the exporter's thread only."""
 
-    def __init__(self, cache_limit: int = CACHE_LIMIT) -> None:
+    def __init__(self, cache_limit: int = CACHE_LIMIT, key_limit: int = KEY_LIMIT) -> None:
         self._cache: dict[tuple[str, type, object], KeyValue] = {}
         self._cache_limit = cache_limit
+        self._key_limit = key_limit
+        self._kept: dict[str, int] = {}  # how many values of each key the cache holds
 
     def encode(self, spans: Sequence[Any]) -> ExportTraceServiceRequest:
         request = ExportTraceServiceRequest()
@@ -114,10 +118,10 @@ class SpanEncoder:
         if not attributes:
             return []
         written = []
-        cache = self._cache
+        cache, kept, key_limit = self._cache, self._kept, self._key_limit
         for key, value in attributes.items():
-            reusable = type(value) in _SCALARS or (
-                type(value) is tuple and all(type(v) is str for v in value))
+            reusable = kept.get(key, 0) < key_limit and (type(value) in _SCALARS or (
+                type(value) is tuple and all(type(v) is str for v in value)))
             if reusable:
                 cached = cache.get((key, type(value), value))
                 if cached is not None:
@@ -132,7 +136,9 @@ class SpanEncoder:
             if reusable:
                 if len(cache) >= self._cache_limit:
                     cache.clear()
+                    kept.clear()
                 cache[(key, type(value), value)] = pair
+                kept[key] = kept.get(key, 0) + 1
             written.append(pair)
         return written
 
