@@ -13,6 +13,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from opentelemetry.exporter.otlp.proto.http._common import RequestPayloadTooLargeError
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
@@ -42,7 +43,8 @@ class EncodingSpanExporter(OTLPSpanExporter):
             if 0 < self._max_request_size < len(body):
                 _log.warning("spans not exported: their request is %d bytes, over the limit of "
                              "%d", len(body), self._max_request_size)
-                result.error = ValueError(f"a request of {len(body)} bytes")
+                # The SDK's own error: its self-metrics name the failure by the error's type.
+                result.error = RequestPayloadTooLargeError(f"a span request of {len(body)} bytes")
                 return SpanExportResult.FAILURE
             sent = self._client.export(body)
             if not sent.success:

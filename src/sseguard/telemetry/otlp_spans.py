@@ -55,19 +55,21 @@ class SpanEncoder:
     def encode(self, spans: Sequence[Any]) -> ExportTraceServiceRequest:
         request = ExportTraceServiceRequest()
         # Grouped by resource, then instrumentation scope, in the order they first appear.
-        scopes: dict[Any, dict[Any, Any]] = {}
+        resources: dict[Any, tuple[Any, dict[Any, Any]]] = {}
         for span in spans:
-            by_scope = scopes.get(span.resource)
-            if by_scope is None:
+            resource = span.resource
+            found = resources.get(resource)
+            if found is None:
                 resource_spans = request.resource_spans.add()
                 resource_spans.resource.SetInParent()
-                resource_spans.resource.attributes.extend(self._attributes(span.resource.attributes))
-                resource_spans.schema_url = span.resource.schema_url
-                by_scope = scopes[span.resource] = {None: resource_spans}
+                resource_spans.resource.attributes.extend(self._attributes(resource.attributes))
+                resource_spans.schema_url = resource.schema_url
+                found = resources[resource] = (resource_spans, {})
+            resource_spans, scopes = found
             scope = span.instrumentation_scope or None
-            scope_spans = by_scope.get(("scope", scope))
+            scope_spans = scopes.get(scope)
             if scope_spans is None:
-                scope_spans = by_scope[None].scope_spans.add()
+                scope_spans = scopes[scope] = resource_spans.scope_spans.add()
                 scope_spans.scope.SetInParent()
                 if scope is not None:
                     scope_spans.scope.name = scope.name
@@ -76,7 +78,6 @@ class SpanEncoder:
                     scope_spans.scope.attributes.extend(self._attributes(scope.attributes))
                     if scope.schema_url:
                         scope_spans.schema_url = scope.schema_url
-                by_scope[("scope", scope)] = scope_spans
             self._write_span(scope_spans.spans.add(), span)
         return request
 
