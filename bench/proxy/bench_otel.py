@@ -10,9 +10,12 @@ streams emitted; the exporter is flushed inside the measured time. ``bench_proxy
 the same cost as a share of the proxy's CPU per event.
 
 ``--healthy-spans 0.1`` measures with ``SSEGUARD_OTEL_HEALTHY_SPANS=0.1`` (a span for one passing
-stream in ten; every failing stream and every metric point kept).
+stream in ten; every failing stream and every metric point kept). ``--encoders`` measures only the
+writing of the export request: the same spans through the SDK's OTLP encoder and sseguard's
+``SpanEncoder`` (the span exporters ``--otel`` sets up), CPU µs per span, best of ``--repeats``.
 
 Run: .venv/bin/python -m bench.proxy.bench_otel [--streams 5000] [--repeats 5] [--healthy-spans SHARE]
+     [--encoders]
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from sseguard.core.policy import Policy
@@ -40,17 +44,64 @@ TRUNCATED = Verdict(Ending.TRUNCATED, findings=(
     message={"model": "served-model"}, chunks=50, bytes=9_000, first_id="chatcmpl-2")
 
 
+def varied(verdict: Verdict, count: int = 1000) -> list[Verdict]:
+    """``count`` copies of ``verdict`` that differ as real streams do: their response id, chunks,
+    bytes and token counts (what a span carries that does not repeat from stream to stream)."""
+    out = []
+    for n in range(count):
+        message = dict(verdict.message)
+        if "usage" in message:
+            message["usage"] = {"prompt_tokens": 900 + n, "completion_tokens": 100 + n % 97,
+                                "prompt_tokens_details": {"cached_tokens": 640 + n % 13}}
+        out.append(replace(verdict, message=message, chunks=verdict.chunks + n % 89,
+                           bytes=verdict.bytes + 7 * n, first_id=f"chatcmpl-{n}"))
+    return out
+
+
 def measure(telemetry: object, flush: object, verdict: Verdict, streams: int) -> float:
-    """CPU µs per stream of ``streams`` emits, the export flushed before the clock stops."""
+    """CPU µs per stream of ``streams`` emits (each with its own id, counts and times: ``varied``),
+    the export flushed before the clock stops."""
     policy = Policy()
     emit = telemetry.emit  # type: ignore[attr-defined]
+    verdicts = varied(verdict)
     start = time.process_time()
-    for _ in range(streams):
-        emit(genai.MeasuredCall(verdict=verdict, policy=policy, start_ns=time.time_ns(), duration_s=1.0,
-                        request_model="asked-model", ttfc_s=0.1, server_address="127.0.0.1",
-                        server_port=8000))
+    for n in range(streams):
+        emit(genai.MeasuredCall(verdict=verdicts[n % len(verdicts)], policy=policy,
+                                start_ns=time.time_ns(), duration_s=1.0 + n % 1000 / 1000,
+                                request_model="asked-model", ttfc_s=0.1 + n % 997 / 10_000,
+                                server_address="127.0.0.1", server_port=8000))
     flush()  # type: ignore[operator]
     return (time.process_time() - start) * 1e6 / streams
+
+
+def encoders(streams: int, repeats: int) -> None:
+    """CPU µs per span of writing ``streams`` healthy spans (batches of 512, serialized) as an OTLP
+    request: the SDK's encoder, then ``SpanEncoder``; the resource hashed once, as ``configure``'s."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from sseguard.telemetry.otel import Telemetry, _resource_hashed_once
+    from sseguard.telemetry.otlp_spans import SpanEncoder
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=_resource_hashed_once(Resource.create({})))  # as configure
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    measure(Telemetry(provider, MeterProvider()), provider.force_flush, HEALTHY, streams)
+    spans = memory.get_finished_spans()
+    for name, encode in (("the SDK's encode_spans", encode_spans),
+                         ("SpanEncoder", SpanEncoder().encode)):
+        runs = []
+        for _ in range(repeats):
+            start = time.process_time()
+            for i in range(0, len(spans), 512):
+                encode(spans[i:i + 512]).SerializePartialToString()
+            runs.append((time.process_time() - start) * 1e6 / len(spans))
+        print(f"{name}: {min(runs):.1f} µs CPU per span (best of {repeats} × {len(spans):,})",
+              flush=True)
 
 
 def main() -> None:
@@ -58,7 +109,12 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=5000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--healthy-spans", default="1")
+    parser.add_argument("--encoders", action="store_true",
+                        help="measure only the writing of the export request, SDK against sseguard")
     args = parser.parse_args()
+    if args.encoders:
+        encoders(args.streams, args.repeats)
+        return
     sink = subprocess.Popen([sys.executable, "-m", "bench.proxy.bench_proxy", "--otlp-sink"],
                             stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
     try:

@@ -1,8 +1,9 @@
 """The OpenTelemetry adapter: ``genai``'s plans handed to the OpenTelemetry API, and the SDK set up
 from the standard ``OTEL_*`` environment variables for the commands that emit (``--otel``).
 
-Only this module imports OpenTelemetry, and only ``sseguard[otel]`` installs it: everything else
-reaches it through ``load()``, which names the extra when it is missing.
+Only this module and the span exporters it sets up (``otlp_*``) import OpenTelemetry, and only
+``sseguard[otel]`` installs it: everything else reaches it through ``load()``, which names the
+extra when it is missing.
 
 A span is made once the call is over, with the times the adapter measured (``start_time``,
 ``end_time``), rather than opened at the request and carried along the stream: the relay's per-event
@@ -197,7 +198,7 @@ def configure(env: Mapping[str, str] | None = None, *, service_name: str = "sseg
     attributes: dict[str, Any] = {}
     if not env.get("OTEL_SERVICE_NAME"):
         attributes["service.name"] = service_name
-    resource = Resource.create(attributes)
+    resource = _resource_hashed_once(Resource.create(attributes))
     tracer_provider = TracerProvider(resource=resource)
     for name in _exporter_names("TRACES", env):
         span_exporter = ConsoleSpanExporter() if name == "console" else \
@@ -220,14 +221,29 @@ def configure(env: Mapping[str, str] | None = None, *, service_name: str = "sseg
                               healthy_spans=healthy), shutdown)
 
 
+def _resource_hashed_once(resource: Any) -> Any:
+    """``resource`` with its hash worked out once. The OTLP encoders group each exported span by
+    its resource, and the SDK's ``Resource`` hashes by writing its attributes out as JSON every
+    time: ~8 µs a span, in the exporter's thread. A resource is immutable, so one hash holds."""
+    from opentelemetry.sdk.resources import Resource
+
+    class HashedOnce(Resource):
+        def __init__(self, attributes: Any, schema_url: str | None = None) -> None:
+            super().__init__(attributes, schema_url)
+            self._hash = super().__hash__()
+
+        def __hash__(self) -> int:
+            return self._hash
+
+    return HashedOnce(resource.attributes, resource.schema_url)
+
+
 def _span_exporter(protocol: str) -> Any:
     if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-        return OTLPSpanExporter()
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-        OTLPSpanExporter as HttpSpanExporter,
-    )
-    return HttpSpanExporter()
+        from sseguard.telemetry import otlp_grpc
+        return otlp_grpc.span_exporter()
+    from sseguard.telemetry import otlp_http
+    return otlp_http.span_exporter()
 
 
 def _metric_exporter(protocol: str) -> Any:
