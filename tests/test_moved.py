@@ -1,4 +1,5 @@
-"""The core's old import paths still work, warn, and give the very module of the new path
+"""Moved modules' old import paths (the core, the parsers' vendors, the proxy's rooms, the renamed
+probe and analysis modules) still work, warn, and give the very module of the new path
 (src/sseguard/_moved.py)."""
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ OLD_TO_NEW = [
     ("sseguard.core.toolcalls.json_array", "sseguard.core.toolcalls.grammars.json_array_family",
      "json_array_family"),
     ("sseguard.toolcalls.hermes", "sseguard.core.toolcalls.vendors.hermes", "FAMILY"),
+    # the proxy's rooms: the modules code outside the package imported
+    ("sseguard.proxy.app", "sseguard.proxy.driver.app", "serve_proxy"),
+    ("sseguard.proxy.worker", "sseguard.proxy.driver.worker", "serve_worker"),
 ]
 #: The first warning an import raises names the outermost moved package it passes through.
 FIRST_WARNING = {"sseguard.toolcalls.family": "sseguard.toolcalls moved to sseguard.core.toolcalls",
