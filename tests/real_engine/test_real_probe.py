@@ -1,6 +1,6 @@
 """``sseguard probe`` against a healthy real engine: vLLM serving the real SmolLM2-135M (natural text),
-workloads ``small`` and ``tools`` at 1, 8 and 32 concurrent streams. A healthy engine must give no
-false alarm: every stream complete, none failed under the strict policy.
+workloads ``small``, ``reuse`` and ``tools`` at 1, 8 and 32 concurrent streams. A healthy engine must
+give no false alarm: every stream complete, none failed under the strict policy.
 
 vLLM's chunks carry its own extension fields (``prompt_token_ids``, ``token_ids``, …, vLLM's
 ``return_token_ids`` family): known fields of a known server, never a failure.
@@ -38,7 +38,7 @@ def _records(out: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.timeout(1500)
-@pytest.mark.parametrize("workload", ["small", "tools"])
+@pytest.mark.parametrize("workload", ["small", "reuse", "tools"])
 def test_probe_gives_no_false_alarm_on_a_healthy_real_engine(text_server: Any, tmp_path: Path,
                                                             workload: str) -> None:
     server = text_server
